@@ -1,0 +1,63 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Language mode 5: the event loop is single-threaded per worker and hands C
+// callbacks opaque pointers; strict Sendable checking would fight that design
+// without making it safer. Cross-thread state (the memory tier) is locked.
+let swift5: [SwiftSetting] = [.swiftLanguageMode(.v5)]
+
+let package = Package(
+    name: "Larder",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "larder", targets: ["larder"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    ],
+    targets: [
+        // C: epoll loop, timers, eventfd wake-ups, signalfd, socket helpers.
+        .target(name: "CEventLoop"),
+        // libcurl via pkg-config with typed, non-variadic shims.
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        .target(name: "EventLoop", dependencies: ["CEventLoop"], swiftSettings: swift5),
+        .target(name: "HTTP1", swiftSettings: swift5),
+        .target(name: "CacheSemantics", swiftSettings: swift5),
+        .target(name: "CacheStorage", dependencies: ["CacheSemantics"], swiftSettings: swift5),
+        .target(name: "Upstream", dependencies: ["CCurl", "EventLoop"], swiftSettings: swift5),
+        .target(
+            name: "Proxy",
+            dependencies: [
+                "EventLoop", "HTTP1", "CacheSemantics", "CacheStorage", "Upstream",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swift5
+        ),
+        .executableTarget(
+            name: "larder",
+            dependencies: [
+                "Proxy", "EventLoop", "Upstream", "CacheStorage",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "TOMLKit", package: "TOMLKit"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swift5
+        ),
+        .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1"], swiftSettings: swift5),
+        .testTarget(name: "CacheSemanticsTests", dependencies: ["CacheSemantics"], swiftSettings: swift5),
+        .testTarget(name: "CacheStorageTests", dependencies: ["CacheStorage"], swiftSettings: swift5),
+        .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"], swiftSettings: swift5),
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: ["larder"],
+            exclude: ["origin.py"],
+            swiftSettings: swift5
+        ),
+    ]
+)

@@ -1,0 +1,96 @@
+// A small epoll event loop: mechanism only, no HTTP.
+//
+// Level-triggered: an fd stays ready until it is drained, which matches what
+// libcurl expects from CURLMOPT_SOCKETFUNCTION and keeps partial reads simple.
+// The loop never calls back into Swift: el_poll() fills an array of events
+// (fd readiness, expired timers, wake-ups) and the caller dispatches them by
+// token. Tokens are chosen by the caller and never reused, so an event for a
+// registration removed earlier in the same batch is recognisably stale.
+//
+// Every function returns a negative errno on failure; none calls exit().
+#ifndef LARDER_EL_H
+#define LARDER_EL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+typedef struct el_loop el_loop;
+
+enum {
+    EL_READ = 1u,
+    EL_WRITE = 2u,
+    EL_ERROR = 4u,   // EPOLLERR
+    EL_HUP = 8u,     // EPOLLHUP or EPOLLRDHUP
+};
+
+enum {
+    EL_KIND_FD = 0,
+    EL_KIND_TIMER = 1,
+    EL_KIND_WAKE = 2,
+};
+
+typedef struct {
+    uint64_t token;   // the caller's token for the fd or timer; 0 for wake-ups
+    uint32_t kind;    // EL_KIND_*
+    uint32_t events;  // EL_READ | EL_WRITE | EL_ERROR | EL_HUP for fds
+} el_event;
+
+/// Creates a loop (epoll instance + eventfd for wake-ups). NULL on failure,
+/// with the errno in *err.
+el_loop *el_create(int *err);
+void el_destroy(el_loop *loop);
+
+/// Adds or changes (EPOLL_CTL_ADD vs MOD decided by what the loop knows) the
+/// interest set of fd. interest may be 0 to keep the fd registered but quiet.
+int el_watch(el_loop *loop, int fd, uint32_t interest, uint64_t token);
+/// Removes fd from the loop. Call before close().
+int el_unwatch(el_loop *loop, int fd);
+
+/// Arms a one-shot timer on the monotonic clock. Returns a non-zero id, or 0
+/// when the timer table cannot grow.
+uint64_t el_timer_start(el_loop *loop, uint64_t delay_ms, uint64_t token);
+/// Cancels a timer that has not fired. Unknown or fired ids are ignored.
+void el_timer_cancel(el_loop *loop, uint64_t id);
+
+/// Wakes el_poll() from any thread. Async-signal-safe.
+int el_wake(el_loop *loop);
+
+/// Waits for events, at most max_wait_ms (-1: until something happens),
+/// and fills up to cap events. Returns the count or a negative errno.
+int el_poll(el_loop *loop, el_event *out, int cap, int max_wait_ms);
+
+/// Milliseconds on CLOCK_MONOTONIC.
+uint64_t el_now_ms(void);
+/// Seconds since the epoch (CLOCK_REALTIME), for Date headers.
+int64_t el_wall_seconds(void);
+
+/// Blocks the given signals in the calling thread (threads created later
+/// inherit the mask) and returns a nonblocking signalfd delivering them.
+int el_signalfd_open(const int *signals, int count);
+/// Reads one signal from a signalfd: its number, or -EAGAIN when none.
+int el_signalfd_read(int fd);
+/// Ignores SIGPIPE process-wide: a client that hangs up must not kill us.
+void el_ignore_sigpipe(void);
+
+/// A nonblocking, close-on-exec TCP listener on host:port (numeric IPv4 or
+/// IPv6 literal, or a name). reuse_port sets SO_REUSEPORT so that each worker
+/// can have its own. The bound port is written to *bound_port.
+int el_listen_tcp(const char *host, uint16_t port, int backlog, int reuse_port,
+                  uint16_t *bound_port);
+/// accept4 (nonblocking, close-on-exec, TCP_NODELAY). The peer's numeric
+/// address is written to addr (NUL-terminated). -EAGAIN when none is pending.
+int el_accept(int listen_fd, char *addr, size_t addr_cap);
+/// Sets O_NONBLOCK (for sockets passed in by systemd).
+int el_set_nonblocking(int fd);
+
+ssize_t el_read(int fd, void *buf, size_t len);
+ssize_t el_writev(int fd, const struct iovec *iov, int count);
+ssize_t el_write(int fd, const void *buf, size_t len);
+int el_close(int fd);
+/// Half-closes the write side (used before closing after an error answer so
+/// the client receives it rather than a reset).
+int el_shutdown_write(int fd);
+
+#endif

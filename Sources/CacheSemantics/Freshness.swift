@@ -1,0 +1,123 @@
+/// What RFC 9111 needs to know about one response to judge its age and
+/// freshness. Times are seconds since the epoch.
+public struct ResponseTiming: Equatable, Sendable {
+    /// When the request that produced the response was sent.
+    public var requestTime: Int64
+    /// When the response was received.
+    public var responseTime: Int64
+    /// The response's Date header, if valid.
+    public var dateValue: Int64?
+    /// The response's Age header, if valid.
+    public var ageValue: Int
+
+    public init(requestTime: Int64, responseTime: Int64, dateValue: Int64?, ageValue: Int) {
+        self.requestTime = requestTime
+        self.responseTime = responseTime
+        self.dateValue = dateValue
+        self.ageValue = ageValue
+    }
+}
+
+/// Freshness and age (RFC 9111 sections 4.2.1 and 4.2.3), as pure functions.
+public enum Freshness {
+    /// The explicit freshness lifetime in seconds, or nil when the response
+    /// carries none (heuristic freshness is not used).
+    /// A shared cache prefers s-maxage; an invalid Expires means "already expired".
+    public static func lifetime(_ cc: CacheControl, dateValue: Int64?, expires: String?,
+                                responseTime: Int64, shared: Bool) -> Int? {
+        if shared, let s = cc.sMaxAge { return s }
+        if let m = cc.maxAge { return m }
+        if let expires {
+            guard let e = HTTPDate.parse(expires) else { return 0 }
+            let date = dateValue ?? responseTime
+            return Int(clamping: max(0, e - date))
+        }
+        return nil
+    }
+
+    /// corrected_initial_age of section 4.2.3.
+    public static func correctedInitialAge(_ t: ResponseTiming) -> Int {
+        let apparentAge = max(0, t.responseTime - (t.dateValue ?? t.responseTime))
+        let responseDelay = max(0, t.responseTime - t.requestTime)
+        let correctedAgeValue = Int64(t.ageValue) + responseDelay
+        return Int(clamping: max(apparentAge, correctedAgeValue))
+    }
+
+    /// current_age: the corrected initial age plus the time spent stored.
+    public static func currentAge(correctedInitialAge: Int, responseTime: Int64, now: Int64) -> Int {
+        correctedInitialAge + Int(clamping: max(0, now - responseTime))
+    }
+
+    /// An Age header value: non-negative digits, else nil; saturates at 2^31.
+    public static func parseAge(_ value: String?) -> Int? {
+        guard let value, !value.isEmpty, value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        return CacheControl.seconds(Substring(value))
+    }
+}
+
+/// Why a response is or is not stored (RFC 9111 section 3).
+public enum StoreDecision: Equatable, Sendable {
+    case store
+    case doNotStore(String)
+}
+
+/// Status codes this cache understands well enough to store (section 3, "the
+/// response status code is final" and understood). 206 needs range support
+/// and is not stored yet.
+public let understoodStatusCodes: Set<Int> = [
+    200, 203, 204, 300, 301, 302, 303, 307, 308, 404, 405, 410, 414, 451, 501,
+    400, 403, 500, 502, 503, 504,
+]
+
+public enum Storability {
+    /// Whether a response may be stored, for a shared cache unless `shared` is false.
+    public static func decide(method: String, status: Int, request: CacheControl, response: CacheControl,
+                              hasAuthorization: Bool, shared: Bool, hasExplicitFreshness: Bool) -> StoreDecision {
+        guard method == "GET" else { return .doNotStore("method \(method)") }
+        guard understoodStatusCodes.contains(status) else { return .doNotStore("status \(status)") }
+        if request.noStore { return .doNotStore("request no-store") }
+        if response.noStore { return .doNotStore("no-store") }
+        if shared && response.isPrivate { return .doNotStore("private") }
+        // Section 3.5: a shared cache may store a response to an authorized
+        // request only when the response explicitly allows it.
+        if shared && hasAuthorization && !(response.mustRevalidate || response.isPublic || response.sMaxAge != nil) {
+            return .doNotStore("authorization")
+        }
+        // No heuristic freshness yet: without explicit freshness a stored
+        // response could never be reused without validation.
+        if !hasExplicitFreshness && !response.noCache { return .doNotStore("no explicit freshness") }
+        return .store
+    }
+}
+
+/// How a stored response may be used for a request (section 4.2 and 5.2.1).
+public enum ReuseDecision: Equatable, Sendable {
+    /// Serve it; `ttl` seconds of freshness remain.
+    case fresh(ttl: Int)
+    /// Stale (or must be validated) for this request: go upstream.
+    case stale(ttl: Int)
+}
+
+public enum Reuse {
+    public static func decide(lifetime: Int, currentAge: Int, request: CacheControl, response: CacheControl,
+                              requestPragmaNoCache: Bool) -> ReuseDecision {
+        let ttl = lifetime - currentAge
+        if response.noCache || request.noCache || (requestPragmaNoCache && !request.hasAnyDirective) {
+            return .stale(ttl: ttl)
+        }
+        if let maxAge = request.maxAge, currentAge > maxAge { return .stale(ttl: ttl) }
+        if let minFresh = request.minFresh, ttl < minFresh { return .stale(ttl: ttl) }
+        if ttl > 0 { return .fresh(ttl: ttl) }
+        // Serving stale on request max-stale is allowed unless the response forbids it.
+        if let maxStale = request.maxStale, !response.mustRevalidate, !response.proxyRevalidate,
+           !(response.sMaxAge != nil), -ttl <= maxStale {
+            return .fresh(ttl: ttl)
+        }
+        return .stale(ttl: ttl)
+    }
+}
+
+extension CacheControl {
+    /// Whether any directive was present (Pragma only counts without Cache-Control).
+    public var hasAnyDirective: Bool { self != CacheControl() }
+}

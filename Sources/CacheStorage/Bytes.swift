@@ -1,0 +1,68 @@
+/// An immutable block of bytes at a stable address, so that `writev` can
+/// point straight into stored responses without copying them per hit.
+public final class Bytes: @unchecked Sendable {
+    public let pointer: UnsafeRawPointer
+    public let count: Int
+
+    public init(_ source: UnsafeRawBufferPointer) {
+        let storage = UnsafeMutableRawPointer.allocate(byteCount: max(source.count, 1), alignment: 16)
+        if source.count > 0 { storage.copyMemory(from: source.baseAddress!, byteCount: source.count) }
+        pointer = UnsafeRawPointer(storage)
+        count = source.count
+    }
+
+    public convenience init(_ array: [UInt8]) {
+        self.init(array.withUnsafeBytes { UnsafeRawBufferPointer($0) })
+    }
+
+    /// Takes ownership of memory allocated with `UnsafeMutableRawPointer.allocate`.
+    public init(adopting storage: UnsafeMutableRawPointer, count: Int) {
+        pointer = UnsafeRawPointer(storage)
+        self.count = count
+    }
+
+    deinit { UnsafeMutableRawPointer(mutating: pointer).deallocate() }
+
+    public var buffer: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: pointer, count: count) }
+}
+
+/// A growable byte accumulator that hands its memory over to `Bytes` without
+/// a final copy; used to collect a response body while it streams through.
+public struct ByteAccumulator {
+    private var storage: UnsafeMutableRawPointer?
+    private var capacity = 0
+    public private(set) var count = 0
+
+    public init() {}
+
+    public mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        guard bytes.count > 0 else { return }
+        if count + bytes.count > capacity {
+            let newCapacity = max(capacity * 2, count + bytes.count, 4096)
+            let grown = UnsafeMutableRawPointer.allocate(byteCount: newCapacity, alignment: 16)
+            if let storage {
+                grown.copyMemory(from: storage, byteCount: count)
+                storage.deallocate()
+            }
+            storage = grown
+            capacity = newCapacity
+        }
+        (storage! + count).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
+        count += bytes.count
+    }
+
+    /// Moves the bytes into an immutable `Bytes`; the accumulator is empty after.
+    public mutating func take() -> Bytes {
+        defer { storage = nil; capacity = 0; count = 0 }
+        guard let storage else { return Bytes([]) }
+        return Bytes(adopting: storage, count: count)
+    }
+
+    /// Frees the memory (when a body turns out too large to store).
+    public mutating func discard() {
+        storage?.deallocate()
+        storage = nil
+        capacity = 0
+        count = 0
+    }
+}

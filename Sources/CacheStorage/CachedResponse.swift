@@ -1,0 +1,57 @@
+import CacheSemantics
+
+/// A stored response, immutable once built and shared between workers.
+///
+/// `headPrefix` is the status line and stored header fields, serialized when
+/// the response was stored; a hit appends Age, Date and Cache-Status and the
+/// blank line, then `body`, in one writev.
+public final class CachedResponse: @unchecked Sendable {
+    public let key: String
+    public let status: Int
+    public let headPrefix: Bytes
+    public let body: Bytes
+    /// Response fields as stored (lowercased names), for validation and HEAD.
+    public let headers: [(name: String, value: String)]
+    public let timing: ResponseTiming
+    public let correctedInitialAge: Int
+    /// Freshness lifetime in seconds.
+    public let lifetime: Int
+    public let cacheControl: CacheControl
+    /// Vary field names (sorted) and the request's normalized values for them.
+    public let varyNames: [String]
+    public let varyValues: [String?]
+
+    public init(key: String, status: Int, headPrefix: Bytes, body: Bytes, headers: [(name: String, value: String)],
+                timing: ResponseTiming, lifetime: Int, cacheControl: CacheControl,
+                varyNames: [String], varyValues: [String?]) {
+        self.key = key
+        self.status = status
+        self.headPrefix = headPrefix
+        self.body = body
+        self.headers = headers
+        self.timing = timing
+        self.correctedInitialAge = Freshness.correctedInitialAge(timing)
+        self.lifetime = lifetime
+        self.cacheControl = cacheControl
+        self.varyNames = varyNames
+        self.varyValues = varyValues
+    }
+
+    /// Bookkeeping bytes charged per entry beyond its head and body: the
+    /// object, its index slot and list links.
+    public static let overheadBytes = 512
+
+    /// What this entry counts against the memory limit.
+    public var costBytes: Int {
+        headPrefix.count + body.count + key.utf8.count + Self.overheadBytes
+            + headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 32 }
+    }
+
+    public func currentAge(now: Int64) -> Int {
+        Freshness.currentAge(correctedInitialAge: correctedInitialAge, responseTime: timing.responseTime, now: now)
+    }
+
+    public func header(_ name: String) -> String? {
+        headers.first { $0.name == name }?.value
+    }
+}

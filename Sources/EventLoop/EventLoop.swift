@@ -1,0 +1,162 @@
+import CEventLoop
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Readiness reported for a file descriptor.
+public struct IOEvents: OptionSet, Sendable {
+    public let rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+    public static let read = IOEvents(rawValue: UInt32(EL_READ))
+    public static let write = IOEvents(rawValue: UInt32(EL_WRITE))
+    public static let error = IOEvents(rawValue: UInt32(EL_ERROR))
+    public static let hangup = IOEvents(rawValue: UInt32(EL_HUP))
+}
+
+/// Something that owns a file descriptor registered with a loop.
+public protocol IOHandler: AnyObject {
+    func ready(_ events: IOEvents)
+}
+
+/// A one-shot timer's handle; cancel it with `EventLoop.cancel(_:)`.
+public struct TimerID: Hashable, Sendable {
+    fileprivate let raw: UInt64
+    fileprivate let token: UInt64
+    public static let none = TimerID(raw: 0, token: 0)
+}
+
+/// The Swift face of the C loop. One per worker thread; every method except
+/// `execute` and `wake` must be called on the loop's own thread.
+public final class EventLoop {
+    private let raw: OpaquePointer
+    private var nextToken: UInt64 = 1
+    private var ioHandlers: [UInt64: IOHandler] = [:]
+    private var fdTokens: [Int32: UInt64] = [:]
+    private var timers: [UInt64: () -> Void] = [:]
+    private var running = false
+    private var events: UnsafeMutablePointer<el_event>
+    private let eventsCapacity = 512
+
+    private let queueLock = Lock()
+    private var queued: [() -> Void] = []
+
+    public init() throws(SystemError) {
+        var err: Int32 = 0
+        guard let loop = el_create(&err) else { throw SystemError(errno: err, operation: "epoll_create") }
+        raw = loop
+        events = .allocate(capacity: eventsCapacity)
+    }
+
+    deinit {
+        events.deallocate()
+        el_destroy(raw)
+    }
+
+    /// Registers `fd` (or changes its interest) with `handler`.
+    public func watch(_ fd: Int32, _ interest: IOEvents, _ handler: IOHandler) throws(SystemError) {
+        let token: UInt64
+        if let existing = fdTokens[fd] {
+            token = existing
+        } else {
+            token = nextToken
+            nextToken += 1
+            fdTokens[fd] = token
+        }
+        ioHandlers[token] = handler
+        _ = try check(Int(el_watch(raw, fd, interest.rawValue, token)), "epoll_ctl(\(fd))")
+    }
+
+    /// Changes the interest set of an fd that is already watched.
+    public func setInterest(_ fd: Int32, _ interest: IOEvents) {
+        guard let token = fdTokens[fd] else { return }
+        _ = el_watch(raw, fd, interest.rawValue, token)
+    }
+
+    /// Stops watching `fd`; pending events for it in this batch are dropped.
+    public func unwatch(_ fd: Int32) {
+        guard let token = fdTokens.removeValue(forKey: fd) else { return }
+        ioHandlers[token] = nil
+        _ = el_unwatch(raw, fd)
+    }
+
+    /// Runs `action` once after `milliseconds` on the monotonic clock.
+    @discardableResult
+    public func schedule(after milliseconds: UInt64, _ action: @escaping () -> Void) -> TimerID {
+        let token = nextToken
+        nextToken += 1
+        let id = el_timer_start(raw, milliseconds, token)
+        guard id != 0 else { return .none }  // out of memory: the timer is lost, as malloc failure elsewhere
+        timers[token] = action
+        return TimerID(raw: id, token: token)
+    }
+
+    public func cancel(_ timer: TimerID) {
+        guard timer.raw != 0 else { return }
+        el_timer_cancel(raw, timer.raw)
+        timers[timer.token] = nil
+    }
+
+    /// Queues `work` to run on the loop's thread. Safe from any thread.
+    public func execute(_ work: @escaping () -> Void) {
+        queueLock.withLock { queued.append(work) }
+        _ = el_wake(raw)
+    }
+
+    /// Runs until `stop()` is called.
+    public func run() {
+        running = true
+        while running {
+            runOnce(maxWaitMilliseconds: -1)
+        }
+    }
+
+    /// Waits for and dispatches one batch of events.
+    public func runOnce(maxWaitMilliseconds: Int32) {
+        let n = el_poll(raw, events, Int32(eventsCapacity), maxWaitMilliseconds)
+        if n < 0 { return }
+        for i in 0..<Int(n) {
+            let event = events[i]
+            switch event.kind {
+            case UInt32(EL_KIND_FD):
+                // A handler removed earlier in this batch has no entry: stale event.
+                ioHandlers[event.token]?.ready(IOEvents(rawValue: event.events))
+            case UInt32(EL_KIND_TIMER):
+                timers.removeValue(forKey: event.token)?()
+            default:
+                drainQueue()
+            }
+        }
+    }
+
+    public func stop() { running = false }
+
+    private func drainQueue() {
+        let work = queueLock.withLock { () -> [() -> Void] in
+            let w = queued
+            queued.removeAll()
+            return w
+        }
+        for item in work { item() }
+    }
+
+    /// Monotonic milliseconds.
+    public static func nowMilliseconds() -> UInt64 { el_now_ms() }
+    /// Wall-clock seconds since the epoch.
+    public static func wallSeconds() -> Int64 { el_wall_seconds() }
+}
+
+/// A pthread mutex; small enough that the whole process can use one type.
+public final class Lock: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    public init() { pthread_mutex_init(mutex, nil) }
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+    @inline(__always)
+    public func withLock<T>(_ body: () throws -> T) rethrows -> T {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body()
+    }
+}

@@ -1,0 +1,79 @@
+import CEventLoop
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One Swift function per socket call of the C shim; EINTR is retried there.
+public enum Socket {
+    /// A nonblocking TCP listener. Returns the fd and the port actually bound
+    /// (useful with port 0).
+    public static func listen(host: String, port: UInt16, reusePort: Bool, backlog: Int32 = 1024)
+        throws(SystemError) -> (fd: Int32, port: UInt16)
+    {
+        var bound: UInt16 = 0
+        let fd = try check(Int(el_listen_tcp(host, port, backlog, reusePort ? 1 : 0, &bound)),
+                           "listen on \(host):\(port)")
+        return (Int32(fd), bound)
+    }
+
+    /// Accepts one connection; nil when none is pending.
+    public static func accept(_ listener: Int32) throws(SystemError) -> (fd: Int32, peer: String)? {
+        var addr = [CChar](repeating: 0, count: 64)
+        let fd = el_accept(listener, &addr, 64)
+        if fd < 0 {
+            let e = -fd
+            if e == EAGAIN || e == EWOULDBLOCK || e == ECONNABORTED { return nil }
+            throw SystemError(errno: e, operation: "accept")
+        }
+        let peer = addr.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        return (fd, peer)
+    }
+
+    /// Reads into `buffer`; 0 means end of stream, nil means would block.
+    public static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int? {
+        let n = el_read(fd, buffer.baseAddress, buffer.count)
+        if n < 0 {
+            let e = Int32(-n)
+            if e == EAGAIN || e == EWOULDBLOCK { return nil }
+            throw SystemError(errno: e, operation: "read")
+        }
+        return n
+    }
+
+    /// Gathers and writes; nil means would block.
+    public static func writev(_ fd: Int32, _ iov: UnsafePointer<iovec>, count: Int32) throws(SystemError) -> Int? {
+        let n = el_writev(fd, iov, count)
+        if n < 0 {
+            let e = Int32(-n)
+            if e == EAGAIN || e == EWOULDBLOCK { return nil }
+            throw SystemError(errno: e, operation: "writev")
+        }
+        return n
+    }
+
+    public static func shutdownWrite(_ fd: Int32) { _ = el_shutdown_write(fd) }
+
+    public static func close(_ fd: Int32) { _ = el_close(fd) }
+
+    public static func setNonBlocking(_ fd: Int32) throws(SystemError) {
+        _ = try check(Int(el_set_nonblocking(fd)), "fcntl(O_NONBLOCK)")
+    }
+}
+
+/// Signals delivered as readable events through a signalfd.
+public final class SignalSource {
+    public let fd: Int32
+
+    /// Blocks `signals` in the calling thread (call before starting threads).
+    public init(_ signals: [Int32]) throws(SystemError) {
+        el_ignore_sigpipe()
+        let fd = signals.withUnsafeBufferPointer { el_signalfd_open($0.baseAddress, Int32($0.count)) }
+        self.fd = Int32(try check(Int(fd), "signalfd"))
+    }
+
+    /// The next pending signal, or nil.
+    public func next() -> Int32? {
+        let s = el_signalfd_read(fd)
+        return s > 0 ? s : nil
+    }
+}

@@ -1,0 +1,142 @@
+/// Builds response heads as bytes. Used when a response is stored (once) and
+/// for error answers; a cache hit only appends its per-request fields.
+public enum ResponseSerializer {
+    /// "HTTP/1.1 200 OK\r\n" followed by each field; no terminating blank line,
+    /// so the caller can append more fields.
+    public static func headPrefix(status: Int, headers: [HeaderField]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        out.append(contentsOf: "HTTP/1.1 ".utf8)
+        appendDecimal(status, to: &out)
+        out.append(SP)
+        out.append(contentsOf: reasonPhrase(status).utf8)
+        out.append(contentsOf: [CR, LF])
+        for field in headers {
+            appendField(field.name, field.value, to: &out)
+        }
+        return out
+    }
+
+    public static func appendField(_ name: String, _ value: String, to out: inout [UInt8]) {
+        out.append(contentsOf: canonicalName(name).utf8)
+        out.append(contentsOf: ": ".utf8)
+        out.append(contentsOf: value.utf8)
+        out.append(contentsOf: [CR, LF])
+    }
+
+    /// A complete small response with a text body (errors, 100 Continue not included).
+    public static func simple(status: Int, body: String, close: Bool, extra: [HeaderField] = []) -> [UInt8] {
+        var out = headPrefix(status: status, headers: extra)
+        appendField("content-type", "text/plain; charset=utf-8", to: &out)
+        appendField("content-length", String(body.utf8.count + 1), to: &out)
+        if close { appendField("connection", "close", to: &out) }
+        out.append(contentsOf: [CR, LF])
+        out.append(contentsOf: body.utf8)
+        out.append(LF)
+        return out
+    }
+
+    /// Writes a non-negative integer in decimal without allocating a String.
+    @inline(__always)
+    public static func appendDecimal(_ value: Int, to out: inout [UInt8]) {
+        if value < 0 {
+            out.append(UInt8(ascii: "-"))
+            appendDecimal(-value, to: &out)
+            return
+        }
+        if value < 10 { out.append(UInt8(0x30 + value)); return }
+        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var n = value, count = 0
+        withUnsafeMutableBytes(of: &digits) { d in
+            while n > 0 { d[count] = UInt8(0x30 + n % 10); n /= 10; count += 1 }
+            for k in stride(from: count - 1, through: 0, by: -1) { out.append(d[k]) }
+        }
+    }
+
+    /// "content-type" -> "Content-Type": clients and tools expect the usual case.
+    public static func canonicalName(_ name: String) -> String {
+        var upper = true
+        return String(String.UnicodeScalarView(name.unicodeScalars.map { s -> Unicode.Scalar in
+            defer { upper = s == "-" }
+            if upper, s.value >= 0x61, s.value <= 0x7A { return Unicode.Scalar(s.value - 32)! }
+            return s
+        }))
+    }
+
+    /// The chunk-size line for a chunk of `count` bytes.
+    public static func chunkHeader(_ count: Int) -> [UInt8] {
+        var out: [UInt8] = []
+        var started = false
+        for shift in stride(from: 60, through: 0, by: -4) {
+            let nibble = (count >> shift) & 0xF
+            if nibble != 0 || started || shift == 0 {
+                started = true
+                out.append(nibble < 10 ? UInt8(0x30 + nibble) : UInt8(0x61 + nibble - 10))
+            }
+        }
+        out.append(contentsOf: [CR, LF])
+        return out
+    }
+
+    public static func reasonPhrase(_ status: Int) -> String {
+        switch status {
+        case 100: return "Continue"
+        case 200: return "OK"
+        case 201: return "Created"
+        case 202: return "Accepted"
+        case 203: return "Non-Authoritative Information"
+        case 204: return "No Content"
+        case 206: return "Partial Content"
+        case 300: return "Multiple Choices"
+        case 301: return "Moved Permanently"
+        case 302: return "Found"
+        case 303: return "See Other"
+        case 304: return "Not Modified"
+        case 307: return "Temporary Redirect"
+        case 308: return "Permanent Redirect"
+        case 400: return "Bad Request"
+        case 401: return "Unauthorized"
+        case 403: return "Forbidden"
+        case 404: return "Not Found"
+        case 405: return "Method Not Allowed"
+        case 408: return "Request Timeout"
+        case 410: return "Gone"
+        case 411: return "Length Required"
+        case 412: return "Precondition Failed"
+        case 413: return "Content Too Large"
+        case 414: return "URI Too Long"
+        case 417: return "Expectation Failed"
+        case 429: return "Too Many Requests"
+        case 431: return "Request Header Fields Too Large"
+        case 500: return "Internal Server Error"
+        case 501: return "Not Implemented"
+        case 502: return "Bad Gateway"
+        case 503: return "Service Unavailable"
+        case 504: return "Gateway Timeout"
+        case 505: return "HTTP Version Not Supported"
+        default: return "Status \(status)"
+        }
+    }
+}
+
+/// Parsing of the response lines libcurl hands back, one per call.
+public enum ResponseLine {
+    /// The status code of "HTTP/1.1 200 OK" or "HTTP/2 200"; nil if not a status line.
+    public static func status(_ line: String) -> Int? {
+        guard line.hasPrefix("HTTP/") else { return nil }
+        let parts = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
+        guard parts.count >= 2, parts[1].utf8.count == 3, let code = Int(parts[1]), code >= 100, code <= 999 else { return nil }
+        return code
+    }
+
+    /// A "Name: value" line, name lowercased and value trimmed.
+    public static func field(_ line: String) -> HeaderField? {
+        guard let colon = line.firstIndex(of: ":") else { return nil }
+        let name = line[..<colon]
+        guard !name.isEmpty, name.utf8.allSatisfy(isTokenChar) else { return nil }
+        let value = line[line.index(after: colon)...].trimmingCharacters(in: " \t\r\n")
+        return HeaderField(name: name.lowercased(), value: value)
+    }
+}

@@ -1,0 +1,23 @@
+import HTTP1
+
+/// Cache-Status field values (RFC 9211) with the cache name "larder".
+enum CacheStatus {
+    /// The reason a request went upstream.
+    enum Forward: String {
+        case bypass, method, uriMiss = "uri-miss", varyMiss = "vary-miss", miss, request, stale
+    }
+
+    static func hit(ttl: Int) -> [UInt8] {
+        var out = Array("Cache-Status: larder; hit; ttl=".utf8)
+        ResponseSerializer.appendDecimal(ttl, to: &out)
+        out.append(contentsOf: [0x0D, 0x0A])
+        return out
+    }
+
+    static func forward(_ reason: Forward, stored: Bool, detail: String? = nil) -> String {
+        var value = "larder; fwd=\(reason.rawValue)"
+        if stored { value += "; stored" }
+        if let detail { value += "; detail=\(detail)" }
+        return value
+    }
+}

@@ -1,0 +1,324 @@
+import CacheStorage
+import EventLoop
+import HTTP1
+import Logging
+
+/// One client's HTTP/1.1 connection: reads and parses requests in order,
+/// hands each to an `Exchange`, and writes answers in the same order
+/// (pipelined requests wait in the input buffer until the one before is done).
+final class ClientConnection: IOHandler {
+    let fd: Int32
+    let peer: String
+    unowned let worker: Worker
+
+    private var input: [UInt8] = []
+    private var inputStart = 0
+    private var parser: RequestParser
+    private(set) var output = OutputQueue()
+    private var exchange: Exchange?
+    private var body: BodyReader?
+    private var readEOF = false
+    private var closeWhenFlushed = false
+    private(set) var closed = false
+    private var interest: IOEvents = [.read]
+    private var idleTimer: TimerID = .none
+    private var requestsServed = 0
+    private var processing = false
+
+    /// What remains of the current request's body.
+    private enum BodyReader {
+        case length(Int)
+        case chunked(ChunkedDecoder)
+    }
+
+    /// Bytes of unparsed input held before reading pauses (pipelining bound).
+    private static let maxBufferedInput = 256 * 1024
+
+    init(fd: Int32, peer: String, worker: Worker) {
+        self.fd = fd
+        self.peer = peer
+        self.worker = worker
+        parser = RequestParser(limits: worker.configuration.limits)
+    }
+
+    func start() {
+        do {
+            try worker.loop.watch(fd, interest, self)
+        } catch {
+            worker.logger.warning("cannot watch client socket: \(error)")
+            close()
+            return
+        }
+        armIdleTimer(worker.configuration.headerTimeoutMilliseconds)
+    }
+
+    // MARK: events
+
+    func ready(_ events: IOEvents) {
+        if closed { return }
+        if events.contains(.write) || events.contains(.error) { flush() }
+        if closed { return }
+        if events.contains(.read) || events.contains(.hangup) { readAvailable() }
+    }
+
+    private func readAvailable() {
+        var rounds = 0
+        while !closed && !readEOF && rounds < 16 && unparsedCount < Self.maxBufferedInput {
+            rounds += 1
+            let result: Int?
+            do {
+                result = try worker.scratch.withUnsafeMutableBytes { (buf) throws(SystemError) -> Int? in
+                    let n = try Socket.read(fd, into: buf)
+                    if let n, n > 0 { input.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[0..<n])) }
+                    return n
+                }
+            } catch {
+                abort()
+                return
+            }
+            guard let n = result else { break }
+            if n == 0 {
+                readEOF = true
+                break
+            }
+        }
+        processInput()
+        if readEOF {
+            // The client will send nothing more: finish what is in hand, then close.
+            if exchange == nil && body == nil && unparsedCount == 0 { close(); return }
+            if exchange == nil && body == nil {
+                // A partial request that can never complete.
+                close()
+                return
+            }
+        }
+        updateInterest()
+    }
+
+    private var unparsedCount: Int { input.count - inputStart }
+
+    /// Parses and dispatches as many requests as the state allows.
+    private func processInput() {
+        // A hit completes inside beginRequest; the loop below picks up the
+        // next pipelined request instead of recursing.
+        if processing { return }
+        processing = true
+        defer { processing = false }
+        while !closed && !closeWhenFlushed {
+            if body != nil {
+                feedBody()
+                if body != nil { return }
+                continue
+            }
+            guard exchange == nil, unparsedCount > 0 else { return }
+            let result = input.withUnsafeBytes { raw in
+                parser.parse(UnsafeRawBufferPointer(rebasing: raw[inputStart...]))
+            }
+            switch result {
+            case .incomplete:
+                return
+            case .invalid(let error):
+                ProxyStats.bump(worker.stats.clientErrors)
+                sendError(error.status, error.message, close: true)
+                return
+            case .complete(let head, let consumed):
+                consume(consumed)
+                parser.reset()
+                beginRequest(head)
+            }
+        }
+    }
+
+    private func beginRequest(_ head: RequestHead) {
+        worker.loop.cancel(idleTimer)
+        idleTimer = .none
+        requestsServed += 1
+        switch head.framing {
+        case .none: body = nil
+        case .contentLength(let n): body = .length(n)
+        case .chunked: body = .chunked(ChunkedDecoder(maxBodyBytes: worker.configuration.limits.maxBodyBytes))
+        }
+        if head.expectsContinue && head.minorVersion == 1 {
+            output.append(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
+        }
+        let exchange = Exchange(head: head, connection: self)
+        self.exchange = exchange
+        exchange.start()
+        flush()
+    }
+
+    /// Moves buffered body bytes to the exchange (or discards them when the
+    /// answer did not need the body).
+    private func feedBody() {
+        guard let reader = body, unparsedCount > 0 || isEmptyBody(reader) else { return }
+        switch reader {
+        case .length(let remaining):
+            let n = min(remaining, unparsedCount)
+            input.withUnsafeBytes { raw in
+                exchange?.requestBody(UnsafeRawBufferPointer(rebasing: raw[inputStart..<(inputStart + n)]))
+            }
+            consume(n)
+            if remaining - n == 0 {
+                body = nil
+                exchange?.requestBodyEnd()
+            } else {
+                body = .length(remaining - n)
+            }
+        case .chunked(var decoder):
+            let outcome = input.withUnsafeBytes { raw in
+                decoder.decode(UnsafeRawBufferPointer(rebasing: raw[inputStart...])) { piece in
+                    exchange?.requestBody(piece)
+                }
+            }
+            switch outcome {
+            case .needMore:
+                consume(unparsedCount)
+                body = .chunked(decoder)
+            case .done(let consumed):
+                consume(consumed)
+                body = nil
+                exchange?.requestBodyEnd()
+            case .invalid(let error):
+                body = nil
+                failRequest(error)
+            }
+        }
+        if body == nil && exchange == nil { armIdleTimer(worker.configuration.keepAliveTimeoutMilliseconds) }
+    }
+
+    private func isEmptyBody(_ reader: BodyReader) -> Bool {
+        if case .length(0) = reader { return true }
+        return false
+    }
+
+    private func consume(_ n: Int) {
+        inputStart += n
+        if inputStart == input.count {
+            input.removeAll(keepingCapacity: input.capacity <= 64 * 1024)
+            inputStart = 0
+        } else if inputStart > 32 * 1024 {
+            input.removeFirst(inputStart)
+            inputStart = 0
+        }
+    }
+
+    /// A broken body: answer if nothing was sent yet, then close.
+    private func failRequest(_ error: HTTPError) {
+        ProxyStats.bump(worker.stats.clientErrors)
+        if let exchange, !exchange.responseStarted {
+            exchange.cancel()
+            self.exchange = nil
+            sendError(error.status, error.message, close: true)
+        } else {
+            abort()
+        }
+    }
+
+    // MARK: called by the exchange
+
+    func enqueue(_ bytes: [UInt8]) { output.append(bytes) }
+    func enqueue(copying buffer: UnsafeRawBufferPointer) { output.append(copying: buffer) }
+    func enqueue(_ bytes: Bytes, from: Int = 0, to: Int? = nil) { output.append(bytes, from: from, to: to) }
+
+    /// Whether the upstream should pause until the client catches up.
+    var isCongested: Bool { output.pendingBytes >= worker.configuration.clientBufferBytes }
+
+    /// The exchange has queued its whole response.
+    func exchangeFinished(keepAlive: Bool) {
+        exchange = nil
+        if !keepAlive || readEOF && body == nil && unparsedCount == 0 {
+            closeWhenFlushed = true
+        }
+        flush()
+        if closed { return }
+        if !closeWhenFlushed {
+            if body == nil { armIdleTimer(worker.configuration.keepAliveTimeoutMilliseconds) }
+            processInput()
+            if readEOF && exchange == nil && body == nil { closeWhenFlushed = true; flush() }
+        }
+        if !closed { updateInterest() }
+    }
+
+    /// The response broke after its head was sent: the client cannot be told
+    /// in-band, so the connection is closed.
+    func exchangeAborted() {
+        exchange = nil
+        closeWhenFlushed = true
+        flush()
+    }
+
+    func sendError(_ status: Int, _ message: String, close: Bool) {
+        output.append(ResponseSerializer.simple(status: status, body: message, close: close))
+        if close { closeWhenFlushed = true }
+        flush()
+    }
+
+    // MARK: writing
+
+    func flush() {
+        guard !closed else { return }
+        do {
+            let done = try output.flush(to: fd)
+            if done {
+                if closeWhenFlushed { close(); return }
+                exchange?.outputDrained()
+            } else if output.pendingBytes < worker.configuration.clientBufferBytes / 4 {
+                exchange?.outputDrained()
+            }
+        } catch {
+            abort()
+            return
+        }
+        updateInterest()
+    }
+
+    private func updateInterest() {
+        guard !closed else { return }
+        var wanted: IOEvents = []
+        if !output.isEmpty { wanted.insert(.write) }
+        // Stop reading while an answer is pending and enough input is buffered
+        // (pipelining bound), or when the client has finished sending.
+        if !readEOF && !closeWhenFlushed && unparsedCount < Self.maxBufferedInput { wanted.insert(.read) }
+        if wanted != interest {
+            interest = wanted
+            worker.loop.setInterest(fd, wanted)
+        }
+    }
+
+    // MARK: timers and closing
+
+    private func armIdleTimer(_ milliseconds: UInt64) {
+        worker.loop.cancel(idleTimer)
+        idleTimer = worker.loop.schedule(after: milliseconds) { [weak self] in
+            guard let self, !self.closed else { return }
+            self.idleTimer = .none
+            if self.exchange != nil { return }
+            if self.unparsedCount > 0 || self.body != nil {
+                self.sendError(408, "request timeout", close: true)
+            } else {
+                self.close()
+            }
+        }
+    }
+
+    /// Whether nothing is in progress (used when draining on shutdown).
+    var isIdle: Bool { exchange == nil && body == nil && output.isEmpty && unparsedCount == 0 }
+
+    func abort() {
+        exchange?.cancel()
+        exchange = nil
+        close()
+    }
+
+    func close() {
+        guard !closed else { return }
+        closed = true
+        worker.loop.cancel(idleTimer)
+        exchange?.cancel()
+        exchange = nil
+        output.removeAll()
+        worker.loop.unwatch(fd)
+        Socket.close(fd)
+        worker.connectionClosed(self)
+    }
+}

@@ -1,0 +1,27 @@
+import CacheStorage
+import HTTP1
+import Upstream
+
+/// Everything a worker needs to know, fixed at start-up.
+public struct ProxyConfiguration: Sendable {
+    /// Upstream base URL without a trailing slash, e.g. "http://127.0.0.1:9000".
+    public var upstreamBase: String
+    public var limits = ParseLimits()
+    /// Responses whose body is larger are streamed through and not stored.
+    public var maxObjectBytes = 8 << 20
+    /// RFC 9111 shared-cache rules (true) or a single user's private cache.
+    public var sharedCache = true
+    /// A connection waiting for its next request is closed after this long.
+    public var keepAliveTimeoutMilliseconds: UInt64 = 60_000
+    /// A client must send a complete request head within this long.
+    public var headerTimeoutMilliseconds: UInt64 = 15_000
+    /// Output buffered for one client beyond which the upstream is paused.
+    public var clientBufferBytes = 1 << 20
+    public var upstream = UpstreamSettings()
+
+    public init(upstreamBase: String) {
+        var base = upstreamBase
+        while base.hasSuffix("/") { base.removeLast() }
+        self.upstreamBase = base
+    }
+}

@@ -1,0 +1,19 @@
+import Synchronization
+
+/// Counters shared by all workers; also the oracle tests read through logs
+/// today and the admin API will expose.
+public final class ProxyStats: Sendable {
+    public let hits = Atomic<Int>(0)
+    public let misses = Atomic<Int>(0)
+    public let staleForwards = Atomic<Int>(0)
+    public let stored = Atomic<Int>(0)
+    public let upstreamErrors = Atomic<Int>(0)
+    public let clientErrors = Atomic<Int>(0)
+
+    public init() {}
+
+    @inline(__always)
+    static func bump(_ counter: borrowing Atomic<Int>) {
+        counter.wrappingAdd(1, ordering: .relaxed)
+    }
+}

@@ -1,0 +1,96 @@
+import CacheStorage
+import EventLoop
+import Logging
+import Upstream
+
+/// One event loop on one thread: its own listener (SO_REUSEPORT), its own
+/// curl multi handle, its connections. Workers share only the memory tier
+/// and the statistics.
+public final class Worker: IOHandler {
+    public let loop: EventLoop
+    public let configuration: ProxyConfiguration
+    let memory: MemoryTier
+    let stats: ProxyStats
+    let logger: Logger
+    let upstream: UpstreamClient
+    /// Read buffer shared by this worker's connections (one thread, one at a time).
+    var scratch = [UInt8](repeating: 0, count: 64 * 1024)
+    var dateHeader = DateHeader()
+    private var listener: Int32
+    private var connections: [ObjectIdentifier: ClientConnection] = [:]
+    private(set) var draining = false
+    private var onDrained: (() -> Void)?
+
+    public init(listener: Int32, configuration: ProxyConfiguration, memory: MemoryTier, stats: ProxyStats,
+                logger: Logger) throws(SystemError) {
+        loop = try EventLoop()
+        self.listener = listener
+        self.configuration = configuration
+        self.memory = memory
+        self.stats = stats
+        self.logger = logger
+        upstream = UpstreamClient(loop: loop, settings: configuration.upstream)
+    }
+
+    /// Runs the loop on the calling thread until the worker has drained.
+    public func run() {
+        do {
+            try loop.watch(listener, .read, self)
+        } catch {
+            logger.error("cannot watch listener: \(error)")
+            return
+        }
+        loop.run()
+    }
+
+    /// Accepts pending connections.
+    public func ready(_ events: IOEvents) {
+        guard !draining else { return }
+        for _ in 0..<64 {
+            let accepted: (fd: Int32, peer: String)?
+            do {
+                accepted = try Socket.accept(listener)
+            } catch {
+                // EMFILE and friends: log and retry on the next readiness.
+                logger.warning("accept failed: \(error)")
+                return
+            }
+            guard let accepted else { return }
+            let connection = ClientConnection(fd: accepted.fd, peer: accepted.peer, worker: self)
+            connections[ObjectIdentifier(connection)] = connection
+            connection.start()
+        }
+    }
+
+    func connectionClosed(_ connection: ClientConnection) {
+        connections[ObjectIdentifier(connection)] = nil
+        if draining && connections.isEmpty { finishDrain() }
+    }
+
+    /// Stops accepting, lets requests in flight finish, closes idle
+    /// connections, and stops the loop when none remain or after `timeout`.
+    /// Safe to call from any thread.
+    public func shutdown(timeoutMilliseconds: UInt64, completion: @escaping @Sendable () -> Void) {
+        loop.execute { [self] in
+            guard !draining else { return }
+            draining = true
+            onDrained = completion
+            loop.unwatch(listener)
+            Socket.close(listener)
+            for connection in connections.values where connection.isIdle { connection.close() }
+            if connections.isEmpty { finishDrain(); return }
+            loop.schedule(after: timeoutMilliseconds) { [weak self] in
+                guard let self else { return }
+                for connection in self.connections.values { connection.abort() }
+                self.finishDrain()
+            }
+        }
+    }
+
+    private func finishDrain() {
+        guard let done = onDrained else { return }
+        onDrained = nil
+        loop.stop()
+        done()
+    }
+}

@@ -1,0 +1,183 @@
+import CCurl
+import EventLoop
+
+/// One `curl_multi` per worker, driven by that worker's event loop through
+/// CURLMOPT_SOCKETFUNCTION / CURLMOPT_TIMERFUNCTION and
+/// `curl_multi_socket_action`. No threads, no polling: curl says which
+/// sockets and which single timeout it cares about, and the loop reports back.
+public final class UpstreamClient {
+    let loop: EventLoop
+    let settings: UpstreamSettings
+    private let multi: UnsafeMutableRawPointer
+    private var timer: TimerID = .none
+    private var sockets: [Int32: CurlSocketWatcher] = [:]
+    /// Depth of calls into libcurl; handles are never removed while > 0.
+    var inCurl = 0
+    private var pendingRemovals: [UpstreamTransfer] = []
+    private var idleHandles: [UnsafeMutableRawPointer] = []
+    public private(set) var activeTransfers = 0
+
+    /// Call once per process before any client is created.
+    public static func globalInit() -> Bool {
+        curl_global_init(Int(CURL_GLOBAL_ALL)) == CURLE_OK
+    }
+
+    public static var versionDescription: String {
+        String(cString: curl_version())
+    }
+
+    public init(loop: EventLoop, settings: UpstreamSettings) {
+        self.loop = loop
+        self.settings = settings
+        multi = curl_multi_init()!
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        _ = larder_multi_setopt_socketcb(multi, curlSocketFunction)
+        _ = larder_multi_setopt_ptr(multi, CURLMOPT_SOCKETDATA, me)
+        _ = larder_multi_setopt_timercb(multi, curlTimerFunction)
+        _ = larder_multi_setopt_ptr(multi, CURLMOPT_TIMERDATA, me)
+        _ = larder_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, settings.maxConnectionsPerHost)
+        _ = larder_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, settings.maxConnectionsPerHost)
+        _ = larder_multi_setopt_long(multi, CURLMOPT_PIPELINING, 2 /* CURLPIPE_MULTIPLEX */)
+    }
+
+    deinit {
+        for handle in idleHandles { curl_easy_cleanup(handle) }
+        curl_multi_cleanup(multi)
+    }
+
+    /// Starts a transfer. The delegate hears about it on this loop's thread.
+    public func start(_ request: UpstreamRequest, delegate: UpstreamTransferDelegate) -> UpstreamTransfer {
+        let easy = idleHandles.popLast() ?? curl_easy_init()!
+        let transfer = UpstreamTransfer(client: self, easy: easy, request: request, delegate: delegate)
+        let code = transfer.configure()
+        if code != CURLE_OK {
+            transfer.failEarly(.invalidResponse("could not set up the upstream request: \(String(cString: curl_easy_strerror(code)))"))
+            return transfer
+        }
+        let added = curl_multi_add_handle(multi, easy)
+        if added != CURLM_OK {
+            transfer.failEarly(.unreachable("could not start the upstream request: \(String(cString: curl_multi_strerror(added)))"))
+            return transfer
+        }
+        activeTransfers += 1
+        transfer.armResponseTimer()
+        return transfer
+    }
+
+    // MARK: driving libcurl
+
+    func socketAction(_ fd: Int32, _ mask: Int32) {
+        var running: Int32 = 0
+        inCurl += 1
+        _ = curl_multi_socket_action(multi, fd, mask, &running)
+        inCurl -= 1
+        drainCompletions()
+    }
+
+    /// The one place finished transfers are collected (after every socket_action).
+    private func drainCompletions() {
+        guard inCurl == 0 else { return }
+        var remaining: Int32 = 0
+        while let message = curl_multi_info_read(multi, &remaining) {
+            guard larder_msg_done(message) != 0 else { continue }
+            let easy = larder_msg_easy(message)!
+            let result = larder_msg_result(message)  // copy before removing the handle
+            var raw: UnsafeMutableRawPointer?
+            _ = larder_easy_getinfo_ptr(easy, CURLINFO_PRIVATE, &raw)
+            guard let raw else { continue }
+            let transfer = Unmanaged<UpstreamTransfer>.fromOpaque(raw).takeUnretainedValue()
+            detach(transfer)
+            transfer.finish(result)
+        }
+        while let transfer = pendingRemovals.popLast() { detach(transfer) }
+    }
+
+    /// Removes a transfer's handle from the multi and recycles it.
+    func detach(_ transfer: UpstreamTransfer) {
+        guard let easy = transfer.easy else { return }
+        if inCurl > 0 {
+            pendingRemovals.append(transfer)
+            return
+        }
+        transfer.easy = nil
+        _ = curl_multi_remove_handle(multi, easy)
+        activeTransfers -= 1
+        transfer.releaseResources()
+        curl_easy_reset(easy)
+        if idleHandles.count < 64 { idleHandles.append(easy) } else { curl_easy_cleanup(easy) }
+    }
+
+    /// Asks curl to continue a paused transfer. Deferred to its own loop turn
+    /// so that curl never re-enters our write path from inside it.
+    func unpause(_ transfer: UpstreamTransfer) {
+        loop.schedule(after: 0) { [weak self, weak transfer] in
+            guard let self, let transfer, let easy = transfer.easy else { return }
+            self.inCurl += 1
+            _ = curl_easy_pause(easy, LARDER_CURLPAUSE_CONT)
+            self.inCurl -= 1
+            self.drainCompletions()
+        }
+    }
+
+    // MARK: CURLMOPT_SOCKETFUNCTION / CURLMOPT_TIMERFUNCTION
+
+    fileprivate func socketFunction(_ fd: Int32, _ what: Int32) {
+        if what == CURL_POLL_REMOVE {
+            if sockets.removeValue(forKey: fd) != nil { loop.unwatch(fd) }
+            return
+        }
+        var interest: IOEvents = []
+        if what & CURL_POLL_IN != 0 { interest.insert(.read) }
+        if what & CURL_POLL_OUT != 0 { interest.insert(.write) }
+        if let watcher = sockets[fd] {
+            loop.setInterest(fd, interest)
+            _ = watcher
+        } else {
+            let watcher = CurlSocketWatcher(fd: fd, client: self)
+            sockets[fd] = watcher
+            do { try loop.watch(fd, interest, watcher) } catch { sockets[fd] = nil }
+        }
+    }
+
+    fileprivate func timerFunction(_ timeoutMilliseconds: Int) {
+        loop.cancel(timer)
+        timer = .none
+        guard timeoutMilliseconds >= 0 else { return }
+        timer = loop.schedule(after: UInt64(timeoutMilliseconds)) { [weak self] in
+            guard let self else { return }
+            self.timer = .none
+            self.socketAction(LARDER_CURL_SOCKET_TIMEOUT, 0)
+        }
+    }
+}
+
+/// Reports readiness of one curl socket back to the multi handle.
+private final class CurlSocketWatcher: IOHandler {
+    let fd: Int32
+    unowned let client: UpstreamClient
+    init(fd: Int32, client: UpstreamClient) {
+        self.fd = fd
+        self.client = client
+    }
+    func ready(_ events: IOEvents) {
+        var mask: Int32 = 0
+        if events.contains(.read) { mask |= CURL_CSELECT_IN }
+        if events.contains(.write) { mask |= CURL_CSELECT_OUT }
+        if events.contains(.error) { mask |= CURL_CSELECT_ERR }
+        // A hang-up with nothing left to read still needs curl to notice.
+        if events.contains(.hangup) && mask == 0 { mask |= CURL_CSELECT_IN }
+        client.socketAction(fd, mask)
+    }
+}
+
+private let curlSocketFunction: larder_curl_socket_cb = { _, fd, what, userp, _ in
+    guard let userp else { return 0 }
+    Unmanaged<UpstreamClient>.fromOpaque(userp).takeUnretainedValue().socketFunction(fd, what)
+    return 0
+}
+
+private let curlTimerFunction: larder_curl_timer_cb = { _, timeout, userp in
+    guard let userp else { return 0 }
+    Unmanaged<UpstreamClient>.fromOpaque(userp).takeUnretainedValue().timerFunction(timeout)
+    return 0
+}

@@ -1,0 +1,281 @@
+import CCurl
+import EventLoop
+
+/// One upstream exchange: an easy handle on the worker's multi handle.
+public final class UpstreamTransfer {
+    unowned let client: UpstreamClient
+    var easy: UnsafeMutableRawPointer?
+    private let request: UpstreamRequest
+    private weak var delegate: UpstreamTransferDelegate?
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private var retainedSelf: Unmanaged<UpstreamTransfer>?
+
+    private var status = 0
+    private var headers: [(name: String, value: String)] = []
+    private var headDelivered = false
+    private var completed = false
+    private var cancelled = false
+    private var responseTimer: TimerID = .none
+
+    // Request body streaming.
+    private var bodyChunks: [[UInt8]] = []
+    private var bodyOffset = 0
+    private var bodyFinished = false
+    private var readPaused = false
+
+    init(client: UpstreamClient, easy: UnsafeMutableRawPointer, request: UpstreamRequest, delegate: UpstreamTransferDelegate) {
+        self.client = client
+        self.easy = easy
+        self.request = request
+        self.delegate = delegate
+    }
+
+    /// Bytes of request body waiting for curl to read them.
+    public var bufferedBodyBytes: Int { bodyChunks.reduce(0) { $0 + $1.count } - bodyOffset }
+
+    /// Hands request-body bytes to the transfer.
+    public func supply(_ bytes: UnsafeRawBufferPointer) {
+        guard !completed, bytes.count > 0 else { return }
+        bodyChunks.append(Array(bytes))
+        wakeReader()
+    }
+
+    /// The request body is complete.
+    public func finishBody() {
+        bodyFinished = true
+        wakeReader()
+    }
+
+    /// Continues a transfer the delegate paused by refusing body bytes.
+    public func resume() {
+        guard !completed, easy != nil else { return }
+        client.unpause(self)
+    }
+
+    /// Abandons the transfer; the delegate hears nothing more.
+    public func cancel() {
+        guard !completed else { return }
+        cancelled = true
+        completed = true
+        delegate = nil
+        client.loop.cancel(responseTimer)
+        client.detach(self)
+    }
+
+    private func wakeReader() {
+        if readPaused {
+            readPaused = false
+            client.unpause(self)
+        }
+    }
+
+    // MARK: setup
+
+    func configure() -> CURLcode {
+        guard let easy else { return CURLE_FAILED_INIT }
+        let s = client.settings
+        retainedSelf = Unmanaged.passRetained(self)  // released in releaseResources
+        let me = retainedSelf!.toOpaque()
+        var result = CURLE_OK
+        func set(_ code: CURLcode) { if result == CURLE_OK && code != CURLE_OK { result = code } }
+
+        set(larder_easy_setopt_str(easy, CURLOPT_URL, request.url))
+        set(larder_easy_setopt_ptr(easy, CURLOPT_PRIVATE, me))
+        set(larder_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1))
+        set(larder_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, LARDER_CURL_HTTP_VERSION_2TLS))
+        set(larder_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1))
+        set(larder_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0))
+        set(larder_easy_setopt_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 0))  // bytes pass through as sent
+        set(larder_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1))
+        set(larder_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1))
+        // Timeouts, every one explicit. There is no total-transfer timeout: a
+        // large body may legitimately take long; the response timer (ours)
+        // bounds the wait for the head and low-speed bounds a stalled body.
+        set(larder_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, s.connectTimeoutMilliseconds))
+        set(larder_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, 0))
+        set(larder_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1))
+        set(larder_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, s.idleTimeoutSeconds))
+        set(larder_easy_setopt_long(easy, CURLOPT_EXPECT_100_TIMEOUT_MS, 1000))
+        set(larder_easy_setopt_long(easy, CURLOPT_DNS_CACHE_TIMEOUT, 60))
+        set(larder_easy_setopt_long(easy, CURLOPT_MAXAGE_CONN, s.maxIdleConnectionAgeSeconds))
+        set(larder_easy_setopt_long(easy, CURLOPT_MAXLIFETIME_CONN, 0))
+        set(larder_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, s.verifyTLS ? 1 : 0))
+        set(larder_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, s.verifyTLS ? 2 : 0))
+        if let ca = s.caFile { set(larder_easy_setopt_str(easy, CURLOPT_CAINFO, ca)) }
+
+        set(larder_easy_setopt_datacb(easy, CURLOPT_HEADERFUNCTION, curlHeaderFunction))
+        set(larder_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, me))
+        set(larder_easy_setopt_datacb(easy, CURLOPT_WRITEFUNCTION, curlWriteFunction))
+        set(larder_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, me))
+
+        var list: UnsafeMutablePointer<curl_slist>?
+        var hasAccept = false
+        for field in request.headers {
+            if field.name == "accept" { hasAccept = true }
+            list = curl_slist_append(list, "\(field.name): \(field.value)")
+        }
+        // Suppress fields curl would invent: the client did not send them.
+        if !hasAccept { list = curl_slist_append(list, "Accept:") }
+        list = curl_slist_append(list, "Expect:")
+
+        switch request.body {
+        case .none:
+            switch request.method {
+            case "GET": set(larder_easy_setopt_long(easy, CURLOPT_HTTPGET, 1))
+            case "HEAD": set(larder_easy_setopt_long(easy, CURLOPT_NOBODY, 1))
+            default: set(larder_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, request.method))
+            }
+            if request.method != "GET" && request.method != "HEAD" {
+                // A bodiless POST/PUT still says so, as the client did.
+                if request.method == "POST" || request.method == "PUT" || request.method == "PATCH" {
+                    list = curl_slist_append(list, "Content-Length: 0")
+                }
+            }
+        case .streamed(let length):
+            set(larder_easy_setopt_long(easy, CURLOPT_UPLOAD, 1))
+            set(larder_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, request.method))
+            set(larder_easy_setopt_off(easy, CURLOPT_INFILESIZE_LARGE, curl_off_t(length ?? -1)))
+            set(larder_easy_setopt_datacb(easy, CURLOPT_READFUNCTION, curlReadFunction))
+            set(larder_easy_setopt_ptr(easy, CURLOPT_READDATA, me))
+        }
+        headerList = list
+        set(larder_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list))
+        return result
+    }
+
+    func armResponseTimer() {
+        responseTimer = client.loop.schedule(after: UInt64(client.settings.responseTimeoutMilliseconds)) { [weak self] in
+            guard let self, !self.headDelivered, !self.completed else { return }
+            let delegate = self.delegate
+            self.completed = true
+            self.client.detach(self)
+            delegate?.upstreamDidComplete(.timedOut("upstream sent no response within \(self.client.settings.responseTimeoutMilliseconds) ms"))
+        }
+    }
+
+    func failEarly(_ error: UpstreamError) {
+        completed = true
+        if let easy { curl_easy_reset(easy); curl_easy_cleanup(easy) }
+        easy = nil
+        releaseResources()
+        let delegate = self.delegate
+        client.loop.schedule(after: 0) { delegate?.upstreamDidComplete(error) }
+    }
+
+    func releaseResources() {
+        if let headerList { curl_slist_free_all(headerList) }
+        headerList = nil
+        retainedSelf?.release()
+        retainedSelf = nil
+    }
+
+    /// Called once curl reports the transfer done.
+    func finish(_ code: CURLcode) {
+        client.loop.cancel(responseTimer)
+        guard !completed else { return }
+        completed = true
+        guard let delegate else { return }
+        if code == CURLE_OK {
+            if !headDelivered {
+                delegate.upstreamDidComplete(.invalidResponse("upstream closed without a complete response head"))
+                return
+            }
+            delegate.upstreamDidComplete(nil)
+            return
+        }
+        let text = String(cString: curl_easy_strerror(code))
+        switch code {
+        case CURLE_OPERATION_TIMEDOUT:
+            delegate.upstreamDidComplete(.timedOut("upstream timed out: \(text)"))
+        case CURLE_WEIRD_SERVER_REPLY, CURLE_UNSUPPORTED_PROTOCOL, CURLE_BAD_CONTENT_ENCODING, CURLE_HTTP2, CURLE_HTTP2_STREAM:
+            delegate.upstreamDidComplete(.invalidResponse("invalid upstream response: \(text)"))
+        default:
+            delegate.upstreamDidComplete(.unreachable("upstream unreachable: \(text)"))
+        }
+    }
+
+    // MARK: callbacks (inside libcurl)
+
+    fileprivate func headerLine(_ line: UnsafeRawBufferPointer) -> Int {
+        if cancelled { return 0 }
+        if headDelivered { return line.count }  // trailers: ignored
+        var end = line.count
+        let bytes = line.bindMemory(to: UInt8.self)
+        while end > 0 && (bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D) { end -= 1 }
+        if end == 0 {
+            // Blank line: the end of a head. 1xx heads are skipped.
+            if status >= 200 {
+                headDelivered = true
+                client.loop.cancel(responseTimer)
+                delegate?.upstreamDidReceiveHead(status: status, headers: headers)
+            }
+            return line.count
+        }
+        let text = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<end]), as: UTF8.self)
+        if text.hasPrefix("HTTP/") {
+            status = parseStatus(text)
+            headers.removeAll(keepingCapacity: true)
+            if status == 0 { return 0 }  // not HTTP: abort
+        } else if let colon = text.firstIndex(of: ":") {
+            let name = text[..<colon].lowercased()
+            var value = text[text.index(after: colon)...]
+            while value.first == " " || value.first == "\t" { value = value.dropFirst() }
+            while value.last == " " || value.last == "\t" { value = value.dropLast() }
+            if !name.isEmpty { headers.append((name, String(value))) }
+        }
+        return line.count
+    }
+
+    private func parseStatus(_ line: String) -> Int {
+        let parts = line.split(separator: " ", maxSplits: 2)
+        guard parts.count >= 2, parts[1].count == 3, let code = Int(parts[1]), code >= 100 else { return 0 }
+        return code
+    }
+
+    fileprivate func bodyBytes(_ bytes: UnsafeRawBufferPointer) -> Int {
+        if cancelled { return 0 }
+        guard let delegate else { return 0 }
+        if delegate.upstreamDidReceiveBody(bytes) { return bytes.count }
+        return LARDER_CURL_WRITEFUNC_PAUSE
+    }
+
+    fileprivate func readBody(_ out: UnsafeMutableRawBufferPointer) -> Int {
+        if cancelled { return LARDER_CURL_READFUNC_ABORT }
+        var written = 0
+        while written < out.count, !bodyChunks.isEmpty {
+            let chunk = bodyChunks[0]
+            let n = min(out.count - written, chunk.count - bodyOffset)
+            chunk.withUnsafeBytes { src in
+                (out.baseAddress! + written).copyMemory(from: src.baseAddress! + bodyOffset, byteCount: n)
+            }
+            written += n
+            bodyOffset += n
+            if bodyOffset == chunk.count {
+                bodyChunks.removeFirst()
+                bodyOffset = 0
+            }
+        }
+        if written > 0 { return written }
+        if bodyFinished { return 0 }
+        readPaused = true
+        return LARDER_CURL_READFUNC_PAUSE
+    }
+}
+
+private let curlHeaderFunction: larder_curl_data_cb = { ptr, size, count, userdata in
+    guard let userdata, let ptr else { return 0 }
+    let transfer = Unmanaged<UpstreamTransfer>.fromOpaque(userdata).takeUnretainedValue()
+    return transfer.headerLine(UnsafeRawBufferPointer(start: ptr, count: size * count))
+}
+
+private let curlWriteFunction: larder_curl_data_cb = { ptr, size, count, userdata in
+    guard let userdata, let ptr else { return 0 }
+    let transfer = Unmanaged<UpstreamTransfer>.fromOpaque(userdata).takeUnretainedValue()
+    return transfer.bodyBytes(UnsafeRawBufferPointer(start: ptr, count: size * count))
+}
+
+private let curlReadFunction: larder_curl_data_cb = { ptr, size, count, userdata in
+    guard let userdata, let ptr else { return LARDER_CURL_READFUNC_ABORT }
+    let transfer = Unmanaged<UpstreamTransfer>.fromOpaque(userdata).takeUnretainedValue()
+    return transfer.readBody(UnsafeMutableRawBufferPointer(start: ptr, count: size * count))
+}

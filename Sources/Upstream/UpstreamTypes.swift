@@ -1,0 +1,74 @@
+/// A request to send upstream. The proxy has already removed hop-by-hop
+/// fields and added forwarding fields.
+public struct UpstreamRequest: Sendable {
+    public enum Body: Sendable, Equatable {
+        case none
+        /// The body will be supplied with `UpstreamTransfer.supply`; nil length
+        /// means unknown (sent chunked to an HTTP/1.1 upstream).
+        case streamed(length: Int?)
+    }
+
+    public var method: String
+    public var url: String
+    public var headers: [(name: String, value: String)]
+    public var body: Body
+
+    public init(method: String, url: String, headers: [(name: String, value: String)], body: Body) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// Why an upstream exchange failed; the proxy maps it to 502 or 504.
+public enum UpstreamError: Error, Equatable, Sendable {
+    /// Could not connect or resolve, TLS failed, connection reset: 502.
+    case unreachable(String)
+    /// No response (or no progress) within the configured time: 504.
+    case timedOut(String)
+    /// The upstream sent something that is not HTTP: 502.
+    case invalidResponse(String)
+    /// Cancelled by us (the client went away).
+    case cancelled
+
+    public var message: String {
+        switch self {
+        case .unreachable(let m), .timedOut(let m), .invalidResponse(let m): return m
+        case .cancelled: return "cancelled"
+        }
+    }
+}
+
+/// Timeouts and limits for upstream traffic. Every libcurl timeout is set
+/// from these; none is left at libcurl's default.
+public struct UpstreamSettings: Sendable {
+    /// TCP + TLS connect.
+    public var connectTimeoutMilliseconds: Int = 5_000
+    /// From sending the request to the end of the response head.
+    public var responseTimeoutMilliseconds: Int = 30_000
+    /// A body that makes no progress for this long is abandoned.
+    public var idleTimeoutSeconds: Int = 60
+    /// Idle pooled connections older than this are not reused (servers often
+    /// close idle keep-alive connections after about two minutes).
+    public var maxIdleConnectionAgeSeconds: Int = 60
+    /// Connections per upstream host per worker.
+    public var maxConnectionsPerHost: Int = 256
+    /// Optional CA bundle for https upstreams with a private CA.
+    public var caFile: String?
+    /// Verify the upstream's TLS certificate (on by default).
+    public var verifyTLS: Bool = true
+
+    public init() {}
+}
+
+/// Receives one transfer's response as it streams in. Called on the loop thread.
+public protocol UpstreamTransferDelegate: AnyObject {
+    /// The final response head (after any 1xx).
+    func upstreamDidReceiveHead(status: Int, headers: [(name: String, value: String)])
+    /// A piece of the body. Return false to leave it unconsumed and pause the
+    /// transfer; call `resume()` later and the same bytes come again.
+    func upstreamDidReceiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool
+    /// The transfer ended. After this no more calls arrive.
+    func upstreamDidComplete(_ error: UpstreamError?)
+}

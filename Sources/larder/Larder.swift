@@ -1,0 +1,100 @@
+import ArgumentParser
+import Foundation
+
+/// The `larder` command line (INTERFACE.md).
+@main
+struct Larder: ParsableCommand {
+    static let version = "0.1.0"
+
+    static let configuration = CommandConfiguration(
+        commandName: "larder",
+        abstract: "An HTTP caching reverse proxy.",
+        version: version,
+        subcommands: [Serve.self, CheckConfig.self],
+        defaultSubcommand: nil
+    )
+}
+
+/// Exit codes of INTERFACE.md (sysexits).
+enum Exit {
+    static let usage = ExitCode(64)
+    static let config = ExitCode(78)
+    static let failure = ExitCode(1)
+}
+
+/// Prints one line on stderr.
+func complain(_ message: String) {
+    FileHandle.standardError.write(Data("larder: \(message)\n".utf8))
+}
+
+/// Options shared by serve and check-config.
+struct ServeOptions: ParsableArguments {
+    @Option(help: "Config file (TOML). Default: none; see config/larder.toml.")
+    var config: String?
+
+    @Option(help: "Proxy listen address HOST:PORT (default 127.0.0.1:8080).")
+    var listen: String?
+
+    @Option(help: "Upstream base URL, e.g. http://127.0.0.1:9000.")
+    var upstream: String?
+
+    @Option(name: .customLong("memory-limit"), help: "Memory tier size, e.g. 256MiB.")
+    var memoryLimit: String?
+
+    @Option(help: "Worker threads (default: one per core).")
+    var workers: Int?
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel: String?
+
+    /// Defaults, then the config file, then flags.
+    func resolve() throws -> Settings {
+        var settings = Settings()
+        if let config {
+            do {
+                try ConfigFile.load(config, into: &settings)
+            } catch {
+                complain("\(error)")
+                throw Exit.config
+            }
+        }
+        let flags: [(String, ConfigKey, String?)] = [
+            ("--listen", .listen, listen), ("--upstream", .upstream, upstream),
+            ("--memory-limit", .memory_limit, memoryLimit), ("--log-level", .log_level, logLevel),
+            ("--workers", .workers, workers.map(String.init)),
+        ]
+        for (flag, key, value) in flags {
+            guard let value else { continue }
+            let raw: RawValue = key == .workers ? .integer(Int(value)!) : .string(value)
+            if let problem = settings.apply(key, raw) {
+                throw ValidationError("\(flag) \(value): \(problem)")
+            }
+        }
+        return settings
+    }
+}
+
+struct CheckConfig: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check-config",
+        abstract: "Validate a config file and print the effective settings."
+    )
+
+    @Option(help: "Config file (TOML).")
+    var config: String = "config/larder.toml"
+
+    func run() throws {
+        var settings = Settings()
+        do {
+            try ConfigFile.load(config, into: &settings)
+        } catch {
+            complain("\(error)")
+            throw Exit.config
+        }
+        print("\(config): ok")
+        print("listen = \(settings.listenHost):\(settings.listenPort)")
+        print("upstream = \(settings.upstream ?? "(none: give --upstream)")")
+        print("memory_limit = \(settings.memoryLimitBytes) bytes")
+        print("workers = \(settings.workers == 0 ? "one per core" : String(settings.workers))")
+    }
+}

@@ -1,0 +1,133 @@
+import ArgumentParser
+import CacheStorage
+import EventLoop
+import Foundation
+import Logging
+import Proxy
+import Upstream
+
+struct Serve: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the caching proxy."
+    )
+
+    @OptionGroup var options: ServeOptions
+
+    func run() throws {
+        let settings = try options.resolve()
+        guard let upstream = settings.upstream else {
+            complain("no upstream: pass --upstream URL or set upstream in the config file")
+            throw Exit.usage
+        }
+        let level = settings.logLevel
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "larder")
+
+        // Signals are blocked before any thread starts so that only the
+        // signalfd sees them.
+        let signals: SignalSource
+        do {
+            signals = try SignalSource([SIGTERM, SIGINT, SIGHUP])
+        } catch {
+            complain("cannot set up signal handling: \(error)")
+            throw Exit.failure
+        }
+        guard UpstreamClient.globalInit() else {
+            complain("libcurl failed to initialise")
+            throw Exit.failure
+        }
+
+        var proxyConfig = ProxyConfiguration(upstreamBase: upstream)
+        proxyConfig.maxObjectBytes = settings.maxObjectBytes
+        proxyConfig.sharedCache = settings.sharedCache
+        proxyConfig.keepAliveTimeoutMilliseconds = UInt64(settings.keepAliveTimeoutMilliseconds)
+        proxyConfig.headerTimeoutMilliseconds = UInt64(settings.headerTimeoutMilliseconds)
+        proxyConfig.limits.maxHeaderBytes = settings.maxHeaderBytes
+        proxyConfig.limits.maxTargetBytes = settings.maxTargetBytes
+        proxyConfig.limits.maxBodyBytes = settings.maxBodyBytes
+        proxyConfig.upstream.connectTimeoutMilliseconds = settings.upstreamConnectTimeoutMilliseconds
+        proxyConfig.upstream.responseTimeoutMilliseconds = settings.upstreamTimeoutMilliseconds
+        proxyConfig.upstream.idleTimeoutSeconds = max(1, settings.upstreamIdleTimeoutMilliseconds / 1000)
+        proxyConfig.upstream.caFile = settings.upstreamCAFile
+        proxyConfig.upstream.verifyTLS = settings.upstreamTLSVerify
+
+        let workerCount = settings.workers > 0 ? settings.workers : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+        let memory = MemoryTier(limitBytes: settings.memoryLimitBytes)
+        let stats = ProxyStats()
+
+        // The first listener fixes the port (it may be 0); the others join it
+        // with SO_REUSEPORT so the kernel spreads connections over workers.
+        var workers: [Worker] = []
+        var port = settings.listenPort
+        do {
+            for _ in 0..<workerCount {
+                let listener = try Socket.listen(host: settings.listenHost, port: port, reusePort: true)
+                port = listener.port
+                workers.append(try Worker(listener: listener.fd, configuration: proxyConfig, memory: memory,
+                                          stats: stats, logger: logger))
+            }
+        } catch {
+            complain("cannot listen on \(settings.listenHost):\(settings.listenPort): \(error)")
+            throw Exit.failure
+        }
+
+        for (index, worker) in workers.enumerated() {
+            let thread = Thread { worker.run() }
+            thread.name = "larder-worker-\(index)"
+            thread.start()
+        }
+        let shownHost = settings.listenHost.contains(":") ? "[\(settings.listenHost)]" : settings.listenHost
+        // Tests and scripts read this line to learn the port.
+        complain("listening on \(shownHost):\(port) with \(workerCount) workers, upstream \(upstream), memory limit \(settings.memoryLimitBytes) bytes")
+
+        try waitForSignals(signals, workers: workers, drainTimeoutMilliseconds: UInt64(settings.drainTimeoutMilliseconds),
+                           logger: logger)
+    }
+
+    /// The main thread's own loop: it only handles signals.
+    private func waitForSignals(_ signals: SignalSource, workers: [Worker], drainTimeoutMilliseconds: UInt64,
+                                logger: Logger) throws {
+        let loop = try EventLoop()
+        final class SignalHandler: IOHandler {
+            let source: SignalSource
+            let onSignal: (Int32) -> Void
+            init(_ source: SignalSource, _ onSignal: @escaping (Int32) -> Void) {
+                self.source = source
+                self.onSignal = onSignal
+            }
+            func ready(_ events: IOEvents) {
+                while let signal = source.next() { onSignal(signal) }
+            }
+        }
+        var stopping = false
+        // Touched only on the main loop's thread (via loop.execute).
+        final class Countdown: @unchecked Sendable { var remaining: Int; init(_ n: Int) { remaining = n } }
+        let countdown = Countdown(workers.count)
+        let handler = SignalHandler(signals) { signal in
+            if signal == SIGHUP {
+                logger.notice("SIGHUP received: configuration reload is not implemented yet; settings unchanged")
+                return
+            }
+            guard !stopping else { return }
+            stopping = true
+            logger.notice("signal \(signal) received: draining connections")
+            for worker in workers {
+                worker.shutdown(timeoutMilliseconds: drainTimeoutMilliseconds) {
+                    loop.execute {
+                        countdown.remaining -= 1
+                        if countdown.remaining == 0 { loop.stop() }
+                    }
+                }
+            }
+            // A worker that cannot drain does not keep the process alive.
+            loop.schedule(after: drainTimeoutMilliseconds + 2000) { loop.stop() }
+        }
+        try loop.watch(signals.fd, .read, handler)
+        loop.run()
+        logger.notice("stopped")
+    }
+}

@@ -1,0 +1,147 @@
+import Logging
+
+/// The daemon's settings after defaults, the config file and flags are merged
+/// (flags win over the file, the file over defaults).
+struct Settings {
+    var listenHost = "127.0.0.1"
+    var listenPort: UInt16 = 8080
+    var upstream: String?
+    var memoryLimitBytes = 256 << 20
+    var maxObjectBytes = 8 << 20
+    var workers = 0  // 0: one per core
+    var logLevel: Logger.Level = .info
+    var sharedCache = true
+    var upstreamConnectTimeoutMilliseconds = 5_000
+    var upstreamTimeoutMilliseconds = 30_000
+    var upstreamIdleTimeoutMilliseconds = 60_000
+    var upstreamCAFile: String?
+    var upstreamTLSVerify = true
+    var keepAliveTimeoutMilliseconds = 60_000
+    var headerTimeoutMilliseconds = 15_000
+    var maxHeaderBytes = 32 * 1024
+    var maxTargetBytes = 8 * 1024
+    var maxBodyBytes = 64 << 20
+    var drainTimeoutMilliseconds = 10_000
+}
+
+/// A configuration problem: which file, line and key, and what is wrong.
+struct ConfigError: Error, CustomStringConvertible {
+    let file: String
+    let line: Int?
+    let key: String?
+    let message: String
+
+    var description: String {
+        var where_ = file
+        if let line { where_ += ":\(line)" }
+        if let key { return "\(where_): \(key): \(message)" }
+        return "\(where_): \(message)"
+    }
+}
+
+/// The keys of the config file: each one's type and how it applies.
+/// Kept in one table so that check-config, loading and the documented
+/// example cannot drift apart.
+enum ConfigKey: String, CaseIterable {
+    case listen, upstream, memory_limit, max_object_size, workers, log_level, cache_mode
+    case upstream_connect_timeout, upstream_timeout, upstream_idle_timeout, upstream_ca_file, upstream_tls_verify
+    case keepalive_timeout, header_timeout, max_header_size, max_target_size, max_body_size, drain_timeout
+
+    enum Kind { case string, size, duration, integer, bool }
+
+    var kind: Kind {
+        switch self {
+        case .listen, .upstream, .log_level, .cache_mode, .upstream_ca_file: return .string
+        case .memory_limit, .max_object_size, .max_header_size, .max_target_size, .max_body_size: return .size
+        case .upstream_connect_timeout, .upstream_timeout, .upstream_idle_timeout, .keepalive_timeout,
+             .header_timeout, .drain_timeout: return .duration
+        case .workers: return .integer
+        case .upstream_tls_verify: return .bool
+        }
+    }
+}
+
+/// A value read from the file or a flag, before it is applied.
+enum RawValue {
+    case string(String)
+    case integer(Int)
+    case bool(Bool)
+}
+
+extension Settings {
+    /// Applies one key; the error string says what is wrong with the value.
+    mutating func apply(_ key: ConfigKey, _ value: RawValue) -> String? {
+        func text() -> String? {
+            switch value {
+            case .string(let s): return s
+            case .integer(let n): return String(n)
+            case .bool: return nil
+            }
+        }
+        switch key.kind {
+        case .size:
+            guard let t = text(), let bytes = Units.parseSize(t) else { return "expected a size such as 512KiB, 256MiB or 10GiB" }
+            switch key {
+            case .memory_limit: memoryLimitBytes = bytes
+            case .max_object_size: maxObjectBytes = bytes
+            case .max_header_size:
+                guard bytes >= 1024 else { return "must be at least 1KiB" }
+                maxHeaderBytes = bytes
+            case .max_target_size:
+                guard bytes >= 256 else { return "must be at least 256 bytes" }
+                maxTargetBytes = bytes
+            case .max_body_size: maxBodyBytes = bytes
+            default: break
+            }
+        case .duration:
+            guard let t = text(), let ms = Units.parseDurationMilliseconds(t) else { return "expected a duration such as 90s, 5m, 2h or 7d" }
+            guard ms > 0 else { return "must be longer than 0" }
+            switch key {
+            case .upstream_connect_timeout: upstreamConnectTimeoutMilliseconds = ms
+            case .upstream_timeout: upstreamTimeoutMilliseconds = ms
+            case .upstream_idle_timeout:
+                guard ms >= 1000 else { return "must be at least 1s" }
+                upstreamIdleTimeoutMilliseconds = ms
+            case .keepalive_timeout: keepAliveTimeoutMilliseconds = ms
+            case .header_timeout: headerTimeoutMilliseconds = ms
+            case .drain_timeout: drainTimeoutMilliseconds = ms
+            default: break
+            }
+        case .integer:
+            guard case .integer(let n) = value else {
+                if case .string(let s) = value, let n = Int(s) { return apply(key, .integer(n)) }
+                return "expected an integer"
+            }
+            guard n >= 0, n <= 256 else { return "must be between 0 (one per core) and 256" }
+            workers = n
+        case .bool:
+            guard case .bool(let b) = value else { return "expected true or false" }
+            upstreamTLSVerify = b
+        case .string:
+            guard case .string(let s) = value else { return "expected a string" }
+            switch key {
+            case .listen:
+                guard let hp = Units.parseHostPort(s) else { return "expected HOST:PORT, e.g. 127.0.0.1:8080" }
+                listenHost = hp.host
+                listenPort = hp.port
+            case .upstream:
+                guard Units.validUpstream(s) else { return "expected an http:// or https:// URL with a host, e.g. http://127.0.0.1:9000" }
+                upstream = s
+            case .log_level:
+                guard let level = Logger.Level(rawValue: s.lowercased()) else {
+                    return "expected one of trace, debug, info, notice, warning, error, critical"
+                }
+                logLevel = level
+            case .cache_mode:
+                switch s.lowercased() {
+                case "shared": sharedCache = true
+                case "private": sharedCache = false
+                default: return "expected \"shared\" or \"private\""
+                }
+            case .upstream_ca_file: upstreamCAFile = s
+            default: break
+            }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,68 @@
+/// SIZE and duration values as INTERFACE.md spells them.
+enum Units {
+    /// `512KiB`, `256MiB`, `10GiB`, `1TiB`, `KB`/`MB`/`GB` (decimal) or plain bytes.
+    static func parseSize(_ text: String) -> Int? {
+        let s = text.trimmingCharacters()
+        let suffixes: [(String, Int)] = [
+            ("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("TiB", 1 << 40),
+            ("KB", 1_000), ("MB", 1_000_000), ("GB", 1_000_000_000), ("TB", 1_000_000_000_000),
+            ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("B", 1),
+        ]
+        for (suffix, factor) in suffixes where s.hasSuffix(suffix) {
+            guard let n = Int(s.dropLast(suffix.count).trimmingCharacters()), n >= 0 else { return nil }
+            let (product, overflow) = n.multipliedReportingOverflow(by: factor)
+            return overflow ? nil : product
+        }
+        guard let n = Int(s), n >= 0 else { return nil }
+        return n
+    }
+
+    /// `90s`, `5m`, `2h`, `7d`, `250ms`; plain numbers are seconds. Milliseconds.
+    static func parseDurationMilliseconds(_ text: String) -> Int? {
+        let s = text.trimmingCharacters()
+        let suffixes: [(String, Int)] = [("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000), ("d", 86_400_000)]
+        for (suffix, factor) in suffixes where s.hasSuffix(suffix) {
+            guard let n = Int(s.dropLast(suffix.count)), n >= 0 else { return nil }
+            let (product, overflow) = n.multipliedReportingOverflow(by: factor)
+            return overflow ? nil : product
+        }
+        guard let n = Int(s), n >= 0 else { return nil }
+        return n * 1000
+    }
+
+    /// "HOST:PORT" or "[v6]:PORT".
+    static func parseHostPort(_ text: String) -> (host: String, port: UInt16)? {
+        let s = text.trimmingCharacters()
+        if s.hasPrefix("[") {
+            guard let close = s.firstIndex(of: "]") else { return nil }
+            let host = String(s[s.index(after: s.startIndex)..<close])
+            let rest = s[s.index(after: close)...]
+            guard rest.hasPrefix(":"), let port = UInt16(rest.dropFirst()), !host.isEmpty else { return nil }
+            return (host, port)
+        }
+        guard let colon = s.lastIndex(of: ":") else { return nil }
+        let host = String(s[..<colon])
+        guard !host.isEmpty, !host.contains(":"), let port = UInt16(s[s.index(after: colon)...]) else { return nil }
+        return (host, port)
+    }
+
+    /// An upstream base URL: http or https, with a host, no query or fragment.
+    static func validUpstream(_ text: String) -> Bool {
+        let lower = text.lowercased()
+        let rest: Substring
+        if lower.hasPrefix("http://") { rest = text.dropFirst(7) }
+        else if lower.hasPrefix("https://") { rest = text.dropFirst(8) }
+        else { return false }
+        let authority = rest.prefix { $0 != "/" }
+        return !authority.isEmpty && !text.contains("?") && !text.contains("#") && !text.contains(" ")
+    }
+}
+
+extension StringProtocol {
+    func trimmingCharacters() -> String {
+        var s = Substring(self)
+        while let f = s.first, f == " " || f == "\t" { s = s.dropFirst() }
+        while let l = s.last, l == " " || l == "\t" { s = s.dropLast() }
+        return String(s)
+    }
+}

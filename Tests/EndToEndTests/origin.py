@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""A small origin server for Larder's end-to-end tests (standard library only).
+
+It shares no code with Larder. It prints "PORT <n>" on stdout once it
+listens on 127.0.0.1 (port 0 = ephemeral). Every request except /__* is
+counted by its path-and-query, so tests can check how many reached it.
+
+Query parameters on any path:
+  cc=...        Cache-Control value (default: max-age=60)
+  size=N        body size in bytes (default 32); the body is a deterministic
+                pattern derived from the path
+  chunked=1     send the body with Transfer-Encoding: chunked (in pieces)
+  vary=Name     add "Vary: Name"; the body then includes that header's value
+  delay=S       sleep S seconds (float) before answering
+  status=N      status code (default 200)
+  tags=a b      add Surrogate-Key
+Special paths:
+  /__count?key=PATH   how many requests PATH received (text)
+  /__last?key=PATH    JSON of the last request's method, headers, body length
+  /echo               answers with the request body (any method)
+"""
+import hashlib
+import json
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+counts = {}
+last = {}
+lock = threading.Lock()
+
+
+def pattern(seed, size):
+    block = hashlib.sha256(seed.encode()).hexdigest().encode()
+    out = bytearray()
+    i = 0
+    while len(out) < size:
+        out += block + str(i).encode() + b"\n"
+        i += 1
+    return bytes(out[:size])
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):  # keep test output quiet
+        pass
+
+    def read_body(self):
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            data = bytearray()
+            while True:
+                line = self.rfile.readline(1024).strip()
+                size = int(line.split(b";")[0], 16)
+                if size == 0:
+                    while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                        pass
+                    return bytes(data)
+                data += self.rfile.read(size)
+                self.rfile.readline(8)
+        length = int(self.headers.get("Content-Length", "0") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def handle_any(self):
+        url = urlsplit(self.path)
+        q = {k: v[0] for k, v in parse_qs(url.query).items()}
+        body_in = self.read_body() if self.command not in ("GET", "HEAD") or "Content-Length" in self.headers else b""
+        if url.path == "/__count":
+            with lock:
+                n = counts.get(q.get("key", ""), 0)
+            return self.send(200, str(n).encode(), {"Cache-Control": "no-store"})
+        if url.path == "/__last":
+            with lock:
+                info = last.get(q.get("key", ""), {})
+            return self.send(200, json.dumps(info).encode(), {"Cache-Control": "no-store"})
+        with lock:
+            counts[self.path] = counts.get(self.path, 0) + 1
+            last[self.path] = {
+                "method": self.command,
+                "headers": [[k.lower(), v] for k, v in self.headers.items()],
+                "body_length": len(body_in),
+                "body_sha256": hashlib.sha256(body_in).hexdigest(),
+            }
+        if "delay" in q:
+            time.sleep(float(q["delay"]))
+        status = int(q.get("status", "200"))
+        headers = {"Cache-Control": q.get("cc", "max-age=60")}
+        if url.path == "/echo":
+            return self.send(status, body_in, headers)
+        body = pattern(url.path, int(q.get("size", "32")))
+        if "vary" in q:
+            headers["Vary"] = q["vary"]
+            body = (q["vary"] + "=" + str(self.headers.get(q["vary"])) + "\n").encode() + body
+        if "tags" in q:
+            headers["Surrogate-Key"] = q["tags"]
+        headers["X-Origin-Count"] = str(counts[self.path])
+        self.send(status, body, headers, chunked=q.get("chunked") == "1")
+
+    def send(self, status, body, headers, chunked=False):
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        if chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        if chunked:
+            step = max(1, len(body) // 7 + 1)
+            for i in range(0, len(body), step):
+                piece = body[i:i + step]
+                self.wfile.write(b"%x\r\n" % len(piece) + piece + b"\r\n")
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        else:
+            self.wfile.write(body)
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = handle_any
+
+
+def main():
+    port = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
+    print("PORT %d" % server.server_address[1], flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
