@@ -1,0 +1,115 @@
+import XCTest
+@testable import CacheSemantics
+
+final class CacheControlTests: XCTestCase {
+    func testDirectives() {
+        let cc = CacheControl("public, Max-Age=60, s-maxage=\"120\", no-cache=\"Set-Cookie, X\", stale-while-revalidate=30")
+        XCTAssertTrue(cc.isPublic)
+        XCTAssertEqual(cc.maxAge, 60)
+        XCTAssertEqual(cc.sMaxAge, 120)
+        XCTAssertTrue(cc.noCache)
+        XCTAssertEqual(cc.staleWhileRevalidate, 30)
+        XCTAssertFalse(cc.noStore)
+    }
+
+    func testInvalidAndHugeValues() {
+        XCTAssertEqual(CacheControl("max-age=abc").maxAge, 0)
+        XCTAssertEqual(CacheControl("max-age=-5").maxAge, 0)
+        XCTAssertEqual(CacheControl("max-age=99999999999999").maxAge, 2_147_483_648)
+        XCTAssertEqual(CacheControl("max-age=10, max-age=20").maxAge, 10)
+        XCTAssertNil(CacheControl("").maxAge)
+        XCTAssertEqual(CacheControl("max-stale").maxStale, Int.max)
+        XCTAssertTrue(CacheControl("private, no-store").noStore)
+        XCTAssertTrue(CacheControl("PRIVATE").isPrivate)
+    }
+}
+
+final class HTTPDateTests: XCTestCase {
+    func testThreeFormats() {
+        XCTAssertEqual(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT"), 784111777)
+        XCTAssertEqual(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT"), 784111777)
+        XCTAssertEqual(HTTPDate.parse("Sun Nov  6 08:49:37 1994"), 784111777)
+        XCTAssertNil(HTTPDate.parse("0"))
+        XCTAssertNil(HTTPDate.parse("Sun, 06 Nov 1994 25:49:37 GMT"))
+        XCTAssertNil(HTTPDate.parse("yesterday"))
+    }
+
+    func testFormatRoundTrips() {
+        XCTAssertEqual(HTTPDate.formatString(784111777), "Sun, 06 Nov 1994 08:49:37 GMT")
+        XCTAssertEqual(HTTPDate.formatString(0), "Thu, 01 Jan 1970 00:00:00 GMT")
+        for t: Int64 in [951782400, 1_700_000_000, 4_102_444_800, 1_709_164_800] {
+            XCTAssertEqual(HTTPDate.parse(HTTPDate.formatString(t)), t)
+        }
+    }
+}
+
+final class FreshnessTests: XCTestCase {
+    func testLifetimePrecedence() {
+        let both = CacheControl("max-age=10, s-maxage=20")
+        XCTAssertEqual(Freshness.lifetime(both, dateValue: 0, expires: nil, responseTime: 0, shared: true), 20)
+        XCTAssertEqual(Freshness.lifetime(both, dateValue: 0, expires: nil, responseTime: 0, shared: false), 10)
+        let date: Int64 = 784111777
+        XCTAssertEqual(Freshness.lifetime(CacheControl(), dateValue: date, expires: "Sun, 06 Nov 1994 08:50:37 GMT",
+                                          responseTime: date + 5, shared: true), 60)
+        XCTAssertEqual(Freshness.lifetime(CacheControl(), dateValue: date, expires: "0", responseTime: date, shared: true), 0)
+        XCTAssertEqual(Freshness.lifetime(CacheControl("max-age=5"), dateValue: date, expires: "0", responseTime: date, shared: true), 5)
+        XCTAssertNil(Freshness.lifetime(CacheControl("public"), dateValue: date, expires: nil, responseTime: date, shared: true))
+    }
+
+    func testAgeCalculation() {
+        // Date 10s before receipt, Age 3 from upstream, 2s round trip.
+        let t = ResponseTiming(requestTime: 98, responseTime: 100, dateValue: 90, ageValue: 3)
+        XCTAssertEqual(Freshness.correctedInitialAge(t), 10)  // max(apparent 10, 3 + 2)
+        let u = ResponseTiming(requestTime: 98, responseTime: 100, dateValue: 100, ageValue: 30)
+        XCTAssertEqual(Freshness.correctedInitialAge(u), 32)
+        XCTAssertEqual(Freshness.currentAge(correctedInitialAge: 32, responseTime: 100, now: 150), 82)
+        // A Date in the future does not make the age negative.
+        let v = ResponseTiming(requestTime: 100, responseTime: 100, dateValue: 200, ageValue: 0)
+        XCTAssertEqual(Freshness.correctedInitialAge(v), 0)
+        XCTAssertEqual(Freshness.parseAge("12"), 12)
+        XCTAssertNil(Freshness.parseAge("-1"))
+        XCTAssertNil(Freshness.parseAge("1.5"))
+    }
+
+    func testStorability() {
+        func decide(_ method: String = "GET", _ status: Int = 200, req: String = "", res: String = "max-age=60",
+                    auth: Bool = false, shared: Bool = true) -> StoreDecision {
+            let response = CacheControl(res)
+            return Storability.decide(method: method, status: status, request: CacheControl(req), response: response,
+                                      hasAuthorization: auth, shared: shared,
+                                      hasExplicitFreshness: response.maxAge != nil || response.sMaxAge != nil)
+        }
+        XCTAssertEqual(decide(), .store)
+        XCTAssertNotEqual(decide("POST"), .store)
+        XCTAssertNotEqual(decide(res: "max-age=60, no-store"), .store)
+        XCTAssertNotEqual(decide(req: "no-store"), .store)
+        XCTAssertNotEqual(decide(res: "max-age=60, private"), .store)
+        XCTAssertEqual(decide(res: "max-age=60, private", shared: false), .store)
+        XCTAssertNotEqual(decide(auth: true), .store)
+        XCTAssertEqual(decide(res: "s-maxage=60", auth: true), .store)
+        XCTAssertEqual(decide(res: "max-age=60, public", auth: true), .store)
+        XCTAssertNotEqual(decide(res: "public"), .store)
+        XCTAssertNotEqual(decide("GET", 206), .store)
+        XCTAssertEqual(decide("GET", 404), .store)
+    }
+
+    func testReuse() {
+        let none = CacheControl()
+        XCTAssertEqual(Reuse.decide(lifetime: 60, currentAge: 10, request: none, response: none, requestPragmaNoCache: false), .fresh(ttl: 50))
+        XCTAssertEqual(Reuse.decide(lifetime: 60, currentAge: 70, request: none, response: none, requestPragmaNoCache: false), .stale(ttl: -10))
+        XCTAssertEqual(Reuse.decide(lifetime: 60, currentAge: 10, request: CacheControl("max-age=5"), response: none, requestPragmaNoCache: false), .stale(ttl: 50))
+        XCTAssertEqual(Reuse.decide(lifetime: 60, currentAge: 10, request: CacheControl("min-fresh=55"), response: none, requestPragmaNoCache: false), .stale(ttl: 50))
+        XCTAssertEqual(Reuse.decide(lifetime: 60, currentAge: 70, request: CacheControl("max-stale=20"), response: none, requestPragmaNoCache: false), .fresh(ttl: -10))
+        XCTAssertEqual(Reuse.decide(lifetime: 60, currentAge: 70, request: CacheControl("max-stale=20"), response: CacheControl("must-revalidate"), requestPragmaNoCache: false), .stale(ttl: -10))
+        XCTAssertEqual(Reuse.decide(lifetime: 60, currentAge: 10, request: CacheControl("no-cache"), response: none, requestPragmaNoCache: false), .stale(ttl: 50))
+        XCTAssertEqual(Reuse.decide(lifetime: 60, currentAge: 10, request: none, response: none, requestPragmaNoCache: true), .stale(ttl: 50))
+        XCTAssertEqual(Reuse.decide(lifetime: 60, currentAge: 10, request: none, response: CacheControl("no-cache"), requestPragmaNoCache: false), .stale(ttl: 50))
+    }
+
+    func testVary() {
+        XCTAssertEqual(Vary.fieldNames("Accept-Encoding, accept-language,Accept-Encoding"), ["accept-encoding", "accept-language"])
+        XCTAssertNil(Vary.fieldNames("Accept, *"))
+        XCTAssertEqual(Vary.fieldNames(nil), [])
+        XCTAssertEqual(Vary.normalize("gzip,  br"), Vary.normalize("gzip, br"))
+    }
+}

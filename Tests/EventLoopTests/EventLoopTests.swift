@@ -1,0 +1,64 @@
+import XCTest
+import Foundation
+@testable import EventLoop
+#if canImport(Glibc)
+import Glibc
+#endif
+
+final class EventLoopTests: XCTestCase {
+    func testTimersFireInDeadlineOrderAndCancelWorks() throws {
+        let loop = try EventLoop()
+        var fired: [Int] = []
+        loop.schedule(after: 30) { fired.append(3); loop.stop() }
+        loop.schedule(after: 10) { fired.append(1) }
+        let cancelled = loop.schedule(after: 5) { fired.append(99) }
+        loop.schedule(after: 20) { fired.append(2) }
+        loop.cancel(cancelled)
+        let deadline = EventLoop.nowMilliseconds() + 5000
+        while fired.count < 3 && EventLoop.nowMilliseconds() < deadline { loop.runOnce(maxWaitMilliseconds: 100) }
+        XCTAssertEqual(fired, [1, 2, 3])
+    }
+
+    func testExecuteFromAnotherThreadWakesTheLoop() throws {
+        let loop = try EventLoop()
+        var ran = false
+        let thread = Thread { loop.execute { ran = true } }
+        thread.start()
+        let deadline = EventLoop.nowMilliseconds() + 5000
+        while !ran && EventLoop.nowMilliseconds() < deadline { loop.runOnce(maxWaitMilliseconds: 100) }
+        XCTAssertTrue(ran)
+    }
+
+    final class Reader: IOHandler {
+        var seen: IOEvents = []
+        func ready(_ events: IOEvents) { seen.formUnion(events) }
+    }
+
+    func testReadinessAndUnwatchDropsEvents() throws {
+        let loop = try EventLoop()
+        var fds: [Int32] = [0, 0]
+        XCTAssertEqual(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds), 0)
+        defer { close(fds[0]); close(fds[1]) }
+        let reader = Reader()
+        try loop.watch(fds[0], .read, reader)
+        XCTAssertEqual(write(fds[1], "x", 1), 1)
+        let deadline = EventLoop.nowMilliseconds() + 5000
+        while !reader.seen.contains(.read) && EventLoop.nowMilliseconds() < deadline { loop.runOnce(maxWaitMilliseconds: 100) }
+        XCTAssertTrue(reader.seen.contains(.read))
+
+        loop.unwatch(fds[0])
+        reader.seen = []
+        loop.runOnce(maxWaitMilliseconds: 20)
+        XCTAssertEqual(reader.seen, [])
+    }
+
+    func testListenOnPortZeroReportsThePort() throws {
+        let first = try Socket.listen(host: "127.0.0.1", port: 0, reusePort: true)
+        defer { Socket.close(first.fd) }
+        XCTAssertGreaterThan(first.port, 0)
+        let second = try Socket.listen(host: "127.0.0.1", port: first.port, reusePort: true)
+        defer { Socket.close(second.fd) }
+        XCTAssertEqual(second.port, first.port)
+        XCTAssertThrowsError(try Socket.listen(host: "256.0.0.1", port: 0, reusePort: false))
+    }
+}

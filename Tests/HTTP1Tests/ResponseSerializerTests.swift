@@ -1,0 +1,34 @@
+import XCTest
+@testable import HTTP1
+
+final class ResponseSerializerTests: XCTestCase {
+    func testDecimalAndChunkHeader() {
+        for n in [0, 7, 10, 99, 12345, Int(Int32.max)] {
+            var out: [UInt8] = []
+            ResponseSerializer.appendDecimal(n, to: &out)
+            XCTAssertEqual(String(decoding: out, as: UTF8.self), String(n))
+        }
+        XCTAssertEqual(ResponseSerializer.chunkHeader(0), Array("0\r\n".utf8))
+        XCTAssertEqual(ResponseSerializer.chunkHeader(255), Array("ff\r\n".utf8))
+        XCTAssertEqual(ResponseSerializer.chunkHeader(4096), Array("1000\r\n".utf8))
+    }
+
+    func testHeadPrefixAndCanonicalNames() {
+        let head = ResponseSerializer.headPrefix(status: 404, headers: [HeaderField(name: "content-type", value: "text/plain")])
+        XCTAssertEqual(String(decoding: head, as: UTF8.self), "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\n")
+        XCTAssertEqual(ResponseSerializer.canonicalName("x-forwarded-for"), "X-Forwarded-For")
+    }
+
+    func testHopByHopStripIncludesConnectionNominees() {
+        let headers = [HeaderField(name: "connection", value: "close, X-Private"), HeaderField(name: "x-private", value: "1"),
+                       HeaderField(name: "keep-alive", value: "5"), HeaderField(name: "accept", value: "*/*")]
+        XCTAssertEqual(HopByHop.strip(headers).map(\.name), ["accept"])
+    }
+
+    func testStatusLineParsing() {
+        XCTAssertEqual(ResponseLine.status("HTTP/1.1 200 OK"), 200)
+        XCTAssertEqual(ResponseLine.status("HTTP/2 304"), 304)
+        XCTAssertNil(ResponseLine.status("SIP/2.0 200 OK"))
+        XCTAssertEqual(ResponseLine.field("Cache-Control:  max-age=5 \r\n"), HeaderField(name: "cache-control", value: "max-age=5"))
+    }
+}
