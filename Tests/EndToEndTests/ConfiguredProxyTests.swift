@@ -1,0 +1,178 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// End-to-end cases that need their own larder settings or upstream.
+final class ConfiguredProxyTests: XCTestCase {
+    var processes: [() -> Void] = []
+
+    override func tearDown() {
+        for stop in processes.reversed() { stop() }
+        processes = []
+    }
+
+    private func startOrigin() throws -> Origin {
+        let o = try Origin()
+        processes.append(o.stop)
+        return o
+    }
+
+    private func startLarder(upstream: String, _ extra: [String] = []) throws -> LarderProcess {
+        let l = try LarderProcess(upstream: upstream, extra: extra)
+        processes.append(l.stop)
+        return l
+    }
+
+    private func writeConfig(_ text: String) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("larder-test-\(UUID().uuidString).toml").path
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: path) }
+        return path
+    }
+
+    /// A port nothing listens on: bind an ephemeral port, then close it.
+    private func deadPort() -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        close(fd)
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
+
+    func testDeadUpstreamGives502() throws {
+        let larder = try startLarder(upstream: "http://127.0.0.1:\(deadPort())")
+        let c = try larder.client()
+        let r = try c.get("/anything")
+        XCTAssertEqual(r.status, 502)
+        XCTAssertFalse(r.body.isEmpty)
+        // The connection survives an upstream failure.
+        XCTAssertEqual(try c.get("/again").status, 502)
+    }
+
+    func testSlowUpstreamGives504() throws {
+        let origin = try startOrigin()
+        let config = try writeConfig("upstream_timeout = \"1s\"\n")
+        let larder = try startLarder(upstream: origin.url, ["--config", config])
+        let started = Date()
+        let r = try larder.client().get("/slow?delay=5")
+        XCTAssertEqual(r.status, 504)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 4.5, "504 should come at the timeout, not after the origin answers")
+    }
+
+    func testLRUEvictionUnderASmallMemoryLimit() throws {
+        let origin = try startOrigin()
+        let larder = try startLarder(upstream: origin.url, ["--memory-limit", "100KiB"])
+        let c = try larder.client()
+        for i in 1...4 { XCTAssertEqual(try c.get("/e\(i)?size=30000").status, 200) }
+        // 4 x 30 KB do not fit in 100 KiB: the least recently used (/e1) went.
+        XCTAssertTrue(try c.get("/e4?size=30000").header("cache-status")?.contains("hit") ?? false)
+        let e1 = try c.get("/e1?size=30000")
+        XCTAssertEqual(e1.header("cache-status"), "larder; fwd=uri-miss; stored")
+        XCTAssertEqual(try origin.count("/e1?size=30000"), 2)
+        XCTAssertEqual(try origin.count("/e4?size=30000"), 1)
+    }
+
+    func testBodyLargerThanTheMemoryLimitIsStreamedIntact() throws {
+        let origin = try startOrigin()
+        let larder = try startLarder(upstream: origin.url, ["--memory-limit", "1MiB"])
+        let target = "/huge?size=12000000"
+        let direct = try HTTPClient(port: origin.port).get(target).body
+        let through = try larder.client().get(target)
+        XCTAssertEqual(through.status, 200)
+        XCTAssertEqual(through.body.count, 12_000_000)
+        XCTAssertTrue(through.body == direct)
+        let chunked = try larder.client().get(target + "&chunked=1")
+        XCTAssertEqual(chunked.body.count, 12_000_000)
+        // Too large to store: the next request goes upstream again.
+        XCTAssertFalse(try larder.client().get(target).header("cache-status")?.contains("hit") ?? true)
+    }
+
+    func testRequestBodyOverTheLimitGets413() throws {
+        let origin = try startOrigin()
+        let config = try writeConfig("max_body_size = \"1KiB\"\n")
+        let larder = try startLarder(upstream: origin.url, ["--config", config])
+        let c = try larder.client()
+        try c.send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5000\r\n\r\n")
+        XCTAssertEqual(try c.readResponse().status, 413)
+        let d = try larder.client()
+        try d.send("POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n800\r\n" + String(repeating: "x", count: 2048) + "\r\n0\r\n\r\n")
+        XCTAssertEqual(try d.readResponse().status, 413)
+        XCTAssertEqual(try origin.count("/echo"), 0)
+    }
+
+    func testSigtermStopsWithExitZero() throws {
+        let origin = try startOrigin()
+        let larder = try startLarder(upstream: origin.url)
+        XCTAssertEqual(try larder.client().get("/x").status, 200)
+        kill(larder.child.process.processIdentifier, SIGTERM)
+        XCTAssertEqual(larder.child.waitForExit(timeout: 15), 0)
+    }
+}
+
+/// The command line and config file, run as a user would.
+final class CommandLineTests: XCTestCase {
+    private func run(_ arguments: [String]) throws -> (status: Int32?, stdout: String, stderr: String) {
+        let child = try ChildProcess(Paths.larder, arguments)
+        let status = child.waitForExit(timeout: 20)
+        if status == nil { child.stop() }
+        _ = child.waitFor("$^", timeout: 0.3)  // let the pipes drain
+        return (status, child.stdout, child.stderr)
+    }
+
+    private func config(_ text: String) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("larder-cli-\(UUID().uuidString).toml").path
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: path) }
+        return path
+    }
+
+    func testVersionAndHelp() throws {
+        let v = try run(["--version"])
+        XCTAssertEqual(v.status, 0)
+        XCTAssertTrue(v.stdout.contains("0."))
+        let h = try run(["--help"])
+        XCTAssertEqual(h.status, 0)
+        XCTAssertTrue(h.stdout.contains("serve"))
+    }
+
+    func testShippedConfigIsValid() throws {
+        let r = try run(["check-config", "--config", Paths.packageRoot.appendingPathComponent("config/larder.toml").path])
+        XCTAssertEqual(r.status, 0, r.stderr)
+    }
+
+    func testUnknownKeyNamesFileLineAndKey() throws {
+        let path = try config("listen = \"127.0.0.1:8080\"\n# comment\nmemory_limt = \"1MiB\"\n")
+        let r = try run(["check-config", "--config", path])
+        XCTAssertEqual(r.status, 78)
+        XCTAssertTrue(r.stderr.contains("\(path):3: memory_limt: unknown key"), r.stderr)
+    }
+
+    func testWrongTypeNamesFileLineAndKey() throws {
+        let path = try config("upstream = \"http://127.0.0.1:1\"\nworkers = \"many\"\n")
+        let r = try run(["serve", "--config", path])
+        XCTAssertEqual(r.status, 78)
+        XCTAssertTrue(r.stderr.contains("\(path):2: workers:"), r.stderr)
+        let bad = try config("memory_limit = true\n")
+        let b = try run(["check-config", "--config", bad])
+        XCTAssertEqual(b.status, 78)
+        XCTAssertTrue(b.stderr.contains(":1: memory_limit: wrong type"), b.stderr)
+        let broken = try config("listen = \n")
+        let s = try run(["check-config", "--config", broken])
+        XCTAssertEqual(s.status, 78)
+        XCTAssertTrue(s.stderr.contains("\(broken):1"), s.stderr)
+    }
+
+    func testBadFlagsAreUsageErrors() throws {
+        XCTAssertEqual(try run(["serve", "--upstream", "ftp://x", "--listen", "127.0.0.1:0"]).status, 64)
+        XCTAssertEqual(try run(["serve", "--upstream", "http://127.0.0.1:1", "--memory-limit", "lots"]).status, 64)
+        XCTAssertEqual(try run(["serve", "--listen", "127.0.0.1:0"]).status, 64)  // no upstream
+        XCTAssertEqual(try run(["serve", "--bogus"]).status, 64)
+        XCTAssertEqual(try run(["check-config", "--config", "/nonexistent/larder.toml"]).status, 78)
+    }
+}

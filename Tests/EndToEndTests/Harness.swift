@@ -1,0 +1,275 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Locations of the package and the built `larder` binary.
+enum Paths {
+    static let packageRoot = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    static let originScript = packageRoot.appendingPathComponent("Tests/EndToEndTests/origin.py").path
+
+    /// `swift test` builds the executable next to the test bundle.
+    static var larder: String {
+        var candidates: [String] = []
+        let testBinary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        var dir = testBinary.deletingLastPathComponent()
+        for _ in 0..<3 {
+            candidates.append(dir.appendingPathComponent("larder").path)
+            dir = dir.deletingLastPathComponent()
+        }
+        candidates.append(packageRoot.appendingPathComponent(".build/debug/larder").path)
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates.last!
+    }
+}
+
+/// A child process whose output is collected, stopped by PID on teardown.
+final class ChildProcess {
+    let process = Process()
+    private let lock = NSCondition()
+    private var stdoutText = ""
+    private var stderrText = ""
+
+    init(_ executable: String, _ arguments: [String]) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        out.fileHandleForReading.readabilityHandler = { [weak self] h in self?.append(h.availableData, stderr: false) }
+        err.fileHandleForReading.readabilityHandler = { [weak self] h in self?.append(h.availableData, stderr: true) }
+        try process.run()
+    }
+
+    private func append(_ data: Data, stderr: Bool) {
+        guard !data.isEmpty else { return }
+        lock.lock()
+        if stderr { stderrText += String(decoding: data, as: UTF8.self) } else { stdoutText += String(decoding: data, as: UTF8.self) }
+        lock.broadcast()
+        lock.unlock()
+    }
+
+    var stderr: String { lock.lock(); defer { lock.unlock() }; return stderrText }
+    var stdout: String { lock.lock(); defer { lock.unlock() }; return stdoutText }
+
+    /// Waits (bounded) until `pattern` matches stdout or stderr; returns capture group 1.
+    func waitFor(_ pattern: String, timeout: TimeInterval = 15) -> String? {
+        let regex = try! NSRegularExpression(pattern: pattern)
+        let deadline = Date().addingTimeInterval(timeout)
+        lock.lock()
+        defer { lock.unlock() }
+        var looksAfterExit = 0
+        while true {
+            for text in [stdoutText, stderrText] {
+                let range = NSRange(text.startIndex..., in: text)
+                if let m = regex.firstMatch(in: text, range: range) {
+                    let r = m.numberOfRanges > 1 ? m.range(at: 1) : m.range
+                    return Range(r, in: text).map { String(text[$0]) }
+                }
+            }
+            // After exit, give the pipe readers a moment to deliver the rest.
+            if !process.isRunning { looksAfterExit += 1; if looksAfterExit > 3 { return nil } }
+            if Date() >= deadline { return nil }
+            _ = lock.wait(until: min(deadline, Date().addingTimeInterval(0.1)))
+        }
+    }
+
+    /// Waits for exit (bounded); returns the exit status or nil on timeout.
+    func waitForExit(timeout: TimeInterval = 15) -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(20_000) }
+        return process.isRunning ? nil : process.terminationStatus
+    }
+
+    /// SIGTERM, then SIGKILL if it does not exit in time.
+    func stop() {
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, SIGTERM)
+        if waitForExit(timeout: 12) == nil {
+            kill(process.processIdentifier, SIGKILL)
+            _ = waitForExit(timeout: 5)
+        }
+    }
+}
+
+/// The python origin server of origin.py.
+final class Origin {
+    let child: ChildProcess
+    let port: Int
+
+    init() throws {
+        child = try ChildProcess("/usr/bin/env", ["python3", Paths.originScript, "0"])
+        guard let p = child.waitFor("PORT (\\d+)").flatMap(Int.init) else {
+            child.stop()
+            throw HarnessError("origin did not start: \(child.stderr)")
+        }
+        port = p
+    }
+
+    var url: String { "http://127.0.0.1:\(port)" }
+
+    /// How many requests the origin received for this path-and-query.
+    func count(_ pathAndQuery: String) throws -> Int {
+        let key = pathAndQuery.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? pathAndQuery
+        let r = try HTTPClient(port: port).get("/__count?key=\(key)")
+        return Int(r.text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+    }
+
+    /// The last request the origin saw for this path-and-query.
+    func lastRequest(_ pathAndQuery: String) throws -> [String: Any] {
+        let key = pathAndQuery.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? pathAndQuery
+        let r = try HTTPClient(port: port).get("/__last?key=\(key)")
+        return (try JSONSerialization.jsonObject(with: Data(r.body))) as? [String: Any] ?? [:]
+    }
+
+    func stop() { child.stop() }
+}
+
+/// A running `larder serve`.
+final class LarderProcess {
+    let child: ChildProcess
+    let port: Int
+
+    init(upstream: String, extra: [String] = []) throws {
+        child = try ChildProcess(Paths.larder, ["serve", "--listen", "127.0.0.1:0", "--upstream", upstream,
+                                                "--workers", "2", "--log-level", "warning"] + extra)
+        guard let p = child.waitFor("listening on 127\\.0\\.0\\.1:(\\d+)").flatMap(Int.init) else {
+            child.stop()
+            throw HarnessError("larder did not start: \(child.stderr)")
+        }
+        port = p
+    }
+
+    func client() throws -> HTTPClient { try HTTPClient(port: port) }
+    func stop() { child.stop() }
+}
+
+struct HarnessError: Error, CustomStringConvertible {
+    let description: String
+    init(_ d: String) { description = d }
+}
+
+/// A parsed HTTP response.
+struct HTTPResponse {
+    var status: Int
+    var headers: [(String, String)]
+    var body: [UInt8]
+    func header(_ name: String) -> String? { headers.first { $0.0 == name.lowercased() }?.1 }
+    var text: String { String(decoding: body, as: UTF8.self) }
+}
+
+/// A minimal blocking HTTP/1.1 client over a raw socket, so tests control
+/// every byte sent (pipelining, malformed requests). Reads time out after 20 s.
+final class HTTPClient {
+    let fd: Int32
+    private var buffer: [UInt8] = []
+
+    init(port: Int) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var tv = timeval(tv_sec: 20, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        if rc != 0 { close(fd); throw HarnessError("connect to \(port) failed: errno \(errno)") }
+    }
+
+    deinit { close(fd) }
+
+    func send(_ text: String) throws { try send(Array(text.utf8)) }
+
+    func send(_ bytes: [UInt8]) throws {
+        var off = 0
+        while off < bytes.count {
+            let n = bytes[off...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 { throw HarnessError("send failed: errno \(errno)") }
+            off += n
+        }
+    }
+
+    func get(_ target: String, headers: [String] = []) throws -> HTTPResponse {
+        try send("GET \(target) HTTP/1.1\r\nHost: test\r\n" + headers.map { $0 + "\r\n" }.joined() + "\r\n")
+        return try readResponse()
+    }
+
+    /// Reads more bytes; false at end of stream.
+    private func fill() throws -> Bool {
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        if n < 0 { throw HarnessError("recv failed (timeout?): errno \(errno)") }
+        if n == 0 { return false }
+        buffer.append(contentsOf: chunk[0..<n])
+        return true
+    }
+
+    private func readLine() throws -> String? {
+        while true {
+            if let i = buffer.firstIndex(of: 0x0A) {
+                let line = buffer[0..<i]
+                buffer.removeFirst(i + 1)
+                return String(decoding: line.last == 0x0D ? line.dropLast() : line, as: UTF8.self)
+            }
+            if try !fill() { return nil }
+        }
+    }
+
+    private func readExactly(_ n: Int) throws -> [UInt8] {
+        while buffer.count < n { if try !fill() { throw HarnessError("connection closed mid-body") } }
+        let out = Array(buffer[0..<n])
+        buffer.removeFirst(n)
+        return out
+    }
+
+    /// Whether the server closed the connection (reads to EOF, bounded by the timeout).
+    func isClosedByPeer() -> Bool {
+        while true {
+            guard let more = try? fill() else { return false }
+            if !more { return true }
+            buffer.removeAll()
+        }
+    }
+
+    /// Reads one response (skipping 1xx) for a request with method `method`.
+    func readResponse(method: String = "GET") throws -> HTTPResponse {
+        while true {
+            guard let statusLine = try readLine() else { throw HarnessError("connection closed before a response") }
+            let parts = statusLine.split(separator: " ")
+            guard parts.count >= 2, let status = Int(parts[1]) else { throw HarnessError("bad status line: \(statusLine)") }
+            var headers: [(String, String)] = []
+            while let line = try readLine(), !line.isEmpty {
+                guard let colon = line.firstIndex(of: ":") else { throw HarnessError("bad header line: \(line)") }
+                headers.append((line[..<colon].lowercased(), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+            }
+            if status < 200 { continue }
+            var response = HTTPResponse(status: status, headers: headers, body: [])
+            if method == "HEAD" || status == 204 || status == 304 { return response }
+            if response.header("transfer-encoding")?.lowercased() == "chunked" {
+                while true {
+                    guard let sizeLine = try readLine(), let size = Int(sizeLine.split(separator: ";")[0], radix: 16) else {
+                        throw HarnessError("bad chunk size")
+                    }
+                    if size == 0 {
+                        while let trailer = try readLine(), !trailer.isEmpty {}
+                        break
+                    }
+                    response.body += try readExactly(size)
+                    _ = try readLine()
+                }
+            } else if let length = response.header("content-length").flatMap(Int.init) {
+                response.body = try readExactly(length)
+            } else {
+                while try fill() {}
+                response.body = buffer
+                buffer.removeAll()
+            }
+            return response
+        }
+    }
+}
