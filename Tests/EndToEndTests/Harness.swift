@@ -100,8 +100,14 @@ final class Origin {
     let child: ChildProcess
     let port: Int
 
-    init() throws {
-        child = try ChildProcess("/usr/bin/env", ["python3", Paths.originScript, "0"])
+    let scheme: String
+
+    /// `tls`: certificate and key files; the origin then speaks https.
+    init(tls: (cert: String, key: String)? = nil) throws {
+        var arguments = ["python3", Paths.originScript, "0"]
+        if let tls { arguments += ["--tls", tls.cert, tls.key] }
+        scheme = tls == nil ? "http" : "https"
+        child = try ChildProcess("/usr/bin/env", arguments)
         guard let p = child.waitFor("PORT (\\d+)").flatMap(Int.init) else {
             child.stop()
             throw HarnessError("origin did not start: \(child.stderr)")
@@ -109,7 +115,7 @@ final class Origin {
         port = p
     }
 
-    var url: String { "http://127.0.0.1:\(port)" }
+    var url: String { "\(scheme)://127.0.0.1:\(port)" }
 
     /// How many requests the origin received for this path-and-query.
     func count(_ pathAndQuery: String) throws -> Int {

@@ -14,6 +14,7 @@ Query parameters on any path:
   delay=S       sleep S seconds (float) before answering
   status=N      status code (default 200)
   tags=a b      add Surrogate-Key
+Run as "origin.py PORT --tls CERT KEY" to serve https.
 Special paths:
   /__count?key=PATH   how many requests PATH received (text)
   /__last?key=PATH    JSON of the last request's method, headers, body length
@@ -126,6 +127,12 @@ def main():
     port = int(sys.argv[1]) if len(sys.argv) > 1 else 0
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
+    if len(sys.argv) > 3 and sys.argv[2] == "--tls":
+        # origin.py PORT --tls CERT KEY: serve https (HTTP/1.1 over TLS).
+        import ssl
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(sys.argv[3], sys.argv[4])
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     print("PORT %d" % server.server_address[1], flush=True)
     server.serve_forever()
 
