@@ -55,8 +55,15 @@ public enum ResponseSerializer {
         }
     }
 
+    /// Names whose usual spelling is not plain title case.
+    private static let specialNames: [String: String] = [
+        "etag": "ETag", "www-authenticate": "WWW-Authenticate", "content-md5": "Content-MD5",
+        "te": "TE", "x-xss-protection": "X-XSS-Protection", "dnt": "DNT",
+    ]
+
     /// "content-type" -> "Content-Type": clients and tools expect the usual case.
     public static func canonicalName(_ name: String) -> String {
+        if let special = specialNames[name] { return special }
         var upper = true
         return String(String.UnicodeScalarView(name.unicodeScalars.map { s -> Unicode.Scalar in
             defer { upper = s == "-" }

@@ -106,6 +106,20 @@ final class ConfiguredProxyTests: XCTestCase {
         XCTAssertEqual(try origin.count("/echo"), 0)
     }
 
+    func testIncompleteRequestHeadTimesOutWith408() throws {
+        let origin = try startOrigin()
+        let config = try writeConfig("header_timeout = \"1s\"\nkeepalive_timeout = \"1s\"\n")
+        let larder = try startLarder(upstream: origin.url, ["--config", config])
+        let c = try larder.client()
+        try c.send("GET / HTTP/1.1\r\nHost: t\r\n")  // never finished
+        XCTAssertEqual(try c.readResponse().status, 408)
+        XCTAssertTrue(c.isClosedByPeer())
+        // An idle keep-alive connection is closed without an answer.
+        let idle = try larder.client()
+        XCTAssertEqual(try idle.get("/x").status, 200)
+        XCTAssertTrue(idle.isClosedByPeer())
+    }
+
     func testSigtermStopsWithExitZero() throws {
         let origin = try startOrigin()
         let larder = try startLarder(upstream: origin.url)

@@ -128,6 +128,49 @@ final class ProxyTests: XCTestCase {
         XCTAssertEqual(headers.first { $0.0 == "x-forwarded-for" }?.1, "127.0.0.1")
     }
 
+    func testHopByHopAndTagHeadersAreRemovedFromResponses() throws {
+        let c = try larder.client()
+        for _ in 0..<2 {  // the miss and the hit
+            let r = try c.get("/hop?hop=1&tags=a%20b")
+            XCTAssertEqual(r.status, 200)
+            for name in ["x-hop-secret", "keep-alive", "upgrade", "surrogate-key", "cache-tag"] {
+                XCTAssertNil(r.header(name), name)
+            }
+            XCTAssertNotEqual(r.header("connection")?.lowercased(), "x-hop-secret")
+        }
+    }
+
+    func testUpstreamConnectionsAreReused() throws {
+        let c = try larder.client()
+        var ports: Set<Int> = []
+        for i in 0..<5 {
+            _ = try c.get("/reuse/\(i)?cc=no-store")
+            ports.insert(try origin.lastRequest("/reuse/\(i)?cc=no-store")["peer_port"] as? Int ?? -1)
+        }
+        XCTAssertEqual(ports.count, 1, "sequential misses on one worker should share one upstream connection: \(ports)")
+    }
+
+    func testHTTP10ClientGetsACloseDelimitedBodyFromAChunkedUpstream() throws {
+        let c = try larder.client()
+        try c.send("GET /h10?chunked=1&size=5000 HTTP/1.0\r\n\r\n")
+        let r = try c.readResponse()
+        XCTAssertEqual(r.status, 200)
+        XCTAssertEqual(r.body.count, 5000)
+        XCTAssertTrue(c.isClosedByPeer())
+        // Stored all the same, and replayed with a length.
+        let hit = try larder.client().get("/h10?chunked=1&size=5000")
+        XCTAssertEqual(hit.header("content-length"), "5000")
+        XCTAssertEqual(hit.body, r.body)
+    }
+
+    func testGetWithABodyOnAHitKeepsTheConnectionInSync() throws {
+        let c = try larder.client()
+        _ = try c.get("/gb?size=7")
+        try c.send("GET /gb?size=7 HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nabcdeGET /gb2?size=9 HTTP/1.1\r\nHost: t\r\n\r\n")
+        XCTAssertEqual(try c.readResponse().body.count, 7)
+        XCTAssertEqual(try c.readResponse().body.count, 9)
+    }
+
     func testResponsesThatMustNotBeStoredAreNot() throws {
         let c = try larder.client()
         for target in ["/ns?cc=no-store", "/pv?cc=private,max-age=60", "/nofresh?cc=public"] {

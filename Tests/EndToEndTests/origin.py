@@ -13,7 +13,8 @@ Query parameters on any path:
   vary=Name     add "Vary: Name"; the body then includes that header's value
   delay=S       sleep S seconds (float) before answering
   status=N      status code (default 200)
-  tags=a b      add Surrogate-Key
+  tags=a b      add Surrogate-Key (and the same as Cache-Tag)
+  hop=1         add hop-by-hop fields (Connection: X-Hop-Secret, Keep-Alive, ...)
 Run as "origin.py PORT --tls CERT KEY" to serve https.
 Special paths:
   /__count?key=PATH   how many requests PATH received (text)
@@ -83,6 +84,7 @@ class Handler(BaseHTTPRequestHandler):
                 "headers": [[k.lower(), v] for k, v in self.headers.items()],
                 "body_length": len(body_in),
                 "body_sha256": hashlib.sha256(body_in).hexdigest(),
+                "peer_port": self.client_address[1],
             }
         if "delay" in q:
             time.sleep(float(q["delay"]))
@@ -96,6 +98,13 @@ class Handler(BaseHTTPRequestHandler):
             body = (q["vary"] + "=" + str(self.headers.get(q["vary"])) + "\n").encode() + body
         if "tags" in q:
             headers["Surrogate-Key"] = q["tags"]
+            headers["Cache-Tag"] = q["tags"].replace(" ", ",")
+        if q.get("hop") == "1":
+            # Hop-by-hop fields a proxy must not pass on.
+            headers["Connection"] = "X-Hop-Secret"
+            headers["X-Hop-Secret"] = "1"
+            headers["Keep-Alive"] = "timeout=5"
+            headers["Upgrade"] = "h2c"
         headers["X-Origin-Count"] = str(counts[self.path])
         self.send(status, body, headers, chunked=q.get("chunked") == "1")
 

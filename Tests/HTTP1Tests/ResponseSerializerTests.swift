@@ -17,6 +17,7 @@ final class ResponseSerializerTests: XCTestCase {
         let head = ResponseSerializer.headPrefix(status: 404, headers: [HeaderField(name: "content-type", value: "text/plain")])
         XCTAssertEqual(String(decoding: head, as: UTF8.self), "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\n")
         XCTAssertEqual(ResponseSerializer.canonicalName("x-forwarded-for"), "X-Forwarded-For")
+        XCTAssertEqual(ResponseSerializer.canonicalName("etag"), "ETag")
     }
 
     func testHopByHopStripIncludesConnectionNominees() {
