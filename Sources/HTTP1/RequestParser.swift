@@ -34,14 +34,20 @@ public struct RequestParser: Sendable {
             else if bytes[start] == CR && start + 1 < count && bytes[start + 1] == LF { start += 2 }
             else { break }
         }
-        if start >= count { return count >= limits.maxHeaderBytes ? .invalid(.headerFieldsTooLarge) : .incomplete }
+        if start >= limits.maxHeaderBytes { return .invalid(.headerFieldsTooLarge) }
+        if start >= count { return .incomplete }
 
         guard let end = findHeadEnd(bytes, from: max(start, scanned)) else {
             scanned = max(start, count - 3)
-            return tooLongWhileIncomplete(bytes, start: start)
+            // No end yet: fail early only with the error the whole head would get.
+            if let error = requestLineError(bytes, start: start, end: count) { return .invalid(error) }
+            if count - start > limits.maxHeaderBytes { return .invalid(.headerFieldsTooLarge) }
+            return .incomplete
         }
         scanned = 0
-        if end - start > limits.maxHeaderBytes { return .invalid(.headerFieldsTooLarge) }
+        if end - start > limits.maxHeaderBytes {
+            return .invalid(requestLineError(bytes, start: start, end: end) ?? .headerFieldsTooLarge)
+        }
         switch parseHead(bytes, start: start, end: end) {
         case .success(let head): return .complete(head, consumed: end)
         case .failure(let error): return .invalid(error)
@@ -62,26 +68,32 @@ public struct RequestParser: Sendable {
         return nil
     }
 
-    /// No end of head yet: decide whether waiting could ever succeed.
-    private func tooLongWhileIncomplete(_ b: UnsafeBufferPointer<UInt8>, start: Int) -> ParseResult {
-        // Still in the request line: judge the target length on its own.
-        var lineEnd = start
-        while lineEnd < b.count && b[lineEnd] != LF { lineEnd += 1 }
-        if lineEnd == b.count {
-            var firstSpace = start
-            while firstSpace < b.count && b[firstSpace] != SP { firstSpace += 1 }
-            if firstSpace < b.count && b.count - firstSpace - 1 > limits.maxTargetBytes { return .invalid(.uriTooLong) }
-            if firstSpace == b.count && b.count - start > 64 { return .invalid(.badRequest("method too long")) }
-        }
-        if b.count - start > limits.maxHeaderBytes { return .invalid(.headerFieldsTooLarge) }
-        return .incomplete
+    /// Errors in the request line that no later byte can cure: an over-long
+    /// method or target. Checked before the head is complete, so a client
+    /// cannot hold a connection with an endless target, and kept identical
+    /// to what `parseHead` decides, so the answer does not depend on how the
+    /// bytes were split.
+    private func requestLineError(_ b: UnsafeBufferPointer<UInt8>, start: Int, end: Int) -> HTTPError? {
+        var i = start
+        while i < end && isTokenChar(b[i]) { i += 1 }
+        if i - start > Self.maxMethodBytes { return .badRequest("method too long") }
+        guard i < end, b[i] == SP else { return nil }
+        i += 1
+        let targetStart = i
+        while i < end && b[i] > SP && b[i] < DEL { i += 1 }
+        if i - targetStart > limits.maxTargetBytes { return .uriTooLong }
+        return nil
     }
+
+    /// No registered method is longer than this.
+    static let maxMethodBytes = 32
 
     private func parseHead(_ b: UnsafeBufferPointer<UInt8>, start: Int, end: Int) -> Result<RequestHead, HTTPError> {
         var i = start
         // ---- request line: method SP target SP HTTP/1.x
         let methodStart = i
         while i < end && isTokenChar(b[i]) { i += 1 }
+        if i - methodStart > Self.maxMethodBytes { return .failure(.badRequest("method too long")) }
         if i == methodStart || i >= end || b[i] != SP { return .failure(.badRequest("malformed request line")) }
         let method = string(b, methodStart, i)
         i += 1
