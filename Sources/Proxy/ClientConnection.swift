@@ -84,11 +84,11 @@ final class ClientConnection: IOHandler {
         }
         processInput()
         if readEOF {
-            // The client will send nothing more: finish what is in hand, then close.
-            if exchange == nil && body == nil && unparsedCount == 0 { close(); return }
-            if exchange == nil && body == nil {
-                // A partial request that can never complete.
-                close()
+            // The client will send nothing more. A request body or head that
+            // is still incomplete can never complete: give up (and cancel the
+            // upstream transfer). Otherwise finish the answer in hand, then close.
+            if body != nil || exchange == nil {
+                abort()
                 return
             }
         }

@@ -227,6 +227,21 @@ final class ProxyTests: XCTestCase {
         XCTAssertEqual(try origin.count("/echo"), 0)
     }
 
+    func testHalfClosedClientStillGetsItsAnswer() throws {
+        let c = try larder.client()
+        try c.send("GET /half?delay=0.2&size=40 HTTP/1.1\r\nHost: t\r\n\r\n")
+        shutdown(c.fd, Int32(SHUT_WR))
+        XCTAssertEqual(try c.readResponse().body.count, 40)
+        XCTAssertTrue(c.isClosedByPeer())
+    }
+
+    func testClientClosingMidBodyCancelsTheUpstreamRequest() throws {
+        let c = try larder.client()
+        try c.send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n12345")
+        shutdown(c.fd, Int32(SHUT_WR))
+        XCTAssertTrue(c.isClosedByPeer())  // closed at once, not after an upstream timeout
+    }
+
     func testClientThatHangsUpMidResponseDoesNotHurtOthers() throws {
         let c = try larder.client()
         try c.send("GET /big1?size=3000000 HTTP/1.1\r\nHost: t\r\n\r\n")
