@@ -120,6 +120,28 @@ final class ConfiguredProxyTests: XCTestCase {
         XCTAssertTrue(idle.isClosedByPeer())
     }
 
+    func testSigtermLetsARequestInFlightFinish() throws {
+        let origin = try startOrigin()
+        let larder = try startLarder(upstream: origin.url)
+        let c = try larder.client()
+        try c.send("GET /drain?delay=1&size=64 HTTP/1.1\r\nHost: t\r\n\r\n")
+        // Wait until the request reached the origin, then ask larder to stop.
+        let deadline = Date().addingTimeInterval(10)
+        while try origin.count("/drain?delay=1&size=64") == 0 && Date() < deadline { usleep(20_000) }
+        kill(larder.child.process.processIdentifier, SIGTERM)
+        let r = try c.readResponse()
+        XCTAssertEqual(r.status, 200)
+        XCTAssertEqual(r.body.count, 64)
+        XCTAssertEqual(larder.child.waitForExit(timeout: 15), 0)
+    }
+
+    func testUpstreamWithAPathPrefix() throws {
+        let origin = try startOrigin()
+        let larder = try startLarder(upstream: origin.url + "/api/")
+        XCTAssertEqual(try larder.client().get("/items?size=3").status, 200)
+        XCTAssertEqual(try origin.count("/api/items?size=3"), 1)
+    }
+
     func testSigtermStopsWithExitZero() throws {
         let origin = try startOrigin()
         let larder = try startLarder(upstream: origin.url)
