@@ -30,7 +30,7 @@ let package = Package(
         .target(name: "HTTP1", swiftSettings: swift5),
         .target(name: "CacheSemantics", swiftSettings: swift5),
         .target(name: "CacheStorage", dependencies: ["CacheSemantics"], swiftSettings: swift5),
-        .target(name: "Upstream", dependencies: ["CCurl", "EventLoop"], swiftSettings: swift5),
+        .target(name: "Upstream", dependencies: ["CCurl", "EventLoop", "HTTP1"], swiftSettings: swift5),
         .target(
             name: "Proxy",
             dependencies: [

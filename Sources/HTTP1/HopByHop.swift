@@ -7,9 +7,14 @@ public enum HopByHop {
 
     /// The lowercased field names a message's Connection header nominates.
     public static func nominated(by headers: [HeaderField]) -> Set<String> {
+        nominated(byConnectionValues: headers.lazy.filter { $0.name == "connection" }.map(\.value))
+    }
+
+    /// The lowercased names listed in Connection header values.
+    public static func nominated<S: Sequence<String>>(byConnectionValues values: S) -> Set<String> {
         var result: Set<String> = []
-        for field in headers where field.name == "connection" {
-            for token in splitList(field.value) where !token.isEmpty {
+        for value in values {
+            for token in splitList(value) where !token.isEmpty {
                 result.insert(token.lowercased())
             }
         }

@@ -22,6 +22,11 @@ final class ClientConnection: IOHandler {
     private(set) var closed = false
     private var interest: IOEvents = [.read]
     private var idleTimer: TimerID = .none
+    /// When the idle timer should act (monotonic ms); 0 while a request is
+    /// being served. Moving a deadline is cheaper than re-arming a timer per
+    /// request: the one pending timer re-arms itself for the remainder.
+    private var idleDeadline: UInt64 = 0
+    private var idleTimerFiresAt: UInt64 = 0
     private var requestsServed = 0
     private var processing = false
 
@@ -130,8 +135,7 @@ final class ClientConnection: IOHandler {
     }
 
     private func beginRequest(_ head: RequestHead) {
-        worker.loop.cancel(idleTimer)
-        idleTimer = .none
+        idleDeadline = 0
         requestsServed += 1
         switch head.framing {
         case .none: body = nil
@@ -288,12 +292,22 @@ final class ClientConnection: IOHandler {
     // MARK: timers and closing
 
     private func armIdleTimer(_ milliseconds: UInt64) {
+        idleDeadline = EventLoop.nowMilliseconds() + milliseconds
+        if idleTimer != .none && idleTimerFiresAt <= idleDeadline { return }
         worker.loop.cancel(idleTimer)
+        scheduleIdleTimer(after: milliseconds)
+    }
+
+    private func scheduleIdleTimer(after milliseconds: UInt64) {
+        idleTimerFiresAt = EventLoop.nowMilliseconds() + milliseconds
         idleTimer = worker.loop.schedule(after: milliseconds) { [weak self] in
             guard let self, !self.closed else { return }
             self.idleTimer = .none
-            if self.exchange != nil { return }
-            if self.unparsedCount > 0 || self.body != nil {
+            guard self.idleDeadline != 0, self.exchange == nil else { return }
+            let now = EventLoop.nowMilliseconds()
+            if now < self.idleDeadline {
+                self.scheduleIdleTimer(after: self.idleDeadline - now)
+            } else if self.unparsedCount > 0 || self.body != nil {
                 self.sendError(408, "request timeout", close: true)
             } else {
                 self.close()

@@ -152,8 +152,7 @@ final class Exchange: UpstreamTransferDelegate {
         guard !finished else { return }
         responseStarted = true
         let responseTime = EventLoop.wallSeconds()
-        let nominated = Set(headers.filter { $0.name == "connection" }
-            .flatMap { $0.value.split(separator: ",").map { $0.trimmingCharacters().lowercased() } })
+        let nominated = HopByHop.nominated(byConnectionValues: headers.lazy.filter { $0.name == "connection" }.map(\.value))
         var passed: [(name: String, value: String)] = []
         passed.reserveCapacity(headers.count)
         for field in headers {
@@ -361,14 +360,5 @@ final class Exchange: UpstreamTransferDelegate {
         store = nil
         transfer?.cancel()
         transfer = nil
-    }
-}
-
-extension Substring {
-    func trimmingCharacters() -> String {
-        var s = self
-        while let f = s.first, f == " " || f == "\t" { s = s.dropFirst() }
-        while let l = s.last, l == " " || l == "\t" { s = s.dropLast() }
-        return String(s)
     }
 }

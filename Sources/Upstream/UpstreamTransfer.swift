@@ -1,5 +1,6 @@
 import CCurl
 import EventLoop
+import HTTP1
 
 /// One upstream exchange: an easy handle on the worker's multi handle.
 public final class UpstreamTransfer {
@@ -213,23 +214,14 @@ public final class UpstreamTransfer {
         }
         let text = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<end]), as: UTF8.self)
         if text.hasPrefix("HTTP/") {
-            status = parseStatus(text)
+            // A new head (after a 1xx, or the first): start over.
+            guard let code = ResponseLine.status(text) else { return 0 }  // not HTTP: abort
+            status = code
             headers.removeAll(keepingCapacity: true)
-            if status == 0 { return 0 }  // not HTTP: abort
-        } else if let colon = text.firstIndex(of: ":") {
-            let name = text[..<colon].lowercased()
-            var value = text[text.index(after: colon)...]
-            while value.first == " " || value.first == "\t" { value = value.dropFirst() }
-            while value.last == " " || value.last == "\t" { value = value.dropLast() }
-            if !name.isEmpty { headers.append((name, String(value))) }
+        } else if let field = ResponseLine.field(text) {
+            headers.append((field.name, field.value))
         }
         return line.count
-    }
-
-    private func parseStatus(_ line: String) -> Int {
-        let parts = line.split(separator: " ", maxSplits: 2)
-        guard parts.count >= 2, parts[1].count == 3, let code = Int(parts[1]), code >= 100 else { return 0 }
-        return code
     }
 
     fileprivate func bodyBytes(_ bytes: UnsafeRawBufferPointer) -> Int {
