@@ -68,7 +68,8 @@ final class ClientConnection: IOHandler {
 
     private func readAvailable() {
         var rounds = 0
-        while !closed && !readEOF && rounds < 16 && unparsedCount < Self.maxBufferedInput {
+        while !closed && !readEOF && rounds < 16 && unparsedCount < Self.maxBufferedInput
+            && !(exchange?.isUploadCongested ?? false) {
             rounds += 1
             let result: Int?
             do {
@@ -243,6 +244,13 @@ final class ClientConnection: IOHandler {
         if !closed { updateInterest() }
     }
 
+    /// The upstream has taken every buffered body byte: read from the client again.
+    func uploadDrained() {
+        guard !closed else { return }
+        processInput()
+        updateInterest()
+    }
+
     /// The response broke after its head was sent: the client cannot be told
     /// in-band, so the connection is closed.
     func exchangeAborted() {
@@ -282,7 +290,9 @@ final class ClientConnection: IOHandler {
         if !output.isEmpty { wanted.insert(.write) }
         // Stop reading while an answer is pending and enough input is buffered
         // (pipelining bound), or when the client has finished sending.
-        if !readEOF && !closeWhenFlushed && unparsedCount < Self.maxBufferedInput { wanted.insert(.read) }
+        if !readEOF && !closeWhenFlushed && unparsedCount < Self.maxBufferedInput && !(exchange?.isUploadCongested ?? false) {
+            wanted.insert(.read)
+        }
         if wanted != interest {
             interest = wanted
             worker.loop.setInterest(fd, wanted)

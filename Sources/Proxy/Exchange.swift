@@ -141,9 +141,16 @@ final class Exchange: UpstreamTransferDelegate {
                                               headers: headers, body: body)
         requestTime = EventLoop.wallSeconds()
         transfer = worker.upstream.start(upstreamRequest, delegate: self)
+        transfer?.onBodyDrained = { [weak connection] in connection?.uploadDrained() }
     }
 
     func requestBody(_ bytes: UnsafeRawBufferPointer) { transfer?.supply(bytes) }
+
+    /// Whether request-body bytes are piling up faster than the upstream reads
+    /// them; the connection stops reading from the client meanwhile.
+    var isUploadCongested: Bool {
+        (transfer?.bufferedBodyBytes ?? 0) >= worker.configuration.clientBufferBytes
+    }
     func requestBodyEnd() { transfer?.finishBody() }
 
     // MARK: UpstreamTransferDelegate
@@ -203,6 +210,8 @@ final class Exchange: UpstreamTransferDelegate {
         }
         if let ageValue { ResponseSerializer.appendField("age", String(ageValue), to: &head) }
         if let cacheStatus { ResponseSerializer.appendField("cache-status", cacheStatus, to: &head) }
+        // RFC 9110 section 6.6.1: a forwarded response without Date gets one.
+        if !passed.contains(where: { $0.name == "date" }) { head.append(contentsOf: worker.dateHeader.current(now: responseTime)) }
         if framing == .chunked { head.append(contentsOf: "Transfer-Encoding: chunked\r\n".utf8) }
         if framing == .untilClose { head.append(contentsOf: "Connection: close\r\n".utf8) }
         else { appendConnectionField(to: &head) }

@@ -51,8 +51,14 @@ public final class Worker: IOHandler {
             do {
                 accepted = try Socket.accept(listener)
             } catch {
-                // EMFILE and friends: log and retry on the next readiness.
-                logger.warning("accept failed: \(error)")
+                // EMFILE and friends: the listener stays readable, so pause
+                // accepting briefly rather than spin (and log once per pause).
+                logger.warning("accept failed: \(error); pausing accepts for 100 ms")
+                loop.setInterest(listener, [])
+                loop.schedule(after: 100) { [weak self] in
+                    guard let self, !self.draining else { return }
+                    self.loop.setInterest(self.listener, .read)
+                }
                 return
             }
             guard let accepted else { return }

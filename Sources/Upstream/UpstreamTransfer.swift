@@ -32,12 +32,17 @@ public final class UpstreamTransfer {
     }
 
     /// Bytes of request body waiting for curl to read them.
-    public var bufferedBodyBytes: Int { bodyChunks.reduce(0) { $0 + $1.count } - bodyOffset }
+    public private(set) var bufferedBodyBytes = 0
+
+    /// Called (on a later loop turn, never inside libcurl) when curl has
+    /// read every buffered request-body byte, so the supplier can send more.
+    public var onBodyDrained: (() -> Void)?
 
     /// Hands request-body bytes to the transfer.
     public func supply(_ bytes: UnsafeRawBufferPointer) {
         guard !completed, bytes.count > 0 else { return }
         bodyChunks.append(Array(bytes))
+        bufferedBodyBytes += bytes.count
         wakeReader()
     }
 
@@ -246,6 +251,10 @@ public final class UpstreamTransfer {
                 bodyChunks.removeFirst()
                 bodyOffset = 0
             }
+        }
+        bufferedBodyBytes -= written
+        if bufferedBodyBytes == 0 && written > 0, let drained = onBodyDrained {
+            client.loop.schedule(after: 0) { drained() }
         }
         if written > 0 { return written }
         if bodyFinished { return 0 }

@@ -69,6 +69,21 @@ final class ProxyTests: XCTestCase {
         XCTAssertEqual(seen["body_length"] as? Int, body.count)
     }
 
+    func testLargeUploadAndEchoStreamBothWaysIntact() throws {
+        var body = [UInt8](repeating: 0, count: 8_000_000)
+        for i in body.indices { body[i] = UInt8(truncatingIfNeeded: i &* 2654435761 >> 13) }
+        let c = try larder.client()
+        // Send from another thread: the echo comes back while we are still sending.
+        try c.send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: \(body.count)\r\n\r\n")
+        let payload = body
+        let sender = Thread { try? c.send(payload) }
+        sender.start()
+        let r = try c.readResponse()
+        XCTAssertEqual(r.status, 200)
+        XCTAssertEqual(r.body.count, body.count)
+        XCTAssertTrue(r.body == body)
+    }
+
     func testChunkedRequestBodyWithExpectContinue() throws {
         let c = try larder.client()
         try c.send("PUT /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n")
