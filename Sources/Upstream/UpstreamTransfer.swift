@@ -104,7 +104,9 @@ public final class UpstreamTransfer {
         set(larder_easy_setopt_long(easy, CURLOPT_EXPECT_100_TIMEOUT_MS, 1000))
         set(larder_easy_setopt_long(easy, CURLOPT_DNS_CACHE_TIMEOUT, 60))
         set(larder_easy_setopt_long(easy, CURLOPT_MAXAGE_CONN, s.maxIdleConnectionAgeSeconds))
-        set(larder_easy_setopt_long(easy, CURLOPT_MAXLIFETIME_CONN, 0))
+        set(larder_easy_setopt_long(easy, CURLOPT_MAXLIFETIME_CONN, 0))  // 0: no limit on a busy connection's life
+        set(larder_easy_setopt_long(easy, CURLOPT_HAPPY_EYEBALLS_TIMEOUT_MS, 200))
+        set(larder_easy_setopt_long(easy, CURLOPT_CA_CACHE_TIMEOUT, 3600))
         set(larder_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, s.verifyTLS ? 1 : 0))
         set(larder_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, s.verifyTLS ? 2 : 0))
         if let ca = s.caFile { set(larder_easy_setopt_str(easy, CURLOPT_CAINFO, ca)) }

@@ -71,7 +71,7 @@ struct Serve: ParsableCommand {
                                           stats: stats, logger: logger))
             }
         } catch {
-            complain("cannot listen on \(settings.listenHost):\(settings.listenPort): \(error)")
+            complain("cannot \(error); choose another address with --listen or the listen key")
             throw Exit.failure
         }
 
