@@ -45,6 +45,7 @@ public final class CachedResponse: @unchecked Sendable {
     public var costBytes: Int {
         headPrefix.count + body.count + key.utf8.count + Self.overheadBytes
             + headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 32 }
+            + varyNames.reduce(0) { $0 + $1.utf8.count + 16 } + varyValues.reduce(0) { $0 + ($1?.utf8.count ?? 0) + 16 }
     }
 
     public func currentAge(now: Int64) -> Int {

@@ -12,14 +12,17 @@ public final class MemoryTier: Sendable {
         state = Mutex(LRUIndex(limitBytes: limitBytes))
     }
 
-    /// The entry for `key`, marked most recently used.
-    public func lookup(_ key: String) -> CachedResponse? {
+    /// The stored variants for `key` (one per distinct set of values of the
+    /// request fields its Vary names), marked most recently used.
+    public func lookup(_ key: String) -> [CachedResponse] {
         state.withLock { $0.get(key) }
     }
 
-    /// Stores `entry` (replacing any entry for its key) and evicts least
-    /// recently used entries until the total fits. Returns false when the
-    /// entry alone exceeds the limit.
+    /// Stores `entry` beside the other variants of its key: it replaces the
+    /// variant with the same Vary values, and every variant selected by a
+    /// different set of Vary fields (the upstream changed its Vary). Then
+    /// evicts least recently used keys until the total fits. Returns false
+    /// when the entry alone exceeds the limit.
     @discardableResult
     public func insert(_ entry: CachedResponse) -> Bool {
         state.withLock { $0.put(entry) }
@@ -30,8 +33,9 @@ public final class MemoryTier: Sendable {
         state.withLock { $0.remove(key) }
     }
 
+    /// Objects are stored responses (variants), not keys.
     public var stats: (objects: Int, bytes: Int, evictions: Int) {
-        state.withLock { ($0.count, $0.bytes, $0.evictions) }
+        state.withLock { ($0.objectCount, $0.bytes, $0.evictions) }
     }
 }
 
@@ -39,15 +43,20 @@ public final class MemoryTier: Sendable {
 /// list of nodes, most recent at the head.
 struct LRUIndex: ~Copyable {
     final class Node {
-        let entry: CachedResponse
-        let cost: Int
+        let key: String
+        var variants: [CachedResponse]
+        var cost: Int
         var newer: Node?
         unowned(unsafe) var older: Node?
-        init(_ entry: CachedResponse) {
-            self.entry = entry
-            cost = entry.costBytes
+        init(_ key: String, _ variants: [CachedResponse]) {
+            self.key = key
+            self.variants = variants
+            cost = variants.reduce(0) { $0 + $1.costBytes }
         }
     }
+
+    /// Variants kept per key; the oldest goes beyond this.
+    static let maxVariants = 32
 
     let limitBytes: Int
     private var nodes: [String: Node] = [:]
@@ -59,27 +68,40 @@ struct LRUIndex: ~Copyable {
     init(limitBytes: Int) { self.limitBytes = limitBytes }
 
     var count: Int { nodes.count }
+    private(set) var objectCount = 0
 
-    mutating func get(_ key: String) -> CachedResponse? {
-        guard let node = nodes[key] else { return nil }
+    mutating func get(_ key: String) -> [CachedResponse] {
+        guard let node = nodes[key] else { return [] }
         unlink(node)
         pushNewest(node)
-        return node.entry
+        return node.variants
     }
 
     mutating func put(_ entry: CachedResponse) -> Bool {
+        guard entry.costBytes <= limitBytes else { return false }
+        var variants = nodes[entry.key]?.variants ?? []
+        variants.removeAll { $0.varyNames != entry.varyNames || $0.varyValues == entry.varyValues }
+        variants.append(entry)
+        if variants.count > Self.maxVariants { variants.removeFirst(variants.count - Self.maxVariants) }
         remove(entry.key)
-        let node = Node(entry)
-        guard node.cost <= limitBytes else { return false }
+        let node = Node(entry.key, variants)
+        // Evict other keys first; if this key's own variants still do not
+        // fit, drop its oldest variants.
         while bytes + node.cost > limitBytes, let victim = oldest {
             unlink(victim)
-            nodes[victim.entry.key] = nil
+            nodes[victim.key] = nil
             bytes -= victim.cost
+            objectCount -= victim.variants.count
+            evictions += 1
+        }
+        while node.cost > limitBytes, node.variants.count > 1 {
+            node.cost -= node.variants.removeFirst().costBytes
             evictions += 1
         }
         nodes[entry.key] = node
         pushNewest(node)
         bytes += node.cost
+        objectCount += node.variants.count
         return true
     }
 
@@ -88,6 +110,7 @@ struct LRUIndex: ~Copyable {
         guard let node = nodes.removeValue(forKey: key) else { return false }
         unlink(node)
         bytes -= node.cost
+        objectCount -= node.variants.count
         return true
     }
 
@@ -95,7 +118,7 @@ struct LRUIndex: ~Copyable {
     func keysByRecency() -> [String] {
         var keys: [String] = []
         var node = newest
-        while let n = node { keys.append(n.entry.key); node = n.older }
+        while let n = node { keys.append(n.key); node = n.older }
         return keys
     }
 

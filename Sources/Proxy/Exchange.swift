@@ -53,10 +53,9 @@ final class Exchange: UpstreamTransferDelegate {
     func start() {
         if isCacheLookup {
             let requestCC = CacheControl(request.combinedHeader("cache-control"))
-            if let entry = worker.memory.lookup(key) {
-                if !varyMatches(entry) {
-                    forwardReason = .varyMiss
-                } else {
+            let variants = worker.memory.lookup(key)
+            if !variants.isEmpty {
+                if let entry = variants.last(where: varyMatches) {
                     let now = EventLoop.wallSeconds()
                     let age = entry.currentAge(now: now)
                     let pragma = request.header("pragma")?.lowercased().contains("no-cache") ?? false
@@ -68,6 +67,8 @@ final class Exchange: UpstreamTransferDelegate {
                     case .stale:
                         forwardReason = requestCC.noCache || pragma ? .request : .stale
                     }
+                } else {
+                    forwardReason = .varyMiss
                 }
             } else {
                 forwardReason = .uriMiss

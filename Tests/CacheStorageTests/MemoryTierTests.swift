@@ -3,16 +3,16 @@ import CacheSemantics
 @testable import CacheStorage
 
 final class MemoryTierTests: XCTestCase {
-    private func entry(_ key: String, bodyBytes: Int) -> CachedResponse {
+    private func entry(_ key: String, bodyBytes: Int, vary: [String] = [], values: [String?] = []) -> CachedResponse {
         CachedResponse(key: key, status: 200, headPrefix: Bytes(Array("HTTP/1.1 200 OK\r\n".utf8)),
                        body: Bytes([UInt8](repeating: 0x61, count: bodyBytes)), headers: [],
                        timing: ResponseTiming(requestTime: 0, responseTime: 0, dateValue: nil, ageValue: 0),
-                       lifetime: 60, cacheControl: CacheControl("max-age=60"), varyNames: [], varyValues: [])
+                       lifetime: 60, cacheControl: CacheControl("max-age=60"), varyNames: vary, varyValues: values)
     }
 
     func testCostCountsHeadBodyAndOverhead() {
         let e = entry("/k", bodyBytes: 1000)
-        XCTAssertEqual(e.costBytes, 17 + 1000 + 2 + CachedResponse.overheadBytes)
+        XCTAssertEqual(e.costBytes, 17 + 1000 + 2 + CachedResponse.overheadBytes)  // head, body, key, bookkeeping
     }
 
     func testEvictsLeastRecentlyUsedByBytes() {
@@ -21,12 +21,12 @@ final class MemoryTierTests: XCTestCase {
         tier.insert(entry("/a", bodyBytes: 1000))
         tier.insert(entry("/b", bodyBytes: 1000))
         tier.insert(entry("/c", bodyBytes: 1000))
-        XCTAssertNotNil(tier.lookup("/a"))  // /a becomes most recent; /b is now the oldest
+        XCTAssertFalse(tier.lookup("/a").isEmpty)  // /a becomes most recent; /b is now the oldest
         tier.insert(entry("/d", bodyBytes: 1000))
-        XCTAssertNil(tier.lookup("/b"))
-        XCTAssertNotNil(tier.lookup("/a"))
-        XCTAssertNotNil(tier.lookup("/c"))
-        XCTAssertNotNil(tier.lookup("/d"))
+        XCTAssertTrue(tier.lookup("/b").isEmpty)
+        XCTAssertFalse(tier.lookup("/a").isEmpty)
+        XCTAssertFalse(tier.lookup("/c").isEmpty)
+        XCTAssertFalse(tier.lookup("/d").isEmpty)
         let stats = tier.stats
         XCTAssertEqual(stats.objects, 3)
         XCTAssertEqual(stats.bytes, one * 3)
@@ -38,11 +38,11 @@ final class MemoryTierTests: XCTestCase {
         let tier = MemoryTier(limitBytes: small * 4)
         for k in ["/a", "/b", "/c", "/d"] { tier.insert(entry(k, bodyBytes: 100)) }
         tier.insert(entry("/big", bodyBytes: small * 2))
-        XCTAssertNil(tier.lookup("/a"))
-        XCTAssertNil(tier.lookup("/b"))
-        XCTAssertNil(tier.lookup("/c"))
-        XCTAssertNotNil(tier.lookup("/d"))
-        XCTAssertNotNil(tier.lookup("/big"))
+        XCTAssertTrue(tier.lookup("/a").isEmpty)
+        XCTAssertTrue(tier.lookup("/b").isEmpty)
+        XCTAssertTrue(tier.lookup("/c").isEmpty)
+        XCTAssertFalse(tier.lookup("/d").isEmpty)
+        XCTAssertFalse(tier.lookup("/big").isEmpty)
         XCTAssertLessThanOrEqual(tier.stats.bytes, small * 4)
     }
 
@@ -52,16 +52,29 @@ final class MemoryTierTests: XCTestCase {
         tier.insert(entry("/a", bodyBytes: 200))
         XCTAssertEqual(tier.stats.objects, 1)
         XCTAssertEqual(tier.stats.bytes, entry("/a", bodyBytes: 200).costBytes)
-        XCTAssertEqual(tier.lookup("/a")?.body.count, 200)
+        XCTAssertEqual(tier.lookup("/a").map(\.body.count), [200])
     }
 
     func testEntryLargerThanTheLimitIsRefused() {
         let tier = MemoryTier(limitBytes: 1000)
         tier.insert(entry("/small", bodyBytes: 10))
         XCTAssertFalse(tier.insert(entry("/huge", bodyBytes: 5000)))
-        XCTAssertNil(tier.lookup("/huge"))
-        XCTAssertNotNil(tier.lookup("/small"))
+        XCTAssertTrue(tier.lookup("/huge").isEmpty)
+        XCTAssertFalse(tier.lookup("/small").isEmpty)
         XCTAssertTrue(tier.remove("/small"))
         XCTAssertEqual(tier.stats.bytes, 0)
+    }
+
+    func testVariantsLiveSideBySideAndAChangedVaryReplacesThem() {
+        let tier = MemoryTier(limitBytes: 1 << 20)
+        tier.insert(entry("/v", bodyBytes: 10, vary: ["accept-language"], values: ["en"]))
+        tier.insert(entry("/v", bodyBytes: 20, vary: ["accept-language"], values: ["fr"]))
+        tier.insert(entry("/v", bodyBytes: 30, vary: ["accept-language"], values: ["en"]))  // replaces en
+        XCTAssertEqual(tier.lookup("/v").map(\.body.count).sorted(), [20, 30])
+        XCTAssertEqual(tier.stats.objects, 2)
+        tier.insert(entry("/v", bodyBytes: 40, vary: ["accept-encoding"], values: ["gzip"]))
+        XCTAssertEqual(tier.lookup("/v").map(\.body.count), [40])
+        XCTAssertEqual(tier.stats.objects, 1)
+        XCTAssertEqual(tier.stats.bytes, entry("/v", bodyBytes: 40, vary: ["accept-encoding"], values: ["gzip"]).costBytes)
     }
 }

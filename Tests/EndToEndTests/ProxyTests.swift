@@ -209,6 +209,11 @@ final class ProxyTests: XCTestCase {
         let frAgain = try c.get("/v?vary=Accept-Language", headers: ["Accept-Language: fr"])
         XCTAssertTrue(frAgain.header("cache-status")?.contains("hit") ?? false)
         XCTAssertEqual(frAgain.body, fr.body)
+        // Both variants are kept side by side.
+        let enAgain = try c.get("/v?vary=Accept-Language", headers: ["Accept-Language: en"])
+        XCTAssertTrue(enAgain.header("cache-status")?.contains("hit") ?? false)
+        XCTAssertEqual(enAgain.body, en.body)
+        XCTAssertEqual(try origin.count("/v?vary=Accept-Language"), 2)
     }
 
     func testSuccessfulPostInvalidatesTheStoredGet() throws {
