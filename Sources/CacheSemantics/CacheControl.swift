@@ -10,7 +10,14 @@ public struct CacheControl: Equatable, Sendable {
     /// `no-cache` without field names (with field names it is treated the same:
     /// the stored response needs validation, which is the safe reading).
     public var noCache = false
+    /// `private` without field names: the whole response is for one user.
     public var isPrivate = false
+    /// `private="a, b"`: only those fields are private (a shared cache may
+    /// store the response without them).
+    public var privateFields: [String] = []
+    /// `must-understand`: store only if the status code is understood, and
+    /// then ignore `no-store`.
+    public var mustUnderstand = false
     public var isPublic = false
     public var mustRevalidate = false
     public var proxyRevalidate = false
@@ -42,7 +49,13 @@ public struct CacheControl: Equatable, Sendable {
         case "s-maxage": if sMaxAge == nil { sMaxAge = Self.seconds(argument) }
         case "no-store": noStore = true
         case "no-cache": noCache = true
-        case "private": isPrivate = true
+        case "private":
+            if let argument, !argument.isEmpty {
+                privateFields += argument.split(separator: ",").map { $0.trimmingWhitespace().lowercased() }.filter { !$0.isEmpty }
+            } else {
+                isPrivate = true
+            }
+        case "must-understand": mustUnderstand = true
         case "public": isPublic = true
         case "must-revalidate": mustRevalidate = true
         case "proxy-revalidate": proxyRevalidate = true

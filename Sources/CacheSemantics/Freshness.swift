@@ -35,6 +35,21 @@ public enum Freshness {
         return nil
     }
 
+    /// Heuristic freshness (section 4.2.2): 10% of the time since
+    /// Last-Modified, at most a day; only for heuristically cacheable status
+    /// codes or responses marked public, and only without explicit freshness.
+    public static func heuristicLifetime(status: Int, _ cc: CacheControl, lastModified: String?,
+                                         dateValue: Int64?, responseTime: Int64) -> Int? {
+        guard heuristicallyCacheableStatusCodes.contains(status) || cc.isPublic else { return nil }
+        guard let modified = lastModified.flatMap(HTTPDate.parse) else { return nil }
+        let date = dateValue ?? responseTime
+        guard date > modified else { return 0 }
+        return Int(min((date - modified) / 10, Int64(maxHeuristicLifetime)))
+    }
+
+    /// The cap on heuristic lifetimes.
+    public static let maxHeuristicLifetime = 86_400
+
     /// corrected_initial_age of section 4.2.3.
     public static func correctedInitialAge(_ t: ResponseTiming) -> Int {
         let apparentAge = max(0, t.responseTime - (t.dateValue ?? t.responseTime))
@@ -69,23 +84,28 @@ public let understoodStatusCodes: Set<Int> = [
     400, 403, 500, 502, 503, 504,
 ]
 
+/// Status codes that may be reused with heuristic freshness (RFC 9110 section 15.1).
+public let heuristicallyCacheableStatusCodes: Set<Int> = [200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501]
+
 public enum Storability {
     /// Whether a response may be stored, for a shared cache unless `shared` is false.
+    /// `reusable`: it has a freshness lifetime (explicit or heuristic), a
+    /// validator, or `no-cache` — storing anything else would be useless,
+    /// since it could never be reused or revalidated.
     public static func decide(method: String, status: Int, request: CacheControl, response: CacheControl,
-                              hasAuthorization: Bool, shared: Bool, hasExplicitFreshness: Bool) -> StoreDecision {
+                              hasAuthorization: Bool, shared: Bool, reusable: Bool) -> StoreDecision {
         guard method == "GET" else { return .doNotStore("method \(method)") }
         guard understoodStatusCodes.contains(status) else { return .doNotStore("status \(status)") }
         if request.noStore { return .doNotStore("request no-store") }
-        if response.noStore { return .doNotStore("no-store") }
+        // must-understand overrides no-store for understood status codes (section 5.2.2.3).
+        if response.noStore && !response.mustUnderstand { return .doNotStore("no-store") }
         if shared && response.isPrivate { return .doNotStore("private") }
         // Section 3.5: a shared cache may store a response to an authorized
         // request only when the response explicitly allows it.
         if shared && hasAuthorization && !(response.mustRevalidate || response.isPublic || response.sMaxAge != nil) {
             return .doNotStore("authorization")
         }
-        // No heuristic freshness yet: without explicit freshness a stored
-        // response could never be reused without validation.
-        if !hasExplicitFreshness && !response.noCache { return .doNotStore("no explicit freshness") }
+        if !reusable { return .doNotStore("no freshness information or validator") }
         return .store
     }
 }

@@ -5,7 +5,7 @@ import CacheSemantics
 /// `headPrefix` is the status line and stored header fields, serialized when
 /// the response was stored; a hit appends Age, Date and Cache-Status and the
 /// blank line, then `body`, in one writev.
-public final class CachedResponse: @unchecked Sendable {
+public final class CachedResponse: StoredResponseFacts, @unchecked Sendable {
     public let key: String
     public let status: Int
     public let headPrefix: Bytes
@@ -55,4 +55,9 @@ public final class CachedResponse: @unchecked Sendable {
     public func header(_ name: String) -> String? {
         headers.first { $0.name == name }?.value
     }
+
+    public var etag: String? { header("etag") }
+    public var lastModified: String? { header("last-modified") }
+    /// Whether a conditional request can validate this response.
+    public var hasValidator: Bool { etag != nil || lastModified != nil }
 }

@@ -14,8 +14,9 @@ enum CacheStatus {
         return out
     }
 
-    static func forward(_ reason: Forward, stored: Bool, detail: String? = nil) -> String {
+    static func forward(_ reason: Forward, stored: Bool, fwdStatus: Int? = nil, detail: String? = nil) -> String {
         var value = "larder; fwd=\(reason.rawValue)"
+        if let fwdStatus { value += "; fwd-status=\(fwdStatus)" }
         if stored { value += "; stored" }
         if let detail { value += "; detail=\(detail)" }
         return value

@@ -6,6 +6,7 @@ import Upstream
 
 /// One request and its answer: from the cache, or from upstream while the
 /// response streams to the client and, when storable, into the memory tier.
+/// Every caching decision is asked of `CacheSemantics`; this type obeys.
 final class Exchange: UpstreamTransferDelegate {
     private unowned let connection: ClientConnection
     private let request: RequestHead
@@ -14,12 +15,18 @@ final class Exchange: UpstreamTransferDelegate {
     private(set) var responseStarted = false
     private var finished = false
     private var upstreamPaused = false
+    /// The answer came from the store (after a 304, or instead of a 5xx):
+    /// the rest of the upstream response is ignored.
+    private var answeredFromStore = false
 
     // Cache bookkeeping.
     private let isCacheLookup: Bool
     private let key: String
     private var forwardReason: CacheStatus.Forward = .method
     private var requestTime: Int64 = 0
+    private var variants: [CachedResponse] = []
+    /// The stored response a conditional upstream request is validating.
+    private var validating: CachedResponse?
 
     // Response streaming.
     private enum ClientFraming { case none, length, chunked, untilClose }
@@ -33,10 +40,6 @@ final class Exchange: UpstreamTransferDelegate {
         var status: Int
         var headers: [(name: String, value: String)]
         var timing: ResponseTiming
-        var lifetime: Int
-        var cacheControl: CacheControl
-        var varyNames: [String]
-        var varyValues: [String?]
         var body = ByteAccumulator()
     }
 
@@ -49,61 +52,102 @@ final class Exchange: UpstreamTransferDelegate {
     }
 
     private var keepAlive: Bool { request.keepAlive && !worker.draining }
+    private var shared: Bool { worker.configuration.sharedCache }
 
     func start() {
-        if isCacheLookup {
-            let requestCC = CacheControl(request.combinedHeader("cache-control"))
-            let variants = worker.memory.lookup(key)
-            if !variants.isEmpty {
-                if let entry = variants.last(where: varyMatches) {
-                    let now = EventLoop.wallSeconds()
-                    let age = entry.currentAge(now: now)
-                    let pragma = request.header("pragma")?.lowercased().contains("no-cache") ?? false
-                    switch Reuse.decide(lifetime: entry.lifetime, currentAge: age, request: requestCC,
-                                        response: entry.cacheControl, requestPragmaNoCache: pragma) {
-                    case .fresh(let ttl):
-                        serveHit(entry, age: age, ttl: ttl, now: now)
-                        return
-                    case .stale:
-                        forwardReason = requestCC.noCache || pragma ? .request : .stale
-                    }
-                } else {
-                    forwardReason = .varyMiss
-                }
-            } else {
-                forwardReason = .uriMiss
-            }
-            if forwardReason == .stale { ProxyStats.bump(worker.stats.staleForwards) } else { ProxyStats.bump(worker.stats.misses) }
+        guard isCacheLookup else {
+            forward()
+            return
         }
+        let requestCC = CacheControl(request.combinedHeader("cache-control"))
+        let pragma = request.combinedHeader("pragma")?.lowercased().contains("no-cache") ?? false
+        let facts = RequestFacts(cacheControl: requestCC, pragmaNoCache: pragma) { [request] in request.combinedHeader($0) }
+        let now = EventLoop.wallSeconds()
+        variants = worker.memory.lookup(key)
+        var candidate: CachedResponse?
+        switch Lookup.decide(facts, variants, now: now) {
+        case .fresh(let index, let age, let ttl):
+            ProxyStats.bump(worker.stats.hits)
+            serveStored(variants[index], age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl))
+            return
+        case .stale(let index, _, _, let forced):
+            forwardReason = forced ? .request : .stale
+            candidate = variants[index]
+        case .miss(let varyMiss):
+            forwardReason = varyMiss ? .varyMiss : .uriMiss
+        }
+        if requestCC.onlyIfCached {
+            // Section 5.2.1.7: nothing usable stored and the client forbids going upstream.
+            responseStarted = true
+            let status = HeaderField(name: "cache-status", value: "larder; detail=only-if-cached")
+            connection.enqueue(ResponseSerializer.simple(status: 504, body: "only-if-cached: no usable stored response",
+                                                         close: !keepAlive, extra: [status]))
+            complete()
+            return
+        }
+        if forwardReason == .stale { ProxyStats.bump(worker.stats.staleForwards) } else { ProxyStats.bump(worker.stats.misses) }
+        if let candidate, candidate.hasValidator, request.method == "GET" { validating = candidate }
         forward()
     }
 
-    private func varyMatches(_ entry: CachedResponse) -> Bool {
-        for (i, name) in entry.varyNames.enumerated()
-        where Vary.normalize(request.combinedHeader(name)) != entry.varyValues[i] {
-            return false
-        }
-        return true
-    }
+    // MARK: answers from the store
 
-    // MARK: hit
-
-    private func serveHit(_ entry: CachedResponse, age: Int, ttl: Int, now: Int64) {
-        ProxyStats.bump(worker.stats.hits)
+    /// Writes a stored response: its prepared head, a per-request tail
+    /// (Age, Date, Cache-Status, Connection) and its body, or a 304 when the
+    /// client's own conditional request matches it.
+    private func serveStored(_ entry: CachedResponse, age: Int, now: Int64, cacheStatus: [UInt8]) {
         responseStarted = true
+        if clientIsNotModified(etag: entry.etag, lastModified: entry.lastModified, dateValue: entry.timing.dateValue),
+           entry.status == 200 {
+            sendNotModified(entry.headers, age: age, now: now, cacheStatus: cacheStatus)
+            complete()
+            return
+        }
         var tail: [UInt8] = []
         tail.reserveCapacity(128)
         tail.append(contentsOf: "Age: ".utf8)
         ResponseSerializer.appendDecimal(age, to: &tail)
         tail.append(contentsOf: [0x0D, 0x0A])
         tail.append(contentsOf: worker.dateHeader.current(now: now))
-        tail.append(contentsOf: CacheStatus.hit(ttl: ttl))
+        tail.append(contentsOf: cacheStatus)
         appendConnectionField(to: &tail)
         tail.append(contentsOf: [0x0D, 0x0A])
         connection.enqueue(entry.headPrefix)
         connection.enqueue(tail)
         if request.method != "HEAD" { connection.enqueue(entry.body) }
         complete()
+    }
+
+    private var hasClientConditional: Bool {
+        isCacheLookup && (request.header("if-none-match") != nil || request.header("if-modified-since") != nil)
+    }
+
+    private func clientIsNotModified(etag: String?, lastModified: String?, dateValue: Int64?) -> Bool {
+        guard hasClientConditional else { return false }
+        return Validation.clientNotModified(ifNoneMatch: request.combinedHeader("if-none-match"),
+                                            ifModifiedSince: request.header("if-modified-since"),
+                                            etag: etag, lastModified: lastModified, dateValue: dateValue)
+    }
+
+    /// A 304 for the client (RFC 9110 section 15.4.5): the fields a 200 would
+    /// have had that describe the representation, no body.
+    private func sendNotModified(_ headers: [(name: String, value: String)], age: Int, now: Int64, cacheStatus: [UInt8]) {
+        var head = Array("HTTP/1.1 304 Not Modified\r\n".utf8)
+        for field in headers {
+            switch field.name {
+            case "cache-control", "content-location", "etag", "expires", "vary", "last-modified":
+                ResponseSerializer.appendField(field.name, field.value, to: &head)
+            default: continue
+            }
+        }
+        head.append(contentsOf: "Age: ".utf8)
+        ResponseSerializer.appendDecimal(age, to: &head)
+        head.append(contentsOf: [0x0D, 0x0A])
+        head.append(contentsOf: worker.dateHeader.current(now: now))
+        head.append(contentsOf: cacheStatus)
+        appendConnectionField(to: &head)
+        head.append(contentsOf: [0x0D, 0x0A])
+        connection.enqueue(head)
     }
 
     private func appendConnectionField(to out: inout [UInt8]) {
@@ -118,11 +162,15 @@ final class Exchange: UpstreamTransferDelegate {
 
     private func forward() {
         var headers: [(name: String, value: String)] = []
-        headers.reserveCapacity(request.headers.count + 2)
+        headers.reserveCapacity(request.headers.count + 4)
         var forwardedFor: String?
         for field in HopByHop.strip(request.headers) {
             switch field.name {
             case "host", "content-length", "expect", "larder-cache-policy": continue
+            case "if-none-match", "if-modified-since" where request.method == "GET":
+                // The cache fetches a full response to store and answers the
+                // client's conditional itself.
+                continue
             case "x-forwarded-for": forwardedFor = forwardedFor.map { $0 + ", " + field.value } ?? field.value
             default: headers.append((field.name, field.value))
             }
@@ -130,6 +178,14 @@ final class Exchange: UpstreamTransferDelegate {
         headers.append(("x-forwarded-for", forwardedFor.map { $0 + ", " + connection.peer } ?? connection.peer))
         if let host = request.header("host") { headers.append(("x-forwarded-host", host)) }
         headers.append(("x-forwarded-proto", "http"))
+        if let validating {
+            // Section 4.3.1: every stored ETag of the URL's variants, so a 304
+            // can select any of them; Last-Modified of the one being validated.
+            var tags: [String] = []
+            for v in variants { if let t = v.etag, !tags.contains(t) { tags.append(t) } }
+            if !tags.isEmpty { headers.append(("if-none-match", tags.joined(separator: ", "))) }
+            if let lm = validating.lastModified { headers.append(("if-modified-since", lm)) }
+        }
 
         let body: UpstreamRequest.Body
         switch request.framing {
@@ -146,19 +202,18 @@ final class Exchange: UpstreamTransferDelegate {
     }
 
     func requestBody(_ bytes: UnsafeRawBufferPointer) { transfer?.supply(bytes) }
+    func requestBodyEnd() { transfer?.finishBody() }
 
     /// Whether request-body bytes are piling up faster than the upstream reads
     /// them; the connection stops reading from the client meanwhile.
     var isUploadCongested: Bool {
         (transfer?.bufferedBodyBytes ?? 0) >= worker.configuration.clientBufferBytes
     }
-    func requestBodyEnd() { transfer?.finishBody() }
 
     // MARK: UpstreamTransferDelegate
 
     func upstreamDidReceiveHead(status: Int, headers: [(name: String, value: String)]) {
-        guard !finished else { return }
-        responseStarted = true
+        guard !finished, !answeredFromStore else { return }
         let responseTime = EventLoop.wallSeconds()
         let nominated = HopByHop.nominated(byConnectionValues: headers.lazy.filter { $0.name == "connection" }.map(\.value))
         var passed: [(name: String, value: String)] = []
@@ -168,33 +223,61 @@ final class Exchange: UpstreamTransferDelegate {
             if field.name == "surrogate-key" || field.name == "cache-tag" { continue }
             passed.append(field)
         }
+        let timing = ResponseTiming(requestTime: requestTime, responseTime: responseTime,
+                                    dateValue: StoredResponseBuilder.value("date", in: headers).flatMap(HTTPDate.parse),
+                                    ageValue: Freshness.parseAge(StoredResponseBuilder.value("age", in: headers)) ?? 0)
+
+        if let validating {
+            if status == 304 {
+                refreshFromNotModified(passed, timing: timing, fallback: validating)
+                return
+            }
+            if status >= 500, validating.cacheControl.mustRevalidate || (shared && validating.cacheControl.proxyRevalidate) {
+                // Section 4.2.4 / 5.2.2.2: never stale, and no error passed off as fresh.
+                answeredFromStore = true
+                sendGatewayError(504, "upstream failed to revalidate a must-revalidate response (status \(status))")
+                return
+            }
+        }
+        responseStarted = true
 
         let noBody = request.method == "HEAD" || status == 204 || status == 304 || status < 200
-        expectedLength = headers.first { $0.name == "content-length" }.flatMap { Int($0.value) }
+        expectedLength = StoredResponseBuilder.value("content-length", in: headers).flatMap { Int($0) }
         if noBody { framing = .none }
         else if expectedLength != nil { framing = .length }
         else if request.minorVersion == 1 { framing = .chunked }
         else { framing = .untilClose }
 
-        var cacheStatus: String?
+        var cacheStatus: String
         var ageValue: Int?
+        var answerNotModified = false
         if isCacheLookup {
-            let timing = ResponseTiming(requestTime: requestTime, responseTime: responseTime,
-                                        dateValue: value("date", in: headers).flatMap(HTTPDate.parse),
-                                        ageValue: Freshness.parseAge(value("age", in: headers)) ?? 0)
             ageValue = Freshness.correctedInitialAge(timing)
-            store = pendingStore(status: status, headers: passed, timing: timing)
-            if request.method == "GET", store == nil || (expectedLength ?? 0) > worker.configuration.maxObjectBytes {
-                store = nil
-            }
-            if isCacheLookup && status < 400 && request.method == "GET" && store == nil {
-                // A fresh answer that cannot be stored replaces nothing: drop a stale copy.
+            if request.method == "GET",
+               StoredResponseBuilder.decide(request: request, status: status, headers: passed, timing: timing, shared: shared) == .store,
+               (expectedLength ?? 0) <= worker.configuration.maxObjectBytes {
+                store = PendingStore(status: status, headers: passed, timing: timing)
+            } else if request.method == "GET" && status < 400 {
+                // A current answer that cannot be stored: drop what it supersedes.
                 worker.memory.remove(key)
             }
-            cacheStatus = CacheStatus.forward(forwardReason, stored: store != nil)
+            cacheStatus = CacheStatus.forward(forwardReason, stored: store != nil, fwdStatus: validating != nil ? status : nil)
+            answerNotModified = status == 200 && clientIsNotModified(
+                etag: StoredResponseBuilder.value("etag", in: passed),
+                lastModified: StoredResponseBuilder.value("last-modified", in: passed), dateValue: timing.dateValue)
         } else {
             cacheStatus = CacheStatus.forward(.method, stored: false)
             if status < 400 { invalidateAfterUnsafe(headers) }
+        }
+
+        if answerNotModified {
+            // The body still streams into the store; the client gets a 304.
+            framing = .none
+            var tail = Array("Cache-Status: \(cacheStatus)\r\n".utf8)
+            tail.reserveCapacity(tail.count)
+            sendNotModified(passed, age: ageValue ?? 0, now: responseTime, cacheStatus: tail)
+            connection.flush()
+            return
         }
 
         var head: [UInt8] = []
@@ -210,7 +293,7 @@ final class Exchange: UpstreamTransferDelegate {
             ResponseSerializer.appendField(field.name, field.value, to: &head)
         }
         if let ageValue { ResponseSerializer.appendField("age", String(ageValue), to: &head) }
-        if let cacheStatus { ResponseSerializer.appendField("cache-status", cacheStatus, to: &head) }
+        ResponseSerializer.appendField("cache-status", cacheStatus, to: &head)
         // RFC 9110 section 6.6.1: a forwarded response without Date gets one.
         if !passed.contains(where: { $0.name == "date" }) { head.append(contentsOf: worker.dateHeader.current(now: responseTime)) }
         if framing == .chunked { head.append(contentsOf: "Transfer-Encoding: chunked\r\n".utf8) }
@@ -221,30 +304,36 @@ final class Exchange: UpstreamTransferDelegate {
         connection.flush()
     }
 
-    private func value(_ name: String, in headers: [(name: String, value: String)]) -> String? {
-        headers.first { $0.name == name }?.value
-    }
-
-    private func combined(_ name: String, in headers: [(name: String, value: String)]) -> String? {
-        let values = headers.filter { $0.name == name }.map(\.value)
-        return values.isEmpty ? nil : values.joined(separator: ", ")
-    }
-
-    /// The storage decision for a GET response, or nil when it is not stored.
-    private func pendingStore(status: Int, headers: [(name: String, value: String)], timing: ResponseTiming) -> PendingStore? {
-        guard request.method == "GET" else { return nil }
-        let responseCC = CacheControl(combined("cache-control", in: headers))
-        let requestCC = CacheControl(request.combinedHeader("cache-control"))
-        let shared = worker.configuration.sharedCache
-        let lifetime = Freshness.lifetime(responseCC, dateValue: timing.dateValue, expires: value("expires", in: headers),
-                                          responseTime: timing.responseTime, shared: shared)
-        let decision = Storability.decide(method: request.method, status: status, request: requestCC, response: responseCC,
-                                          hasAuthorization: request.header("authorization") != nil, shared: shared,
-                                          hasExplicitFreshness: lifetime != nil)
-        guard decision == .store, let names = Vary.fieldNames(combined("vary", in: headers)) else { return nil }
-        let values = names.map { Vary.normalize(request.combinedHeader($0)) }
-        return PendingStore(status: status, headers: headers, timing: timing, lifetime: lifetime ?? 0,
-                            cacheControl: responseCC, varyNames: names, varyValues: values)
+    /// A 304 answered our conditional request: update the variant it selects
+    /// and serve that (section 4.3.4).
+    private func refreshFromNotModified(_ headers: [(name: String, value: String)], timing: ResponseTiming,
+                                        fallback: CachedResponse) {
+        let candidates = variants.map { (etag: $0.etag, lastModified: $0.lastModified) }
+        let selected = Validation.selectValidated(etag: StoredResponseBuilder.value("etag", in: headers),
+                                                  lastModified: StoredResponseBuilder.value("last-modified", in: headers),
+                                                  candidates: candidates).map { variants[$0] }
+            ?? (StoredResponseBuilder.value("etag", in: headers) == nil ? fallback : nil)
+        guard let entry = selected else {
+            // The 304 names nothing we hold: ask again without validators, on
+            // a later loop turn (libcurl must not be re-entered from its callback).
+            validating = nil
+            transfer?.cancel()
+            transfer = nil
+            worker.loop.schedule(after: 0) { [weak self] in
+                guard let self, !self.finished else { return }
+                self.forward()
+            }
+            return
+        }
+        answeredFromStore = true
+        let refreshed = StoredResponseBuilder.refresh(entry, with: headers, timing: timing, shared: shared)
+        let noStore = refreshed.cacheControl.noStore && !refreshed.cacheControl.mustUnderstand
+        if !noStore, worker.memory.insert(refreshed) { ProxyStats.bump(worker.stats.stored) }
+        ProxyStats.bump(worker.stats.revalidations)
+        let now = EventLoop.wallSeconds()
+        let status = CacheStatus.forward(forwardReason, stored: !noStore, fwdStatus: 304)
+        serveStored(refreshed, age: refreshed.currentAge(now: now), now: now,
+                    cacheStatus: Array("Cache-Status: \(status)\r\n".utf8))
     }
 
     /// RFC 9111 section 4.4: a successful unsafe request invalidates the target.
@@ -252,7 +341,7 @@ final class Exchange: UpstreamTransferDelegate {
         guard request.method != "OPTIONS", request.method != "TRACE" else { return }
         worker.memory.remove(key)
         for name in ["location", "content-location"] {
-            guard let target = value(name, in: headers) else { continue }
+            guard let target = StoredResponseBuilder.value(name, in: headers) else { continue }
             if target.first == "/" { worker.memory.remove(target) }
             else if target.hasPrefix(worker.configuration.upstreamBase + "/") {
                 worker.memory.remove(String(target.dropFirst(worker.configuration.upstreamBase.count)))
@@ -261,17 +350,18 @@ final class Exchange: UpstreamTransferDelegate {
     }
 
     func upstreamDidReceiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        guard !finished else { return true }
-        if framing == .none { return true }
-        if connection.isCongested {
+        guard !finished, !answeredFromStore else { return true }
+        if framing != .none && connection.isCongested {
             upstreamPaused = true
             return false
         }
-        if framing == .chunked {
+        switch framing {
+        case .none: break
+        case .chunked:
             connection.enqueue(ResponseSerializer.chunkHeader(bytes.count))
             connection.enqueue(copying: bytes)
             connection.enqueue([0x0D, 0x0A])
-        } else {
+        case .length, .untilClose:
             connection.enqueue(copying: bytes)
         }
         receivedBody += bytes.count
@@ -283,13 +373,14 @@ final class Exchange: UpstreamTransferDelegate {
                 store?.body.append(bytes)
             }
         }
-        connection.flush()
+        if framing != .none { connection.flush() }
         return true
     }
 
     func upstreamDidComplete(_ error: UpstreamError?) {
         guard !finished else { return }
         transfer = nil
+        if answeredFromStore { return }
         if let error {
             ProxyStats.bump(worker.stats.upstreamErrors)
             store?.body.discard()
@@ -301,13 +392,11 @@ final class Exchange: UpstreamTransferDelegate {
                 return
             }
             worker.logger.info("upstream error for \(request.method) \(key): \(error.message)")
-            responseStarted = true
-            let status: Int
-            if case .timedOut = error { status = 504 } else { status = 502 }
-            var extra: [HeaderField] = []
-            if isCacheLookup { extra.append(HeaderField(name: "cache-status", value: CacheStatus.forward(forwardReason, stored: false, detail: "upstream-error"))) }
-            connection.enqueue(ResponseSerializer.simple(status: status, body: error.message, close: !keepAlive, extra: extra))
-            complete()
+            if let validating, validating.cacheControl.mustRevalidate || (shared && validating.cacheControl.proxyRevalidate) {
+                sendGatewayError(504, "upstream unavailable to revalidate a must-revalidate response: \(error.message)")
+                return
+            }
+            if case .timedOut = error { sendGatewayError(504, error.message) } else { sendGatewayError(502, error.message) }
             return
         }
         if framing == .length, let expectedLength, receivedBody != expectedLength {
@@ -319,9 +408,16 @@ final class Exchange: UpstreamTransferDelegate {
             return
         }
         if framing == .chunked { connection.enqueue(Array("0\r\n\r\n".utf8)) }
+        if let expectedLength, store != nil, receivedBody != expectedLength {
+            store?.body.discard()  // incomplete: never stored (section 3.3)
+            store = nil
+        }
         if var pending = store {
             store = nil
-            commit(&pending)
+            let entry = StoredResponseBuilder.build(key: key, status: pending.status, headers: pending.headers,
+                                                    body: pending.body.take(), timing: pending.timing, shared: shared,
+                                                    varyFrom: { [request] in request.combinedHeader($0) })
+            if worker.memory.insert(entry) { ProxyStats.bump(worker.stats.stored) }
         }
         if framing == .untilClose {
             finished = true
@@ -331,24 +427,16 @@ final class Exchange: UpstreamTransferDelegate {
         complete()
     }
 
-    private func commit(_ pending: inout PendingStore) {
-        let body = pending.body.take()
-        var stored: [HeaderField] = []
-        for field in pending.headers {
-            switch field.name {
-            case "date", "age", "content-length", "transfer-encoding", "connection", "keep-alive": continue
-            default: stored.append(HeaderField(name: field.name, value: field.value))
-            }
+    /// 502/504 generated here, when nothing was sent yet.
+    private func sendGatewayError(_ status: Int, _ message: String) {
+        responseStarted = true
+        var extra: [HeaderField] = []
+        if isCacheLookup {
+            extra.append(HeaderField(name: "cache-status",
+                                     value: CacheStatus.forward(forwardReason, stored: false, detail: "upstream-error")))
         }
-        var prefix = ResponseSerializer.headPrefix(status: pending.status, headers: stored)
-        if pending.status != 204 && pending.status != 304 {
-            ResponseSerializer.appendField("content-length", String(body.count), to: &prefix)
-        }
-        let entry = CachedResponse(key: key, status: pending.status, headPrefix: Bytes(prefix), body: body,
-                                   headers: pending.headers, timing: pending.timing, lifetime: pending.lifetime,
-                                   cacheControl: pending.cacheControl, varyNames: pending.varyNames,
-                                   varyValues: pending.varyValues)
-        if worker.memory.insert(entry) { ProxyStats.bump(worker.stats.stored) }
+        connection.enqueue(ResponseSerializer.simple(status: status, body: message, close: !keepAlive, extra: extra))
+        complete()
     }
 
     private func complete() {

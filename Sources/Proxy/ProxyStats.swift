@@ -7,6 +7,7 @@ public final class ProxyStats: Sendable {
     public let misses = Atomic<Int>(0)
     public let staleForwards = Atomic<Int>(0)
     public let stored = Atomic<Int>(0)
+    public let revalidations = Atomic<Int>(0)
     public let upstreamErrors = Atomic<Int>(0)
     public let clientErrors = Atomic<Int>(0)
 

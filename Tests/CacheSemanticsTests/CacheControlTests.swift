@@ -77,7 +77,7 @@ final class FreshnessTests: XCTestCase {
             let response = CacheControl(res)
             return Storability.decide(method: method, status: status, request: CacheControl(req), response: response,
                                       hasAuthorization: auth, shared: shared,
-                                      hasExplicitFreshness: response.maxAge != nil || response.sMaxAge != nil)
+                                      reusable: response.maxAge != nil || response.sMaxAge != nil)
         }
         XCTAssertEqual(decide(), .store)
         XCTAssertNotEqual(decide("POST"), .store)
@@ -91,6 +91,28 @@ final class FreshnessTests: XCTestCase {
         XCTAssertNotEqual(decide(res: "public"), .store)
         XCTAssertNotEqual(decide("GET", 206), .store)
         XCTAssertEqual(decide("GET", 404), .store)
+        // Section 5.2.2.3: must-understand overrides no-store for understood codes only.
+        XCTAssertEqual(decide(res: "max-age=60, no-store, must-understand"), .store)
+        XCTAssertNotEqual(decide("GET", 299, res: "max-age=60, no-store, must-understand"), .store)
+        // Section 5.2.2.7: private with field names does not forbid storing.
+        XCTAssertEqual(decide(res: "max-age=60, private=\"set-cookie\""), .store)
+    }
+
+    /// RFC 9111 section 4.2.2: heuristic freshness.
+    func testHeuristicFreshness() {
+        let date: Int64 = 1_700_000_000
+        let lastModified = HTTPDate.formatString(date - 10_000)
+        XCTAssertEqual(Freshness.heuristicLifetime(status: 200, CacheControl(), lastModified: lastModified,
+                                                   dateValue: date, responseTime: date), 1000)
+        XCTAssertEqual(Freshness.heuristicLifetime(status: 200, CacheControl(), lastModified: HTTPDate.formatString(date - 100 * 86_400),
+                                                   dateValue: date, responseTime: date), Freshness.maxHeuristicLifetime)
+        XCTAssertNil(Freshness.heuristicLifetime(status: 302, CacheControl(), lastModified: lastModified,
+                                                 dateValue: date, responseTime: date))
+        XCTAssertEqual(Freshness.heuristicLifetime(status: 302, CacheControl("public"), lastModified: lastModified,
+                                                   dateValue: date, responseTime: date), 1000)
+        XCTAssertNil(Freshness.heuristicLifetime(status: 200, CacheControl(), lastModified: nil, dateValue: date, responseTime: date))
+        XCTAssertEqual(CacheControl("private=\"Set-Cookie, X-User\"").privateFields, ["set-cookie", "x-user"])
+        XCTAssertFalse(CacheControl("private=\"Set-Cookie\"").isPrivate)
     }
 
     func testReuse() {

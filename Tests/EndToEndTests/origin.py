@@ -6,7 +6,11 @@ listens on 127.0.0.1 (port 0 = ephemeral). Every request except /__* is
 counted by its path-and-query, so tests can check how many reached it.
 
 Query parameters on any path:
-  cc=...        Cache-Control value (default: max-age=60)
+  cc=...        Cache-Control value (default: max-age=60; "none" for no header)
+  etag=X        ETag "X"; a matching If-None-Match gets 304 (with X-Validated: n)
+  lm=N          Last-Modified N seconds before the server started; a later
+                If-Modified-Since gets 304
+  fail_after=N  after N requests to this path, answer 500
   size=N        body size in bytes (default 32); the body is a deterministic
                 pattern derived from the path
   chunked=1     send the body with Transfer-Encoding: chunked (in pieces)
@@ -26,9 +30,11 @@ import json
 import sys
 import threading
 import time
+from email.utils import formatdate, parsedate_to_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+START = int(time.time())
 counts = {}
 last = {}
 lock = threading.Lock()
@@ -89,7 +95,18 @@ class Handler(BaseHTTPRequestHandler):
         if "delay" in q:
             time.sleep(float(q["delay"]))
         status = int(q.get("status", "200"))
-        headers = {"Cache-Control": q.get("cc", "max-age=60")}
+        if "fail_after" in q and counts[self.path] > int(q["fail_after"]):
+            return self.send(500, b"origin failure\n", {"Cache-Control": "no-store"})
+        headers = {}
+        if q.get("cc", "") != "none":
+            headers["Cache-Control"] = q.get("cc", "max-age=60")
+        if "etag" in q:
+            headers["ETag"] = '"%s"' % q["etag"]
+        if "lm" in q:
+            headers["Last-Modified"] = formatdate(START - int(q["lm"]), usegmt=True)
+        if self.command in ("GET", "HEAD") and self.not_modified(headers):
+            headers["X-Validated"] = str(counts[self.path])
+            return self.send(304, b"", headers)
         if url.path == "/echo":
             return self.send(status, body_in, headers)
         body = pattern(url.path, int(q.get("size", "32")))
@@ -108,16 +125,28 @@ class Handler(BaseHTTPRequestHandler):
         headers["X-Origin-Count"] = str(counts[self.path])
         self.send(status, body, headers, chunked=q.get("chunked") == "1")
 
+    def not_modified(self, headers):
+        inm = self.headers.get("If-None-Match")
+        if inm is not None:
+            return "ETag" in headers and headers["ETag"] in [t.strip() for t in inm.split(",")]
+        ims = self.headers.get("If-Modified-Since")
+        if ims is not None and "Last-Modified" in headers:
+            try:
+                return parsedate_to_datetime(ims) >= parsedate_to_datetime(headers["Last-Modified"])
+            except (TypeError, ValueError):
+                return False
+        return False
+
     def send(self, status, body, headers, chunked=False):
         self.send_response(status)
         for k, v in headers.items():
             self.send_header(k, v)
         if chunked:
             self.send_header("Transfer-Encoding", "chunked")
-        else:
+        elif status != 304:
             self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        if self.command == "HEAD":
+        if self.command == "HEAD" or status == 304:
             return
         if chunked:
             step = max(1, len(body) // 7 + 1)

@@ -1,0 +1,68 @@
+/// What the cache knows about one stored response, as the lookup needs it.
+public protocol StoredResponseFacts {
+    /// Freshness lifetime in seconds (explicit or heuristic).
+    var lifetime: Int { get }
+    var correctedInitialAge: Int { get }
+    var timing: ResponseTiming { get }
+    var cacheControl: CacheControl { get }
+    var varyNames: [String] { get }
+    var varyValues: [String?] { get }
+}
+
+/// The parts of a request the lookup looks at.
+public struct RequestFacts {
+    public var cacheControl: CacheControl
+    /// `Pragma: no-cache` (counts only when there is no Cache-Control, section 5.4).
+    public var pragmaNoCache: Bool
+    /// The combined value of a request field (lowercased name), for Vary.
+    public var field: (String) -> String?
+
+    public init(cacheControl: CacheControl, pragmaNoCache: Bool, field: @escaping (String) -> String?) {
+        self.cacheControl = cacheControl
+        self.pragmaNoCache = pragmaNoCache
+        self.field = field
+    }
+}
+
+/// The outcome of looking a request up among a URL's stored variants.
+public enum LookupOutcome: Equatable, Sendable {
+    /// Nothing stored for the URL, or (varyMiss) no variant matches the request.
+    case miss(varyMiss: Bool)
+    /// The variant at `index` may be served as is.
+    case fresh(index: Int, age: Int, ttl: Int)
+    /// The variant at `index` needs validation first: it is stale, or the
+    /// request or response demands it (`requestForced`: the client asked).
+    case stale(index: Int, age: Int, ttl: Int, requestForced: Bool)
+}
+
+public enum Lookup {
+    /// Section 4: select the most recent variant whose Vary fields match
+    /// (4.1), then judge its freshness for this request (4.2, 5.2.1).
+    public static func decide<S: StoredResponseFacts>(_ request: RequestFacts, _ variants: [S], now: Int64) -> LookupOutcome {
+        if variants.isEmpty { return .miss(varyMiss: false) }
+        guard let index = variants.lastIndex(where: { matches(request, $0) }) else { return .miss(varyMiss: true) }
+        let entry = variants[index]
+        let age = Freshness.currentAge(correctedInitialAge: entry.correctedInitialAge,
+                                       responseTime: entry.timing.responseTime, now: now)
+        switch Reuse.decide(lifetime: entry.lifetime, currentAge: age, request: request.cacheControl,
+                            response: entry.cacheControl, requestPragmaNoCache: request.pragmaNoCache) {
+        case .fresh(let ttl):
+            return .fresh(index: index, age: age, ttl: ttl)
+        case .stale(let ttl):
+            let forced = request.cacheControl.noCache
+                || (request.pragmaNoCache && !request.cacheControl.hasAnyDirective)
+                || request.cacheControl.maxAge.map { age > $0 } ?? false
+                || request.cacheControl.minFresh.map { ttl < $0 } ?? false
+            return .stale(index: index, age: age, ttl: ttl, requestForced: forced && ttl > 0)
+        }
+    }
+
+    /// Section 4.1: every field the stored response's Vary names has the same
+    /// normalized value in the request as in the request that produced it.
+    public static func matches<S: StoredResponseFacts>(_ request: RequestFacts, _ stored: S) -> Bool {
+        for (i, name) in stored.varyNames.enumerated() where Vary.normalize(request.field(name)) != stored.varyValues[i] {
+            return false
+        }
+        return true
+    }
+}

@@ -1,0 +1,96 @@
+import XCTest
+@testable import CacheSemantics
+
+/// RFC 9110 section 13 and RFC 9111 sections 3.2, 4.1 and 4.3.
+final class ValidationTests: XCTestCase {
+    func testEntityTagLists() {
+        XCTAssertEqual(Validation.entityTags("\"a\", W/\"b\",\"c,d\""), ["\"a\"", "W/\"b\"", "\"c,d\""])
+        XCTAssertNil(Validation.entityTags("*"))
+        XCTAssertTrue(Validation.weakMatch("W/\"x\"", "\"x\""))
+        XCTAssertFalse(Validation.weakMatch("\"x\"", "\"y\""))
+    }
+
+    /// RFC 9110 section 13.2.2: If-None-Match first, If-Modified-Since only without it.
+    func testClientConditionals() {
+        let lm = "Sun, 06 Nov 1994 08:49:37 GMT"
+        XCTAssertTrue(Validation.clientNotModified(ifNoneMatch: "\"1\", \"2\"", ifModifiedSince: nil, etag: "\"2\"", lastModified: nil, dateValue: nil))
+        XCTAssertTrue(Validation.clientNotModified(ifNoneMatch: "W/\"2\"", ifModifiedSince: nil, etag: "\"2\"", lastModified: nil, dateValue: nil))
+        XCTAssertFalse(Validation.clientNotModified(ifNoneMatch: "\"3\"", ifModifiedSince: lm, etag: "\"2\"", lastModified: lm, dateValue: nil))
+        XCTAssertTrue(Validation.clientNotModified(ifNoneMatch: "*", ifModifiedSince: nil, etag: nil, lastModified: nil, dateValue: nil))
+        XCTAssertTrue(Validation.clientNotModified(ifNoneMatch: nil, ifModifiedSince: lm, etag: nil, lastModified: lm, dateValue: nil))
+        XCTAssertFalse(Validation.clientNotModified(ifNoneMatch: nil, ifModifiedSince: "Sat, 05 Nov 1994 08:49:37 GMT",
+                                                    etag: nil, lastModified: lm, dateValue: nil))
+        XCTAssertFalse(Validation.clientNotModified(ifNoneMatch: nil, ifModifiedSince: "garbage", etag: nil, lastModified: lm, dateValue: nil))
+    }
+
+    /// RFC 9111 section 3.2: a 304's fields replace the stored ones, except framing.
+    func testMergeFromNotModified() {
+        let stored: [(name: String, value: String)] = [("etag", "\"1\""), ("cache-control", "max-age=1"), ("x-a", "old"),
+                                                      ("content-length", "10"), ("content-type", "text/plain")]
+        let update: [(name: String, value: String)] = [("cache-control", "max-age=100"), ("x-a", "new"), ("x-b", "added"),
+                                                      ("content-length", "0")]
+        let merged = Validation.merge(stored: stored, update: update)
+        func value(_ n: String) -> [String] { merged.filter { $0.name == n }.map(\.value) }
+        XCTAssertEqual(value("cache-control"), ["max-age=100"])
+        XCTAssertEqual(value("x-a"), ["new"])
+        XCTAssertEqual(value("x-b"), ["added"])
+        XCTAssertEqual(value("content-length"), ["10"])
+        XCTAssertEqual(value("etag"), ["\"1\""])
+    }
+
+    /// RFC 9111 section 4.3.4: which stored response a 304 selects.
+    func testSelectingTheValidatedVariant() {
+        let candidates: [(etag: String?, lastModified: String?)] = [("\"a\"", nil), ("\"b\"", "x"), (nil, "y")]
+        XCTAssertEqual(Validation.selectValidated(etag: "\"b\"", lastModified: nil, candidates: candidates), 1)
+        XCTAssertNil(Validation.selectValidated(etag: "\"z\"", lastModified: nil, candidates: candidates))
+        XCTAssertEqual(Validation.selectValidated(etag: nil, lastModified: "y", candidates: candidates), 2)
+        XCTAssertNil(Validation.selectValidated(etag: nil, lastModified: nil, candidates: candidates))
+        XCTAssertEqual(Validation.selectValidated(etag: nil, lastModified: nil, candidates: [("\"a\"", nil)]), 0)
+    }
+}
+
+/// RFC 9111 section 4: choosing a stored response for a request.
+final class LookupTests: XCTestCase {
+    struct Stored: StoredResponseFacts {
+        var lifetime: Int
+        var correctedInitialAge = 0
+        var timing = ResponseTiming(requestTime: 1000, responseTime: 1000, dateValue: 1000, ageValue: 0)
+        var cacheControl = CacheControl()
+        var varyNames: [String] = []
+        var varyValues: [String?] = []
+    }
+
+    private func request(_ cc: String? = nil, pragma: Bool = false, _ fields: [String: String] = [:]) -> RequestFacts {
+        RequestFacts(cacheControl: CacheControl(cc), pragmaNoCache: pragma) { fields[$0] }
+    }
+
+    func testMissFreshAndStale() {
+        XCTAssertEqual(Lookup.decide(request(), [Stored](), now: 1000), .miss(varyMiss: false))
+        XCTAssertEqual(Lookup.decide(request(), [Stored(lifetime: 60)], now: 1010), .fresh(index: 0, age: 10, ttl: 50))
+        XCTAssertEqual(Lookup.decide(request(), [Stored(lifetime: 60)], now: 1070),
+                       .stale(index: 0, age: 70, ttl: -10, requestForced: false))
+    }
+
+    /// Section 5.2.1: request directives force validation ("fwd=request").
+    func testRequestDirectivesForceValidation() {
+        XCTAssertEqual(Lookup.decide(request("no-cache"), [Stored(lifetime: 60)], now: 1010),
+                       .stale(index: 0, age: 10, ttl: 50, requestForced: true))
+        XCTAssertEqual(Lookup.decide(request(pragma: true), [Stored(lifetime: 60)], now: 1010),
+                       .stale(index: 0, age: 10, ttl: 50, requestForced: true))
+        // Pragma is ignored when Cache-Control is present (section 5.4).
+        XCTAssertEqual(Lookup.decide(request("max-stale=5", pragma: true), [Stored(lifetime: 60)], now: 1010),
+                       .fresh(index: 0, age: 10, ttl: 50))
+        XCTAssertEqual(Lookup.decide(request("max-age=5"), [Stored(lifetime: 60)], now: 1010),
+                       .stale(index: 0, age: 10, ttl: 50, requestForced: true))
+    }
+
+    /// Section 4.1: the most recent matching variant, else a vary miss.
+    func testVariantSelection() {
+        let en = Stored(lifetime: 60, varyNames: ["accept-language"], varyValues: ["en"])
+        let fr = Stored(lifetime: 30, varyNames: ["accept-language"], varyValues: ["fr"])
+        XCTAssertEqual(Lookup.decide(request(nil, ["accept-language": "fr"]), [en, fr], now: 1000), .fresh(index: 1, age: 0, ttl: 30))
+        XCTAssertEqual(Lookup.decide(request(nil, ["accept-language": "de"]), [en, fr], now: 1000), .miss(varyMiss: true))
+        let absent = Stored(lifetime: 10, varyNames: ["accept-language"], varyValues: [nil])
+        XCTAssertEqual(Lookup.decide(request(), [en, absent], now: 1000), .fresh(index: 1, age: 0, ttl: 10))
+    }
+}

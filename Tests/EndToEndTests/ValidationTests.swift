@@ -1,0 +1,99 @@
+import Foundation
+import XCTest
+
+/// RFC 9111 validation end to end: conditional requests upstream, 304
+/// merging, client conditionals answered from the cache.
+final class ValidationEndToEndTests: XCTestCase {
+    var origin: Origin!
+    var larder: LarderProcess!
+
+    override func setUpWithError() throws {
+        origin = try Origin()
+        larder = try LarderProcess(upstream: origin.url)
+    }
+
+    override func tearDown() {
+        larder?.stop()
+        origin?.stop()
+    }
+
+    private func originHeaders(_ target: String) throws -> [String: String] {
+        let pairs = try origin.lastRequest(target)["headers"] as? [[String]] ?? []
+        return Dictionary(pairs.map { ($0[0], $0[1]) }, uniquingKeysWith: { a, _ in a })
+    }
+
+    func testStaleResponseIsRevalidatedAnd304RefreshesIt() throws {
+        let target = "/val?etag=v1&cc=max-age=0&size=64"
+        let c = try larder.client()
+        let first = try c.get(target)
+        XCTAssertEqual(first.header("cache-status"), "larder; fwd=uri-miss; stored")
+        let second = try c.get(target)
+        XCTAssertEqual(second.status, 200)
+        XCTAssertEqual(second.body, first.body)
+        XCTAssertEqual(second.header("cache-status"), "larder; fwd=stale; fwd-status=304; stored")
+        XCTAssertEqual(second.header("x-validated"), "2", "headers of the 304 update the stored response")
+        XCTAssertEqual(try originHeaders(target)["if-none-match"], "\"v1\"")
+        XCTAssertEqual(try origin.count(target), 2)
+    }
+
+    func testLastModifiedIsUsedForValidation() throws {
+        let target = "/lmval?lm=3600&cc=no-cache&size=10"
+        let c = try larder.client()
+        _ = try c.get(target)
+        let second = try c.get(target)
+        XCTAssertEqual(second.status, 200)
+        XCTAssertEqual(second.body.count, 10)
+        XCTAssertNotNil(try originHeaders(target)["if-modified-since"])
+        XCTAssertTrue(second.header("cache-status")?.contains("fwd-status=304") ?? false)
+    }
+
+    func testClientConditionalIsAnsweredFromTheCache() throws {
+        let target = "/cond?etag=e1&size=20"
+        let c = try larder.client()
+        _ = try c.get(target)
+        let notModified = try c.get(target, headers: ["If-None-Match: \"other\", \"e1\""])
+        XCTAssertEqual(notModified.status, 304)
+        XCTAssertEqual(notModified.header("etag"), "\"e1\"")
+        XCTAssertTrue(notModified.body.isEmpty)
+        let full = try c.get(target, headers: ["If-None-Match: \"other\""])
+        XCTAssertEqual(full.status, 200)
+        XCTAssertEqual(full.body.count, 20)
+        XCTAssertEqual(try origin.count(target), 1)
+    }
+
+    func testConditionalMissFetchesFullResponseToStore() throws {
+        let target = "/cond2?etag=e2&size=30"
+        let c = try larder.client()
+        let r = try c.get(target, headers: ["If-None-Match: \"e2\""])
+        XCTAssertEqual(r.status, 304)
+        XCTAssertNil(try originHeaders(target)["if-none-match"], "the cache asks for the full response to store")
+        let full = try c.get(target)
+        XCTAssertEqual(full.status, 200)
+        XCTAssertEqual(full.body.count, 30)
+        XCTAssertTrue(full.header("cache-status")?.contains("hit") ?? false)
+    }
+
+    func testMustRevalidateWithFailingOriginGives504() throws {
+        let target = "/mr?cc=max-age=0,must-revalidate&etag=m&fail_after=1"
+        let c = try larder.client()
+        XCTAssertEqual(try c.get(target).status, 200)
+        XCTAssertEqual(try c.get(target).status, 504)
+    }
+
+    func testOnlyIfCached() throws {
+        let c = try larder.client()
+        let miss = try c.get("/oic?size=5", headers: ["Cache-Control: only-if-cached"])
+        XCTAssertEqual(miss.status, 504)
+        XCTAssertEqual(try origin.count("/oic?size=5"), 0)
+        _ = try c.get("/oic?size=5")
+        XCTAssertEqual(try c.get("/oic?size=5", headers: ["Cache-Control: only-if-cached"]).status, 200)
+    }
+
+    func testHeuristicFreshnessFromLastModified() throws {
+        let target = "/heur?cc=none&lm=864000&size=8"
+        let c = try larder.client()
+        _ = try c.get(target)
+        XCTAssertTrue(try c.get(target).header("cache-status")?.contains("hit") ?? false)
+        XCTAssertEqual(try origin.count(target), 1)
+    }
+}
