@@ -53,6 +53,7 @@ final class Exchange: UpstreamTransferDelegate {
 
     private var keepAlive: Bool { request.keepAlive && !worker.draining }
     private var shared: Bool { worker.configuration.sharedCache }
+    private var builder: StoredResponseBuilder { worker.builder }
 
     func start() {
         guard isCacheLookup else {
@@ -254,7 +255,7 @@ final class Exchange: UpstreamTransferDelegate {
         if isCacheLookup {
             ageValue = Freshness.correctedInitialAge(timing)
             if request.method == "GET",
-               StoredResponseBuilder.decide(request: request, status: status, headers: passed, timing: timing, shared: shared) == .store,
+               builder.decide(request: request, status: status, headers: passed, timing: timing) == .store,
                (expectedLength ?? 0) <= worker.configuration.maxObjectBytes {
                 store = PendingStore(status: status, headers: passed, timing: timing)
             } else if request.method == "GET" && status < 400 {
@@ -289,6 +290,7 @@ final class Exchange: UpstreamTransferDelegate {
         head.append(contentsOf: [0x0D, 0x0A])
         for field in passed {
             if field.name == "age" && ageValue != nil { continue }
+            if builder.isHidden(field.name) { continue }
             if field.name == "content-length" && framing != .length && !noBody { continue }
             ResponseSerializer.appendField(field.name, field.value, to: &head)
         }
@@ -326,7 +328,7 @@ final class Exchange: UpstreamTransferDelegate {
             return
         }
         answeredFromStore = true
-        let refreshed = StoredResponseBuilder.refresh(entry, with: headers, timing: timing, shared: shared)
+        let refreshed = builder.refresh(entry, with: headers, timing: timing)
         let noStore = refreshed.cacheControl.noStore && !refreshed.cacheControl.mustUnderstand
         if !noStore, worker.memory.insert(refreshed) { ProxyStats.bump(worker.stats.stored) }
         ProxyStats.bump(worker.stats.revalidations)
@@ -414,9 +416,9 @@ final class Exchange: UpstreamTransferDelegate {
         }
         if var pending = store {
             store = nil
-            let entry = StoredResponseBuilder.build(key: key, status: pending.status, headers: pending.headers,
-                                                    body: pending.body.take(), timing: pending.timing, shared: shared,
-                                                    varyFrom: { [request] in request.combinedHeader($0) })
+            let entry = builder.build(key: key, status: pending.status, headers: pending.headers,
+                                      body: pending.body.take(), timing: pending.timing,
+                                      varyFrom: { [request] in request.combinedHeader($0) })
             if worker.memory.insert(entry) { ProxyStats.bump(worker.stats.stored) }
         }
         if framing == .untilClose {

@@ -11,6 +11,10 @@ public struct ProxyConfiguration: Sendable {
     public var maxObjectBytes = 8 << 20
     /// RFC 9111 shared-cache rules (true) or a single user's private cache.
     public var sharedCache = true
+    /// The targeted cache-control field (RFC 9213) meant for Larder; it and
+    /// CDN-Cache-Control take precedence over Cache-Control and are not
+    /// passed on to clients.
+    public var targetedCacheControl = "Larder-Cache-Control"
     /// A connection waiting for its next request is closed after this long.
     public var keepAliveTimeoutMilliseconds: UInt64 = 60_000
     /// A client must send a complete request head within this long.

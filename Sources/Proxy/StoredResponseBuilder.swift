@@ -4,31 +4,57 @@ import HTTP1
 
 /// Turns an upstream response into a `CachedResponse`: the storage decision,
 /// the freshness lifetime, and the head prefix serialized once.
-enum StoredResponseBuilder {
+struct StoredResponseBuilder: Sendable {
+    /// Shared-cache rules (RFC 9111) or a single user's private cache.
+    let shared: Bool
+    /// Targeted cache-control fields (RFC 9213) that apply to Larder, most
+    /// specific first; the first present replaces Cache-Control.
+    let targetedFields: [String]
+
+    init(shared: Bool, targetedField: String) {
+        self.shared = shared
+        var fields = [targetedField.lowercased()]
+        if !fields.contains("cdn-cache-control") { fields.append("cdn-cache-control") }
+        targetedFields = fields
+    }
+
     /// Header fields never stored in the head prefix: per-request fields
     /// (filled in on every hit) and framing.
     private static let perRequestFields: Set<String> = [
         "date", "age", "content-length", "transfer-encoding", "connection", "keep-alive", "cache-status",
     ]
 
+    /// Whether a response field is for Larder only and never reaches clients.
+    func isHidden(_ name: String) -> Bool { targetedFields.contains(name) }
+
+    /// The directives Larder obeys: a targeted field's when one is present
+    /// (RFC 9213 section 2.1), else Cache-Control.
+    func cacheControl(_ headers: [(name: String, value: String)]) -> (CacheControl, targeted: Bool) {
+        for name in targetedFields {
+            if let value = Self.combined(name, in: headers), !value.isEmpty { return (CacheControl(value), true) }
+        }
+        return (CacheControl(Self.combined("cache-control", in: headers)), false)
+    }
+
     /// The freshness lifetime: explicit (section 4.2.1) or heuristic (4.2.2).
-    static func lifetime(status: Int, headers: [(name: String, value: String)], cacheControl: CacheControl,
-                         timing: ResponseTiming, shared: Bool) -> Int? {
-        Freshness.lifetime(cacheControl, dateValue: timing.dateValue, expires: value("expires", in: headers),
-                           responseTime: timing.responseTime, shared: shared)
-            ?? (cacheControl.noCache ? nil : Freshness.heuristicLifetime(
-                status: status, cacheControl, lastModified: value("last-modified", in: headers),
+    func lifetime(status: Int, headers: [(name: String, value: String)], timing: ResponseTiming) -> Int? {
+        let (cc, targeted) = cacheControl(headers)
+        // A targeted field replaces Cache-Control and Expires alike.
+        let expires = targeted ? nil : Self.value("expires", in: headers)
+        return Freshness.lifetime(cc, dateValue: timing.dateValue, expires: expires,
+                                  responseTime: timing.responseTime, shared: shared)
+            ?? (cc.noCache || targeted ? nil : Freshness.heuristicLifetime(
+                status: status, cc, lastModified: Self.value("last-modified", in: headers),
                 dateValue: timing.dateValue, responseTime: timing.responseTime))
     }
 
     /// Whether a response to `request` may be stored (RFC 9111 section 3).
-    static func decide(request: RequestHead, status: Int, headers: [(name: String, value: String)],
-                       timing: ResponseTiming, shared: Bool) -> StoreDecision {
-        let cc = CacheControl(combined("cache-control", in: headers))
-        let hasValidator = value("etag", in: headers) != nil || value("last-modified", in: headers) != nil
-        let reusable = lifetime(status: status, headers: headers, cacheControl: cc, timing: timing, shared: shared) != nil
-            || hasValidator || cc.noCache
-        if Vary.fieldNames(combined("vary", in: headers)) == nil { return .doNotStore("Vary: *") }
+    func decide(request: RequestHead, status: Int, headers: [(name: String, value: String)],
+                timing: ResponseTiming) -> StoreDecision {
+        let (cc, _) = cacheControl(headers)
+        let hasValidator = Self.value("etag", in: headers) != nil || Self.value("last-modified", in: headers) != nil
+        let reusable = lifetime(status: status, headers: headers, timing: timing) != nil || hasValidator || cc.noCache
+        if Vary.fieldNames(Self.combined("vary", in: headers)) == nil { return .doNotStore("Vary: *") }
         return Storability.decide(method: request.method, status: status,
                                   request: CacheControl(request.combinedHeader("cache-control")), response: cc,
                                   hasAuthorization: request.header("authorization") != nil, shared: shared,
@@ -37,37 +63,36 @@ enum StoredResponseBuilder {
 
     /// Builds the stored form. `varyFrom` supplies the request's values of
     /// the fields the response's Vary names.
-    static func build(key: String, status: Int, headers: [(name: String, value: String)], body: Bytes,
-                      timing: ResponseTiming, shared: Bool, varyFrom request: (String) -> String?) -> CachedResponse {
-        let cc = CacheControl(combined("cache-control", in: headers))
-        // A shared cache keeps private="field" fields out of storage (section 5.2.2.7).
-        let dropped = shared ? Set(cc.privateFields) : []
+    func build(key: String, status: Int, headers: [(name: String, value: String)], body: Bytes,
+               timing: ResponseTiming, varyFrom request: (String) -> String?) -> CachedResponse {
+        let (cc, _) = cacheControl(headers)
+        // A shared cache keeps private="field" fields out of storage (RFC 9111
+        // section 5.2.2.7) and does not replay one user's cookies to others.
+        var dropped = shared ? Set(cc.privateFields) : []
+        if shared { dropped.insert("set-cookie") }
         let kept = headers.filter { !dropped.contains($0.name) }
         var prefixFields: [HeaderField] = []
-        for field in kept where !perRequestFields.contains(field.name) {
+        for field in kept where !Self.perRequestFields.contains(field.name) && !isHidden(field.name) {
             prefixFields.append(HeaderField(name: field.name, value: field.value))
         }
         var prefix = ResponseSerializer.headPrefix(status: status, headers: prefixFields)
         if status != 204 && status != 304 {
             ResponseSerializer.appendField("content-length", String(body.count), to: &prefix)
         }
-        let names = Vary.fieldNames(combined("vary", in: headers)) ?? []
+        let names = Vary.fieldNames(Self.combined("vary", in: headers)) ?? []
         return CachedResponse(key: key, status: status, headPrefix: Bytes(prefix), body: body, headers: kept,
-                              timing: timing,
-                              lifetime: lifetime(status: status, headers: kept, cacheControl: cc, timing: timing, shared: shared) ?? 0,
+                              timing: timing, lifetime: lifetime(status: status, headers: kept, timing: timing) ?? 0,
                               cacheControl: cc, varyNames: names, varyValues: names.map { Vary.normalize(request($0)) })
     }
 
     /// A stored response refreshed by a 304 (or HEAD) response (section 4.3.4):
     /// merged header fields, the new response's timing, the same body.
-    static func refresh(_ entry: CachedResponse, with update: [(name: String, value: String)], timing: ResponseTiming,
-                        shared: Bool) -> CachedResponse {
+    func refresh(_ entry: CachedResponse, with update: [(name: String, value: String)], timing: ResponseTiming) -> CachedResponse {
         let merged = Validation.merge(stored: entry.headers, update: update)
-        let values = entry.varyValues
-        let names = entry.varyNames
-        let refreshed = build(key: entry.key, status: entry.status, headers: merged, body: entry.body, timing: timing,
-                              shared: shared) { name in names.firstIndex(of: name).flatMap { values[$0] } }
-        return refreshed
+        let names = entry.varyNames, values = entry.varyValues
+        return build(key: entry.key, status: entry.status, headers: merged, body: entry.body, timing: timing) { name in
+            names.firstIndex(of: name).flatMap { values[$0] }
+        }
     }
 
     static func value(_ name: String, in headers: [(name: String, value: String)]) -> String? {

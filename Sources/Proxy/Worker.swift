@@ -16,6 +16,7 @@ public final class Worker: IOHandler {
     /// Read buffer shared by this worker's connections (one thread, one at a time).
     var scratch = [UInt8](repeating: 0, count: 64 * 1024)
     var dateHeader = DateHeader()
+    let builder: StoredResponseBuilder
     private var listener: Int32
     private var connections: [ObjectIdentifier: ClientConnection] = [:]
     private(set) var draining = false
@@ -30,6 +31,7 @@ public final class Worker: IOHandler {
         self.stats = stats
         self.logger = logger
         upstream = UpstreamClient(loop: loop, settings: configuration.upstream)
+        builder = StoredResponseBuilder(shared: configuration.sharedCache, targetedField: configuration.targetedCacheControl)
     }
 
     /// Runs the loop on the calling thread until the worker has drained.

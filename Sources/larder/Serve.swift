@@ -44,6 +44,7 @@ struct Serve: ParsableCommand {
         var proxyConfig = ProxyConfiguration(upstreamBase: upstream)
         proxyConfig.maxObjectBytes = settings.maxObjectBytes
         proxyConfig.sharedCache = settings.sharedCache
+        proxyConfig.targetedCacheControl = settings.targetedCacheControl
         proxyConfig.keepAliveTimeoutMilliseconds = UInt64(settings.keepAliveTimeoutMilliseconds)
         proxyConfig.headerTimeoutMilliseconds = UInt64(settings.headerTimeoutMilliseconds)
         proxyConfig.limits.maxHeaderBytes = settings.maxHeaderBytes

@@ -11,6 +11,7 @@ struct Settings {
     var workers = 0  // 0: one per core
     var logLevel: Logger.Level = .info
     var sharedCache = true
+    var targetedCacheControl = "Larder-Cache-Control"
     var upstreamConnectTimeoutMilliseconds = 5_000
     var upstreamTimeoutMilliseconds = 30_000
     var upstreamIdleTimeoutMilliseconds = 60_000
@@ -43,7 +44,7 @@ struct ConfigError: Error, CustomStringConvertible {
 /// Kept in one table so that check-config, loading and the documented
 /// example cannot drift apart.
 enum ConfigKey: String, CaseIterable {
-    case listen, upstream, memory_limit, max_object_size, workers, log_level, cache_mode
+    case listen, upstream, memory_limit, max_object_size, workers, log_level, cache_mode, targeted_cache_control
     case upstream_connect_timeout, upstream_timeout, upstream_idle_timeout, upstream_ca_file, upstream_tls_verify
     case keepalive_timeout, header_timeout, max_header_size, max_target_size, max_body_size, drain_timeout
 
@@ -51,7 +52,7 @@ enum ConfigKey: String, CaseIterable {
 
     var kind: Kind {
         switch self {
-        case .listen, .upstream, .log_level, .cache_mode, .upstream_ca_file: return .string
+        case .listen, .upstream, .log_level, .cache_mode, .upstream_ca_file, .targeted_cache_control: return .string
         case .memory_limit, .max_object_size, .max_header_size, .max_target_size, .max_body_size: return .size
         case .upstream_connect_timeout, .upstream_timeout, .upstream_idle_timeout, .keepalive_timeout,
              .header_timeout, .drain_timeout: return .duration
@@ -139,6 +140,11 @@ extension Settings {
                 default: return "expected \"shared\" or \"private\""
                 }
             case .upstream_ca_file: upstreamCAFile = s
+            case .targeted_cache_control:
+                guard !s.isEmpty, s.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: ":") }) else {
+                    return "expected a header field name, e.g. Larder-Cache-Control"
+                }
+                targetedCacheControl = s
             default: break
             }
         }

@@ -96,4 +96,32 @@ final class ValidationEndToEndTests: XCTestCase {
         XCTAssertTrue(try c.get(target).header("cache-status")?.contains("hit") ?? false)
         XCTAssertEqual(try origin.count(target), 1)
     }
+
+    /// RFC 9213: the targeted field wins over Cache-Control and stays private to Larder.
+    func testTargetedCacheControlTakesPrecedence() throws {
+        let c = try larder.client()
+        for target in ["/tcc?cc=no-store&tcc=max-age=60", "/cdn?cc=no-store&cdn=max-age=60"] {
+            let first = try c.get(target)
+            XCTAssertNil(first.header("larder-cache-control"))
+            XCTAssertNil(first.header("cdn-cache-control"))
+            XCTAssertEqual(first.header("cache-control"), "no-store")
+            let second = try c.get(target)
+            XCTAssertTrue(second.header("cache-status")?.contains("hit") ?? false, target)
+            XCTAssertNil(second.header("larder-cache-control"))
+            XCTAssertEqual(try origin.count(target), 1, target)
+        }
+        _ = try c.get("/tcc2?cc=max-age=60&tcc=no-store")
+        _ = try c.get("/tcc2?cc=max-age=60&tcc=no-store")
+        XCTAssertEqual(try origin.count("/tcc2?cc=max-age=60&tcc=no-store"), 2)
+    }
+
+    /// One user's Set-Cookie is not replayed to others from a shared cache.
+    func testSetCookieIsNotReplayedFromTheCache() throws {
+        let c = try larder.client()
+        let miss = try c.get("/cookie?cookie=1")
+        XCTAssertEqual(miss.header("set-cookie"), "session=1")
+        let hit = try c.get("/cookie?cookie=1")
+        XCTAssertTrue(hit.header("cache-status")?.contains("hit") ?? false)
+        XCTAssertNil(hit.header("set-cookie"))
+    }
 }

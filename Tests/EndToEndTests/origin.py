@@ -11,6 +11,8 @@ Query parameters on any path:
   lm=N          Last-Modified N seconds before the server started; a later
                 If-Modified-Since gets 304
   fail_after=N  after N requests to this path, answer 500
+  tcc=..., cdn=...  Larder-Cache-Control / CDN-Cache-Control values
+  cookie=1      add Set-Cookie
   size=N        body size in bytes (default 32); the body is a deterministic
                 pattern derived from the path
   chunked=1     send the body with Transfer-Encoding: chunked (in pieces)
@@ -100,6 +102,12 @@ class Handler(BaseHTTPRequestHandler):
         headers = {}
         if q.get("cc", "") != "none":
             headers["Cache-Control"] = q.get("cc", "max-age=60")
+        if "tcc" in q:
+            headers["Larder-Cache-Control"] = q["tcc"]
+        if "cdn" in q:
+            headers["CDN-Cache-Control"] = q["cdn"]
+        if q.get("cookie") == "1":
+            headers["Set-Cookie"] = "session=%d" % counts[self.path]
         if "etag" in q:
             headers["ETag"] = '"%s"' % q["etag"]
         if "lm" in q:
