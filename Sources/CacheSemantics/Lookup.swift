@@ -33,12 +33,16 @@ public enum LookupOutcome: Equatable, Sendable {
     /// The variant at `index` needs validation first: it is stale, or the
     /// request or response demands it (`requestForced`: the client asked).
     case stale(index: Int, age: Int, ttl: Int, requestForced: Bool)
+    /// Stale, but within stale-while-revalidate: serve it now and revalidate
+    /// in the background (RFC 5861 section 3).
+    case staleWhileRevalidate(index: Int, age: Int, ttl: Int)
 }
 
 public enum Lookup {
     /// Section 4: select the most recent variant whose Vary fields match
     /// (4.1), then judge its freshness for this request (4.2, 5.2.1).
-    public static func decide<S: StoredResponseFacts>(_ request: RequestFacts, _ variants: [S], now: Int64) -> LookupOutcome {
+    public static func decide<S: StoredResponseFacts>(_ request: RequestFacts, _ variants: [S], now: Int64,
+                                                      shared: Bool = true) -> LookupOutcome {
         if variants.isEmpty { return .miss(varyMiss: false) }
         guard let index = variants.lastIndex(where: { matches(request, $0) }) else { return .miss(varyMiss: true) }
         let entry = variants[index]
@@ -53,6 +57,10 @@ public enum Lookup {
                 || (request.pragmaNoCache && !request.cacheControl.hasAnyDirective)
                 || request.cacheControl.maxAge.map { age > $0 } ?? false
                 || request.cacheControl.minFresh.map { ttl < $0 } ?? false
+            if !forced, Stale.mayServeWhileRevalidating(lifetime: entry.lifetime, currentAge: age,
+                                                        response: entry.cacheControl, shared: shared) {
+                return .staleWhileRevalidate(index: index, age: age, ttl: ttl)
+            }
             return .stale(index: index, age: age, ttl: ttl, requestForced: forced && ttl > 0)
         }
     }

@@ -27,6 +27,9 @@ final class Exchange: UpstreamTransferDelegate {
     private var variants: [CachedResponse] = []
     /// The stored response a conditional upstream request is validating.
     private var validating: CachedResponse?
+    /// A stale stored response that may stand in if the upstream fails
+    /// (stale-if-error), with the request's directives.
+    private var staleCandidate: (entry: CachedResponse, request: CacheControl)?
 
     // Response streaming.
     private enum ClientFraming { case none, length, chunked, untilClose }
@@ -66,14 +69,20 @@ final class Exchange: UpstreamTransferDelegate {
         let now = EventLoop.wallSeconds()
         variants = worker.memory.lookup(key)
         var candidate: CachedResponse?
-        switch Lookup.decide(facts, variants, now: now) {
+        switch Lookup.decide(facts, variants, now: now, shared: shared) {
         case .fresh(let index, let age, let ttl):
             ProxyStats.bump(worker.stats.hits)
+            serveStored(variants[index], age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl))
+            return
+        case .staleWhileRevalidate(let index, let age, let ttl):
+            ProxyStats.bump(worker.stats.staleHits)
+            worker.revalidateInBackground(variants[index], among: variants, request: request, peer: connection.peer)
             serveStored(variants[index], age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl))
             return
         case .stale(let index, _, _, let forced):
             forwardReason = forced ? .request : .stale
             candidate = variants[index]
+            staleCandidate = (variants[index], requestCC)
         case .miss(let varyMiss):
             forwardReason = varyMiss ? .varyMiss : .uriMiss
         }
@@ -162,31 +171,8 @@ final class Exchange: UpstreamTransferDelegate {
     // MARK: forward
 
     private func forward() {
-        var headers: [(name: String, value: String)] = []
-        headers.reserveCapacity(request.headers.count + 4)
-        var forwardedFor: String?
-        for field in HopByHop.strip(request.headers) {
-            switch field.name {
-            case "host", "content-length", "expect", "larder-cache-policy": continue
-            case "if-none-match", "if-modified-since" where request.method == "GET":
-                // The cache fetches a full response to store and answers the
-                // client's conditional itself.
-                continue
-            case "x-forwarded-for": forwardedFor = forwardedFor.map { $0 + ", " + field.value } ?? field.value
-            default: headers.append((field.name, field.value))
-            }
-        }
-        headers.append(("x-forwarded-for", forwardedFor.map { $0 + ", " + connection.peer } ?? connection.peer))
-        if let host = request.header("host") { headers.append(("x-forwarded-host", host)) }
-        headers.append(("x-forwarded-proto", "http"))
-        if let validating {
-            // Section 4.3.1: every stored ETag of the URL's variants, so a 304
-            // can select any of them; Last-Modified of the one being validated.
-            var tags: [String] = []
-            for v in variants { if let t = v.etag, !tags.contains(t) { tags.append(t) } }
-            if !tags.isEmpty { headers.append(("if-none-match", tags.joined(separator: ", "))) }
-            if let lm = validating.lastModified { headers.append(("if-modified-since", lm)) }
-        }
+        var headers = UpstreamHeaders.forward(request, peer: connection.peer)
+        if let validating { UpstreamHeaders.addValidators(for: validating, among: variants, to: &headers) }
 
         let body: UpstreamRequest.Body
         switch request.framing {
@@ -228,6 +214,7 @@ final class Exchange: UpstreamTransferDelegate {
                                     dateValue: StoredResponseBuilder.value("date", in: headers).flatMap(HTTPDate.parse),
                                     ageValue: Freshness.parseAge(StoredResponseBuilder.value("age", in: headers)) ?? 0)
 
+        if Stale.isErrorStatus(status), serveStaleOnError() { return }
         if let validating {
             if status == 304 {
                 refreshFromNotModified(passed, timing: timing, fallback: validating)
@@ -394,6 +381,7 @@ final class Exchange: UpstreamTransferDelegate {
                 return
             }
             worker.logger.info("upstream error for \(request.method) \(key): \(error.message)")
+            if serveStaleOnError() { return }
             if let validating, validating.cacheControl.mustRevalidate || (shared && validating.cacheControl.proxyRevalidate) {
                 sendGatewayError(504, "upstream unavailable to revalidate a must-revalidate response: \(error.message)")
                 return
@@ -427,6 +415,20 @@ final class Exchange: UpstreamTransferDelegate {
             return
         }
         complete()
+    }
+
+    /// RFC 5861 section 4: the upstream failed; serve the stale response
+    /// instead when its (or the request's) stale-if-error window allows.
+    private func serveStaleOnError() -> Bool {
+        guard let (entry, requestCC) = staleCandidate, !responseStarted else { return false }
+        let now = EventLoop.wallSeconds()
+        let age = entry.currentAge(now: now)
+        guard Stale.mayServeOnError(lifetime: entry.lifetime, currentAge: age, response: entry.cacheControl,
+                                    request: requestCC, shared: shared) else { return false }
+        answeredFromStore = true
+        ProxyStats.bump(worker.stats.staleHits)
+        serveStored(entry, age: age, now: now, cacheStatus: CacheStatus.hit(ttl: entry.lifetime - age))
+        return true
     }
 
     /// 502/504 generated here, when nothing was sent yet.

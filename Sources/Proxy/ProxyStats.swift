@@ -8,6 +8,8 @@ public final class ProxyStats: Sendable {
     public let staleForwards = Atomic<Int>(0)
     public let stored = Atomic<Int>(0)
     public let revalidations = Atomic<Int>(0)
+    public let staleHits = Atomic<Int>(0)
+    public let backgroundRefreshes = Atomic<Int>(0)
     public let upstreamErrors = Atomic<Int>(0)
     public let clientErrors = Atomic<Int>(0)
 

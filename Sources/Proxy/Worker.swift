@@ -1,5 +1,6 @@
 import CacheStorage
 import EventLoop
+import HTTP1
 import Logging
 import Upstream
 
@@ -68,6 +69,22 @@ public final class Worker: IOHandler {
             connections[ObjectIdentifier(connection)] = connection
             connection.start()
         }
+    }
+
+    /// Background revalidations in flight on this worker, by key: at most one each.
+    private var refreshing: [String: BackgroundRefresh] = [:]
+
+    /// Starts a background revalidation of `entry` unless one is running.
+    func revalidateInBackground(_ entry: CachedResponse, among variants: [CachedResponse], request: RequestHead, peer: String) {
+        guard refreshing[entry.key] == nil, !draining else { return }
+        let key = entry.key
+        let refresh = BackgroundRefresh(worker: self, entry: entry, variants: variants, request: request) { [weak self] in
+            // Deferred: the refresh is still on the stack when it finishes.
+            self?.loop.execute { self?.refreshing[key] = nil }
+        }
+        refreshing[key] = refresh
+        ProxyStats.bump(stats.backgroundRefreshes)
+        refresh.start(peer: peer)
     }
 
     func connectionClosed(_ connection: ClientConnection) {

@@ -93,4 +93,35 @@ final class LookupTests: XCTestCase {
         let absent = Stored(lifetime: 10, varyNames: ["accept-language"], varyValues: [nil])
         XCTAssertEqual(Lookup.decide(request(), [en, absent], now: 1000), .fresh(index: 1, age: 0, ttl: 10))
     }
+
+    /// RFC 5861: stale-while-revalidate within its window, not past it, not with must-revalidate.
+    func testStaleWhileRevalidate() {
+        let swr = Stored(lifetime: 10, cacheControl: CacheControl("max-age=10, stale-while-revalidate=30"))
+        XCTAssertEqual(Lookup.decide(request(), [swr], now: 1020), .staleWhileRevalidate(index: 0, age: 20, ttl: -10))
+        XCTAssertEqual(Lookup.decide(request(), [swr], now: 1050), .stale(index: 0, age: 50, ttl: -40, requestForced: false))
+        XCTAssertEqual(Lookup.decide(request("no-cache"), [swr], now: 1020), .stale(index: 0, age: 20, ttl: -10, requestForced: false))
+        let mr = Stored(lifetime: 10, cacheControl: CacheControl("max-age=10, stale-while-revalidate=30, must-revalidate"))
+        XCTAssertEqual(Lookup.decide(request(), [mr], now: 1020), .stale(index: 0, age: 20, ttl: -10, requestForced: false))
+    }
+}
+
+/// RFC 9111 section 4.2.4 and RFC 5861 section 4.
+final class StaleTests: XCTestCase {
+    func testStaleIfErrorWindow() {
+        let cc = CacheControl("max-age=10, stale-if-error=60")
+        XCTAssertTrue(Stale.mayServeOnError(lifetime: 10, currentAge: 50, response: cc, request: CacheControl(), shared: true))
+        XCTAssertFalse(Stale.mayServeOnError(lifetime: 10, currentAge: 80, response: cc, request: CacheControl(), shared: true))
+        XCTAssertTrue(Stale.mayServeOnError(lifetime: 10, currentAge: 80, response: CacheControl("max-age=10"),
+                                            request: CacheControl("stale-if-error=100"), shared: true))
+        XCTAssertFalse(Stale.mayServeOnError(lifetime: 10, currentAge: 20, response: CacheControl("max-age=10"),
+                                             request: CacheControl(), shared: true))
+        XCTAssertFalse(Stale.mayServeOnError(lifetime: 10, currentAge: 20, response: CacheControl("max-age=10, stale-if-error=60, must-revalidate"),
+                                             request: CacheControl(), shared: true))
+        XCTAssertFalse(Stale.mayServeOnError(lifetime: 10, currentAge: 20, response: CacheControl("s-maxage=10, stale-if-error=60"),
+                                             request: CacheControl(), shared: true))
+        XCTAssertTrue(Stale.mayServeOnError(lifetime: 10, currentAge: 20, response: CacheControl("s-maxage=10, stale-if-error=60"),
+                                            request: CacheControl(), shared: false))
+        XCTAssertTrue(Stale.isErrorStatus(503))
+        XCTAssertFalse(Stale.isErrorStatus(404))
+    }
 }

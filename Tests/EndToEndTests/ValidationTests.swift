@@ -124,4 +124,54 @@ final class ValidationEndToEndTests: XCTestCase {
         XCTAssertTrue(hit.header("cache-status")?.contains("hit") ?? false)
         XCTAssertNil(hit.header("set-cookie"))
     }
+
+    /// Waits (bounded) until the origin has seen `n` requests for `target`.
+    private func waitForOriginCount(_ target: String, atLeast n: Int) throws -> Int {
+        let deadline = Date().addingTimeInterval(10)
+        var count = try origin.count(target)
+        while count < n && Date() < deadline {
+            usleep(20_000)
+            count = try origin.count(target)
+        }
+        return count
+    }
+
+    /// RFC 5861 section 3: served stale at once, refreshed in the background.
+    func testStaleWhileRevalidateServesAtOnceAndRefreshes() throws {
+        let target = "/swr?cc=max-age=0,stale-while-revalidate=60&size=16"
+        let c = try larder.client()
+        let first = try c.get(target)
+        XCTAssertEqual(first.header("x-origin-count"), "1")
+        let stale = try c.get(target)
+        XCTAssertEqual(stale.status, 200)
+        XCTAssertEqual(stale.header("x-origin-count"), "1", "the stale copy is served without waiting")
+        XCTAssertTrue(stale.header("cache-status")?.hasPrefix("larder; hit; ttl=") ?? false)
+        XCTAssertEqual(try waitForOriginCount(target, atLeast: 2), 2, "one background revalidation")
+        // The refreshed copy replaced the stale one.
+        let deadline = Date().addingTimeInterval(10)
+        var refreshed = try c.get(target)
+        while refreshed.header("x-origin-count") == "1" && Date() < deadline { refreshed = try c.get(target) }
+        XCTAssertNotEqual(refreshed.header("x-origin-count"), "1")
+    }
+
+    /// RFC 5861 section 4: a 500 or a dead origin yields the stale response within the window.
+    func testStaleIfErrorServesStaleWhenTheOriginFails() throws {
+        let c = try larder.client()
+        let failing = "/sie?cc=max-age=0,stale-if-error=60&fail_after=1&size=12"
+        let first = try c.get(failing)
+        let second = try c.get(failing)
+        XCTAssertEqual(second.status, 200)
+        XCTAssertEqual(second.body, first.body)
+        XCTAssertTrue(second.header("cache-status")?.hasPrefix("larder; hit; ttl=") ?? false)
+        // Without stale-if-error the 500 goes through.
+        _ = try c.get("/nosie?cc=max-age=0&fail_after=1")
+        XCTAssertEqual(try c.get("/nosie?cc=max-age=0&fail_after=1").status, 500)
+        // The origin gone entirely.
+        let gone = "/sie2?cc=max-age=0,stale-if-error=60&size=9"
+        let kept = try c.get(gone)
+        origin.stop()
+        let afterStop = try c.get(gone)
+        XCTAssertEqual(afterStop.status, 200)
+        XCTAssertEqual(afterStop.body, kept.body)
+    }
 }

@@ -1,0 +1,35 @@
+/// Serving stale responses: RFC 9111 section 4.2.4 and RFC 5861.
+public enum Stale {
+    /// Whether directives forbid serving this response stale at all
+    /// (must-revalidate; proxy-revalidate and s-maxage in a shared cache;
+    /// no-cache, which needs validation every time).
+    public static func forbidden(_ response: CacheControl, shared: Bool) -> Bool {
+        response.mustRevalidate || response.noCache
+            || (shared && (response.proxyRevalidate || response.sMaxAge != nil))
+    }
+
+    /// RFC 5861 section 3: within `stale-while-revalidate` seconds past
+    /// expiry, the stale response may be served while it is revalidated in
+    /// the background.
+    public static func mayServeWhileRevalidating(lifetime: Int, currentAge: Int, response: CacheControl,
+                                                 shared: Bool) -> Bool {
+        guard let window = response.staleWhileRevalidate, !forbidden(response, shared: shared) else { return false }
+        let staleness = currentAge - lifetime
+        return staleness >= 0 && staleness <= window
+    }
+
+    /// RFC 5861 section 4: when the upstream fails (error, timeout, 5xx),
+    /// a response stale by at most `stale-if-error` seconds (from the
+    /// response, or the request's own) may be served instead.
+    public static func mayServeOnError(lifetime: Int, currentAge: Int, response: CacheControl, request: CacheControl,
+                                       shared: Bool) -> Bool {
+        guard !forbidden(response, shared: shared) else { return false }
+        let window = max(response.staleIfError ?? -1, request.staleIfError ?? -1)
+        return window >= 0 && currentAge - lifetime <= window
+    }
+
+    /// Status codes that count as an upstream error for stale-if-error.
+    public static func isErrorStatus(_ status: Int) -> Bool {
+        status == 500 || status == 502 || status == 503 || status == 504
+    }
+}

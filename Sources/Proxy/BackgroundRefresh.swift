@@ -1,0 +1,91 @@
+import CacheSemantics
+import CacheStorage
+import EventLoop
+import HTTP1
+import Upstream
+
+/// Revalidates a stored response with no client waiting (stale-while-
+/// revalidate): a conditional GET; a 304 refreshes the stored response, a
+/// storable 200 replaces it, anything else leaves it as it was.
+final class BackgroundRefresh: UpstreamTransferDelegate {
+    private unowned let worker: Worker
+    private let entry: CachedResponse
+    private let variants: [CachedResponse]
+    private let request: RequestHead
+    private var transfer: UpstreamTransfer?
+    private var requestTime: Int64 = 0
+    private var pending: (status: Int, headers: [(name: String, value: String)], timing: ResponseTiming)?
+    private var body = ByteAccumulator()
+    private let onFinish: () -> Void
+
+    init(worker: Worker, entry: CachedResponse, variants: [CachedResponse], request: RequestHead,
+         onFinish: @escaping () -> Void) {
+        self.worker = worker
+        self.entry = entry
+        self.variants = variants
+        self.request = request
+        self.onFinish = onFinish
+    }
+
+    func start(peer: String) {
+        var headers = UpstreamHeaders.forward(request, peer: peer)
+        headers.removeAll { $0.name == "cache-control" || $0.name == "pragma" }
+        UpstreamHeaders.addValidators(for: entry, among: variants, to: &headers)
+        requestTime = EventLoop.wallSeconds()
+        transfer = worker.upstream.start(
+            UpstreamRequest(method: "GET", url: worker.configuration.upstreamBase + entry.key, headers: headers, body: .none),
+            delegate: self)
+    }
+
+    func upstreamDidReceiveHead(status: Int, headers: [(name: String, value: String)]) {
+        let timing = ResponseTiming(requestTime: requestTime, responseTime: EventLoop.wallSeconds(),
+                                    dateValue: StoredResponseBuilder.value("date", in: headers).flatMap(HTTPDate.parse),
+                                    ageValue: Freshness.parseAge(StoredResponseBuilder.value("age", in: headers)) ?? 0)
+        let nominated = HopByHop.nominated(byConnectionValues: headers.lazy.filter { $0.name == "connection" }.map(\.value))
+        let passed = headers.filter {
+            !HopByHop.names.contains($0.name) && !nominated.contains($0.name) && $0.name != "surrogate-key" && $0.name != "cache-tag"
+        }
+        if status == 304 {
+            let etag = StoredResponseBuilder.value("etag", in: passed)
+            guard let selected = Validation.selectValidated(
+                etag: etag, lastModified: StoredResponseBuilder.value("last-modified", in: passed),
+                candidates: variants.map { (etag: $0.etag, lastModified: $0.lastModified) }).map({ variants[$0] })
+                ?? (etag == nil ? entry : nil)
+            else { return }
+            let refreshed = worker.builder.refresh(selected, with: passed, timing: timing)
+            if !refreshed.cacheControl.noStore { worker.memory.insert(refreshed) }
+            return
+        }
+        if worker.builder.decide(request: request, status: status, headers: passed, timing: timing) == .store {
+            pending = (status, passed, timing)
+        }
+    }
+
+    func upstreamDidReceiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard pending != nil else { return true }
+        if body.count + bytes.count > worker.configuration.maxObjectBytes {
+            pending = nil
+            body.discard()
+        } else {
+            body.append(bytes)
+        }
+        return true
+    }
+
+    func upstreamDidComplete(_ error: UpstreamError?) {
+        transfer = nil
+        defer { onFinish() }
+        guard error == nil, let pending else {
+            body.discard()
+            return
+        }
+        let expected = StoredResponseBuilder.value("content-length", in: pending.headers).flatMap { Int($0) }
+        if let expected, expected != body.count {
+            body.discard()
+            return
+        }
+        let stored = worker.builder.build(key: entry.key, status: pending.status, headers: pending.headers, body: body.take(),
+                                          timing: pending.timing, varyFrom: { [request] in request.combinedHeader($0) })
+        if worker.memory.insert(stored) { ProxyStats.bump(worker.stats.stored) }
+    }
+}

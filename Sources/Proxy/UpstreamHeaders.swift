@@ -1,0 +1,37 @@
+import CacheStorage
+import HTTP1
+
+/// The header fields Larder sends upstream for a client's request.
+enum UpstreamHeaders {
+    /// The request's fields without hop-by-hop ones, Host (libcurl sends the
+    /// upstream's), framing and Larder's own, plus X-Forwarded-*. For GET the
+    /// client's If-None-Match / If-Modified-Since are dropped: the cache
+    /// fetches a full response to store and answers them itself.
+    static func forward(_ request: RequestHead, peer: String) -> [(name: String, value: String)] {
+        var headers: [(name: String, value: String)] = []
+        headers.reserveCapacity(request.headers.count + 4)
+        var forwardedFor: String?
+        for field in HopByHop.strip(request.headers) {
+            switch field.name {
+            case "host", "content-length", "expect", "larder-cache-policy": continue
+            case "if-none-match", "if-modified-since" where request.method == "GET": continue
+            case "x-forwarded-for": forwardedFor = forwardedFor.map { $0 + ", " + field.value } ?? field.value
+            default: headers.append((field.name, field.value))
+            }
+        }
+        headers.append(("x-forwarded-for", forwardedFor.map { $0 + ", " + peer } ?? peer))
+        if let host = request.header("host") { headers.append(("x-forwarded-host", host)) }
+        headers.append(("x-forwarded-proto", "http"))
+        return headers
+    }
+
+    /// RFC 9111 section 4.3.1: every stored ETag of the URL's variants, so a
+    /// 304 can select any of them, and the Last-Modified of the one validated.
+    static func addValidators(for entry: CachedResponse, among variants: [CachedResponse],
+                              to headers: inout [(name: String, value: String)]) {
+        var tags: [String] = []
+        for v in variants { if let t = v.etag, !tags.contains(t) { tags.append(t) } }
+        if !tags.isEmpty { headers.append(("if-none-match", tags.joined(separator: ", "))) }
+        if let lm = entry.lastModified { headers.append(("if-modified-since", lm)) }
+    }
+}
