@@ -113,6 +113,18 @@ final class Exchange: UpstreamTransferDelegate {
             complete()
             return
         }
+        if request.method == "GET", entry.status == 200, request.header("range") != nil {
+            switch ByteRange.evaluate(range: request.combinedHeader("range"), ifRange: request.header("if-range"),
+                                      length: entry.body.count, etag: entry.etag, lastModified: entry.lastModified) {
+            case .full: break
+            case .partial(let first, let last):
+                sendPartial(entry, first: first, last: last, age: age, now: now, cacheStatus: cacheStatus)
+                return
+            case .unsatisfiable:
+                sendPartial(entry, first: nil, last: nil, age: age, now: now, cacheStatus: cacheStatus)
+                return
+            }
+        }
         var tail: [UInt8] = []
         tail.reserveCapacity(128)
         tail.append(contentsOf: "Age: ".utf8)
@@ -125,6 +137,37 @@ final class Exchange: UpstreamTransferDelegate {
         connection.enqueue(entry.headPrefix)
         connection.enqueue(tail)
         if request.method != "HEAD" { connection.enqueue(entry.body) }
+        complete()
+    }
+
+    /// 206 with one range of the stored body, or 416 when `first` is nil
+    /// (RFC 9110 sections 14.4 and 15.5.17).
+    private func sendPartial(_ entry: CachedResponse, first: Int?, last: Int?, age: Int, now: Int64, cacheStatus: [UInt8]) {
+        let length = entry.body.count
+        var head = Array((first != nil ? "HTTP/1.1 206 Partial Content\r\n" : "HTTP/1.1 416 Range Not Satisfiable\r\n").utf8)
+        for field in entry.headers where !builder.isHidden(field.name) {
+            switch field.name {
+            case "date", "age", "content-length", "transfer-encoding", "connection", "keep-alive", "cache-status", "content-range":
+                continue
+            default: ResponseSerializer.appendField(field.name, field.value, to: &head)
+            }
+        }
+        if let first, let last {
+            ResponseSerializer.appendField("content-range", "bytes \(first)-\(last)/\(length)", to: &head)
+            ResponseSerializer.appendField("content-length", String(last - first + 1), to: &head)
+        } else {
+            ResponseSerializer.appendField("content-range", "bytes */\(length)", to: &head)
+            ResponseSerializer.appendField("content-length", "0", to: &head)
+        }
+        head.append(contentsOf: "Age: ".utf8)
+        ResponseSerializer.appendDecimal(age, to: &head)
+        head.append(contentsOf: [0x0D, 0x0A])
+        head.append(contentsOf: worker.dateHeader.current(now: now))
+        head.append(contentsOf: cacheStatus)
+        appendConnectionField(to: &head)
+        head.append(contentsOf: [0x0D, 0x0A])
+        connection.enqueue(head)
+        if let first, let last { connection.enqueue(entry.body, from: first, to: last + 1) }
         complete()
     }
 
@@ -245,9 +288,11 @@ final class Exchange: UpstreamTransferDelegate {
                builder.decide(request: request, status: status, headers: passed, timing: timing) == .store,
                (expectedLength ?? 0) <= worker.configuration.maxObjectBytes {
                 store = PendingStore(status: status, headers: passed, timing: timing)
-            } else if request.method == "GET" && status < 400 {
+            } else if request.method == "GET" && status < 400 && status != 206 && status != 304 {
                 // A current answer that cannot be stored: drop what it supersedes.
                 worker.memory.remove(key)
+            } else if request.method == "HEAD" && status == 200 {
+                updateFromHead(passed, timing: timing)
             }
             cacheStatus = CacheStatus.forward(forwardReason, stored: store != nil, fwdStatus: validating != nil ? status : nil)
             answerNotModified = status == 200 && clientIsNotModified(
@@ -323,6 +368,25 @@ final class Exchange: UpstreamTransferDelegate {
         let status = CacheStatus.forward(forwardReason, stored: !noStore, fwdStatus: 304)
         serveStored(refreshed, age: refreshed.currentAge(now: now), now: now,
                     cacheStatus: Array("Cache-Status: \(status)\r\n".utf8))
+    }
+
+    /// RFC 9111 section 4.3.5: a 200 to HEAD updates the stored GET response
+    /// it describes (selected by validator); a changed length means the
+    /// stored one is outdated, so it goes.
+    private func updateFromHead(_ headers: [(name: String, value: String)], timing: ResponseTiming) {
+        guard !variants.isEmpty else { return }
+        let etag = StoredResponseBuilder.value("etag", in: headers)
+        let lastModified = StoredResponseBuilder.value("last-modified", in: headers)
+        guard etag != nil || lastModified != nil,
+              let index = Validation.selectValidated(etag: etag, lastModified: lastModified,
+                                                     candidates: variants.map { (etag: $0.etag, lastModified: $0.lastModified) })
+        else { return }
+        let entry = variants[index]
+        if let length = StoredResponseBuilder.value("content-length", in: headers).flatMap({ Int($0) }), length != entry.body.count {
+            worker.memory.remove(key)
+            return
+        }
+        worker.memory.insert(builder.refresh(entry, with: headers, timing: timing))
     }
 
     /// RFC 9111 section 4.4: a successful unsafe request invalidates the target.

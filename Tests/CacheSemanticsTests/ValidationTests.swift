@@ -125,3 +125,38 @@ final class StaleTests: XCTestCase {
         XCTAssertFalse(Stale.isErrorStatus(404))
     }
 }
+
+/// RFC 9110 section 14: ranges served from a stored response.
+final class ByteRangeTests: XCTestCase {
+    private func eval(_ range: String?, ifRange: String? = nil, length: Int = 100) -> ByteRange.Outcome {
+        ByteRange.evaluate(range: range, ifRange: ifRange, length: length, etag: "\"e\"",
+                           lastModified: "Sun, 06 Nov 1994 08:49:37 GMT")
+    }
+
+    func testSingleRanges() {
+        XCTAssertEqual(eval(nil), .full)
+        XCTAssertEqual(eval("bytes=0-9"), .partial(first: 0, last: 9))
+        XCTAssertEqual(eval("bytes=90-"), .partial(first: 90, last: 99))
+        XCTAssertEqual(eval("bytes=-10"), .partial(first: 90, last: 99))
+        XCTAssertEqual(eval("bytes=-500"), .partial(first: 0, last: 99))
+        XCTAssertEqual(eval("bytes=50-5000"), .partial(first: 50, last: 99))
+        XCTAssertEqual(eval("bytes=100-"), .unsatisfiable)
+        XCTAssertEqual(eval("bytes=-0"), .unsatisfiable)
+    }
+
+    func testIgnoredRanges() {
+        XCTAssertEqual(eval("bytes=0-1,5-6"), .full)  // multiple ranges: the whole representation is allowed
+        XCTAssertEqual(eval("items=0-1"), .full)
+        XCTAssertEqual(eval("bytes=9-1"), .full)
+        XCTAssertEqual(eval("bytes=a-b"), .full)
+    }
+
+    /// Section 13.1.5: If-Range with a strong ETag or the exact Last-Modified.
+    func testIfRange() {
+        XCTAssertEqual(eval("bytes=0-1", ifRange: "\"e\""), .partial(first: 0, last: 1))
+        XCTAssertEqual(eval("bytes=0-1", ifRange: "\"other\""), .full)
+        XCTAssertEqual(eval("bytes=0-1", ifRange: "W/\"e\""), .full)
+        XCTAssertEqual(eval("bytes=0-1", ifRange: "Sun, 06 Nov 1994 08:49:37 GMT"), .partial(first: 0, last: 1))
+        XCTAssertEqual(eval("bytes=0-1", ifRange: "Sun, 06 Nov 1994 08:49:38 GMT"), .full)
+    }
+}

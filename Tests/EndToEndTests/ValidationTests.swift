@@ -174,4 +174,38 @@ final class ValidationEndToEndTests: XCTestCase {
         XCTAssertEqual(afterStop.status, 200)
         XCTAssertEqual(afterStop.body, kept.body)
     }
+
+    /// RFC 9110 section 14: a range of a stored response, and If-Range.
+    func testRangeRequestsAreAnsweredFromTheStoredResponse() throws {
+        let target = "/range?etag=r1&size=1000"
+        let c = try larder.client()
+        let full = try c.get(target)
+        let part = try c.get(target, headers: ["Range: bytes=10-19"])
+        XCTAssertEqual(part.status, 206)
+        XCTAssertEqual(part.header("content-range"), "bytes 10-19/1000")
+        XCTAssertEqual(part.body, Array(full.body[10..<20]))
+        let suffix = try c.get(target, headers: ["Range: bytes=-5"])
+        XCTAssertEqual(suffix.body, Array(full.body[995..<1000]))
+        XCTAssertEqual(try c.get(target, headers: ["Range: bytes=5000-"]).status, 416)
+        let stale = try c.get(target, headers: ["Range: bytes=0-1", "If-Range: \"old\""])
+        XCTAssertEqual(stale.status, 200)
+        XCTAssertEqual(stale.body.count, 1000)
+        XCTAssertEqual(try origin.count(target), 1)
+    }
+
+    /// RFC 9111 section 4.3.5: a HEAD response updates the stored GET's headers.
+    func testHeadResponseUpdatesTheStoredGet() throws {
+        let target = "/headupd?etag=h1&cc=max-age=0&size=10"
+        let c = try larder.client()
+        _ = try c.get(target)
+        try c.send("HEAD \(target) HTTP/1.1\r\nHost: t\r\n\r\n")
+        let head = try c.readResponse(method: "HEAD")
+        XCTAssertEqual(head.status, 200)
+        XCTAssertEqual(head.header("x-origin-count"), "2")
+        // The stored GET now carries the HEAD's fields; its body is unchanged.
+        let get = try c.get(target)
+        XCTAssertEqual(get.body.count, 10)
+        // (the revalidating 304 carries no X-Origin-Count, so "2" can only come from the HEAD)
+        XCTAssertEqual(get.header("x-origin-count"), "2")
+    }
 }
