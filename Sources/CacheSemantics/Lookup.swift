@@ -68,7 +68,7 @@ public enum Lookup {
     /// Section 4.1: every field the stored response's Vary names has the same
     /// normalized value in the request as in the request that produced it.
     public static func matches<S: StoredResponseFacts>(_ request: RequestFacts, _ stored: S) -> Bool {
-        for (i, name) in stored.varyNames.enumerated() where Vary.normalize(request.field(name)) != stored.varyValues[i] {
+        for (i, name) in stored.varyNames.enumerated() where Vary.normalize(request.field(name), field: name) != stored.varyValues[i] {
             return false
         }
         return true

@@ -13,13 +13,24 @@ public enum Vary {
         return names.sorted()
     }
 
-    /// The normalized values of those fields in a request: whitespace around
-    /// commas collapsed, so that "a,b" and "a, b" select the same variant.
-    public static func normalize(_ value: String?) -> String? {
+    /// Fields whose values are lists of case-insensitive tokens (RFC 9110
+    /// sections 12.5): their members are lowercased.
+    static let caseInsensitiveLists: Set<String> = ["accept", "accept-encoding", "accept-language", "accept-charset"]
+    /// Fields whose members' order carries no meaning: sorted too.
+    static let unorderedLists: Set<String> = ["accept-encoding"]
+
+    /// The normalized value of a request field for variant selection
+    /// (RFC 9111 section 4.1 allows normalizing to equal semantics):
+    /// whitespace around list members removed, then for the Accept family
+    /// tokens lowercased, and Accept-Encoding members sorted.
+    public static func normalize(_ value: String?, field: String = "") -> String? {
         guard let value else { return nil }
-        return value.split(separator: ",", omittingEmptySubsequences: false)
-            .map { $0.trimmingWhitespace() }
-            .joined(separator: ",")
+        var members = value.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingWhitespace() }
+        if caseInsensitiveLists.contains(field) {
+            members = members.map { $0.lowercased().split(separator: ";").map { $0.trimmingWhitespace() }.joined(separator: ";") }
+        }
+        if unorderedLists.contains(field) { members.sort() }
+        return members.joined(separator: ",")
     }
 }
 

@@ -82,7 +82,7 @@ struct StoredResponseBuilder: Sendable {
         let names = Vary.fieldNames(Self.combined("vary", in: headers)) ?? []
         return CachedResponse(key: key, status: status, headPrefix: Bytes(prefix), body: body, headers: kept,
                               timing: timing, lifetime: lifetime(status: status, headers: kept, timing: timing) ?? 0,
-                              cacheControl: cc, varyNames: names, varyValues: names.map { Vary.normalize(request($0)) })
+                              cacheControl: cc, varyNames: names, varyValues: names.map { Vary.normalize(request($0), field: $0) })
     }
 
     /// A stored response refreshed by a 304 (or HEAD) response (section 4.3.4):
