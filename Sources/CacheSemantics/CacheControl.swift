@@ -90,11 +90,11 @@ public struct CacheControl: Equatable, Sendable {
         let nameStart = i
         while i < s.endIndex, s[i] != "=", s[i] != ",", s[i] != " ", s[i] != "\t" { i = s.index(after: i) }
         let name = s[nameStart..<i]
-        while i < s.endIndex, s[i] == " " || s[i] == "\t" { i = s.index(after: i) }
         var argument: Substring?
+        // The grammar allows no whitespace around "=": "max-age = 5" is
+        // malformed, and a malformed max-age reads as 0 (stale), the safe side.
         if i < s.endIndex, s[i] == "=" {
             i = s.index(after: i)
-            while i < s.endIndex, s[i] == " " || s[i] == "\t" { i = s.index(after: i) }
             if i < s.endIndex, s[i] == "\"" {
                 i = s.index(after: i)
                 let argStart = i

@@ -21,6 +21,9 @@ final class CacheControlTests: XCTestCase {
         XCTAssertEqual(CacheControl("max-stale").maxStale, Int.max)
         XCTAssertTrue(CacheControl("private, no-store").noStore)
         XCTAssertTrue(CacheControl("PRIVATE").isPrivate)
+        // No whitespace is allowed around "=" (RFC 9111 section 5.2): malformed reads as stale.
+        XCTAssertEqual(CacheControl("max-age = 3600").maxAge, 0)
+        XCTAssertEqual(CacheControl("max-age=\"3600\"").maxAge, 3600)
     }
 }
 
