@@ -67,9 +67,10 @@ struct StoredResponseBuilder: Sendable {
                timing: ResponseTiming, varyFrom request: (String) -> String?) -> CachedResponse {
         let (cc, _) = cacheControl(headers)
         // A shared cache keeps private="field" fields out of storage (RFC 9111
-        // section 5.2.2.7) and does not replay one user's cookies to others.
-        var dropped = shared ? Set(cc.privateFields) : []
-        if shared { dropped.insert("set-cookie") }
+        // section 5.2.2.7). Set-Cookie is stored like any field, as RFC 9111
+        // section 7.3 allows; an origin that must not share it says
+        // private="Set-Cookie" or no-store.
+        let dropped: Set<String> = shared ? Set(cc.privateFields) : []
         let kept = headers.filter { !dropped.contains($0.name) }
         var prefixFields: [HeaderField] = []
         for field in kept where !Self.perRequestFields.contains(field.name) && !isHidden(field.name) {

@@ -115,14 +115,19 @@ final class ValidationEndToEndTests: XCTestCase {
         XCTAssertEqual(try origin.count("/tcc2?cc=max-age=60&tcc=no-store"), 2)
     }
 
-    /// One user's Set-Cookie is not replayed to others from a shared cache.
-    func testSetCookieIsNotReplayedFromTheCache() throws {
+    /// Set-Cookie is stored and replayed (RFC 9111 section 7.3) and updated by
+    /// a 304; private="Set-Cookie" keeps it out of the stored copy.
+    func testSetCookieIsStoredUnlessPrivate() throws {
         let c = try larder.client()
-        let miss = try c.get("/cookie?cookie=1")
-        XCTAssertEqual(miss.header("set-cookie"), "session=1")
+        _ = try c.get("/cookie?cookie=1")
         let hit = try c.get("/cookie?cookie=1")
         XCTAssertTrue(hit.header("cache-status")?.contains("hit") ?? false)
-        XCTAssertNil(hit.header("set-cookie"))
+        XCTAssertEqual(hit.header("set-cookie"), "session=1")
+        let privateTarget = "/pcookie?cookie=1&cc=max-age=60,private=%22Set-Cookie%22"
+        XCTAssertEqual(try c.get(privateTarget).header("set-cookie"), "session=1")
+        let privateHit = try c.get(privateTarget)
+        XCTAssertTrue(privateHit.header("cache-status")?.contains("hit") ?? false)
+        XCTAssertNil(privateHit.header("set-cookie"))
     }
 
     /// Waits (bounded) until the origin has seen `n` requests for `target`.
