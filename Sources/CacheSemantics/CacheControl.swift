@@ -7,9 +7,11 @@ public struct CacheControl: Equatable, Sendable {
     public var maxAge: Int?
     public var sMaxAge: Int?
     public var noStore = false
-    /// `no-cache` without field names (with field names it is treated the same:
-    /// the stored response needs validation, which is the safe reading).
+    /// `no-cache` without field names: every reuse needs validation.
     public var noCache = false
+    /// `no-cache="a, b"`: those fields must not be reused without validation
+    /// (section 5.2.2.4); Larder does not store them, and reuses the rest.
+    public var noCacheFields: [String] = []
     /// `private` without field names: the whole response is for one user.
     public var isPrivate = false
     /// `private="a, b"`: only those fields are private (a shared cache may
@@ -48,10 +50,15 @@ public struct CacheControl: Equatable, Sendable {
         case "max-age": if maxAge == nil { maxAge = Self.seconds(argument) }
         case "s-maxage": if sMaxAge == nil { sMaxAge = Self.seconds(argument) }
         case "no-store": noStore = true
-        case "no-cache": noCache = true
+        case "no-cache":
+            if let argument, !argument.isEmpty {
+                noCacheFields += Self.fieldNames(argument)
+            } else {
+                noCache = true
+            }
         case "private":
             if let argument, !argument.isEmpty {
-                privateFields += argument.split(separator: ",").map { $0.trimmingWhitespace().lowercased() }.filter { !$0.isEmpty }
+                privateFields += Self.fieldNames(argument)
             } else {
                 isPrivate = true
             }
@@ -68,6 +75,11 @@ public struct CacheControl: Equatable, Sendable {
         case "stale-if-error": staleIfError = Self.seconds(argument)
         default: break  // unknown directives are ignored (section 5.2.3)
         }
+    }
+
+    /// The lowercased field names of a quoted list argument.
+    static func fieldNames(_ argument: Substring) -> [String] {
+        argument.split(separator: ",").map { $0.trimmingWhitespace().lowercased() }.filter { !$0.isEmpty }
     }
 
     /// delta-seconds: digits only; anything else reads as 0.

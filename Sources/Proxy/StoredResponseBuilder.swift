@@ -66,11 +66,13 @@ struct StoredResponseBuilder: Sendable {
     func build(key: String, status: Int, headers: [(name: String, value: String)], body: Bytes,
                timing: ResponseTiming, varyFrom request: (String) -> String?) -> CachedResponse {
         let (cc, _) = cacheControl(headers)
-        // A shared cache keeps private="field" fields out of storage (RFC 9111
-        // section 5.2.2.7). Set-Cookie is stored like any field, as RFC 9111
+        // Fields named by no-cache="..." are not stored (RFC 9111 section
+        // 5.2.2.4: they may not be reused unvalidated), nor, in a shared
+        // cache, those named by private="..." (5.2.2.7). Set-Cookie is stored like any field, as RFC 9111
         // section 7.3 allows; an origin that must not share it says
         // private="Set-Cookie" or no-store.
-        let dropped: Set<String> = shared ? Set(cc.privateFields) : []
+        var dropped = Set(cc.noCacheFields)
+        if shared { dropped.formUnion(cc.privateFields) }
         let kept = headers.filter { !dropped.contains($0.name) }
         var prefixFields: [HeaderField] = []
         for field in kept where !Self.perRequestFields.contains(field.name) && !isHidden(field.name) {

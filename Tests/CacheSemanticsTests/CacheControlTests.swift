@@ -7,7 +7,10 @@ final class CacheControlTests: XCTestCase {
         XCTAssertTrue(cc.isPublic)
         XCTAssertEqual(cc.maxAge, 60)
         XCTAssertEqual(cc.sMaxAge, 120)
-        XCTAssertTrue(cc.noCache)
+        // Section 5.2.2.4: qualified no-cache names fields; it does not force validation.
+        XCTAssertFalse(cc.noCache)
+        XCTAssertEqual(cc.noCacheFields, ["set-cookie", "x"])
+        XCTAssertTrue(CacheControl("no-cache").noCache)
         XCTAssertEqual(cc.staleWhileRevalidate, 30)
         XCTAssertFalse(cc.noStore)
     }

@@ -130,6 +130,19 @@ final class ValidationEndToEndTests: XCTestCase {
         XCTAssertNil(privateHit.header("set-cookie"))
     }
 
+    /// RFC 9111 section 5.2.2.4: no-cache="a" keeps field a out of the stored
+    /// copy, which is otherwise reused without validation.
+    func testQualifiedNoCacheOmitsTheFieldAndStillCaches() throws {
+        let target = "/ncf?cc=max-age=3600,no-cache=%22a%22&extra=a:1;b:2"
+        let c = try larder.client()
+        XCTAssertEqual(try c.get(target).header("a"), "1")
+        let hit = try c.get(target)
+        XCTAssertTrue(hit.header("cache-status")?.contains("hit") ?? false)
+        XCTAssertNil(hit.header("a"))
+        XCTAssertEqual(hit.header("b"), "2")
+        XCTAssertEqual(try origin.count(target), 1)
+    }
+
     /// Waits (bounded) until the origin has seen `n` requests for `target`.
     private func waitForOriginCount(_ target: String, atLeast n: Int) throws -> Int {
         let deadline = Date().addingTimeInterval(10)

@@ -13,6 +13,7 @@ Query parameters on any path:
   fail_after=N  after N requests to this path, answer 500
   tcc=..., cdn=...  Larder-Cache-Control / CDN-Cache-Control values
   cookie=1      add Set-Cookie
+  extra=N:v;... add arbitrary response fields
   size=N        body size in bytes (default 32); the body is a deterministic
                 pattern derived from the path
   chunked=1     send the body with Transfer-Encoding: chunked (in pieces)
@@ -106,6 +107,11 @@ class Handler(BaseHTTPRequestHandler):
             headers["Larder-Cache-Control"] = q["tcc"]
         if "cdn" in q:
             headers["CDN-Cache-Control"] = q["cdn"]
+        if "extra" in q:
+            # extra=Name:value;Name2:value2 adds arbitrary response fields.
+            for item in q["extra"].split(";"):
+                name, _, value = item.partition(":")
+                headers[name] = value
         if q.get("cookie") == "1":
             headers["Set-Cookie"] = "session=%d" % counts[self.path]
         if "etag" in q:
