@@ -130,7 +130,6 @@ final class Exchange: UpstreamTransferDelegate {
         tail.append(contentsOf: "Age: ".utf8)
         ResponseSerializer.appendDecimal(age, to: &tail)
         tail.append(contentsOf: [0x0D, 0x0A])
-        tail.append(contentsOf: worker.dateHeader.current(now: now))
         tail.append(contentsOf: cacheStatus)
         appendConnectionField(to: &tail)
         tail.append(contentsOf: [0x0D, 0x0A])
@@ -147,7 +146,7 @@ final class Exchange: UpstreamTransferDelegate {
         var head = Array((first != nil ? "HTTP/1.1 206 Partial Content\r\n" : "HTTP/1.1 416 Range Not Satisfiable\r\n").utf8)
         for field in entry.headers where !builder.isHidden(field.name) {
             switch field.name {
-            case "date", "age", "content-length", "transfer-encoding", "connection", "keep-alive", "cache-status", "content-range":
+            case "age", "content-length", "transfer-encoding", "connection", "keep-alive", "cache-status", "content-range":
                 continue
             default: ResponseSerializer.appendField(field.name, field.value, to: &head)
             }
@@ -159,13 +158,7 @@ final class Exchange: UpstreamTransferDelegate {
             ResponseSerializer.appendField("content-range", "bytes */\(length)", to: &head)
             ResponseSerializer.appendField("content-length", "0", to: &head)
         }
-        head.append(contentsOf: "Age: ".utf8)
-        ResponseSerializer.appendDecimal(age, to: &head)
-        head.append(contentsOf: [0x0D, 0x0A])
-        head.append(contentsOf: worker.dateHeader.current(now: now))
-        head.append(contentsOf: cacheStatus)
-        appendConnectionField(to: &head)
-        head.append(contentsOf: [0x0D, 0x0A])
+        appendTail(age: age, now: now, cacheStatus: cacheStatus, hasDate: entry.header("date") != nil, to: &head)
         connection.enqueue(head)
         if let first, let last { connection.enqueue(entry.body, from: first, to: last + 1) }
         complete()
@@ -186,21 +179,29 @@ final class Exchange: UpstreamTransferDelegate {
     /// have had that describe the representation, no body.
     private func sendNotModified(_ headers: [(name: String, value: String)], age: Int, now: Int64, cacheStatus: [UInt8]) {
         var head = Array("HTTP/1.1 304 Not Modified\r\n".utf8)
+        var hasDate = false
         for field in headers {
             switch field.name {
-            case "cache-control", "content-location", "etag", "expires", "vary", "last-modified":
+            case "cache-control", "content-location", "date", "etag", "expires", "vary", "last-modified":
+                if field.name == "date" { hasDate = true }
                 ResponseSerializer.appendField(field.name, field.value, to: &head)
             default: continue
             }
         }
+        appendTail(age: age, now: now, cacheStatus: cacheStatus, hasDate: hasDate, to: &head)
+        connection.enqueue(head)
+    }
+
+    /// Age, Date (only when the fields have none), Cache-Status, Connection
+    /// and the blank line ending the head.
+    private func appendTail(age: Int, now: Int64, cacheStatus: [UInt8], hasDate: Bool, to head: inout [UInt8]) {
         head.append(contentsOf: "Age: ".utf8)
         ResponseSerializer.appendDecimal(age, to: &head)
         head.append(contentsOf: [0x0D, 0x0A])
-        head.append(contentsOf: worker.dateHeader.current(now: now))
+        if !hasDate { head.append(contentsOf: worker.dateHeader.current(now: now)) }
         head.append(contentsOf: cacheStatus)
         appendConnectionField(to: &head)
         head.append(contentsOf: [0x0D, 0x0A])
-        connection.enqueue(head)
     }
 
     private func appendConnectionField(to out: inout [UInt8]) {

@@ -19,9 +19,10 @@ struct StoredResponseBuilder: Sendable {
     }
 
     /// Header fields never stored in the head prefix: per-request fields
-    /// (filled in on every hit) and framing.
+    /// (filled in on every hit) and framing. Date stays: a cache must not
+    /// change the origin's Date (RFC 9110 section 6.6.1).
     private static let perRequestFields: Set<String> = [
-        "date", "age", "content-length", "transfer-encoding", "connection", "keep-alive", "cache-status",
+        "age", "content-length", "transfer-encoding", "connection", "keep-alive", "cache-status",
     ]
 
     /// Whether a response field is for Larder only and never reaches clients.
@@ -77,6 +78,10 @@ struct StoredResponseBuilder: Sendable {
         var prefixFields: [HeaderField] = []
         for field in kept where !Self.perRequestFields.contains(field.name) && !isHidden(field.name) {
             prefixFields.append(HeaderField(name: field.name, value: field.value))
+        }
+        if !kept.contains(where: { $0.name == "date" }) {
+            // No Date from the origin: the one Larder added when it received the response.
+            prefixFields.append(HeaderField(name: "date", value: HTTPDate.formatString(timing.responseTime)))
         }
         var prefix = ResponseSerializer.headPrefix(status: status, headers: prefixFields)
         if status != 204 && status != 304 {
