@@ -16,13 +16,14 @@ public enum Vary {
     /// Fields whose values are lists of case-insensitive tokens (RFC 9110
     /// sections 12.5): their members are lowercased.
     static let caseInsensitiveLists: Set<String> = ["accept", "accept-encoding", "accept-language", "accept-charset"]
-    /// Fields whose members' order carries no meaning: sorted too.
-    static let unorderedLists: Set<String> = ["accept-encoding"]
+    /// Fields whose members' order carries no meaning (preference is given by
+    /// q-values, RFC 9110 section 12.4.2, which stay attached): sorted too.
+    static let unorderedLists: Set<String> = caseInsensitiveLists
 
     /// The normalized value of a request field for variant selection
     /// (RFC 9111 section 4.1 allows normalizing to equal semantics):
     /// whitespace around list members removed, then for the Accept family
-    /// tokens lowercased, and Accept-Encoding members sorted.
+    /// tokens lowercased and members sorted.
     public static func normalize(_ value: String?, field: String = "") -> String? {
         guard let value else { return nil }
         var members = value.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingWhitespace() }

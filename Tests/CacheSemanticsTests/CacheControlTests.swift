@@ -142,7 +142,8 @@ final class FreshnessTests: XCTestCase {
         // RFC 9111 section 4.1: normalizing to identical semantics.
         XCTAssertEqual(Vary.normalize("GZIP, br", field: "accept-encoding"), Vary.normalize("br,gzip", field: "accept-encoding"))
         XCTAssertEqual(Vary.normalize("EN-us; q=0.5", field: "accept-language"), Vary.normalize("en-US;q=0.5", field: "accept-language"))
-        XCTAssertNotEqual(Vary.normalize("en, fr", field: "accept-language"), Vary.normalize("fr, en", field: "accept-language"))
+        XCTAssertEqual(Vary.normalize("en, fr", field: "accept-language"), Vary.normalize("fr, en", field: "accept-language"))
+        XCTAssertNotEqual(Vary.normalize("en;q=0.5, fr", field: "accept-language"), Vary.normalize("en, fr;q=0.5", field: "accept-language"))
         XCTAssertNotEqual(Vary.normalize("A", field: "x-custom"), Vary.normalize("a", field: "x-custom"))
     }
 }
