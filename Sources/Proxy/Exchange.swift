@@ -390,16 +390,18 @@ final class Exchange: UpstreamTransferDelegate {
         worker.memory.insert(builder.refresh(entry, with: headers, timing: timing))
     }
 
-    /// RFC 9111 section 4.4: a successful unsafe request invalidates the target.
+    /// RFC 9111 section 4.4: a successful unsafe request invalidates the
+    /// target and the same-origin Location and Content-Location.
     private func invalidateAfterUnsafe(_ headers: [(name: String, value: String)]) {
         guard request.method != "OPTIONS", request.method != "TRACE" else { return }
         worker.memory.remove(key)
+        let upstream = worker.configuration.upstreamOrigin
         for name in ["location", "content-location"] {
-            guard let target = StoredResponseBuilder.value(name, in: headers) else { continue }
-            if target.first == "/" { worker.memory.remove(target) }
-            else if target.hasPrefix(worker.configuration.upstreamBase + "/") {
-                worker.memory.remove(String(target.dropFirst(worker.configuration.upstreamBase.count)))
-            }
+            guard let reference = StoredResponseBuilder.value(name, in: headers),
+                  let target = Invalidation.key(for: reference, requestKey: key, upstreamAuthority: upstream.authority,
+                                                upstreamPathPrefix: upstream.pathPrefix, clientAuthority: request.header("host"))
+            else { continue }
+            worker.memory.remove(target)
         }
     }
 

@@ -23,6 +23,15 @@ public struct ProxyConfiguration: Sendable {
     public var clientBufferBytes = 1 << 20
     public var upstream = UpstreamSettings()
 
+    /// The upstream's "host:port" and path prefix, split from `upstreamBase`.
+    public var upstreamOrigin: (authority: String, pathPrefix: String) {
+        let afterScheme = upstreamBase.split(separator: "/", maxSplits: 3, omittingEmptySubsequences: false)
+        // "http:", "", "host:port", "prefix..."
+        let authority = afterScheme.count > 2 ? String(afterScheme[2]) : ""
+        let prefix = afterScheme.count > 3 ? "/" + afterScheme[3] : ""
+        return (authority, prefix)
+    }
+
     public init(upstreamBase: String) {
         var base = upstreamBase
         while base.hasSuffix("/") { base.removeLast() }

@@ -160,3 +160,27 @@ final class ByteRangeTests: XCTestCase {
         XCTAssertEqual(eval("bytes=0-1", ifRange: "Sun, 06 Nov 1994 08:49:38 GMT"), .full)
     }
 }
+
+/// RFC 9111 section 4.4: Location and Content-Location targets.
+final class InvalidationTests: XCTestCase {
+    private func key(_ reference: String, prefix: String = "") -> String? {
+        Invalidation.key(for: reference, requestKey: "/test/post?x=1", upstreamAuthority: "origin:9000",
+                         upstreamPathPrefix: prefix, clientAuthority: "larder:8080")
+    }
+
+    func testSameOriginReferences() {
+        XCTAssertEqual(key("/a/b"), "/a/b")
+        XCTAssertEqual(key("location_target"), "/test/location_target")
+        XCTAssertEqual(key("../up?q=2"), "/up?q=2")
+        XCTAssertEqual(key("http://origin:9000/x?y"), "/x?y")
+        XCTAssertEqual(key("HTTP://LARDER:8080/z"), "/z")
+        XCTAssertEqual(key("//origin:9000"), "/")
+        XCTAssertEqual(key("http://origin:9000/api/x", prefix: "/api"), "/x")
+    }
+
+    func testOtherOriginsAreNotInvalidated() {
+        XCTAssertNil(key("http://elsewhere/x"))
+        XCTAssertNil(key("https://origin:9001/x"))
+        XCTAssertNil(key("http://origin:9000/other/x", prefix: "/api"))
+    }
+}

@@ -226,6 +226,17 @@ final class ProxyTests: XCTestCase {
         XCTAssertEqual(after.header("cache-status"), "larder; fwd=uri-miss; stored")
     }
 
+    func testUnsafeResponseInvalidatesItsLocationAndContentLocation() throws {
+        let c = try larder.client()
+        _ = try c.get("/inv2/target")
+        _ = try c.get("/inv2/other")
+        XCTAssertTrue(try c.get("/inv2/target").header("cache-status")?.contains("hit") ?? false)
+        try c.send("DELETE /inv2/post?extra=Location:target;Content-Location:/inv2/other HTTP/1.1\r\nHost: t\r\n\r\n")
+        XCTAssertEqual(try c.readResponse().status, 200)
+        XCTAssertEqual(try c.get("/inv2/target").header("cache-status"), "larder; fwd=uri-miss; stored")
+        XCTAssertEqual(try c.get("/inv2/other").header("cache-status"), "larder; fwd=uri-miss; stored")
+    }
+
     func testMalformedRequestsGetTheirStatus() throws {
         let cases: [(String, Int, Bool)] = [
             ("GET / HTTP/1.1\r\nHost: t\r\nX: " + String(repeating: "a", count: 40_000) + "\r\n\r\n", 431, true),
