@@ -32,7 +32,8 @@ struct StoredResponseBuilder: Sendable {
     /// (RFC 9213 section 2.1), else Cache-Control.
     func cacheControl(_ headers: [(name: String, value: String)]) -> (CacheControl, targeted: Bool) {
         for name in targetedFields {
-            if let value = Self.combined(name, in: headers), !value.isEmpty { return (CacheControl(value), true) }
+            // An empty or unparsable targeted field is ignored (RFC 9213 section 2.1).
+            if let value = Self.combined(name, in: headers), let cc = CacheControl(targeted: value) { return (cc, true) }
         }
         return (CacheControl(Self.combined("cache-control", in: headers)), false)
     }

@@ -184,3 +184,32 @@ final class InvalidationTests: XCTestCase {
         XCTAssertNil(key("http://origin:9000/other/x", prefix: "/api"))
     }
 }
+
+/// RFC 9213 with RFC 8941 dictionaries.
+final class TargetedCacheControlTests: XCTestCase {
+    func testValidDictionaries() {
+        let cc = CacheControl(targeted: "max-age=3600, no-store;foo=1, foobar, s-maxage=99999999999")
+        XCTAssertEqual(cc?.maxAge, 3600)
+        XCTAssertEqual(cc?.noStore, true)
+        XCTAssertEqual(cc?.sMaxAge, 2_147_483_648)
+        XCTAssertEqual(CacheControl(targeted: "private")?.isPrivate, true)
+        XCTAssertEqual(CacheControl(targeted: "max-age=10, max-age=20")?.maxAge, 20)  // last wins in a dictionary
+    }
+
+    func testInvalidFieldsAreIgnoredWhole() {
+        XCTAssertNil(CacheControl(targeted: "max-age=10000, &&&&&"))
+        XCTAssertNil(CacheControl(targeted: ""))
+        XCTAssertNil(CacheControl(targeted: "MaX-aGe=3600"))
+        XCTAssertNil(CacheControl(targeted: "max-age =100"))
+        XCTAssertNil(CacheControl(targeted: "max-age=1,"))
+    }
+
+    func testWrongTypesAreIgnoredAlone() {
+        let cc = CacheControl(targeted: "max-age=\"10000\", no-store=?0, private=1")
+        XCTAssertNotNil(cc)
+        XCTAssertNil(cc?.maxAge)
+        XCTAssertEqual(cc?.noStore, false)
+        XCTAssertEqual(cc?.isPrivate, false)
+        XCTAssertNil(CacheControl(targeted: "max-age=-5")?.maxAge)
+    }
+}
