@@ -76,9 +76,8 @@ public enum StoreDecision: Equatable, Sendable {
     case doNotStore(String)
 }
 
-/// Status codes this cache understands well enough to store (section 3, "the
-/// response status code is final" and understood). 206 needs range support
-/// and is not stored yet.
+/// Status codes whose semantics Larder knows (RFC 9110 section 15), which
+/// matters for must-understand (RFC 9111 section 5.2.2.3).
 public let understoodStatusCodes: Set<Int> = [
     200, 203, 204, 300, 301, 302, 303, 307, 308, 404, 405, 410, 414, 451, 501,
     400, 403, 500, 502, 503, 504,
@@ -95,10 +94,17 @@ public enum Storability {
     public static func decide(method: String, status: Int, request: CacheControl, response: CacheControl,
                               hasAuthorization: Bool, shared: Bool, reusable: Bool) -> StoreDecision {
         guard method == "GET" else { return .doNotStore("method \(method)") }
-        guard understoodStatusCodes.contains(status) else { return .doNotStore("status \(status)") }
+        // Section 3: any final status may be stored; 206 and 304 only by a
+        // cache that understands them (206 needs range combining, which
+        // Larder does not do; a 304 is never stored on its own).
+        guard status >= 200, status <= 999, status != 206, status != 304 else { return .doNotStore("status \(status)") }
         if request.noStore { return .doNotStore("request no-store") }
-        // must-understand overrides no-store for understood status codes (section 5.2.2.3).
-        if response.noStore && !response.mustUnderstand { return .doNotStore("no-store") }
+        if response.mustUnderstand {
+            // Section 5.2.2.3: store only understood codes, and then ignore no-store.
+            guard understoodStatusCodes.contains(status) else { return .doNotStore("must-understand status \(status)") }
+        } else if response.noStore {
+            return .doNotStore("no-store")
+        }
         if shared && response.isPrivate { return .doNotStore("private") }
         // Section 3.5: a shared cache may store a response to an authorized
         // request only when the response explicitly allows it.

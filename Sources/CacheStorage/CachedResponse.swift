@@ -8,6 +8,8 @@ import CacheSemantics
 public final class CachedResponse: StoredResponseFacts, @unchecked Sendable {
     public let key: String
     public let status: Int
+    /// The upstream's reason phrase, if it sent one.
+    public let reason: String?
     public let headPrefix: Bytes
     public let body: Bytes
     /// Response fields as stored (lowercased names), for validation and HEAD.
@@ -21,11 +23,12 @@ public final class CachedResponse: StoredResponseFacts, @unchecked Sendable {
     public let varyNames: [String]
     public let varyValues: [String?]
 
-    public init(key: String, status: Int, headPrefix: Bytes, body: Bytes, headers: [(name: String, value: String)],
+    public init(key: String, status: Int, reason: String? = nil, headPrefix: Bytes, body: Bytes, headers: [(name: String, value: String)],
                 timing: ResponseTiming, lifetime: Int, cacheControl: CacheControl,
                 varyNames: [String], varyValues: [String?]) {
         self.key = key
         self.status = status
+        self.reason = reason
         self.headPrefix = headPrefix
         self.body = body
         self.headers = headers

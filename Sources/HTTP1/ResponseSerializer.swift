@@ -3,18 +3,29 @@
 public enum ResponseSerializer {
     /// "HTTP/1.1 200 OK\r\n" followed by each field; no terminating blank line,
     /// so the caller can append more fields.
-    public static func headPrefix(status: Int, headers: [HeaderField]) -> [UInt8] {
+    /// `reason`: the upstream's reason phrase, kept when it is safe to repeat.
+    public static func headPrefix(status: Int, reason: String? = nil, headers: [HeaderField]) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(256)
-        out.append(contentsOf: "HTTP/1.1 ".utf8)
-        appendDecimal(status, to: &out)
-        out.append(SP)
-        out.append(contentsOf: reasonPhrase(status).utf8)
-        out.append(contentsOf: [CR, LF])
+        appendStatusLine(status, reason: reason, to: &out)
         for field in headers {
             appendField(field.name, field.value, to: &out)
         }
         return out
+    }
+
+    /// "HTTP/1.1 <status> <reason>\r\n"; a reason with control characters
+    /// (or none) is replaced by the standard phrase.
+    public static func appendStatusLine(_ status: Int, reason: String?, to out: inout [UInt8]) {
+        out.append(contentsOf: "HTTP/1.1 ".utf8)
+        appendDecimal(status, to: &out)
+        out.append(SP)
+        if let reason, !reason.isEmpty, reason.utf8.allSatisfy({ $0 == HTAB || ($0 >= SP && $0 != DEL) }) {
+            out.append(contentsOf: reason.utf8)
+        } else {
+            out.append(contentsOf: reasonPhrase(status).utf8)
+        }
+        out.append(contentsOf: [CR, LF])
     }
 
     public static func appendField(_ name: String, _ value: String, to out: inout [UInt8]) {
@@ -136,6 +147,14 @@ public enum ResponseLine {
         let parts = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
         guard parts.count >= 2, parts[1].utf8.count == 3, let code = Int(parts[1]), code >= 100, code <= 999 else { return nil }
         return code
+    }
+
+    /// The reason phrase of a status line ("OK" of "HTTP/1.1 200 OK"); nil for none.
+    public static func reason(_ line: String) -> String? {
+        let parts = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3 else { return nil }
+        let reason = parts[2].trimmingCharacters(in: " \t\r\n")
+        return reason.isEmpty ? nil : reason
     }
 
     /// A "Name: value" line, name lowercased and value trimmed.

@@ -14,7 +14,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
     private let request: RequestHead
     private var transfer: UpstreamTransfer?
     private var requestTime: Int64 = 0
-    private var pending: (status: Int, headers: [(name: String, value: String)], timing: ResponseTiming)?
+    private var pending: (status: Int, reason: String?, headers: [(name: String, value: String)], timing: ResponseTiming)?
     private var body = ByteAccumulator()
     private let onFinish: () -> Void
 
@@ -37,7 +37,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
             delegate: self)
     }
 
-    func upstreamDidReceiveHead(status: Int, headers: [(name: String, value: String)]) {
+    func upstreamDidReceiveHead(status: Int, reason: String?, headers: [(name: String, value: String)]) {
         let timing = ResponseTiming(requestTime: requestTime, responseTime: EventLoop.wallSeconds(),
                                     dateValue: StoredResponseBuilder.value("date", in: headers).flatMap(HTTPDate.parse),
                                     ageValue: Freshness.parseAge(StoredResponseBuilder.value("age", in: headers)) ?? 0)
@@ -57,7 +57,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
             return
         }
         if worker.builder.decide(request: request, status: status, headers: passed, timing: timing) == .store {
-            pending = (status, passed, timing)
+            pending = (status, reason, passed, timing)
         }
     }
 
@@ -84,7 +84,8 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
             body.discard()
             return
         }
-        let stored = worker.builder.build(key: entry.key, status: pending.status, headers: pending.headers, body: body.take(),
+        let stored = worker.builder.build(key: entry.key, status: pending.status, reason: pending.reason,
+                                          headers: pending.headers, body: body.take(),
                                           timing: pending.timing, varyFrom: { [request] in request.combinedHeader($0) })
         if worker.memory.insert(stored) { ProxyStats.bump(worker.stats.stored) }
     }

@@ -41,6 +41,7 @@ final class Exchange: UpstreamTransferDelegate {
     /// What will become a `CachedResponse` when the body is complete.
     private struct PendingStore {
         var status: Int
+        var reason: String?
         var headers: [(name: String, value: String)]
         var timing: ResponseTiming
         var body = ByteAccumulator()
@@ -243,7 +244,7 @@ final class Exchange: UpstreamTransferDelegate {
 
     // MARK: UpstreamTransferDelegate
 
-    func upstreamDidReceiveHead(status: Int, headers: [(name: String, value: String)]) {
+    func upstreamDidReceiveHead(status: Int, reason: String?, headers: [(name: String, value: String)]) {
         guard !finished, !answeredFromStore else { return }
         let responseTime = EventLoop.wallSeconds()
         let nominated = HopByHop.nominated(byConnectionValues: headers.lazy.filter { $0.name == "connection" }.map(\.value))
@@ -288,7 +289,7 @@ final class Exchange: UpstreamTransferDelegate {
             if request.method == "GET",
                builder.decide(request: request, status: status, headers: passed, timing: timing) == .store,
                (expectedLength ?? 0) <= worker.configuration.maxObjectBytes {
-                store = PendingStore(status: status, headers: passed, timing: timing)
+                store = PendingStore(status: status, reason: reason, headers: passed, timing: timing)
             } else if request.method == "GET" && status < 400 && status != 206 && status != 304 {
                 // A current answer that cannot be stored: drop what it supersedes.
                 worker.memory.remove(key)
@@ -316,11 +317,7 @@ final class Exchange: UpstreamTransferDelegate {
 
         var head: [UInt8] = []
         head.reserveCapacity(512)
-        head.append(contentsOf: "HTTP/1.1 ".utf8)
-        ResponseSerializer.appendDecimal(status, to: &head)
-        head.append(0x20)
-        head.append(contentsOf: ResponseSerializer.reasonPhrase(status).utf8)
-        head.append(contentsOf: [0x0D, 0x0A])
+        ResponseSerializer.appendStatusLine(status, reason: reason, to: &head)
         for field in passed {
             if field.name == "age" && ageValue != nil { continue }
             if builder.isHidden(field.name) { continue }
@@ -471,7 +468,7 @@ final class Exchange: UpstreamTransferDelegate {
         }
         if var pending = store {
             store = nil
-            let entry = builder.build(key: key, status: pending.status, headers: pending.headers,
+            let entry = builder.build(key: key, status: pending.status, reason: pending.reason, headers: pending.headers,
                                       body: pending.body.take(), timing: pending.timing,
                                       varyFrom: { [request] in request.combinedHeader($0) })
             if worker.memory.insert(entry) { ProxyStats.bump(worker.stats.stored) }

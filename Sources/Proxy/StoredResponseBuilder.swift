@@ -65,7 +65,7 @@ struct StoredResponseBuilder: Sendable {
 
     /// Builds the stored form. `varyFrom` supplies the request's values of
     /// the fields the response's Vary names.
-    func build(key: String, status: Int, headers: [(name: String, value: String)], body: Bytes,
+    func build(key: String, status: Int, reason: String?, headers: [(name: String, value: String)], body: Bytes,
                timing: ResponseTiming, varyFrom request: (String) -> String?) -> CachedResponse {
         let (cc, _) = cacheControl(headers)
         // Fields named by no-cache="..." are not stored (RFC 9111 section
@@ -84,12 +84,12 @@ struct StoredResponseBuilder: Sendable {
             // No Date from the origin: the one Larder added when it received the response.
             prefixFields.append(HeaderField(name: "date", value: HTTPDate.formatString(timing.responseTime)))
         }
-        var prefix = ResponseSerializer.headPrefix(status: status, headers: prefixFields)
+        var prefix = ResponseSerializer.headPrefix(status: status, reason: reason, headers: prefixFields)
         if status != 204 && status != 304 {
             ResponseSerializer.appendField("content-length", String(body.count), to: &prefix)
         }
         let names = Vary.fieldNames(Self.combined("vary", in: headers)) ?? []
-        return CachedResponse(key: key, status: status, headPrefix: Bytes(prefix), body: body, headers: kept,
+        return CachedResponse(key: key, status: status, reason: reason, headPrefix: Bytes(prefix), body: body, headers: kept,
                               timing: timing, lifetime: lifetime(status: status, headers: kept, timing: timing) ?? 0,
                               cacheControl: cc, varyNames: names, varyValues: names.map { Vary.normalize(request($0), field: $0) })
     }
@@ -99,7 +99,8 @@ struct StoredResponseBuilder: Sendable {
     func refresh(_ entry: CachedResponse, with update: [(name: String, value: String)], timing: ResponseTiming) -> CachedResponse {
         let merged = Validation.merge(stored: entry.headers, update: update)
         let names = entry.varyNames, values = entry.varyValues
-        return build(key: entry.key, status: entry.status, headers: merged, body: entry.body, timing: timing) { name in
+        return build(key: entry.key, status: entry.status, reason: entry.reason, headers: merged, body: entry.body,
+                     timing: timing) { name in
             names.firstIndex(of: name).flatMap { values[$0] }
         }
     }

@@ -12,6 +12,7 @@ public final class UpstreamTransfer {
     private var retainedSelf: Unmanaged<UpstreamTransfer>?
 
     private var status = 0
+    private var reason: String?
     private var headers: [(name: String, value: String)] = []
     private var headDelivered = false
     private var completed = false
@@ -215,7 +216,7 @@ public final class UpstreamTransfer {
             if status >= 200 {
                 headDelivered = true
                 client.loop.cancel(responseTimer)
-                delegate?.upstreamDidReceiveHead(status: status, headers: headers)
+                delegate?.upstreamDidReceiveHead(status: status, reason: reason, headers: headers)
             }
             return line.count
         }
@@ -224,6 +225,7 @@ public final class UpstreamTransfer {
             // A new head (after a 1xx, or the first): start over.
             guard let code = ResponseLine.status(text) else { return 0 }  // not HTTP: abort
             status = code
+            reason = ResponseLine.reason(text)
             headers.removeAll(keepingCapacity: true)
         } else if let field = ResponseLine.field(text) {
             headers.append((field.name, field.value))

@@ -64,8 +64,9 @@ public struct UpstreamSettings: Sendable {
 
 /// Receives one transfer's response as it streams in. Called on the loop thread.
 public protocol UpstreamTransferDelegate: AnyObject {
-    /// The final response head (after any 1xx).
-    func upstreamDidReceiveHead(status: Int, headers: [(name: String, value: String)])
+    /// The final response head (after any 1xx); `reason` is the HTTP/1.x
+    /// reason phrase (HTTP/2 has none).
+    func upstreamDidReceiveHead(status: Int, reason: String?, headers: [(name: String, value: String)])
     /// A piece of the body. Return false to leave it unconsumed and pause the
     /// transfer; call `resume()` later and the same bytes come again.
     func upstreamDidReceiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool

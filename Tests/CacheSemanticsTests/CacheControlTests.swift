@@ -96,7 +96,12 @@ final class FreshnessTests: XCTestCase {
         XCTAssertEqual(decide(res: "max-age=60, public", auth: true), .store)
         XCTAssertNotEqual(decide(res: "public"), .store)
         XCTAssertNotEqual(decide("GET", 206), .store)
+        XCTAssertNotEqual(decide("GET", 304), .store)
+        XCTAssertNotEqual(decide("GET", 101), .store)
         XCTAssertEqual(decide("GET", 404), .store)
+        // Section 3: an unknown final status with explicit freshness may be stored.
+        XCTAssertEqual(decide("GET", 299), .store)
+        XCTAssertEqual(decide("GET", 599), .store)
         // Section 5.2.2.3: must-understand overrides no-store for understood codes only.
         XCTAssertEqual(decide(res: "max-age=60, no-store, must-understand"), .store)
         XCTAssertNotEqual(decide("GET", 299, res: "max-age=60, no-store, must-understand"), .store)

@@ -226,4 +226,25 @@ final class ValidationEndToEndTests: XCTestCase {
         // (the revalidating 304 carries no X-Origin-Count, so "2" can only come from the HEAD)
         XCTAssertEqual(get.header("x-origin-count"), "2")
     }
+
+    /// RFC 9111 section 3: any final status with explicit freshness is reused,
+    /// with the upstream's reason phrase.
+    func testUnknownStatusWithFreshnessIsCachedWithItsReasonPhrase() throws {
+        let c = try larder.client()
+        try c.send("GET /s299?status=299&reason=Whatever HTTP/1.1\r\nHost: t\r\n\r\n")
+        _ = try c.readResponse()
+        let raw = try HTTPClient(port: larder.port)
+        try raw.send("GET /s299?status=299&reason=Whatever HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(raw.fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { break }
+            bytes += chunk[0..<n]
+        }
+        let text = String(decoding: bytes, as: UTF8.self)
+        XCTAssertTrue(text.hasPrefix("HTTP/1.1 299 Whatever\r\n"), text)
+        XCTAssertTrue(text.contains("larder; hit"), text)
+        XCTAssertEqual(try origin.count("/s299?status=299&reason=Whatever"), 1)
+    }
 }

@@ -19,7 +19,7 @@ Query parameters on any path:
   chunked=1     send the body with Transfer-Encoding: chunked (in pieces)
   vary=Name     add "Vary: Name"; the body then includes that header's value
   delay=S       sleep S seconds (float) before answering
-  status=N      status code (default 200)
+  status=N      status code (default 200); reason=TEXT its reason phrase
   tags=a b      add Surrogate-Key (and the same as Cache-Tag)
   hop=1         add hop-by-hop fields (Connection: X-Hop-Secret, Keep-Alive, ...)
 Run as "origin.py PORT --tls CERT KEY" to serve https.
@@ -77,6 +77,7 @@ class Handler(BaseHTTPRequestHandler):
     def handle_any(self):
         url = urlsplit(self.path)
         q = {k: v[0] for k, v in parse_qs(url.query).items()}
+        self.reason = q.get("reason")
         body_in = self.read_body() if self.command not in ("GET", "HEAD") or "Content-Length" in self.headers else b""
         if url.path == "/__count":
             with lock:
@@ -152,7 +153,7 @@ class Handler(BaseHTTPRequestHandler):
         return False
 
     def send(self, status, body, headers, chunked=False):
-        self.send_response(status)
+        self.send_response(status, getattr(self, "reason", None))
         for k, v in headers.items():
             self.send_header(k, v)
         if chunked:
