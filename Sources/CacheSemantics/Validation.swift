@@ -69,7 +69,8 @@ public enum Validation {
 
     /// Which stored variant a 304 validates (section 4.3.4): the most recent
     /// one whose ETag matches the 304's; without an ETag, the one whose
-    /// Last-Modified matches; if the 304 has neither, the only candidate.
+    /// Last-Modified matches; if the 304 has neither, the only stored
+    /// response, when it has no validator either.
     public static func selectValidated(etag: String?, lastModified: String?,
                                        candidates: [(etag: String?, lastModified: String?)]) -> Int? {
         if let etag {
@@ -78,6 +79,8 @@ public enum Validation {
         if let lastModified {
             return candidates.lastIndex { $0.lastModified == lastModified }
         }
-        return candidates.count == 1 ? 0 : nil
+        // No validator in the update: only a lone stored response without one.
+        if candidates.count == 1, candidates[0].etag == nil, candidates[0].lastModified == nil { return 0 }
+        return nil
     }
 }

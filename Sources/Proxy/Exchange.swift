@@ -375,8 +375,7 @@ final class Exchange: UpstreamTransferDelegate {
         guard !variants.isEmpty else { return }
         let etag = StoredResponseBuilder.value("etag", in: headers)
         let lastModified = StoredResponseBuilder.value("last-modified", in: headers)
-        guard etag != nil || lastModified != nil,
-              let index = Validation.selectValidated(etag: etag, lastModified: lastModified,
+        guard let index = Validation.selectValidated(etag: etag, lastModified: lastModified,
                                                      candidates: variants.map { (etag: $0.etag, lastModified: $0.lastModified) })
         else { return }
         let entry = variants[index]

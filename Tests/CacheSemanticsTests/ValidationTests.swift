@@ -45,7 +45,8 @@ final class ValidationTests: XCTestCase {
         XCTAssertNil(Validation.selectValidated(etag: "\"z\"", lastModified: nil, candidates: candidates))
         XCTAssertEqual(Validation.selectValidated(etag: nil, lastModified: "y", candidates: candidates), 2)
         XCTAssertNil(Validation.selectValidated(etag: nil, lastModified: nil, candidates: candidates))
-        XCTAssertEqual(Validation.selectValidated(etag: nil, lastModified: nil, candidates: [("\"a\"", nil)]), 0)
+        XCTAssertNil(Validation.selectValidated(etag: nil, lastModified: nil, candidates: [("\"a\"", nil)]))
+        XCTAssertEqual(Validation.selectValidated(etag: nil, lastModified: nil, candidates: [(nil, nil)]), 0)
     }
 }
 
