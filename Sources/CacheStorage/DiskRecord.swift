@@ -1,0 +1,245 @@
+import CacheSemantics
+
+/// What the disk tier keeps of a stored response: enough to rebuild the
+/// `CachedResponse` (the proxy recomputes the head and lifetime from the
+/// fields, so a record never disagrees with the rules that made it).
+public struct DiskRecord: Equatable, Sendable {
+    public var key: String
+    public var status: Int
+    public var reason: String?
+    public var headers: [HeaderPair]
+    public var timing: ResponseTiming
+    public var varyNames: [String]
+    public var varyValues: [String?]
+    /// When the record was written (wall seconds), for pruning and disk_ttl.
+    public var storedAt: Int64
+    public var body: [UInt8]
+
+    public struct HeaderPair: Equatable, Sendable {
+        public var name: String
+        public var value: String
+        public init(_ name: String, _ value: String) {
+            self.name = name
+            self.value = value
+        }
+    }
+
+    public init(key: String, status: Int, reason: String?, headers: [HeaderPair], timing: ResponseTiming,
+                varyNames: [String], varyValues: [String?], storedAt: Int64, body: [UInt8]) {
+        self.key = key
+        self.status = status
+        self.reason = reason
+        self.headers = headers
+        self.timing = timing
+        self.varyNames = varyNames
+        self.varyValues = varyValues
+        self.storedAt = storedAt
+        self.body = body
+    }
+
+    public init(_ entry: CachedResponse, storedAt: Int64) {
+        self.init(key: entry.key, status: entry.status, reason: entry.reason,
+                  headers: entry.headers.map { HeaderPair($0.name, $0.value) }, timing: entry.timing,
+                  varyNames: entry.varyNames, varyValues: entry.varyValues, storedAt: storedAt,
+                  body: Array(entry.body.buffer))
+    }
+}
+
+/// The on-disk file format, version 1 (little-endian):
+///
+///     0  "LRDR"            magic
+///     4  u32 version       1
+///     8  u32 metaLength
+///    12  u32 reserved      0
+///    16  u64 bodyLength
+///    24  u64 checksum      over meta and body
+///    32  meta              key, status, reason, timing, vary, headers, storedAt
+///        body
+///
+/// A file whose magic, version, lengths or checksum do not match is not a
+/// record: the reader treats it as a miss and the tier deletes it.
+public enum DiskFormat {
+    public static let version: UInt32 = 1
+    public static let fixedHeaderBytes = 32
+    static let magic: [UInt8] = Array("LRDR".utf8)
+    /// Bounds on what a reader accepts, so a corrupt length cannot make it allocate wildly.
+    static let maxMetaBytes = 16 << 20
+
+    public enum Failure: Error, Equatable {
+        case truncated, badMagic, unsupportedVersion(UInt32), badLength, checksumMismatch, malformedMeta
+    }
+
+    /// The whole file's bytes for `record`.
+    public static func encode(_ record: DiskRecord) -> [UInt8] {
+        var meta = Writer()
+        meta.string(record.key)
+        meta.i64(Int64(record.status))
+        meta.string(record.reason ?? "")
+        meta.i64(record.timing.requestTime)
+        meta.i64(record.timing.responseTime)
+        meta.i64(record.timing.dateValue ?? Int64.min)
+        meta.i64(Int64(record.timing.ageValue))
+        meta.i64(record.storedAt)
+        meta.u32(UInt32(record.varyNames.count))
+        for name in record.varyNames { meta.string(name) }
+        meta.u32(UInt32(record.varyValues.count))
+        for value in record.varyValues {
+            meta.u8(value == nil ? 0 : 1)
+            meta.string(value ?? "")
+        }
+        meta.u32(UInt32(record.headers.count))
+        for h in record.headers {
+            meta.string(h.name)
+            meta.string(h.value)
+        }
+        var out = Writer()
+        out.bytes.reserveCapacity(fixedHeaderBytes + meta.bytes.count + record.body.count)
+        out.bytes.append(contentsOf: magic)
+        out.u32(version)
+        out.u32(UInt32(meta.bytes.count))
+        out.u32(0)
+        out.u64(UInt64(record.body.count))
+        var sum = Checksum()
+        sum.add(meta.bytes)
+        sum.add(record.body)
+        out.u64(sum.value)
+        out.bytes.append(contentsOf: meta.bytes)
+        out.bytes.append(contentsOf: record.body)
+        return out.bytes
+    }
+
+    /// The fixed header: meta and body lengths, after checking magic and version.
+    public static func header(_ bytes: ArraySlice<UInt8>) throws(Failure) -> (metaLength: Int, bodyLength: Int, checksum: UInt64) {
+        guard bytes.count >= fixedHeaderBytes else { throw .truncated }
+        var r = Reader(bytes)
+        guard Array(try r.take(4)) == magic else { throw .badMagic }
+        let v = try r.u32()
+        guard v == version else { throw .unsupportedVersion(v) }
+        let metaLength = Int(try r.u32())
+        _ = try r.u32()
+        let bodyLength = try r.u64()
+        let checksum = try r.u64()
+        guard metaLength <= maxMetaBytes, bodyLength < UInt64(Int.max / 2) else { throw .badLength }
+        return (metaLength, Int(bodyLength), checksum)
+    }
+
+    /// Decodes a whole file, verifying the checksum.
+    public static func decode(_ bytes: [UInt8]) throws(Failure) -> DiskRecord {
+        let h = try header(bytes[...])
+        guard bytes.count == fixedHeaderBytes + h.metaLength + h.bodyLength else { throw .truncated }
+        let metaEnd = fixedHeaderBytes + h.metaLength
+        var sum = Checksum()  // meta and body summed separately, as written
+        sum.add(bytes[fixedHeaderBytes..<metaEnd])
+        sum.add(bytes[metaEnd...])
+        guard sum.value == h.checksum else { throw .checksumMismatch }
+        var record = try decodeMeta(bytes[fixedHeaderBytes..<metaEnd])
+        record.body = Array(bytes[metaEnd...])
+        return record
+    }
+
+    /// Decodes only the metadata (no body, no checksum): for rebuilding the index.
+    public static func decodeMeta(_ meta: ArraySlice<UInt8>) throws(Failure) -> DiskRecord {
+        var r = Reader(meta)
+        let key = try r.string()
+        let status = Int(try r.i64())
+        let reason = try r.string()
+        let requestTime = try r.i64(), responseTime = try r.i64(), date = try r.i64(), age = try r.i64()
+        let storedAt = try r.i64()
+        var varyNames: [String] = []
+        for _ in 0..<(try r.count()) { varyNames.append(try r.string()) }
+        var varyValues: [String?] = []
+        for _ in 0..<(try r.count()) {
+            let present = try r.u8()
+            let value = try r.string()
+            varyValues.append(present == 0 ? nil : value)
+        }
+        var headers: [DiskRecord.HeaderPair] = []
+        for _ in 0..<(try r.count()) { headers.append(DiskRecord.HeaderPair(try r.string(), try r.string())) }
+        guard r.atEnd, varyNames.count == varyValues.count, (100...999).contains(status) else { throw .malformedMeta }
+        return DiskRecord(key: key, status: status, reason: reason.isEmpty ? nil : reason, headers: headers,
+                          timing: ResponseTiming(requestTime: requestTime, responseTime: responseTime,
+                                                 dateValue: date == Int64.min ? nil : date, ageValue: Int(clamping: age)),
+                          varyNames: varyNames, varyValues: varyValues, storedAt: storedAt, body: [])
+    }
+
+    struct Writer {
+        var bytes: [UInt8] = []
+        mutating func u8(_ v: UInt8) { bytes.append(v) }
+        mutating func u32(_ v: UInt32) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
+        mutating func u64(_ v: UInt64) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
+        mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
+        mutating func string(_ s: String) {
+            u32(UInt32(s.utf8.count))
+            bytes.append(contentsOf: s.utf8)
+        }
+    }
+
+    struct Reader {
+        let bytes: ArraySlice<UInt8>
+        var i: Int
+        init(_ bytes: ArraySlice<UInt8>) {
+            self.bytes = bytes
+            i = bytes.startIndex
+        }
+        var atEnd: Bool { i == bytes.endIndex }
+        mutating func take(_ n: Int) throws(Failure) -> ArraySlice<UInt8> {
+            guard n >= 0, bytes.endIndex - i >= n else { throw .truncated }
+            defer { i += n }
+            return bytes[i..<(i + n)]
+        }
+        mutating func u8() throws(Failure) -> UInt8 { try take(1).first! }
+        mutating func u32() throws(Failure) -> UInt32 {
+            var v: UInt32 = 0
+            for (k, b) in try take(4).enumerated() { v |= UInt32(b) << (8 * UInt32(k)) }
+            return v
+        }
+        mutating func u64() throws(Failure) -> UInt64 {
+            var v: UInt64 = 0
+            for (k, b) in try take(8).enumerated() { v |= UInt64(b) << (8 * UInt64(k)) }
+            return v
+        }
+        mutating func i64() throws(Failure) -> Int64 { Int64(bitPattern: try u64()) }
+        mutating func count() throws(Failure) -> Int {
+            let n = Int(try u32())
+            guard n <= 100_000 else { throw .malformedMeta }
+            return n
+        }
+        mutating func string() throws(Failure) -> String {
+            let n = Int(try u32())
+            return String(decoding: try take(n), as: UTF8.self)
+        }
+    }
+}
+
+/// A 64-bit checksum (FNV-1a style, eight bytes per step, in the machine's
+/// byte order: cache files are local to one machine): catches torn and
+/// corrupted files; not a defence against deliberate tampering. Each `add`
+/// starts its own 8-byte grid, so reader and writer add the same pieces.
+public struct Checksum {
+    public private(set) var value: UInt64 = 0xCBF2_9CE4_8422_2325
+    private static let prime: UInt64 = 0x0000_0100_0000_01B3
+
+    public init() {}
+
+    public mutating func add<C: Collection>(_ bytes: C) where C.Element == UInt8 {
+        var h = value
+        let done: Bool? = bytes.withContiguousStorageIfAvailable { buffer -> Bool in
+            var i = 0
+            let n = buffer.count
+            let raw = UnsafeRawBufferPointer(buffer)
+            while i + 8 <= n {
+                h = (h ^ raw.loadUnaligned(fromByteOffset: i, as: UInt64.self)) &* Self.prime
+                i += 8
+            }
+            while i < n {
+                h = (h ^ UInt64(buffer[i])) &* Self.prime
+                i += 1
+            }
+            return true
+        }
+        if done == nil {
+            for b in bytes { h = (h ^ UInt64(b)) &* Self.prime }
+        }
+        value = h
+    }
+}

@@ -1,0 +1,52 @@
+import XCTest
+import CacheSemantics
+@testable import CacheStorage
+
+final class DiskFormatTests: XCTestCase {
+    private func record(_ key: String = "/a?b=1", body: [UInt8] = Array("hello world".utf8)) -> DiskRecord {
+        DiskRecord(key: key, status: 200, reason: "OK",
+                   headers: [.init("cache-control", "max-age=60"), .init("etag", "\"x\""), .init("x-ü", "välue")],
+                   timing: ResponseTiming(requestTime: 100, responseTime: 101, dateValue: nil, ageValue: 3),
+                   varyNames: ["accept-language"], varyValues: [nil], storedAt: 102, body: body)
+    }
+
+    func testRoundTrip() throws {
+        for body in [[], Array("x".utf8), [UInt8](repeating: 7, count: 100_003)] {
+            let original = record(body: body)
+            XCTAssertEqual(try DiskFormat.decode(DiskFormat.encode(original)), original)
+        }
+    }
+
+    func testChecksumCatchesAnyFlippedByte() throws {
+        let bytes = DiskFormat.encode(record())
+        for index in stride(from: DiskFormat.fixedHeaderBytes, to: bytes.count, by: 3) {
+            var corrupt = bytes
+            corrupt[index] ^= 0x40
+            XCTAssertThrowsError(try DiskFormat.decode(corrupt), "byte \(index)")
+        }
+    }
+
+    func testTruncatedAndForeignFilesAreRejected() {
+        let bytes = DiskFormat.encode(record())
+        XCTAssertThrowsError(try DiskFormat.decode(Array(bytes.dropLast()))) { XCTAssertEqual($0 as? DiskFormat.Failure, .truncated) }
+        XCTAssertThrowsError(try DiskFormat.decode(Array(bytes.prefix(10)))) { XCTAssertEqual($0 as? DiskFormat.Failure, .truncated) }
+        var other = bytes
+        other[0] = UInt8(ascii: "X")
+        XCTAssertThrowsError(try DiskFormat.decode(other)) { XCTAssertEqual($0 as? DiskFormat.Failure, .badMagic) }
+    }
+
+    func testVersionMismatchIsRejected() {
+        var bytes = DiskFormat.encode(record())
+        bytes[4] = 2
+        XCTAssertThrowsError(try DiskFormat.decode(bytes)) { XCTAssertEqual($0 as? DiskFormat.Failure, .unsupportedVersion(2)) }
+    }
+
+    func testMetaAloneDecodesWithoutTheBody() throws {
+        let bytes = DiskFormat.encode(record())
+        let header = try DiskFormat.header(bytes[...])
+        let meta = try DiskFormat.decodeMeta(bytes[DiskFormat.fixedHeaderBytes..<(DiskFormat.fixedHeaderBytes + header.metaLength)])
+        XCTAssertEqual(meta.key, "/a?b=1")
+        XCTAssertEqual(meta.body, [])
+        XCTAssertEqual(header.bodyLength, 11)
+    }
+}
