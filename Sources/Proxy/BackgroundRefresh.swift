@@ -53,7 +53,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
                 ?? (etag == nil ? entry : nil)
             else { return }
             let refreshed = worker.builder.refresh(selected, with: passed, timing: timing)
-            if !refreshed.cacheControl.noStore { worker.memory.insert(refreshed) }
+            if !refreshed.cacheControl.noStore { worker.store.insert(refreshed) }
             return
         }
         if worker.builder.decide(request: request, status: status, headers: passed, timing: timing) == .store {
@@ -87,6 +87,6 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
         let stored = worker.builder.build(key: entry.key, status: pending.status, reason: pending.reason,
                                           headers: pending.headers, body: body.take(),
                                           timing: pending.timing, varyFrom: { [request] in request.combinedHeader($0) })
-        if worker.memory.insert(stored) { ProxyStats.bump(worker.stats.stored) }
+        if worker.store.insert(stored) { ProxyStats.bump(worker.stats.stored) }
     }
 }

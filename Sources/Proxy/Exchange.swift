@@ -68,7 +68,7 @@ final class Exchange: UpstreamTransferDelegate {
         let pragma = request.combinedHeader("pragma")?.lowercased().contains("no-cache") ?? false
         let facts = RequestFacts(cacheControl: requestCC, pragmaNoCache: pragma) { [request] in request.combinedHeader($0) }
         let now = EventLoop.wallSeconds()
-        variants = worker.memory.lookup(key)
+        variants = worker.store.lookup(key)
         var candidate: CachedResponse?
         switch Lookup.decide(facts, variants, now: now, shared: shared) {
         case .fresh(let index, let age, let ttl):
@@ -292,7 +292,7 @@ final class Exchange: UpstreamTransferDelegate {
                 store = PendingStore(status: status, reason: reason, headers: passed, timing: timing)
             } else if request.method == "GET" && status < 400 && status != 206 && status != 304 {
                 // A current answer that cannot be stored: drop what it supersedes.
-                worker.memory.remove(key)
+                worker.store.remove(key)
             } else if request.method == "HEAD" && status == 200 {
                 updateFromHead(passed, timing: timing)
             }
@@ -360,7 +360,7 @@ final class Exchange: UpstreamTransferDelegate {
         answeredFromStore = true
         let refreshed = builder.refresh(entry, with: headers, timing: timing)
         let noStore = refreshed.cacheControl.noStore && !refreshed.cacheControl.mustUnderstand
-        if !noStore, worker.memory.insert(refreshed) { ProxyStats.bump(worker.stats.stored) }
+        if !noStore, worker.store.insert(refreshed) { ProxyStats.bump(worker.stats.stored) }
         ProxyStats.bump(worker.stats.revalidations)
         let now = EventLoop.wallSeconds()
         let status = CacheStatus.forward(forwardReason, stored: !noStore, fwdStatus: 304)
@@ -380,24 +380,24 @@ final class Exchange: UpstreamTransferDelegate {
         else { return }
         let entry = variants[index]
         if let length = StoredResponseBuilder.value("content-length", in: headers).flatMap({ Int($0) }), length != entry.body.count {
-            worker.memory.remove(key)
+            worker.store.remove(key)
             return
         }
-        worker.memory.insert(builder.refresh(entry, with: headers, timing: timing))
+        worker.store.insert(builder.refresh(entry, with: headers, timing: timing))
     }
 
     /// RFC 9111 section 4.4: a successful unsafe request invalidates the
     /// target and the same-origin Location and Content-Location.
     private func invalidateAfterUnsafe(_ headers: [(name: String, value: String)]) {
         guard request.method != "OPTIONS", request.method != "TRACE" else { return }
-        worker.memory.remove(key)
+        worker.store.remove(key)
         let upstream = worker.configuration.upstreamOrigin
         for name in ["location", "content-location"] {
             guard let reference = StoredResponseBuilder.value(name, in: headers),
                   let target = Invalidation.key(for: reference, requestKey: key, upstreamAuthority: upstream.authority,
                                                 upstreamPathPrefix: upstream.pathPrefix, clientAuthority: request.header("host"))
             else { continue }
-            worker.memory.remove(target)
+            worker.store.remove(target)
         }
     }
 
@@ -470,7 +470,7 @@ final class Exchange: UpstreamTransferDelegate {
             let entry = builder.build(key: key, status: pending.status, reason: pending.reason, headers: pending.headers,
                                       body: pending.body.take(), timing: pending.timing,
                                       varyFrom: { [request] in request.combinedHeader($0) })
-            if worker.memory.insert(entry) { ProxyStats.bump(worker.stats.stored) }
+            if worker.store.insert(entry) { ProxyStats.bump(worker.stats.stored) }
         }
         if framing == .untilClose {
             finished = true

@@ -38,3 +38,9 @@ public struct ProxyConfiguration: Sendable {
         self.upstreamBase = base
     }
 }
+
+/// How the disk tier turns records back into stored responses for this configuration.
+public func makeRehydrator(_ configuration: ProxyConfiguration) -> @Sendable (DiskRecord) -> CachedResponse {
+    let builder = StoredResponseBuilder(shared: configuration.sharedCache, targetedField: configuration.targetedCacheControl)
+    return { builder.rehydrate($0) }
+}

@@ -105,6 +105,15 @@ struct StoredResponseBuilder: Sendable {
         }
     }
 
+    /// A stored response rebuilt from its disk record with today's rules.
+    func rehydrate(_ record: DiskRecord) -> CachedResponse {
+        let names = record.varyNames, values = record.varyValues
+        return build(key: record.key, status: record.status, reason: record.reason,
+                     headers: record.headers.map { ($0.name, $0.value) }, body: Bytes(record.body), timing: record.timing) { name in
+            names.firstIndex(of: name).flatMap { values[$0] }
+        }
+    }
+
     static func value(_ name: String, in headers: [(name: String, value: String)]) -> String? {
         headers.first { $0.name == name }?.value
     }

@@ -10,7 +10,7 @@ import Upstream
 public final class Worker: IOHandler {
     public let loop: EventLoop
     public let configuration: ProxyConfiguration
-    let memory: MemoryTier
+    let store: TieredStore
     let stats: ProxyStats
     let logger: Logger
     let upstream: UpstreamClient
@@ -23,12 +23,12 @@ public final class Worker: IOHandler {
     private(set) var draining = false
     private var onDrained: (() -> Void)?
 
-    public init(listener: Int32, configuration: ProxyConfiguration, memory: MemoryTier, stats: ProxyStats,
+    public init(listener: Int32, configuration: ProxyConfiguration, store: TieredStore, stats: ProxyStats,
                 logger: Logger) throws(SystemError) {
         loop = try EventLoop()
         self.listener = listener
         self.configuration = configuration
-        self.memory = memory
+        self.store = store
         self.stats = stats
         self.logger = logger
         upstream = UpstreamClient(loop: loop, settings: configuration.upstream)

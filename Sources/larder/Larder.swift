@@ -41,6 +41,12 @@ struct ServeOptions: ParsableArguments {
     @Option(name: .customLong("memory-limit"), help: "Memory tier size, e.g. 256MiB.")
     var memoryLimit: String?
 
+    @Option(name: .customLong("cache-dir"), help: "Disk tier directory, or none for memory only (default none).")
+    var cacheDir: String?
+
+    @Option(name: .customLong("disk-limit"), help: "Disk tier size, e.g. 10GiB (default 1GiB).")
+    var diskLimit: String?
+
     @Option(help: "Worker threads (default: one per core).")
     var workers: Int?
 
@@ -61,6 +67,7 @@ struct ServeOptions: ParsableArguments {
         let flags: [(String, ConfigKey, String?)] = [
             ("--listen", .listen, listen), ("--upstream", .upstream, upstream),
             ("--memory-limit", .memory_limit, memoryLimit), ("--log-level", .log_level, logLevel),
+            ("--cache-dir", .cache_dir, cacheDir), ("--disk-limit", .disk_limit, diskLimit),
             ("--workers", .workers, workers.map(String.init)),
         ]
         for (flag, key, value) in flags {
@@ -95,6 +102,8 @@ struct CheckConfig: ParsableCommand {
         print("listen = \(settings.listenHost):\(settings.listenPort)")
         print("upstream = \(settings.upstream ?? "(none: give --upstream)")")
         print("memory_limit = \(settings.memoryLimitBytes) bytes")
+        print("cache_dir = \(settings.cacheDirectory ?? "none (memory only)")")
+        print("disk_limit = \(settings.diskLimitBytes) bytes")
         print("workers = \(settings.workers == 0 ? "one per core" : String(settings.workers))")
     }
 }

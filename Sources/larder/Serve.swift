@@ -58,6 +58,20 @@ struct Serve: ParsableCommand {
 
         let workerCount = settings.workers > 0 ? settings.workers : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
         let memory = MemoryTier(limitBytes: settings.memoryLimitBytes)
+        var disk: DiskTier?
+        if let directory = settings.cacheDirectory {
+            do {
+                let diskLogger = logger
+                disk = try DiskTier(directory: directory, limitBytes: settings.diskLimitBytes) { diskLogger.warning("\($0)") }
+            } catch .inUse(let message) {
+                complain(message)
+                throw Exit.failure
+            } catch {
+                // A disk that cannot be used never stops Larder: memory and upstream still serve.
+                logger.error("disk tier disabled: \(error)")
+            }
+        }
+        let store = TieredStore(memory: memory, disk: disk, rehydrate: makeRehydrator(proxyConfig))
         let stats = ProxyStats()
 
         // The first listener fixes the port (it may be 0); the others join it
@@ -68,7 +82,7 @@ struct Serve: ParsableCommand {
             for _ in 0..<workerCount {
                 let listener = try Socket.listen(host: settings.listenHost, port: port, reusePort: true)
                 port = listener.port
-                workers.append(try Worker(listener: listener.fd, configuration: proxyConfig, memory: memory,
+                workers.append(try Worker(listener: listener.fd, configuration: proxyConfig, store: store,
                                           stats: stats, logger: logger))
             }
         } catch {
@@ -83,10 +97,13 @@ struct Serve: ParsableCommand {
         }
         let shownHost = settings.listenHost.contains(":") ? "[\(settings.listenHost)]" : settings.listenHost
         // Tests and scripts read this line to learn the port.
-        complain("listening on \(shownHost):\(port) with \(workerCount) workers, upstream \(upstream), memory limit \(settings.memoryLimitBytes) bytes")
+        let diskNote = disk.map { ", disk tier \($0.directory) limit \($0.limitBytes) bytes" } ?? ", memory only"
+        complain("listening on \(shownHost):\(port) with \(workerCount) workers, upstream \(upstream), memory limit \(settings.memoryLimitBytes) bytes\(diskNote)")
 
         try waitForSignals(signals, workers: workers, drainTimeoutMilliseconds: UInt64(settings.drainTimeoutMilliseconds),
                            logger: logger)
+        // Leave the disk tier with every completed write in place.
+        disk?.flush(timeoutSeconds: 10)
     }
 
     /// The main thread's own loop: it only handles signals.

@@ -7,6 +7,9 @@ struct Settings {
     var listenPort: UInt16 = 8080
     var upstream: String?
     var memoryLimitBytes = 256 << 20
+    /// nil: memory only.
+    var cacheDirectory: String?
+    var diskLimitBytes = 1 << 30
     var maxObjectBytes = 8 << 20
     var workers = 0  // 0: one per core
     var logLevel: Logger.Level = .info
@@ -44,7 +47,8 @@ struct ConfigError: Error, CustomStringConvertible {
 /// Kept in one table so that check-config, loading and the documented
 /// example cannot drift apart.
 enum ConfigKey: String, CaseIterable {
-    case listen, upstream, memory_limit, max_object_size, workers, log_level, cache_mode, targeted_cache_control
+    case listen, upstream, memory_limit, cache_dir, disk_limit, max_object_size, workers, log_level, cache_mode
+    case targeted_cache_control
     case upstream_connect_timeout, upstream_timeout, upstream_idle_timeout, upstream_ca_file, upstream_tls_verify
     case keepalive_timeout, header_timeout, max_header_size, max_target_size, max_body_size, drain_timeout
 
@@ -52,8 +56,8 @@ enum ConfigKey: String, CaseIterable {
 
     var kind: Kind {
         switch self {
-        case .listen, .upstream, .log_level, .cache_mode, .upstream_ca_file, .targeted_cache_control: return .string
-        case .memory_limit, .max_object_size, .max_header_size, .max_target_size, .max_body_size: return .size
+        case .listen, .upstream, .log_level, .cache_mode, .upstream_ca_file, .targeted_cache_control, .cache_dir: return .string
+        case .memory_limit, .disk_limit, .max_object_size, .max_header_size, .max_target_size, .max_body_size: return .size
         case .upstream_connect_timeout, .upstream_timeout, .upstream_idle_timeout, .keepalive_timeout,
              .header_timeout, .drain_timeout: return .duration
         case .workers: return .integer
@@ -84,6 +88,9 @@ extension Settings {
             guard let t = text(), let bytes = Units.parseSize(t) else { return "expected a size such as 512KiB, 256MiB or 10GiB" }
             switch key {
             case .memory_limit: memoryLimitBytes = bytes
+            case .disk_limit:
+                guard bytes >= 1 << 20 else { return "must be at least 1MiB" }
+                diskLimitBytes = bytes
             case .max_object_size: maxObjectBytes = bytes
             case .max_header_size:
                 guard bytes >= 1024 else { return "must be at least 1KiB" }
@@ -140,6 +147,9 @@ extension Settings {
                 default: return "expected \"shared\" or \"private\""
                 }
             case .upstream_ca_file: upstreamCAFile = s
+            case .cache_dir:
+                guard !s.isEmpty else { return "expected a directory, or \"none\" for memory only" }
+                cacheDirectory = s == "none" ? nil : s
             case .targeted_cache_control:
                 guard !s.isEmpty, s.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: ":") }) else {
                     return "expected a header field name, e.g. Larder-Cache-Control"

@@ -1,0 +1,447 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The disk tier: one file per stored response under `directory`, in 256
+/// fan-out sub-directories named by the first byte of the key's hash.
+///
+/// - Writes happen on a background thread (a client never waits for the
+///   disk), to a temporary file renamed into place when complete, so a crash
+///   leaves either the old file, the new one, or a temporary file that the
+///   next start deletes. The checksum catches anything torn underneath.
+/// - The index (key → files, sizes, recency) lives in memory and is rebuilt
+///   from the files' headers by another background thread at start; until it
+///   is complete, a lookup for a key not yet indexed looks at the files
+///   themselves.
+/// - Eviction is approximate LRU: when the total passes the limit, the least
+///   recently used entries go until the total is 95 % of the limit.
+/// - Faults (disk full, read-only directory, I/O errors) are logged, at most
+///   one line per kind per 10 s, and never stop the proxy.
+public final class DiskTier: @unchecked Sendable {
+    public let directory: String
+    public let limitBytes: Int
+    private let state: Mutex<DiskIndex>
+    private let queue = WriteQueue()
+    private let lockFD: Int32
+    private let log: @Sendable (String) -> Void
+    private let faults = Mutex<[String: Int64]>([:])
+
+    /// Bytes charged per file beyond its size: file-system block rounding
+    /// and the index entry.
+    public static let overheadBytes = 4096 + 256
+
+    public enum OpenError: Error, CustomStringConvertible {
+        case inUse(String)
+        case unusable(String)
+        public var description: String {
+            switch self {
+            case .inUse(let m), .unusable(let m): return m
+            }
+        }
+    }
+
+    /// Opens (creating if needed) and locks the directory, then starts the
+    /// index rebuild and the writer in the background.
+    public init(directory: String, limitBytes: Int, log: @escaping @Sendable (String) -> Void) throws(OpenError) {
+        self.directory = directory
+        self.limitBytes = limitBytes
+        self.log = log
+        state = Mutex(DiskIndex())
+        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
+            throw .unusable("cannot create cache directory \(directory): \(String(cString: strerror(errno)))")
+        }
+        let fd = open(directory + "/lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw .unusable("cannot open \(directory)/lock: \(String(cString: strerror(errno)))")
+        }
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            let e = errno
+            close(fd)
+            if e == EWOULDBLOCK {
+                throw .inUse("cache directory \(directory) is in use by another running larder (it holds \(directory)/lock); "
+                             + "give each instance its own --cache-dir")
+            }
+            throw .unusable("cannot lock \(directory)/lock: \(String(cString: strerror(e)))")
+        }
+        lockFD = fd
+        let writer = Thread { [self] in self.writeLoop() }
+        writer.name = "larder-disk-writer"
+        writer.start()
+        let rebuild = Thread { [self] in self.rebuildIndex() }
+        rebuild.name = "larder-disk-index"
+        rebuild.start()
+    }
+
+    // MARK: reading
+
+    /// Every stored variant of `key`, read and verified. Files that fail are
+    /// deleted and count as misses.
+    public func lookup(_ key: String) -> [DiskRecord] {
+        let hash = Self.keyHash(key)
+        var names: [String] = []
+        let indexed = state.withLock { index -> Bool in
+            guard let files = index.entries[key] else { return index.rebuilt }
+            index.clock += 1
+            for name in files.keys {
+                names.append(name)
+                index.entries[key]![name]!.lastUse = index.clock
+            }
+            return true
+        }
+        if !indexed {
+            // Still rebuilding: look at the files themselves.
+            names = listFiles(subdirectory: Self.subdirectory(hash)).filter { $0.hasPrefix(hash + "-") && $0.hasSuffix(".lrd") }
+        }
+        var records: [DiskRecord] = []
+        for name in names {
+            let path = directory + "/" + Self.subdirectory(hash) + "/" + name
+            guard let bytes = readFile(path) else {
+                state.withLock { $0.remove(key: key, name: name) }
+                continue
+            }
+            do {
+                let record = try DiskFormat.decode(bytes)
+                guard record.key == key else { continue }  // a hash collision: another key's file
+                if !indexed {
+                    let size = bytes.count
+                    state.withLock { $0.insertIfAbsent(key: key, name: name, bytes: Self.charged(size), storedAt: record.storedAt) }
+                }
+                records.append(record)
+            } catch {
+                fault("corrupt", "dropping unreadable cache file \(path): \(error)")
+                unlink(path)
+                state.withLock { $0.remove(key: key, name: name) }
+            }
+        }
+        return records
+    }
+
+    // MARK: writing
+
+    /// Queues `record` to be written. Returns at once.
+    public func store(_ record: DiskRecord) {
+        let seq = state.withLock { index -> UInt64 in
+            index.sequence += 1
+            return index.sequence
+        }
+        if !queue.push(.write(record, seq), bytes: record.body.count) {
+            fault("queue", "disk write queue full: not writing \(record.key) to disk")
+        }
+    }
+
+    /// Removes every stored variant of `key` now; queued writes of it are dropped.
+    @discardableResult
+    public func remove(_ key: String) -> Int {
+        let hash = Self.keyHash(key)
+        let names = state.withLock { index -> [String] in
+            index.sequence += 1
+            index.tombstones[key] = index.sequence
+            let names = index.entries[key].map { Array($0.keys) } ?? []
+            for name in names { index.remove(key: key, name: name) }
+            return names
+        }
+        for name in names { unlink(directory + "/" + Self.subdirectory(hash) + "/" + name) }
+        return names.count
+    }
+
+    /// Waits (at most `timeoutSeconds`) until queued writes are on disk.
+    public func flush(timeoutSeconds: Double) {
+        queue.waitUntilEmpty(timeoutSeconds: timeoutSeconds)
+    }
+
+    public var stats: (objects: Int, bytes: Int, indexComplete: Bool) {
+        state.withLock { ($0.count, $0.totalBytes, $0.rebuilt) }
+    }
+
+    private func writeLoop() {
+        while true {
+            let op = queue.pop()
+            switch op {
+            case .write(let record, let seq):
+                write(record, seq: seq)
+            }
+            // Tombstones only matter while older writes are queued.
+            if queue.done() { state.withLock { if $0.rebuilt { $0.tombstones.removeAll() } } }
+        }
+    }
+
+    private func write(_ record: DiskRecord, seq: UInt64) {
+        if state.withLock({ ($0.tombstones[record.key] ?? 0) > seq }) { return }  // removed since it was queued
+        let hash = Self.keyHash(record.key)
+        let sub = Self.subdirectory(hash)
+        let name = hash + "-" + Self.variantHash(record.varyValues) + ".lrd"
+        let dir = directory + "/" + sub
+        if mkdir(dir, 0o700) != 0 && errno != EEXIST {
+            fault("write", "cannot create \(dir): \(String(cString: strerror(errno))); serving from memory and upstream")
+            return
+        }
+        let bytes = DiskFormat.encode(record)
+        let tmp = dir + "/.tmp-" + name + "-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        guard writeFile(tmp, bytes) else { return }
+        guard rename(tmp, dir + "/" + name) == 0 else {
+            fault("write", "cannot rename \(tmp): \(String(cString: strerror(errno)))")
+            unlink(tmp)
+            return
+        }
+        let victims = state.withLock { index -> [(String, String)] in
+            if (index.tombstones[record.key] ?? 0) > seq { return [(record.key, name)] }  // removed meanwhile
+            index.put(key: record.key, name: name, bytes: Self.charged(bytes.count), storedAt: record.storedAt)
+            return index.evict(limit: limitBytes)
+        }
+        for (key, victim) in victims {
+            unlink(directory + "/" + Self.subdirectory(Self.keyHash(key)) + "/" + victim)
+        }
+    }
+
+    // MARK: index rebuild
+
+    private func rebuildIndex() {
+        var header = [UInt8](repeating: 0, count: DiskFormat.fixedHeaderBytes)
+        for byte in 0..<256 {
+            let sub = String(format: "%02x", byte)
+            for name in listFiles(subdirectory: sub) {
+                let path = directory + "/" + sub + "/" + name
+                if name.hasPrefix(".tmp-") {
+                    unlink(path)  // an interrupted write
+                    continue
+                }
+                guard name.hasSuffix(".lrd") else { continue }
+                let fd = open(path, O_RDONLY | O_CLOEXEC)
+                guard fd >= 0 else { continue }
+                defer { close(fd) }
+                var st = stat()
+                guard fstat(fd, &st) == 0,
+                      read(fd, &header, header.count) == header.count,
+                      let h = try? DiskFormat.header(header[...]),
+                      Int(st.st_size) == DiskFormat.fixedHeaderBytes + h.metaLength + h.bodyLength
+                else {
+                    fault("corrupt", "dropping unreadable cache file \(path)")
+                    unlink(path)
+                    continue
+                }
+                var meta = [UInt8](repeating: 0, count: h.metaLength)
+                guard read(fd, &meta, meta.count) == meta.count, let record = try? DiskFormat.decodeMeta(meta[...]) else {
+                    fault("corrupt", "dropping unreadable cache file \(path)")
+                    unlink(path)
+                    continue
+                }
+                state.withLock {
+                    $0.insertIfAbsent(key: record.key, name: name, bytes: Self.charged(Int(st.st_size)), storedAt: record.storedAt)
+                }
+            }
+        }
+        let victims = state.withLock { index -> [(String, String)] in
+            index.rebuilt = true
+            return index.evict(limit: limitBytes)
+        }
+        for (key, victim) in victims {
+            unlink(directory + "/" + Self.subdirectory(Self.keyHash(key)) + "/" + victim)
+        }
+    }
+
+    // MARK: files
+
+    private func listFiles(subdirectory: String) -> [String] {
+        guard let dir = opendir(directory + "/" + subdirectory) else { return [] }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    private func readFile(_ path: String) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_size >= 0, st.st_size < (1 << 40) else { return nil }
+        var bytes = [UInt8](repeating: 0, count: Int(st.st_size))
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + done, $0.count - done) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 {
+                fault("read", "cannot read \(path): \(n < 0 ? String(cString: strerror(errno)) : "short file")")
+                return nil
+            }
+            done += n
+        }
+        return bytes
+    }
+
+    private func writeFile(_ path: String, _ bytes: [UInt8]) -> Bool {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            fault("write", "cannot write to the cache directory (\(String(cString: strerror(errno)))); serving from memory and upstream")
+            return false
+        }
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 {
+                fault("write", "cannot write \(path): \(String(cString: strerror(errno))); serving from memory and upstream")
+                close(fd)
+                unlink(path)
+                return false
+            }
+            done += n
+        }
+        close(fd)
+        return true
+    }
+
+    /// Logs a fault, at most once per kind every 10 seconds.
+    private func fault(_ kind: String, _ message: String) {
+        let now = Int64(time(nil))
+        let due = faults.withLock { last -> Bool in
+            if let previous = last[kind], now - previous < 10 { return false }
+            last[kind] = now
+            return true
+        }
+        if due { log(message) }
+    }
+
+    // MARK: names
+
+    static func keyHash(_ key: String) -> String {
+        var sum = Checksum()
+        sum.add(Array(key.utf8))
+        return hex(sum.value)
+    }
+
+    static func variantHash(_ values: [String?]) -> String {
+        var sum = Checksum()
+        for value in values {
+            sum.add(value.map { Array($0.utf8) + [0] } ?? [1])
+        }
+        return hex(sum.value)
+    }
+
+    static func subdirectory(_ keyHash: String) -> String { String(keyHash.prefix(2)) }
+
+    static func charged(_ fileBytes: Int) -> Int { fileBytes + overheadBytes }
+
+    private static func hex(_ v: UInt64) -> String {
+        let s = String(v, radix: 16)
+        return String(repeating: "0", count: 16 - s.count) + s
+    }
+}
+
+/// The in-memory index of the disk tier. Guarded by the tier's mutex.
+struct DiskIndex: ~Copyable {
+    struct Item {
+        var bytes: Int
+        var lastUse: UInt64
+        var storedAt: Int64
+    }
+
+    var entries: [String: [String: Item]] = [:]
+    var totalBytes = 0
+    var count = 0
+    var clock: UInt64 = 0
+    var rebuilt = false
+    /// Sequence numbers: a remove after a queued write wins over it.
+    var sequence: UInt64 = 0
+    var tombstones: [String: UInt64] = [:]
+
+    init() {}
+
+    mutating func put(key: String, name: String, bytes: Int, storedAt: Int64) {
+        remove(key: key, name: name)
+        clock += 1
+        entries[key, default: [:]][name] = Item(bytes: bytes, lastUse: clock, storedAt: storedAt)
+        totalBytes += bytes
+        count += 1
+    }
+
+    mutating func insertIfAbsent(key: String, name: String, bytes: Int, storedAt: Int64) {
+        guard entries[key]?[name] == nil, (tombstones[key] ?? 0) == 0 else { return }
+        // Entries found on disk are older than anything used since start.
+        entries[key, default: [:]][name] = Item(bytes: bytes, lastUse: 0, storedAt: storedAt)
+        totalBytes += bytes
+        count += 1
+    }
+
+    mutating func remove(key: String, name: String) {
+        guard let item = entries[key]?.removeValue(forKey: name) else { return }
+        if entries[key]?.isEmpty == true { entries[key] = nil }
+        totalBytes -= item.bytes
+        count -= 1
+    }
+
+    /// Approximate LRU: past the limit, drop the least recently used (then
+    /// oldest stored) until 95 % of the limit. Returns the files to delete.
+    mutating func evict(limit: Int) -> [(String, String)] {
+        guard totalBytes > limit else { return [] }
+        var all: [(key: String, name: String, item: Item)] = []
+        all.reserveCapacity(count)
+        for (key, files) in entries { for (name, item) in files { all.append((key, name, item)) } }
+        all.sort { ($0.item.lastUse, $0.item.storedAt) < ($1.item.lastUse, $1.item.storedAt) }
+        var victims: [(String, String)] = []
+        let target = limit / 100 * 95
+        for victim in all where totalBytes > target {
+            remove(key: victim.key, name: victim.name)
+            victims.append((victim.key, victim.name))
+        }
+        return victims
+    }
+}
+
+/// A bounded queue of disk operations for the writer thread.
+final class WriteQueue: @unchecked Sendable {
+    enum Op { case write(DiskRecord, UInt64) }
+
+    private let condition = NSCondition()
+    private var ops: [Op] = []
+    private var head = 0
+    private var queuedBytes = 0
+    private var busy = false
+    static let maxOps = 10_000
+    static let maxBytes = 256 << 20
+
+    func push(_ op: Op, bytes: Int) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        guard ops.count - head < Self.maxOps, queuedBytes + bytes <= Self.maxBytes else { return false }
+        ops.append(op)
+        queuedBytes += bytes
+        condition.broadcast()
+        return true
+    }
+
+    func pop() -> Op {
+        condition.lock()
+        defer { condition.unlock() }
+        while head == ops.count { condition.wait() }
+        let op = ops[head]
+        head += 1
+        if head > 1024 { ops.removeFirst(head); head = 0 }
+        if case .write(let record, _) = op { queuedBytes -= record.body.count }
+        busy = true
+        return op
+    }
+
+    /// Marks the popped op finished; returns whether the queue is now empty.
+    func done() -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        busy = false
+        condition.broadcast()
+        return head == ops.count
+    }
+
+    func waitUntilEmpty(timeoutSeconds: Double) {
+        let deadline = Date().addingTimeInterval(timeoutSeconds)
+        condition.lock()
+        defer { condition.unlock() }
+        while (head < ops.count || busy) && condition.wait(until: deadline) {}
+    }
+}
