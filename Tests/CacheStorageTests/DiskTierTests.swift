@@ -1,0 +1,112 @@
+import XCTest
+import Foundation
+import CacheSemantics
+@testable import CacheStorage
+
+final class DiskTierTests: XCTestCase {
+    private var directory = ""
+
+    override func setUp() {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-disk-\(UUID().uuidString)").path
+    }
+
+    override func tearDown() {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    private func record(_ key: String, bytes: Int, vary: String? = nil) -> DiskRecord {
+        DiskRecord(key: key, status: 200, reason: nil, headers: [.init("cache-control", "max-age=60")],
+                   timing: ResponseTiming(requestTime: 1, responseTime: 1, dateValue: 1, ageValue: 0),
+                   varyNames: vary == nil ? [] : ["accept"], varyValues: vary == nil ? [] : [vary],
+                   storedAt: 1, body: [UInt8](repeating: UInt8(key.utf8.count % 251), count: bytes))
+    }
+
+    private func waitForIndex(_ tier: DiskTier) {
+        let deadline = Date().addingTimeInterval(10)
+        while !tier.stats.indexComplete && Date() < deadline { usleep(5_000) }
+    }
+
+    private func files() -> [String] {
+        (FileManager.default.enumerator(atPath: directory)?.allObjects as? [String] ?? []).filter { $0.hasSuffix(".lrd") }
+    }
+
+    func testStoreLookupAndVariants() throws {
+        let tier = try DiskTier(directory: directory, limitBytes: 100 << 20) { _ in }
+        tier.store(record("/a", bytes: 100, vary: "x"))
+        tier.store(record("/a", bytes: 200, vary: "y"))
+        tier.store(record("/b", bytes: 300))
+        tier.flush(timeoutSeconds: 10)
+        XCTAssertEqual(tier.lookup("/a").map(\.body.count).sorted(), [100, 200])
+        XCTAssertEqual(tier.lookup("/b").first?.body.count, 300)
+        XCTAssertEqual(tier.lookup("/c"), [])
+        XCTAssertEqual(tier.remove("/a"), 2)
+        XCTAssertEqual(tier.lookup("/a"), [])
+        XCTAssertEqual(files().count, 1)
+    }
+
+    func testEvictionKeepsTheLimitByBytes() throws {
+        let limit = 1 << 20
+        let tier = try DiskTier(directory: directory, limitBytes: limit) { _ in }
+        waitForIndex(tier)
+        for i in 0..<15 { tier.store(record("/k\(i)", bytes: 50_000)) }  // fits: about 816 KB
+        tier.flush(timeoutSeconds: 10)
+        XCTAssertFalse(tier.lookup("/k0").isEmpty)  // /k0 becomes the most recently used
+        for i in 15..<23 { tier.store(record("/k\(i)", bytes: 50_000)) }  // over the limit: the oldest go
+        tier.flush(timeoutSeconds: 10)
+        XCTAssertLessThanOrEqual(tier.stats.bytes, limit)
+        let onDisk = files().reduce(0) { total, name in
+            total + ((try? FileManager.default.attributesOfItem(atPath: directory + "/" + name)[.size] as? Int) ?? 0)
+        }
+        XCTAssertLessThanOrEqual(onDisk, limit)
+        XCTAssertFalse(tier.lookup("/k0").isEmpty, "the recently used entry survives")
+        XCTAssertTrue(tier.lookup("/k1").isEmpty, "the least recently used went first")
+        XCTAssertFalse(tier.lookup("/k22").isEmpty)
+    }
+
+    func testIndexIsRebuiltAndCorruptFilesAreDropped() throws {
+        do {
+            let tier = try DiskTier(directory: directory, limitBytes: 100 << 20) { _ in }
+            tier.store(record("/keep", bytes: 1000))
+            tier.store(record("/corrupt", bytes: 1000))
+            tier.flush(timeoutSeconds: 10)
+        }
+        // Corrupt one file and leave a temporary file as a crash would.
+        let corrupt = files().first { name in
+            let data = FileManager.default.contents(atPath: directory + "/" + name) ?? Data()
+            return String(decoding: data, as: UTF8.self).contains("/corrupt")
+        }!
+        var bytes = [UInt8](FileManager.default.contents(atPath: directory + "/" + corrupt)!)
+        bytes[bytes.count - 10] ^= 0xFF
+        FileManager.default.createFile(atPath: directory + "/" + corrupt, contents: Data(bytes))
+        let sub = (corrupt as NSString).deletingLastPathComponent
+        FileManager.default.createFile(atPath: directory + "/" + sub + "/.tmp-leftover", contents: Data([1, 2, 3]))
+
+        // Another process would be refused; this one opens a second tier in
+        // a fresh directory copy to check the rebuild.
+        let copy = directory + "-copy"
+        try FileManager.default.copyItem(atPath: directory, toPath: copy)
+        defer { try? FileManager.default.removeItem(atPath: copy) }
+        try FileManager.default.removeItem(atPath: copy + "/lock")
+        let reopened = try DiskTier(directory: copy, limitBytes: 100 << 20) { _ in }
+        XCTAssertEqual(reopened.lookup("/keep").first?.body.count, 1000)  // may run before the index is complete
+        waitForIndex(reopened)
+        XCTAssertEqual(reopened.stats.objects, 2)
+        XCTAssertEqual(reopened.lookup("/corrupt"), [], "a checksum failure is a miss")
+        XCTAssertEqual(reopened.stats.objects, 1, "and the file is dropped")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: copy + "/" + sub + "/.tmp-leftover"))
+    }
+
+    func testASecondTierOnTheSameDirectoryIsRefused() throws {
+        let first = try DiskTier(directory: directory, limitBytes: 1 << 20) { _ in }
+        XCTAssertThrowsError(try DiskTier(directory: directory, limitBytes: 1 << 20) { _ in }) { error in
+            guard case DiskTier.OpenError.inUse = error else { return XCTFail("\(error)") }
+        }
+        _ = first
+    }
+
+    func testAnUnusableDirectoryIsReported() {
+        XCTAssertThrowsError(try DiskTier(directory: "/dev/null/larder", limitBytes: 1 << 20) { _ in }) { error in
+            guard case DiskTier.OpenError.unusable = error else { return XCTFail("\(error)") }
+        }
+    }
+}

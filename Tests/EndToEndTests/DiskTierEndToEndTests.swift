@@ -1,0 +1,114 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The disk tier with the real binary: restarts, crashes, corruption, limits.
+final class DiskTierEndToEndTests: XCTestCase {
+    var origin: Origin!
+    var directory = ""
+    var running: [LarderProcess] = []
+
+    override func setUpWithError() throws {
+        origin = try Origin()
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-e2e-disk-\(UUID().uuidString)").path
+    }
+
+    override func tearDown() {
+        for l in running { l.stop() }
+        origin?.stop()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    private func start(_ extra: [String] = []) throws -> LarderProcess {
+        let l = try LarderProcess(upstream: origin.url, extra: ["--cache-dir", directory] + extra)
+        running.append(l)
+        return l
+    }
+
+    private func stop(_ l: LarderProcess) {
+        kill(l.child.process.processIdentifier, SIGTERM)
+        XCTAssertEqual(l.child.waitForExit(timeout: 20), 0)
+    }
+
+    private func cacheFiles() -> [String] {
+        (FileManager.default.enumerator(atPath: directory)?.allObjects as? [String] ?? [])
+            .filter { $0.hasSuffix(".lrd") }.map { directory + "/" + $0 }
+    }
+
+    func testEntriesSurviveARestart() throws {
+        let first = try start()
+        let original = try first.client().get("/keep?size=5000")
+        stop(first)
+        let second = try start()
+        let again = try second.client().get("/keep?size=5000")
+        XCTAssertTrue(again.header("cache-status")?.contains("hit") ?? false, "\(again.headers)")
+        XCTAssertEqual(again.body, original.body)
+        XCTAssertEqual(try origin.count("/keep?size=5000"), 1, "the origin is not contacted again")
+    }
+
+    func testACorruptedFileIsDroppedAndRefetched() throws {
+        let first = try start()
+        let original = try first.client().get("/corrupt?size=3000")
+        stop(first)
+        let files = cacheFiles()
+        XCTAssertEqual(files.count, 1)
+        for path in files {
+            var bytes = [UInt8](FileManager.default.contents(atPath: path)!)
+            bytes[bytes.count - 100] ^= 0x5A
+            FileManager.default.createFile(atPath: path, contents: Data(bytes))
+        }
+        let second = try start()
+        let again = try second.client().get("/corrupt?size=3000")
+        XCTAssertEqual(again.header("cache-status"), "larder; fwd=uri-miss; stored")
+        XCTAssertEqual(again.body, original.body)
+        XCTAssertEqual(try origin.count("/corrupt?size=3000"), 2)
+    }
+
+    func testKillDashNineDuringWritesNeverServesABadBody() throws {
+        let first = try start()
+        let c = try first.client()
+        let targets = (0..<80).map { "/crash/\($0)?size=\(1000 + $0 * 997)" }
+        for target in targets { _ = try c.get(target) }
+        kill(first.child.process.processIdentifier, SIGKILL)  // writes may be half done
+        _ = first.child.waitForExit(timeout: 10)
+        let second = try start()
+        let d = try second.client()
+        let direct = try HTTPClient(port: origin.port)
+        for target in targets {
+            let served = try d.get(target)
+            XCTAssertEqual(served.status, 200, target)
+            XCTAssertTrue(served.body == (try direct.get(target)).body, "body of \(target) after a crash")
+        }
+    }
+
+    func testASecondInstanceOnTheSameDirectoryIsRefused() throws {
+        _ = try start()
+        let second = try ChildProcess(Paths.larder, ["serve", "--listen", "127.0.0.1:0", "--upstream", origin.url,
+                                                     "--cache-dir", directory])
+        XCTAssertEqual(second.waitForExit(timeout: 15), 1)
+        XCTAssertNotNil(second.waitFor("is in use by another running larder", timeout: 2), second.stderr)
+    }
+
+    func testAnUnusableCacheDirectoryStillServesFromMemory() throws {
+        let l = try LarderProcess(upstream: origin.url, extra: ["--cache-dir", "/dev/null/larder"])
+        running.append(l)
+        XCTAssertNotNil(l.child.waitFor("disk tier disabled", timeout: 5))
+        let c = try l.client()
+        _ = try c.get("/mem?size=10")
+        XCTAssertTrue(try c.get("/mem?size=10").header("cache-status")?.contains("hit") ?? false)
+    }
+
+    func testTheDiskLimitHolds() throws {
+        let l = try start(["--disk-limit", "1MiB", "--memory-limit", "64KiB"])
+        let c = try l.client()
+        for i in 0..<40 { XCTAssertEqual(try c.get("/big/\(i)?size=50000").status, 200) }
+        stop(l)
+        let total = cacheFiles().reduce(0) { sum, path in
+            sum + ((try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0)
+        }
+        XCTAssertGreaterThan(total, 0)
+        XCTAssertLessThanOrEqual(total, 1 << 20)
+    }
+}
