@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -280,6 +281,16 @@ int el_signalfd_read(int fd) {
 }
 
 void el_ignore_sigpipe(void) { signal(SIGPIPE, SIG_IGN); }
+
+long el_raise_nofile_limit(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return -errno;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) return -errno;
+    }
+    return (long)rl.rlim_cur;
+}
 
 // ---- sockets ----------------------------------------------------------
 

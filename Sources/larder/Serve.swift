@@ -36,6 +36,10 @@ struct Serve: ParsableCommand {
             complain("cannot set up signal handling: \(error)")
             throw Exit.failure
         }
+        let openFiles = Socket.raiseOpenFileLimit()
+        if openFiles > 0 && openFiles < 4096 {
+            logger.warning("only \(openFiles) open files allowed (ulimit -n); each proxied request needs two")
+        }
         guard UpstreamClient.globalInit() else {
             complain("libcurl failed to initialise")
             throw Exit.failure

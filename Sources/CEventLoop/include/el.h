@@ -73,6 +73,9 @@ int el_signalfd_open(const int *signals, int count);
 int el_signalfd_read(int fd);
 /// Ignores SIGPIPE process-wide: a client that hangs up must not kill us.
 void el_ignore_sigpipe(void);
+/// Raises the soft limit on open files to the hard limit (a proxy holds two
+/// descriptors per proxied request). Returns the new soft limit.
+long el_raise_nofile_limit(void);
 
 /// A nonblocking, close-on-exec TCP listener on host:port (numeric IPv4 or
 /// IPv6 literal, or a name). reuse_port sets SO_REUSEPORT so that each worker
