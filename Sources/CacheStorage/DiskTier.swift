@@ -22,6 +22,8 @@ import Glibc
 public final class DiskTier: @unchecked Sendable {
     public let directory: String
     public let limitBytes: Int
+    /// How long a file is kept after it was stored (disk_ttl); nil: until evicted.
+    public let lifetimeSeconds: Int?
     private let state: Mutex<DiskIndex>
     private let queue = WriteQueue()
     private let lockFD: Int32
@@ -44,9 +46,11 @@ public final class DiskTier: @unchecked Sendable {
 
     /// Opens (creating if needed) and locks the directory, then starts the
     /// index rebuild and the writer in the background.
-    public init(directory: String, limitBytes: Int, log: @escaping @Sendable (String) -> Void) throws(OpenError) {
+    public init(directory: String, limitBytes: Int, lifetimeSeconds: Int? = nil,
+                log: @escaping @Sendable (String) -> Void) throws(OpenError) {
         self.directory = directory
         self.limitBytes = limitBytes
+        self.lifetimeSeconds = lifetimeSeconds
         self.log = log
         state = Mutex(DiskIndex())
         if mkdir(directory, 0o700) != 0 && errno != EEXIST {
@@ -69,7 +73,10 @@ public final class DiskTier: @unchecked Sendable {
         let writer = Thread { [self] in self.writeLoop() }
         writer.name = "larder-disk-writer"
         writer.start()
-        let rebuild = Thread { [self] in self.rebuildIndex() }
+        let rebuild = Thread { [self] in
+            self.rebuildIndex()
+            self.sweepLoop()
+        }
         rebuild.name = "larder-disk-index"
         rebuild.start()
     }
@@ -104,6 +111,11 @@ public final class DiskTier: @unchecked Sendable {
             do {
                 let record = try DiskFormat.decode(bytes)
                 guard record.key == key else { continue }  // a hash collision: another key's file
+                if let lifetime = lifetimeSeconds, Int64(time(nil)) - record.storedAt > Int64(lifetime) {
+                    unlink(path)  // past disk_ttl
+                    state.withLock { $0.remove(key: key, name: name) }
+                    continue
+                }
                 if !indexed {
                     let size = bytes.count
                     state.withLock { $0.insertIfAbsent(key: key, name: name, bytes: Self.charged(size), storedAt: record.storedAt) }
@@ -241,6 +253,19 @@ public final class DiskTier: @unchecked Sendable {
         }
     }
 
+    /// Every minute, removes files past `lifetimeSeconds` (disk_ttl).
+    private func sweepLoop() {
+        guard let lifetime = lifetimeSeconds else { return }
+        while true {
+            sleep(60)
+            let cutoff = Int64(time(nil)) - Int64(lifetime)
+            let expired = state.withLock { $0.removeStored(before: cutoff) }
+            for (key, name) in expired {
+                unlink(directory + "/" + Self.subdirectory(Self.keyHash(key)) + "/" + name)
+            }
+        }
+    }
+
     // MARK: files
 
     private func listFiles(subdirectory: String) -> [String] {
@@ -375,6 +400,14 @@ struct DiskIndex: ~Copyable {
         if entries[key]?.isEmpty == true { entries[key] = nil }
         totalBytes -= item.bytes
         count -= 1
+    }
+
+    /// Removes entries stored before `cutoff`; returns their files.
+    mutating func removeStored(before cutoff: Int64) -> [(String, String)] {
+        var expired: [(String, String)] = []
+        for (key, files) in entries { for (name, item) in files where item.storedAt < cutoff { expired.append((key, name)) } }
+        for (key, name) in expired { remove(key: key, name: name) }
+        return expired
     }
 
     /// Approximate LRU: past the limit, drop the least recently used (then

@@ -9,14 +9,29 @@ public final class TieredStore: @unchecked Sendable {
     /// Rebuilds a stored response from a disk record (the proxy knows how).
     private let rehydrate: @Sendable (DiskRecord) -> CachedResponse
 
-    public init(memory: MemoryTier, disk: DiskTier?, rehydrate: @escaping @Sendable (DiskRecord) -> CachedResponse) {
+    /// How long the memory tier keeps an entry after it was stored (nil:
+    /// until evicted). The disk tier's lifetime is the DiskTier's own. These
+    /// decide how long each tier keeps the bytes, not what is fresh.
+    public let memoryLifetimeSeconds: Int?
+
+    public init(memory: MemoryTier, disk: DiskTier?, memoryLifetimeSeconds: Int? = nil,
+                rehydrate: @escaping @Sendable (DiskRecord) -> CachedResponse) {
         self.memory = memory
         self.disk = disk
+        self.memoryLifetimeSeconds = memoryLifetimeSeconds
         self.rehydrate = rehydrate
     }
 
     public func lookup(_ key: String) -> [CachedResponse] {
-        let inMemory = memory.lookup(key)
+        var inMemory = memory.lookup(key)
+        if let lifetime = memoryLifetimeSeconds, !inMemory.isEmpty {
+            let now = Int64(Date().timeIntervalSince1970)
+            if inMemory.contains(where: { now - $0.timing.responseTime > Int64(lifetime) }) {
+                // Past memory_ttl: out of memory; the disk tier may still hold it.
+                memory.remove(key)
+                inMemory = []
+            }
+        }
         guard inMemory.isEmpty, let disk else { return inMemory }
         let entries = disk.lookup(key).map(rehydrate)
         for entry in entries { memory.insert(entry) }

@@ -58,6 +58,7 @@ enum ConfigFile {
         case .duration: return "expected a duration string such as \"30s\""
         case .integer: return "expected an integer"
         case .bool: return "expected true or false"
+        case .lifetime: return "expected a duration string such as \"1h\" or a preset"
         }
     }
 

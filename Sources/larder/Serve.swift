@@ -66,7 +66,8 @@ struct Serve: ParsableCommand {
         if let directory = settings.cacheDirectory {
             do {
                 let diskLogger = logger
-                disk = try DiskTier(directory: directory, limitBytes: settings.diskLimitBytes) { diskLogger.warning("\($0)") }
+                disk = try DiskTier(directory: directory, limitBytes: settings.diskLimitBytes,
+                                    lifetimeSeconds: settings.effectiveDiskTTLSeconds) { diskLogger.warning("\($0)") }
             } catch .inUse(let message) {
                 complain(message)
                 throw Exit.failure
@@ -75,7 +76,8 @@ struct Serve: ParsableCommand {
                 logger.error("disk tier disabled: \(error)")
             }
         }
-        let store = TieredStore(memory: memory, disk: disk, rehydrate: makeRehydrator(proxyConfig))
+        let store = TieredStore(memory: memory, disk: disk, memoryLifetimeSeconds: settings.memoryTTLSeconds,
+                                rehydrate: makeRehydrator(proxyConfig))
         let stats = ProxyStats()
 
         // The first listener fixes the port (it may be 0); the others join it

@@ -10,6 +10,11 @@ struct Settings {
     /// nil: memory only.
     var cacheDirectory: String?
     var diskLimitBytes = 1 << 30
+    /// Tier lifetimes in seconds; nil: kept until evicted. `diskMirrorsMemory`:
+    /// disk_ttl = "mirror".
+    var memoryTTLSeconds: Int?
+    var diskTTLSeconds: Int?
+    var diskMirrorsMemory = false
     var maxObjectBytes = 8 << 20
     var workers = 0  // 0: one per core
     var logLevel: Logger.Level = .info
@@ -48,11 +53,11 @@ struct ConfigError: Error, CustomStringConvertible {
 /// example cannot drift apart.
 enum ConfigKey: String, CaseIterable {
     case listen, upstream, memory_limit, cache_dir, disk_limit, max_object_size, workers, log_level, cache_mode
-    case targeted_cache_control
+    case targeted_cache_control, memory_ttl, disk_ttl
     case upstream_connect_timeout, upstream_timeout, upstream_idle_timeout, upstream_ca_file, upstream_tls_verify
     case keepalive_timeout, header_timeout, max_header_size, max_target_size, max_body_size, drain_timeout
 
-    enum Kind { case string, size, duration, integer, bool }
+    enum Kind { case string, size, duration, integer, bool, lifetime }
 
     var kind: Kind {
         switch self {
@@ -62,6 +67,7 @@ enum ConfigKey: String, CaseIterable {
              .header_timeout, .drain_timeout: return .duration
         case .workers: return .integer
         case .upstream_tls_verify: return .bool
+        case .memory_ttl, .disk_ttl: return .lifetime
         }
     }
 }
@@ -74,6 +80,9 @@ enum RawValue {
 }
 
 extension Settings {
+    /// The disk tier's lifetime after resolving "mirror".
+    var effectiveDiskTTLSeconds: Int? { diskMirrorsMemory ? memoryTTLSeconds : diskTTLSeconds }
+
     /// Applies one key; the error string says what is wrong with the value.
     mutating func apply(_ key: ConfigKey, _ value: RawValue) -> String? {
         func text() -> String? {
@@ -125,6 +134,17 @@ extension Settings {
         case .bool:
             guard case .bool(let b) = value else { return "expected true or false" }
             upstreamTLSVerify = b
+        case .lifetime:
+            guard case .string(let s) = value else { return "expected a duration or preset string" }
+            if key == .disk_ttl && s.lowercased() == "mirror" {
+                diskMirrorsMemory = true
+                return nil
+            }
+            guard let seconds = Units.parseLifetimeSeconds(s) else {
+                return "expected a duration (at least 1s) or short, medium, long, max, never"
+                    + (key == .disk_ttl ? ", mirror" : "")
+            }
+            if key == .memory_ttl { memoryTTLSeconds = seconds } else { diskTTLSeconds = seconds; diskMirrorsMemory = false }
         case .string:
             guard case .string(let s) = value else { return "expected a string" }
             switch key {

@@ -30,6 +30,21 @@ enum Units {
         return n * 1000
     }
 
+    /// A tier lifetime: a duration, or a preset (`short` 5m, `medium` 1h,
+    /// `long` 1d, `max` 30d, `never`). `.some(nil)` means never expires.
+    static func parseLifetimeSeconds(_ text: String) -> Int?? {
+        switch text.trimmingCharacters().lowercased() {
+        case "short": return .some(300)
+        case "medium": return .some(3_600)
+        case "long": return .some(86_400)
+        case "max": return .some(30 * 86_400)
+        case "never": return .some(nil)
+        default:
+            guard let ms = parseDurationMilliseconds(text), ms >= 1000 else { return nil }
+            return .some(ms / 1000)
+        }
+    }
+
     /// "HOST:PORT" or "[v6]:PORT".
     static func parseHostPort(_ text: String) -> (host: String, port: UInt16)? {
         let s = text.trimmingCharacters()

@@ -204,6 +204,18 @@ final class CommandLineTests: XCTestCase {
         XCTAssertTrue(s.stderr.contains("\(broken):1"), s.stderr)
     }
 
+    func testTierLifetimesTakeDurationsAndPresets() throws {
+        for good in ["memory_ttl = \"short\"\ndisk_ttl = \"mirror\"\n", "memory_ttl = \"90s\"\ndisk_ttl = \"max\"\n",
+                     "memory_ttl = \"never\"\n"] {
+            XCTAssertEqual(try run(["check-config", "--config", try config(good)]).status, 0, good)
+        }
+        let bad = try config("disk_ttl = \"soon\"\n")
+        let r = try run(["check-config", "--config", bad])
+        XCTAssertEqual(r.status, 78)
+        XCTAssertTrue(r.stderr.contains("\(bad):1: disk_ttl:"), r.stderr)
+        XCTAssertEqual(try run(["check-config", "--config", try config("memory_ttl = \"mirror\"\n")]).status, 78)
+    }
+
     func testBadFlagsAreUsageErrors() throws {
         XCTAssertEqual(try run(["serve", "--upstream", "ftp://x", "--listen", "127.0.0.1:0"]).status, 64)
         XCTAssertEqual(try run(["serve", "--upstream", "http://127.0.0.1:1", "--memory-limit", "lots"]).status, 64)

@@ -111,4 +111,41 @@ final class DiskTierEndToEndTests: XCTestCase {
         XCTAssertGreaterThan(total, 0)
         XCTAssertLessThanOrEqual(total, 1 << 20)
     }
+
+    private func config(_ text: String) throws -> String {
+        let path = directory + "-config.toml"
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: path) }
+        return path
+    }
+
+    /// Lets the wall clock pass `seconds` (tier lifetimes are in whole seconds).
+    private func letTimePass(_ seconds: Double) {
+        let until = Date().addingTimeInterval(seconds)
+        while Date() < until { usleep(50_000) }
+    }
+
+    /// memory_ttl drops an entry from memory while HTTP still calls it fresh.
+    func testMemoryLifetimeEndsAMemoryOnlyEntry() throws {
+        let l = try LarderProcess(upstream: origin.url, extra: ["--config", try config("memory_ttl = \"1s\"\n")])
+        running.append(l)
+        let c = try l.client()
+        _ = try c.get("/mttl?size=10")
+        XCTAssertTrue(try c.get("/mttl?size=10").header("cache-status")?.contains("hit") ?? false)
+        letTimePass(2.2)
+        XCTAssertEqual(try c.get("/mttl?size=10").header("cache-status"), "larder; fwd=uri-miss; stored")
+        XCTAssertEqual(try origin.count("/mttl?size=10"), 2)
+    }
+
+    /// disk_ttl: a file past its lifetime is not served after a restart.
+    func testDiskLifetimeEndsADiskEntry() throws {
+        let path = try config("memory_ttl = \"1s\"\ndisk_ttl = \"mirror\"\n")
+        let first = try start(["--config", path])
+        _ = try first.client().get("/dttl?size=10")
+        stop(first)
+        letTimePass(2.2)
+        let second = try start(["--config", path])
+        XCTAssertEqual(try second.client().get("/dttl?size=10").header("cache-status"), "larder; fwd=uri-miss; stored")
+        XCTAssertEqual(try origin.count("/dttl?size=10"), 2)
+    }
 }

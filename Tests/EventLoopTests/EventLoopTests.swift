@@ -21,12 +21,13 @@ final class EventLoopTests: XCTestCase {
 
     func testExecuteFromAnotherThreadWakesTheLoop() throws {
         let loop = try EventLoop()
-        var ran = false
-        let thread = Thread { loop.execute { ran = true } }
+        final class Flag: @unchecked Sendable { var ran = false }  // set and read on the loop's thread
+        let flag = Flag()
+        let thread = Thread { loop.execute { flag.ran = true } }
         thread.start()
         let deadline = EventLoop.nowMilliseconds() + 5000
-        while !ran && EventLoop.nowMilliseconds() < deadline { loop.runOnce(maxWaitMilliseconds: 100) }
-        XCTAssertTrue(ran)
+        while !flag.ran && EventLoop.nowMilliseconds() < deadline { loop.runOnce(maxWaitMilliseconds: 100) }
+        XCTAssertTrue(flag.ran)
     }
 
     final class Reader: IOHandler {
