@@ -128,9 +128,8 @@ public enum DiskFormat {
         let h = try header(bytes[...])
         guard bytes.count == fixedHeaderBytes + h.metaLength + h.bodyLength else { throw .truncated }
         let metaEnd = fixedHeaderBytes + h.metaLength
-        var sum = Checksum()  // meta and body summed separately, as written
-        sum.add(bytes[fixedHeaderBytes..<metaEnd])
-        sum.add(bytes[metaEnd...])
+        var sum = Checksum()
+        sum.add(bytes[fixedHeaderBytes...])
         guard sum.value == h.checksum else { throw .checksumMismatch }
         var record = try decodeMeta(bytes[fixedHeaderBytes..<metaEnd])
         record.body = Array(bytes[metaEnd...])
@@ -211,35 +210,61 @@ public enum DiskFormat {
     }
 }
 
-/// A 64-bit checksum (FNV-1a style, eight bytes per step, in the machine's
-/// byte order: cache files are local to one machine): catches torn and
-/// corrupted files; not a defence against deliberate tampering. Each `add`
-/// starts its own 8-byte grid, so reader and writer add the same pieces.
-public struct Checksum {
-    public private(set) var value: UInt64 = 0xCBF2_9CE4_8422_2325
+/// A 64-bit checksum (FNV-1a style, eight bytes per step, little-endian
+/// words): catches torn and corrupted files; not a defence against
+/// deliberate tampering. Adding bytes in pieces gives the same value as
+/// adding them at once, so a body streamed to disk in chunks is summed the
+/// same way the reader sums the whole file.
+public struct Checksum: Sendable {
+    private var h: UInt64 = 0xCBF2_9CE4_8422_2325
+    private var pending: UInt64 = 0
+    private var pendingCount = 0
     private static let prime: UInt64 = 0x0000_0100_0000_01B3
 
     public init() {}
 
+    /// The sum of everything added so far.
+    public var value: UInt64 {
+        var v = h
+        for k in 0..<pendingCount { v = (v ^ ((pending >> (8 * UInt64(k))) & 0xFF)) &* Self.prime }
+        return v
+    }
+
     public mutating func add<C: Collection>(_ bytes: C) where C.Element == UInt8 {
-        var h = value
         let done: Bool? = bytes.withContiguousStorageIfAvailable { buffer -> Bool in
-            var i = 0
-            let n = buffer.count
-            let raw = UnsafeRawBufferPointer(buffer)
-            while i + 8 <= n {
-                h = (h ^ raw.loadUnaligned(fromByteOffset: i, as: UInt64.self)) &* Self.prime
-                i += 8
-            }
-            while i < n {
-                h = (h ^ UInt64(buffer[i])) &* Self.prime
-                i += 1
-            }
+            add(UnsafeRawBufferPointer(buffer))
             return true
         }
-        if done == nil {
-            for b in bytes { h = (h ^ UInt64(b)) &* Self.prime }
+        if done == nil { for b in bytes { addByte(b) } }
+    }
+
+    public mutating func add(_ raw: UnsafeRawBufferPointer) {
+        var i = 0
+        let n = raw.count
+        while pendingCount > 0 && i < n {
+            addByte(raw[i])
+            i += 1
         }
-        value = h
+        var v = h
+        while i + 8 <= n {
+            v = (v ^ UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: i, as: UInt64.self))) &* Self.prime
+            i += 8
+        }
+        h = v
+        while i < n {
+            addByte(raw[i])
+            i += 1
+        }
+    }
+
+    @inline(__always)
+    private mutating func addByte(_ b: UInt8) {
+        pending |= UInt64(b) << (8 * UInt64(pendingCount))
+        pendingCount += 1
+        if pendingCount == 8 {
+            h = (h ^ pending) &* Self.prime
+            pending = 0
+            pendingCount = 0
+        }
     }
 }

@@ -49,4 +49,19 @@ final class DiskFormatTests: XCTestCase {
         XCTAssertEqual(meta.body, [])
         XCTAssertEqual(header.bodyLength, 11)
     }
+
+    func testChecksumIsTheSameWhateverThePieces() {
+        let bytes = (0..<1000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        var whole = Checksum()
+        whole.add(bytes)
+        for cut in [1, 3, 7, 8, 9, 500, 999] {
+            var pieces = Checksum()
+            pieces.add(bytes[0..<cut])
+            pieces.add(bytes[cut...])
+            XCTAssertEqual(pieces.value, whole.value, "cut at \(cut)")
+        }
+        var other = Checksum()
+        other.add(bytes.reversed())
+        XCTAssertNotEqual(other.value, whole.value)
+    }
 }
