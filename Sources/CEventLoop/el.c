@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
+#include <sys/sendfile.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -359,6 +360,18 @@ ssize_t el_read(int fd, void *buf, size_t len) {
     ssize_t n;
     do { n = read(fd, buf, len); } while (n < 0 && errno == EINTR);
     return n < 0 ? -errno : n;
+}
+
+ssize_t el_sendfile(int out_fd, int in_fd, int64_t offset, size_t count) {
+    off_t off = (off_t)offset;
+    ssize_t n;
+    do { n = sendfile(out_fd, in_fd, &off, count); } while (n < 0 && errno == EINTR);
+    return n < 0 ? -errno : n;
+}
+
+int el_open_read(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
 }
 
 ssize_t el_writev(int fd, const struct iovec *iov, int count) {

@@ -12,6 +12,9 @@ public final class CachedResponse: StoredResponseFacts, @unchecked Sendable {
     public let reason: String?
     public let headPrefix: Bytes
     public let body: Bytes
+    /// For a large response kept on disk only: where its body is. `body`
+    /// is then empty and hits are written with sendfile.
+    public let bodyFile: FileBody?
     /// Response fields as stored (lowercased names), for validation and HEAD.
     public let headers: [(name: String, value: String)]
     public let timing: ResponseTiming
@@ -23,7 +26,8 @@ public final class CachedResponse: StoredResponseFacts, @unchecked Sendable {
     public let varyNames: [String]
     public let varyValues: [String?]
 
-    public init(key: String, status: Int, reason: String? = nil, headPrefix: Bytes, body: Bytes, headers: [(name: String, value: String)],
+    public init(key: String, status: Int, reason: String? = nil, headPrefix: Bytes, body: Bytes, bodyFile: FileBody? = nil,
+                headers: [(name: String, value: String)],
                 timing: ResponseTiming, lifetime: Int, cacheControl: CacheControl,
                 varyNames: [String], varyValues: [String?]) {
         self.key = key
@@ -31,6 +35,7 @@ public final class CachedResponse: StoredResponseFacts, @unchecked Sendable {
         self.reason = reason
         self.headPrefix = headPrefix
         self.body = body
+        self.bodyFile = bodyFile
         self.headers = headers
         self.timing = timing
         self.correctedInitialAge = Freshness.correctedInitialAge(timing)
@@ -51,6 +56,9 @@ public final class CachedResponse: StoredResponseFacts, @unchecked Sendable {
             + varyNames.reduce(0) { $0 + $1.utf8.count + 16 } + varyValues.reduce(0) { $0 + ($1?.utf8.count ?? 0) + 16 }
     }
 
+    /// The body's length, wherever it is.
+    public var bodyLength: Int { bodyFile?.length ?? body.count }
+
     public func currentAge(now: Int64) -> Int {
         Freshness.currentAge(correctedInitialAge: correctedInitialAge, responseTime: timing.responseTime, now: now)
     }
@@ -63,4 +71,16 @@ public final class CachedResponse: StoredResponseFacts, @unchecked Sendable {
     public var lastModified: String? { header("last-modified") }
     /// Whether a conditional request can validate this response.
     public var hasValidator: Bool { etag != nil || lastModified != nil }
+}
+
+/// A body stored in a file: `length` bytes at `offset` of `path`.
+public struct FileBody: Equatable, Sendable {
+    public var path: String
+    public var offset: Int
+    public var length: Int
+    public init(path: String, offset: Int, length: Int) {
+        self.path = path
+        self.offset = offset
+        self.length = length
+    }
 }

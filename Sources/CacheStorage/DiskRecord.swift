@@ -14,6 +14,9 @@ public struct DiskRecord: Equatable, Sendable {
     /// When the record was written (wall seconds), for pruning and disk_ttl.
     public var storedAt: Int64
     public var body: [UInt8]
+    /// Set instead of `body` when the record's body was left in its file
+    /// (large records are not read into memory).
+    public var bodyFile: FileBody?
 
     public struct HeaderPair: Equatable, Sendable {
         public var name: String
@@ -37,7 +40,9 @@ public struct DiskRecord: Equatable, Sendable {
         self.body = body
     }
 
-    public init(_ entry: CachedResponse, storedAt: Int64) {
+    /// nil for a response whose body lives in a file (it is on disk already).
+    public init?(_ entry: CachedResponse, storedAt: Int64) {
+        guard entry.bodyFile == nil else { return nil }
         self.init(key: entry.key, status: entry.status, reason: entry.reason,
                   headers: entry.headers.map { HeaderPair($0.name, $0.value) }, timing: entry.timing,
                   varyNames: entry.varyNames, varyValues: entry.varyValues, storedAt: storedAt,
@@ -71,6 +76,31 @@ public enum DiskFormat {
 
     /// The whole file's bytes for `record`.
     public static func encode(_ record: DiskRecord) -> [UInt8] {
+        let meta = encodeMeta(record)
+        var sum = Checksum()
+        sum.add(meta)
+        sum.add(record.body)
+        var out = fixedHeader(metaLength: meta.count, bodyLength: record.body.count, checksum: sum.value)
+        out.reserveCapacity(fixedHeaderBytes + meta.count + record.body.count)
+        out.append(contentsOf: meta)
+        out.append(contentsOf: record.body)
+        return out
+    }
+
+    /// The 32-byte fixed header.
+    public static func fixedHeader(metaLength: Int, bodyLength: Int, checksum: UInt64) -> [UInt8] {
+        var out = Writer()
+        out.bytes.append(contentsOf: magic)
+        out.u32(version)
+        out.u32(UInt32(metaLength))
+        out.u32(0)
+        out.u64(UInt64(bodyLength))
+        out.u64(checksum)
+        return out.bytes
+    }
+
+    /// The metadata section for `record` (its body is not included).
+    public static func encodeMeta(_ record: DiskRecord) -> [UInt8] {
         var meta = Writer()
         meta.string(record.key)
         meta.i64(Int64(record.status))
@@ -92,20 +122,7 @@ public enum DiskFormat {
             meta.string(h.name)
             meta.string(h.value)
         }
-        var out = Writer()
-        out.bytes.reserveCapacity(fixedHeaderBytes + meta.bytes.count + record.body.count)
-        out.bytes.append(contentsOf: magic)
-        out.u32(version)
-        out.u32(UInt32(meta.bytes.count))
-        out.u32(0)
-        out.u64(UInt64(record.body.count))
-        var sum = Checksum()
-        sum.add(meta.bytes)
-        sum.add(record.body)
-        out.u64(sum.value)
-        out.bytes.append(contentsOf: meta.bytes)
-        out.bytes.append(contentsOf: record.body)
-        return out.bytes
+        return meta.bytes
     }
 
     /// The fixed header: meta and body lengths, after checking magic and version.

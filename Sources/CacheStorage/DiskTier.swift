@@ -104,6 +104,10 @@ public final class DiskTier: @unchecked Sendable {
         var records: [DiskRecord] = []
         for name in names {
             let path = directory + "/" + Self.subdirectory(hash) + "/" + name
+            if let size = fileSize(path), size > Self.inlineReadLimit {
+                if let record = openLarge(path, key: key, name: name, indexed: indexed) { records.append(record) }
+                continue
+            }
             guard let bytes = readFile(path) else {
                 state.withLock { $0.remove(key: key, name: name) }
                 continue
@@ -130,6 +134,68 @@ public final class DiskTier: @unchecked Sendable {
         return records
     }
 
+    /// Files larger than this are not read into memory: their body is
+    /// served from the file (sendfile).
+    public static let inlineReadLimit = 1 << 20
+
+    /// A large file: header and metadata read, the body left in place. Its
+    /// checksum is verified (streaming) the first time it is used after start.
+    private func openLarge(_ path: String, key: String, name: String, indexed: Bool) -> DiskRecord? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            state.withLock { $0.remove(key: key, name: name) }
+            return nil
+        }
+        defer { close(fd) }
+        func drop(_ why: String) -> DiskRecord? {
+            fault("corrupt", "dropping unreadable cache file \(path): \(why)")
+            unlink(path)
+            state.withLock { $0.remove(key: key, name: name) }
+            return nil
+        }
+        var st = stat()
+        var fixed = [UInt8](repeating: 0, count: DiskFormat.fixedHeaderBytes)
+        guard fstat(fd, &st) == 0, pread(fd, &fixed, fixed.count, 0) == fixed.count,
+              let h = try? DiskFormat.header(fixed[...]),
+              Int(st.st_size) == DiskFormat.fixedHeaderBytes + h.metaLength + h.bodyLength
+        else { return drop("bad header") }
+        var meta = [UInt8](repeating: 0, count: h.metaLength)
+        guard pread(fd, &meta, meta.count, off_t(DiskFormat.fixedHeaderBytes)) == meta.count,
+              var record = try? DiskFormat.decodeMeta(meta[...])
+        else { return drop("bad metadata") }
+        guard record.key == key else { return nil }  // a hash collision
+        if let lifetime = lifetimeSeconds, Int64(time(nil)) - record.storedAt > Int64(lifetime) {
+            unlink(path)
+            state.withLock { $0.remove(key: key, name: name) }
+            return nil
+        }
+        let verified = state.withLock { $0.entries[key]?[name]?.verified ?? false }
+        if !verified {
+            var sum = Checksum()
+            sum.add(meta)
+            var chunk = [UInt8](repeating: 0, count: 1 << 20)
+            var offset = DiskFormat.fixedHeaderBytes + h.metaLength
+            while offset < Int(st.st_size) {
+                let n = chunk.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(offset)) }
+                if n <= 0 { return drop("short read") }
+                chunk.withUnsafeBytes { sum.add(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+                offset += n
+            }
+            guard sum.value == h.checksum else { return drop("checksum mismatch") }
+            state.withLock { index in
+                if !indexed { index.insertIfAbsent(key: key, name: name, bytes: Self.charged(Int(st.st_size)), storedAt: record.storedAt) }
+                index.entries[key]?[name]?.verified = true
+            }
+        }
+        record.bodyFile = FileBody(path: path, offset: DiskFormat.fixedHeaderBytes + h.metaLength, length: h.bodyLength)
+        return record
+    }
+
+    private func fileSize(_ path: String) -> Int? {
+        var st = stat()
+        return stat(path, &st) == 0 ? Int(st.st_size) : nil
+    }
+
     // MARK: writing
 
     /// Queues `record` to be written. Returns at once.
@@ -141,6 +207,58 @@ public final class DiskTier: @unchecked Sendable {
         if !queue.push(.write(record, seq), bytes: record.body.count) {
             fault("queue", "disk write queue full: not writing \(record.key) to disk")
         }
+    }
+
+    /// A response body being written to disk as it streams in (a response
+    /// too large for memory). Used from one worker thread; the file work
+    /// happens on the writer thread.
+    public final class Stream: @unchecked Sendable {
+        let id: UInt64
+        public private(set) var failed = false
+        public private(set) var bodyBytes = 0
+        fileprivate init(id: UInt64) { self.id = id }
+        fileprivate func fail() { failed = true }
+        fileprivate func count(_ n: Int) { bodyBytes += n }
+    }
+
+    /// Starts writing `record` (its metadata; the body follows with `append`).
+    public func beginStream(_ record: DiskRecord) -> Stream? {
+        let (id, seq) = state.withLock { index -> (UInt64, UInt64) in
+            index.sequence += 1
+            return (index.sequence, index.sequence)
+        }
+        let stream = Stream(id: id)
+        guard queue.push(.streamOpen(id, record, seq), bytes: 0) else {
+            fault("queue", "disk write queue full: not writing \(record.key) to disk")
+            return nil
+        }
+        return stream
+    }
+
+    /// Queues body bytes; false (and the stream abandoned) when the queue is full.
+    @discardableResult
+    public func append(_ stream: Stream, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard !stream.failed else { return false }
+        guard queue.push(.streamAppend(stream.id, Array(bytes)), bytes: bytes.count) else {
+            fault("queue", "disk write queue full: abandoning a streamed write")
+            abort(stream)
+            return false
+        }
+        stream.count(bytes.count)
+        return true
+    }
+
+    /// The body is complete: the file is sealed and renamed into place.
+    public func finish(_ stream: Stream) {
+        guard !stream.failed else { return }
+        if !queue.push(.streamFinish(stream.id), bytes: 0, force: true) { stream.fail() }
+    }
+
+    /// The body will not complete: the temporary file goes.
+    public func abort(_ stream: Stream) {
+        guard !stream.failed else { return }
+        stream.fail()
+        _ = queue.push(.streamAbort(stream.id), bytes: 0, force: true)
     }
 
     /// Removes every stored variant of `key` now; queued writes of it are dropped.
@@ -173,10 +291,116 @@ public final class DiskTier: @unchecked Sendable {
             switch op {
             case .write(let record, let seq):
                 write(record, seq: seq)
+            case .streamOpen(let id, let record, let seq):
+                streamOpen(id, record, seq: seq)
+            case .streamAppend(let id, let bytes):
+                streamAppend(id, bytes)
+            case .streamFinish(let id):
+                streamFinish(id)
+            case .streamAbort(let id):
+                if let s = streams.removeValue(forKey: id) {
+                    close(s.fd)
+                    unlink(s.tmpPath)
+                }
             }
             // Tombstones only matter while older writes are queued.
             if queue.done() { state.withLock { if $0.rebuilt { $0.tombstones.removeAll() } } }
         }
+    }
+
+    /// Streams being written; touched only on the writer thread.
+    private var streams: [UInt64: OpenStream] = [:]
+
+    private struct OpenStream {
+        var fd: Int32
+        var tmpPath: String
+        var directory: String
+        var name: String
+        var key: String
+        var storedAt: Int64
+        var seq: UInt64
+        var metaLength: Int
+        var bodyLength = 0
+        var checksum = Checksum()
+    }
+
+    private func streamOpen(_ id: UInt64, _ record: DiskRecord, seq: UInt64) {
+        let hash = Self.keyHash(record.key)
+        let dir = directory + "/" + Self.subdirectory(hash)
+        let name = hash + "-" + Self.variantHash(record.varyValues) + ".lrd"
+        if mkdir(dir, 0o700) != 0 && errno != EEXIST {
+            fault("write", "cannot create \(dir): \(String(cString: strerror(errno))); serving from memory and upstream")
+            return
+        }
+        let meta = DiskFormat.encodeMeta(record)
+        let tmp = dir + "/.tmp-" + name + "-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            fault("write", "cannot write to the cache directory (\(String(cString: strerror(errno)))); serving from memory and upstream")
+            return
+        }
+        var stream = OpenStream(fd: fd, tmpPath: tmp, directory: dir, name: name, key: record.key, storedAt: record.storedAt,
+                                seq: seq, metaLength: meta.count)
+        stream.checksum.add(meta)
+        // The fixed header is written last, once the length and checksum are known.
+        let placeholder = [UInt8](repeating: 0, count: DiskFormat.fixedHeaderBytes)
+        guard writeAll(fd, placeholder, path: tmp), writeAll(fd, meta, path: tmp) else {
+            close(fd)
+            unlink(tmp)
+            return
+        }
+        streams[id] = stream
+    }
+
+    private func streamAppend(_ id: UInt64, _ bytes: [UInt8]) {
+        guard var stream = streams[id] else { return }
+        guard writeAll(stream.fd, bytes, path: stream.tmpPath) else {
+            close(stream.fd)
+            unlink(stream.tmpPath)
+            streams[id] = nil
+            return
+        }
+        stream.checksum.add(bytes)
+        stream.bodyLength += bytes.count
+        streams[id] = stream
+    }
+
+    private func streamFinish(_ id: UInt64) {
+        guard let stream = streams.removeValue(forKey: id) else { return }
+        let header = DiskFormat.fixedHeader(metaLength: stream.metaLength, bodyLength: stream.bodyLength,
+                                            checksum: stream.checksum.value)
+        let written = header.withUnsafeBytes { pwrite(stream.fd, $0.baseAddress, $0.count, 0) }
+        close(stream.fd)
+        let final = stream.directory + "/" + stream.name
+        guard written == header.count, rename(stream.tmpPath, final) == 0 else {
+            fault("write", "cannot seal \(stream.tmpPath): \(String(cString: strerror(errno)))")
+            unlink(stream.tmpPath)
+            return
+        }
+        let size = DiskFormat.fixedHeaderBytes + stream.metaLength + stream.bodyLength
+        let victims = state.withLock { index -> [(String, String)] in
+            if (index.tombstones[stream.key] ?? 0) > stream.seq { return [(stream.key, stream.name)] }
+            index.put(key: stream.key, name: stream.name, bytes: Self.charged(size), storedAt: stream.storedAt)
+            index.entries[stream.key]?[stream.name]?.verified = true  // summed as it was written
+            return index.evict(limit: limitBytes)
+        }
+        for (key, victim) in victims {
+            unlink(directory + "/" + Self.subdirectory(Self.keyHash(key)) + "/" + victim)
+        }
+    }
+
+    private func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) -> Bool {
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 {
+                fault("write", "cannot write \(path): \(String(cString: strerror(errno))); serving from memory and upstream")
+                return false
+            }
+            done += n
+        }
+        return true
     }
 
     private func write(_ record: DiskRecord, seq: UInt64) {
@@ -366,6 +590,8 @@ struct DiskIndex: ~Copyable {
         var bytes: Int
         var lastUse: UInt64
         var storedAt: Int64
+        /// A large file's checksum was checked since start.
+        var verified = false
     }
 
     var entries: [String: [String: Item]] = [:]
@@ -430,7 +656,13 @@ struct DiskIndex: ~Copyable {
 
 /// A bounded queue of disk operations for the writer thread.
 final class WriteQueue: @unchecked Sendable {
-    enum Op { case write(DiskRecord, UInt64) }
+    enum Op {
+        case write(DiskRecord, UInt64)
+        case streamOpen(UInt64, DiskRecord, UInt64)
+        case streamAppend(UInt64, [UInt8])
+        case streamFinish(UInt64)
+        case streamAbort(UInt64)
+    }
 
     private let condition = NSCondition()
     private var ops: [Op] = []
@@ -438,12 +670,13 @@ final class WriteQueue: @unchecked Sendable {
     private var queuedBytes = 0
     private var busy = false
     static let maxOps = 10_000
-    static let maxBytes = 256 << 20
+    static let maxBytes = 64 << 20
 
-    func push(_ op: Op, bytes: Int) -> Bool {
+    /// `force`: queued even when full (small control ops that must not be lost).
+    func push(_ op: Op, bytes: Int, force: Bool = false) -> Bool {
         condition.lock()
         defer { condition.unlock() }
-        guard ops.count - head < Self.maxOps, queuedBytes + bytes <= Self.maxBytes else { return false }
+        guard force || (ops.count - head < Self.maxOps && queuedBytes + bytes <= Self.maxBytes) else { return false }
         ops.append(op)
         queuedBytes += bytes
         condition.broadcast()
@@ -457,7 +690,11 @@ final class WriteQueue: @unchecked Sendable {
         let op = ops[head]
         head += 1
         if head > 1024 { ops.removeFirst(head); head = 0 }
-        if case .write(let record, _) = op { queuedBytes -= record.body.count }
+        switch op {
+        case .write(let record, _): queuedBytes -= record.body.count
+        case .streamAppend(_, let bytes): queuedBytes -= bytes.count
+        default: break
+        }
         busy = true
         return op
     }

@@ -44,7 +44,10 @@ public final class TieredStore: @unchecked Sendable {
     public func insert(_ entry: CachedResponse) -> Bool {
         let inMemory = memory.insert(entry)
         guard let disk else { return inMemory }
-        disk.store(DiskRecord(entry, storedAt: Int64(Date().timeIntervalSince1970)))
+        // A response whose body is already a disk file keeps that file; only
+        // in-memory bodies are written.
+        guard let record = DiskRecord(entry, storedAt: Int64(Date().timeIntervalSince1970)) else { return inMemory }
+        disk.store(record)
         return true
     }
 

@@ -51,6 +51,22 @@ public enum Socket {
         return n
     }
 
+    /// sendfile; nil means would block.
+    public static func sendfile(to fd: Int32, from file: Int32, offset: Int, count: Int) throws(SystemError) -> Int? {
+        let n = el_sendfile(fd, file, Int64(offset), count)
+        if n < 0 {
+            let e = Int32(-n)
+            if e == EAGAIN || e == EWOULDBLOCK { return nil }
+            throw SystemError(errno: e, operation: "sendfile")
+        }
+        return n
+    }
+
+    /// Opens a file for reading.
+    public static func openForReading(_ path: String) throws(SystemError) -> Int32 {
+        Int32(try check(Int(el_open_read(path)), "open \(path)"))
+    }
+
     public static func shutdownWrite(_ fd: Int32) { _ = el_shutdown_write(fd) }
 
     public static func close(_ fd: Int32) { _ = el_close(fd) }

@@ -45,6 +45,8 @@ final class Exchange: UpstreamTransferDelegate {
         var headers: [(name: String, value: String)]
         var timing: ResponseTiming
         var body = ByteAccumulator()
+        /// Set when the body is too large for memory and streams to disk instead.
+        var disk: DiskTier.Stream?
     }
 
     init(head: RequestHead, connection: ClientConnection) {
@@ -72,14 +74,18 @@ final class Exchange: UpstreamTransferDelegate {
         var candidate: CachedResponse?
         switch Lookup.decide(facts, variants, now: now, shared: shared) {
         case .fresh(let index, let age, let ttl):
-            ProxyStats.bump(worker.stats.hits)
-            serveStored(variants[index], age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl))
-            return
+            if serveStored(variants[index], age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl)) {
+                ProxyStats.bump(worker.stats.hits)
+                return
+            }
+            bodyFileVanished()
         case .staleWhileRevalidate(let index, let age, let ttl):
-            ProxyStats.bump(worker.stats.staleHits)
-            worker.revalidateInBackground(variants[index], among: variants, request: request, peer: connection.peer)
-            serveStored(variants[index], age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl))
-            return
+            if serveStored(variants[index], age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl)) {
+                ProxyStats.bump(worker.stats.staleHits)
+                worker.revalidateInBackground(variants[index], among: variants, request: request, peer: connection.peer)
+                return
+            }
+            bodyFileVanished()
         case .stale(let index, _, _, let forced):
             forwardReason = forced ? .request : .stale
             candidate = variants[index]
@@ -101,29 +107,46 @@ final class Exchange: UpstreamTransferDelegate {
         forward()
     }
 
+    /// A stored body file went away (evicted or removed meanwhile): forget
+    /// the entry and fetch as on a miss.
+    private func bodyFileVanished() {
+        worker.store.remove(key)
+        variants = []
+        forwardReason = .uriMiss
+    }
+
     // MARK: answers from the store
 
     /// Writes a stored response: its prepared head, a per-request tail
     /// (Age, Date, Cache-Status, Connection) and its body, or a 304 when the
     /// client's own conditional request matches it.
-    private func serveStored(_ entry: CachedResponse, age: Int, now: Int64, cacheStatus: [UInt8]) {
-        responseStarted = true
+    /// Returns false, having sent nothing, when the body is a disk file that
+    /// can no longer be opened.
+    @discardableResult
+    private func serveStored(_ entry: CachedResponse, age: Int, now: Int64, cacheStatus: [UInt8]) -> Bool {
         if clientIsNotModified(etag: entry.etag, lastModified: entry.lastModified, dateValue: entry.timing.dateValue),
            entry.status == 200 {
+            responseStarted = true
             sendNotModified(entry.headers, age: age, now: now, cacheStatus: cacheStatus)
             complete()
-            return
+            return true
         }
+        var file: OpenFile?
+        if let bodyFile = entry.bodyFile, request.method != "HEAD" {
+            guard let fd = try? Socket.openForReading(bodyFile.path) else { return false }
+            file = OpenFile(fd: fd)
+        }
+        responseStarted = true
         if request.method == "GET", entry.status == 200, request.header("range") != nil {
             switch ByteRange.evaluate(range: request.combinedHeader("range"), ifRange: request.header("if-range"),
-                                      length: entry.body.count, etag: entry.etag, lastModified: entry.lastModified) {
+                                      length: entry.bodyLength, etag: entry.etag, lastModified: entry.lastModified) {
             case .full: break
             case .partial(let first, let last):
-                sendPartial(entry, first: first, last: last, age: age, now: now, cacheStatus: cacheStatus)
-                return
+                sendPartial(entry, file: file, first: first, last: last, age: age, now: now, cacheStatus: cacheStatus)
+                return true
             case .unsatisfiable:
-                sendPartial(entry, first: nil, last: nil, age: age, now: now, cacheStatus: cacheStatus)
-                return
+                sendPartial(entry, file: file, first: nil, last: nil, age: age, now: now, cacheStatus: cacheStatus)
+                return true
             }
         }
         var tail: [UInt8] = []
@@ -136,14 +159,20 @@ final class Exchange: UpstreamTransferDelegate {
         tail.append(contentsOf: [0x0D, 0x0A])
         connection.enqueue(entry.headPrefix)
         connection.enqueue(tail)
-        if request.method != "HEAD" { connection.enqueue(entry.body) }
+        if let file, let bodyFile = entry.bodyFile {
+            connection.enqueue(file: file, from: bodyFile.offset, to: bodyFile.offset + bodyFile.length)
+        } else if request.method != "HEAD" {
+            connection.enqueue(entry.body)
+        }
         complete()
+        return true
     }
 
     /// 206 with one range of the stored body, or 416 when `first` is nil
     /// (RFC 9110 sections 14.4 and 15.5.17).
-    private func sendPartial(_ entry: CachedResponse, first: Int?, last: Int?, age: Int, now: Int64, cacheStatus: [UInt8]) {
-        let length = entry.body.count
+    private func sendPartial(_ entry: CachedResponse, file: OpenFile?, first: Int?, last: Int?, age: Int, now: Int64,
+                             cacheStatus: [UInt8]) {
+        let length = entry.bodyLength
         var head = Array((first != nil ? "HTTP/1.1 206 Partial Content\r\n" : "HTTP/1.1 416 Range Not Satisfiable\r\n").utf8)
         for field in entry.headers where !builder.isHidden(field.name) {
             switch field.name {
@@ -161,7 +190,13 @@ final class Exchange: UpstreamTransferDelegate {
         }
         appendTail(age: age, now: now, cacheStatus: cacheStatus, hasDate: entry.header("date") != nil, to: &head)
         connection.enqueue(head)
-        if let first, let last { connection.enqueue(entry.body, from: first, to: last + 1) }
+        if let first, let last {
+            if let file, let bodyFile = entry.bodyFile {
+                connection.enqueue(file: file, from: bodyFile.offset + first, to: bodyFile.offset + last + 1)
+            } else {
+                connection.enqueue(entry.body, from: first, to: last + 1)
+            }
+        }
         complete()
     }
 
@@ -288,8 +323,13 @@ final class Exchange: UpstreamTransferDelegate {
             ageValue = Freshness.correctedInitialAge(timing)
             if request.method == "GET",
                builder.decide(request: request, status: status, headers: passed, timing: timing) == .store,
-               (expectedLength ?? 0) <= worker.configuration.maxObjectBytes {
+               (expectedLength ?? 0) <= max(worker.configuration.maxObjectBytes, diskMaxObjectBytes) {
                 store = PendingStore(status: status, reason: reason, headers: passed, timing: timing)
+                if (expectedLength ?? 0) > worker.configuration.maxObjectBytes {
+                    // Too large for memory: straight to disk.
+                    store!.disk = beginDiskStream()
+                    if store!.disk == nil { store = nil }
+                }
             } else if request.method == "GET" && status < 400 && status != 206 && status != 304 {
                 // A current answer that cannot be stored: drop what it supersedes.
                 worker.store.remove(key)
@@ -379,7 +419,7 @@ final class Exchange: UpstreamTransferDelegate {
                                                      candidates: variants.map { (etag: $0.etag, lastModified: $0.lastModified) })
         else { return }
         let entry = variants[index]
-        if let length = StoredResponseBuilder.value("content-length", in: headers).flatMap({ Int($0) }), length != entry.body.count {
+        if let length = StoredResponseBuilder.value("content-length", in: headers).flatMap({ Int($0) }), length != entry.bodyLength {
             worker.store.remove(key)
             return
         }
@@ -417,16 +457,50 @@ final class Exchange: UpstreamTransferDelegate {
             connection.enqueue(copying: bytes)
         }
         receivedBody += bytes.count
-        if store != nil {
-            if receivedBody > worker.configuration.maxObjectBytes {
-                store?.body.discard()
-                store = nil
-            } else {
-                store?.body.append(bytes)
-            }
-        }
+        storeBody(bytes)
         if framing != .none { connection.flush() }
         return true
+    }
+
+    /// Responses larger than this go neither to memory nor to disk: a
+    /// quarter of the disk tier, so one object cannot flush the rest.
+    private var diskMaxObjectBytes: Int { (worker.store.disk?.limitBytes ?? 0) / 4 }
+
+    /// Keeps a body piece for storing: in memory up to max_object_size,
+    /// then (when there is a disk tier) streamed to disk.
+    private func storeBody(_ bytes: UnsafeRawBufferPointer) {
+        guard store != nil else { return }
+        if let stream = store!.disk {
+            if receivedBody > diskMaxObjectBytes || !(worker.store.disk?.append(stream, bytes) ?? false) { dropStore() }
+            return
+        }
+        guard receivedBody > worker.configuration.maxObjectBytes else {
+            store!.body.append(bytes)
+            return
+        }
+        guard receivedBody <= diskMaxObjectBytes, let disk = worker.store.disk, let stream = beginDiskStream() else {
+            dropStore()
+            return
+        }
+        let soFar = store!.body.take()
+        store!.disk = stream
+        if !disk.append(stream, soFar.buffer) || !disk.append(stream, bytes) { dropStore() }
+    }
+
+    private func beginDiskStream() -> DiskTier.Stream? {
+        guard let pending = store, let disk = worker.store.disk else { return nil }
+        return disk.beginStream(builder.diskRecord(key: key, status: pending.status, reason: pending.reason,
+                                                   headers: pending.headers, timing: pending.timing,
+                                                   storedAt: EventLoop.wallSeconds(),
+                                                   varyFrom: { [request] in request.combinedHeader($0) }))
+    }
+
+    /// Gives up storing this response (too large, incomplete, failed).
+    private func dropStore() {
+        guard store != nil else { return }
+        store!.body.discard()
+        if let stream = store!.disk { worker.store.disk?.abort(stream) }
+        store = nil
     }
 
     func upstreamDidComplete(_ error: UpstreamError?) {
@@ -435,8 +509,7 @@ final class Exchange: UpstreamTransferDelegate {
         if answeredFromStore { return }
         if let error {
             ProxyStats.bump(worker.stats.upstreamErrors)
-            store?.body.discard()
-            store = nil
+            dropStore()
             if responseStarted {
                 worker.logger.warning("upstream failed mid-response for \(request.method) \(key): \(error.message)")
                 finished = true
@@ -454,18 +527,20 @@ final class Exchange: UpstreamTransferDelegate {
         }
         if framing == .length, let expectedLength, receivedBody != expectedLength {
             // The upstream promised more (or less) than it sent.
-            store?.body.discard()
-            store = nil
+            dropStore()
             finished = true
             connection.exchangeAborted()
             return
         }
         if framing == .chunked { connection.enqueue(Array("0\r\n\r\n".utf8)) }
         if let expectedLength, store != nil, receivedBody != expectedLength {
-            store?.body.discard()  // incomplete: never stored (section 3.3)
-            store = nil
+            dropStore()  // incomplete: never stored (section 3.3)
         }
-        if var pending = store {
+        if let stream = store?.disk {
+            store = nil
+            worker.store.disk?.finish(stream)
+            ProxyStats.bump(worker.stats.stored)
+        } else if var pending = store {
             store = nil
             let entry = builder.build(key: key, status: pending.status, reason: pending.reason, headers: pending.headers,
                                       body: pending.body.take(), timing: pending.timing,
@@ -521,8 +596,7 @@ final class Exchange: UpstreamTransferDelegate {
 
     func cancel() {
         finished = true
-        store?.body.discard()
-        store = nil
+        dropStore()
         transfer?.cancel()
         transfer = nil
     }

@@ -4,11 +4,25 @@ import EventLoop
 import Glibc
 #endif
 
-/// Bytes waiting to go to a client socket. Segments point into `Bytes`
-/// they keep alive (stored responses are written without copying).
+/// An open file whose bytes are being sent; closed when the last segment
+/// using it is gone.
+final class OpenFile {
+    let fd: Int32
+    init(fd: Int32) { self.fd = fd }
+    deinit { Socket.close(fd) }
+}
+
+/// Bytes waiting to go to a client socket. Memory segments point into
+/// `Bytes` they keep alive (stored responses are written without copying);
+/// file segments are sent with sendfile.
 struct OutputQueue {
+    private enum Source {
+        case memory(Bytes)
+        case file(OpenFile)
+    }
+
     private struct Segment {
-        let owner: Bytes
+        let source: Source
         var offset: Int
         let end: Int
     }
@@ -22,7 +36,7 @@ struct OutputQueue {
     mutating func append(_ bytes: Bytes, from offset: Int = 0, to end: Int? = nil) {
         let end = end ?? bytes.count
         guard end > offset else { return }
-        segments.append(Segment(owner: bytes, offset: offset, end: end))
+        segments.append(Segment(source: .memory(bytes), offset: offset, end: end))
         pendingBytes += end - offset
     }
 
@@ -36,23 +50,37 @@ struct OutputQueue {
         append(Bytes(buffer))
     }
 
+    /// Bytes `offset..<end` of an open file.
+    mutating func append(file: OpenFile, from offset: Int, to end: Int) {
+        guard end > offset else { return }
+        segments.append(Segment(source: .file(file), offset: offset, end: end))
+        pendingBytes += end - offset
+    }
+
     /// Writes as much as the socket takes. Returns false when it would block
     /// with bytes left; throws on a socket error.
     mutating func flush(to fd: Int32) throws(SystemError) -> Bool {
         let maxIov = 64
         var iov = [iovec](repeating: iovec(), count: maxIov)
         while head < segments.count {
-            var n = 0
-            var i = head
-            while i < segments.count && n < maxIov {
-                let s = segments[i]
-                iov[n] = iovec(iov_base: UnsafeMutableRawPointer(mutating: s.owner.pointer + s.offset),
-                               iov_len: s.end - s.offset)
-                n += 1
-                i += 1
-            }
-            let written = try iov.withUnsafeBufferPointer { (p) throws(SystemError) -> Int? in
-                try Socket.writev(fd, p.baseAddress!, count: Int32(n))
+            let written: Int?
+            if case .file(let file) = segments[head].source {
+                let s = segments[head]
+                written = try Socket.sendfile(to: fd, from: file.fd, offset: s.offset, count: min(s.end - s.offset, 1 << 30))
+                if written == 0 { throw SystemError(errno: EIO, operation: "sendfile (file shorter than expected)") }
+            } else {
+                // Gather memory segments up to the next file segment.
+                var n = 0
+                var i = head
+                while i < segments.count && n < maxIov, case .memory(let bytes) = segments[i].source {
+                    let s = segments[i]
+                    iov[n] = iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.pointer + s.offset), iov_len: s.end - s.offset)
+                    n += 1
+                    i += 1
+                }
+                written = try iov.withUnsafeBufferPointer { (p) throws(SystemError) -> Int? in
+                    try Socket.writev(fd, p.baseAddress!, count: Int32(n))
+                }
             }
             guard var remaining = written else { return false }
             pendingBytes -= remaining

@@ -66,16 +66,14 @@ struct StoredResponseBuilder: Sendable {
     /// Builds the stored form. `varyFrom` supplies the request's values of
     /// the fields the response's Vary names.
     func build(key: String, status: Int, reason: String?, headers: [(name: String, value: String)], body: Bytes,
-               timing: ResponseTiming, varyFrom request: (String) -> String?) -> CachedResponse {
+               bodyFile: FileBody? = nil, timing: ResponseTiming, varyFrom request: (String) -> String?) -> CachedResponse {
         let (cc, _) = cacheControl(headers)
         // Fields named by no-cache="..." are not stored (RFC 9111 section
         // 5.2.2.4: they may not be reused unvalidated), nor, in a shared
         // cache, those named by private="..." (5.2.2.7). Set-Cookie is stored like any field, as RFC 9111
         // section 7.3 allows; an origin that must not share it says
         // private="Set-Cookie" or no-store.
-        var dropped = Set(cc.noCacheFields)
-        if shared { dropped.formUnion(cc.privateFields) }
-        let kept = headers.filter { !dropped.contains($0.name) }
+        let kept = storedFields(headers, cc)
         var prefixFields: [HeaderField] = []
         for field in kept where !Self.perRequestFields.contains(field.name) && !isHidden(field.name) {
             prefixFields.append(HeaderField(name: field.name, value: field.value))
@@ -86,12 +84,33 @@ struct StoredResponseBuilder: Sendable {
         }
         var prefix = ResponseSerializer.headPrefix(status: status, reason: reason, headers: prefixFields)
         if status != 204 && status != 304 {
-            ResponseSerializer.appendField("content-length", String(body.count), to: &prefix)
+            ResponseSerializer.appendField("content-length", String(bodyFile?.length ?? body.count), to: &prefix)
         }
         let names = Vary.fieldNames(Self.combined("vary", in: headers)) ?? []
-        return CachedResponse(key: key, status: status, reason: reason, headPrefix: Bytes(prefix), body: body, headers: kept,
+        return CachedResponse(key: key, status: status, reason: reason, headPrefix: Bytes(prefix), body: body,
+                              bodyFile: bodyFile, headers: kept,
                               timing: timing, lifetime: lifetime(status: status, headers: kept, timing: timing) ?? 0,
                               cacheControl: cc, varyNames: names, varyValues: names.map { Vary.normalize(request($0), field: $0) })
+    }
+
+    /// The fields a stored copy keeps: without those no-cache="..." names
+    /// and, in a shared cache, those private="..." names.
+    private func storedFields(_ headers: [(name: String, value: String)], _ cc: CacheControl) -> [(name: String, value: String)] {
+        var dropped = Set(cc.noCacheFields)
+        if shared { dropped.formUnion(cc.privateFields) }
+        return dropped.isEmpty ? headers : headers.filter { !dropped.contains($0.name) }
+    }
+
+    /// The disk record's metadata for a response whose body will be
+    /// streamed to disk (too large for memory).
+    func diskRecord(key: String, status: Int, reason: String?, headers: [(name: String, value: String)],
+                    timing: ResponseTiming, storedAt: Int64, varyFrom request: (String) -> String?) -> DiskRecord {
+        let (cc, _) = cacheControl(headers)
+        let names = Vary.fieldNames(Self.combined("vary", in: headers)) ?? []
+        return DiskRecord(key: key, status: status, reason: reason,
+                          headers: storedFields(headers, cc).map { DiskRecord.HeaderPair($0.name, $0.value) }, timing: timing,
+                          varyNames: names, varyValues: names.map { Vary.normalize(request($0), field: $0) },
+                          storedAt: storedAt, body: [])
     }
 
     /// A stored response refreshed by a 304 (or HEAD) response (section 4.3.4):
@@ -100,7 +119,7 @@ struct StoredResponseBuilder: Sendable {
         let merged = Validation.merge(stored: entry.headers, update: update)
         let names = entry.varyNames, values = entry.varyValues
         return build(key: entry.key, status: entry.status, reason: entry.reason, headers: merged, body: entry.body,
-                     timing: timing) { name in
+                     bodyFile: entry.bodyFile, timing: timing) { name in
             names.firstIndex(of: name).flatMap { values[$0] }
         }
     }
@@ -109,7 +128,8 @@ struct StoredResponseBuilder: Sendable {
     func rehydrate(_ record: DiskRecord) -> CachedResponse {
         let names = record.varyNames, values = record.varyValues
         return build(key: record.key, status: record.status, reason: record.reason,
-                     headers: record.headers.map { ($0.name, $0.value) }, body: Bytes(record.body), timing: record.timing) { name in
+                     headers: record.headers.map { ($0.name, $0.value) }, body: Bytes(record.body), bodyFile: record.bodyFile,
+                     timing: record.timing) { name in
             names.firstIndex(of: name).flatMap { values[$0] }
         }
     }

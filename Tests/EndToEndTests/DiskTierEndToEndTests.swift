@@ -148,4 +148,42 @@ final class DiskTierEndToEndTests: XCTestCase {
         XCTAssertEqual(try second.client().get("/dttl?size=10").header("cache-status"), "larder; fwd=uri-miss; stored")
         XCTAssertEqual(try origin.count("/dttl?size=10"), 2)
     }
+
+    /// Resident and peak memory of a process, in bytes (from /proc).
+    private func memory(of pid: Int32) -> (rss: Int, peak: Int) {
+        let text = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        func kB(_ field: String) -> Int {
+            let line = text.split(separator: "\n").first { $0.hasPrefix(field + ":") } ?? ""
+            return (Int(line.split(separator: " ").dropFirst().first { !$0.isEmpty }.map(String.init)?
+                .trimmingCharacters(in: .whitespaces) ?? "0") ?? 0) * 1024
+        }
+        return (kB("VmRSS"), kB("VmHWM"))
+    }
+
+    /// A 100 MiB response: too large for memory, streamed to disk while it
+    /// streams to the client, then served from the file (sendfile).
+    func testAHundredMebibyteObjectIsCachedOnDiskAndServedWithFlatMemory() throws {
+        let target = "/huge100?size=104857600"
+        let l = try start(["--memory-limit", "16MiB"])
+        let pid = l.child.process.processIdentifier
+        let miss = try l.client().get(target)
+        XCTAssertEqual(miss.body.count, 104_857_600)
+        XCTAssertEqual(miss.header("cache-status"), "larder; fwd=uri-miss; stored")
+        // The file is sealed by the background writer: wait for it (bounded).
+        let deadline = Date().addingTimeInterval(30)
+        while cacheFiles().isEmpty && Date() < deadline { usleep(20_000) }
+        XCTAssertEqual(cacheFiles().count, 1)
+        let before = memory(of: pid)
+        let hit = try l.client().get(target)
+        let after = memory(of: pid)
+        XCTAssertTrue(hit.header("cache-status")?.contains("hit") ?? false, "\(hit.headers)")
+        XCTAssertTrue(hit.body == miss.body, "the body served from disk is the one fetched")
+        XCTAssertEqual(try origin.count(target), 1)
+        XCTAssertLessThan(after.rss - before.rss, 16 << 20, "serving from disk does not load the object")
+        XCTAssertLessThan(after.peak, 100 << 20, "the object was never held in memory whole")
+        // A range of it, from the file.
+        let part = try l.client().get(target, headers: ["Range: bytes=104857500-"])
+        XCTAssertEqual(part.status, 206)
+        XCTAssertTrue(part.body == Array(miss.body[104_857_500...]))
+    }
 }

@@ -89,6 +89,10 @@ int el_accept(int listen_fd, char *addr, size_t addr_cap);
 int el_set_nonblocking(int fd);
 
 ssize_t el_read(int fd, void *buf, size_t len);
+/// sendfile(2): up to count bytes of in_fd from offset to out_fd.
+ssize_t el_sendfile(int out_fd, int in_fd, int64_t offset, size_t count);
+/// open(path, O_RDONLY | O_CLOEXEC).
+int el_open_read(const char *path);
 ssize_t el_writev(int fd, const struct iovec *iov, int count);
 ssize_t el_write(int fd, const void *buf, size_t len);
 int el_close(int fd);
