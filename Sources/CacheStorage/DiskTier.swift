@@ -377,16 +377,25 @@ public final class DiskTier: @unchecked Sendable {
             unlink(stream.tmpPath)
             return
         }
-        let size = DiskFormat.fixedHeaderBytes + stream.metaLength + stream.bodyLength
+        // Summed as it was written: no need to verify it on first use.
+        indexSealed(key: stream.key, name: stream.name, fileBytes: DiskFormat.fixedHeaderBytes + stream.metaLength + stream.bodyLength,
+                    storedAt: stream.storedAt, seq: stream.seq, verified: true)
+    }
+
+    /// Indexes a file just renamed into place (unless its key was removed
+    /// since the write was queued) and evicts past the limit.
+    private func indexSealed(key: String, name: String, fileBytes: Int, storedAt: Int64, seq: UInt64, verified: Bool) {
         let victims = state.withLock { index -> [(String, String)] in
-            if (index.tombstones[stream.key] ?? 0) > stream.seq { return [(stream.key, stream.name)] }
-            index.put(key: stream.key, name: stream.name, bytes: Self.charged(size), storedAt: stream.storedAt)
-            index.entries[stream.key]?[stream.name]?.verified = true  // summed as it was written
+            if (index.tombstones[key] ?? 0) > seq { return [(key, name)] }  // removed meanwhile
+            index.put(key: key, name: name, bytes: Self.charged(fileBytes), storedAt: storedAt)
+            if verified { index.entries[key]?[name]?.verified = true }
             return index.evict(limit: limitBytes)
         }
-        for (key, victim) in victims {
-            unlink(directory + "/" + Self.subdirectory(Self.keyHash(key)) + "/" + victim)
-        }
+        deleteFiles(victims)
+    }
+
+    private func deleteFiles(_ files: [(key: String, name: String)]) {
+        for (key, name) in files { unlink(directory + "/" + Self.subdirectory(Self.keyHash(key)) + "/" + name) }
     }
 
     private func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) -> Bool {
@@ -421,14 +430,7 @@ public final class DiskTier: @unchecked Sendable {
             unlink(tmp)
             return
         }
-        let victims = state.withLock { index -> [(String, String)] in
-            if (index.tombstones[record.key] ?? 0) > seq { return [(record.key, name)] }  // removed meanwhile
-            index.put(key: record.key, name: name, bytes: Self.charged(bytes.count), storedAt: record.storedAt)
-            return index.evict(limit: limitBytes)
-        }
-        for (key, victim) in victims {
-            unlink(directory + "/" + Self.subdirectory(Self.keyHash(key)) + "/" + victim)
-        }
+        indexSealed(key: record.key, name: name, fileBytes: bytes.count, storedAt: record.storedAt, seq: seq, verified: false)
     }
 
     // MARK: index rebuild
@@ -468,13 +470,10 @@ public final class DiskTier: @unchecked Sendable {
                 }
             }
         }
-        let victims = state.withLock { index -> [(String, String)] in
+        deleteFiles(state.withLock { index -> [(String, String)] in
             index.rebuilt = true
             return index.evict(limit: limitBytes)
-        }
-        for (key, victim) in victims {
-            unlink(directory + "/" + Self.subdirectory(Self.keyHash(key)) + "/" + victim)
-        }
+        })
     }
 
     /// Every minute, removes files past `lifetimeSeconds` (disk_ttl).
@@ -483,10 +482,7 @@ public final class DiskTier: @unchecked Sendable {
         while true {
             sleep(60)
             let cutoff = Int64(time(nil)) - Int64(lifetime)
-            let expired = state.withLock { $0.removeStored(before: cutoff) }
-            for (key, name) in expired {
-                unlink(directory + "/" + Self.subdirectory(Self.keyHash(key)) + "/" + name)
-            }
+            deleteFiles(state.withLock { $0.removeStored(before: cutoff) })
         }
     }
 
