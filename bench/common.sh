@@ -1,0 +1,72 @@
+# Shared by the benchmark scripts (sourced, not run). Installs wrk and nginx
+# when missing, builds Larder in release mode, makes a work directory that
+# is removed on exit (KEEP_WORK=1 keeps it), and starts the test origin.
+set -eu
+cd "$(dirname "$0")/.."
+
+need=""
+command -v wrk >/dev/null 2>&1 || need="$need wrk"
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need="$need nginx-light"
+if [ -n "$need" ]; then
+    if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q $need >&2
+fi
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+.ci/install-deps
+swift build -c release --product larder >&2
+LARDER=.build/release/larder
+
+WORK=$(mktemp -d /tmp/larder-bench.XXXXXX)
+# nginx workers run as an unprivileged user when started as root.
+chmod 755 "$WORK"
+mkdir -p "$WORK/tmp"
+chmod 777 "$WORK/tmp"
+PIDS=""
+cleanup() {
+    for pid in $PIDS; do kill "$pid" 2>/dev/null || true; done
+    [ -f "$WORK/nginx.pid" ] && kill "$(cat "$WORK/nginx.pid")" 2>/dev/null || true
+    [ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+
+# The test suite's python origin (responses carry max-age=60).
+python3 Tests/EndToEndTests/origin.py 0 > "$WORK/origin.out" 2>&1 &
+PIDS="$PIDS $!"
+i=0; while ! grep -q PORT "$WORK/origin.out" && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+ORIGIN_PORT=$(awk '/PORT/ {print $2}' "$WORK/origin.out")
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# Starts nginx with the given http-block body (temp paths are set here).
+start_nginx() {
+    cat > "$WORK/nginx.conf" <<CONF
+worker_processes ${WORKERS:-2};
+pid $WORK/nginx.pid;
+error_log $WORK/nginx.err warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    proxy_temp_path $WORK/tmp; client_body_temp_path $WORK/tmp; fastcgi_temp_path $WORK/tmp;
+    uwsgi_temp_path $WORK/tmp; scgi_temp_path $WORK/tmp;
+    keepalive_requests 1000000;
+    upstream origin { server 127.0.0.1:$ORIGIN_PORT; keepalive 16; }
+$1
+}
+CONF
+    "$NGINX" -c "$WORK/nginx.conf" -p "$WORK" 2>> "$WORK/nginx.err"
+    i=0; while [ ! -s "$WORK/nginx.pid" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+}
+
+# Prints "requests_per_second p99_ms" for one wrk run: measure URL [lua-script].
+measure() {
+    if [ $# -gt 1 ]; then script="-s $2"; else script=""; fi
+    # shellcheck disable=SC2086
+    out=$(wrk -t"${THREADS:-2}" -c"${CONNECTIONS:-64}" -d"${DURATION:-10}s" --latency $script "$1")
+    rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
+    p99=$(echo "$out" | awk '$1 == "99%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v=v/1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else if (v ~ /s$/) {sub(/s/,"",v); v=v*1000}; print v}')
+    errors=$(echo "$out" | awk '/Non-2xx|Socket errors/ {print}' | tr '\n' ' ')
+    [ -n "$errors" ] && echo "  warning: $1: $errors" >&2
+    echo "$rps $p99"
+}
