@@ -42,7 +42,7 @@ let package = Package(
         .executableTarget(
             name: "larder",
             dependencies: [
-                "Proxy", "EventLoop", "Upstream", "CacheStorage",
+                "Proxy", "EventLoop", "Upstream", "CacheStorage", "CacheSemantics",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),

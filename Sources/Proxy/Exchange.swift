@@ -30,6 +30,10 @@ final class Exchange: UpstreamTransferDelegate {
     /// A stale stored response that may stand in if the upstream fails
     /// (stale-if-error), with the request's directives.
     private var staleCandidate: (entry: CachedResponse, request: CacheControl)?
+    /// networkElseCache: what to serve, however stale, when the upstream fails.
+    private var policyFallback: CachedResponse?
+    /// reloadIgnoringLocalAndRemoteCacheData: Cache-Control: no-cache upstream.
+    private var askUpstreamCachesToReload = false
 
     // Response streaming.
     private enum ClientFraming { case none, length, chunked, untilClose }
@@ -62,6 +66,22 @@ final class Exchange: UpstreamTransferDelegate {
     private var builder: StoredResponseBuilder { worker.builder }
 
     func start() {
+        // The request's policy: the client's Larder-Cache-Policy when allowed,
+        // else the configured default.
+        var policy = worker.configuration.defaultPolicy
+        var chosenByClient = false
+        if worker.configuration.allowClientPolicy, let name = request.combinedHeader("larder-cache-policy") {
+            guard let chosen = RequestPolicy(name: name) else {
+                responseStarted = true
+                connection.enqueue(ResponseSerializer.simple(
+                    status: 400, body: "unknown Larder-Cache-Policy \"\(name)\"; valid names: "
+                        + RequestPolicy.validNames.joined(separator: ", "), close: !keepAlive))
+                complete()
+                return
+            }
+            policy = chosen
+            chosenByClient = true
+        }
         guard isCacheLookup else {
             forward()
             return
@@ -72,39 +92,65 @@ final class Exchange: UpstreamTransferDelegate {
         let now = EventLoop.wallSeconds()
         variants = worker.store.lookup(key)
         var candidate: CachedResponse?
-        switch Lookup.decide(facts, variants, now: now, shared: shared) {
-        case .fresh(let index, let age, let ttl):
+        let outcome = Lookup.decide(facts, variants, now: now, shared: shared)
+        switch policy.action(for: outcome) {
+        case .serveStored(let index, let age, let ttl), .serveStoredAndRefresh(let index, let age, let ttl):
+            if serveStored(variants[index], age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl)) {
+                if ttl > 0 { ProxyStats.bump(worker.stats.hits) } else { ProxyStats.bump(worker.stats.staleHits) }
+                if policy == .cacheThenFetch {
+                    worker.revalidateInBackground(variants[index], among: variants, request: request, peer: connection.peer)
+                }
+                return
+            }
+            bodyFileVanished()
+        case .gatewayTimeout:
+            sendCacheOnlyMiss(detail: "cache-only", "nothing stored for this URL and the policy forbids asking the upstream")
+            return
+        case .forward(let validate, let noCacheUpstream, let fallback):
+            // A reload the client asked for, or one the configuration imposes.
+            forwardReason = chosenByClient ? .request : .bypass
+            if let validate, variants[validate].hasValidator, request.method == "GET" { validating = variants[validate] }
+            askUpstreamCachesToReload = noCacheUpstream
+            if let fallback { policyFallback = variants[fallback] }
+            ProxyStats.bump(worker.stats.misses)
+            forward()
+            return
+        case .followProtocol(.fresh(let index, let age, let ttl)):
             if serveStored(variants[index], age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl)) {
                 ProxyStats.bump(worker.stats.hits)
                 return
             }
             bodyFileVanished()
-        case .staleWhileRevalidate(let index, let age, let ttl):
+        case .followProtocol(.staleWhileRevalidate(let index, let age, let ttl)):
             if serveStored(variants[index], age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl)) {
                 ProxyStats.bump(worker.stats.staleHits)
                 worker.revalidateInBackground(variants[index], among: variants, request: request, peer: connection.peer)
                 return
             }
             bodyFileVanished()
-        case .stale(let index, _, _, let forced):
+        case .followProtocol(.stale(let index, _, _, let forced)):
             forwardReason = forced ? .request : .stale
             candidate = variants[index]
             staleCandidate = (variants[index], requestCC)
-        case .miss(let varyMiss):
+        case .followProtocol(.miss(let varyMiss)):
             forwardReason = varyMiss ? .varyMiss : .uriMiss
         }
         if requestCC.onlyIfCached {
             // Section 5.2.1.7: nothing usable stored and the client forbids going upstream.
-            responseStarted = true
-            let status = HeaderField(name: "cache-status", value: "larder; detail=only-if-cached")
-            connection.enqueue(ResponseSerializer.simple(status: 504, body: "only-if-cached: no usable stored response",
-                                                         close: !keepAlive, extra: [status]))
-            complete()
+            sendCacheOnlyMiss(detail: "only-if-cached", "only-if-cached: no usable stored response")
             return
         }
         if forwardReason == .stale { ProxyStats.bump(worker.stats.staleForwards) } else { ProxyStats.bump(worker.stats.misses) }
         if let candidate, candidate.hasValidator, request.method == "GET" { validating = candidate }
         forward()
+    }
+
+    /// 504 without asking the upstream (only-if-cached, cacheOnly).
+    private func sendCacheOnlyMiss(detail: String, _ message: String) {
+        responseStarted = true
+        let status = HeaderField(name: "cache-status", value: "larder; detail=\(detail)")
+        connection.enqueue(ResponseSerializer.simple(status: 504, body: message, close: !keepAlive, extra: [status]))
+        complete()
     }
 
     /// A stored body file went away (evicted or removed meanwhile): forget
@@ -253,6 +299,11 @@ final class Exchange: UpstreamTransferDelegate {
     private func forward() {
         var headers = UpstreamHeaders.forward(request, peer: connection.peer)
         if let validating { UpstreamHeaders.addValidators(for: validating, among: variants, to: &headers) }
+        if askUpstreamCachesToReload {
+            headers.removeAll { $0.name == "cache-control" || $0.name == "pragma" }
+            headers.append(("cache-control", "no-cache"))
+            headers.append(("pragma", "no-cache"))
+        }
 
         let body: UpstreamRequest.Body
         switch request.framing {
@@ -558,8 +609,19 @@ final class Exchange: UpstreamTransferDelegate {
     /// RFC 5861 section 4: the upstream failed; serve the stale response
     /// instead when its (or the request's) stale-if-error window allows.
     private func serveStaleOnError() -> Bool {
-        guard let (entry, requestCC) = staleCandidate, !responseStarted else { return false }
+        guard !responseStarted else { return false }
         let now = EventLoop.wallSeconds()
+        if let fallback = policyFallback {
+            // networkElseCache: any stored response rather than an error.
+            let age = fallback.currentAge(now: now)
+            if serveStored(fallback, age: age, now: now, cacheStatus: CacheStatus.hit(ttl: fallback.lifetime - age)) {
+                answeredFromStore = true
+                ProxyStats.bump(worker.stats.staleHits)
+                return true
+            }
+            return false
+        }
+        guard let (entry, requestCC) = staleCandidate else { return false }
         let age = entry.currentAge(now: now)
         guard Stale.mayServeOnError(lifetime: entry.lifetime, currentAge: age, response: entry.cacheControl,
                                     request: requestCC, shared: shared) else { return false }

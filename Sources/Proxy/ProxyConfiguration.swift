@@ -1,3 +1,4 @@
+import CacheSemantics
 import CacheStorage
 import HTTP1
 import Upstream
@@ -15,6 +16,10 @@ public struct ProxyConfiguration: Sendable {
     /// CDN-Cache-Control take precedence over Cache-Control and are not
     /// passed on to clients.
     public var targetedCacheControl = "Larder-Cache-Control"
+    /// The policy of requests that do not choose one (or may not).
+    public var defaultPolicy: RequestPolicy = .useProtocolCachePolicy
+    /// Whether clients may choose a policy with Larder-Cache-Policy.
+    public var allowClientPolicy = true
     /// A connection waiting for its next request is closed after this long.
     public var keepAliveTimeoutMilliseconds: UInt64 = 60_000
     /// A client must send a complete request head within this long.

@@ -49,6 +49,8 @@ struct Serve: ParsableCommand {
         proxyConfig.maxObjectBytes = settings.maxObjectBytes
         proxyConfig.sharedCache = settings.sharedCache
         proxyConfig.targetedCacheControl = settings.targetedCacheControl
+        proxyConfig.defaultPolicy = settings.policy
+        proxyConfig.allowClientPolicy = settings.allowClientPolicy
         proxyConfig.keepAliveTimeoutMilliseconds = UInt64(settings.keepAliveTimeoutMilliseconds)
         proxyConfig.headerTimeoutMilliseconds = UInt64(settings.headerTimeoutMilliseconds)
         proxyConfig.limits.maxHeaderBytes = settings.maxHeaderBytes

@@ -1,3 +1,4 @@
+import CacheSemantics
 import Logging
 
 /// The daemon's settings after defaults, the config file and flags are merged
@@ -20,6 +21,8 @@ struct Settings {
     var logLevel: Logger.Level = .info
     var sharedCache = true
     var targetedCacheControl = "Larder-Cache-Control"
+    var policy: RequestPolicy = .useProtocolCachePolicy
+    var allowClientPolicy = true
     var upstreamConnectTimeoutMilliseconds = 5_000
     var upstreamTimeoutMilliseconds = 30_000
     var upstreamIdleTimeoutMilliseconds = 60_000
@@ -53,7 +56,7 @@ struct ConfigError: Error, CustomStringConvertible {
 /// example cannot drift apart.
 enum ConfigKey: String, CaseIterable {
     case listen, upstream, memory_limit, cache_dir, disk_limit, max_object_size, workers, log_level, cache_mode
-    case targeted_cache_control, memory_ttl, disk_ttl
+    case targeted_cache_control, memory_ttl, disk_ttl, policy, allow_client_policy
     case upstream_connect_timeout, upstream_timeout, upstream_idle_timeout, upstream_ca_file, upstream_tls_verify
     case keepalive_timeout, header_timeout, max_header_size, max_target_size, max_body_size, drain_timeout
 
@@ -61,12 +64,13 @@ enum ConfigKey: String, CaseIterable {
 
     var kind: Kind {
         switch self {
-        case .listen, .upstream, .log_level, .cache_mode, .upstream_ca_file, .targeted_cache_control, .cache_dir: return .string
+        case .listen, .upstream, .log_level, .cache_mode, .upstream_ca_file, .targeted_cache_control, .cache_dir, .policy:
+            return .string
         case .memory_limit, .disk_limit, .max_object_size, .max_header_size, .max_target_size, .max_body_size: return .size
         case .upstream_connect_timeout, .upstream_timeout, .upstream_idle_timeout, .keepalive_timeout,
              .header_timeout, .drain_timeout: return .duration
         case .workers: return .integer
-        case .upstream_tls_verify: return .bool
+        case .upstream_tls_verify, .allow_client_policy: return .bool
         case .memory_ttl, .disk_ttl: return .lifetime
         }
     }
@@ -133,7 +137,7 @@ extension Settings {
             workers = n
         case .bool:
             guard case .bool(let b) = value else { return "expected true or false" }
-            upstreamTLSVerify = b
+            if key == .allow_client_policy { allowClientPolicy = b } else { upstreamTLSVerify = b }
         case .lifetime:
             guard case .string(let s) = value else { return "expected a duration or preset string" }
             if key == .disk_ttl && s.lowercased() == "mirror" {
@@ -167,6 +171,11 @@ extension Settings {
                 default: return "expected \"shared\" or \"private\""
                 }
             case .upstream_ca_file: upstreamCAFile = s
+            case .policy:
+                guard let chosen = RequestPolicy(name: s) else {
+                    return "unknown policy; valid names: " + RequestPolicy.validNames.joined(separator: ", ")
+                }
+                policy = chosen
             case .cache_dir:
                 guard !s.isEmpty else { return "expected a directory, or \"none\" for memory only" }
                 cacheDirectory = s == "none" ? nil : s

@@ -214,3 +214,35 @@ final class TargetedCacheControlTests: XCTestCase {
         XCTAssertNil(CacheControl(targeted: "max-age=-5")?.maxAge)
     }
 }
+
+/// INTERFACE.md's request policies as pure decisions.
+final class RequestPolicyTests: XCTestCase {
+    func testNamesAndAliasesAreCaseInsensitive() {
+        XCTAssertEqual(RequestPolicy(name: "returnCacheDataElseLoad"), .returnCacheDataElseLoad)
+        XCTAssertEqual(RequestPolicy(name: "RETURNCACHEDATAELSELOAD"), .returnCacheDataElseLoad)
+        XCTAssertEqual(RequestPolicy(name: "networkOnly"), .reloadIgnoringLocalCacheData)
+        XCTAssertEqual(RequestPolicy(name: " cacheonly "), .returnCacheDataDontLoad)
+        XCTAssertEqual(RequestPolicy(name: "cacheElseFetch"), .returnCacheDataElseLoad)
+        XCTAssertNil(RequestPolicy(name: "sometimes"))
+        XCTAssertEqual(RequestPolicy.validNames.count, 11)
+    }
+
+    func testActions() {
+        let miss = LookupOutcome.miss(varyMiss: false)
+        let fresh = LookupOutcome.fresh(index: 0, age: 1, ttl: 59)
+        let stale = LookupOutcome.stale(index: 0, age: 90, ttl: -30, requestForced: false)
+        XCTAssertEqual(RequestPolicy.useProtocolCachePolicy.action(for: stale), .followProtocol(stale))
+        XCTAssertEqual(RequestPolicy.reloadIgnoringLocalCacheData.action(for: fresh), .forward(validate: nil, noCacheUpstream: false, fallback: nil))
+        XCTAssertEqual(RequestPolicy.reloadIgnoringLocalAndRemoteCacheData.action(for: fresh), .forward(validate: nil, noCacheUpstream: true, fallback: nil))
+        XCTAssertEqual(RequestPolicy.reloadRevalidatingCacheData.action(for: fresh), .forward(validate: 0, noCacheUpstream: false, fallback: nil))
+        XCTAssertEqual(RequestPolicy.reloadRevalidatingCacheData.action(for: miss), .forward(validate: nil, noCacheUpstream: false, fallback: nil))
+        XCTAssertEqual(RequestPolicy.returnCacheDataElseLoad.action(for: stale), .serveStored(index: 0, age: 90, ttl: -30))
+        XCTAssertEqual(RequestPolicy.returnCacheDataElseLoad.action(for: miss), .followProtocol(miss))
+        XCTAssertEqual(RequestPolicy.returnCacheDataDontLoad.action(for: stale), .serveStored(index: 0, age: 90, ttl: -30))
+        XCTAssertEqual(RequestPolicy.returnCacheDataDontLoad.action(for: miss), .gatewayTimeout)
+        XCTAssertEqual(RequestPolicy.cacheThenFetch.action(for: stale), .serveStoredAndRefresh(index: 0, age: 90, ttl: -30))
+        XCTAssertEqual(RequestPolicy.cacheThenFetch.action(for: miss), .followProtocol(miss))
+        XCTAssertEqual(RequestPolicy.networkElseCache.action(for: stale), .forward(validate: nil, noCacheUpstream: false, fallback: 0))
+        XCTAssertEqual(RequestPolicy.networkElseCache.action(for: miss), .forward(validate: nil, noCacheUpstream: false, fallback: nil))
+    }
+}

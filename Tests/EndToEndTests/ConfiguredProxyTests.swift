@@ -216,6 +216,14 @@ final class CommandLineTests: XCTestCase {
         XCTAssertEqual(try run(["check-config", "--config", try config("memory_ttl = \"mirror\"\n")]).status, 78)
     }
 
+    func testAnUnknownConfiguredPolicyIsAConfigError() throws {
+        let path = try config("# policies\npolicy = \"whenever\"\n")
+        let r = try run(["check-config", "--config", path])
+        XCTAssertEqual(r.status, 78)
+        XCTAssertTrue(r.stderr.contains("\(path):2: policy: unknown policy"), r.stderr)
+        XCTAssertEqual(try run(["check-config", "--config", try config("allow_client_policy = \"yes\"\n")]).status, 78)
+    }
+
     func testBadFlagsAreUsageErrors() throws {
         XCTAssertEqual(try run(["serve", "--upstream", "ftp://x", "--listen", "127.0.0.1:0"]).status, 64)
         XCTAssertEqual(try run(["serve", "--upstream", "http://127.0.0.1:1", "--memory-limit", "lots"]).status, 64)
