@@ -334,11 +334,7 @@ public final class DiskTier: @unchecked Sendable {
         }
         let meta = DiskFormat.encodeMeta(record)
         let tmp = dir + "/.tmp-" + name + "-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            fault("write", "cannot write to the cache directory (\(String(cString: strerror(errno)))); serving from memory and upstream")
-            return
-        }
+        guard let fd = createTemporary(tmp) else { return }
         var stream = OpenStream(fd: fd, tmpPath: tmp, directory: dir, name: name, key: record.key, storedAt: record.storedAt,
                                 seq: seq, metaLength: meta.count)
         stream.checksum.add(meta)
@@ -522,25 +518,21 @@ public final class DiskTier: @unchecked Sendable {
     }
 
     private func writeFile(_ path: String, _ bytes: [UInt8]) -> Bool {
+        guard let fd = createTemporary(path) else { return false }
+        let written = writeAll(fd, bytes, path: path)
+        close(fd)
+        if !written { unlink(path) }
+        return written
+    }
+
+    /// A new temporary file, or nil (logged) when the directory refuses it.
+    private func createTemporary(_ path: String) -> Int32? {
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             fault("write", "cannot write to the cache directory (\(String(cString: strerror(errno)))); serving from memory and upstream")
-            return false
+            return nil
         }
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 {
-                fault("write", "cannot write \(path): \(String(cString: strerror(errno))); serving from memory and upstream")
-                close(fd)
-                unlink(path)
-                return false
-            }
-            done += n
-        }
-        close(fd)
-        return true
+        return fd
     }
 
     /// Logs a fault, at most once per kind every 10 seconds.

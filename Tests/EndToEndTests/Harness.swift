@@ -279,3 +279,36 @@ final class HTTPClient {
         }
     }
 }
+
+/// A test case with a fresh origin and a larder in front of it for each test.
+class ProxyTestCase: XCTestCase {
+    var origin: Origin!
+    var larder: LarderProcess!
+
+    override func setUpWithError() throws {
+        origin = try Origin()
+        larder = try LarderProcess(upstream: origin.url)
+    }
+
+    override func tearDown() {
+        larder?.stop()
+        origin?.stop()
+    }
+
+    /// The header fields of the last request the origin saw for `target`.
+    func originHeaders(_ target: String) throws -> [String: String] {
+        let pairs = try origin.lastRequest(target)["headers"] as? [[String]] ?? []
+        return Dictionary(pairs.map { ($0[0], $0[1]) }, uniquingKeysWith: { a, _ in a })
+    }
+
+    /// Waits (bounded) until the origin has seen `n` requests for `target`.
+    func waitForOriginCount(_ target: String, atLeast n: Int) throws -> Int {
+        let deadline = Date().addingTimeInterval(10)
+        var count = try origin.count(target)
+        while count < n && Date() < deadline {
+            usleep(20_000)
+            count = try origin.count(target)
+        }
+        return count
+    }
+}

@@ -3,38 +3,12 @@ import XCTest
 
 /// INTERFACE.md's request policies, end to end: each on a miss, a fresh
 /// hit and a stale hit, counting what reaches the origin.
-final class PolicyTests: XCTestCase {
-    var origin: Origin!
-    var larder: LarderProcess!
-
-    override func setUpWithError() throws {
-        origin = try Origin()
-        larder = try LarderProcess(upstream: origin.url)
-    }
-
-    override func tearDown() {
-        larder?.stop()
-        origin?.stop()
-    }
-
+final class PolicyTests: ProxyTestCase {
     private func get(_ target: String, policy: String? = nil, _ headers: [String] = []) throws -> HTTPResponse {
         try larder.client().get(target, headers: (policy.map { ["Larder-Cache-Policy: \($0)"] } ?? []) + headers)
     }
 
-    private func originHeaders(_ target: String) throws -> [String: String] {
-        let pairs = try origin.lastRequest(target)["headers"] as? [[String]] ?? []
-        return Dictionary(pairs.map { ($0[0], $0[1]) }, uniquingKeysWith: { a, _ in a })
-    }
 
-    private func waitForOriginCount(_ target: String, atLeast n: Int) throws -> Int {
-        let deadline = Date().addingTimeInterval(10)
-        var count = try origin.count(target)
-        while count < n && Date() < deadline {
-            usleep(20_000)
-            count = try origin.count(target)
-        }
-        return count
-    }
 
     func testUnknownPolicyIs400WithTheValidNames() throws {
         let r = try get("/p?size=1", policy: "sometimes")

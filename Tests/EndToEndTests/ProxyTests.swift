@@ -5,20 +5,7 @@ import Glibc
 #endif
 
 /// End to end: the real larder binary in front of the python origin.
-final class ProxyTests: XCTestCase {
-    var origin: Origin!
-    var larder: LarderProcess!
-
-    override func setUpWithError() throws {
-        origin = try Origin()
-        larder = try LarderProcess(upstream: origin.url)
-    }
-
-    override func tearDown() {
-        larder?.stop()
-        origin?.stop()
-    }
-
+final class ProxyTests: ProxyTestCase {
     func testMissThenHitReachesOriginOnce() throws {
         let c = try larder.client()
         let first = try c.get("/hit?size=500")

@@ -3,24 +3,7 @@ import XCTest
 
 /// RFC 9111 validation end to end: conditional requests upstream, 304
 /// merging, client conditionals answered from the cache.
-final class ValidationEndToEndTests: XCTestCase {
-    var origin: Origin!
-    var larder: LarderProcess!
-
-    override func setUpWithError() throws {
-        origin = try Origin()
-        larder = try LarderProcess(upstream: origin.url)
-    }
-
-    override func tearDown() {
-        larder?.stop()
-        origin?.stop()
-    }
-
-    private func originHeaders(_ target: String) throws -> [String: String] {
-        let pairs = try origin.lastRequest(target)["headers"] as? [[String]] ?? []
-        return Dictionary(pairs.map { ($0[0], $0[1]) }, uniquingKeysWith: { a, _ in a })
-    }
+final class ValidationEndToEndTests: ProxyTestCase {
 
     func testStaleResponseIsRevalidatedAnd304RefreshesIt() throws {
         let target = "/val?etag=v1&cc=max-age=0&size=64"
@@ -143,16 +126,6 @@ final class ValidationEndToEndTests: XCTestCase {
         XCTAssertEqual(try origin.count(target), 1)
     }
 
-    /// Waits (bounded) until the origin has seen `n` requests for `target`.
-    private func waitForOriginCount(_ target: String, atLeast n: Int) throws -> Int {
-        let deadline = Date().addingTimeInterval(10)
-        var count = try origin.count(target)
-        while count < n && Date() < deadline {
-            usleep(20_000)
-            count = try origin.count(target)
-        }
-        return count
-    }
 
     /// RFC 5861 section 3: served stale at once, refreshed in the background.
     func testStaleWhileRevalidateServesAtOnceAndRefreshes() throws {
