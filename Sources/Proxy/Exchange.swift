@@ -142,6 +142,7 @@ final class Exchange: UpstreamTransferDelegate {
         }
         if forwardReason == .stale { ProxyStats.bump(worker.stats.staleForwards) } else { ProxyStats.bump(worker.stats.misses) }
         if let candidate, candidate.hasValidator, request.method == "GET" { validating = candidate }
+        if waitForLeader() { return }
         forward()
     }
 
@@ -564,6 +565,7 @@ final class Exchange: UpstreamTransferDelegate {
             if responseStarted {
                 worker.logger.warning("upstream failed mid-response for \(request.method) \(key): \(error.message)")
                 finished = true
+                releaseLeadership()
                 connection.exchangeAborted()
                 return
             }
@@ -580,6 +582,7 @@ final class Exchange: UpstreamTransferDelegate {
             // The upstream promised more (or less) than it sent.
             dropStore()
             finished = true
+            releaseLeadership()
             connection.exchangeAborted()
             return
         }
@@ -600,6 +603,7 @@ final class Exchange: UpstreamTransferDelegate {
         }
         if framing == .untilClose {
             finished = true
+            releaseLeadership()
             connection.exchangeAborted()  // close-delimited: closing ends the body
             return
         }
@@ -645,7 +649,59 @@ final class Exchange: UpstreamTransferDelegate {
 
     private func complete() {
         finished = true
+        releaseLeadership()
         connection.exchangeFinished(keepAlive: keepAlive)
+    }
+
+    // MARK: collapsing
+
+    /// Whether this exchange leads a collapsed fetch of its key.
+    private var leading = false
+    private var waitingForLeader = false
+    private var collapsed = false
+    private var waitTimer: TimerID = .none
+
+    /// A cacheable fetch is about to go upstream: lead it, or wait for the
+    /// request already fetching this URL. Returns true when waiting.
+    private func waitForLeader() -> Bool {
+        guard request.method == "GET", !collapsed else { return false }
+        let loop = worker.loop
+        if worker.collapser.lead(key, loop: loop, wake: { [weak self] in self?.leaderDone() }) {
+            leading = true
+            return false
+        }
+        waitingForLeader = true
+        ProxyStats.bump(worker.stats.collapsed)
+        // Bounded: a leader that takes too long stops being waited for.
+        waitTimer = loop.schedule(after: UInt64(worker.configuration.upstream.responseTimeoutMilliseconds)) { [weak self] in
+            self?.leaderDone()
+        }
+        return true
+    }
+
+    /// The leader finished (or the wait timed out): serve what it stored
+    /// when it suits this request, else fetch on our own.
+    private func leaderDone() {
+        guard waitingForLeader, !finished else { return }
+        waitingForLeader = false
+        collapsed = true
+        worker.loop.cancel(waitTimer)
+        let requestCC = CacheControl(request.combinedHeader("cache-control"))
+        let facts = RequestFacts(cacheControl: requestCC, pragmaNoCache: false) { [request] in request.combinedHeader($0) }
+        let now = EventLoop.wallSeconds()
+        variants = worker.store.lookup(key)
+        if case .fresh(let index, let age, _) = Lookup.decide(facts, variants, now: now, shared: shared),
+           serveStored(variants[index], age: age, now: now,
+                       cacheStatus: Array("Cache-Status: \(CacheStatus.forward(forwardReason, stored: false)); collapsed\r\n".utf8)) {
+            return
+        }
+        forward()
+    }
+
+    private func releaseLeadership() {
+        guard leading else { return }
+        leading = false
+        worker.collapser.release(key)
     }
 
     /// The client caught up: let a paused upstream continue.
@@ -658,6 +714,8 @@ final class Exchange: UpstreamTransferDelegate {
 
     func cancel() {
         finished = true
+        worker.loop.cancel(waitTimer)
+        releaseLeadership()
         dropStore()
         transfer?.cancel()
         transfer = nil

@@ -10,6 +10,7 @@ public final class ProxyStats: Sendable {
     public let revalidations = Atomic<Int>(0)
     public let staleHits = Atomic<Int>(0)
     public let backgroundRefreshes = Atomic<Int>(0)
+    public let collapsed = Atomic<Int>(0)
     public let upstreamErrors = Atomic<Int>(0)
     public let clientErrors = Atomic<Int>(0)
 

@@ -11,6 +11,7 @@ public final class Worker: IOHandler {
     public let loop: EventLoop
     public let configuration: ProxyConfiguration
     let store: TieredStore
+    let collapser: Collapser
     let stats: ProxyStats
     let logger: Logger
     let upstream: UpstreamClient
@@ -23,12 +24,13 @@ public final class Worker: IOHandler {
     private(set) var draining = false
     private var onDrained: (() -> Void)?
 
-    public init(listener: Int32, configuration: ProxyConfiguration, store: TieredStore, stats: ProxyStats,
+    public init(listener: Int32, configuration: ProxyConfiguration, store: TieredStore, collapser: Collapser, stats: ProxyStats,
                 logger: Logger) throws(SystemError) {
         loop = try EventLoop()
         self.listener = listener
         self.configuration = configuration
         self.store = store
+        self.collapser = collapser
         self.stats = stats
         self.logger = logger
         upstream = UpstreamClient(loop: loop, settings: configuration.upstream)

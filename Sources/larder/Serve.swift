@@ -81,6 +81,7 @@ struct Serve: ParsableCommand {
         let store = TieredStore(memory: memory, disk: disk, memoryLifetimeSeconds: settings.memoryTTLSeconds,
                                 rehydrate: makeRehydrator(proxyConfig))
         let stats = ProxyStats()
+        let collapser = Collapser()
 
         // The first listener fixes the port (it may be 0); the others join it
         // with SO_REUSEPORT so the kernel spreads connections over workers.
@@ -90,7 +91,7 @@ struct Serve: ParsableCommand {
             for _ in 0..<workerCount {
                 let listener = try Socket.listen(host: settings.listenHost, port: port, reusePort: true)
                 port = listener.port
-                workers.append(try Worker(listener: listener.fd, configuration: proxyConfig, store: store,
+                workers.append(try Worker(listener: listener.fd, configuration: proxyConfig, store: store, collapser: collapser,
                                           stats: stats, logger: logger))
             }
         } catch {

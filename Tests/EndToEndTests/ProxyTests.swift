@@ -269,3 +269,50 @@ final class ProxyTests: ProxyTestCase {
         XCTAssertEqual(try other.get("/after?size=10").status, 200)
     }
 }
+
+/// Request collapsing: many concurrent misses, one upstream request.
+final class CollapsingTests: ProxyTestCase {
+    private func concurrentGets(_ target: String, count: Int) -> [HTTPResponse?] {
+        final class Results: @unchecked Sendable {
+            let lock = NSLock()
+            var responses: [HTTPResponse?]
+            init(_ n: Int) { responses = Array(repeating: nil, count: n) }
+        }
+        let results = Results(count)
+        let group = DispatchGroup()
+        let port = larder.port
+        for i in 0..<count {
+            group.enter()
+            Thread {
+                let r = try? HTTPClient(port: port).get(target)
+                results.lock.lock()
+                results.responses[i] = r
+                results.lock.unlock()
+                group.leave()
+            }.start()
+        }
+        _ = group.wait(timeout: .now() + 60)
+        results.lock.lock()
+        defer { results.lock.unlock() }
+        return results.responses
+    }
+
+    func testConcurrentMissesMakeOneUpstreamRequest() throws {
+        let target = "/stampede?delay=0.5&size=20000"
+        let responses = concurrentGets(target, count: 30)
+        XCTAssertEqual(responses.compactMap { $0 }.count, 30)
+        let bodies = Set(responses.compactMap { $0?.body })
+        XCTAssertEqual(bodies.count, 1, "every client got the same body")
+        XCTAssertEqual(bodies.first?.count, 20000)
+        XCTAssertEqual(try origin.count(target), 1)
+        let statuses = responses.compactMap { $0?.header("cache-status") }
+        XCTAssertTrue(statuses.contains("larder; fwd=uri-miss; collapsed"), "\(statuses)")
+    }
+
+    func testANonStorableResponseReleasesTheWaitersToFetchOnTheirOwn() throws {
+        let target = "/nostampede?delay=0.3&cc=no-store&size=100"
+        let responses = concurrentGets(target, count: 5)
+        XCTAssertEqual(responses.compactMap { $0?.status }, [200, 200, 200, 200, 200])
+        XCTAssertEqual(try origin.count(target), 5)
+    }
+}
