@@ -298,7 +298,7 @@ final class CollapsingTests: ProxyTestCase {
     }
 
     func testConcurrentMissesMakeOneUpstreamRequest() throws {
-        let target = "/stampede?delay=0.5&size=20000"
+        let target = "/stampede?delay=1.5&size=20000"
         let responses = concurrentGets(target, count: 30)
         XCTAssertEqual(responses.compactMap { $0 }.count, 30)
         let bodies = Set(responses.compactMap { $0?.body })
