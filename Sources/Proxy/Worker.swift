@@ -9,7 +9,8 @@ import Upstream
 /// and the statistics.
 public final class Worker: IOHandler {
     public let loop: EventLoop
-    public let configuration: ProxyConfiguration
+    /// Read on the loop's thread only; `reconfigure` replaces it there.
+    public private(set) var configuration: ProxyConfiguration
     let store: TieredStore
     let collapser: Collapser
     let stats: ProxyStats
@@ -18,7 +19,7 @@ public final class Worker: IOHandler {
     /// Read buffer shared by this worker's connections (one thread, one at a time).
     var scratch = [UInt8](repeating: 0, count: 64 * 1024)
     var dateHeader = DateHeader()
-    let builder: StoredResponseBuilder
+    private(set) var builder: StoredResponseBuilder
     private var listener: Int32
     private var connections: [ObjectIdentifier: ClientConnection] = [:]
     private(set) var draining = false
@@ -70,6 +71,15 @@ public final class Worker: IOHandler {
             let connection = ClientConnection(fd: accepted.fd, peer: accepted.peer, worker: self)
             connections[ObjectIdentifier(connection)] = connection
             connection.start()
+        }
+    }
+
+    /// New settings for new requests (SIGHUP). Safe from any thread.
+    public func reconfigure(_ configuration: ProxyConfiguration) {
+        loop.execute { [self] in
+            self.configuration = configuration
+            builder = StoredResponseBuilder(shared: configuration.sharedCache, targetedField: configuration.targetedCacheControl)
+            upstream.settings = configuration.upstream
         }
     }
 

@@ -7,7 +7,8 @@ import EventLoop
 /// sockets and which single timeout it cares about, and the loop reports back.
 public final class UpstreamClient {
     let loop: EventLoop
-    let settings: UpstreamSettings
+    /// Applies to transfers started after it is set.
+    public var settings: UpstreamSettings
     private let multi: UnsafeMutableRawPointer
     private var timer: TimerID = .none
     private var sockets: [Int32: CurlSocketWatcher] = [:]

@@ -53,17 +53,21 @@ struct ServeOptions: ParsableArguments {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String?
 
-    /// Defaults, then the config file, then flags.
+    /// Defaults, then the config file, then flags; exits 78 on a bad file.
     func resolve() throws -> Settings {
-        var settings = Settings()
-        if let config {
-            do {
-                try ConfigFile.load(config, into: &settings)
-            } catch {
-                complain("\(error)")
-                throw Exit.config
-            }
+        do {
+            return try settings()
+        } catch let error as ConfigError {
+            complain("\(error)")
+            throw Exit.config
         }
+    }
+
+    /// Defaults, then the config file, then flags. Throws `ConfigError` for
+    /// the file and `ValidationError` for a flag.
+    func settings() throws -> Settings {
+        var settings = Settings()
+        if let config { try ConfigFile.load(config, into: &settings) }
         let flags: [(String, ConfigKey, String?)] = [
             ("--listen", .listen, listen), ("--upstream", .upstream, upstream),
             ("--memory-limit", .memory_limit, memoryLimit), ("--log-level", .log_level, logLevel),

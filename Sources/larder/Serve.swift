@@ -45,22 +45,7 @@ struct Serve: ParsableCommand {
             throw Exit.failure
         }
 
-        var proxyConfig = ProxyConfiguration(upstreamBase: upstream)
-        proxyConfig.maxObjectBytes = settings.maxObjectBytes
-        proxyConfig.sharedCache = settings.sharedCache
-        proxyConfig.targetedCacheControl = settings.targetedCacheControl
-        proxyConfig.defaultPolicy = settings.policy
-        proxyConfig.allowClientPolicy = settings.allowClientPolicy
-        proxyConfig.keepAliveTimeoutMilliseconds = UInt64(settings.keepAliveTimeoutMilliseconds)
-        proxyConfig.headerTimeoutMilliseconds = UInt64(settings.headerTimeoutMilliseconds)
-        proxyConfig.limits.maxHeaderBytes = settings.maxHeaderBytes
-        proxyConfig.limits.maxTargetBytes = settings.maxTargetBytes
-        proxyConfig.limits.maxBodyBytes = settings.maxBodyBytes
-        proxyConfig.upstream.connectTimeoutMilliseconds = settings.upstreamConnectTimeoutMilliseconds
-        proxyConfig.upstream.responseTimeoutMilliseconds = settings.upstreamTimeoutMilliseconds
-        proxyConfig.upstream.idleTimeoutSeconds = max(1, settings.upstreamIdleTimeoutMilliseconds / 1000)
-        proxyConfig.upstream.caFile = settings.upstreamCAFile
-        proxyConfig.upstream.verifyTLS = settings.upstreamTLSVerify
+        let proxyConfig = Self.proxyConfiguration(settings, upstream: upstream)
 
         let workerCount = settings.workers > 0 ? settings.workers : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
         let memory = MemoryTier(limitBytes: settings.memoryLimitBytes)
@@ -109,15 +94,37 @@ struct Serve: ParsableCommand {
         let diskNote = disk.map { ", disk tier \($0.directory) limit \($0.limitBytes) bytes" } ?? ", memory only"
         complain("listening on \(shownHost):\(port) with \(workerCount) workers, upstream \(upstream), memory limit \(settings.memoryLimitBytes) bytes\(diskNote)")
 
+        let reload = Reloader(options: options, running: settings, workers: workers, logger: logger)
         try waitForSignals(signals, workers: workers, drainTimeoutMilliseconds: UInt64(settings.drainTimeoutMilliseconds),
-                           logger: logger)
+                           logger: logger, reload: reload.reload)
         // Leave the disk tier with every completed write in place.
         disk?.flush(timeoutSeconds: 10)
     }
 
     /// The main thread's own loop: it only handles signals.
+    /// The proxy's view of the settings.
+    static func proxyConfiguration(_ settings: Settings, upstream: String) -> ProxyConfiguration {
+        var proxyConfig = ProxyConfiguration(upstreamBase: upstream)
+        proxyConfig.maxObjectBytes = settings.maxObjectBytes
+        proxyConfig.sharedCache = settings.sharedCache
+        proxyConfig.targetedCacheControl = settings.targetedCacheControl
+        proxyConfig.defaultPolicy = settings.policy
+        proxyConfig.allowClientPolicy = settings.allowClientPolicy
+        proxyConfig.keepAliveTimeoutMilliseconds = UInt64(settings.keepAliveTimeoutMilliseconds)
+        proxyConfig.headerTimeoutMilliseconds = UInt64(settings.headerTimeoutMilliseconds)
+        proxyConfig.limits.maxHeaderBytes = settings.maxHeaderBytes
+        proxyConfig.limits.maxTargetBytes = settings.maxTargetBytes
+        proxyConfig.limits.maxBodyBytes = settings.maxBodyBytes
+        proxyConfig.upstream.connectTimeoutMilliseconds = settings.upstreamConnectTimeoutMilliseconds
+        proxyConfig.upstream.responseTimeoutMilliseconds = settings.upstreamTimeoutMilliseconds
+        proxyConfig.upstream.idleTimeoutSeconds = max(1, settings.upstreamIdleTimeoutMilliseconds / 1000)
+        proxyConfig.upstream.caFile = settings.upstreamCAFile
+        proxyConfig.upstream.verifyTLS = settings.upstreamTLSVerify
+        return proxyConfig
+    }
+
     private func waitForSignals(_ signals: SignalSource, workers: [Worker], drainTimeoutMilliseconds: UInt64,
-                                logger: Logger) throws {
+                                logger: Logger, reload: @escaping () -> Void) throws {
         let loop = try EventLoop()
         final class SignalHandler: IOHandler {
             let source: SignalSource
@@ -136,7 +143,7 @@ struct Serve: ParsableCommand {
         let countdown = Countdown(workers.count)
         let handler = SignalHandler(signals) { signal in
             if signal == SIGHUP {
-                logger.notice("SIGHUP received: configuration reload is not implemented yet; settings unchanged")
+                reload()
                 return
             }
             guard !stopping else { return }
@@ -156,5 +163,59 @@ struct Serve: ParsableCommand {
         try loop.watch(signals.fd, .read, handler)
         loop.run()
         logger.notice("stopped")
+    }
+}
+
+/// SIGHUP: re-reads the config file (flags still win) and hands the new
+/// settings to every worker for new requests. Listeners, connections and
+/// cached data stay. A bad file changes nothing and is logged with its
+/// file, line and key.
+final class Reloader {
+    private let options: ServeOptions
+    private var running: Settings
+    private let workers: [Worker]
+    private let logger: Logger
+
+    init(options: ServeOptions, running: Settings, workers: [Worker], logger: Logger) {
+        self.options = options
+        self.running = running
+        self.workers = workers
+        self.logger = logger
+    }
+
+    func reload() {
+        guard let file = options.config else {
+            logger.notice("SIGHUP: no config file was given (--config), nothing to reload")
+            return
+        }
+        let next: Settings
+        do {
+            next = try options.settings()
+        } catch {
+            logger.error("SIGHUP: configuration not reloaded, keeping the running one: \(error)")
+            return
+        }
+        guard let upstream = next.upstream else {
+            logger.error("SIGHUP: configuration not reloaded: \(file) sets no upstream")
+            return
+        }
+        // What lives in sockets, threads and tiers needs a restart.
+        let restartOnly: [(String, Bool)] = [
+            ("listen", next.listenHost != running.listenHost || next.listenPort != running.listenPort),
+            ("workers", next.workers != running.workers),
+            ("memory_limit", next.memoryLimitBytes != running.memoryLimitBytes),
+            ("cache_dir", next.cacheDirectory != running.cacheDirectory),
+            ("disk_limit", next.diskLimitBytes != running.diskLimitBytes),
+            ("memory_ttl", next.memoryTTLSeconds != running.memoryTTLSeconds),
+            ("disk_ttl", next.effectiveDiskTTLSeconds != running.effectiveDiskTTLSeconds),
+            ("log_level", next.logLevel != running.logLevel),
+        ]
+        for (key, changed) in restartOnly where changed {
+            logger.warning("SIGHUP: \(key) changed in \(file); it takes effect after a restart")
+        }
+        let configuration = Serve.proxyConfiguration(next, upstream: upstream)
+        for worker in workers { worker.reconfigure(configuration) }
+        running = next
+        logger.notice("SIGHUP: configuration reloaded from \(file)")
     }
 }

@@ -142,6 +142,34 @@ final class ConfiguredProxyTests: XCTestCase {
         XCTAssertEqual(try origin.count("/api/items?size=3"), 1)
     }
 
+    func testSighupReloadsTheConfigAndKeepsTheCache() throws {
+        let origin = try startOrigin()
+        let config = try writeConfig("# v1: defaults\n")
+        let larder = try startLarder(upstream: origin.url, ["--config", config])
+        let c = try larder.client()
+        _ = try c.get("/kept?size=10")
+        try "policy = \"cacheOnly\"\n".write(toFile: config, atomically: true, encoding: .utf8)
+        kill(larder.child.process.processIdentifier, SIGHUP)
+        // The new default applies to new requests: a miss is now a 504 (bounded wait).
+        let deadline = Date().addingTimeInterval(10)
+        var status = 0
+        var attempt = 0
+        while status != 504 && Date() < deadline {
+            attempt += 1
+            status = try c.get("/never/\(attempt)?size=1").status  // a new URL each time: a miss
+        }
+        XCTAssertEqual(status, 504)
+        XCTAssertTrue(try c.get("/kept?size=10").header("cache-status")?.contains("hit") ?? false, "cached data survives")
+        XCTAssertEqual(try origin.count("/kept?size=10"), 1)
+
+        // An invalid file is refused and the running configuration stays.
+        try "policy = \"whenever\"\n".write(toFile: config, atomically: true, encoding: .utf8)
+        kill(larder.child.process.processIdentifier, SIGHUP)
+        XCTAssertNotNil(larder.child.waitFor("configuration not reloaded.*:1: policy", timeout: 10), larder.child.stderr)
+        XCTAssertEqual(try c.get("/never2?size=1").status, 504)
+        XCTAssertEqual(try origin.count("/never2?size=1"), 0)
+    }
+
     func testSigtermStopsWithExitZero() throws {
         let origin = try startOrigin()
         let larder = try startLarder(upstream: origin.url)
