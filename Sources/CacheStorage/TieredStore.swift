@@ -40,10 +40,11 @@ public final class TieredStore: @unchecked Sendable {
 
     /// Stores in memory (when it fits) and queues the disk write. Returns
     /// whether any tier took it.
+    /// `toDisk: false` keeps the entry in memory only (a route with disk = false).
     @discardableResult
-    public func insert(_ entry: CachedResponse) -> Bool {
+    public func insert(_ entry: CachedResponse, toDisk: Bool = true) -> Bool {
         let inMemory = memory.insert(entry)
-        guard let disk else { return inMemory }
+        guard let disk, toDisk else { return inMemory }
         // A response whose body is already a disk file keeps that file; only
         // in-memory bodies are written.
         guard let record = DiskRecord(entry, storedAt: Int64(Date().timeIntervalSince1970)) else { return inMemory }

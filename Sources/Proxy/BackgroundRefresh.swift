@@ -17,6 +17,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
     private var pending: (status: Int, reason: String?, headers: [(name: String, value: String)], timing: ResponseTiming)?
     private var body = ByteAccumulator()
     private let onFinish: () -> Void
+    private var toDisk: Bool { worker.configuration.routes.match(entry.key)?.disk ?? true }
 
     init(worker: Worker, entry: CachedResponse, variants: [CachedResponse], request: RequestHead,
          onFinish: @escaping () -> Void) {
@@ -53,7 +54,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
                 ?? (etag == nil ? entry : nil)
             else { return }
             let refreshed = worker.builder.refresh(selected, with: passed, timing: timing)
-            if !refreshed.cacheControl.noStore { worker.store.insert(refreshed) }
+            if !refreshed.cacheControl.noStore { worker.store.insert(refreshed, toDisk: toDisk) }
             return
         }
         if worker.builder.decide(request: request, status: status, headers: passed, timing: timing) == .store {
@@ -87,6 +88,6 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
         let stored = worker.builder.build(key: entry.key, status: pending.status, reason: pending.reason,
                                           headers: pending.headers, body: body.take(),
                                           timing: pending.timing, varyFrom: { [request] in request.combinedHeader($0) })
-        if worker.store.insert(stored) { ProxyStats.bump(worker.stats.stored) }
+        if worker.store.insert(stored, toDisk: toDisk) { ProxyStats.bump(worker.stats.stored) }
     }
 }

@@ -62,15 +62,19 @@ final class Exchange: UpstreamTransferDelegate {
     }
 
     private var keepAlive: Bool { request.keepAlive && !worker.draining }
+    /// The `[[route]]` this request falls under, if any.
+    private lazy var route: Route? = worker.configuration.routes.match(key)
+    private var toDisk: Bool { route?.disk ?? true }
     private var shared: Bool { worker.configuration.sharedCache }
     private var builder: StoredResponseBuilder { worker.builder }
 
     func start() {
         // The request's policy: the client's Larder-Cache-Policy when allowed,
         // else the configured default.
-        var policy = worker.configuration.defaultPolicy
+        var policy = route?.policy ?? worker.configuration.defaultPolicy
         var chosenByClient = false
-        if worker.configuration.allowClientPolicy, let name = request.combinedHeader("larder-cache-policy") {
+        if route?.allowClientPolicy ?? worker.configuration.allowClientPolicy,
+           let name = request.combinedHeader("larder-cache-policy") {
             guard let chosen = RequestPolicy(name: name) else {
                 responseStarted = true
                 connection.enqueue(ResponseSerializer.simple(
@@ -452,7 +456,7 @@ final class Exchange: UpstreamTransferDelegate {
         answeredFromStore = true
         let refreshed = builder.refresh(entry, with: headers, timing: timing)
         let noStore = refreshed.cacheControl.noStore && !refreshed.cacheControl.mustUnderstand
-        if !noStore, worker.store.insert(refreshed) { ProxyStats.bump(worker.stats.stored) }
+        if !noStore, worker.store.insert(refreshed, toDisk: toDisk) { ProxyStats.bump(worker.stats.stored) }
         ProxyStats.bump(worker.stats.revalidations)
         let now = EventLoop.wallSeconds()
         let status = CacheStatus.forward(forwardReason, stored: !noStore, fwdStatus: 304)
@@ -475,7 +479,7 @@ final class Exchange: UpstreamTransferDelegate {
             worker.store.remove(key)
             return
         }
-        worker.store.insert(builder.refresh(entry, with: headers, timing: timing))
+        worker.store.insert(builder.refresh(entry, with: headers, timing: timing), toDisk: toDisk)
     }
 
     /// RFC 9111 section 4.4: a successful unsafe request invalidates the
@@ -516,7 +520,7 @@ final class Exchange: UpstreamTransferDelegate {
 
     /// Responses larger than this go neither to memory nor to disk: a
     /// quarter of the disk tier, so one object cannot flush the rest.
-    private var diskMaxObjectBytes: Int { (worker.store.disk?.limitBytes ?? 0) / 4 }
+    private var diskMaxObjectBytes: Int { toDisk ? (worker.store.disk?.limitBytes ?? 0) / 4 : 0 }
 
     /// Keeps a body piece for storing: in memory up to max_object_size,
     /// then (when there is a disk tier) streamed to disk.
@@ -599,7 +603,7 @@ final class Exchange: UpstreamTransferDelegate {
             let entry = builder.build(key: key, status: pending.status, reason: pending.reason, headers: pending.headers,
                                       body: pending.body.take(), timing: pending.timing,
                                       varyFrom: { [request] in request.combinedHeader($0) })
-            if worker.store.insert(entry) { ProxyStats.bump(worker.stats.stored) }
+            if worker.store.insert(entry, toDisk: toDisk) { ProxyStats.bump(worker.stats.stored) }
         }
         if framing == .untilClose {
             finished = true

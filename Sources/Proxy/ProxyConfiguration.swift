@@ -20,6 +20,8 @@ public struct ProxyConfiguration: Sendable {
     public var defaultPolicy: RequestPolicy = .useProtocolCachePolicy
     /// Whether clients may choose a policy with Larder-Cache-Policy.
     public var allowClientPolicy = true
+    /// `[[route]]` rules by path prefix.
+    public var routes = RouteTable()
     /// A connection waiting for its next request is closed after this long.
     public var keepAliveTimeoutMilliseconds: UInt64 = 60_000
     /// A client must send a complete request head within this long.
@@ -46,6 +48,7 @@ public struct ProxyConfiguration: Sendable {
 
 /// How the disk tier turns records back into stored responses for this configuration.
 public func makeRehydrator(_ configuration: ProxyConfiguration) -> @Sendable (DiskRecord) -> CachedResponse {
-    let builder = StoredResponseBuilder(shared: configuration.sharedCache, targetedField: configuration.targetedCacheControl)
+    let builder = StoredResponseBuilder(shared: configuration.sharedCache, targetedField: configuration.targetedCacheControl,
+                                        routes: configuration.routes)
     return { builder.rehydrate($0) }
 }

@@ -11,8 +11,12 @@ struct StoredResponseBuilder: Sendable {
     /// specific first; the first present replaces Cache-Control.
     let targetedFields: [String]
 
-    init(shared: Bool, targetedField: String) {
+    /// Per-route storage rules.
+    let routes: RouteTable
+
+    init(shared: Bool, targetedField: String, routes: RouteTable = RouteTable()) {
         self.shared = shared
+        self.routes = routes
         var fields = [targetedField.lowercased()]
         if !fields.contains("cdn-cache-control") { fields.append("cdn-cache-control") }
         targetedFields = fields
@@ -28,6 +32,18 @@ struct StoredResponseBuilder: Sendable {
     /// Whether a response field is for Larder only and never reaches clients.
     func isHidden(_ name: String) -> Bool { targetedFields.contains(name) }
 
+    /// The directives Larder obeys for `key`: a route that ignores the
+    /// upstream's Cache-Control gets `max-age=default_ttl` (keeping no-store
+    /// unless the route ignores that too); otherwise as `cacheControl(_:)`.
+    func cacheControl(_ headers: [(name: String, value: String)], key: String) -> (CacheControl, targeted: Bool) {
+        let (upstream, targeted) = cacheControl(headers)
+        guard let route = routes.match(key), route.ignoreUpstreamCacheControl else { return (upstream, targeted) }
+        var cc = CacheControl()
+        cc.maxAge = route.defaultTTL ?? 0
+        cc.noStore = upstream.noStore && !route.ignoreNoStore
+        return (cc, true)
+    }
+
     /// The directives Larder obeys: a targeted field's when one is present
     /// (RFC 9213 section 2.1), else Cache-Control.
     func cacheControl(_ headers: [(name: String, value: String)]) -> (CacheControl, targeted: Bool) {
@@ -39,23 +55,34 @@ struct StoredResponseBuilder: Sendable {
     }
 
     /// The freshness lifetime: explicit (section 4.2.1) or heuristic (4.2.2).
-    func lifetime(status: Int, headers: [(name: String, value: String)], timing: ResponseTiming) -> Int? {
-        let (cc, targeted) = cacheControl(headers)
+    /// A route's negative_ttl, then default_ttl, stand in for missing
+    /// explicit freshness before any heuristic.
+    func lifetime(status: Int, headers: [(name: String, value: String)], timing: ResponseTiming, key: String) -> Int? {
+        let (cc, targeted) = cacheControl(headers, key: key)
         // A targeted field replaces Cache-Control and Expires alike.
         let expires = targeted ? nil : Self.value("expires", in: headers)
-        return Freshness.lifetime(cc, dateValue: timing.dateValue, expires: expires,
-                                  responseTime: timing.responseTime, shared: shared)
-            ?? (cc.noCache || targeted ? nil : Freshness.heuristicLifetime(
-                status: status, cc, lastModified: Self.value("last-modified", in: headers),
-                dateValue: timing.dateValue, responseTime: timing.responseTime))
+        if let explicit = Freshness.lifetime(cc, dateValue: timing.dateValue, expires: expires,
+                                             responseTime: timing.responseTime, shared: shared) {
+            return explicit
+        }
+        if cc.noCache { return nil }
+        if let route = routes.match(key) {
+            if let negative = route.negativeTTL, status == 404 || status == 410 || status >= 500 { return negative }
+            if let ttl = route.defaultTTL { return ttl }
+        }
+        if targeted { return nil }
+        return Freshness.heuristicLifetime(status: status, cc, lastModified: Self.value("last-modified", in: headers),
+                                           dateValue: timing.dateValue, responseTime: timing.responseTime)
     }
 
     /// Whether a response to `request` may be stored (RFC 9111 section 3).
     func decide(request: RequestHead, status: Int, headers: [(name: String, value: String)],
                 timing: ResponseTiming) -> StoreDecision {
-        let (cc, _) = cacheControl(headers)
+        let key = request.pathAndQuery
+        var (cc, _) = cacheControl(headers, key: key)
+        if routes.match(key)?.ignoreUpstreamCacheControl == true { cc.isPrivate = false }
         let hasValidator = Self.value("etag", in: headers) != nil || Self.value("last-modified", in: headers) != nil
-        let reusable = lifetime(status: status, headers: headers, timing: timing) != nil || hasValidator || cc.noCache
+        let reusable = lifetime(status: status, headers: headers, timing: timing, key: key) != nil || hasValidator || cc.noCache
         if Vary.fieldNames(Self.combined("vary", in: headers)) == nil { return .doNotStore("Vary: *") }
         return Storability.decide(method: request.method, status: status,
                                   request: CacheControl(request.combinedHeader("cache-control")), response: cc,
@@ -67,7 +94,7 @@ struct StoredResponseBuilder: Sendable {
     /// the fields the response's Vary names.
     func build(key: String, status: Int, reason: String?, headers: [(name: String, value: String)], body: Bytes,
                bodyFile: FileBody? = nil, timing: ResponseTiming, varyFrom request: (String) -> String?) -> CachedResponse {
-        let (cc, _) = cacheControl(headers)
+        let (cc, _) = cacheControl(headers, key: key)
         // Fields named by no-cache="..." are not stored (RFC 9111 section
         // 5.2.2.4: they may not be reused unvalidated), nor, in a shared
         // cache, those named by private="..." (5.2.2.7). Set-Cookie is stored like any field, as RFC 9111
@@ -89,7 +116,7 @@ struct StoredResponseBuilder: Sendable {
         let names = Vary.fieldNames(Self.combined("vary", in: headers)) ?? []
         return CachedResponse(key: key, status: status, reason: reason, headPrefix: Bytes(prefix), body: body,
                               bodyFile: bodyFile, headers: kept,
-                              timing: timing, lifetime: lifetime(status: status, headers: kept, timing: timing) ?? 0,
+                              timing: timing, lifetime: lifetime(status: status, headers: kept, timing: timing, key: key) ?? 0,
                               cacheControl: cc, varyNames: names, varyValues: names.map { Vary.normalize(request($0), field: $0) })
     }
 
@@ -105,7 +132,7 @@ struct StoredResponseBuilder: Sendable {
     /// streamed to disk (too large for memory).
     func diskRecord(key: String, status: Int, reason: String?, headers: [(name: String, value: String)],
                     timing: ResponseTiming, storedAt: Int64, varyFrom request: (String) -> String?) -> DiskRecord {
-        let (cc, _) = cacheControl(headers)
+        let (cc, _) = cacheControl(headers, key: key)
         let names = Vary.fieldNames(Self.combined("vary", in: headers)) ?? []
         return DiskRecord(key: key, status: status, reason: reason,
                           headers: storedFields(headers, cc).map { DiskRecord.HeaderPair($0.name, $0.value) }, timing: timing,

@@ -35,7 +35,8 @@ public final class Worker: IOHandler {
         self.stats = stats
         self.logger = logger
         upstream = UpstreamClient(loop: loop, settings: configuration.upstream)
-        builder = StoredResponseBuilder(shared: configuration.sharedCache, targetedField: configuration.targetedCacheControl)
+        builder = StoredResponseBuilder(shared: configuration.sharedCache, targetedField: configuration.targetedCacheControl,
+                                        routes: configuration.routes)
     }
 
     /// Runs the loop on the calling thread until the worker has drained.
@@ -78,7 +79,8 @@ public final class Worker: IOHandler {
     public func reconfigure(_ configuration: ProxyConfiguration) {
         loop.execute { [self] in
             self.configuration = configuration
-            builder = StoredResponseBuilder(shared: configuration.sharedCache, targetedField: configuration.targetedCacheControl)
+            builder = StoredResponseBuilder(shared: configuration.sharedCache, targetedField: configuration.targetedCacheControl,
+                                        routes: configuration.routes)
             upstream.settings = configuration.upstream
         }
     }

@@ -1,4 +1,6 @@
+import CacheSemantics
 import Foundation
+import Proxy
 import TOMLKit
 
 /// Reads a TOML config file into `Settings`. Unknown keys and wrong types
@@ -22,6 +24,10 @@ enum ConfigFile {
         let lines = keyLines(text)
         for key in table.keys.sorted(by: { (lines[$0] ?? 0) < (lines[$1] ?? 0) }) {
             guard let value = table[key] else { continue }
+            if key == "route" {
+                settings.routes = try routes(value, path: path, lines: lines)
+                continue
+            }
             guard let known = ConfigKey(rawValue: key) else {
                 throw ConfigError(file: path, line: lines[key], key: key,
                                   message: "unknown key (known keys: \(ConfigKey.allCases.map(\.rawValue).joined(separator: ", ")))")
@@ -51,6 +57,68 @@ enum ConfigFile {
         }
     }
 
+    /// The keys a `[[route]]` table may have.
+    static let routeKeys = ["prefix", "policy", "allow_client_policy", "default_ttl", "ignore_upstream_cache_control",
+                            "ignore_no_store", "negative_ttl", "disk"]
+
+    /// `[[route]]` tables: every key checked, errors with file, line and key.
+    private static func routes(_ value: TOMLValueConvertible, path: String, lines: [String: Int]) throws(ConfigError) -> [Route] {
+        guard value.type == .array, let array = value.array else {
+            throw ConfigError(file: path, line: lines["route"], key: "route", message: "expected [[route]] tables")
+        }
+        var routes: [Route] = []
+        for index in 0..<array.count {
+            let header = lines["route.\(index)"]
+            guard let table = array[index].table else {
+                throw ConfigError(file: path, line: header, key: "route", message: "expected [[route]] tables")
+            }
+            func fail(_ key: String, _ message: String) -> ConfigError {
+                ConfigError(file: path, line: lines["route.\(index).\(key)"] ?? header, key: "route.\(key)", message: message)
+            }
+            guard let prefix = table["prefix"]?.string else {
+                throw ConfigError(file: path, line: header, key: "route.prefix",
+                                  message: "every [[route]] needs a prefix string, e.g. prefix = \"/api/\"")
+            }
+            guard prefix.hasPrefix("/") else { throw fail("prefix", "must start with /") }
+            var route = Route(prefix: prefix)
+            for key in table.keys where key != "prefix" {
+                guard routeKeys.contains(key), let item = table[key] else {
+                    throw fail(key, "unknown route key (known: \(routeKeys.joined(separator: ", ")))")
+                }
+                switch key {
+                case "policy":
+                    guard let name = item.string else { throw fail(key, "expected a policy name string") }
+                    guard let policy = RequestPolicy(name: name) else {
+                        throw fail(key, "unknown policy; valid names: " + RequestPolicy.validNames.joined(separator: ", "))
+                    }
+                    route.policy = policy
+                case "default_ttl", "negative_ttl":
+                    guard let text = item.string, let seconds = Units.parseLifetimeSeconds(text) else {
+                        throw fail(key, "expected a duration string such as \"5m\" or short, medium, long, max, never")
+                    }
+                    let ttl = seconds ?? Int(Int32.max)  // never: as long as a delta-seconds can say
+                    if key == "default_ttl" { route.defaultTTL = ttl } else { route.negativeTTL = ttl }
+                default:
+                    guard item.type == .bool, let flag = item.bool else { throw fail(key, "expected true or false") }
+                    switch key {
+                    case "allow_client_policy": route.allowClientPolicy = flag
+                    case "ignore_upstream_cache_control": route.ignoreUpstreamCacheControl = flag
+                    case "ignore_no_store": route.ignoreNoStore = flag
+                    default: route.disk = flag
+                    }
+                }
+            }
+            if route.ignoreUpstreamCacheControl && route.defaultTTL == nil {
+                throw fail("ignore_upstream_cache_control", "needs default_ttl in the same route (how long to keep responses)")
+            }
+            if route.ignoreNoStore && !route.ignoreUpstreamCacheControl {
+                throw fail("ignore_no_store", "only applies with ignore_upstream_cache_control = true")
+            }
+            routes.append(route)
+        }
+        return routes
+    }
+
     private static func expectation(_ key: ConfigKey) -> String {
         switch key.kind {
         case .string: return "expected a string"
@@ -64,18 +132,33 @@ enum ConfigFile {
 
     /// Line numbers of top-level `key = value` lines. TOMLKit does not report
     /// positions of keys, so they are found by a light scan of the text.
+    /// Keys inside the n-th `[[route]]` table are recorded as "route.n.key",
+    /// the table's header line as "route.n".
     static func keyLines(_ text: String) -> [String: Int] {
         var result: [String: Int] = [:]
-        var inTopLevel = true
+        var scope: String? = ""  // "" top level, "route.n" in a route table, nil elsewhere
+        var routeIndex = -1
         for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = rawLine.trimmingCharacters()
-            if line.hasPrefix("[") { inTopLevel = false; continue }
-            guard inTopLevel, !line.hasPrefix("#"), let eq = line.firstIndex(of: "=") else { continue }
+            if line.hasPrefix("[") {
+                let name = line.filter { $0 != "[" && $0 != "]" && $0 != " " }
+                if line.hasPrefix("[[") && name == "route" {
+                    routeIndex += 1
+                    scope = "route.\(routeIndex)"
+                    result[scope!] = index + 1
+                    if result["route"] == nil { result["route"] = index + 1 }
+                } else {
+                    scope = nil
+                }
+                continue
+            }
+            guard let scope, !line.hasPrefix("#"), let eq = line.firstIndex(of: "=") else { continue }
             var key = line[..<eq].trimmingCharacters()
             if key.count >= 2, key.first == "\"" || key.first == "'", key.last == key.first {
                 key = String(key.dropFirst().dropLast())
             }
-            if result[key] == nil { result[key] = index + 1 }
+            let full = scope.isEmpty ? key : scope + "." + key
+            if result[full] == nil { result[full] = index + 1 }
         }
         return result
     }

@@ -110,6 +110,7 @@ struct Serve: ParsableCommand {
         proxyConfig.targetedCacheControl = settings.targetedCacheControl
         proxyConfig.defaultPolicy = settings.policy
         proxyConfig.allowClientPolicy = settings.allowClientPolicy
+        proxyConfig.routes = RouteTable(settings.routes)
         proxyConfig.keepAliveTimeoutMilliseconds = UInt64(settings.keepAliveTimeoutMilliseconds)
         proxyConfig.headerTimeoutMilliseconds = UInt64(settings.headerTimeoutMilliseconds)
         proxyConfig.limits.maxHeaderBytes = settings.maxHeaderBytes

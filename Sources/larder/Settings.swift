@@ -1,5 +1,6 @@
 import CacheSemantics
 import Logging
+import Proxy
 
 /// The daemon's settings after defaults, the config file and flags are merged
 /// (flags win over the file, the file over defaults).
@@ -22,6 +23,8 @@ struct Settings {
     var sharedCache = true
     var targetedCacheControl = "Larder-Cache-Control"
     var policy: RequestPolicy = .useProtocolCachePolicy
+    /// `[[route]]` tables, in file order.
+    var routes: [Route] = []
     var allowClientPolicy = true
     var upstreamConnectTimeoutMilliseconds = 5_000
     var upstreamTimeoutMilliseconds = 30_000

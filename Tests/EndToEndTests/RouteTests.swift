@@ -1,0 +1,125 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `[[route]]` tables end to end.
+final class RouteTests: XCTestCase {
+    var processes: [() -> Void] = []
+    var origin: Origin!
+
+    override func setUpWithError() throws {
+        origin = try Origin()
+        processes.append(origin.stop)
+    }
+
+    override func tearDown() {
+        for stop in processes.reversed() { stop() }
+        processes = []
+    }
+
+    private func configFile(_ text: String) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("larder-routes-\(UUID().uuidString).toml").path
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: path) }
+        return path
+    }
+
+    private func start(_ config: String, _ extra: [String] = []) throws -> LarderProcess {
+        let larder = try LarderProcess(upstream: origin.url, extra: ["--config", try configFile(config)] + extra)
+        processes.append(larder.stop)
+        return larder
+    }
+
+    func testLongestPrefixPicksThePolicy() throws {
+        let larder = try start("""
+            [[route]]
+            prefix = "/static/"
+            policy = "cacheOnly"
+
+            [[route]]
+            prefix = "/static/live/"
+            policy = "networkOnly"
+            """)
+        let c = try larder.client()
+        XCTAssertEqual(try c.get("/static/x?size=5").status, 504, "cacheOnly: a miss never goes upstream")
+        _ = try c.get("/static/live/x?size=5")
+        XCTAssertEqual(try c.get("/static/live/x?size=5").header("cache-status"), "larder; fwd=bypass; stored")
+        XCTAssertEqual(try origin.count("/static/live/x?size=5"), 2)
+        XCTAssertEqual(try origin.count("/static/x?size=5"), 0)
+        _ = try c.get("/elsewhere?size=5")
+        XCTAssertTrue(try c.get("/elsewhere?size=5").header("cache-status")?.contains("hit") ?? false)
+    }
+
+    func testDefaultAndNegativeTTLsAndIgnoringUpstreamCacheControl() throws {
+        let larder = try start("""
+            [[route]]
+            prefix = "/dflt/"
+            default_ttl = "1m"
+            negative_ttl = "30s"
+
+            [[route]]
+            prefix = "/ign/"
+            default_ttl = "1h"
+            ignore_upstream_cache_control = true
+            """)
+        let c = try larder.client()
+        for target in ["/dflt/a?cc=none&size=5", "/dflt/b?cc=none&status=404", "/ign/a?cc=no-cache,private,max-age=0&size=5"] {
+            _ = try c.get(target)
+            let again = try c.get(target)
+            XCTAssertTrue(again.header("cache-status")?.contains("hit") ?? false, "\(target): \(again.headers)")
+            XCTAssertEqual(try origin.count(target), 1, target)
+        }
+        XCTAssertEqual(try c.get("/ign/a?cc=no-cache,private,max-age=0&size=5").header("cache-control"), "no-cache,private,max-age=0",
+                       "clients still see the upstream's directives")
+        let noStore = "/ign/b?cc=no-store"
+        _ = try c.get(noStore)
+        _ = try c.get(noStore)
+        XCTAssertEqual(try origin.count(noStore), 2, "no-store is still honoured")
+    }
+
+    func testRouteCanForbidClientPolicies() throws {
+        let larder = try start("""
+            [[route]]
+            prefix = "/locked/"
+            allow_client_policy = false
+            """)
+        let c = try larder.client()
+        _ = try c.get("/locked/a?size=5")
+        let r = try c.get("/locked/a?size=5", headers: ["Larder-Cache-Policy: networkOnly"])
+        XCTAssertTrue(r.header("cache-status")?.contains("hit") ?? false)
+        XCTAssertEqual(try c.get("/open/a?size=5", headers: ["Larder-Cache-Policy: cacheOnly"]).status, 504)
+    }
+
+    func testDiskFalseKeepsARouteOutOfTheDiskTier() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-route-disk-\(UUID().uuidString)").path
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: directory) }
+        let larder = try start("""
+            [[route]]
+            prefix = "/mem/"
+            disk = false
+            """, ["--cache-dir", directory])
+        let c = try larder.client()
+        _ = try c.get("/mem/a?size=5")
+        _ = try c.get("/disk/a?size=5")
+        kill(larder.child.process.processIdentifier, SIGTERM)
+        XCTAssertEqual(larder.child.waitForExit(timeout: 20), 0)
+        let files = (FileManager.default.enumerator(atPath: directory)?.allObjects as? [String] ?? []).filter { $0.hasSuffix(".lrd") }
+        XCTAssertEqual(files.count, 1, "only /disk/a was written")
+    }
+
+    func testRouteErrorsNameFileLineAndKey() throws {
+        func check(_ text: String, _ expected: String) throws {
+            let path = try configFile(text)
+            let child = try ChildProcess(Paths.larder, ["check-config", "--config", path])
+            XCTAssertEqual(child.waitForExit(timeout: 20), 78, text)
+            XCTAssertNotNil(child.waitFor(NSRegularExpression.escapedPattern(for: path + expected), timeout: 2), child.stderr)
+        }
+        try check("[[route]]\nprefix = \"/a/\"\nsurprise = 1\n", ":3: route.surprise: unknown route key")
+        try check("# routes\n[[route]]\npolicy = \"cacheOnly\"\n", ":2: route.prefix:")
+        try check("[[route]]\nprefix = \"/a/\"\npolicy = \"sometimes\"\n", ":3: route.policy: unknown policy")
+        try check("[[route]]\nprefix = \"/a/\"\nignore_upstream_cache_control = true\n", ":3: route.ignore_upstream_cache_control: needs default_ttl")
+        try check("[[route]]\nprefix = \"/a/\"\ndisk = \"no\"\n", ":3: route.disk: expected true or false")
+    }
+}
