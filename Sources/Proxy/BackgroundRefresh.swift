@@ -34,7 +34,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
         UpstreamHeaders.addValidators(for: entry, among: variants, to: &headers)
         requestTime = EventLoop.wallSeconds()
         transfer = worker.upstream.start(
-            UpstreamRequest(method: "GET", url: worker.configuration.upstreamBase + entry.key, headers: headers, body: .none),
+            UpstreamRequest(method: "GET", url: worker.configuration.upstreamBase + request.pathAndQuery, headers: headers, body: .none),
             delegate: self)
     }
 

@@ -58,7 +58,7 @@ final class Exchange: UpstreamTransferDelegate {
         self.connection = connection
         self.worker = connection.worker
         isCacheLookup = head.method == "GET" || head.method == "HEAD"
-        key = head.pathAndQuery
+        key = connection.worker.configuration.routes.cacheKey(head.pathAndQuery)
     }
 
     private var keepAlive: Bool { request.keepAlive && !worker.draining }
@@ -316,7 +316,7 @@ final class Exchange: UpstreamTransferDelegate {
         case .contentLength(let n): body = .streamed(length: n)
         case .chunked: body = .streamed(length: nil)
         }
-        let target = request.target == "*" ? "*" : key
+        let target = request.target == "*" ? "*" : request.pathAndQuery
         let upstreamRequest = UpstreamRequest(method: request.method, url: worker.configuration.upstreamBase + target,
                                               headers: headers, body: body)
         requestTime = EventLoop.wallSeconds()
@@ -490,10 +490,10 @@ final class Exchange: UpstreamTransferDelegate {
         let upstream = worker.configuration.upstreamOrigin
         for name in ["location", "content-location"] {
             guard let reference = StoredResponseBuilder.value(name, in: headers),
-                  let target = Invalidation.key(for: reference, requestKey: key, upstreamAuthority: upstream.authority,
+                  let target = Invalidation.key(for: reference, requestKey: request.pathAndQuery, upstreamAuthority: upstream.authority,
                                                 upstreamPathPrefix: upstream.pathPrefix, clientAuthority: request.header("host"))
             else { continue }
-            worker.store.remove(target)
+            worker.store.remove(worker.configuration.routes.cacheKey(target))
         }
     }
 

@@ -19,6 +19,26 @@ public struct Route: Sendable, Equatable {
     public var negativeTTL: Int?
     /// Whether responses under this route go to the disk tier.
     public var disk = true
+    /// Cache key options: drop the whole query, drop named parameters, or
+    /// sort the parameters, so equivalent URLs share one stored response.
+    public var ignoreQuery = false
+    public var ignoredQueryParameters: Set<String> = []
+    public var sortQuery = false
+
+    /// The cache key for a request target under this route (the upstream
+    /// still receives the target as the client sent it).
+    public func cacheKey(_ target: String) -> String {
+        guard ignoreQuery || sortQuery || !ignoredQueryParameters.isEmpty,
+              let mark = target.firstIndex(of: "?") else { return target }
+        let path = String(target[..<mark])
+        if ignoreQuery { return path }
+        var parameters = target[target.index(after: mark)...].split(separator: "&", omittingEmptySubsequences: true)
+        if !ignoredQueryParameters.isEmpty {
+            parameters.removeAll { ignoredQueryParameters.contains(String($0.prefix { $0 != "=" })) }
+        }
+        if sortQuery { parameters.sort() }
+        return parameters.isEmpty ? path : path + "?" + parameters.joined(separator: "&")
+    }
 
     public init(prefix: String) {
         self.prefix = prefix
@@ -32,6 +52,11 @@ public struct RouteTable: Sendable, Equatable {
     public init(_ routes: [Route] = []) {
         // Longest prefix first, so the first match is the most specific.
         self.routes = routes.sorted { $0.prefix.utf8.count > $1.prefix.utf8.count }
+    }
+
+    /// The cache key of a target: as its route says, else the target itself.
+    public func cacheKey(_ target: String) -> String {
+        match(target)?.cacheKey(target) ?? target
     }
 
     /// The route for a request target (path and query), if any.

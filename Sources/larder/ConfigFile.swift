@@ -59,7 +59,7 @@ enum ConfigFile {
 
     /// The keys a `[[route]]` table may have.
     static let routeKeys = ["prefix", "policy", "allow_client_policy", "default_ttl", "ignore_upstream_cache_control",
-                            "ignore_no_store", "negative_ttl", "disk"]
+                            "ignore_no_store", "negative_ttl", "disk", "ignore_query", "ignore_query_params", "sort_query"]
 
     /// `[[route]]` tables: every key checked, errors with file, line and key.
     private static func routes(_ value: TOMLValueConvertible, path: String, lines: [String: Int]) throws(ConfigError) -> [Route] {
@@ -92,6 +92,11 @@ enum ConfigFile {
                         throw fail(key, "unknown policy; valid names: " + RequestPolicy.validNames.joined(separator: ", "))
                     }
                     route.policy = policy
+                case "ignore_query_params":
+                    guard item.type == .array, let names = item.array?.compactMap({ $0.string }), names.count == item.array?.count else {
+                        throw fail(key, "expected a list of parameter names, e.g. [\"utm_source\", \"utm_medium\"]")
+                    }
+                    route.ignoredQueryParameters = Set(names)
                 case "default_ttl", "negative_ttl":
                     guard let text = item.string, let seconds = Units.parseLifetimeSeconds(text) else {
                         throw fail(key, "expected a duration string such as \"5m\" or short, medium, long, max, never")
@@ -104,6 +109,8 @@ enum ConfigFile {
                     case "allow_client_policy": route.allowClientPolicy = flag
                     case "ignore_upstream_cache_control": route.ignoreUpstreamCacheControl = flag
                     case "ignore_no_store": route.ignoreNoStore = flag
+                    case "ignore_query": route.ignoreQuery = flag
+                    case "sort_query": route.sortQuery = flag
                     default: route.disk = flag
                     }
                 }

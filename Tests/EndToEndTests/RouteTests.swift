@@ -109,6 +109,28 @@ final class RouteTests: XCTestCase {
         XCTAssertEqual(files.count, 1, "only /disk/a was written")
     }
 
+    func testCacheKeyOptionsShareOneStoredResponse() throws {
+        let larder = try start("""
+            [[route]]
+            prefix = "/q/"
+            sort_query = true
+            ignore_query_params = ["utm_source"]
+
+            [[route]]
+            prefix = "/nq/"
+            ignore_query = true
+            """)
+        let c = try larder.client()
+        let first = try c.get("/q/a?b=2&a=1&utm_source=mail&size=7")
+        XCTAssertEqual(try origin.count("/q/a?b=2&a=1&utm_source=mail&size=7"), 1, "the upstream gets the target as sent")
+        let same = try c.get("/q/a?size=7&a=1&b=2")
+        XCTAssertTrue(same.header("cache-status")?.contains("hit") ?? false, "\(same.headers)")
+        XCTAssertEqual(same.body, first.body)
+        XCTAssertFalse(try c.get("/q/a?a=1&b=3&size=7").header("cache-status")?.contains("hit") ?? true)
+        _ = try c.get("/nq/a?x=1")
+        XCTAssertTrue(try c.get("/nq/a?y=2").header("cache-status")?.contains("hit") ?? false)
+    }
+
     func testRouteErrorsNameFileLineAndKey() throws {
         func check(_ text: String, _ expected: String) throws {
             let path = try configFile(text)
@@ -121,5 +143,6 @@ final class RouteTests: XCTestCase {
         try check("[[route]]\nprefix = \"/a/\"\npolicy = \"sometimes\"\n", ":3: route.policy: unknown policy")
         try check("[[route]]\nprefix = \"/a/\"\nignore_upstream_cache_control = true\n", ":3: route.ignore_upstream_cache_control: needs default_ttl")
         try check("[[route]]\nprefix = \"/a/\"\ndisk = \"no\"\n", ":3: route.disk: expected true or false")
+        try check("[[route]]\nprefix = \"/a/\"\nignore_query_params = \"utm\"\n", ":3: route.ignore_query_params: expected a list")
     }
 }
