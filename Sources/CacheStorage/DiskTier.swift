@@ -24,6 +24,19 @@ public final class DiskTier: @unchecked Sendable {
     public let limitBytes: Int
     /// How long a file is kept after it was stored (disk_ttl); nil: until evicted.
     public let lifetimeSeconds: Int?
+    /// Per-key overrides (routes): .some(nil) means never expires.
+    private let lifetimeRule = Mutex<@Sendable (String) -> Int??>({ _ in nil })
+
+    /// Installs per-key lifetimes (a route's disk_ttl); replaces the previous rule.
+    public func setLifetimeRule(_ rule: @escaping @Sendable (String) -> Int??) {
+        lifetimeRule.withLock { $0 = rule }
+    }
+
+    /// The disk lifetime of `key`: its route's, else the tier's.
+    func lifetime(for key: String) -> Int? {
+        let rule = lifetimeRule.withLock { $0 }
+        return rule(key) ?? lifetimeSeconds
+    }
     private let state: Mutex<DiskIndex>
     private let queue = WriteQueue()
     private let lockFD: Int32
@@ -115,7 +128,7 @@ public final class DiskTier: @unchecked Sendable {
             do {
                 let record = try DiskFormat.decode(bytes)
                 guard record.key == key else { continue }  // a hash collision: another key's file
-                if let lifetime = lifetimeSeconds, Int64(time(nil)) - record.storedAt > Int64(lifetime) {
+                if let lifetime = lifetime(for: key), Int64(time(nil)) - record.storedAt > Int64(lifetime) {
                     unlink(path)  // past disk_ttl
                     state.withLock { $0.remove(key: key, name: name) }
                     continue
@@ -164,7 +177,7 @@ public final class DiskTier: @unchecked Sendable {
               var record = try? DiskFormat.decodeMeta(meta[...])
         else { return drop("bad metadata") }
         guard record.key == key else { return nil }  // a hash collision
-        if let lifetime = lifetimeSeconds, Int64(time(nil)) - record.storedAt > Int64(lifetime) {
+        if let lifetime = lifetime(for: key), Int64(time(nil)) - record.storedAt > Int64(lifetime) {
             unlink(path)
             state.withLock { $0.remove(key: key, name: name) }
             return nil
@@ -472,13 +485,14 @@ public final class DiskTier: @unchecked Sendable {
         })
     }
 
-    /// Every minute, removes files past `lifetimeSeconds` (disk_ttl).
+    /// Every minute, removes files past their disk_ttl.
     private func sweepLoop() {
-        guard let lifetime = lifetimeSeconds else { return }
         while true {
             sleep(60)
-            let cutoff = Int64(time(nil)) - Int64(lifetime)
-            deleteFiles(state.withLock { $0.removeStored(before: cutoff) })
+            let now = Int64(time(nil))
+            let rule = lifetimeRule.withLock { $0 }
+            let fallback = lifetimeSeconds
+            deleteFiles(state.withLock { $0.removeExpired(now: now) { rule($0) ?? fallback } })
         }
     }
 
@@ -616,10 +630,13 @@ struct DiskIndex: ~Copyable {
         count -= 1
     }
 
-    /// Removes entries stored before `cutoff`; returns their files.
-    mutating func removeStored(before cutoff: Int64) -> [(String, String)] {
+    /// Removes entries older than their key's lifetime; returns their files.
+    mutating func removeExpired(now: Int64, lifetime: (String) -> Int?) -> [(String, String)] {
         var expired: [(String, String)] = []
-        for (key, files) in entries { for (name, item) in files where item.storedAt < cutoff { expired.append((key, name)) } }
+        for (key, files) in entries {
+            guard let seconds = lifetime(key) else { continue }
+            for (name, item) in files where now - item.storedAt > Int64(seconds) { expired.append((key, name)) }
+        }
         for (key, name) in expired { remove(key: key, name: name) }
         return expired
     }

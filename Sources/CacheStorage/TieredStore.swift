@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Memory in front of disk, behind one interface: a lookup checks memory,
 /// then disk (promoting what it finds); a store goes to memory and, in the
@@ -13,6 +14,13 @@ public final class TieredStore: @unchecked Sendable {
     /// until evicted). The disk tier's lifetime is the DiskTier's own. These
     /// decide how long each tier keeps the bytes, not what is fresh.
     public let memoryLifetimeSeconds: Int?
+    /// Per-key overrides (routes): .some(nil) means never expires.
+    private let memoryLifetimeRule = Mutex<@Sendable (String) -> Int??>({ _ in nil })
+
+    /// Installs per-key memory lifetimes (a route's memory_ttl).
+    public func setMemoryLifetimeRule(_ rule: @escaping @Sendable (String) -> Int??) {
+        memoryLifetimeRule.withLock { $0 = rule }
+    }
 
     public init(memory: MemoryTier, disk: DiskTier?, memoryLifetimeSeconds: Int? = nil,
                 rehydrate: @escaping @Sendable (DiskRecord) -> CachedResponse) {
@@ -24,7 +32,8 @@ public final class TieredStore: @unchecked Sendable {
 
     public func lookup(_ key: String) -> [CachedResponse] {
         var inMemory = memory.lookup(key)
-        if let lifetime = memoryLifetimeSeconds, !inMemory.isEmpty {
+        let rule = memoryLifetimeRule.withLock { $0 }
+        if let lifetime = rule(key) ?? memoryLifetimeSeconds, !inMemory.isEmpty {
             let now = Int64(Date().timeIntervalSince1970)
             if inMemory.contains(where: { now - $0.timing.responseTime > Int64(lifetime) }) {
                 // Past memory_ttl: out of memory; the disk tier may still hold it.

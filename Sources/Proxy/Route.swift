@@ -19,6 +19,11 @@ public struct Route: Sendable, Equatable {
     public var negativeTTL: Int?
     /// Whether responses under this route go to the disk tier.
     public var disk = true
+    /// Tier lifetimes for this route: nil inherits the global setting,
+    /// .some(nil) keeps until evicted. `diskMirrorsMemory`: disk_ttl = mirror.
+    public var memoryTTL: Int??
+    public var diskTTL: Int??
+    public var diskMirrorsMemory = false
     /// Cache key options: drop the whole query, drop named parameters, or
     /// sort the parameters, so equivalent URLs share one stored response.
     public var ignoreQuery = false
@@ -52,6 +57,17 @@ public struct RouteTable: Sendable, Equatable {
     public init(_ routes: [Route] = []) {
         // Longest prefix first, so the first match is the most specific.
         self.routes = routes.sorted { $0.prefix.utf8.count > $1.prefix.utf8.count }
+    }
+
+    /// Per-key memory lifetime overrides, for the tiers.
+    public func memoryLifetime(_ key: String) -> Int?? {
+        match(key)?.memoryTTL
+    }
+
+    /// Per-key disk lifetime overrides, for the tiers.
+    public func diskLifetime(_ key: String) -> Int?? {
+        guard let route = match(key) else { return nil }
+        return route.diskMirrorsMemory ? route.memoryTTL : route.diskTTL
     }
 
     /// The cache key of a target: as its route says, else the target itself.

@@ -59,7 +59,8 @@ enum ConfigFile {
 
     /// The keys a `[[route]]` table may have.
     static let routeKeys = ["prefix", "policy", "allow_client_policy", "default_ttl", "ignore_upstream_cache_control",
-                            "ignore_no_store", "negative_ttl", "disk", "ignore_query", "ignore_query_params", "sort_query"]
+                            "ignore_no_store", "negative_ttl", "disk", "ignore_query", "ignore_query_params", "sort_query",
+                            "memory_ttl", "disk_ttl"]
 
     /// `[[route]]` tables: every key checked, errors with file, line and key.
     private static func routes(_ value: TOMLValueConvertible, path: String, lines: [String: Int]) throws(ConfigError) -> [Route] {
@@ -92,6 +93,17 @@ enum ConfigFile {
                         throw fail(key, "unknown policy; valid names: " + RequestPolicy.validNames.joined(separator: ", "))
                     }
                     route.policy = policy
+                case "memory_ttl", "disk_ttl":
+                    guard let text = item.string else { throw fail(key, "expected a duration or preset string") }
+                    if key == "disk_ttl" && text.lowercased() == "mirror" {
+                        route.diskMirrorsMemory = true
+                        continue
+                    }
+                    guard let seconds = Units.parseLifetimeSeconds(text) else {
+                        throw fail(key, "expected a duration (at least 1s) or short, medium, long, max, never"
+                                   + (key == "disk_ttl" ? ", mirror" : ""))
+                    }
+                    if key == "memory_ttl" { route.memoryTTL = .some(seconds) } else { route.diskTTL = .some(seconds) }
                 case "ignore_query_params":
                     guard item.type == .array, let names = item.array?.compactMap({ $0.string }), names.count == item.array?.count else {
                         throw fail(key, "expected a list of parameter names, e.g. [\"utm_source\", \"utm_medium\"]")

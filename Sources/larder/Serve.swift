@@ -65,6 +65,7 @@ struct Serve: ParsableCommand {
         }
         let store = TieredStore(memory: memory, disk: disk, memoryLifetimeSeconds: settings.memoryTTLSeconds,
                                 rehydrate: makeRehydrator(proxyConfig))
+        Self.installLifetimeRules(proxyConfig.routes, store: store)
         let stats = ProxyStats()
         let collapser = Collapser()
 
@@ -94,7 +95,7 @@ struct Serve: ParsableCommand {
         let diskNote = disk.map { ", disk tier \($0.directory) limit \($0.limitBytes) bytes" } ?? ", memory only"
         complain("listening on \(shownHost):\(port) with \(workerCount) workers, upstream \(upstream), memory limit \(settings.memoryLimitBytes) bytes\(diskNote)")
 
-        let reload = Reloader(options: options, running: settings, workers: workers, logger: logger)
+        let reload = Reloader(options: options, running: settings, workers: workers, store: store, logger: logger)
         try waitForSignals(signals, workers: workers, drainTimeoutMilliseconds: UInt64(settings.drainTimeoutMilliseconds),
                            logger: logger, reload: reload.reload)
         // Leave the disk tier with every completed write in place.
@@ -102,6 +103,12 @@ struct Serve: ParsableCommand {
     }
 
     /// The main thread's own loop: it only handles signals.
+    /// Routes' memory_ttl / disk_ttl, for the tiers.
+    static func installLifetimeRules(_ routes: RouteTable, store: TieredStore) {
+        store.setMemoryLifetimeRule { routes.memoryLifetime($0) }
+        store.disk?.setLifetimeRule { routes.diskLifetime($0) }
+    }
+
     /// The proxy's view of the settings.
     static func proxyConfiguration(_ settings: Settings, upstream: String) -> ProxyConfiguration {
         var proxyConfig = ProxyConfiguration(upstreamBase: upstream)
@@ -175,12 +182,14 @@ final class Reloader {
     private let options: ServeOptions
     private var running: Settings
     private let workers: [Worker]
+    private let store: TieredStore
     private let logger: Logger
 
-    init(options: ServeOptions, running: Settings, workers: [Worker], logger: Logger) {
+    init(options: ServeOptions, running: Settings, workers: [Worker], store: TieredStore, logger: Logger) {
         self.options = options
         self.running = running
         self.workers = workers
+        self.store = store
         self.logger = logger
     }
 
@@ -216,6 +225,7 @@ final class Reloader {
         }
         let configuration = Serve.proxyConfiguration(next, upstream: upstream)
         for worker in workers { worker.reconfigure(configuration) }
+        Serve.installLifetimeRules(configuration.routes, store: store)
         running = next
         logger.notice("SIGHUP: configuration reloaded from \(file)")
     }

@@ -131,6 +131,22 @@ final class RouteTests: XCTestCase {
         XCTAssertTrue(try c.get("/nq/a?y=2").header("cache-status")?.contains("hit") ?? false)
     }
 
+    func testRouteTierLifetimes() throws {
+        let larder = try start("""
+            [[route]]
+            prefix = "/brief/"
+            memory_ttl = "1s"
+            disk_ttl = "mirror"
+            """)
+        let c = try larder.client()
+        _ = try c.get("/brief/a?size=5")
+        _ = try c.get("/lasting/a?size=5")
+        let until = Date().addingTimeInterval(2.2)  // tier lifetimes are in whole seconds
+        while Date() < until { usleep(50_000) }
+        XCTAssertEqual(try c.get("/brief/a?size=5").header("cache-status"), "larder; fwd=uri-miss; stored")
+        XCTAssertTrue(try c.get("/lasting/a?size=5").header("cache-status")?.contains("hit") ?? false)
+    }
+
     func testRouteErrorsNameFileLineAndKey() throws {
         func check(_ text: String, _ expected: String) throws {
             let path = try configFile(text)
@@ -144,5 +160,6 @@ final class RouteTests: XCTestCase {
         try check("[[route]]\nprefix = \"/a/\"\nignore_upstream_cache_control = true\n", ":3: route.ignore_upstream_cache_control: needs default_ttl")
         try check("[[route]]\nprefix = \"/a/\"\ndisk = \"no\"\n", ":3: route.disk: expected true or false")
         try check("[[route]]\nprefix = \"/a/\"\nignore_query_params = \"utm\"\n", ":3: route.ignore_query_params: expected a list")
+        try check("[[route]]\nprefix = \"/a/\"\nmemory_ttl = \"mirror\"\n", ":3: route.memory_ttl: expected a duration")
     }
 }
