@@ -1,9 +1,24 @@
 import CacheSemantics
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Per-path rules from `[[route]]` tables, matched by longest path prefix.
 public struct Route: Sendable, Equatable {
     /// Path prefix this route applies to ("/" matches everything).
     public var prefix: String
+    /// Methods it applies to (empty: all).
+    public var methods: Set<String> = []
+    /// A shell glob the path must also match (fnmatch), e.g. "*.jpg".
+    public var glob: String?
+
+    /// Whether this route applies to a path and method.
+    func applies(path: Substring, method: String) -> Bool {
+        guard path.hasPrefix(prefix) else { return false }
+        if !methods.isEmpty && !methods.contains(method) { return false }
+        if let glob { return fnmatch(glob, String(path), 0) == 0 }
+        return true
+    }
     /// The default policy of requests under it (nil: the global one).
     public var policy: RequestPolicy?
     /// Whether clients may choose a policy here (nil: the global setting).
@@ -76,9 +91,10 @@ public struct RouteTable: Sendable, Equatable {
     }
 
     /// The route for a request target (path and query), if any.
-    public func match(_ target: String) -> Route? {
+    /// Storage decisions concern GET responses, hence the default method.
+    public func match(_ target: String, method: String = "GET") -> Route? {
         guard !routes.isEmpty else { return nil }
         let path = target.prefix { $0 != "?" }
-        return routes.first { path.hasPrefix($0.prefix) }
+        return routes.first { $0.applies(path: path, method: method) }
     }
 }

@@ -22,10 +22,13 @@ enum ConfigFile {
             throw ConfigError(file: path, line: nil, key: nil, message: "invalid TOML: \(error)")
         }
         let lines = keyLines(text)
+        // Presets first: every lifetime in the file may use them.
+        if let value = table["presets"] { settings.presets = try presets(value, path: path, lines: lines) }
         for key in table.keys.sorted(by: { (lines[$0] ?? 0) < (lines[$1] ?? 0) }) {
             guard let value = table[key] else { continue }
+            if key == "presets" { continue }
             if key == "route" {
-                settings.routes = try routes(value, path: path, lines: lines)
+                settings.routes = try routes(value, path: path, lines: lines, presets: settings.presets)
                 continue
             }
             guard let known = ConfigKey(rawValue: key) else {
@@ -60,10 +63,30 @@ enum ConfigFile {
     /// The keys a `[[route]]` table may have.
     static let routeKeys = ["prefix", "policy", "allow_client_policy", "default_ttl", "ignore_upstream_cache_control",
                             "ignore_no_store", "negative_ttl", "disk", "ignore_query", "ignore_query_params", "sort_query",
-                            "memory_ttl", "disk_ttl"]
+                            "memory_ttl", "disk_ttl", "methods", "glob"]
 
     /// `[[route]]` tables: every key checked, errors with file, line and key.
-    private static func routes(_ value: TOMLValueConvertible, path: String, lines: [String: Int]) throws(ConfigError) -> [Route] {
+    /// `[presets]`: short, medium, long and max as durations.
+    private static func presets(_ value: TOMLValueConvertible, path: String, lines: [String: Int]) throws(ConfigError) -> [String: Int] {
+        guard value.type == .table, let table = value.table else {
+            throw ConfigError(file: path, line: lines["presets"], key: "presets", message: "expected a [presets] table")
+        }
+        var presets = Units.defaultPresets
+        for key in table.keys {
+            let line = lines["presets.\(key)"] ?? lines["presets"]
+            guard presets[key] != nil else {
+                throw ConfigError(file: path, line: line, key: "presets.\(key)", message: "unknown preset (known: short, medium, long, max)")
+            }
+            guard let text = table[key]?.string, let ms = Units.parseDurationMilliseconds(text), ms >= 1000 else {
+                throw ConfigError(file: path, line: line, key: "presets.\(key)", message: "expected a duration string such as \"10m\"")
+            }
+            presets[key] = ms / 1000
+        }
+        return presets
+    }
+
+    private static func routes(_ value: TOMLValueConvertible, path: String, lines: [String: Int],
+                               presets: [String: Int]) throws(ConfigError) -> [Route] {
         guard value.type == .array, let array = value.array else {
             throw ConfigError(file: path, line: lines["route"], key: "route", message: "expected [[route]] tables")
         }
@@ -93,13 +116,22 @@ enum ConfigFile {
                         throw fail(key, "unknown policy; valid names: " + RequestPolicy.validNames.joined(separator: ", "))
                     }
                     route.policy = policy
+                case "methods":
+                    guard item.type == .array, let names = item.array?.compactMap({ $0.string }), names.count == item.array?.count,
+                          !names.isEmpty else {
+                        throw fail(key, "expected a list of methods, e.g. [\"GET\", \"HEAD\"]")
+                    }
+                    route.methods = Set(names.map { $0.uppercased() })
+                case "glob":
+                    guard let pattern = item.string, !pattern.isEmpty else { throw fail(key, "expected a glob string, e.g. \"*.jpg\"") }
+                    route.glob = pattern
                 case "memory_ttl", "disk_ttl":
                     guard let text = item.string else { throw fail(key, "expected a duration or preset string") }
                     if key == "disk_ttl" && text.lowercased() == "mirror" {
                         route.diskMirrorsMemory = true
                         continue
                     }
-                    guard let seconds = Units.parseLifetimeSeconds(text) else {
+                    guard let seconds = Units.parseLifetimeSeconds(text, presets: presets) else {
                         throw fail(key, "expected a duration (at least 1s) or short, medium, long, max, never"
                                    + (key == "disk_ttl" ? ", mirror" : ""))
                     }
@@ -110,7 +142,7 @@ enum ConfigFile {
                     }
                     route.ignoredQueryParameters = Set(names)
                 case "default_ttl", "negative_ttl":
-                    guard let text = item.string, let seconds = Units.parseLifetimeSeconds(text) else {
+                    guard let text = item.string, let seconds = Units.parseLifetimeSeconds(text, presets: presets) else {
                         throw fail(key, "expected a duration string such as \"5m\" or short, medium, long, max, never")
                     }
                     let ttl = seconds ?? Int(Int32.max)  // never: as long as a delta-seconds can say
@@ -166,6 +198,9 @@ enum ConfigFile {
                     scope = "route.\(routeIndex)"
                     result[scope!] = index + 1
                     if result["route"] == nil { result["route"] = index + 1 }
+                } else if name == "presets" {
+                    scope = "presets"
+                    result["presets"] = index + 1
                 } else {
                     scope = nil
                 }

@@ -25,6 +25,8 @@ struct Settings {
     var policy: RequestPolicy = .useProtocolCachePolicy
     /// `[[route]]` tables, in file order.
     var routes: [Route] = []
+    /// Preset lifetimes by name (short, medium, long, max).
+    var presets = Units.defaultPresets
     var allowClientPolicy = true
     var upstreamConnectTimeoutMilliseconds = 5_000
     var upstreamTimeoutMilliseconds = 30_000
@@ -147,7 +149,7 @@ extension Settings {
                 diskMirrorsMemory = true
                 return nil
             }
-            guard let seconds = Units.parseLifetimeSeconds(s) else {
+            guard let seconds = Units.parseLifetimeSeconds(s, presets: presets) else {
                 return "expected a duration (at least 1s) or short, medium, long, max, never"
                     + (key == .disk_ttl ? ", mirror" : "")
             }

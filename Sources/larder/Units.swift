@@ -30,15 +30,17 @@ enum Units {
         return n * 1000
     }
 
-    /// A tier lifetime: a duration, or a preset (`short` 5m, `medium` 1h,
-    /// `long` 1d, `max` 30d, `never`). `.some(nil)` means never expires.
-    static func parseLifetimeSeconds(_ text: String) -> Int?? {
-        switch text.trimmingCharacters().lowercased() {
-        case "short": return .some(300)
-        case "medium": return .some(3_600)
-        case "long": return .some(86_400)
-        case "max": return .some(30 * 86_400)
-        case "never": return .some(nil)
+    /// The preset lifetimes, in seconds; a `[presets]` table changes them.
+    static let defaultPresets: [String: Int] = ["short": 300, "medium": 3_600, "long": 86_400, "max": 30 * 86_400]
+
+    /// A lifetime: a duration, or a preset (`short` 5m, `medium` 1h, `long`
+    /// 1d, `max` 30d unless configured otherwise, `never`). `.some(nil)`
+    /// means never expires.
+    static func parseLifetimeSeconds(_ text: String, presets: [String: Int] = defaultPresets) -> Int?? {
+        let name = text.trimmingCharacters().lowercased()
+        if name == "never" { return .some(nil) }
+        if let preset = presets[name] { return .some(preset) }
+        switch name {
         default:
             guard let ms = parseDurationMilliseconds(text), ms >= 1000 else { return nil }
             return .some(ms / 1000)

@@ -147,6 +147,31 @@ final class RouteTests: XCTestCase {
         XCTAssertTrue(try c.get("/lasting/a?size=5").header("cache-status")?.contains("hit") ?? false)
     }
 
+    func testGlobsMethodsAndConfigurablePresets() throws {
+        let larder = try start("""
+            [presets]
+            short = "1s"
+
+            [[route]]
+            prefix = "/"
+            glob = "*.jpg"
+            memory_ttl = "short"
+
+            [[route]]
+            prefix = "/p/"
+            methods = ["POST"]
+            policy = "cacheOnly"
+            """)
+        let c = try larder.client()
+        XCTAssertEqual(try c.get("/p/x?size=5").status, 200, "the /p/ route is for POST only")
+        _ = try c.get("/img/a.jpg?size=5")
+        _ = try c.get("/img/a.png?size=5")
+        let until = Date().addingTimeInterval(2.2)  // "short" is 1s here
+        while Date() < until { usleep(50_000) }
+        XCTAssertEqual(try c.get("/img/a.jpg?size=5").header("cache-status"), "larder; fwd=uri-miss; stored")
+        XCTAssertTrue(try c.get("/img/a.png?size=5").header("cache-status")?.contains("hit") ?? false)
+    }
+
     func testRouteErrorsNameFileLineAndKey() throws {
         func check(_ text: String, _ expected: String) throws {
             let path = try configFile(text)
@@ -161,5 +186,7 @@ final class RouteTests: XCTestCase {
         try check("[[route]]\nprefix = \"/a/\"\ndisk = \"no\"\n", ":3: route.disk: expected true or false")
         try check("[[route]]\nprefix = \"/a/\"\nignore_query_params = \"utm\"\n", ":3: route.ignore_query_params: expected a list")
         try check("[[route]]\nprefix = \"/a/\"\nmemory_ttl = \"mirror\"\n", ":3: route.memory_ttl: expected a duration")
+        try check("[presets]\nshort = \"1m\"\nbrief = \"1s\"\n", ":3: presets.brief: unknown preset")
+        try check("[[route]]\nprefix = \"/a/\"\nmethods = []\n", ":3: route.methods: expected a list")
     }
 }
