@@ -44,6 +44,9 @@ public struct Route: Sendable, Equatable {
     public var ignoreQuery = false
     public var ignoredQueryParameters: Set<String> = []
     public var sortQuery = false
+    /// Request fields (lowercased) that are part of the cache key: each value
+    /// gets its own stored response, as if the upstream had sent Vary.
+    public var keyHeaders: [String] = []
 
     /// The cache key for a request target under this route (the upstream
     /// still receives the target as the client sent it).

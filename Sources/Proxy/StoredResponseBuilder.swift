@@ -113,7 +113,7 @@ struct StoredResponseBuilder: Sendable {
         if status != 204 && status != 304 {
             ResponseSerializer.appendField("content-length", String(bodyFile?.length ?? body.count), to: &prefix)
         }
-        let names = Vary.fieldNames(Self.combined("vary", in: headers)) ?? []
+        let names = variantFields(headers, key: key)
         return CachedResponse(key: key, status: status, reason: reason, headPrefix: Bytes(prefix), body: body,
                               bodyFile: bodyFile, headers: kept,
                               timing: timing, lifetime: lifetime(status: status, headers: kept, timing: timing, key: key) ?? 0,
@@ -133,7 +133,7 @@ struct StoredResponseBuilder: Sendable {
     func diskRecord(key: String, status: Int, reason: String?, headers: [(name: String, value: String)],
                     timing: ResponseTiming, storedAt: Int64, varyFrom request: (String) -> String?) -> DiskRecord {
         let (cc, _) = cacheControl(headers, key: key)
-        let names = Vary.fieldNames(Self.combined("vary", in: headers)) ?? []
+        let names = variantFields(headers, key: key)
         return DiskRecord(key: key, status: status, reason: reason,
                           headers: storedFields(headers, cc).map { DiskRecord.HeaderPair($0.name, $0.value) }, timing: timing,
                           varyNames: names, varyValues: names.map { Vary.normalize(request($0), field: $0) },
@@ -159,6 +159,14 @@ struct StoredResponseBuilder: Sendable {
                      timing: record.timing) { name in
             names.firstIndex(of: name).flatMap { values[$0] }
         }
+    }
+
+    /// The request fields that select a variant: the response's Vary plus
+    /// the route's key_headers (a route-made Vary that clients never see).
+    private func variantFields(_ headers: [(name: String, value: String)], key: String) -> [String] {
+        let vary = Vary.fieldNames(Self.combined("vary", in: headers)) ?? []
+        guard let extra = routes.match(key)?.keyHeaders, !extra.isEmpty else { return vary }
+        return Array(Set(vary).union(extra)).sorted()
     }
 
     static func value(_ name: String, in headers: [(name: String, value: String)]) -> String? {

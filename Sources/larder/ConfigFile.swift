@@ -63,7 +63,7 @@ enum ConfigFile {
     /// The keys a `[[route]]` table may have.
     static let routeKeys = ["prefix", "policy", "allow_client_policy", "default_ttl", "ignore_upstream_cache_control",
                             "ignore_no_store", "negative_ttl", "disk", "ignore_query", "ignore_query_params", "sort_query",
-                            "memory_ttl", "disk_ttl", "methods", "glob"]
+                            "memory_ttl", "disk_ttl", "methods", "glob", "key_headers"]
 
     /// `[[route]]` tables: every key checked, errors with file, line and key.
     /// `[presets]`: short, medium, long and max as durations.
@@ -116,6 +116,12 @@ enum ConfigFile {
                         throw fail(key, "unknown policy; valid names: " + RequestPolicy.validNames.joined(separator: ", "))
                     }
                     route.policy = policy
+                case "key_headers":
+                    guard item.type == .array, let names = item.array?.compactMap({ $0.string }), names.count == item.array?.count,
+                          names.allSatisfy({ !$0.isEmpty && !$0.contains(" ") && !$0.contains(":") }) else {
+                        throw fail(key, "expected a list of request header names, e.g. [\"X-Tenant\"]")
+                    }
+                    route.keyHeaders = names.map { $0.lowercased() }
                 case "methods":
                     guard item.type == .array, let names = item.array?.compactMap({ $0.string }), names.count == item.array?.count,
                           !names.isEmpty else {

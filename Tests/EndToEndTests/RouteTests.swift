@@ -172,6 +172,23 @@ final class RouteTests: XCTestCase {
         XCTAssertTrue(try c.get("/img/a.png?size=5").header("cache-status")?.contains("hit") ?? false)
     }
 
+    func testKeyHeadersSeparateStoredResponses() throws {
+        let larder = try start("""
+            [[route]]
+            prefix = "/t/"
+            key_headers = ["X-Tenant"]
+            """)
+        let c = try larder.client()
+        let a = try c.get("/t/x?size=5", headers: ["X-Tenant: a"])
+        let b = try c.get("/t/x?size=5", headers: ["X-Tenant: b"])
+        XCTAssertEqual(b.header("cache-status"), "larder; fwd=vary-miss; stored")
+        XCTAssertNil(b.header("vary"), "the route's key fields are not shown as Vary")
+        XCTAssertTrue(try c.get("/t/x?size=5", headers: ["X-Tenant: a"]).header("cache-status")?.contains("hit") ?? false)
+        XCTAssertTrue(try c.get("/t/x?size=5", headers: ["X-Tenant: b"]).header("cache-status")?.contains("hit") ?? false)
+        XCTAssertEqual(try origin.count("/t/x?size=5"), 2)
+        _ = a
+    }
+
     func testRouteErrorsNameFileLineAndKey() throws {
         func check(_ text: String, _ expected: String) throws {
             let path = try configFile(text)
