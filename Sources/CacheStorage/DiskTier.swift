@@ -43,6 +43,10 @@ public final class DiskTier: @unchecked Sendable {
     private let log: @Sendable (String) -> Void
     private let faults = Mutex<[String: Int64]>([:])
 
+    /// Marks this instance's temporary files, so the start-up sweep of
+    /// leftovers from a crash never deletes a write in progress.
+    private let instanceToken = String(UInt64.random(in: 0...UInt64.max), radix: 36)
+
     /// Bytes charged per file beyond its size: file-system block rounding
     /// and the index entry.
     public static let overheadBytes = 4096 + 256
@@ -346,7 +350,7 @@ public final class DiskTier: @unchecked Sendable {
             return
         }
         let meta = DiskFormat.encodeMeta(record)
-        let tmp = dir + "/.tmp-" + name + "-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        let tmp = dir + "/.tmp-" + instanceToken + "-" + name + "-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
         guard let fd = createTemporary(tmp) else { return }
         var stream = OpenStream(fd: fd, tmpPath: tmp, directory: dir, name: name, key: record.key, storedAt: record.storedAt,
                                 seq: seq, metaLength: meta.count)
@@ -432,7 +436,7 @@ public final class DiskTier: @unchecked Sendable {
             return
         }
         let bytes = DiskFormat.encode(record)
-        let tmp = dir + "/.tmp-" + name + "-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        let tmp = dir + "/.tmp-" + instanceToken + "-" + name + "-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
         guard writeFile(tmp, bytes) else { return }
         guard rename(tmp, dir + "/" + name) == 0 else {
             fault("write", "cannot rename \(tmp): \(String(cString: strerror(errno)))")
@@ -451,7 +455,8 @@ public final class DiskTier: @unchecked Sendable {
             for name in listFiles(subdirectory: sub) {
                 let path = directory + "/" + sub + "/" + name
                 if name.hasPrefix(".tmp-") {
-                    unlink(path)  // an interrupted write
+                    // An interrupted write of an earlier run; ours are in progress.
+                    if !name.hasPrefix(".tmp-" + instanceToken + "-") { unlink(path) }
                     continue
                 }
                 guard name.hasSuffix(".lrd") else { continue }

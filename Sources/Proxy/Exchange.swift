@@ -428,6 +428,8 @@ final class Exchange: UpstreamTransferDelegate {
         if framing == .untilClose { head.append(contentsOf: "Connection: close\r\n".utf8) }
         else { appendConnectionField(to: &head) }
         head.append(contentsOf: [0x0D, 0x0A])
+        // Nothing more will come (204, Content-Length: 0): store before the client has it all.
+        if store != nil && (noBody || expectedLength == 0) { commitStore() }
         connection.enqueue(head)
         connection.flush()
     }
@@ -514,6 +516,7 @@ final class Exchange: UpstreamTransferDelegate {
         }
         receivedBody += bytes.count
         storeBody(bytes)
+        if let expectedLength, receivedBody == expectedLength, store != nil { commitStore() }
         if framing != .none { connection.flush() }
         return true
     }
@@ -549,6 +552,23 @@ final class Exchange: UpstreamTransferDelegate {
                                                    headers: pending.headers, timing: pending.timing,
                                                    storedAt: EventLoop.wallSeconds(),
                                                    varyFrom: { [request] in request.combinedHeader($0) }))
+    }
+
+    /// Stores the completed response. Called as soon as the body is known to
+    /// be complete, before its last bytes go to the client, so a client that
+    /// asks again at once (on another connection) finds it stored.
+    private func commitStore() {
+        if let stream = store?.disk {
+            store = nil
+            worker.store.disk?.finish(stream)
+            ProxyStats.bump(worker.stats.stored)
+        } else if var pending = store {
+            store = nil
+            let entry = builder.build(key: key, status: pending.status, reason: pending.reason, headers: pending.headers,
+                                      body: pending.body.take(), timing: pending.timing,
+                                      varyFrom: { [request] in request.combinedHeader($0) })
+            if worker.store.insert(entry, toDisk: toDisk) { ProxyStats.bump(worker.stats.stored) }
+        }
     }
 
     /// Gives up storing this response (too large, incomplete, failed).
@@ -594,17 +614,7 @@ final class Exchange: UpstreamTransferDelegate {
         if let expectedLength, store != nil, receivedBody != expectedLength {
             dropStore()  // incomplete: never stored (section 3.3)
         }
-        if let stream = store?.disk {
-            store = nil
-            worker.store.disk?.finish(stream)
-            ProxyStats.bump(worker.stats.stored)
-        } else if var pending = store {
-            store = nil
-            let entry = builder.build(key: key, status: pending.status, reason: pending.reason, headers: pending.headers,
-                                      body: pending.body.take(), timing: pending.timing,
-                                      varyFrom: { [request] in request.combinedHeader($0) })
-            if worker.store.insert(entry, toDisk: toDisk) { ProxyStats.bump(worker.stats.stored) }
-        }
+        commitStore()
         if framing == .untilClose {
             finished = true
             releaseLeadership()
