@@ -35,6 +35,16 @@ PIDS="$PIDS $!"
 i=0; while ! grep -q PORT "$WORK/origin.out" && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 ORIGIN_PORT=$(awk '/PORT/ {print $2}' "$WORK/origin.out")
 
+# Starts Larder in front of the origin with extra flags; sets LARDER_PID
+# and LARDER_PORT (read from its "listening on" line).
+start_larder() {
+    "$LARDER" serve --listen 127.0.0.1:0 --upstream "http://127.0.0.1:$ORIGIN_PORT" --workers "${WORKERS:-2}" \
+        "$@" 2> "$WORK/larder.err" &
+    LARDER_PID=$!
+    i=0; while ! grep -q "listening on" "$WORK/larder.err" && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done
+    LARDER_PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/larder.err")
+}
+
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }

@@ -13,12 +13,8 @@ OBJECTS=${OBJECTS:-2000}
 SIZE=${SIZE:-16384}
 . "$(dirname "$0")/common.sh"
 
-start_larder() {  # $1: cache dir, $2: memory limit; sets LARDER_PID, LARDER_PORT
-    "$LARDER" serve --listen 127.0.0.1:0 --upstream "http://127.0.0.1:$ORIGIN_PORT" --workers "$WORKERS" \
-        --memory-limit "$2" --cache-dir "$1" --disk-limit 4GiB --log-level error 2> "$WORK/larder.err" &
-    LARDER_PID=$!
-    i=0; while ! grep -q "listening on" "$WORK/larder.err" && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done
-    LARDER_PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/larder.err")
+start_disk_larder() {  # $1: cache dir, $2: memory limit
+    start_larder --memory-limit "$2" --cache-dir "$1" --disk-limit 4GiB --log-level error
 }
 
 NGINX_PORT=$(free_port)
@@ -45,7 +41,7 @@ echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}
 echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  $OBJECTS objects of $SIZE bytes, memory tier 1MiB, wrk 2 threads 64 connections ${DURATION}s"
 
 # 1. Disk hits.
-start_larder "$WORK/larder-cache" 1MiB
+start_disk_larder "$WORK/larder-cache" 1MiB
 PIDS="$PIDS $LARDER_PID"
 # Warm both caches with every object, eight at a time.
 seq 1 "$OBJECTS" | xargs -P 8 -I N curl -s -o /dev/null "http://127.0.0.1:$LARDER_PORT/d/N?size=$SIZE"
@@ -60,7 +56,7 @@ echo "larder/nginx: $(awk -v a="$l_rps" -v b="$n_rps" 'BEGIN {printf "%.2f", a/b
 kill "$LARDER_PID"; wait "$LARDER_PID" 2>/dev/null || true
 
 # 2. Start-up with many entries on disk: fill through Larder, then restart.
-start_larder "$WORK/startup-cache" 64MiB
+start_disk_larder "$WORK/startup-cache" 64MiB
 cat > "$WORK/fill.lua" <<'LUA'
 -- Every request a new URL: each thread (and each run) has its own prefix.
 counter = 0
@@ -80,7 +76,7 @@ done
 kill "$LARDER_PID"; wait "$LARDER_PID" 2>/dev/null || true
 count=$(find "$WORK/startup-cache" -name '*.lrd' | wc -l)
 t0=$(date +%s%N)
-start_larder "$WORK/startup-cache" 64MiB
+start_disk_larder "$WORK/startup-cache" 64MiB
 PIDS="$PIDS $LARDER_PID"
 until curl -s -o /dev/null "http://127.0.0.1:$LARDER_PORT/s/first?size=1" 2>/dev/null; do sleep 0.005; done
 t1=$(date +%s%N)

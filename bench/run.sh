@@ -13,11 +13,8 @@ THREADS=${THREADS:-2}
 . "$(dirname "$0")/common.sh"
 
 # Larder.
-"$LARDER" serve --listen 127.0.0.1:0 --upstream "http://127.0.0.1:$ORIGIN_PORT" --workers "$WORKERS" \
-    --memory-limit 256MiB --log-level warning 2> "$WORK/larder.err" &
-PIDS="$PIDS $!"
-i=0; while ! grep -q "listening on" "$WORK/larder.err" && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
-LARDER_PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/larder.err")
+start_larder --memory-limit 256MiB --log-level warning
+PIDS="$PIDS $LARDER_PID"
 
 # nginx with proxy_cache, tuned as a fair user would: no access log,
 # keep-alive to clients and upstream, same worker count.

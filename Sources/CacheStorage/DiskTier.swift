@@ -24,18 +24,17 @@ public final class DiskTier: @unchecked Sendable {
     public let limitBytes: Int
     /// How long a file is kept after it was stored (disk_ttl); nil: until evicted.
     public let lifetimeSeconds: Int?
-    /// Per-key overrides (routes): .some(nil) means never expires.
-    private let lifetimeRule = Mutex<@Sendable (String) -> Int??>({ _ in nil })
+    /// Per-key overrides (routes); nil when there are none.
+    private let rules = Mutex<(any TierLifetimes)?>(nil)
 
-    /// Installs per-key lifetimes (a route's disk_ttl); replaces the previous rule.
-    public func setLifetimeRule(_ rule: @escaping @Sendable (String) -> Int??) {
-        lifetimeRule.withLock { $0 = rule }
+    /// Installs per-key lifetimes (routes' disk_ttl).
+    public func setLifetimeRules(_ lifetimes: (any TierLifetimes)?) {
+        rules.withLock { $0 = lifetimes }
     }
 
     /// The disk lifetime of `key`: its route's, else the tier's.
     func lifetime(for key: String) -> Int? {
-        let rule = lifetimeRule.withLock { $0 }
-        return rule(key) ?? lifetimeSeconds
+        rules.withLock { $0 }?.diskLifetime(key) ?? lifetimeSeconds
     }
     private let state: Mutex<DiskIndex>
     private let queue = WriteQueue()
@@ -495,9 +494,10 @@ public final class DiskTier: @unchecked Sendable {
         while true {
             sleep(60)
             let now = Int64(time(nil))
-            let rule = lifetimeRule.withLock { $0 }
+            let overrides = rules.withLock { $0 }
             let fallback = lifetimeSeconds
-            deleteFiles(state.withLock { $0.removeExpired(now: now) { rule($0) ?? fallback } })
+            guard overrides != nil || fallback != nil else { continue }
+            deleteFiles(state.withLock { $0.removeExpired(now: now) { overrides?.diskLifetime($0) ?? fallback } })
         }
     }
 

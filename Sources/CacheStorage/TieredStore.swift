@@ -14,12 +14,14 @@ public final class TieredStore: @unchecked Sendable {
     /// until evicted). The disk tier's lifetime is the DiskTier's own. These
     /// decide how long each tier keeps the bytes, not what is fresh.
     public let memoryLifetimeSeconds: Int?
-    /// Per-key overrides (routes): .some(nil) means never expires.
-    private let memoryLifetimeRule = Mutex<@Sendable (String) -> Int??>({ _ in nil })
+    /// Per-key overrides (routes); nil when there are none.
+    private let rules = Mutex<(any TierLifetimes)?>(nil)
 
-    /// Installs per-key memory lifetimes (a route's memory_ttl).
-    public func setMemoryLifetimeRule(_ rule: @escaping @Sendable (String) -> Int??) {
-        memoryLifetimeRule.withLock { $0 = rule }
+    /// Installs per-key tier lifetimes (routes' memory_ttl and disk_ttl);
+    /// nil removes them.
+    public func setLifetimeRules(_ lifetimes: (any TierLifetimes)?) {
+        rules.withLock { $0 = lifetimes }
+        disk?.setLifetimeRules(lifetimes)
     }
 
     public init(memory: MemoryTier, disk: DiskTier?, memoryLifetimeSeconds: Int? = nil,
@@ -32,8 +34,8 @@ public final class TieredStore: @unchecked Sendable {
 
     public func lookup(_ key: String) -> [CachedResponse] {
         var inMemory = memory.lookup(key)
-        let rule = memoryLifetimeRule.withLock { $0 }
-        if let lifetime = rule(key) ?? memoryLifetimeSeconds, !inMemory.isEmpty {
+        let override = rules.withLock { $0 }?.memoryLifetime(key)
+        if let lifetime = override ?? memoryLifetimeSeconds, !inMemory.isEmpty {
             let now = Int64(Date().timeIntervalSince1970)
             if inMemory.contains(where: { now - $0.timing.responseTime > Int64(lifetime) }) {
                 // Past memory_ttl: out of memory; the disk tier may still hold it.
@@ -67,4 +69,11 @@ public final class TieredStore: @unchecked Sendable {
         let onDisk = disk?.remove(key) ?? 0
         return inMemory || onDisk > 0
     }
+}
+
+/// Per-key tier lifetimes (the proxy's routes). `.some(nil)` means "never
+/// expires", nil means "no override for this key".
+public protocol TierLifetimes: Sendable {
+    func memoryLifetime(_ key: String) -> Int??
+    func diskLifetime(_ key: String) -> Int??
 }

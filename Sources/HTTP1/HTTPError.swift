@@ -9,7 +9,7 @@ public enum HTTPError: Error, Equatable, Sendable {
     /// The declared or received body is over the limit: 413.
     case contentTooLarge
     /// A transfer coding other than chunked: 501.
-    case notImplemented(String)
+    case unsupportedTransferCoding(String)
     /// An HTTP version other than 1.0 / 1.1: 505.
     case versionNotSupported
 
@@ -19,7 +19,7 @@ public enum HTTPError: Error, Equatable, Sendable {
         case .uriTooLong: return 414
         case .headerFieldsTooLarge: return 431
         case .contentTooLarge: return 413
-        case .notImplemented: return 501
+        case .unsupportedTransferCoding: return 501
         case .versionNotSupported: return 505
         }
     }
@@ -31,7 +31,7 @@ public enum HTTPError: Error, Equatable, Sendable {
         case .uriTooLong: return "request target too long"
         case .headerFieldsTooLarge: return "request header section too large"
         case .contentTooLarge: return "request body too large"
-        case .notImplemented(let what): return "not implemented: \(what)"
+        case .unsupportedTransferCoding(let what): return "not implemented: \(what)"
         case .versionNotSupported: return "HTTP version not supported"
         }
     }

@@ -181,12 +181,12 @@ public struct RequestParser: Sendable {
             if last != "chunked" {
                 return transferCodings.contains("chunked")
                     ? .badRequest("chunked is not the final transfer coding")
-                    : .notImplemented("transfer coding \(last)")
+                    : .unsupportedTransferCoding("transfer coding \(last)")
             }
             if transferCodings.count > 1 {
                 return transferCodings.dropLast().contains("chunked")
                     ? .badRequest("chunked applied twice")
-                    : .notImplemented("transfer coding \(transferCodings[0])")
+                    : .unsupportedTransferCoding("transfer coding \(transferCodings[0])")
             }
             head.framing = .chunked
         } else if !contentLengths.isEmpty {

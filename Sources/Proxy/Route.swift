@@ -1,4 +1,5 @@
 import CacheSemantics
+import CacheStorage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -69,7 +70,7 @@ public struct Route: Sendable, Equatable {
 }
 
 /// The configured routes; `match` picks the longest prefix that applies.
-public struct RouteTable: Sendable, Equatable {
+public struct RouteTable: Sendable, Equatable, TierLifetimes {
     public private(set) var routes: [Route]
 
     public init(_ routes: [Route] = []) {

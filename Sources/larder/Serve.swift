@@ -105,8 +105,7 @@ struct Serve: ParsableCommand {
     /// The main thread's own loop: it only handles signals.
     /// Routes' memory_ttl / disk_ttl, for the tiers.
     static func installLifetimeRules(_ routes: RouteTable, store: TieredStore) {
-        store.setMemoryLifetimeRule { routes.memoryLifetime($0) }
-        store.disk?.setLifetimeRule { routes.diskLifetime($0) }
+        store.setLifetimeRules(routes.routes.isEmpty ? nil : routes)
     }
 
     /// The proxy's view of the settings.
