@@ -295,12 +295,6 @@ long el_raise_nofile_limit(void) {
 
 // ---- sockets ----------------------------------------------------------
 
-int el_set_nonblocking(int fd) {
-    int flags = fcntl(fd, F_GETFL);
-    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) return -errno;
-    return 0;
-}
-
 int el_listen_tcp(const char *host, uint16_t port, int backlog, int reuse_port,
                   uint16_t *bound_port) {
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
@@ -380,12 +374,5 @@ ssize_t el_writev(int fd, const struct iovec *iov, int count) {
     return n < 0 ? -errno : n;
 }
 
-ssize_t el_write(int fd, const void *buf, size_t len) {
-    ssize_t n;
-    do { n = write(fd, buf, len); } while (n < 0 && errno == EINTR);
-    return n < 0 ? -errno : n;
-}
-
 int el_close(int fd) { return close(fd) < 0 ? -errno : 0; }
 
-int el_shutdown_write(int fd) { return shutdown(fd, SHUT_WR) < 0 ? -errno : 0; }

@@ -114,14 +114,6 @@ struct LRUIndex: ~Copyable {
         return true
     }
 
-    /// Keys from most to least recently used (for tests and purges).
-    func keysByRecency() -> [String] {
-        var keys: [String] = []
-        var node = newest
-        while let n = node { keys.append(n.key); node = n.older }
-        return keys
-    }
-
     private mutating func unlink(_ node: Node) {
         // `newer` is strong (it keeps the chain from oldest to newest alive
         // together with the dictionary), `older` is unowned.

@@ -67,17 +67,12 @@ public enum Socket {
         Int32(try check(Int(el_open_read(path)), "open \(path)"))
     }
 
-    public static func shutdownWrite(_ fd: Int32) { _ = el_shutdown_write(fd) }
-
     public static func close(_ fd: Int32) { _ = el_close(fd) }
 
     /// Raises the open-file limit to the hard limit; returns the limit in force.
     @discardableResult
     public static func raiseOpenFileLimit() -> Int { el_raise_nofile_limit() }
 
-    public static func setNonBlocking(_ fd: Int32) throws(SystemError) {
-        _ = try check(Int(el_set_nonblocking(fd)), "fcntl(O_NONBLOCK)")
-    }
 }
 
 /// Signals delivered as readable events through a signalfd.

@@ -27,7 +27,6 @@ final class ClientConnection: IOHandler {
     /// request: the one pending timer re-arms itself for the remainder.
     private var idleDeadline: UInt64 = 0
     private var idleTimerFiresAt: UInt64 = 0
-    private var requestsServed = 0
     private var processing = false
 
     /// What remains of the current request's body.
@@ -137,7 +136,6 @@ final class ClientConnection: IOHandler {
 
     private func beginRequest(_ head: RequestHead) {
         idleDeadline = 0
-        requestsServed += 1
         switch head.framing {
         case .none: body = nil
         case .contentLength(let n): body = .length(n)

@@ -85,8 +85,6 @@ int el_listen_tcp(const char *host, uint16_t port, int backlog, int reuse_port,
 /// accept4 (nonblocking, close-on-exec, TCP_NODELAY). The peer's numeric
 /// address is written to addr (NUL-terminated). -EAGAIN when none is pending.
 int el_accept(int listen_fd, char *addr, size_t addr_cap);
-/// Sets O_NONBLOCK (for sockets passed in by systemd).
-int el_set_nonblocking(int fd);
 
 ssize_t el_read(int fd, void *buf, size_t len);
 /// sendfile(2): up to count bytes of in_fd from offset to out_fd.
@@ -94,10 +92,6 @@ ssize_t el_sendfile(int out_fd, int in_fd, int64_t offset, size_t count);
 /// open(path, O_RDONLY | O_CLOEXEC).
 int el_open_read(const char *path);
 ssize_t el_writev(int fd, const struct iovec *iov, int count);
-ssize_t el_write(int fd, const void *buf, size_t len);
 int el_close(int fd);
-/// Half-closes the write side (used before closing after an error answer so
-/// the client receives it rather than a reset).
-int el_shutdown_write(int fd);
 
 #endif
