@@ -14,13 +14,16 @@ public final class TieredStore: @unchecked Sendable {
     /// until evicted). The disk tier's lifetime is the DiskTier's own. These
     /// decide how long each tier keeps the bytes, not what is fresh.
     public let memoryLifetimeSeconds: Int?
-    /// Per-key overrides (routes); nil when there are none.
+    /// Per-key overrides (routes); nil when there are none. `hasRules`
+    /// spares a hit the lock when no route sets a lifetime.
     private let rules = Mutex<(any TierLifetimes)?>(nil)
+    private let hasRules = Atomic<Bool>(false)
 
     /// Installs per-key tier lifetimes (routes' memory_ttl and disk_ttl);
     /// nil removes them.
     public func setLifetimeRules(_ lifetimes: (any TierLifetimes)?) {
         rules.withLock { $0 = lifetimes }
+        hasRules.store(lifetimes != nil, ordering: .releasing)
         disk?.setLifetimeRules(lifetimes)
     }
 
@@ -34,7 +37,7 @@ public final class TieredStore: @unchecked Sendable {
 
     public func lookup(_ key: String) -> [CachedResponse] {
         var inMemory = memory.lookup(key)
-        let override = rules.withLock { $0 }?.memoryLifetime(key)
+        let override = hasRules.load(ordering: .acquiring) ? rules.withLock({ $0 })?.memoryLifetime(key) : nil
         if let lifetime = override ?? memoryLifetimeSeconds, !inMemory.isEmpty {
             let now = Int64(Date().timeIntervalSince1970)
             if inMemory.contains(where: { now - $0.timing.responseTime > Int64(lifetime) }) {
