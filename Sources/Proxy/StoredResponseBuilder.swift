@@ -79,8 +79,7 @@ struct StoredResponseBuilder: Sendable {
     func decide(request: RequestHead, status: Int, headers: [(name: String, value: String)],
                 timing: ResponseTiming) -> StoreDecision {
         let key = request.pathAndQuery
-        var (cc, _) = cacheControl(headers, key: key)
-        if routes.match(key)?.ignoreUpstreamCacheControl == true { cc.isPrivate = false }
+        let (cc, _) = cacheControl(headers, key: key)
         let hasValidator = Self.value("etag", in: headers) != nil || Self.value("last-modified", in: headers) != nil
         let reusable = lifetime(status: status, headers: headers, timing: timing, key: key) != nil || hasValidator || cc.noCache
         if Vary.fieldNames(Self.combined("vary", in: headers)) == nil { return .doNotStore("Vary: *") }
