@@ -16,6 +16,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.1.0"),
     ],
     targets: [
         // C: epoll loop, timers, eventfd wake-ups, signalfd, socket helpers.
@@ -39,10 +40,19 @@ let package = Package(
             ],
             swiftSettings: swift5
         ),
+        // The admin listener: purge, stats, metrics (its own thread and loop).
+        .target(
+            name: "Admin",
+            dependencies: [
+                "EventLoop", "HTTP1", "CacheStorage", "Proxy",
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            swiftSettings: swift5
+        ),
         .executableTarget(
             name: "larder",
             dependencies: [
-                "Proxy", "EventLoop", "Upstream", "CacheStorage", "CacheSemantics",
+                "Proxy", "Admin", "EventLoop", "Upstream", "CacheStorage", "CacheSemantics", "CCurl",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
@@ -53,6 +63,7 @@ let package = Package(
         .testTarget(name: "CacheSemanticsTests", dependencies: ["CacheSemantics"], swiftSettings: swift5),
         .testTarget(name: "CacheStorageTests", dependencies: ["CacheStorage"], swiftSettings: swift5),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"], swiftSettings: swift5),
+        .testTarget(name: "AdminTests", dependencies: ["Admin", "CacheStorage", "Proxy"], swiftSettings: swift5),
         .testTarget(
             name: "EndToEndTests",
             dependencies: ["larder"],

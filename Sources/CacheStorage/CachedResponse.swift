@@ -25,11 +25,13 @@ public final class CachedResponse: StoredResponseFacts, @unchecked Sendable {
     /// Vary field names (sorted) and the request's normalized values for them.
     public let varyNames: [String]
     public let varyValues: [String?]
+    /// Purge tags (sorted, no duplicates).
+    public let tags: [String]
 
     public init(key: String, status: Int, reason: String? = nil, headPrefix: Bytes, body: Bytes, bodyFile: FileBody? = nil,
                 headers: [(name: String, value: String)],
                 timing: ResponseTiming, lifetime: Int, cacheControl: CacheControl,
-                varyNames: [String], varyValues: [String?]) {
+                varyNames: [String], varyValues: [String?], tags: [String] = []) {
         self.key = key
         self.status = status
         self.reason = reason
@@ -43,6 +45,15 @@ public final class CachedResponse: StoredResponseFacts, @unchecked Sendable {
         self.cacheControl = cacheControl
         self.varyNames = varyNames
         self.varyValues = varyValues
+        self.tags = tags
+    }
+
+    /// The same response with no freshness left (a soft purge): it is
+    /// revalidated before reuse, or served stale where the stale rules allow.
+    public func markedStale() -> CachedResponse {
+        CachedResponse(key: key, status: status, reason: reason, headPrefix: headPrefix, body: body, bodyFile: bodyFile,
+                       headers: headers, timing: timing, lifetime: 0, cacheControl: cacheControl,
+                       varyNames: varyNames, varyValues: varyValues, tags: tags)
     }
 
     /// Bookkeeping bytes charged per entry beyond its head and body: the
@@ -54,6 +65,7 @@ public final class CachedResponse: StoredResponseFacts, @unchecked Sendable {
         headPrefix.count + body.count + key.utf8.count + Self.overheadBytes
             + headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 32 }
             + varyNames.reduce(0) { $0 + $1.utf8.count + 16 } + varyValues.reduce(0) { $0 + ($1?.utf8.count ?? 0) + 16 }
+            + tags.reduce(0) { $0 + $1.utf8.count + 48 }
     }
 
     /// The body's length, wherever it is.

@@ -17,6 +17,12 @@ public struct DiskRecord: Equatable, Sendable {
     /// Set instead of `body` when the record's body was left in its file
     /// (large records are not read into memory).
     public var bodyFile: FileBody?
+    /// Purge tags (Surrogate-Key, Cache-Tag, route tags), sorted.
+    public var tags: [String] = []
+    /// Marked stale by a soft purge: served only after revalidation (or
+    /// under the stale rules). Kept in the fixed header's flags, so marking
+    /// a file is one 4-byte write.
+    public var markedStale = false
 
     public struct HeaderPair: Equatable, Sendable {
         public var name: String
@@ -47,25 +53,31 @@ public struct DiskRecord: Equatable, Sendable {
                   headers: entry.headers.map { HeaderPair($0.name, $0.value) }, timing: entry.timing,
                   varyNames: entry.varyNames, varyValues: entry.varyValues, storedAt: storedAt,
                   body: Array(entry.body.buffer))
+        tags = entry.tags
+        // No freshness (a soft purge, or none to begin with) stays so on disk.
+        markedStale = entry.lifetime == 0
     }
 }
 
-/// The on-disk file format, version 1 (little-endian):
+/// The on-disk file format, version 2 (little-endian):
 ///
 ///     0  "LRDR"            magic
-///     4  u32 version       1
+///     4  u32 version       2 (1 is still read: it has no tags)
 ///     8  u32 metaLength
-///    12  u32 reserved      0
+///    12  u32 flags         bit 0: marked stale by a soft purge
 ///    16  u64 bodyLength
-///    24  u64 checksum      over meta and body
-///    32  meta              key, status, reason, timing, vary, headers, storedAt
+///    24  u64 checksum      over meta and body (not the flags)
+///    32  meta              key, status, reason, timing, vary, headers, storedAt, tags (v2)
 ///        body
 ///
 /// A file whose magic, version, lengths or checksum do not match is not a
 /// record: the reader treats it as a miss and the tier deletes it.
 public enum DiskFormat {
-    public static let version: UInt32 = 1
+    public static let version: UInt32 = 2
     public static let fixedHeaderBytes = 32
+    /// Where the flags word sits, and its bits.
+    public static let flagsOffset = 12
+    public static let staleFlag: UInt32 = 1
     static let magic: [UInt8] = Array("LRDR".utf8)
     /// Bounds on what a reader accepts, so a corrupt length cannot make it allocate wildly.
     static let maxMetaBytes = 16 << 20
@@ -80,7 +92,8 @@ public enum DiskFormat {
         var sum = Checksum()
         sum.add(meta)
         sum.add(record.body)
-        var out = fixedHeader(metaLength: meta.count, bodyLength: record.body.count, checksum: sum.value)
+        var out = fixedHeader(metaLength: meta.count, bodyLength: record.body.count, checksum: sum.value,
+                              flags: record.markedStale ? staleFlag : 0)
         out.reserveCapacity(fixedHeaderBytes + meta.count + record.body.count)
         out.append(contentsOf: meta)
         out.append(contentsOf: record.body)
@@ -88,12 +101,12 @@ public enum DiskFormat {
     }
 
     /// The 32-byte fixed header.
-    public static func fixedHeader(metaLength: Int, bodyLength: Int, checksum: UInt64) -> [UInt8] {
+    public static func fixedHeader(metaLength: Int, bodyLength: Int, checksum: UInt64, flags: UInt32 = 0) -> [UInt8] {
         var out = Writer()
         out.bytes.append(contentsOf: magic)
         out.u32(version)
         out.u32(UInt32(metaLength))
-        out.u32(0)
+        out.u32(flags)
         out.u64(UInt64(bodyLength))
         out.u64(checksum)
         return out.bytes
@@ -122,22 +135,32 @@ public enum DiskFormat {
             meta.string(h.name)
             meta.string(h.value)
         }
+        meta.u32(UInt32(record.tags.count))
+        for tag in record.tags { meta.string(tag) }
         return meta.bytes
     }
 
+    public struct FixedHeader: Equatable, Sendable {
+        public var metaLength: Int
+        public var bodyLength: Int
+        public var checksum: UInt64
+        public var version: UInt32
+        public var flags: UInt32
+    }
+
     /// The fixed header: meta and body lengths, after checking magic and version.
-    public static func header(_ bytes: ArraySlice<UInt8>) throws(Failure) -> (metaLength: Int, bodyLength: Int, checksum: UInt64) {
+    public static func header(_ bytes: ArraySlice<UInt8>) throws(Failure) -> FixedHeader {
         guard bytes.count >= fixedHeaderBytes else { throw .truncated }
         var r = Reader(bytes)
         guard Array(try r.take(4)) == magic else { throw .badMagic }
         let v = try r.u32()
-        guard v == version else { throw .unsupportedVersion(v) }
+        guard v == 1 || v == version else { throw .unsupportedVersion(v) }
         let metaLength = Int(try r.u32())
-        _ = try r.u32()
+        let flags = try r.u32()
         let bodyLength = try r.u64()
         let checksum = try r.u64()
         guard metaLength <= maxMetaBytes, bodyLength < UInt64(Int.max / 2) else { throw .badLength }
-        return (metaLength, Int(bodyLength), checksum)
+        return FixedHeader(metaLength: metaLength, bodyLength: Int(bodyLength), checksum: checksum, version: v, flags: flags)
     }
 
     /// Decodes a whole file, verifying the checksum.
@@ -148,13 +171,14 @@ public enum DiskFormat {
         var sum = Checksum()
         sum.add(bytes[fixedHeaderBytes...])
         guard sum.value == h.checksum else { throw .checksumMismatch }
-        var record = try decodeMeta(bytes[fixedHeaderBytes..<metaEnd])
+        var record = try decodeMeta(bytes[fixedHeaderBytes..<metaEnd], header: h)
         record.body = Array(bytes[metaEnd...])
         return record
     }
 
-    /// Decodes only the metadata (no body, no checksum): for rebuilding the index.
-    public static func decodeMeta(_ meta: ArraySlice<UInt8>) throws(Failure) -> DiskRecord {
+    /// Decodes only the metadata (no body, no checksum): for rebuilding the
+    /// index. `header` gives the version and flags (default: current, none).
+    public static func decodeMeta(_ meta: ArraySlice<UInt8>, header: FixedHeader? = nil) throws(Failure) -> DiskRecord {
         var r = Reader(meta)
         let key = try r.string()
         let status = Int(try r.i64())
@@ -171,11 +195,18 @@ public enum DiskFormat {
         }
         var headers: [DiskRecord.HeaderPair] = []
         for _ in 0..<(try r.count()) { headers.append(DiskRecord.HeaderPair(try r.string(), try r.string())) }
+        var tags: [String] = []
+        if (header?.version ?? version) >= 2 {
+            for _ in 0..<(try r.count()) { tags.append(try r.string()) }
+        }
         guard r.atEnd, varyNames.count == varyValues.count, (100...999).contains(status) else { throw .malformedMeta }
-        return DiskRecord(key: key, status: status, reason: reason.isEmpty ? nil : reason, headers: headers,
-                          timing: ResponseTiming(requestTime: requestTime, responseTime: responseTime,
-                                                 dateValue: date == Int64.min ? nil : date, ageValue: Int(clamping: age)),
-                          varyNames: varyNames, varyValues: varyValues, storedAt: storedAt, body: [])
+        var record = DiskRecord(key: key, status: status, reason: reason.isEmpty ? nil : reason, headers: headers,
+                                timing: ResponseTiming(requestTime: requestTime, responseTime: responseTime,
+                                                       dateValue: date == Int64.min ? nil : date, ageValue: Int(clamping: age)),
+                                varyNames: varyNames, varyValues: varyValues, storedAt: storedAt, body: [])
+        record.tags = tags
+        record.markedStale = (header?.flags ?? 0) & staleFlag != 0
+        return record
     }
 
     struct Writer {

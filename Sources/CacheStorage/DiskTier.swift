@@ -138,7 +138,9 @@ public final class DiskTier: @unchecked Sendable {
                 }
                 if !indexed {
                     let size = bytes.count
-                    state.withLock { $0.insertIfAbsent(key: key, name: name, bytes: Self.charged(size), storedAt: record.storedAt) }
+                    state.withLock {
+                        $0.insertIfAbsent(key: key, name: name, bytes: Self.charged(size), storedAt: record.storedAt, tags: record.tags)
+                    }
                 }
                 records.append(record)
             } catch {
@@ -177,7 +179,7 @@ public final class DiskTier: @unchecked Sendable {
         else { return drop("bad header") }
         var meta = [UInt8](repeating: 0, count: h.metaLength)
         guard pread(fd, &meta, meta.count, off_t(DiskFormat.fixedHeaderBytes)) == meta.count,
-              var record = try? DiskFormat.decodeMeta(meta[...])
+              var record = try? DiskFormat.decodeMeta(meta[...], header: h)
         else { return drop("bad metadata") }
         guard record.key == key else { return nil }  // a hash collision
         if let lifetime = lifetime(for: key), Int64(time(nil)) - record.storedAt > Int64(lifetime) {
@@ -199,7 +201,10 @@ public final class DiskTier: @unchecked Sendable {
             }
             guard sum.value == h.checksum else { return drop("checksum mismatch") }
             state.withLock { index in
-                if !indexed { index.insertIfAbsent(key: key, name: name, bytes: Self.charged(Int(st.st_size)), storedAt: record.storedAt) }
+                if !indexed {
+                    index.insertIfAbsent(key: key, name: name, bytes: Self.charged(Int(st.st_size)), storedAt: record.storedAt,
+                                         tags: record.tags)
+                }
                 index.entries[key]?[name]?.verified = true
             }
         }
@@ -292,6 +297,56 @@ public final class DiskTier: @unchecked Sendable {
         return names.count
     }
 
+    /// Removes (or, `soft`, marks stale) every file `scope` matches, and
+    /// makes queued writes of matching responses lose to the purge. Waits
+    /// for the start-up index rebuild first (a purge must see every file).
+    /// Returns the number of files per key.
+    public func purge(_ scope: PurgeScope, soft: Bool) -> [String: Int] {
+        let files = purgeIndex(scope, soft: soft)
+        applyPurge(files, soft: soft)
+        return files.reduce(into: [:]) { $0[$1.key, default: 0] += 1 }
+    }
+
+    /// The index half of `purge`: records the purge and unindexes the
+    /// files (they can no longer be found). Quick: no file work.
+    func purgeIndex(_ scope: PurgeScope, soft: Bool) -> [(key: String, name: String)] {
+        waitForIndex(timeoutSeconds: 120)
+        return state.withLock { index -> [(key: String, name: String)] in
+            index.sequence += 1
+            index.purges.append((index.sequence, scope, soft))
+            let files = index.files(matching: scope)
+            if !soft { for file in files { index.remove(key: file.key, name: file.name) } }
+            return files
+        }
+    }
+
+    /// The file half of `purge`: deletes the files, or marks them stale.
+    func applyPurge(_ files: [(key: String, name: String)], soft: Bool) {
+        for file in files {
+            let path = directory + "/" + Self.subdirectory(Self.keyHash(file.key)) + "/" + file.name
+            if soft { markStale(path) } else { unlink(path) }
+        }
+    }
+
+    /// Removes files stored before `cutoff` (wall seconds); returns how many per key.
+    public func removeStored(before cutoff: Int64) -> [String: Int] {
+        waitForIndex(timeoutSeconds: 120)
+        let files = state.withLock { index -> [(key: String, name: String)] in
+            var old: [(key: String, name: String)] = []
+            for (key, files) in index.entries { for (name, item) in files where item.storedAt < cutoff { old.append((key, name)) } }
+            for file in old { index.remove(key: file.key, name: file.name) }
+            return old
+        }
+        deleteFiles(files)
+        return files.reduce(into: [:]) { $0[$1.key, default: 0] += 1 }
+    }
+
+    /// Blocks (bounded) until the start-up index rebuild has finished.
+    public func waitForIndex(timeoutSeconds: Double) {
+        let deadline = Date().addingTimeInterval(timeoutSeconds)
+        while !state.withLock({ $0.rebuilt }) && Date() < deadline { usleep(5_000) }
+    }
+
     /// Waits (at most `timeoutSeconds`) until queued writes are on disk.
     public func flush(timeoutSeconds: Double) {
         queue.waitUntilEmpty(timeoutSeconds: timeoutSeconds)
@@ -319,8 +374,14 @@ public final class DiskTier: @unchecked Sendable {
                     unlink(s.tmpPath)
                 }
             }
-            // Tombstones only matter while older writes are queued.
-            if queue.done() { state.withLock { if $0.rebuilt { $0.tombstones.removeAll() } } }
+            // Tombstones and purges only matter while older writes are queued.
+            if queue.done() && streams.isEmpty {
+                state.withLock { index in
+                    guard index.rebuilt else { return }
+                    index.tombstones.removeAll()
+                    index.purges.removeAll()
+                }
+            }
         }
     }
 
@@ -334,6 +395,7 @@ public final class DiskTier: @unchecked Sendable {
         var name: String
         var key: String
         var storedAt: Int64
+        var tags: [String]
         var seq: UInt64
         var metaLength: Int
         var bodyLength = 0
@@ -352,7 +414,7 @@ public final class DiskTier: @unchecked Sendable {
         let tmp = dir + "/.tmp-" + instanceToken + "-" + name + "-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
         guard let fd = createTemporary(tmp) else { return }
         var stream = OpenStream(fd: fd, tmpPath: tmp, directory: dir, name: name, key: record.key, storedAt: record.storedAt,
-                                seq: seq, metaLength: meta.count)
+                                tags: record.tags, seq: seq, metaLength: meta.count)
         stream.checksum.add(meta)
         // The fixed header is written last, once the length and checksum are known.
         let placeholder = [UInt8](repeating: 0, count: DiskFormat.fixedHeaderBytes)
@@ -391,19 +453,35 @@ public final class DiskTier: @unchecked Sendable {
         }
         // Summed as it was written: no need to verify it on first use.
         indexSealed(key: stream.key, name: stream.name, fileBytes: DiskFormat.fixedHeaderBytes + stream.metaLength + stream.bodyLength,
-                    storedAt: stream.storedAt, seq: stream.seq, verified: true)
+                    storedAt: stream.storedAt, tags: stream.tags, seq: stream.seq, verified: true)
     }
 
     /// Indexes a file just renamed into place (unless its key was removed
-    /// since the write was queued) and evicts past the limit.
-    private func indexSealed(key: String, name: String, fileBytes: Int, storedAt: Int64, seq: UInt64, verified: Bool) {
+    /// or purged since the write was queued) and evicts past the limit.
+    private func indexSealed(key: String, name: String, fileBytes: Int, storedAt: Int64, tags: [String], seq: UInt64,
+                             verified: Bool) {
         let victims = state.withLock { index -> [(String, String)] in
-            if (index.tombstones[key] ?? 0) > seq { return [(key, name)] }  // removed meanwhile
-            index.put(key: key, name: name, bytes: Self.charged(fileBytes), storedAt: storedAt)
+            switch index.verdict(key: key, tags: tags, seq: seq) {
+            case .refuse: return [(key, name)]  // removed meanwhile
+            case .storeStale: markStale(directory + "/" + Self.subdirectory(Self.keyHash(key)) + "/" + name)
+            case .store: break
+            }
+            index.put(key: key, name: name, bytes: Self.charged(fileBytes), storedAt: storedAt, tags: tags)
             if verified { index.entries[key]?[name]?.verified = true }
             return index.evict(limit: limitBytes)
         }
         deleteFiles(victims)
+    }
+
+    /// Sets a file's stale flag (a soft purge): one 4-byte write in place.
+    private func markStale(_ path: String) {
+        let fd = open(path, O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        var flags = DiskFormat.staleFlag.littleEndian
+        if pwrite(fd, &flags, 4, off_t(DiskFormat.flagsOffset)) != 4 {
+            fault("write", "cannot mark \(path) stale: \(String(cString: strerror(errno)))")
+        }
     }
 
     private func deleteFiles(_ files: [(key: String, name: String)]) {
@@ -425,7 +503,12 @@ public final class DiskTier: @unchecked Sendable {
     }
 
     private func write(_ record: DiskRecord, seq: UInt64) {
-        if state.withLock({ ($0.tombstones[record.key] ?? 0) > seq }) { return }  // removed since it was queued
+        var record = record
+        switch state.withLock({ $0.verdict(key: record.key, tags: record.tags, seq: seq) }) {
+        case .refuse: return  // removed since it was queued
+        case .storeStale: record.markedStale = true
+        case .store: break
+        }
         let hash = Self.keyHash(record.key)
         let sub = Self.subdirectory(hash)
         let name = hash + "-" + Self.variantHash(record.varyValues) + ".lrd"
@@ -442,7 +525,8 @@ public final class DiskTier: @unchecked Sendable {
             unlink(tmp)
             return
         }
-        indexSealed(key: record.key, name: name, fileBytes: bytes.count, storedAt: record.storedAt, seq: seq, verified: false)
+        indexSealed(key: record.key, name: name, fileBytes: bytes.count, storedAt: record.storedAt, tags: record.tags, seq: seq,
+                    verified: false)
     }
 
     // MARK: index rebuild
@@ -473,13 +557,14 @@ public final class DiskTier: @unchecked Sendable {
                     continue
                 }
                 var meta = [UInt8](repeating: 0, count: h.metaLength)
-                guard read(fd, &meta, meta.count) == meta.count, let record = try? DiskFormat.decodeMeta(meta[...]) else {
+                guard read(fd, &meta, meta.count) == meta.count, let record = try? DiskFormat.decodeMeta(meta[...], header: h) else {
                     fault("corrupt", "dropping unreadable cache file \(path)")
                     unlink(path)
                     continue
                 }
                 state.withLock {
-                    $0.insertIfAbsent(key: record.key, name: name, bytes: Self.charged(Int(st.st_size)), storedAt: record.storedAt)
+                    $0.insertIfAbsent(key: record.key, name: name, bytes: Self.charged(Int(st.st_size)), storedAt: record.storedAt,
+                                      tags: record.tags)
                 }
             }
         }
@@ -599,6 +684,7 @@ struct DiskIndex: ~Copyable {
         var storedAt: Int64
         /// A large file's checksum was checked since start.
         var verified = false
+        var tags: [String] = []
     }
 
     var entries: [String: [String: Item]] = [:]
@@ -609,30 +695,75 @@ struct DiskIndex: ~Copyable {
     /// Sequence numbers: a remove after a queued write wins over it.
     var sequence: UInt64 = 0
     var tombstones: [String: UInt64] = [:]
+    /// Prefix, tag and whole-cache purges, by sequence number: a write
+    /// queued before one of them is dropped (or, soft, marked stale).
+    var purges: [(seq: UInt64, scope: PurgeScope, soft: Bool)] = []
+    /// tag → keys with a file carrying it.
+    var tagged: [String: Set<String>] = [:]
 
     init() {}
 
-    mutating func put(key: String, name: String, bytes: Int, storedAt: Int64) {
+    mutating func put(key: String, name: String, bytes: Int, storedAt: Int64, tags: [String]) {
         remove(key: key, name: name)
         clock += 1
-        entries[key, default: [:]][name] = Item(bytes: bytes, lastUse: clock, storedAt: storedAt)
-        totalBytes += bytes
-        count += 1
+        add(key: key, name: name, Item(bytes: bytes, lastUse: clock, storedAt: storedAt, tags: tags))
     }
 
-    mutating func insertIfAbsent(key: String, name: String, bytes: Int, storedAt: Int64) {
+    mutating func insertIfAbsent(key: String, name: String, bytes: Int, storedAt: Int64, tags: [String]) {
         guard entries[key]?[name] == nil, (tombstones[key] ?? 0) == 0 else { return }
         // Entries found on disk are older than anything used since start.
-        entries[key, default: [:]][name] = Item(bytes: bytes, lastUse: 0, storedAt: storedAt)
-        totalBytes += bytes
+        add(key: key, name: name, Item(bytes: bytes, lastUse: 0, storedAt: storedAt, tags: tags))
+    }
+
+    private mutating func add(key: String, name: String, _ item: Item) {
+        entries[key, default: [:]][name] = item
+        totalBytes += item.bytes
         count += 1
+        for tag in item.tags { tagged[tag, default: []].insert(key) }
     }
 
     mutating func remove(key: String, name: String) {
         guard let item = entries[key]?.removeValue(forKey: name) else { return }
-        if entries[key]?.isEmpty == true { entries[key] = nil }
+        let keyGone = entries[key]?.isEmpty == true
+        if keyGone { entries[key] = nil }
         totalBytes -= item.bytes
         count -= 1
+        for tag in item.tags {
+            // Another variant of the key may still carry the tag.
+            if !keyGone, entries[key]!.values.contains(where: { $0.tags.contains(tag) }) { continue }
+            tagged[tag]?.remove(key)
+            if tagged[tag]?.isEmpty == true { tagged[tag] = nil }
+        }
+    }
+
+    /// Whether a write numbered `seq` of `key` with `tags` lost to a later
+    /// removal or purge.
+    func verdict(key: String, tags: [String], seq: UInt64) -> StoreVerdict {
+        if (tombstones[key] ?? 0) > seq { return .refuse }
+        var verdict = StoreVerdict.store
+        for purge in purges.reversed() {
+            if purge.seq <= seq { break }
+            guard purge.scope.matches(key: key, tags: tags) else { continue }
+            if !purge.soft { return .refuse }
+            verdict = .storeStale
+        }
+        return verdict
+    }
+
+    /// The files `scope` matches.
+    func files(matching scope: PurgeScope) -> [(key: String, name: String)] {
+        let keys: [String]
+        switch scope {
+        case .key(let key): keys = entries[key] == nil ? [] : [key]
+        case .tag(let tag): keys = tagged[tag].map(Array.init) ?? []
+        case .prefix(let prefix): keys = entries.keys.filter { $0.hasPrefix(prefix) }
+        case .all: keys = Array(entries.keys)
+        }
+        var files: [(key: String, name: String)] = []
+        for key in keys {
+            for (name, item) in entries[key] ?? [:] where scope.matches(key: key, tags: item.tags) { files.append((key, name)) }
+        }
+        return files
     }
 
     /// Removes entries older than their key's lifetime; returns their files.

@@ -14,7 +14,10 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
     private let request: RequestHead
     private var transfer: UpstreamTransfer?
     private var requestTime: Int64 = 0
-    private var pending: (status: Int, reason: String?, headers: [(name: String, value: String)], timing: ResponseTiming)?
+    private var pending: (status: Int, reason: String?, headers: [(name: String, value: String)], timing: ResponseTiming,
+                          tags: [String])?
+    /// The store's purge number when the refresh began: a purge since wins.
+    private var fetchToken: UInt64 = 0
     private var body = ByteAccumulator()
     private let onFinish: () -> Void
     private var toDisk: Bool { worker.configuration.routes.match(entry.key)?.disk ?? true }
@@ -33,6 +36,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
         headers.removeAll { $0.name == "cache-control" || $0.name == "pragma" }
         UpstreamHeaders.addValidators(for: entry, among: variants, to: &headers)
         requestTime = EventLoop.wallSeconds()
+        fetchToken = worker.store.fetchToken
         transfer = worker.upstream.start(
             UpstreamRequest(method: "GET", url: worker.configuration.upstreamBase + request.pathAndQuery, headers: headers, body: .none),
             delegate: self)
@@ -43,8 +47,10 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
                                     dateValue: StoredResponseBuilder.value("date", in: headers).flatMap(HTTPDate.parse),
                                     ageValue: Freshness.parseAge(StoredResponseBuilder.value("age", in: headers)) ?? 0)
         let nominated = HopByHop.nominated(byConnectionValues: headers.lazy.filter { $0.name == "connection" }.map(\.value))
+        let strip = worker.configuration.stripTagHeaders
         let passed = headers.filter {
-            !HopByHop.names.contains($0.name) && !nominated.contains($0.name) && $0.name != "surrogate-key" && $0.name != "cache-tag"
+            !HopByHop.names.contains($0.name) && !nominated.contains($0.name)
+                && !(strip && ($0.name == "surrogate-key" || $0.name == "cache-tag"))
         }
         if status == 304 {
             let etag = StoredResponseBuilder.value("etag", in: passed)
@@ -54,11 +60,11 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
                 ?? (etag == nil ? entry : nil)
             else { return }
             let refreshed = worker.builder.refresh(selected, with: passed, timing: timing)
-            if !refreshed.cacheControl.noStore { worker.store.insert(refreshed, toDisk: toDisk) }
+            if !refreshed.cacheControl.noStore { worker.store.insert(refreshed, toDisk: toDisk, fetchedSince: fetchToken) }
             return
         }
         if worker.builder.decide(request: request, status: status, headers: passed, timing: timing) == .store {
-            pending = (status, reason, passed, timing)
+            pending = (status, reason, passed, timing, worker.builder.tags(headers, key: entry.key))
         }
     }
 
@@ -87,7 +93,8 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
         }
         let stored = worker.builder.build(key: entry.key, status: pending.status, reason: pending.reason,
                                           headers: pending.headers, body: body.take(),
-                                          timing: pending.timing, varyFrom: { [request] in request.combinedHeader($0) })
-        if worker.store.insert(stored, toDisk: toDisk) { ProxyStats.bump(worker.stats.stored) }
+                                          timing: pending.timing, tags: pending.tags,
+                                          varyFrom: { [request] in request.combinedHeader($0) })
+        if worker.store.insert(stored, toDisk: toDisk, fetchedSince: fetchToken) { ProxyStats.bump(worker.stats.stored) }
     }
 }

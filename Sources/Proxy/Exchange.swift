@@ -41,6 +41,9 @@ final class Exchange: UpstreamTransferDelegate {
     private var expectedLength: Int?
     private var receivedBody = 0
     private var store: PendingStore?
+    /// The store's purge number when the upstream request began: a purge
+    /// since then that matches keeps this response out of the cache.
+    private var fetchToken: UInt64 = 0
 
     /// What will become a `CachedResponse` when the body is complete.
     private struct PendingStore {
@@ -48,6 +51,7 @@ final class Exchange: UpstreamTransferDelegate {
         var reason: String?
         var headers: [(name: String, value: String)]
         var timing: ResponseTiming
+        var tags: [String]
         var body = ByteAccumulator()
         /// Set when the body is too large for memory and streams to disk instead.
         var disk: DiskTier.Stream?
@@ -320,6 +324,7 @@ final class Exchange: UpstreamTransferDelegate {
         let upstreamRequest = UpstreamRequest(method: request.method, url: worker.configuration.upstreamBase + target,
                                               headers: headers, body: body)
         requestTime = EventLoop.wallSeconds()
+        fetchToken = worker.store.fetchToken
         transfer = worker.upstream.start(upstreamRequest, delegate: self)
         transfer?.onBodyDrained = { [weak connection] in connection?.uploadDrained() }
     }
@@ -341,9 +346,10 @@ final class Exchange: UpstreamTransferDelegate {
         let nominated = HopByHop.nominated(byConnectionValues: headers.lazy.filter { $0.name == "connection" }.map(\.value))
         var passed: [(name: String, value: String)] = []
         passed.reserveCapacity(headers.count)
+        let strip = worker.configuration.stripTagHeaders
         for field in headers {
             if HopByHop.names.contains(field.name) || nominated.contains(field.name) { continue }
-            if field.name == "surrogate-key" || field.name == "cache-tag" { continue }
+            if strip && (field.name == "surrogate-key" || field.name == "cache-tag") { continue }
             passed.append(field)
         }
         let timing = ResponseTiming(requestTime: requestTime, responseTime: responseTime,
@@ -380,7 +386,8 @@ final class Exchange: UpstreamTransferDelegate {
             if request.method == "GET",
                builder.decide(request: request, status: status, headers: passed, timing: timing) == .store,
                (expectedLength ?? 0) <= max(worker.configuration.maxObjectBytes, diskMaxObjectBytes) {
-                store = PendingStore(status: status, reason: reason, headers: passed, timing: timing)
+                store = PendingStore(status: status, reason: reason, headers: passed, timing: timing,
+                                     tags: builder.tags(headers, key: key))
                 if (expectedLength ?? 0) > worker.configuration.maxObjectBytes {
                     // Too large for memory: straight to disk.
                     store!.disk = beginDiskStream()
@@ -458,7 +465,7 @@ final class Exchange: UpstreamTransferDelegate {
         answeredFromStore = true
         let refreshed = builder.refresh(entry, with: headers, timing: timing)
         let noStore = refreshed.cacheControl.noStore && !refreshed.cacheControl.mustUnderstand
-        if !noStore, worker.store.insert(refreshed, toDisk: toDisk) { ProxyStats.bump(worker.stats.stored) }
+        if !noStore, worker.store.insert(refreshed, toDisk: toDisk, fetchedSince: fetchToken) { ProxyStats.bump(worker.stats.stored) }
         ProxyStats.bump(worker.stats.revalidations)
         let now = EventLoop.wallSeconds()
         let status = CacheStatus.forward(forwardReason, stored: !noStore, fwdStatus: 304)
@@ -481,7 +488,7 @@ final class Exchange: UpstreamTransferDelegate {
             worker.store.remove(key)
             return
         }
-        worker.store.insert(builder.refresh(entry, with: headers, timing: timing), toDisk: toDisk)
+        worker.store.insert(builder.refresh(entry, with: headers, timing: timing), toDisk: toDisk, fetchedSince: fetchToken)
     }
 
     /// RFC 9111 section 4.4: a successful unsafe request invalidates the
@@ -547,11 +554,11 @@ final class Exchange: UpstreamTransferDelegate {
     }
 
     private func beginDiskStream() -> DiskTier.Stream? {
-        guard let pending = store, let disk = worker.store.disk else { return nil }
-        return disk.beginStream(builder.diskRecord(key: key, status: pending.status, reason: pending.reason,
-                                                   headers: pending.headers, timing: pending.timing,
-                                                   storedAt: EventLoop.wallSeconds(),
-                                                   varyFrom: { [request] in request.combinedHeader($0) }))
+        guard let pending = store else { return nil }
+        let record = builder.diskRecord(key: key, status: pending.status, reason: pending.reason, headers: pending.headers,
+                                        timing: pending.timing, storedAt: EventLoop.wallSeconds(), tags: pending.tags,
+                                        varyFrom: { [request] in request.combinedHeader($0) })
+        return worker.store.beginDiskStream(record, fetchedSince: fetchToken)
     }
 
     /// Stores the completed response. Called as soon as the body is known to
@@ -565,9 +572,9 @@ final class Exchange: UpstreamTransferDelegate {
         } else if var pending = store {
             store = nil
             let entry = builder.build(key: key, status: pending.status, reason: pending.reason, headers: pending.headers,
-                                      body: pending.body.take(), timing: pending.timing,
+                                      body: pending.body.take(), timing: pending.timing, tags: pending.tags,
                                       varyFrom: { [request] in request.combinedHeader($0) })
-            if worker.store.insert(entry, toDisk: toDisk) { ProxyStats.bump(worker.stats.stored) }
+            if worker.store.insert(entry, toDisk: toDisk, fetchedSince: fetchToken) { ProxyStats.bump(worker.stats.stored) }
         }
     }
 

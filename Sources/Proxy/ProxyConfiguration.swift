@@ -20,6 +20,9 @@ public struct ProxyConfiguration: Sendable {
     public var defaultPolicy: RequestPolicy = .useProtocolCachePolicy
     /// Whether clients may choose a policy with Larder-Cache-Policy.
     public var allowClientPolicy = true
+    /// Remove Surrogate-Key and Cache-Tag (purge tags) from responses before
+    /// clients see them.
+    public var stripTagHeaders = true
     /// `[[route]]` rules by path prefix.
     public var routes = RouteTable()
     /// A connection waiting for its next request is closed after this long.

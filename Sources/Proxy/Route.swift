@@ -33,6 +33,8 @@ public struct Route: Sendable, Equatable {
     public var ignoreNoStore = false
     /// Lifetime for 404, 410 and 5xx responses without explicit freshness.
     public var negativeTTL: Int?
+    /// Purge tags given to every response stored under this route.
+    public var tags: [String] = []
     /// Whether responses under this route go to the disk tier.
     public var disk = true
     /// Tier lifetimes for this route: nil inherits the global setting,

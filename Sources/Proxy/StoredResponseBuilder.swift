@@ -89,10 +89,21 @@ struct StoredResponseBuilder: Sendable {
                                   reusable: reusable)
     }
 
+    /// The purge tags of a response stored under `key`: its Surrogate-Key
+    /// and Cache-Tag fields (`headers` as received) and the route's tags.
+    func tags(_ headers: [(name: String, value: String)], key: String) -> [String] {
+        let route = routes.match(key)?.tags ?? []
+        guard route.isEmpty == false || headers.contains(where: { $0.name == "surrogate-key" || $0.name == "cache-tag" })
+        else { return [] }
+        return PurgeTags.from(surrogateKey: headers.filter { $0.name == "surrogate-key" }.map(\.value),
+                              cacheTag: headers.filter { $0.name == "cache-tag" }.map(\.value), route: route)
+    }
+
     /// Builds the stored form. `varyFrom` supplies the request's values of
     /// the fields the response's Vary names.
     func build(key: String, status: Int, reason: String?, headers: [(name: String, value: String)], body: Bytes,
-               bodyFile: FileBody? = nil, timing: ResponseTiming, varyFrom request: (String) -> String?) -> CachedResponse {
+               bodyFile: FileBody? = nil, timing: ResponseTiming, tags: [String],
+               varyFrom request: (String) -> String?) -> CachedResponse {
         let (cc, _) = cacheControl(headers, key: key)
         // Fields named by no-cache="..." are not stored (RFC 9111 section
         // 5.2.2.4: they may not be reused unvalidated), nor, in a shared
@@ -116,7 +127,8 @@ struct StoredResponseBuilder: Sendable {
         return CachedResponse(key: key, status: status, reason: reason, headPrefix: Bytes(prefix), body: body,
                               bodyFile: bodyFile, headers: kept,
                               timing: timing, lifetime: lifetime(status: status, headers: kept, timing: timing, key: key) ?? 0,
-                              cacheControl: cc, varyNames: names, varyValues: names.map { Vary.normalize(request($0), field: $0) })
+                              cacheControl: cc, varyNames: names, varyValues: names.map { Vary.normalize(request($0), field: $0) },
+                              tags: tags)
     }
 
     /// The fields a stored copy keeps: without those no-cache="..." names
@@ -130,13 +142,15 @@ struct StoredResponseBuilder: Sendable {
     /// The disk record's metadata for a response whose body will be
     /// streamed to disk (too large for memory).
     func diskRecord(key: String, status: Int, reason: String?, headers: [(name: String, value: String)],
-                    timing: ResponseTiming, storedAt: Int64, varyFrom request: (String) -> String?) -> DiskRecord {
+                    timing: ResponseTiming, storedAt: Int64, tags: [String], varyFrom request: (String) -> String?) -> DiskRecord {
         let (cc, _) = cacheControl(headers, key: key)
         let names = variantFields(headers, key: key)
-        return DiskRecord(key: key, status: status, reason: reason,
-                          headers: storedFields(headers, cc).map { DiskRecord.HeaderPair($0.name, $0.value) }, timing: timing,
-                          varyNames: names, varyValues: names.map { Vary.normalize(request($0), field: $0) },
-                          storedAt: storedAt, body: [])
+        var record = DiskRecord(key: key, status: status, reason: reason,
+                                headers: storedFields(headers, cc).map { DiskRecord.HeaderPair($0.name, $0.value) }, timing: timing,
+                                varyNames: names, varyValues: names.map { Vary.normalize(request($0), field: $0) },
+                                storedAt: storedAt, body: [])
+        record.tags = tags
+        return record
     }
 
     /// A stored response refreshed by a 304 (or HEAD) response (section 4.3.4):
@@ -145,7 +159,7 @@ struct StoredResponseBuilder: Sendable {
         let merged = Validation.merge(stored: entry.headers, update: update)
         let names = entry.varyNames, values = entry.varyValues
         return build(key: entry.key, status: entry.status, reason: entry.reason, headers: merged, body: entry.body,
-                     bodyFile: entry.bodyFile, timing: timing) { name in
+                     bodyFile: entry.bodyFile, timing: timing, tags: entry.tags) { name in
             names.firstIndex(of: name).flatMap { values[$0] }
         }
     }
@@ -155,7 +169,7 @@ struct StoredResponseBuilder: Sendable {
         let names = record.varyNames, values = record.varyValues
         return build(key: record.key, status: record.status, reason: record.reason,
                      headers: record.headers.map { ($0.name, $0.value) }, body: Bytes(record.body), bodyFile: record.bodyFile,
-                     timing: record.timing) { name in
+                     timing: record.timing, tags: record.tags) { name in
             names.firstIndex(of: name).flatMap { values[$0] }
         }
     }

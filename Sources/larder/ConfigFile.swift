@@ -1,5 +1,6 @@
 import CacheSemantics
 import Foundation
+import CacheStorage
 import Proxy
 import TOMLKit
 
@@ -63,7 +64,7 @@ enum ConfigFile {
     /// The keys a `[[route]]` table may have.
     static let routeKeys = ["prefix", "policy", "allow_client_policy", "default_ttl", "ignore_upstream_cache_control",
                             "ignore_no_store", "negative_ttl", "disk", "ignore_query", "ignore_query_params", "sort_query",
-                            "memory_ttl", "disk_ttl", "methods", "glob", "key_headers"]
+                            "memory_ttl", "disk_ttl", "methods", "glob", "key_headers", "tags"]
 
     /// `[[route]]` tables: every key checked, errors with file, line and key.
     /// `[presets]`: short, medium, long and max as durations.
@@ -122,6 +123,13 @@ enum ConfigFile {
                         throw fail(key, "expected a list of request header names, e.g. [\"X-Tenant\"]")
                     }
                     route.keyHeaders = names.map { $0.lowercased() }
+                case "tags":
+                    guard item.type == .array, let names = item.array?.compactMap({ $0.string }), names.count == item.array?.count,
+                          names.allSatisfy({ !$0.isEmpty && !$0.contains(" ") && !$0.contains(",")
+                              && $0.utf8.count <= PurgeTags.maxLength }) else {
+                        throw fail(key, "expected a list of tags without spaces or commas, e.g. [\"catalog\", \"v2\"]")
+                    }
+                    route.tags = names
                 case "methods":
                     guard item.type == .array, let names = item.array?.compactMap({ $0.string }), names.count == item.array?.count,
                           !names.isEmpty else {

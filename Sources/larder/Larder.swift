@@ -10,7 +10,7 @@ struct Larder: ParsableCommand {
         commandName: "larder",
         abstract: "An HTTP caching reverse proxy.",
         version: version,
-        subcommands: [Serve.self, CheckConfig.self],
+        subcommands: [Serve.self, Purge.self, Stats.self, CheckConfig.self],
         defaultSubcommand: nil
     )
 }
@@ -20,6 +20,8 @@ enum Exit {
     static let usage = ExitCode(64)
     static let config = ExitCode(78)
     static let failure = ExitCode(1)
+    static let unavailable = ExitCode(69)
+    static let noPermission = ExitCode(77)
 }
 
 /// Prints one line on stderr.
@@ -53,6 +55,12 @@ struct ServeOptions: ParsableArguments {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String?
 
+    @Option(name: .customLong("admin-listen"), help: "Admin API address HOST:PORT, or none (default 127.0.0.1:8081).")
+    var adminListen: String?
+
+    @Option(name: .customLong("admin-token-file"), help: "File holding the admin API token (also: LARDER_ADMIN_TOKEN).")
+    var adminTokenFile: String?
+
     /// Defaults, then the config file, then flags; exits 78 on a bad file.
     func resolve() throws -> Settings {
         do {
@@ -73,6 +81,7 @@ struct ServeOptions: ParsableArguments {
             ("--memory-limit", .memory_limit, memoryLimit), ("--log-level", .log_level, logLevel),
             ("--cache-dir", .cache_dir, cacheDir), ("--disk-limit", .disk_limit, diskLimit),
             ("--workers", .workers, workers.map(String.init)),
+            ("--admin-listen", .admin_listen, adminListen), ("--admin-token-file", .admin_token_file, adminTokenFile),
         ]
         for (flag, key, value) in flags {
             guard let value else { continue }

@@ -1,9 +1,11 @@
+import Admin
 import ArgumentParser
 import CacheStorage
 import EventLoop
 import Foundation
 import Logging
 import Proxy
+import Synchronization
 import Upstream
 
 struct Serve: ParsableCommand {
@@ -26,6 +28,12 @@ struct Serve: ParsableCommand {
             return handler
         }
         let logger = Logger(label: "larder")
+        let adminToken = try Self.adminToken(settings, flagFile: options.adminTokenFile)
+        if let host = settings.adminHost, adminToken == nil, !Self.isLoopback(host) {
+            complain("admin_listen \(host):\(settings.adminPort) is not a loopback address and no admin token is set; "
+                     + "set admin_token_file (or --admin-token-file, or LARDER_ADMIN_TOKEN), or listen on 127.0.0.1")
+            throw Exit.config
+        }
 
         // Signals are blocked before any thread starts so that only the
         // signalfd sees them.
@@ -85,6 +93,30 @@ struct Serve: ParsableCommand {
             throw Exit.failure
         }
 
+        // The admin API listens before the workers start, so a taken admin
+        // port stops Larder before it serves anything.
+        let routesForAdmin = Mutex(proxyConfig.routes)
+        var adminNote = ", admin API off"
+        if let host = settings.adminHost {
+            do {
+                let listener = try Socket.listen(host: host, port: settings.adminPort, reusePort: false, backlog: 64)
+                let adminLogger = logger
+                let api = AdminAPI(store: store, stats: stats, token: adminToken, startedAt: EventLoop.wallSeconds(),
+                                   clock: { EventLoop.wallSeconds() },
+                                   cacheKey: { target in routesForAdmin.withLock { $0.cacheKey(target) } },
+                                   log: { adminLogger.notice("\($0)") })
+                let admin = try AdminServer(listener: listener.fd, api: api) { adminLogger.warning("\($0)") }
+                let thread = Thread { admin.run() }
+                thread.name = "larder-admin"
+                thread.start()
+                let shown = host.contains(":") ? "[\(host)]" : host
+                adminNote = ", admin API on \(shown):\(listener.port)"
+            } catch {
+                complain("cannot start the admin API: \(error); choose another address with --admin-listen or admin_listen (or none)")
+                throw Exit.failure
+            }
+        }
+
         for (index, worker) in workers.enumerated() {
             let thread = Thread { worker.run() }
             thread.name = "larder-worker-\(index)"
@@ -93,16 +125,42 @@ struct Serve: ParsableCommand {
         let shownHost = settings.listenHost.contains(":") ? "[\(settings.listenHost)]" : settings.listenHost
         // Tests and scripts read this line to learn the port.
         let diskNote = disk.map { ", disk tier \($0.directory) limit \($0.limitBytes) bytes" } ?? ", memory only"
-        complain("listening on \(shownHost):\(port) with \(workerCount) workers, upstream \(upstream), memory limit \(settings.memoryLimitBytes) bytes\(diskNote)")
+        complain("listening on \(shownHost):\(port) with \(workerCount) workers, upstream \(upstream), memory limit \(settings.memoryLimitBytes) bytes\(diskNote)\(adminNote)")
 
-        let reload = Reloader(options: options, running: settings, workers: workers, store: store, logger: logger)
+        let reload = Reloader(options: options, running: settings, workers: workers, store: store, logger: logger) { routes in
+            routesForAdmin.withLock { $0 = routes }
+        }
         try waitForSignals(signals, workers: workers, drainTimeoutMilliseconds: UInt64(settings.drainTimeoutMilliseconds),
                            logger: logger, reload: reload.reload)
         // Leave the disk tier with every completed write in place.
         disk?.flush(timeoutSeconds: 10)
     }
 
-    /// The main thread's own loop: it only handles signals.
+    /// The admin token: from --admin-token-file, else LARDER_ADMIN_TOKEN,
+    /// else the config's admin_token_file, else its admin_token.
+    static func adminToken(_ settings: Settings, flagFile: String?) throws -> String? {
+        func read(_ path: String) throws -> String {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                complain("cannot read the admin token file \(path); check the path and its permissions")
+                throw Exit.failure
+            }
+            let token = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            guard !token.isEmpty else {
+                complain("the admin token file \(path) is empty; put the token on its first line")
+                throw Exit.config
+            }
+            return token
+        }
+        if let flagFile { return try read(flagFile) }
+        if let env = ProcessInfo.processInfo.environment["LARDER_ADMIN_TOKEN"], !env.isEmpty { return env }
+        if let file = settings.adminTokenFile { return try read(file) }
+        return settings.adminToken
+    }
+
+    static func isLoopback(_ host: String) -> Bool {
+        host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    }
+
     /// Routes' memory_ttl / disk_ttl, for the tiers.
     static func installLifetimeRules(_ routes: RouteTable, store: TieredStore) {
         store.setLifetimeRules(routes.routes.isEmpty ? nil : routes)
@@ -117,6 +175,7 @@ struct Serve: ParsableCommand {
         proxyConfig.defaultPolicy = settings.policy
         proxyConfig.allowClientPolicy = settings.allowClientPolicy
         proxyConfig.routes = RouteTable(settings.routes)
+        proxyConfig.stripTagHeaders = settings.stripTagHeaders
         proxyConfig.keepAliveTimeoutMilliseconds = UInt64(settings.keepAliveTimeoutMilliseconds)
         proxyConfig.headerTimeoutMilliseconds = UInt64(settings.headerTimeoutMilliseconds)
         proxyConfig.limits.maxHeaderBytes = settings.maxHeaderBytes
@@ -183,13 +242,16 @@ final class Reloader {
     private let workers: [Worker]
     private let store: TieredStore
     private let logger: Logger
+    private let routesChanged: (RouteTable) -> Void
 
-    init(options: ServeOptions, running: Settings, workers: [Worker], store: TieredStore, logger: Logger) {
+    init(options: ServeOptions, running: Settings, workers: [Worker], store: TieredStore, logger: Logger,
+         routesChanged: @escaping (RouteTable) -> Void) {
         self.options = options
         self.running = running
         self.workers = workers
         self.store = store
         self.logger = logger
+        self.routesChanged = routesChanged
     }
 
     func reload() {
@@ -218,6 +280,9 @@ final class Reloader {
             ("memory_ttl", next.memoryTTLSeconds != running.memoryTTLSeconds),
             ("disk_ttl", next.effectiveDiskTTLSeconds != running.effectiveDiskTTLSeconds),
             ("log_level", next.logLevel != running.logLevel),
+            ("admin_listen", next.adminHost != running.adminHost || next.adminPort != running.adminPort),
+            ("admin_token", next.adminToken != running.adminToken || next.adminTokenFile != running.adminTokenFile),
+            ("access_log", next.accessLog != running.accessLog),
         ]
         for (key, changed) in restartOnly where changed {
             logger.warning("SIGHUP: \(key) changed in \(file); it takes effect after a restart")
@@ -225,6 +290,7 @@ final class Reloader {
         let configuration = Serve.proxyConfiguration(next, upstream: upstream)
         for worker in workers { worker.reconfigure(configuration) }
         Serve.installLifetimeRules(configuration.routes, store: store)
+        routesChanged(configuration.routes)
         running = next
         logger.notice("SIGHUP: configuration reloaded from \(file)")
     }

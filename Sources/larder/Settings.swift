@@ -39,6 +39,14 @@ struct Settings {
     var maxTargetBytes = 8 * 1024
     var maxBodyBytes = 64 << 20
     var drainTimeoutMilliseconds = 10_000
+    /// Admin listener; nil host: disabled (`none`).
+    var adminHost: String? = "127.0.0.1"
+    var adminPort: UInt16 = 8081
+    var adminToken: String?
+    var adminTokenFile: String?
+    var stripTagHeaders = true
+    /// nil: off; "stdout", "stderr" or a file path.
+    var accessLog: String?
 }
 
 /// A configuration problem: which file, line and key, and what is wrong.
@@ -64,18 +72,20 @@ enum ConfigKey: String, CaseIterable {
     case targeted_cache_control, memory_ttl, disk_ttl, policy, allow_client_policy
     case upstream_connect_timeout, upstream_timeout, upstream_idle_timeout, upstream_ca_file, upstream_tls_verify
     case keepalive_timeout, header_timeout, max_header_size, max_target_size, max_body_size, drain_timeout
+    case admin_listen, admin_token, admin_token_file, strip_tag_headers, access_log
 
     enum Kind { case string, size, duration, integer, bool, lifetime }
 
     var kind: Kind {
         switch self {
-        case .listen, .upstream, .log_level, .cache_mode, .upstream_ca_file, .targeted_cache_control, .cache_dir, .policy:
+        case .listen, .upstream, .log_level, .cache_mode, .upstream_ca_file, .targeted_cache_control, .cache_dir, .policy,
+             .admin_listen, .admin_token, .admin_token_file, .access_log:
             return .string
         case .memory_limit, .disk_limit, .max_object_size, .max_header_size, .max_target_size, .max_body_size: return .size
         case .upstream_connect_timeout, .upstream_timeout, .upstream_idle_timeout, .keepalive_timeout,
              .header_timeout, .drain_timeout: return .duration
         case .workers: return .integer
-        case .upstream_tls_verify, .allow_client_policy: return .bool
+        case .upstream_tls_verify, .allow_client_policy, .strip_tag_headers: return .bool
         case .memory_ttl, .disk_ttl: return .lifetime
         }
     }
@@ -142,7 +152,11 @@ extension Settings {
             workers = n
         case .bool:
             guard case .bool(let b) = value else { return "expected true or false" }
-            if key == .allow_client_policy { allowClientPolicy = b } else { upstreamTLSVerify = b }
+            switch key {
+            case .allow_client_policy: allowClientPolicy = b
+            case .strip_tag_headers: stripTagHeaders = b
+            default: upstreamTLSVerify = b
+            }
         case .lifetime:
             guard case .string(let s) = value else { return "expected a duration or preset string" }
             if key == .disk_ttl && s.lowercased() == "mirror" {
@@ -189,6 +203,24 @@ extension Settings {
                     return "expected a header field name, e.g. Larder-Cache-Control"
                 }
                 targetedCacheControl = s
+            case .admin_listen:
+                if s.lowercased() == "none" {
+                    adminHost = nil
+                    return nil
+                }
+                guard let hp = Units.parseHostPort(s) else { return "expected HOST:PORT, e.g. 127.0.0.1:8081, or none" }
+                adminHost = hp.host
+                adminPort = hp.port
+            case .admin_token:
+                guard s.utf8.count >= 8, s.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+                    return "expected at least 8 visible characters without spaces"
+                }
+                adminToken = s
+            case .admin_token_file:
+                guard !s.isEmpty else { return "expected a file path" }
+                adminTokenFile = s
+            case .access_log:
+                accessLog = ["off", "none", ""].contains(s.lowercased()) ? nil : s
             default: break
             }
         }

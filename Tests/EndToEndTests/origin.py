@@ -21,6 +21,7 @@ Query parameters on any path:
   delay=S       sleep S seconds (float) before answering
   status=N      status code (default 200); reason=TEXT its reason phrase
   tags=a b      add Surrogate-Key (and the same as Cache-Tag)
+  skey=a b      add only Surrogate-Key; ctag=a,b only Cache-Tag
   hop=1         add hop-by-hop fields (Connection: X-Hop-Secret, Keep-Alive, ...)
 Run as "origin.py PORT --tls CERT KEY" to serve https.
 Special paths:
@@ -131,6 +132,10 @@ class Handler(BaseHTTPRequestHandler):
         if "tags" in q:
             headers["Surrogate-Key"] = q["tags"]
             headers["Cache-Tag"] = q["tags"].replace(" ", ",")
+        if "skey" in q:
+            headers["Surrogate-Key"] = q["skey"]
+        if "ctag" in q:
+            headers["Cache-Tag"] = q["ctag"]
         if q.get("hop") == "1":
             # Hop-by-hop fields a proxy must not pass on.
             headers["Connection"] = "X-Hop-Secret"

@@ -1,0 +1,274 @@
+import CacheStorage
+import Proxy
+
+/// The admin endpoints (INTERFACE.md's admin table): a request in, an
+/// answer out. No sockets here, so every endpoint is testable directly.
+/// Runs on the admin thread only (the metrics registry keeps scrape state).
+public final class AdminAPI {
+    public struct Response: Equatable {
+        public var status: Int
+        public var contentType: String
+        public var body: String
+        public var extraHeaders: [(String, String)] = []
+
+        public static func == (a: Response, b: Response) -> Bool {
+            a.status == b.status && a.contentType == b.contentType && a.body == b.body
+        }
+
+        static func json(_ status: Int, _ body: String) -> Response {
+            Response(status: status, contentType: "application/json", body: body + "\n")
+        }
+        static func error(_ status: Int, _ message: String) -> Response {
+            json(status, "{\"error\": \(JSON.string(message))}")
+        }
+    }
+
+    private let store: TieredStore
+    private let stats: ProxyStats
+    private let token: [UInt8]?
+    /// The cache key of a request target under the current routes.
+    private let cacheKey: (String) -> String
+    private let startedAt: Int64
+    private let clock: () -> Int64
+    private let metrics: Metrics
+    private let log: (String) -> Void
+
+    public init(store: TieredStore, stats: ProxyStats, token: String?, startedAt: Int64,
+                clock: @escaping () -> Int64, cacheKey: @escaping (String) -> String, log: @escaping (String) -> Void) {
+        self.store = store
+        self.stats = stats
+        self.token = token.map { Array($0.utf8) }
+        self.startedAt = startedAt
+        self.clock = clock
+        self.cacheKey = cacheKey
+        self.log = log
+        metrics = Metrics()
+    }
+
+    /// Answers one request. `target` is the request target as sent;
+    /// `authorization` the Authorization field, if any.
+    public func handle(method: String, target: String, authorization: String?) -> Response {
+        guard authorized(authorization) else {
+            var response = Response.error(401, "missing or wrong admin token: send Authorization: Bearer TOKEN")
+            response.extraHeaders = [("WWW-Authenticate", "Bearer realm=\"larder\"")]
+            return response
+        }
+        let (path, query) = Self.split(target)
+        if method == "PURGE" {
+            // PURGE /path?q: the method form of POST /purge?url=/path?q (the
+            // whole target is the URL, so a soft purge needs the POST form).
+            return purge(scope: .key(target), soft: false)
+        }
+        switch path {
+        case "/purge": return expect("POST", method) ?? purge(query)
+        case "/memory/clear":
+            return expect("POST", method) ?? {
+                let dropped = store.clearMemory()
+                log("admin: memory tier cleared (\(dropped) responses)")
+                return .json(200, "{\"dropped\": \(dropped)}")
+            }()
+        case "/prune": return expect("POST", method) ?? prune(query)
+        case "/stats": return expect("GET", method) ?? .json(200, snapshot().json)
+        case "/metrics":
+            return expect("GET", method)
+                ?? Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: metrics.render(snapshot()))
+        case "/healthz": return expect("GET", method) ?? Response(status: 200, contentType: "text/plain; charset=utf-8", body: "ok\n")
+        default:
+            return .error(404, "no such admin endpoint \(path); see /stats, /metrics, /healthz, /purge, /memory/clear, /prune")
+        }
+    }
+
+    private func expect(_ allowed: String, _ method: String) -> Response? {
+        if method == allowed || (allowed == "GET" && method == "HEAD") { return nil }
+        var response = Response.error(405, "use \(allowed) here")
+        response.extraHeaders = [("Allow", allowed)]
+        return response
+    }
+
+    // MARK: auth
+
+    private func authorized(_ header: String?) -> Bool {
+        guard let token else { return true }
+        guard let header else { return false }
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return false }
+        return Self.constantTimeEqual(Array(parts[1].utf8), token)
+    }
+
+    /// Compares without stopping at the first difference, so the time taken
+    /// does not tell an attacker how much of a guess was right.
+    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        var difference = UInt8(truncatingIfNeeded: a.count ^ b.count)
+        for i in 0..<max(a.count, b.count) {
+            difference |= (i < a.count ? a[i] : 0) ^ (i < b.count ? b[i] : 0)
+        }
+        return difference == 0
+    }
+
+    // MARK: purge and prune
+
+    private func purge(_ query: [(name: String, value: String)]) -> Response {
+        let soft: Bool
+        switch query.last(where: { $0.name == "soft" })?.value {
+        case nil, "false": soft = false
+        case "true": soft = true
+        default: return .error(400, "soft must be true or false")
+        }
+        let scopes = query.filter { ["url", "prefix", "tag", "all"].contains($0.name) }
+        guard scopes.count == 1, let scope = scopes.first else {
+            return .error(400, "give exactly one of url=, prefix=, tag= or all=true")
+        }
+        switch scope.name {
+        case "url":
+            guard let target = Self.target(fromPathOrURL: scope.value) else {
+                return .error(400, "url must be a path (/a/b?c) or an http(s) URL")
+            }
+            return purge(scope: .key(target), soft: soft)
+        case "prefix":
+            guard scope.value.hasPrefix("/") else { return .error(400, "prefix must be a path starting with /") }
+            return purge(scope: .prefix(scope.value), soft: soft)
+        case "tag":
+            guard !scope.value.isEmpty else { return .error(400, "tag must not be empty") }
+            return purge(scope: .tag(scope.value), soft: soft)
+        default:
+            guard scope.value == "true" else { return .error(400, "all must be true") }
+            return purge(scope: .all, soft: soft)
+        }
+    }
+
+    private func purge(scope: PurgeScope, soft: Bool) -> Response {
+        var count: Int
+        if case .key(let target) = scope {
+            guard target.hasPrefix("/") else { return .error(400, "PURGE needs a path target such as /a/b") }
+            // The stored key is the target after the route's key options
+            // (ignored or sorted query parameters); purge the target as given too.
+            let key = cacheKey(target)
+            count = store.purge(.key(key), soft: soft)
+            if key != target { count += store.purge(.key(target), soft: soft) }
+        } else {
+            count = store.purge(scope, soft: soft)
+        }
+        metrics.purged += count
+        log("admin: \(soft ? "soft-" : "")purged \(scope) (\(count) responses)")
+        return .json(200, "{\"purged\": \(count)}")
+    }
+
+    private func prune(_ query: [(name: String, value: String)]) -> Response {
+        guard let text = query.last(where: { $0.name == "older-than" })?.value, let seconds = Self.durationSeconds(text) else {
+            return .error(400, "older-than must be a duration such as 90s, 5m, 2h or 7d")
+        }
+        let pruned = store.prune(storedBefore: clock() - seconds)
+        log("admin: pruned \(pruned) responses stored more than \(text) ago")
+        return .json(200, "{\"pruned\": \(pruned)}")
+    }
+
+    // MARK: stats
+
+    public func snapshot() -> StatsSnapshot {
+        let memory = store.memory.stats
+        let disk = store.disk?.stats
+        return StatsSnapshot(
+            hits: stats.hits.load(ordering: .relaxed), misses: stats.misses.load(ordering: .relaxed),
+            staleHits: stats.staleHits.load(ordering: .relaxed), revalidations: stats.revalidations.load(ordering: .relaxed),
+            collapsed: stats.collapsed.load(ordering: .relaxed), upstreamErrors: stats.upstreamErrors.load(ordering: .relaxed),
+            stored: stats.stored.load(ordering: .relaxed), backgroundRefreshes: stats.backgroundRefreshes.load(ordering: .relaxed),
+            clientErrors: stats.clientErrors.load(ordering: .relaxed), purged: metrics.purged,
+            memoryObjects: memory.objects, memoryBytes: memory.bytes, memoryLimitBytes: store.memory.limitBytes,
+            memoryEvictions: memory.evictions,
+            disk: disk.map { .init(objects: $0.objects, bytes: $0.bytes, limitBytes: store.disk!.limitBytes, indexComplete: $0.indexComplete) },
+            uptimeSeconds: max(0, clock() - startedAt))
+    }
+
+    // MARK: parsing
+
+    /// Path and decoded query parameters of a request target.
+    static func split(_ target: String) -> (path: String, query: [(name: String, value: String)]) {
+        guard let mark = target.firstIndex(of: "?") else { return (target, []) }
+        let query = target[target.index(after: mark)...].split(separator: "&").map { pair -> (name: String, value: String) in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            return (percentDecode(parts[0]), parts.count > 1 ? percentDecode(parts[1]) : "")
+        }
+        return (String(target[..<mark]), query)
+    }
+
+    /// %XX decoding ('+' stays '+': paths may hold it literally). Invalid
+    /// escapes are kept as they are.
+    static func percentDecode(_ s: Substring) -> String {
+        var out: [UInt8] = []
+        let bytes = Array(s.utf8)
+        var i = 0
+        while i < bytes.count {
+            if bytes[i] == UInt8(ascii: "%"), i + 2 < bytes.count, let h = hex(bytes[i + 1]), let l = hex(bytes[i + 2]) {
+                out.append(h << 4 | l)
+                i += 3
+            } else {
+                out.append(bytes[i])
+                i += 1
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private static func hex(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+
+    /// "/a?b" stays; "https://host:port/a?b" becomes "/a?b" (Larder has one
+    /// upstream, so the host names nothing more).
+    static func target(fromPathOrURL value: String) -> String? {
+        if value.hasPrefix("/") { return value }
+        for scheme in ["http://", "https://"] where value.lowercased().hasPrefix(scheme) {
+            let rest = value.dropFirst(scheme.count)
+            guard let slash = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) else { return rest.isEmpty ? nil : "/" }
+            let target = String(rest[slash...])
+            return target.hasPrefix("?") ? "/" + target : target
+        }
+        return nil
+    }
+
+    /// 90s, 5m, 2h, 7d, or plain seconds.
+    static func durationSeconds(_ text: String) -> Int64? {
+        guard let last = text.last else { return nil }
+        let multiplier: Int64
+        var digits = Substring(text)
+        switch last {
+        case "s": multiplier = 1
+        case "m": multiplier = 60
+        case "h": multiplier = 3600
+        case "d": multiplier = 86400
+        default: multiplier = 1
+        }
+        if !last.isNumber { digits = digits.dropLast() }
+        guard !digits.isEmpty, digits.allSatisfy(\.isASCII), let n = Int64(digits), n >= 0, n < Int64.max / 86400 else { return nil }
+        return n * multiplier
+    }
+}
+
+/// JSON text helpers (the admin answers are small and flat).
+enum JSON {
+    static func string(_ s: String) -> String {
+        var out = "\""
+        for scalar in s.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if scalar.value < 0x20 {
+                    let hex = String(scalar.value, radix: 16)
+                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out + "\""
+    }
+}

@@ -1,0 +1,216 @@
+import EventLoop
+import HTTP1
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The admin listener: HTTP/1.1 on its own thread and event loop, so a slow
+/// purge (deleting many files) never stalls a proxy worker. Requests are
+/// small and answered one at a time per connection.
+public final class AdminServer: IOHandler {
+    public let loop: EventLoop
+    private let listener: Int32
+    private let api: AdminAPI
+    private var connections: [ObjectIdentifier: AdminConnection] = [:]
+    private let onError: (String) -> Void
+
+    /// How long an idle admin connection stays open.
+    static let idleTimeoutMilliseconds: UInt64 = 30_000
+    /// Admin requests carry no meaningful body; this bounds what is read.
+    static let maxBodyBytes = 64 * 1024
+
+    public init(listener: Int32, api: AdminAPI, onError: @escaping (String) -> Void) throws(SystemError) {
+        loop = try EventLoop()
+        self.listener = listener
+        self.api = api
+        self.onError = onError
+    }
+
+    /// Serves on the calling thread until `stop`.
+    public func run() {
+        do {
+            try loop.watch(listener, .read, self)
+        } catch {
+            onError("cannot watch the admin listener: \(error)")
+            return
+        }
+        loop.run()
+    }
+
+    public func stop() { loop.execute { [self] in loop.stop() } }
+
+    public func ready(_ events: IOEvents) {
+        for _ in 0..<64 {
+            let accepted: (fd: Int32, peer: String)?
+            do {
+                accepted = try Socket.accept(listener)
+            } catch {
+                onError("admin accept failed: \(error); pausing admin accepts for 100 ms")
+                loop.setInterest(listener, [])
+                loop.schedule(after: 100) { [weak self] in
+                    guard let self else { return }
+                    self.loop.setInterest(self.listener, .read)
+                }
+                return
+            }
+            guard let accepted else { return }
+            let connection = AdminConnection(fd: accepted.fd, server: self)
+            connections[ObjectIdentifier(connection)] = connection
+            connection.start()
+        }
+    }
+
+    fileprivate func answer(_ head: RequestHead) -> AdminAPI.Response {
+        api.handle(method: head.method, target: head.target, authorization: head.header("authorization"))
+    }
+
+    fileprivate func closed(_ connection: AdminConnection) {
+        connections[ObjectIdentifier(connection)] = nil
+    }
+}
+
+/// One admin client connection: read a request (and skip its body), answer,
+/// repeat while keep-alive.
+final class AdminConnection: IOHandler {
+    private let fd: Int32
+    private unowned let server: AdminServer
+    private var input: [UInt8] = []
+    private var output: [UInt8] = []
+    private var parser = RequestParser(limits: ParseLimits(maxBodyBytes: AdminServer.maxBodyBytes))
+    /// Body bytes of the current request still to skip.
+    private var skipping = 0
+    private var closeAfterWrite = false
+    private var idleTimer = TimerID.none
+    private var isClosed = false
+
+    init(fd: Int32, server: AdminServer) {
+        self.fd = fd
+        self.server = server
+    }
+
+    func start() {
+        do {
+            try server.loop.watch(fd, .read, self)
+        } catch {
+            close()
+            return
+        }
+        armIdleTimer()
+    }
+
+    func ready(_ events: IOEvents) {
+        if events.contains(.write) || !output.isEmpty { flush() }
+        if isClosed { return }
+        if events.contains(.read) || events.contains(.hangup) || events.contains(.error) { readAvailable() }
+    }
+
+    private func readAvailable() {
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        while !isClosed && !closeAfterWrite {
+            let n: Int?
+            do {
+                n = try buffer.withUnsafeMutableBytes { try Socket.read(fd, into: $0) }
+            } catch {
+                close()
+                return
+            }
+            guard let n else { break }
+            if n == 0 {
+                close()
+                return
+            }
+            input.append(contentsOf: buffer[0..<n])
+            if input.count > 2 * AdminServer.maxBodyBytes + 64 * 1024 {
+                respond(AdminAPI.Response.error(413, "admin request too large"), close: true)
+                return
+            }
+            processInput()
+        }
+    }
+
+    private func processInput() {
+        while !isClosed && !closeAfterWrite {
+            if skipping > 0 {
+                let n = min(skipping, input.count)
+                input.removeFirst(n)
+                skipping -= n
+                if skipping > 0 { return }
+            }
+            let result = input.withUnsafeBytes { parser.parse($0) }
+            switch result {
+            case .incomplete:
+                return
+            case .invalid(let error):
+                respond(AdminAPI.Response.error(error.status, error.message), close: true)
+                return
+            case .complete(let head, let consumed):
+                input.removeFirst(consumed)
+                parser.reset()
+                switch head.framing {
+                case .none: break
+                case .contentLength(let n): skipping = n
+                case .chunked:
+                    respond(AdminAPI.Response.error(411, "admin requests take no body; send Content-Length or none"), close: true)
+                    return
+                }
+                armIdleTimer()
+                let response = server.answer(head)
+                respond(response, close: !head.keepAlive, head: head.method == "HEAD")
+            }
+        }
+    }
+
+    private func respond(_ response: AdminAPI.Response, close: Bool, head: Bool = false) {
+        var out: [UInt8] = []
+        ResponseSerializer.appendStatusLine(response.status, reason: nil, to: &out)
+        ResponseSerializer.appendField("content-type", response.contentType, to: &out)
+        ResponseSerializer.appendField("content-length", String(response.body.utf8.count), to: &out)
+        ResponseSerializer.appendField("cache-control", "no-store", to: &out)
+        for (name, value) in response.extraHeaders { ResponseSerializer.appendField(name, value, to: &out) }
+        if close { ResponseSerializer.appendField("connection", "close", to: &out) }
+        out.append(contentsOf: [0x0D, 0x0A])
+        if !head { out.append(contentsOf: response.body.utf8) }
+        output.append(contentsOf: out)
+        if close { closeAfterWrite = true }
+        flush()
+    }
+
+    private func flush() {
+        while !output.isEmpty {
+            let written: Int?
+            do {
+                written = try output.withUnsafeBytes { raw -> Int? in
+                    var iov = iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress), iov_len: raw.count)
+                    return try Socket.writev(fd, &iov, count: 1)
+                }
+            } catch {
+                close()
+                return
+            }
+            guard let written else {
+                server.loop.setInterest(fd, closeAfterWrite ? .write : [.read, .write])
+                return
+            }
+            output.removeFirst(written)
+        }
+        if closeAfterWrite {
+            close()
+        } else {
+            server.loop.setInterest(fd, .read)
+        }
+    }
+
+    private func armIdleTimer() {
+        server.loop.cancel(idleTimer)
+        idleTimer = server.loop.schedule(after: AdminServer.idleTimeoutMilliseconds) { [weak self] in self?.close() }
+    }
+
+    private func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        server.loop.cancel(idleTimer)
+        server.loop.unwatch(fd)
+        Socket.close(fd)
+        server.closed(self)
+    }
+}

@@ -1,0 +1,109 @@
+/// What a purge removes (or, soft, marks stale): one cache key, every key
+/// under a path prefix, every response carrying a tag, or everything.
+public enum PurgeScope: Sendable, Equatable, CustomStringConvertible {
+    case key(String)
+    case prefix(String)
+    case tag(String)
+    case all
+
+    public func matches(key: String, tags: [String]) -> Bool {
+        switch self {
+        case .key(let k): return key == k
+        case .prefix(let p): return key.hasPrefix(p)
+        case .tag(let t): return tags.contains(t)
+        case .all: return true
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .key(let k): return "url \(k)"
+        case .prefix(let p): return "prefix \(p)"
+        case .tag(let t): return "tag \(t)"
+        case .all: return "everything"
+        }
+    }
+}
+
+/// Whether a response fetched (or queued for writing) before some purges
+/// may still be stored.
+enum StoreVerdict: Equatable {
+    case store
+    /// Only soft purges matched: store it, marked stale.
+    case storeStale
+    /// A purge removed its key or tags meanwhile.
+    case refuse
+}
+
+/// Recent purges, numbered, so that a fetch which started before a purge
+/// cannot store its (now outdated) response after it: the fetch remembers
+/// the number current when it began and asks here when it completes.
+struct PurgeLog: ~Copyable {
+    typealias Verdict = StoreVerdict
+
+    private var entries: [(number: UInt64, scope: PurgeScope, soft: Bool)] = []
+    private(set) var latest: UInt64 = 0
+    /// Purges up to this number are forgotten: fetches older than that are
+    /// refused outright (rare: more than `capacity` purges during one fetch).
+    private var forgottenUpTo: UInt64 = 0
+    static let capacity = 4096
+
+    mutating func record(_ scope: PurgeScope, soft: Bool) -> UInt64 {
+        latest += 1
+        entries.append((latest, scope, soft))
+        if entries.count > Self.capacity {
+            let drop = entries.count - Self.capacity
+            forgottenUpTo = entries[drop - 1].number
+            entries.removeFirst(drop)
+        }
+        return latest
+    }
+
+    /// Whether a response fetched since purge number `since` may be stored:
+    /// refused when a later purge removed its key or tags, stored stale when
+    /// only soft purges matched.
+    func verdict(key: String, tags: [String], since: UInt64) -> Verdict {
+        guard since < latest else { return .store }
+        guard since >= forgottenUpTo else { return .refuse }
+        var verdict = Verdict.store
+        for entry in entries.reversed() {
+            if entry.number <= since { break }
+            guard entry.scope.matches(key: key, tags: tags) else { continue }
+            if !entry.soft { return .refuse }
+            verdict = .storeStale
+        }
+        return verdict
+    }
+}
+
+/// Tags from a response's `Surrogate-Key` (space-separated) and `Cache-Tag`
+/// (comma-separated) fields plus a route's own, sorted without duplicates.
+public enum PurgeTags {
+    /// Tags longer than this, or more than `maxCount` of them, are dropped:
+    /// they live in memory indexes and every disk file.
+    public static let maxLength = 256
+    public static let maxCount = 64
+
+    public static func from(surrogateKey: [String], cacheTag: [String], route: [String] = []) -> [String] {
+        var tags = Set(route)
+        for value in surrogateKey {
+            for tag in value.split(whereSeparator: { $0 == " " || $0 == "\t" }) where tag.utf8.count <= maxLength {
+                tags.insert(String(tag))
+            }
+        }
+        for value in cacheTag {
+            for tag in value.split(separator: ",") {
+                let trimmed = trim(tag)
+                if !trimmed.isEmpty && trimmed.utf8.count <= maxLength { tags.insert(trimmed) }
+            }
+        }
+        return Array(tags.sorted().prefix(maxCount))
+    }
+
+    private static func trim(_ s: Substring) -> String {
+        var s = s
+        while let c = s.first, c == " " || c == "\t" { s.removeFirst() }
+        while let c = s.last, c == " " || c == "\t" { s.removeLast() }
+        return String(s)
+    }
+}

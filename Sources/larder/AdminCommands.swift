@@ -1,0 +1,168 @@
+import ArgumentParser
+import CCurl
+import Foundation
+
+/// Where the admin API is and how to authenticate: shared by purge and stats.
+struct AdminOptions: ParsableArguments {
+    @Option(help: "Admin API base URL (default http://127.0.0.1:8081).")
+    var admin: String = "http://127.0.0.1:8081"
+
+    @Option(name: .customLong("admin-token-file"), help: "File holding the admin token (also: LARDER_ADMIN_TOKEN).")
+    var adminTokenFile: String?
+
+    func token() throws -> String? {
+        if let adminTokenFile {
+            guard let data = FileManager.default.contents(atPath: adminTokenFile) else {
+                complain("cannot read the admin token file \(adminTokenFile); check the path and its permissions")
+                throw Exit.failure
+            }
+            return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        if let env = ProcessInfo.processInfo.environment["LARDER_ADMIN_TOKEN"], !env.isEmpty { return env }
+        return nil
+    }
+
+    /// Sends one request; exits 69 when the admin API cannot be reached and
+    /// 77 when it refuses the token.
+    func send(method: String, pathAndQuery: String) throws -> (status: Int, body: String) {
+        guard admin.hasPrefix("http://") || admin.hasPrefix("https://") else {
+            complain("--admin \(admin): expected http://HOST:PORT")
+            throw Exit.usage
+        }
+        let base = admin.hasSuffix("/") ? String(admin.dropLast()) : admin
+        let result = AdminHTTP.perform(method: method, url: base + pathAndQuery, token: try token())
+        switch result {
+        case .failure(let message):
+            complain("cannot reach the admin API at \(admin): \(message); is larder running, and is --admin right?")
+            throw Exit.unavailable
+        case .success(let status, let body):
+            if status == 401 || status == 403 {
+                complain("the admin API at \(admin) refused the token (\(status)); pass --admin-token-file or set LARDER_ADMIN_TOKEN")
+                throw Exit.noPermission
+            }
+            return (status, body)
+        }
+    }
+}
+
+struct Purge: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Remove stored responses through the admin API.",
+        discussion: """
+            Give one of: a URL or path (every stored variant of it), --prefix PATH, \
+            --tag TAG, or --all. With --soft the matches are marked stale (revalidated \
+            before reuse) instead of removed.
+            """
+    )
+
+    @Argument(help: "A path such as /products/1 or a full URL.")
+    var url: String?
+
+    @Option(help: "Purge every URL under this path prefix.")
+    var prefix: String?
+
+    @Option(help: "Purge every response carrying this tag (Surrogate-Key, Cache-Tag or a route's tags).")
+    var tag: String?
+
+    @Flag(help: "Purge everything.")
+    var all = false
+
+    @Flag(help: "Mark the matches stale instead of removing them.")
+    var soft = false
+
+    @OptionGroup var adminOptions: AdminOptions
+
+    func validate() throws {
+        let chosen = [url != nil, prefix != nil, tag != nil, all].filter { $0 }.count
+        guard chosen == 1 else { throw ValidationError("give exactly one of URL, --prefix, --tag or --all") }
+    }
+
+    func run() throws {
+        var query: String
+        if let url { query = "url=" + Self.encode(url) }
+        else if let prefix { query = "prefix=" + Self.encode(prefix) }
+        else if let tag { query = "tag=" + Self.encode(tag) }
+        else { query = "all=true" }
+        if soft { query += "&soft=true" }
+        let (status, body) = try adminOptions.send(method: "POST", pathAndQuery: "/purge?" + query)
+        guard status == 200 else {
+            complain("purge failed (\(status)): \(body.trimmingCharacters(in: .whitespacesAndNewlines))")
+            throw Exit.failure
+        }
+        let count = Self.number("purged", in: body) ?? 0
+        print("\(soft ? "marked stale" : "purged") \(count) stored response\(count == 1 ? "" : "s")")
+    }
+
+    /// Percent-encodes everything but unreserved characters and '/'.
+    static func encode(_ s: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~/")
+        return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
+    }
+
+    static func number(_ name: String, in json: String) -> Int? {
+        guard let data = json.data(using: .utf8),
+              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
+        return (object[name] as? NSNumber)?.intValue
+    }
+}
+
+struct Stats: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print the running proxy's statistics (JSON) from the admin API.")
+
+    @OptionGroup var adminOptions: AdminOptions
+
+    func run() throws {
+        let (status, body) = try adminOptions.send(method: "GET", pathAndQuery: "/stats")
+        guard status == 200 else {
+            complain("stats failed (\(status)): \(body.trimmingCharacters(in: .whitespacesAndNewlines))")
+            throw Exit.failure
+        }
+        print(body, terminator: body.hasSuffix("\n") ? "" : "\n")
+    }
+}
+
+/// One blocking request with libcurl's easy interface (the command line
+/// needs nothing more).
+enum AdminHTTP {
+    enum Result {
+        case success(status: Int, body: String)
+        case failure(String)
+    }
+
+    private final class Sink {
+        var bytes: [UInt8] = []
+    }
+
+    static func perform(method: String, url: String, token: String?) -> Result {
+        guard curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK, let easy = curl_easy_init() else {
+            return .failure("libcurl failed to initialise")
+        }
+        defer { curl_easy_cleanup(easy) }
+        var headers: UnsafeMutablePointer<curl_slist>?
+        if let token { headers = curl_slist_append(headers, "Authorization: Bearer \(token)") }
+        defer { curl_slist_free_all(headers) }
+        let sink = Sink()
+        let box = Unmanaged.passRetained(sink)
+        defer { box.release() }
+        _ = larder_easy_setopt_str(easy, CURLOPT_URL, url)
+        _ = larder_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, method)
+        _ = larder_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, 5000)
+        // A purge waits for the disk index after a start; allow for it.
+        _ = larder_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, 180_000)
+        _ = larder_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        _ = larder_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, headers)
+        _ = larder_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, box.toOpaque())
+        _ = larder_easy_setopt_datacb(easy, CURLOPT_WRITEFUNCTION) { ptr, size, count, user in
+            let sink = Unmanaged<Sink>.fromOpaque(user!).takeUnretainedValue()
+            let n = size * count
+            if let ptr { sink.bytes.append(contentsOf: UnsafeRawBufferPointer(start: ptr, count: n)) }
+            return n
+        }
+        let code = curl_easy_perform(easy)
+        guard code == CURLE_OK else { return .failure(String(cString: curl_easy_strerror(code))) }
+        var status = 0
+        _ = larder_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+        return .success(status: status, body: String(decoding: sink.bytes, as: UTF8.self))
+    }
+}
