@@ -98,9 +98,9 @@ public final class AdminAPI {
     /// Compares without stopping at the first difference, so the time taken
     /// does not tell an attacker how much of a guess was right.
     static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        var difference = UInt8(truncatingIfNeeded: a.count ^ b.count)
+        var difference = UInt(bitPattern: a.count ^ b.count)
         for i in 0..<max(a.count, b.count) {
-            difference |= (i < a.count ? a[i] : 0) ^ (i < b.count ? b[i] : 0)
+            difference |= UInt((i < a.count ? a[i] : 0) ^ (i < b.count ? b[i] : 0))
         }
         return difference == 0
     }

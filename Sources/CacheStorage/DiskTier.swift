@@ -313,7 +313,7 @@ public final class DiskTier: @unchecked Sendable {
         waitForIndex(timeoutSeconds: 120)
         return state.withLock { index -> [(key: String, name: String)] in
             index.sequence += 1
-            index.purges.append((index.sequence, scope, soft))
+            index.purges.record(scope, soft: soft, number: index.sequence)
             let files = index.files(matching: scope)
             if !soft { for file in files { index.remove(key: file.key, name: file.name) } }
             return files
@@ -695,9 +695,9 @@ struct DiskIndex: ~Copyable {
     /// Sequence numbers: a remove after a queued write wins over it.
     var sequence: UInt64 = 0
     var tombstones: [String: UInt64] = [:]
-    /// Prefix, tag and whole-cache purges, by sequence number: a write
-    /// queued before one of them is dropped (or, soft, marked stale).
-    var purges: [(seq: UInt64, scope: PurgeScope, soft: Bool)] = []
+    /// Purges, numbered from `sequence`: a write queued before one of them
+    /// is dropped (or, soft, marked stale).
+    var purges = PurgeLog()
     /// tag → keys with a file carrying it.
     var tagged: [String: Set<String>] = [:]
 
@@ -740,14 +740,7 @@ struct DiskIndex: ~Copyable {
     /// removal or purge.
     func verdict(key: String, tags: [String], seq: UInt64) -> StoreVerdict {
         if (tombstones[key] ?? 0) > seq { return .refuse }
-        var verdict = StoreVerdict.store
-        for purge in purges.reversed() {
-            if purge.seq <= seq { break }
-            guard purge.scope.matches(key: key, tags: tags) else { continue }
-            if !purge.soft { return .refuse }
-            verdict = .storeStale
-        }
-        return verdict
+        return purges.verdict(key: key, tags: tags, since: seq)
     }
 
     /// The files `scope` matches.

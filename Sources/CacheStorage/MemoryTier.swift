@@ -54,6 +54,9 @@ public final class MemoryTier: Sendable {
         state.withLock { $0.removeVariants { $0.timing.responseTime < cutoff } }
     }
 
+    /// Tag-to-key links held (for tests: evicted entries leave none behind).
+    var tagIndexSize: Int { state.withLock { $0.tagLinks } }
+
     /// Objects are stored responses (variants), not keys.
     public var stats: (objects: Int, bytes: Int, evictions: Int) {
         state.withLock { ($0.objectCount, $0.bytes, $0.evictions) }
@@ -121,6 +124,8 @@ struct LRUIndex: ~Copyable {
         add(node)
         return true
     }
+
+    var tagLinks: Int { tagged.values.reduce(0) { $0 + $1.count } }
 
     private mutating func add(_ node: Node) {
         nodes[node.key] = node

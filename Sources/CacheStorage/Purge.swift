@@ -49,15 +49,25 @@ struct PurgeLog: ~Copyable {
     static let capacity = 4096
 
     mutating func record(_ scope: PurgeScope, soft: Bool) -> UInt64 {
-        latest += 1
-        entries.append((latest, scope, soft))
+        record(scope, soft: soft, number: latest + 1)
+    }
+
+    /// Records a purge under a number given by the caller (the disk tier
+    /// numbers purges and queued writes from one sequence).
+    @discardableResult
+    mutating func record(_ scope: PurgeScope, soft: Bool, number: UInt64) -> UInt64 {
+        latest = number
+        entries.append((number, scope, soft))
         if entries.count > Self.capacity {
             let drop = entries.count - Self.capacity
             forgottenUpTo = entries[drop - 1].number
             entries.removeFirst(drop)
         }
-        return latest
+        return number
     }
+
+    /// Forgets every purge: for when nothing older is in flight.
+    mutating func removeAll() { entries.removeAll() }
 
     /// Whether a response fetched since purge number `since` may be stored:
     /// refused when a later purge removed its key or tags, stored stale when

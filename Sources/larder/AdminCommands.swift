@@ -2,6 +2,22 @@ import ArgumentParser
 import CCurl
 import Foundation
 
+/// The token in an admin token file (its first line, trimmed); exits with
+/// a clear message when the file cannot be read or is empty.
+func readAdminToken(_ path: String) throws -> String {
+    guard let data = FileManager.default.contents(atPath: path) else {
+        complain("cannot read the admin token file \(path); check the path and its permissions")
+        throw Exit.failure
+    }
+    let token = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).first
+        .map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+    guard !token.isEmpty else {
+        complain("the admin token file \(path) is empty; put the token on its first line")
+        throw Exit.config
+    }
+    return token
+}
+
 /// Where the admin API is and how to authenticate: shared by purge and stats.
 struct AdminOptions: ParsableArguments {
     @Option(help: "Admin API base URL (default http://127.0.0.1:8081).")
@@ -11,13 +27,7 @@ struct AdminOptions: ParsableArguments {
     var adminTokenFile: String?
 
     func token() throws -> String? {
-        if let adminTokenFile {
-            guard let data = FileManager.default.contents(atPath: adminTokenFile) else {
-                complain("cannot read the admin token file \(adminTokenFile); check the path and its permissions")
-                throw Exit.failure
-            }
-            return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        }
+        if let adminTokenFile { return try readAdminToken(adminTokenFile) }
         if let env = ProcessInfo.processInfo.environment["LARDER_ADMIN_TOKEN"], !env.isEmpty { return env }
         return nil
     }

@@ -139,21 +139,9 @@ struct Serve: ParsableCommand {
     /// The admin token: from --admin-token-file, else LARDER_ADMIN_TOKEN,
     /// else the config's admin_token_file, else its admin_token.
     static func adminToken(_ settings: Settings, flagFile: String?) throws -> String? {
-        func read(_ path: String) throws -> String {
-            guard let data = FileManager.default.contents(atPath: path) else {
-                complain("cannot read the admin token file \(path); check the path and its permissions")
-                throw Exit.failure
-            }
-            let token = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-            guard !token.isEmpty else {
-                complain("the admin token file \(path) is empty; put the token on its first line")
-                throw Exit.config
-            }
-            return token
-        }
-        if let flagFile { return try read(flagFile) }
+        if let flagFile { return try readAdminToken(flagFile) }
         if let env = ProcessInfo.processInfo.environment["LARDER_ADMIN_TOKEN"], !env.isEmpty { return env }
-        if let file = settings.adminTokenFile { return try read(file) }
+        if let file = settings.adminTokenFile { return try readAdminToken(file) }
         return settings.adminToken
     }
 

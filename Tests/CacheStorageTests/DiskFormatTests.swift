@@ -37,8 +37,33 @@ final class DiskFormatTests: XCTestCase {
 
     func testVersionMismatchIsRejected() {
         var bytes = DiskFormat.encode(record())
-        bytes[4] = 2
-        XCTAssertThrowsError(try DiskFormat.decode(bytes)) { XCTAssertEqual($0 as? DiskFormat.Failure, .unsupportedVersion(2)) }
+        bytes[4] = 3
+        XCTAssertThrowsError(try DiskFormat.decode(bytes)) { XCTAssertEqual($0 as? DiskFormat.Failure, .unsupportedVersion(3)) }
+    }
+
+    func testTagsAndTheStaleFlagRoundTrip() throws {
+        var original = record()
+        original.tags = ["user-1", "v2"]
+        original.markedStale = true
+        XCTAssertEqual(try DiskFormat.decode(DiskFormat.encode(original)), original)
+        // The flag is outside the checksum: a soft purge sets it in place.
+        var bytes = DiskFormat.encode(record())
+        bytes[DiskFormat.flagsOffset] = UInt8(DiskFormat.staleFlag)
+        XCTAssertTrue(try DiskFormat.decode(bytes).markedStale)
+    }
+
+    func testVersionOneFilesAreStillRead() throws {
+        // Version 1: the same layout without the tag list at the end of the meta.
+        let current = record()
+        var meta = DiskFormat.encodeMeta(current)
+        meta.removeLast(4)  // the empty tag list's count
+        var sum = Checksum()
+        sum.add(meta)
+        sum.add(current.body)
+        var bytes = DiskFormat.fixedHeader(metaLength: meta.count, bodyLength: current.body.count, checksum: sum.value)
+        bytes[4] = 1
+        bytes += meta + current.body
+        XCTAssertEqual(try DiskFormat.decode(bytes), current)
     }
 
     func testMetaAloneDecodesWithoutTheBody() throws {

@@ -32,21 +32,8 @@ final class ConfiguredProxyTests: XCTestCase {
         return path
     }
 
-    /// A port nothing listens on: bind an ephemeral port, then close it.
-    private func deadPort() -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
-        close(fd)
-        return Int(UInt16(bigEndian: addr.sin_port))
-    }
-
     func testDeadUpstreamGives502() throws {
-        let larder = try startLarder(upstream: "http://127.0.0.1:\(deadPort())")
+        let larder = try startLarder(upstream: "http://127.0.0.1:\(unusedPort())")
         let c = try larder.client()
         let r = try c.get("/anything")
         XCTAssertEqual(r.status, 502)

@@ -32,9 +32,13 @@ final class ChildProcess {
     private var stdoutText = ""
     private var stderrText = ""
 
-    init(_ executable: String, _ arguments: [String]) throws {
+    /// `environment`: variables added to (or replacing) the test's own.
+    init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        }
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err
@@ -134,23 +138,49 @@ final class Origin {
     func stop() { child.stop() }
 }
 
-/// A running `larder serve`.
+/// A running `larder serve`. Its admin API listens on an ephemeral port
+/// (tests run side by side) unless `extra` says otherwise.
 final class LarderProcess {
     let child: ChildProcess
     let port: Int
+    /// nil when the admin API is off.
+    let adminPort: Int?
 
-    init(upstream: String, extra: [String] = []) throws {
+    init(upstream: String, extra: [String] = [], environment: [String: String] = [:]) throws {
+        let admin = extra.contains("--admin-listen") ? [] : ["--admin-listen", "127.0.0.1:0"]
         child = try ChildProcess(Paths.larder, ["serve", "--listen", "127.0.0.1:0", "--upstream", upstream,
-                                                "--workers", "2", "--log-level", "warning"] + extra)
-        guard let p = child.waitFor("listening on 127\\.0\\.0\\.1:(\\d+)").flatMap(Int.init) else {
+                                                "--workers", "2", "--log-level", "warning"] + admin + extra,
+                                 environment: environment)
+        guard let line = child.waitFor("(listening on 127\\.0\\.0\\.1:\\d+.*)"),
+              let p = line.firstMatch(of: #/listening on 127\.0\.0\.1:(\d+)/#).flatMap({ Int($0.1) }) else {
             child.stop()
             throw HarnessError("larder did not start: \(child.stderr)")
         }
         port = p
+        adminPort = line.firstMatch(of: #/admin API on [^ ]+:(\d+)/#).flatMap { Int($0.1) }
     }
 
     func client() throws -> HTTPClient { try HTTPClient(port: port) }
+    func adminClient() throws -> HTTPClient {
+        guard let adminPort else { throw HarnessError("the admin API is off") }
+        return try HTTPClient(port: adminPort)
+    }
+    var adminURL: String { "http://127.0.0.1:\(adminPort ?? 0)" }
     func stop() { child.stop() }
+}
+
+/// A port nothing listens on: bind an ephemeral port, then close it.
+func unusedPort() -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 ? getsockname(fd, $0, &length) : -1 }
+    }
+    return Int(UInt16(bigEndian: addr.sin_port))
 }
 
 struct HarnessError: Error, CustomStringConvertible {
@@ -203,6 +233,12 @@ final class HTTPClient {
     func get(_ target: String, headers: [String] = []) throws -> HTTPResponse {
         try send("GET \(target) HTTP/1.1\r\nHost: test\r\n" + headers.map { $0 + "\r\n" }.joined() + "\r\n")
         return try readResponse()
+    }
+
+    /// Any method, with an empty body.
+    func request(_ method: String, _ target: String, headers: [String] = []) throws -> HTTPResponse {
+        try send("\(method) \(target) HTTP/1.1\r\nHost: test\r\nContent-Length: 0\r\n" + headers.map { $0 + "\r\n" }.joined() + "\r\n")
+        return try readResponse(method: method)
     }
 
     /// Reads more bytes; false at end of stream.

@@ -1,0 +1,153 @@
+import XCTest
+import CacheSemantics
+import CacheStorage
+import Proxy
+@testable import Admin
+
+final class AdminAPITests: XCTestCase {
+    private var store: TieredStore!
+    private var now: Int64 = 1_000_000
+
+    override func setUp() {
+        store = TieredStore(memory: MemoryTier(limitBytes: 1 << 20), disk: nil) { _ in fatalError("no disk tier") }
+    }
+
+    private func api(token: String? = nil, cacheKey: @escaping (String) -> String = { $0 }) -> AdminAPI {
+        AdminAPI(store: store, stats: ProxyStats(), token: token, startedAt: 999_000, clock: { [unowned self] in now },
+                 cacheKey: cacheKey, log: { _ in })
+    }
+
+    private func put(_ key: String, tags: [String] = [], at time: Int64 = 1_000_000) {
+        let entry = CachedResponse(key: key, status: 200, headPrefix: Bytes([]), body: Bytes(Array("x".utf8)), headers: [],
+                                   timing: ResponseTiming(requestTime: time, responseTime: time, dateValue: nil, ageValue: 0),
+                                   lifetime: 60, cacheControl: CacheControl("max-age=60"), varyNames: [], varyValues: [],
+                                   tags: tags)
+        XCTAssertTrue(store.insert(entry, fetchedSince: store.fetchToken))
+    }
+
+    func testEveryRequestNeedsTheTokenWhenOneIsSet() {
+        let admin = api(token: "s3cret-token")
+        for (method, target) in [("GET", "/healthz"), ("GET", "/stats"), ("POST", "/purge?all=true"), ("PURGE", "/x")] {
+            let r = admin.handle(method: method, target: target, authorization: nil)
+            XCTAssertEqual(r.status, 401, target)
+            XCTAssertTrue(r.extraHeaders.contains { $0.0 == "WWW-Authenticate" })
+        }
+        XCTAssertEqual(admin.handle(method: "GET", target: "/healthz", authorization: "Bearer wrong").status, 401)
+        XCTAssertEqual(admin.handle(method: "GET", target: "/healthz", authorization: "Bearer s3cret-token-and-more").status, 401)
+        XCTAssertEqual(admin.handle(method: "GET", target: "/healthz", authorization: "Basic s3cret-token").status, 401)
+        XCTAssertEqual(admin.handle(method: "GET", target: "/healthz", authorization: "Bearer s3cret-token").body, "ok\n")
+        XCTAssertEqual(admin.handle(method: "GET", target: "/healthz", authorization: "bearer s3cret-token").status, 200)
+    }
+
+    func testConstantTimeComparison() {
+        XCTAssertTrue(AdminAPI.constantTimeEqual(Array("abc".utf8), Array("abc".utf8)))
+        XCTAssertFalse(AdminAPI.constantTimeEqual(Array("abc".utf8), Array("abd".utf8)))
+        XCTAssertFalse(AdminAPI.constantTimeEqual(Array("abc".utf8), Array("ab".utf8)))
+        XCTAssertFalse(AdminAPI.constantTimeEqual([], Array("a".utf8)))
+        // Lengths differing by a multiple of 256 must not look equal.
+        XCTAssertFalse(AdminAPI.constantTimeEqual([], [UInt8](repeating: 0, count: 256)))
+    }
+
+    func testPurgeKinds() {
+        let admin = api()
+        put("/a/1", tags: ["red"])
+        put("/a/2")
+        put("/b/1", tags: ["red"])
+        put("/c?x=1")
+        XCTAssertEqual(admin.handle(method: "POST", target: "/purge?tag=red", authorization: nil).body, "{\"purged\": 2}\n")
+        XCTAssertEqual(admin.handle(method: "POST", target: "/purge?prefix=/a/", authorization: nil).body, "{\"purged\": 1}\n")
+        // url= takes a percent-encoded path with its query, or a full URL.
+        XCTAssertEqual(admin.handle(method: "POST", target: "/purge?url=http%3A%2F%2Fexample.com%2Fc%3Fx%3D1", authorization: nil).body,
+                       "{\"purged\": 1}\n")
+        put("/d")
+        XCTAssertEqual(admin.handle(method: "PURGE", target: "/d", authorization: nil).body, "{\"purged\": 1}\n")
+        put("/e")
+        put("/f")
+        XCTAssertEqual(admin.handle(method: "POST", target: "/purge?all=true", authorization: nil).body, "{\"purged\": 2}\n")
+        XCTAssertEqual(store.memory.stats.objects, 0)
+    }
+
+    func testPurgeUsesTheRoutesCacheKey() {
+        // A route that ignores the query stores /p?utm=1 as /p.
+        let admin = api(cacheKey: { $0.split(separator: "?").first.map(String.init) ?? $0 })
+        put("/p")
+        XCTAssertEqual(admin.handle(method: "POST", target: "/purge?url=%2Fp%3Futm%3D1", authorization: nil).body, "{\"purged\": 1}\n")
+    }
+
+    func testSoftPurgeMarksStale() {
+        let admin = api()
+        put("/s", tags: ["t"])
+        XCTAssertEqual(admin.handle(method: "POST", target: "/purge?tag=t&soft=true", authorization: nil).body, "{\"purged\": 1}\n")
+        XCTAssertEqual(store.lookup("/s").first?.lifetime, 0)
+    }
+
+    func testBadRequestsGetClearErrors() {
+        let admin = api()
+        let cases: [(String, String, Int)] = [
+            ("POST", "/purge", 400),
+            ("POST", "/purge?url=/a&tag=b", 400),
+            ("POST", "/purge?url=ftp://x/a", 400),
+            ("POST", "/purge?prefix=a", 400),
+            ("POST", "/purge?tag=", 400),
+            ("POST", "/purge?all=yes", 400),
+            ("POST", "/purge?all=true&soft=maybe", 400),
+            ("POST", "/prune", 400),
+            ("POST", "/prune?older-than=soon", 400),
+            ("GET", "/purge?all=true", 405),
+            ("POST", "/stats", 405),
+            ("GET", "/nothing", 404),
+            ("PURGE", "*", 400),
+        ]
+        for (method, target, status) in cases {
+            let r = admin.handle(method: method, target: target, authorization: nil)
+            XCTAssertEqual(r.status, status, "\(method) \(target)")
+            XCTAssertTrue(r.body.hasPrefix("{\"error\": "), r.body)
+        }
+    }
+
+    func testPruneAndMemoryClear() {
+        let admin = api()
+        put("/old", at: now - 7200)
+        put("/new", at: now - 10)
+        XCTAssertEqual(admin.handle(method: "POST", target: "/prune?older-than=1h", authorization: nil).body, "{\"pruned\": 1}\n")
+        XCTAssertEqual(admin.handle(method: "POST", target: "/memory/clear", authorization: nil).body, "{\"dropped\": 1}\n")
+    }
+
+    func testStatsAndMetrics() throws {
+        let admin = api()
+        put("/x")
+        let stats = admin.handle(method: "GET", target: "/stats", authorization: nil)
+        XCTAssertEqual(stats.contentType, "application/json")
+        let json = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(stats.body.utf8)) as? [String: Any])
+        XCTAssertEqual(json["uptime_seconds"] as? Int, 1000)
+        XCTAssertEqual((json["memory"] as? [String: Any])?["objects"] as? Int, 1)
+        XCTAssertEqual((json["memory"] as? [String: Any])?["limit_bytes"] as? Int, 1 << 20)
+        XCTAssertTrue(json["disk"] is NSNull)
+        for key in ["hits", "misses", "stale_hits", "revalidations", "collapsed", "upstream_errors"] {
+            XCTAssertEqual(json[key] as? Int, 0, key)
+        }
+
+        _ = admin.handle(method: "POST", target: "/purge?all=true", authorization: nil)
+        let metrics = admin.handle(method: "GET", target: "/metrics", authorization: nil)
+        XCTAssertTrue(metrics.contentType.hasPrefix("text/plain; version=0.0.4"))
+        XCTAssertTrue(metrics.body.contains("# TYPE larder_hits_total counter"))
+        XCTAssertTrue(metrics.body.contains("larder_purged_objects_total 1"))
+        XCTAssertTrue(metrics.body.contains("larder_memory_limit_bytes 1048576"))
+    }
+
+    func testTargetFromPathOrURL() {
+        XCTAssertEqual(AdminAPI.target(fromPathOrURL: "/a?b"), "/a?b")
+        XCTAssertEqual(AdminAPI.target(fromPathOrURL: "https://h:8/a/b?c=1"), "/a/b?c=1")
+        XCTAssertEqual(AdminAPI.target(fromPathOrURL: "http://h"), "/")
+        XCTAssertEqual(AdminAPI.target(fromPathOrURL: "http://h?q"), "/?q")
+        XCTAssertNil(AdminAPI.target(fromPathOrURL: "a/b"))
+        XCTAssertNil(AdminAPI.target(fromPathOrURL: "http://"))
+        XCTAssertEqual(AdminAPI.durationSeconds("90s"), 90)
+        XCTAssertEqual(AdminAPI.durationSeconds("2h"), 7200)
+        XCTAssertEqual(AdminAPI.durationSeconds("7d"), 604_800)
+        XCTAssertEqual(AdminAPI.durationSeconds("15"), 15)
+        XCTAssertNil(AdminAPI.durationSeconds("h"))
+        XCTAssertNil(AdminAPI.durationSeconds("-5m"))
+        XCTAssertEqual(AdminAPI.percentDecode("%2Fa%3f+b%zz"), "/a?+b%zz")
+    }
+}
