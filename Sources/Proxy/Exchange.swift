@@ -45,6 +45,15 @@ final class Exchange: UpstreamTransferDelegate {
     /// since then that matches keeps this response out of the cache.
     private var fetchToken: UInt64 = 0
 
+    // Access log (only filled in when it is on).
+    private let startMilliseconds: UInt64
+    private var accessStatus = 0
+    /// The Cache-Status sent: a whole "Cache-Status: ...\r\n" line or the value.
+    private var accessCache: [UInt8] = []
+    /// Body bytes of an answer from the store (forwarded ones count `receivedBody`).
+    private var accessBodyBytes: Int?
+    private var accessLogged = false
+
     /// What will become a `CachedResponse` when the body is complete.
     private struct PendingStore {
         var status: Int
@@ -63,6 +72,7 @@ final class Exchange: UpstreamTransferDelegate {
         self.worker = connection.worker
         isCacheLookup = head.method == "GET" || head.method == "HEAD"
         key = connection.worker.configuration.routes.cacheKey(head.pathAndQuery)
+        startMilliseconds = connection.worker.accessLog == nil ? 0 : EventLoop.nowMilliseconds()
     }
 
     private var keepAlive: Bool { request.keepAlive && !worker.draining }
@@ -81,6 +91,7 @@ final class Exchange: UpstreamTransferDelegate {
            let name = request.combinedHeader("larder-cache-policy") {
             guard let chosen = RequestPolicy(name: name) else {
                 responseStarted = true
+                noteAnswer(400, cache: [], bodyBytes: 0)
                 connection.enqueue(ResponseSerializer.simple(
                     status: 400, body: "unknown Larder-Cache-Policy \"\(name)\"; valid names: "
                         + RequestPolicy.validNames.joined(separator: ", "), close: !keepAlive))
@@ -158,6 +169,7 @@ final class Exchange: UpstreamTransferDelegate {
     private func sendCacheOnlyMiss(detail: String, _ message: String) {
         responseStarted = true
         let status = HeaderField(name: "cache-status", value: "larder; detail=\(detail)")
+        noteAnswer(504, cache: Array(status.value.utf8), bodyBytes: message.utf8.count + 1)
         connection.enqueue(ResponseSerializer.simple(status: 504, body: message, close: !keepAlive, extra: [status]))
         complete()
     }
@@ -182,6 +194,7 @@ final class Exchange: UpstreamTransferDelegate {
         if clientIsNotModified(etag: entry.etag, lastModified: entry.lastModified, dateValue: entry.timing.dateValue),
            entry.status == 200 {
             responseStarted = true
+            noteAnswer(304, cache: cacheStatus, bodyBytes: 0)
             sendNotModified(entry.headers, age: age, now: now, cacheStatus: cacheStatus)
             complete()
             return true
@@ -203,6 +216,9 @@ final class Exchange: UpstreamTransferDelegate {
                 sendPartial(entry, file: file, first: nil, last: nil, age: age, now: now, cacheStatus: cacheStatus)
                 return true
             }
+        }
+        if worker.accessLog != nil {
+            noteAnswer(entry.status, cache: cacheStatus, bodyBytes: request.method == "HEAD" ? 0 : entry.bodyLength)
         }
         var tail: [UInt8] = []
         tail.reserveCapacity(128)
@@ -228,6 +244,7 @@ final class Exchange: UpstreamTransferDelegate {
     private func sendPartial(_ entry: CachedResponse, file: OpenFile?, first: Int?, last: Int?, age: Int, now: Int64,
                              cacheStatus: [UInt8]) {
         let length = entry.bodyLength
+        noteAnswer(first != nil ? 206 : 416, cache: cacheStatus, bodyBytes: first.flatMap { f in last.map { $0 - f + 1 } } ?? 0)
         var head = Array((first != nil ? "HTTP/1.1 206 Partial Content\r\n" : "HTTP/1.1 416 Range Not Satisfiable\r\n").utf8)
         for field in entry.headers where !builder.isHidden(field.name) {
             switch field.name {
@@ -408,6 +425,7 @@ final class Exchange: UpstreamTransferDelegate {
             if status < 400 { invalidateAfterUnsafe(headers) }
         }
 
+        noteAnswer(answerNotModified ? 304 : status, cache: Array(cacheStatus.utf8), bodyBytes: answerNotModified ? 0 : nil)
         if answerNotModified {
             // The body still streams into the store; the client gets a 304.
             framing = .none
@@ -597,6 +615,7 @@ final class Exchange: UpstreamTransferDelegate {
                 worker.logger.warning("upstream failed mid-response for \(request.method) \(key): \(error.message)")
                 finished = true
                 releaseLeadership()
+                logAccess()
                 connection.exchangeAborted()
                 return
             }
@@ -614,6 +633,7 @@ final class Exchange: UpstreamTransferDelegate {
             dropStore()
             finished = true
             releaseLeadership()
+            logAccess()
             connection.exchangeAborted()
             return
         }
@@ -625,6 +645,7 @@ final class Exchange: UpstreamTransferDelegate {
         if framing == .untilClose {
             finished = true
             releaseLeadership()
+            logAccess()
             connection.exchangeAborted()  // close-delimited: closing ends the body
             return
         }
@@ -664,6 +685,7 @@ final class Exchange: UpstreamTransferDelegate {
             extra.append(HeaderField(name: "cache-status",
                                      value: CacheStatus.forward(forwardReason, stored: false, detail: "upstream-error")))
         }
+        noteAnswer(status, cache: Array((extra.first?.value ?? "").utf8), bodyBytes: message.utf8.count + 1)
         connection.enqueue(ResponseSerializer.simple(status: status, body: message, close: !keepAlive, extra: extra))
         complete()
     }
@@ -671,7 +693,35 @@ final class Exchange: UpstreamTransferDelegate {
     private func complete() {
         finished = true
         releaseLeadership()
+        logAccess()
         connection.exchangeFinished(keepAlive: keepAlive)
+    }
+
+    // MARK: access log
+
+    /// Remembers what the client is being sent, for the access log.
+    @inline(__always)
+    private func noteAnswer(_ status: Int, cache: @autoclosure () -> [UInt8], bodyBytes: Int?) {
+        guard worker.accessLog != nil else { return }
+        accessStatus = status
+        accessCache = cache()
+        accessBodyBytes = bodyBytes
+    }
+
+    /// One line per request, when the access log is on: at completion, or
+    /// when the exchange ends early (status 0 if nothing was sent).
+    private func logAccess() {
+        guard worker.accessLog != nil, !accessLogged else { return }
+        accessLogged = true
+        var cache = accessCache[...]
+        let prefix = Array("Cache-Status: ".utf8), name = Array("larder; ".utf8)
+        if cache.starts(with: prefix) { cache = cache.dropFirst(prefix.count) }
+        if cache.starts(with: name) { cache = cache.dropFirst(name.count) }
+        while let last = cache.last, last == 0x0D || last == 0x0A { cache = cache.dropLast() }
+        worker.logAccess(client: connection.peer, method: request.method, target: request.target, status: accessStatus,
+                         bodyBytes: accessBodyBytes ?? receivedBody,
+                         milliseconds: EventLoop.nowMilliseconds() &- startMilliseconds,
+                         cache: cache.isEmpty ? "-" : String(decoding: cache, as: UTF8.self))
     }
 
     // MARK: collapsing
@@ -734,6 +784,7 @@ final class Exchange: UpstreamTransferDelegate {
     }
 
     func cancel() {
+        logAccess()
         finished = true
         worker.loop.cancel(waitTimer)
         releaseLeadership()

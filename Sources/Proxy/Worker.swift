@@ -16,6 +16,10 @@ public final class Worker: IOHandler {
     let stats: ProxyStats
     let logger: Logger
     let upstream: UpstreamClient
+    /// nil: access logging is off.
+    let accessLog: AccessLog?
+    private var accessBuffer = AccessLogBuffer()
+    private var accessFlushPending = false
     /// Read buffer shared by this worker's connections (one thread, one at a time).
     var scratch = [UInt8](repeating: 0, count: 64 * 1024)
     var dateHeader = DateHeader()
@@ -26,7 +30,8 @@ public final class Worker: IOHandler {
     private var onDrained: (() -> Void)?
 
     public init(listener: Int32, configuration: ProxyConfiguration, store: TieredStore, collapser: Collapser, stats: ProxyStats,
-                logger: Logger) throws(SystemError) {
+                logger: Logger, accessLog: AccessLog? = nil) throws(SystemError) {
+        self.accessLog = accessLog
         loop = try EventLoop()
         self.listener = listener
         self.configuration = configuration
@@ -126,7 +131,27 @@ public final class Worker: IOHandler {
         }
     }
 
+    /// Queues one access log line; lines go out in batches.
+    func logAccess(client: String, method: String, target: String, status: Int, bodyBytes: Int, milliseconds: UInt64,
+                   cache: String) {
+        guard let accessLog else { return }
+        accessBuffer.append(now: EventLoop.wallSeconds(), client: client, method: method, target: target, status: status,
+                            bodyBytes: bodyBytes, milliseconds: milliseconds, cache: cache)
+        if accessBuffer.bytes.count >= AccessLogBuffer.flushBytes {
+            accessLog.write(accessBuffer.take())
+        } else if !accessFlushPending {
+            accessFlushPending = true
+            loop.schedule(after: 1000) { [weak self] in self?.flushAccessLog() }
+        }
+    }
+
+    private func flushAccessLog() {
+        accessFlushPending = false
+        if let accessLog, !accessBuffer.bytes.isEmpty { accessLog.write(accessBuffer.take()) }
+    }
+
     private func finishDrain() {
+        flushAccessLog()
         guard let done = onDrained else { return }
         onDrained = nil
         loop.stop()

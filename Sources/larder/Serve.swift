@@ -76,6 +76,15 @@ struct Serve: ParsableCommand {
         Self.installLifetimeRules(proxyConfig.routes, store: store)
         let stats = ProxyStats()
         let collapser = Collapser()
+        var accessLog: AccessLog?
+        if let destination = settings.accessLog {
+            do {
+                accessLog = try AccessLog(destination: destination)
+            } catch {
+                complain("\(error); fix access_log in the config file (stdout, stderr, a file path, or off)")
+                throw Exit.failure
+            }
+        }
 
         // The first listener fixes the port (it may be 0); the others join it
         // with SO_REUSEPORT so the kernel spreads connections over workers.
@@ -86,7 +95,7 @@ struct Serve: ParsableCommand {
                 let listener = try Socket.listen(host: settings.listenHost, port: port, reusePort: true)
                 port = listener.port
                 workers.append(try Worker(listener: listener.fd, configuration: proxyConfig, store: store, collapser: collapser,
-                                          stats: stats, logger: logger))
+                                          stats: stats, logger: logger, accessLog: accessLog))
             }
         } catch {
             complain("cannot \(error); choose another address with --listen or the listen key")
@@ -131,7 +140,11 @@ struct Serve: ParsableCommand {
             routesForAdmin.withLock { $0 = routes }
         }
         try waitForSignals(signals, workers: workers, drainTimeoutMilliseconds: UInt64(settings.drainTimeoutMilliseconds),
-                           logger: logger, reload: reload.reload)
+                           logger: logger) {
+            reload.reload()
+            // Log rotation: every SIGHUP reopens the access log file.
+            if let problem = accessLog?.reopen() { logger.error("SIGHUP: \(problem); still writing to the old file") }
+        }
         // Leave the disk tier with every completed write in place.
         disk?.flush(timeoutSeconds: 10)
     }

@@ -325,3 +325,61 @@ final class AdminEndToEndTests: XCTestCase {
         XCTAssertEqual(try cli(["purge"]).status, 64)
     }
 }
+
+/// The access log: one line per request, to a file (reopened on SIGHUP).
+final class AccessLogTests: XCTestCase {
+    func testOneLinePerRequestWithTheCacheResult() throws {
+        let origin = try Origin()
+        defer { origin.stop() }
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("larder-access-\(UUID().uuidString)").path
+        let config = base + ".toml", log = base + ".log"
+        defer { for p in [config, log, log + ".1"] { try? FileManager.default.removeItem(atPath: p) } }
+        try "access_log = \"\(log)\"\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let l = try LarderProcess(upstream: origin.url, extra: ["--config", config])
+        defer { l.stop() }
+        let c = try l.client()
+        _ = try c.get("/logged?size=100")
+        _ = try c.get("/logged?size=100")
+        _ = try c.request("HEAD", "/logged?size=100")
+
+        func lines(atLeast n: Int, in path: String) -> [String] {
+            let deadline = Date().addingTimeInterval(10)
+            while true {
+                let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+                let lines = text.split(separator: "\n").map(String.init)
+                if lines.count >= n || Date() > deadline { return lines }
+                usleep(50_000)
+            }
+        }
+        let written = lines(atLeast: 3, in: log)
+        XCTAssertEqual(written.count, 3, written.joined(separator: "\n"))
+        // TIME CLIENT METHOD TARGET STATUS BYTES MILLISECONDS "CACHE"
+        let pattern = #/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ 127\.0\.0\.1 (GET|HEAD) /logged\?size=100 200 (\d+) \d+ "(.*)"/#
+        let parsed = written.compactMap { try? pattern.wholeMatch(in: $0) }
+        XCTAssertEqual(parsed.count, 3, written.joined(separator: "\n"))
+        guard parsed.count == 3 else { return }
+        XCTAssertEqual(parsed[0].output.2, "100")
+        XCTAssertEqual(parsed[0].output.3, "fwd=uri-miss; stored")
+        XCTAssertTrue(parsed[1].output.3.hasPrefix("hit; ttl="), String(parsed[1].output.3))
+        XCTAssertEqual(parsed[2].output.1, "HEAD")
+        XCTAssertEqual(parsed[2].output.2, "0")
+
+        // logrotate: move the file away, SIGHUP, and new lines go to a new file.
+        try FileManager.default.moveItem(atPath: log, toPath: log + ".1")
+        kill(l.child.process.processIdentifier, SIGHUP)
+        let deadline = Date().addingTimeInterval(10)
+        while !FileManager.default.fileExists(atPath: log) && Date() < deadline { usleep(20_000) }
+        _ = try c.get("/after-rotation")
+        XCTAssertEqual(lines(atLeast: 1, in: log).first?.contains("/after-rotation"), true)
+    }
+
+    func testAnUnwritableAccessLogIsAClearError() throws {
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("larder-access-\(UUID().uuidString).toml").path
+        defer { try? FileManager.default.removeItem(atPath: config) }
+        try "access_log = \"/nonexistent-dir/access.log\"\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let child = try ChildProcess(Paths.larder, ["serve", "--config", config, "--upstream", "http://127.0.0.1:1",
+                                                    "--listen", "127.0.0.1:0", "--admin-listen", "none"])
+        XCTAssertEqual(child.waitForExit(timeout: 15), 1)
+        XCTAssertNotNil(child.waitFor("cannot open the access log /nonexistent-dir/access.log", timeout: 2), child.stderr)
+    }
+}

@@ -1,0 +1,121 @@
+import EventLoop
+import HTTP1
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where access log lines go: stdout, stderr or a file opened for
+/// appending. Shared by the workers; each hands it whole lines in one
+/// write(2), so lines from different workers never interleave.
+public final class AccessLog: Sendable {
+    /// nil for stdout or stderr.
+    public let path: String?
+    private let fd: Atomic<Int32>
+
+    public struct OpenError: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// `destination`: "stdout", "stderr" or a file path.
+    public init(destination: String) throws(OpenError) {
+        switch destination {
+        case "stdout":
+            path = nil
+            fd = Atomic(1)
+        case "stderr":
+            path = nil
+            fd = Atomic(2)
+        default:
+            path = destination
+            fd = Atomic(try Self.open(destination))
+        }
+    }
+
+    private static func open(_ path: String) throws(OpenError) -> Int32 {
+        let fd = Glibc.open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            throw OpenError(description: "cannot open the access log \(path): \(String(cString: strerror(errno)))")
+        }
+        return fd
+    }
+
+    /// Opens the file again (after logrotate moved it). Returns an error
+    /// message and keeps the old file when that fails.
+    public func reopen() -> String? {
+        guard let path else { return nil }
+        do {
+            let old = fd.exchange(try Self.open(path), ordering: .acquiringAndReleasing)
+            close(old)
+            return nil
+        } catch {
+            return error.description
+        }
+    }
+
+    /// Writes whole lines. A failing log never stops serving.
+    func write(_ bytes: [UInt8]) {
+        let fd = fd.load(ordering: .acquiring)
+        bytes.withUnsafeBytes { raw in
+            var done = 0
+            while done < raw.count {
+                let n = Glibc.write(fd, raw.baseAddress! + done, raw.count - done)
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { return }
+                done += n
+            }
+        }
+    }
+}
+
+/// One worker's pending access log lines: formatted on the loop thread,
+/// written in batches (at 32 KiB, or within a second).
+struct AccessLogBuffer {
+    private(set) var bytes: [UInt8] = []
+    private var second: Int64 = -1
+    private var stamp: [UInt8] = []
+
+    static let flushBytes = 32 * 1024
+
+    /// Appends `TIME CLIENT METHOD TARGET STATUS BYTES MILLISECONDS "CACHE"`.
+    mutating func append(now: Int64, client: String, method: String, target: String, status: Int, bodyBytes: Int,
+                         milliseconds: UInt64, cache: String) {
+        if now != second {
+            second = now
+            stamp = Self.iso8601(now)
+        }
+        bytes.append(contentsOf: stamp)
+        bytes.append(0x20)
+        bytes.append(contentsOf: client.utf8)
+        bytes.append(0x20)
+        bytes.append(contentsOf: method.utf8)
+        bytes.append(0x20)
+        bytes.append(contentsOf: target.utf8)
+        bytes.append(0x20)
+        ResponseSerializer.appendDecimal(status, to: &bytes)
+        bytes.append(0x20)
+        ResponseSerializer.appendDecimal(bodyBytes, to: &bytes)
+        bytes.append(0x20)
+        ResponseSerializer.appendDecimal(Int(milliseconds), to: &bytes)
+        bytes.append(contentsOf: " \"".utf8)
+        bytes.append(contentsOf: cache.utf8)
+        bytes.append(contentsOf: "\"\n".utf8)
+    }
+
+    mutating func take() -> [UInt8] {
+        defer { bytes.removeAll(keepingCapacity: true) }
+        return bytes
+    }
+
+    /// 2026-11-22T10:31:59Z
+    static func iso8601(_ seconds: Int64) -> [UInt8] {
+        var t = time_t(seconds)
+        var parts = tm()
+        gmtime_r(&t, &parts)
+        func two(_ v: Int32) -> [UInt8] { [UInt8(48 + v / 10), UInt8(48 + v % 10)] }
+        let year = Int(parts.tm_year) + 1900
+        return Array(String(year).utf8) + [UInt8(ascii: "-")] + two(parts.tm_mon + 1) + [UInt8(ascii: "-")] + two(parts.tm_mday)
+            + [UInt8(ascii: "T")] + two(parts.tm_hour) + [UInt8(ascii: ":")] + two(parts.tm_min) + [UInt8(ascii: ":")]
+            + two(parts.tm_sec) + [UInt8(ascii: "Z")]
+    }
+}
