@@ -45,6 +45,12 @@ final class Exchange: UpstreamTransferDelegate {
     /// since then that matches keeps this response out of the cache.
     private var fetchToken: UInt64 = 0
 
+    /// Upstream attempts that failed to connect, for bounded retries.
+    private var failedAttempts = 0
+    /// The client went away but the response is being fetched to the end
+    /// and stored (finish_store_limit); the worker keeps this alive.
+    private var orphaned = false
+
     // Access log (only filled in when it is on).
     private let startMilliseconds: UInt64
     private var accessStatus = 0
@@ -525,6 +531,12 @@ final class Exchange: UpstreamTransferDelegate {
     }
 
     func upstreamDidReceiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        if orphaned {
+            receivedBody += bytes.count
+            storeBody(bytes)
+            if store == nil { abandonOrphan() }
+            return true
+        }
         guard !finished, !answeredFromStore else { return true }
         if framing != .none && connection.isCongested {
             upstreamPaused = true
@@ -605,9 +617,27 @@ final class Exchange: UpstreamTransferDelegate {
     }
 
     func upstreamDidComplete(_ error: UpstreamError?) {
+        if orphaned {
+            transfer = nil
+            if error == nil, expectedLength == nil || receivedBody == expectedLength { commitStore() } else { dropStore() }
+            abandonOrphan()
+            return
+        }
         guard !finished else { return }
         transfer = nil
         if answeredFromStore { return }
+        if case .unreachable(let message) = error, mayRetry {
+            // The connection failed before any response byte: an idempotent
+            // request without a body can safely go again (on a later loop
+            // turn: libcurl must not be re-entered from its callback).
+            failedAttempts += 1
+            worker.logger.info("upstream connection failed for \(request.method) \(key) (\(message)); retry \(failedAttempts)")
+            worker.loop.schedule(after: 0) { [weak self] in
+                guard let self, !self.finished else { return }
+                self.forward()
+            }
+            return
+        }
         if let error {
             ProxyStats.bump(worker.stats.upstreamErrors)
             dropStore()
@@ -724,6 +754,46 @@ final class Exchange: UpstreamTransferDelegate {
                          cache: cache.isEmpty ? "-" : String(decoding: cache, as: UTF8.self))
     }
 
+    /// RFC 9110 section 9.2.2: idempotent methods may be retried when the
+    /// connection fails; a streamed request body cannot be replayed.
+    private var mayRetry: Bool {
+        guard !responseStarted, failedAttempts < worker.configuration.upstreamRetries, request.framing == .none else { return false }
+        switch request.method {
+        case "GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE": return true
+        default: return false
+        }
+    }
+
+    // MARK: finishing a store without its client
+
+    /// Whether the fetch should go on after the client left: a storable
+    /// response small enough (finish_store_limit) is completed and stored,
+    /// so the work is not wasted and collapsed waiters still get it.
+    private var shouldFinishWithoutClient: Bool {
+        guard store != nil, transfer != nil, !answeredFromStore else { return false }
+        let limit = worker.configuration.finishStoreLimitBytes
+        return limit > 0 && max(expectedLength ?? 0, receivedBody) <= limit
+    }
+
+    private func becomeOrphan() {
+        orphaned = true
+        worker.adopt(self)
+        if upstreamPaused {
+            upstreamPaused = false
+            transfer?.resume()
+        }
+    }
+
+    /// The orphaned fetch is over (stored or not): waiters may go on.
+    private func abandonOrphan() {
+        guard orphaned else { return }
+        orphaned = false
+        transfer?.cancel()
+        transfer = nil
+        releaseLeadership()
+        worker.release(self)
+    }
+
     // MARK: collapsing
 
     /// Whether this exchange leads a collapsed fetch of its key.
@@ -787,6 +857,10 @@ final class Exchange: UpstreamTransferDelegate {
         logAccess()
         finished = true
         worker.loop.cancel(waitTimer)
+        if shouldFinishWithoutClient {
+            becomeOrphan()
+            return
+        }
         releaseLeadership()
         dropStore()
         transfer?.cancel()

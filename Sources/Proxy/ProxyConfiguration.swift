@@ -23,6 +23,13 @@ public struct ProxyConfiguration: Sendable {
     /// Remove Surrogate-Key and Cache-Tag (purge tags) from responses before
     /// clients see them.
     public var stripTagHeaders = true
+    /// Retries of idempotent, bodiless requests whose upstream connection
+    /// failed before any response byte arrived.
+    public var upstreamRetries = 2
+    /// When a client disconnects from a storable response of at most this
+    /// many bytes (Content-Length, or what has arrived), the fetch goes on
+    /// and the response is stored (0: the fetch is abandoned).
+    public var finishStoreLimitBytes = 8 << 20
     /// `[[route]]` rules by path prefix.
     public var routes = RouteTable()
     /// A connection waiting for its next request is closed after this long.

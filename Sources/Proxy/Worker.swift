@@ -106,6 +106,18 @@ public final class Worker: IOHandler {
         refresh.start(peer: peer)
     }
 
+    /// Exchanges whose client left while their response is still being
+    /// fetched to be stored; held here until they finish.
+    private var orphans: [ObjectIdentifier: Exchange] = [:]
+
+    func adopt(_ exchange: Exchange) { orphans[ObjectIdentifier(exchange)] = exchange }
+
+    /// Deferred: the exchange is still on the stack when it lets go.
+    func release(_ exchange: Exchange) {
+        let id = ObjectIdentifier(exchange)
+        loop.execute { [weak self] in self?.orphans[id] = nil }
+    }
+
     func connectionClosed(_ connection: ClientConnection) {
         connections[ObjectIdentifier(connection)] = nil
         if draining && connections.isEmpty { finishDrain() }

@@ -53,9 +53,8 @@ struct Serve: ParsableCommand {
             throw Exit.failure
         }
 
+        let workerCount = settings.effectiveWorkers
         let proxyConfig = Self.proxyConfiguration(settings, upstream: upstream)
-
-        let workerCount = settings.workers > 0 ? settings.workers : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
         let memory = MemoryTier(limitBytes: settings.memoryLimitBytes)
         var disk: DiskTier?
         if let directory = settings.cacheDirectory {
@@ -177,6 +176,8 @@ struct Serve: ParsableCommand {
         proxyConfig.allowClientPolicy = settings.allowClientPolicy
         proxyConfig.routes = RouteTable(settings.routes)
         proxyConfig.stripTagHeaders = settings.stripTagHeaders
+        proxyConfig.upstreamRetries = settings.upstreamRetries
+        proxyConfig.finishStoreLimitBytes = settings.finishStoreLimitBytes
         proxyConfig.keepAliveTimeoutMilliseconds = UInt64(settings.keepAliveTimeoutMilliseconds)
         proxyConfig.headerTimeoutMilliseconds = UInt64(settings.headerTimeoutMilliseconds)
         proxyConfig.limits.maxHeaderBytes = settings.maxHeaderBytes
@@ -187,6 +188,9 @@ struct Serve: ParsableCommand {
         proxyConfig.upstream.idleTimeoutSeconds = max(1, settings.upstreamIdleTimeoutMilliseconds / 1000)
         proxyConfig.upstream.caFile = settings.upstreamCAFile
         proxyConfig.upstream.verifyTLS = settings.upstreamTLSVerify
+        // The connection limit is shared out over the workers' curl handles.
+        let workers = settings.effectiveWorkers
+        proxyConfig.upstream.maxConnectionsPerHost = max(1, (settings.upstreamMaxConnections + workers - 1) / workers)
         return proxyConfig
     }
 
@@ -284,6 +288,7 @@ final class Reloader {
             ("admin_listen", next.adminHost != running.adminHost || next.adminPort != running.adminPort),
             ("admin_token", next.adminToken != running.adminToken || next.adminTokenFile != running.adminTokenFile),
             ("access_log", next.accessLog != running.accessLog),
+            ("upstream_max_connections", next.upstreamMaxConnections != running.upstreamMaxConnections),
         ]
         for (key, changed) in restartOnly where changed {
             logger.warning("SIGHUP: \(key) changed in \(file); it takes effect after a restart")

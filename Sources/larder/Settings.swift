@@ -1,4 +1,7 @@
 import CacheSemantics
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import Proxy
 
@@ -45,6 +48,15 @@ struct Settings {
     var adminToken: String?
     var adminTokenFile: String?
     var stripTagHeaders = true
+    /// Retries of idempotent requests without a body when the upstream
+    /// connection fails before any response byte.
+    var upstreamRetries = 2
+    /// Concurrent upstream connections, all workers together; more
+    /// requests queue (inside libcurl) until one is free.
+    var upstreamMaxConnections = 512
+    /// A storable response whose client disconnects is still fetched and
+    /// stored when it is at most this large (0: never).
+    var finishStoreLimitBytes = 8 << 20
     /// nil: off; "stdout", "stderr" or a file path.
     var accessLog: String?
 }
@@ -73,6 +85,7 @@ enum ConfigKey: String, CaseIterable {
     case upstream_connect_timeout, upstream_timeout, upstream_idle_timeout, upstream_ca_file, upstream_tls_verify
     case keepalive_timeout, header_timeout, max_header_size, max_target_size, max_body_size, drain_timeout
     case admin_listen, admin_token, admin_token_file, strip_tag_headers, access_log
+    case upstream_retries, upstream_max_connections, finish_store_limit
 
     enum Kind { case string, size, duration, integer, bool, lifetime }
 
@@ -81,10 +94,11 @@ enum ConfigKey: String, CaseIterable {
         case .listen, .upstream, .log_level, .cache_mode, .upstream_ca_file, .targeted_cache_control, .cache_dir, .policy,
              .admin_listen, .admin_token, .admin_token_file, .access_log:
             return .string
-        case .memory_limit, .disk_limit, .max_object_size, .max_header_size, .max_target_size, .max_body_size: return .size
+        case .memory_limit, .disk_limit, .max_object_size, .max_header_size, .max_target_size, .max_body_size,
+             .finish_store_limit: return .size
         case .upstream_connect_timeout, .upstream_timeout, .upstream_idle_timeout, .keepalive_timeout,
              .header_timeout, .drain_timeout: return .duration
-        case .workers: return .integer
+        case .workers, .upstream_retries, .upstream_max_connections: return .integer
         case .upstream_tls_verify, .allow_client_policy, .strip_tag_headers: return .bool
         case .memory_ttl, .disk_ttl: return .lifetime
         }
@@ -99,6 +113,9 @@ enum RawValue {
 }
 
 extension Settings {
+    /// Worker threads after resolving 0 (one per core).
+    var effectiveWorkers: Int { workers > 0 ? workers : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
+
     /// The disk tier's lifetime after resolving "mirror".
     var effectiveDiskTTLSeconds: Int? { diskMirrorsMemory ? memoryTTLSeconds : diskTTLSeconds }
 
@@ -127,6 +144,7 @@ extension Settings {
                 guard bytes >= 256 else { return "must be at least 256 bytes" }
                 maxTargetBytes = bytes
             case .max_body_size: maxBodyBytes = bytes
+            case .finish_store_limit: finishStoreLimitBytes = bytes
             default: break
             }
         case .duration:
@@ -148,8 +166,17 @@ extension Settings {
                 if case .string(let s) = value, let n = Int(s) { return apply(key, .integer(n)) }
                 return "expected an integer"
             }
-            guard n >= 0, n <= 256 else { return "must be between 0 (one per core) and 256" }
-            workers = n
+            switch key {
+            case .upstream_retries:
+                guard n >= 0, n <= 10 else { return "must be between 0 and 10" }
+                upstreamRetries = n
+            case .upstream_max_connections:
+                guard n >= 1, n <= 100_000 else { return "must be between 1 and 100000" }
+                upstreamMaxConnections = n
+            default:
+                guard n >= 0, n <= 256 else { return "must be between 0 (one per core) and 256" }
+                workers = n
+            }
         case .bool:
             guard case .bool(let b) = value else { return "expected true or false" }
             switch key {

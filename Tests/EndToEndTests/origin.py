@@ -23,6 +23,10 @@ Query parameters on any path:
   tags=a b      add Surrogate-Key (and the same as Cache-Tag)
   skey=a b      add only Surrogate-Key; ctag=a,b only Cache-Tag
   hop=1         add hop-by-hop fields (Connection: X-Hop-Secret, Keep-Alive, ...)
+  reset=N       the first N requests to this path get the connection closed
+                without any response
+  trickle=S     send the body in 10 pieces, S seconds apart; a reader that
+                goes away is recorded ("aborted" in /__last)
 Run as "origin.py PORT --tls CERT KEY" to serve https.
 Special paths:
   /__count?key=PATH   how many requests PATH received (text)
@@ -97,6 +101,10 @@ class Handler(BaseHTTPRequestHandler):
                 "body_sha256": hashlib.sha256(body_in).hexdigest(),
                 "peer_port": self.client_address[1],
             }
+        if "reset" in q and counts[self.path] <= int(q["reset"]):
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
         if "delay" in q:
             time.sleep(float(q["delay"]))
         status = int(q.get("status", "200"))
@@ -143,6 +151,7 @@ class Handler(BaseHTTPRequestHandler):
             headers["Keep-Alive"] = "timeout=5"
             headers["Upgrade"] = "h2c"
         headers["X-Origin-Count"] = str(counts[self.path])
+        self.trickle = float(q["trickle"]) if "trickle" in q else None
         self.send(status, body, headers, chunked=q.get("chunked") == "1")
 
     def not_modified(self, headers):
@@ -167,6 +176,18 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if self.command == "HEAD" or status == 304:
+            return
+        if getattr(self, "trickle", None) is not None and not chunked:
+            step = max(1, len(body) // 10 + 1)
+            try:
+                for i in range(0, len(body), step):
+                    self.wfile.write(body[i:i + step])
+                    self.wfile.flush()
+                    time.sleep(self.trickle)
+            except (BrokenPipeError, ConnectionResetError):
+                with lock:
+                    last[self.path]["aborted"] = True
+                self.close_connection = True
             return
         if chunked:
             step = max(1, len(body) // 7 + 1)

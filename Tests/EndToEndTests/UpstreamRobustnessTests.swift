@@ -1,0 +1,91 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Retries after failed upstream connections, and fetches that finish (and
+/// store) after their client went away.
+final class UpstreamRobustnessTests: ProxyTestCase {
+    func testAnIdempotentRequestIsRetriedWhenTheConnectionFails() throws {
+        let c = try larder.client()
+        let r = try c.get("/retry?reset=1")
+        XCTAssertEqual(r.status, 200)
+        XCTAssertEqual(try origin.count("/retry?reset=1"), 2, "one failed attempt, one retry")
+    }
+
+    func testRetriesAreBounded() throws {
+        let r = try larder.client().get("/retry-forever?reset=100")
+        XCTAssertEqual(r.status, 502)
+        XCTAssertEqual(try origin.count("/retry-forever?reset=100"), 3, "the first attempt and upstream_retries = 2")
+    }
+
+    func testAPostIsNeverRetried() throws {
+        let r = try larder.client().request("POST", "/no-retry?reset=1")
+        XCTAssertEqual(r.status, 502)
+        XCTAssertEqual(try origin.count("/no-retry?reset=1"), 1)
+    }
+
+    /// Sends a GET, reads only the response head, then disconnects.
+    private func disconnectAfterHead(_ target: String) throws {
+        let c = try larder.client()
+        try c.send("GET \(target) HTTP/1.1\r\nHost: test\r\n\r\n")
+        var received: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        let deadline = Date().addingTimeInterval(10)
+        while !received.contains(0x0A) && Date() < deadline {  // at least the status line
+            let n = chunk.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { break }
+            received += chunk[0..<n]
+        }
+        XCTAssertTrue(String(decoding: received, as: UTF8.self).hasPrefix("HTTP/1.1 200"))
+        var linger = linger(l_onoff: 1, l_linger: 0)
+        setsockopt(c.fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<linger>.size))
+    }
+
+    /// Polls with the cacheOnly policy (never goes upstream) until stored.
+    private func waitUntilStored(_ target: String) throws -> HTTPResponse? {
+        let deadline = Date().addingTimeInterval(15)
+        while Date() < deadline {
+            let r = try larder.client().get(target, headers: ["Larder-Cache-Policy: cacheOnly"])
+            if r.status == 200 { return r }
+            usleep(50_000)
+        }
+        return nil
+    }
+
+    func testAFetchWhoseClientLeftIsStillStored() throws {
+        let target = "/orphan?size=50000&trickle=0.1"
+        try disconnectAfterHead(target)
+        let stored = try XCTUnwrap(try waitUntilStored(target), "the response was stored after the client left")
+        XCTAssertEqual(stored.body.count, 50000)
+        XCTAssertEqual(stored.body, try HTTPClient(port: origin.port).get(target).body)
+        XCTAssertNil(try origin.lastRequest(target)["aborted"], "the origin sent the whole body")
+    }
+}
+
+/// With finish_store_limit = 0, a fetch is abandoned with its client.
+final class AbandonedFetchTests: XCTestCase {
+    func testTheFetchIsAbandonedWhenTheLimitIsZero() throws {
+        let origin = try Origin()
+        defer { origin.stop() }
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("larder-\(UUID().uuidString).toml").path
+        defer { try? FileManager.default.removeItem(atPath: config) }
+        try "finish_store_limit = \"0\"\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let larder = try LarderProcess(upstream: origin.url, extra: ["--config", config])
+        defer { larder.stop() }
+        let target = "/abandoned?size=50000&trickle=0.1"
+        do {
+            let c = try larder.client()
+            try c.send("GET \(target) HTTP/1.1\r\nHost: test\r\n\r\n")
+            var chunk = [UInt8](repeating: 0, count: 64)
+            XCTAssertGreaterThan(chunk.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, 0) }, 0)
+        }  // the client disconnects here
+        // The origin notices that its reader went away.
+        let deadline = Date().addingTimeInterval(15)
+        while try origin.lastRequest(target)["aborted"] == nil && Date() < deadline { usleep(50_000) }
+        XCTAssertEqual(try origin.lastRequest(target)["aborted"] as? Bool, true)
+        let r = try larder.client().get(target, headers: ["Larder-Cache-Policy: cacheOnly"])
+        XCTAssertEqual(r.status, 504, "nothing was stored")
+    }
+}
