@@ -1,41 +1,174 @@
+import CacheSemantics
+import CacheStorage
 import EventLoop
 import Synchronization
 
 /// Request collapsing across workers: while one request (the leader) fetches
 /// a URL from the upstream, other cacheable requests for it wait instead of
-/// sending their own. When the leader is done, each waiter is woken on its
-/// own loop and looks the URL up again: it is served what the leader stored
-/// (`Cache-Status: ...; collapsed`), or fetches on its own when nothing
-/// usable was stored (not storable, another variant, an error).
+/// sending their own.
 ///
-/// First cut: waiters get the response once it is complete, not as it
-/// streams in.
+/// - When the leader's response turns out storable, it publishes a
+///   `SharedFetch`: every waiter (and every request for the URL arriving
+///   later, until the fetch ends) streams the response from it as it arrives
+///   (`Cache-Status: ...; collapsed`).
+/// - When the leader finishes without publishing (not storable, a 304, an
+///   error), each waiter is woken on its own loop and looks the URL up
+///   again: it is served what the leader stored, or fetches on its own.
 public final class Collapser: Sendable {
     private struct Waiter: @unchecked Sendable {
         let loop: EventLoop
-        let wake: () -> Void
+        let wake: (SharedFetch?) -> Void
     }
 
-    private let inFlight = Mutex<[String: [Waiter]]>([:])
+    private struct Entry {
+        var waiters: [Waiter] = []
+        var shared: SharedFetch?
+    }
+
+    private let inFlight = Mutex<[String: Entry]>([:])
 
     public init() {}
 
-    /// Becomes the leader for `key` (true) or queues `wake` to run on
-    /// `loop` when the leader releases it (false).
-    func lead(_ key: String, loop: EventLoop, wake: @escaping () -> Void) -> Bool {
+    enum Role {
+        case leader
+        /// Queued: `wake` runs on the caller's loop with the shared fetch
+        /// once published, or nil when the leader is done without one.
+        case waiting
+        /// The response is already streaming: follow it.
+        case following(SharedFetch)
+    }
+
+    func lead(_ key: String, loop: EventLoop, wake: @escaping (SharedFetch?) -> Void) -> Role {
         inFlight.withLock { table in
-            if table[key] != nil {
-                table[key]!.append(Waiter(loop: loop, wake: wake))
-                return false
+            guard table[key] != nil else {
+                table[key] = Entry()
+                return .leader
             }
-            table[key] = []
-            return true
+            if let shared = table[key]!.shared, shared.isJoinable { return .following(shared) }
+            table[key]!.waiters.append(Waiter(loop: loop, wake: wake))
+            return .waiting
         }
     }
 
-    /// The leader is done: wakes every waiter on its own loop.
+    /// The leader's response streams: hand it to every waiter.
+    func publish(_ key: String, _ fetch: SharedFetch) {
+        let waiters = inFlight.withLock { table -> [Waiter] in
+            guard table[key] != nil else { return [] }
+            table[key]!.shared = fetch
+            defer { table[key]!.waiters = [] }
+            return table[key]!.waiters
+        }
+        for waiter in waiters { waiter.loop.execute { waiter.wake(fetch) } }
+    }
+
+    /// The leader is done: wakes every waiter still queued on its own loop.
     func release(_ key: String) {
-        let waiters = inFlight.withLock { $0.removeValue(forKey: key) } ?? []
-        for waiter in waiters { waiter.loop.execute(waiter.wake) }
+        let waiters = inFlight.withLock { $0.removeValue(forKey: key) }?.waiters ?? []
+        for waiter in waiters { waiter.loop.execute { waiter.wake(nil) } }
+    }
+}
+
+/// One upstream response shared by the requests collapsed onto it, as it
+/// arrives: the head, then body pieces kept (as immutable `Bytes`, queued
+/// to every client without copying) until the fetch ends. Followers on any
+/// worker are notified on their own loop, at most once per pending read.
+final class SharedFetch: @unchecked Sendable {
+    struct Head {
+        let status: Int
+        let reason: String?
+        /// The fields clients get (hop-by-hop and tag fields removed).
+        let headers: [(name: String, value: String)]
+        let timing: ResponseTiming
+        let contentLength: Int?
+        /// The request fields that select this response (Vary), and the
+        /// leader's normalized values for them: a follower must match.
+        let varyNames: [String]
+        let varyValues: [String?]
+    }
+
+    enum State { case streaming, complete, failed }
+
+    private struct Follower {
+        let loop: EventLoop
+        let notify: () -> Void
+        var notified = false
+    }
+
+    private struct Body {
+        var chunks: [Bytes] = []
+        var bytes = 0
+        var state = State.streaming
+        var followers: [ObjectIdentifier: Follower] = [:]
+    }
+
+    let head: Head
+    /// Bytes kept for followers at most; beyond, following fails (the
+    /// followers' connections are closed, as on an upstream failure).
+    let limitBytes: Int
+    private let body = Mutex(Body())
+
+    init(head: Head, limitBytes: Int) {
+        self.head = head
+        self.limitBytes = limitBytes
+    }
+
+    /// Whether a newcomer can still receive the whole response.
+    var isJoinable: Bool { body.withLock { $0.state != .failed } }
+
+    var hasFollowers: Bool { body.withLock { !$0.followers.isEmpty } }
+
+    // MARK: the leader
+
+    func append(_ chunk: Bytes) {
+        let toNotify = body.withLock { body -> [Follower] in
+            guard body.state == .streaming else { return [] }
+            if body.bytes + chunk.count > limitBytes {
+                body.state = .failed
+                body.chunks = []
+            } else {
+                body.chunks.append(chunk)
+                body.bytes += chunk.count
+            }
+            return Self.due(&body)
+        }
+        for follower in toNotify { follower.loop.execute(follower.notify) }
+    }
+
+    func finish(_ outcome: State) {
+        let toNotify = body.withLock { body -> [Follower] in
+            guard body.state == .streaming else { return [] }
+            body.state = outcome
+            return Self.due(&body)
+        }
+        for follower in toNotify { follower.loop.execute(follower.notify) }
+    }
+
+    private static func due(_ body: inout Body) -> [Follower] {
+        var due: [Follower] = []
+        for (id, follower) in body.followers where !follower.notified {
+            body.followers[id]!.notified = true
+            due.append(follower)
+        }
+        return due
+    }
+
+    // MARK: followers
+
+    func follow(_ id: ObjectIdentifier, loop: EventLoop, notify: @escaping () -> Void) {
+        body.withLock { $0.followers[id] = Follower(loop: loop, notify: notify) }
+    }
+
+    func unfollow(_ id: ObjectIdentifier) {
+        body.withLock { _ = $0.followers.removeValue(forKey: id) }
+    }
+
+    /// The pieces from `index` on and the state; re-arms the follower's
+    /// notification.
+    func read(_ id: ObjectIdentifier, from index: Int) -> (chunks: ArraySlice<Bytes>, state: State) {
+        body.withLock { body in
+            body.followers[id]?.notified = false
+            let chunks = index < body.chunks.count ? body.chunks[index...] : []
+            return (chunks, body.state)
+        }
     }
 }

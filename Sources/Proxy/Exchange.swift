@@ -45,6 +45,13 @@ final class Exchange: UpstreamTransferDelegate {
     /// since then that matches keeps this response out of the cache.
     private var fetchToken: UInt64 = 0
 
+    /// The leader's response as published to collapsed requests.
+    private var broadcast: SharedFetch?
+    /// The shared response this (collapsed) request streams from, and how
+    /// many of its pieces were queued so far.
+    private var following: SharedFetch?
+    private var followedChunks = 0
+
     /// Upstream attempts that failed to connect, for bounded retries.
     private var failedAttempts = 0
     /// The client went away but the response is being fetched to the end
@@ -432,8 +439,13 @@ final class Exchange: UpstreamTransferDelegate {
         }
 
         noteAnswer(answerNotModified ? 304 : status, cache: Array(cacheStatus.utf8), bodyBytes: answerNotModified ? 0 : nil)
+        if isCacheLookup && leading && store == nil {
+            // Not storable: waiters need not wait for it, they fetch on their own.
+            releaseLeadership()
+        }
         if answerNotModified {
             // The body still streams into the store; the client gets a 304.
+            publishIfShared(status: status, reason: reason, headers: passed, timing: timing)
             framing = .none
             var tail = Array("Cache-Status: \(cacheStatus)\r\n".utf8)
             tail.reserveCapacity(tail.count)
@@ -459,8 +471,12 @@ final class Exchange: UpstreamTransferDelegate {
         if framing == .untilClose { head.append(contentsOf: "Connection: close\r\n".utf8) }
         else { appendConnectionField(to: &head) }
         head.append(contentsOf: [0x0D, 0x0A])
+        publishIfShared(status: status, reason: reason, headers: passed, timing: timing)
         // Nothing more will come (204, Content-Length: 0): store before the client has it all.
-        if store != nil && (noBody || expectedLength == 0) { commitStore() }
+        if store != nil && (noBody || expectedLength == 0) {
+            commitStore()
+            broadcast?.finish(.complete)
+        }
         connection.enqueue(head)
         connection.flush()
     }
@@ -533,29 +549,56 @@ final class Exchange: UpstreamTransferDelegate {
     func upstreamDidReceiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
         if orphaned {
             receivedBody += bytes.count
+            broadcast?.append(Bytes(bytes))
             storeBody(bytes)
-            if store == nil { abandonOrphan() }
+            if let expectedLength, receivedBody == expectedLength { broadcast?.finish(.complete) }
+            if store == nil && !(broadcast?.hasFollowers ?? false) { abandonOrphan() }
             return true
         }
         guard !finished, !answeredFromStore else { return true }
-        if framing != .none && connection.isCongested {
+        // A slow client pauses the upstream, unless collapsed requests are
+        // streaming the same response (they hold the pieces anyway).
+        if framing != .none && connection.isCongested && !(broadcast?.hasFollowers ?? false) {
             upstreamPaused = true
             return false
         }
-        switch framing {
-        case .none: break
-        case .chunked:
-            connection.enqueue(ResponseSerializer.chunkHeader(bytes.count))
-            connection.enqueue(copying: bytes)
-            connection.enqueue([0x0D, 0x0A])
-        case .length, .untilClose:
-            connection.enqueue(copying: bytes)
+        if let broadcast {
+            // One copy, queued to this client and every follower.
+            let chunk = Bytes(bytes)
+            broadcast.append(chunk)
+            enqueueBody(chunk)
+        } else {
+            switch framing {
+            case .none: break
+            case .chunked:
+                connection.enqueue(ResponseSerializer.chunkHeader(bytes.count))
+                connection.enqueue(copying: bytes)
+                connection.enqueue([0x0D, 0x0A])
+            case .length, .untilClose:
+                connection.enqueue(copying: bytes)
+            }
         }
         receivedBody += bytes.count
         storeBody(bytes)
-        if let expectedLength, receivedBody == expectedLength, store != nil { commitStore() }
+        if let expectedLength, receivedBody == expectedLength {
+            if store != nil { commitStore() }
+            broadcast?.finish(.complete)
+        }
         if framing != .none { connection.flush() }
         return true
+    }
+
+    /// Queues a body piece in this request's framing.
+    private func enqueueBody(_ chunk: Bytes) {
+        switch framing {
+        case .none: break
+        case .chunked:
+            connection.enqueue(ResponseSerializer.chunkHeader(chunk.count))
+            connection.enqueue(chunk)
+            connection.enqueue([0x0D, 0x0A])
+        case .length, .untilClose:
+            connection.enqueue(chunk)
+        }
     }
 
     /// Responses larger than this go neither to memory nor to disk: a
@@ -619,7 +662,12 @@ final class Exchange: UpstreamTransferDelegate {
     func upstreamDidComplete(_ error: UpstreamError?) {
         if orphaned {
             transfer = nil
-            if error == nil, expectedLength == nil || receivedBody == expectedLength { commitStore() } else { dropStore() }
+            if error == nil, expectedLength == nil || receivedBody == expectedLength {
+                commitStore()
+                broadcast?.finish(.complete)
+            } else {
+                dropStore()
+            }
             abandonOrphan()
             return
         }
@@ -641,6 +689,7 @@ final class Exchange: UpstreamTransferDelegate {
         if let error {
             ProxyStats.bump(worker.stats.upstreamErrors)
             dropStore()
+            broadcast?.finish(.failed)
             if responseStarted {
                 worker.logger.warning("upstream failed mid-response for \(request.method) \(key): \(error.message)")
                 finished = true
@@ -660,6 +709,7 @@ final class Exchange: UpstreamTransferDelegate {
         }
         if framing == .length, let expectedLength, receivedBody != expectedLength {
             // The upstream promised more (or less) than it sent.
+            broadcast?.finish(.failed)
             dropStore()
             finished = true
             releaseLeadership()
@@ -668,10 +718,12 @@ final class Exchange: UpstreamTransferDelegate {
             return
         }
         if framing == .chunked { connection.enqueue(Array("0\r\n\r\n".utf8)) }
-        if let expectedLength, store != nil, receivedBody != expectedLength {
+        if let expectedLength, receivedBody != expectedLength {
             dropStore()  // incomplete: never stored (section 3.3)
+            broadcast?.finish(.failed)
         }
         commitStore()
+        broadcast?.finish(.complete)
         if framing == .untilClose {
             finished = true
             releaseLeadership()
@@ -770,7 +822,9 @@ final class Exchange: UpstreamTransferDelegate {
     /// response small enough (finish_store_limit) is completed and stored,
     /// so the work is not wasted and collapsed waiters still get it.
     private var shouldFinishWithoutClient: Bool {
-        guard store != nil, transfer != nil, !answeredFromStore else { return false }
+        guard transfer != nil, !answeredFromStore else { return false }
+        if broadcast?.hasFollowers ?? false { return true }  // collapsed requests are streaming it
+        guard store != nil else { return false }
         let limit = worker.configuration.finishStoreLimitBytes
         return limit > 0 && max(expectedLength ?? 0, receivedBody) <= limit
     }
@@ -788,6 +842,7 @@ final class Exchange: UpstreamTransferDelegate {
     private func abandonOrphan() {
         guard orphaned else { return }
         orphaned = false
+        broadcast?.finish(.failed)  // no-op when it completed
         transfer?.cancel()
         transfer = nil
         releaseLeadership()
@@ -807,9 +862,20 @@ final class Exchange: UpstreamTransferDelegate {
     private func waitForLeader() -> Bool {
         guard request.method == "GET", !collapsed else { return false }
         let loop = worker.loop
-        if worker.collapser.lead(key, loop: loop, wake: { [weak self] in self?.leaderDone() }) {
+        switch worker.collapser.lead(key, loop: loop, wake: { [weak self] fetch in self?.leaderDone(fetch) }) {
+        case .leader:
             leading = true
             return false
+        case .following(let fetch):
+            collapsed = true
+            if suits(fetch) {
+                ProxyStats.bump(worker.stats.collapsed)
+                follow(fetch)
+                return true
+            }
+            return false
+        case .waiting:
+            break
         }
         waitingForLeader = true
         ProxyStats.bump(worker.stats.collapsed)
@@ -822,11 +888,17 @@ final class Exchange: UpstreamTransferDelegate {
 
     /// The leader finished (or the wait timed out): serve what it stored
     /// when it suits this request, else fetch on our own.
-    private func leaderDone() {
+    private func leaderDone(_ fetch: SharedFetch? = nil) {
         guard waitingForLeader, !finished else { return }
         waitingForLeader = false
         collapsed = true
         worker.loop.cancel(waitTimer)
+        if let fetch {
+            // The leader's response is streaming in: take it as it arrives,
+            // unless it is another variant than this request's.
+            if suits(fetch) { follow(fetch) } else { forward() }
+            return
+        }
         let requestCC = CacheControl(request.combinedHeader("cache-control"))
         let facts = RequestFacts(cacheControl: requestCC, pragmaNoCache: false) { [request] in request.combinedHeader($0) }
         let now = EventLoop.wallSeconds()
@@ -837,6 +909,89 @@ final class Exchange: UpstreamTransferDelegate {
             return
         }
         forward()
+    }
+
+    /// Whether the shared response is the variant this request selects.
+    private func suits(_ fetch: SharedFetch) -> Bool {
+        for (name, value) in zip(fetch.head.varyNames, fetch.head.varyValues)
+        where Vary.normalize(request.combinedHeader(name), field: name) != value {
+            return false
+        }
+        return true
+    }
+
+    /// The leader: share a storable response with collapsed requests.
+    private func publishIfShared(status: Int, reason: String?, headers: [(name: String, value: String)], timing: ResponseTiming) {
+        guard leading, broadcast == nil, let pending = store, pending.disk == nil, request.method == "GET" else { return }
+        let names = builder.variantFields(headers, key: key)
+        let head = SharedFetch.Head(status: status, reason: reason, headers: headers, timing: timing, contentLength: expectedLength,
+                                    varyNames: names,
+                                    varyValues: names.map { Vary.normalize(request.combinedHeader($0), field: $0) })
+        let fetch = SharedFetch(head: head, limitBytes: 2 * max(worker.configuration.maxObjectBytes, 1 << 20))
+        broadcast = fetch
+        worker.collapser.publish(key, fetch)
+    }
+
+    /// A collapsed request: answer with the leader's response, piece by
+    /// piece as it arrives.
+    private func follow(_ fetch: SharedFetch) {
+        following = fetch
+        responseStarted = true
+        let head = fetch.head
+        let noBody = head.status == 204 || head.status == 304 || head.status < 200
+        if noBody { framing = .none }
+        else if head.contentLength != nil { framing = .length }
+        else if request.minorVersion == 1 { framing = .chunked }
+        else { framing = .untilClose }
+        let cacheStatus = CacheStatus.forward(forwardReason, stored: false) + "; collapsed"
+        noteAnswer(head.status, cache: Array(cacheStatus.utf8), bodyBytes: nil)
+        var out: [UInt8] = []
+        out.reserveCapacity(512)
+        ResponseSerializer.appendStatusLine(head.status, reason: head.reason, to: &out)
+        for field in head.headers {
+            if field.name == "age" || builder.isHidden(field.name) { continue }
+            if field.name == "content-length" && framing != .length && !noBody { continue }
+            ResponseSerializer.appendField(field.name, field.value, to: &out)
+        }
+        let now = EventLoop.wallSeconds()
+        ResponseSerializer.appendField("age", String(Freshness.correctedInitialAge(head.timing) + max(0, Int(now - head.timing.responseTime))),
+                                       to: &out)
+        ResponseSerializer.appendField("cache-status", cacheStatus, to: &out)
+        if !head.headers.contains(where: { $0.name == "date" }) { out.append(contentsOf: worker.dateHeader.current(now: now)) }
+        if framing == .chunked { out.append(contentsOf: "Transfer-Encoding: chunked\r\n".utf8) }
+        if framing == .untilClose { out.append(contentsOf: "Connection: close\r\n".utf8) } else { appendConnectionField(to: &out) }
+        out.append(contentsOf: [0x0D, 0x0A])
+        connection.enqueue(out)
+        fetch.follow(ObjectIdentifier(self), loop: worker.loop) { [weak self] in self?.pullShared() }
+        pullShared()
+    }
+
+    /// Queues what arrived since the last pull; finishes with the fetch.
+    private func pullShared() {
+        guard let fetch = following, !finished else { return }
+        let (chunks, state) = fetch.read(ObjectIdentifier(self), from: followedChunks)
+        for chunk in chunks {
+            enqueueBody(chunk)
+            receivedBody += chunk.count
+        }
+        followedChunks += chunks.count
+        switch state {
+        case .streaming:
+            connection.flush()
+        case .complete where framing != .untilClose:
+            fetch.unfollow(ObjectIdentifier(self))
+            following = nil
+            if framing == .chunked { connection.enqueue(Array("0\r\n\r\n".utf8)) }
+            complete()
+        case .complete, .failed:
+            // Close-delimited, or the fetch broke after the head was sent:
+            // closing the connection ends (or cuts) the body.
+            fetch.unfollow(ObjectIdentifier(self))
+            following = nil
+            finished = true
+            logAccess()
+            connection.exchangeAborted()
+        }
     }
 
     private func releaseLeadership() {
@@ -861,6 +1016,9 @@ final class Exchange: UpstreamTransferDelegate {
             becomeOrphan()
             return
         }
+        broadcast?.finish(.failed)
+        following?.unfollow(ObjectIdentifier(self))
+        following = nil
         releaseLeadership()
         dropStore()
         transfer?.cancel()

@@ -176,7 +176,7 @@ struct StoredResponseBuilder: Sendable {
 
     /// The request fields that select a variant: the response's Vary plus
     /// the route's key_headers (a route-made Vary that clients never see).
-    private func variantFields(_ headers: [(name: String, value: String)], key: String) -> [String] {
+    func variantFields(_ headers: [(name: String, value: String)], key: String) -> [String] {
         let vary = Vary.fieldNames(Self.combined("vary", in: headers)) ?? []
         guard let extra = routes.match(key)?.keyHeaders, !extra.isEmpty else { return vary }
         return Array(Set(vary).union(extra)).sorted()

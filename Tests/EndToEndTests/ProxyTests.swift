@@ -299,14 +299,101 @@ final class CollapsingTests: ProxyTestCase {
 
     func testConcurrentMissesMakeOneUpstreamRequest() throws {
         let target = "/stampede?delay=1.5&size=20000"
-        let responses = concurrentGets(target, count: 30)
-        XCTAssertEqual(responses.compactMap { $0 }.count, 30)
+        let responses = concurrentGets(target, count: 50)
+        XCTAssertEqual(responses.compactMap { $0 }.count, 50)
         let bodies = Set(responses.compactMap { $0?.body })
         XCTAssertEqual(bodies.count, 1, "every client got the same body")
         XCTAssertEqual(bodies.first?.count, 20000)
         XCTAssertEqual(try origin.count(target), 1)
         let statuses = responses.compactMap { $0?.header("cache-status") }
         XCTAssertTrue(statuses.contains("larder; fwd=uri-miss; collapsed"), "\(statuses)")
+    }
+
+    func testAWaiterReceivesTheFirstBytesBeforeTheUpstreamFinishes() throws {
+        let target = "/trickle?size=100000&trickle=0.3&delay=0.3"
+        let port = larder.port
+        let leaderDone = expectation(description: "leader answered")
+        final class Box: @unchecked Sendable { var response: HTTPResponse? }
+        let leader = Box()
+        Thread {
+            leader.response = try? HTTPClient(port: port).get(target)
+            leaderDone.fulfill()
+        }.start()
+        // Once the leader's request is at the origin, a second client asks.
+        let deadline = Date().addingTimeInterval(10)
+        while try origin.count(target) < 1 && Date() < deadline { usleep(10_000) }
+        let waiter = try larder.client()
+        try waiter.send("GET \(target) HTTP/1.1\r\nHost: test\r\n\r\n")
+        var received: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        var headEnd: Int?
+        while headEnd == nil || received.count - headEnd! < 1 {
+            let n = chunk.withUnsafeMutableBytes { recv(waiter.fd, $0.baseAddress, $0.count, 0) }
+            XCTAssertGreaterThan(n, 0)
+            if n <= 0 { return }
+            received += chunk[0..<n]
+            if headEnd == nil, let r = received.firstRange(of: [13, 10, 13, 10]) { headEnd = r.upperBound }
+        }
+        XCTAssertNil(try origin.lastRequest(target)["done"], "body bytes arrived while the origin was still sending")
+        let head = String(decoding: received[..<headEnd!], as: UTF8.self)
+        XCTAssertTrue(head.contains("Cache-Status: larder; fwd=uri-miss; collapsed"), head)
+        // The rest of the body, then the same bytes as the leader got.
+        while received.count - headEnd! < 100_000 {
+            let n = chunk.withUnsafeMutableBytes { recv(waiter.fd, $0.baseAddress, $0.count, 0) }
+            XCTAssertGreaterThan(n, 0)
+            if n <= 0 { return }
+            received += chunk[0..<n]
+        }
+        wait(for: [leaderDone], timeout: 20)
+        XCTAssertEqual(Array(received[headEnd!...]), leader.response?.body)
+        XCTAssertEqual(try origin.count(target), 1)
+    }
+
+    func testWaitersGetTheWholeResponseWhenTheLeaderDisconnects() throws {
+        let target = "/leader-gone?size=60000&trickle=0.1&delay=0.3"
+        let leader = try larder.client()
+        try leader.send("GET \(target) HTTP/1.1\r\nHost: test\r\n\r\n")
+        let deadline = Date().addingTimeInterval(10)
+        while try origin.count(target) < 1 && Date() < deadline { usleep(10_000) }
+        let port = larder.port
+        let waiterDone = expectation(description: "waiter answered")
+        final class Box: @unchecked Sendable { var response: HTTPResponse? }
+        let waiter = Box()
+        Thread {
+            waiter.response = try? HTTPClient(port: port).get(target)
+            waiterDone.fulfill()
+        }.start()
+        // The leader's client goes away once the waiter follows the response.
+        var chunk = [UInt8](repeating: 0, count: 16)
+        _ = chunk.withUnsafeMutableBytes { recv(leader.fd, $0.baseAddress, $0.count, 0) }
+        var lingerOff = linger(l_onoff: 1, l_linger: 0)
+        setsockopt(leader.fd, SOL_SOCKET, SO_LINGER, &lingerOff, socklen_t(MemoryLayout<linger>.size))
+        shutdown(leader.fd, Int32(SHUT_RDWR))
+        wait(for: [waiterDone], timeout: 20)
+        XCTAssertEqual(waiter.response?.status, 200)
+        XCTAssertEqual(waiter.response?.body, try HTTPClient(port: origin.port).get(target).body)
+        XCTAssertEqual(try origin.count(target), 2, "the proxy's one fetch, and this test's direct one")
+    }
+
+    func testAWaiterForAnotherVariantFetchesOnItsOwn() throws {
+        let target = "/variants?vary=Accept-Language&delay=0.5"
+        let port = larder.port
+        final class Box: @unchecked Sendable { var responses: [String: HTTPResponse] = [:]; let lock = NSLock() }
+        let box = Box()
+        let group = DispatchGroup()
+        for (i, language) in ["en", "fr"].enumerated() {
+            group.enter()
+            Thread {
+                if i == 1 { usleep(100_000) }  // let "en" lead (the order only labels the roles)
+                let r = try? HTTPClient(port: port).get(target, headers: ["Accept-Language: \(language)"])
+                box.lock.lock(); box.responses[language] = r; box.lock.unlock()
+                group.leave()
+            }.start()
+        }
+        XCTAssertEqual(group.wait(timeout: .now() + 20), .success)
+        XCTAssertTrue(box.responses["en"]?.text.hasPrefix("Accept-Language=en") ?? false)
+        XCTAssertTrue(box.responses["fr"]?.text.hasPrefix("Accept-Language=fr") ?? false)
+        XCTAssertEqual(try origin.count(target), 2)
     }
 
     func testANonStorableResponseReleasesTheWaitersToFetchOnTheirOwn() throws {

@@ -26,7 +26,7 @@ Query parameters on any path:
   reset=N       the first N requests to this path get the connection closed
                 without any response
   trickle=S     send the body in 10 pieces, S seconds apart; a reader that
-                goes away is recorded ("aborted" in /__last)
+                goes away is recorded ("aborted" in /__last, else "done")
 Run as "origin.py PORT --tls CERT KEY" to serve https.
 Special paths:
   /__count?key=PATH   how many requests PATH received (text)
@@ -188,6 +188,9 @@ class Handler(BaseHTTPRequestHandler):
                 with lock:
                     last[self.path]["aborted"] = True
                 self.close_connection = True
+                return
+            with lock:
+                last[self.path]["done"] = True
             return
         if chunked:
             step = max(1, len(body) // 7 + 1)
