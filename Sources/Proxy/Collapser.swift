@@ -26,8 +26,19 @@ public final class Collapser: Sendable {
     }
 
     private let inFlight = Mutex<[String: Entry]>([:])
+    /// Keys with a background refresh running, on any worker.
+    private let refreshing = Mutex<Set<String>>([])
 
     public init() {}
+
+    /// Claims the one background refresh of `key` (false: one is running).
+    func beginRefresh(_ key: String) -> Bool {
+        refreshing.withLock { $0.insert(key).inserted }
+    }
+
+    func endRefresh(_ key: String) {
+        _ = refreshing.withLock { $0.remove(key) }
+    }
 
     enum Role {
         case leader

@@ -95,9 +95,11 @@ public final class Worker: IOHandler {
 
     /// Starts a background revalidation of `entry` unless one is running.
     func revalidateInBackground(_ entry: CachedResponse, among variants: [CachedResponse], request: RequestHead, peer: String) {
-        guard refreshing[entry.key] == nil, !draining else { return }
+        // One refresh per key across all workers.
+        guard refreshing[entry.key] == nil, !draining, collapser.beginRefresh(entry.key) else { return }
         let key = entry.key
         let refresh = BackgroundRefresh(worker: self, entry: entry, variants: variants, request: request) { [weak self] in
+            self?.collapser.endRefresh(key)
             // Deferred: the refresh is still on the stack when it finishes.
             self?.loop.execute { self?.refreshing[key] = nil }
         }

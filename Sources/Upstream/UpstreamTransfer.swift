@@ -95,11 +95,11 @@ public final class UpstreamTransfer {
         set(larder_easy_setopt_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 0))  // bytes pass through as sent
         set(larder_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1))
         set(larder_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1))
-        // Timeouts, every one explicit. There is no total-transfer timeout: a
+        // Timeouts, every one explicit. The total one is off by default: a
         // large body may legitimately take long; the response timer (ours)
         // bounds the wait for the head and low-speed bounds a stalled body.
         set(larder_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, s.connectTimeoutMilliseconds))
-        set(larder_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, 0))
+        set(larder_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, s.totalTimeoutMilliseconds))
         set(larder_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1))
         set(larder_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, s.idleTimeoutSeconds))
         set(larder_easy_setopt_long(easy, CURLOPT_EXPECT_100_TIMEOUT_MS, 1000))

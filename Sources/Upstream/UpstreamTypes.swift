@@ -49,6 +49,9 @@ public struct UpstreamSettings: Sendable {
     public var responseTimeoutMilliseconds: Int = 30_000
     /// A body that makes no progress for this long is abandoned.
     public var idleTimeoutSeconds: Int = 60
+    /// The whole exchange, head and body (0: no limit; the other timeouts
+    /// still bound a stalled upstream).
+    public var totalTimeoutMilliseconds: Int = 0
     /// Idle pooled connections older than this are not reused (servers often
     /// close idle keep-alive connections after about two minutes).
     public var maxIdleConnectionAgeSeconds: Int = 60

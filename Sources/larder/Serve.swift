@@ -186,6 +186,7 @@ struct Serve: ParsableCommand {
         proxyConfig.upstream.connectTimeoutMilliseconds = settings.upstreamConnectTimeoutMilliseconds
         proxyConfig.upstream.responseTimeoutMilliseconds = settings.upstreamTimeoutMilliseconds
         proxyConfig.upstream.idleTimeoutSeconds = max(1, settings.upstreamIdleTimeoutMilliseconds / 1000)
+        proxyConfig.upstream.totalTimeoutMilliseconds = settings.upstreamTotalTimeoutMilliseconds
         proxyConfig.upstream.caFile = settings.upstreamCAFile
         proxyConfig.upstream.verifyTLS = settings.upstreamTLSVerify
         // The connection limit is shared out over the workers' curl handles.

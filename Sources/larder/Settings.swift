@@ -51,6 +51,8 @@ struct Settings {
     /// Retries of idempotent requests without a body when the upstream
     /// connection fails before any response byte.
     var upstreamRetries = 2
+    /// 0: none.
+    var upstreamTotalTimeoutMilliseconds = 0
     /// Concurrent upstream connections, all workers together; more
     /// requests queue (inside libcurl) until one is free.
     var upstreamMaxConnections = 512
@@ -85,7 +87,7 @@ enum ConfigKey: String, CaseIterable {
     case upstream_connect_timeout, upstream_timeout, upstream_idle_timeout, upstream_ca_file, upstream_tls_verify
     case keepalive_timeout, header_timeout, max_header_size, max_target_size, max_body_size, drain_timeout
     case admin_listen, admin_token, admin_token_file, strip_tag_headers, access_log
-    case upstream_retries, upstream_max_connections, finish_store_limit
+    case upstream_retries, upstream_max_connections, finish_store_limit, upstream_total_timeout
 
     enum Kind { case string, size, duration, integer, bool, lifetime }
 
@@ -97,7 +99,7 @@ enum ConfigKey: String, CaseIterable {
         case .memory_limit, .disk_limit, .max_object_size, .max_header_size, .max_target_size, .max_body_size,
              .finish_store_limit: return .size
         case .upstream_connect_timeout, .upstream_timeout, .upstream_idle_timeout, .keepalive_timeout,
-             .header_timeout, .drain_timeout: return .duration
+             .header_timeout, .drain_timeout, .upstream_total_timeout: return .duration
         case .workers, .upstream_retries, .upstream_max_connections: return .integer
         case .upstream_tls_verify, .allow_client_policy, .strip_tag_headers: return .bool
         case .memory_ttl, .disk_ttl: return .lifetime
@@ -148,6 +150,10 @@ extension Settings {
             default: break
             }
         case .duration:
+            if key == .upstream_total_timeout, let t = text(), ["none", "off", "0"].contains(t.lowercased()) {
+                upstreamTotalTimeoutMilliseconds = 0
+                return nil
+            }
             guard let t = text(), let ms = Units.parseDurationMilliseconds(t) else { return "expected a duration such as 90s, 5m, 2h or 7d" }
             guard ms > 0 else { return "must be longer than 0" }
             switch key {
@@ -159,6 +165,7 @@ extension Settings {
             case .keepalive_timeout: keepAliveTimeoutMilliseconds = ms
             case .header_timeout: headerTimeoutMilliseconds = ms
             case .drain_timeout: drainTimeoutMilliseconds = ms
+            case .upstream_total_timeout: upstreamTotalTimeoutMilliseconds = ms
             default: break
             }
         case .integer:

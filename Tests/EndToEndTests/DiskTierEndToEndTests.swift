@@ -149,17 +149,6 @@ final class DiskTierEndToEndTests: XCTestCase {
         XCTAssertEqual(try origin.count("/dttl?size=10"), 2)
     }
 
-    /// Resident and peak memory of a process, in bytes (from /proc).
-    private func memory(of pid: Int32) -> (rss: Int, peak: Int) {
-        let text = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
-        func kB(_ field: String) -> Int {
-            let line = text.split(separator: "\n").first { $0.hasPrefix(field + ":") } ?? ""
-            return (Int(line.split(separator: " ").dropFirst().first { !$0.isEmpty }.map(String.init)?
-                .trimmingCharacters(in: .whitespaces) ?? "0") ?? 0) * 1024
-        }
-        return (kB("VmRSS"), kB("VmHWM"))
-    }
-
     /// A 100 MiB response: too large for memory, streamed to disk while it
     /// streams to the client, then served from the file (sendfile).
     func testAHundredMebibyteObjectIsCachedOnDiskAndServedWithFlatMemory() throws {

@@ -169,6 +169,17 @@ final class LarderProcess {
     func stop() { child.stop() }
 }
 
+/// Resident and peak memory of a process, in bytes (from /proc).
+func memory(of pid: Int32) -> (rss: Int, peak: Int) {
+    let text = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+    func kB(_ field: String) -> Int {
+        let line = text.split(separator: "\n").first { $0.hasPrefix(field + ":") } ?? ""
+        return (Int(line.split(separator: " ").dropFirst().first { !$0.isEmpty }.map(String.init)?
+            .trimmingCharacters(in: .whitespaces) ?? "0") ?? 0) * 1024
+    }
+    return (kB("VmRSS"), kB("VmHWM"))
+}
+
 /// A port nothing listens on: bind an ephemeral port, then close it.
 func unusedPort() -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

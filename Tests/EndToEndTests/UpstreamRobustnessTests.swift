@@ -64,6 +64,60 @@ final class UpstreamRobustnessTests: ProxyTestCase {
     }
 }
 
+extension UpstreamRobustnessTests {
+    /// RFC 5861: many requests for a stale-while-revalidate response are all
+    /// answered at once, and only one of them (on any worker) refreshes it.
+    func testStaleWhileRevalidateRefreshesOncePerKey() throws {
+        let target = "/swr-many?cc=max-age%3D0,stale-while-revalidate%3D60&delay=0.5"
+        XCTAssertEqual(try larder.client().get(target).status, 200)
+        let port = larder.port
+        let group = DispatchGroup()
+        final class Box: @unchecked Sendable { let lock = NSLock(); var counts: [String] = [] }
+        let box = Box()
+        for _ in 0..<20 {
+            group.enter()
+            Thread {
+                let r = try? HTTPClient(port: port).get(target)
+                box.lock.lock(); box.counts.append(r?.header("x-origin-count") ?? "none"); box.lock.unlock()
+                group.leave()
+            }.start()
+        }
+        // Answered from the stale copy: well before the 0.5 s refresh ends.
+        XCTAssertEqual(group.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(box.counts, Array(repeating: "1", count: 20), "every answer is the stored copy")
+        XCTAssertEqual(try waitForOriginCount(target, atLeast: 2), 2)
+        XCTAssertEqual(try origin.count(target), 2, "exactly one background refresh")
+    }
+
+    /// A client that reads a large response slowly: the upstream transfer is
+    /// paused, so Larder holds a bounded amount of it.
+    func testASlowReaderKeepsMemoryBounded() throws {
+        let size = 64 << 20
+        let target = "/slow-reader?size=\(size)"
+        let c = try larder.client()
+        try c.send("GET \(target) HTTP/1.1\r\nHost: test\r\n\r\n")
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        var received = 0
+        // Read 4 MiB in small sips, as a slow mobile client would.
+        while received < 4 << 20 {
+            let n = chunk.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, 0) }
+            XCTAssertGreaterThan(n, 0)
+            if n <= 0 { return }
+            received += n
+            usleep(1_000)
+        }
+        let peak = memory(of: larder.child.process.processIdentifier).peak
+        XCTAssertLessThan(peak, 48 << 20, "Larder buffered \(peak >> 20) MiB for a slow reader")
+        // The rest arrives intact.
+        while received < size {
+            let n = chunk.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { break }
+            received += n
+        }
+        XCTAssertGreaterThanOrEqual(received, size)
+    }
+}
+
 /// With finish_store_limit = 0, a fetch is abandoned with its client.
 final class AbandonedFetchTests: XCTestCase {
     func testTheFetchIsAbandonedWhenTheLimitIsZero() throws {
@@ -87,5 +141,34 @@ final class AbandonedFetchTests: XCTestCase {
         XCTAssertEqual(try origin.lastRequest(target)["aborted"] as? Bool, true)
         let r = try larder.client().get(target, headers: ["Larder-Cache-Policy: cacheOnly"])
         XCTAssertEqual(r.status, 504, "nothing was stored")
+    }
+}
+
+/// upstream_total_timeout bounds the whole exchange, body included.
+final class TotalTimeoutTests: XCTestCase {
+    func testABodyThatTakesTooLongIsCutAndNotStored() throws {
+        let origin = try Origin()
+        defer { origin.stop() }
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("larder-\(UUID().uuidString).toml").path
+        defer { try? FileManager.default.removeItem(atPath: config) }
+        try "upstream_total_timeout = \"1s\"\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let larder = try LarderProcess(upstream: origin.url, extra: ["--config", config])
+        defer { larder.stop() }
+        let target = "/too-long?size=10000&trickle=0.3"  // about 3 s of body
+        let c = try larder.client()
+        try c.send("GET \(target) HTTP/1.1\r\nHost: test\r\n\r\n")
+        var received: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {  // until Larder closes the connection (bounded by the client's 20 s receive timeout)
+            let n = chunk.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { break }
+            received += chunk[0..<n]
+        }
+        let text = String(decoding: received, as: UTF8.self)
+        XCTAssertTrue(text.hasPrefix("HTTP/1.1 200"), text)
+        let body = received.count - (received.firstRange(of: [13, 10, 13, 10])?.upperBound ?? 0)
+        XCTAssertLessThan(body, 10000, "the body was cut")
+        let again = try larder.client().get(target, headers: ["Larder-Cache-Policy: cacheOnly"])
+        XCTAssertEqual(again.status, 504, "an incomplete response is never stored")
     }
 }
