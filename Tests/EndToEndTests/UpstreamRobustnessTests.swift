@@ -172,3 +172,34 @@ final class TotalTimeoutTests: XCTestCase {
         XCTAssertEqual(again.status, 504, "an incomplete response is never stored")
     }
 }
+
+/// upstream_max_connections caps the connections to the upstream; further
+/// requests queue for a free one.
+final class ConnectionLimitTests: XCTestCase {
+    func testRequestsQueueForTheConnectionLimit() throws {
+        let origin = try Origin()
+        defer { origin.stop() }
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("larder-\(UUID().uuidString).toml").path
+        defer { try? FileManager.default.removeItem(atPath: config) }
+        try "upstream_max_connections = 2\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let larder = try LarderProcess(upstream: origin.url, extra: ["--config", config])  // 2 workers: 1 connection each
+        defer { larder.stop() }
+        let targets = (0..<6).map { "/queued/\($0)?delay=0.3&cc=no-store" }
+        let group = DispatchGroup()
+        final class Box: @unchecked Sendable { let lock = NSLock(); var statuses: [Int] = [] }
+        let box = Box()
+        for target in targets {
+            group.enter()
+            Thread {
+                let status = (try? HTTPClient(port: larder.port).get(target))?.status ?? 0
+                box.lock.lock(); box.statuses.append(status); box.lock.unlock()
+                group.leave()
+            }.start()
+        }
+        XCTAssertEqual(group.wait(timeout: .now() + 30), .success)
+        XCTAssertEqual(box.statuses, Array(repeating: 200, count: 6), "queued requests are answered, not refused")
+        // Every request reached the origin over one of at most 2 connections.
+        let ports = Set(try targets.map { try origin.lastRequest($0)["peer_port"] as? Int ?? -1 })
+        XCTAssertLessThanOrEqual(ports.count, 2, "origin saw connections from ports \(ports)")
+    }
+}
