@@ -2,6 +2,7 @@ import CacheStorage
 import EventLoop
 import HTTP1
 import Logging
+import Synchronization
 import Upstream
 
 /// One event loop on one thread: its own listener (SO_REUSEPORT), its own
@@ -106,6 +107,16 @@ public final class Worker: IOHandler {
         refreshing[key] = refresh
         ProxyStats.bump(stats.backgroundRefreshes)
         refresh.start(peer: peer)
+    }
+
+    /// When this worker's loop last answered a liveness probe (the service
+    /// watchdog), in monotonic milliseconds.
+    private let heartbeat = Atomic<UInt64>(0)
+    public var lastHeartbeat: UInt64 { heartbeat.load(ordering: .acquiring) }
+
+    /// Asks the loop to record `stamp` when it gets to it. Any thread.
+    public func probe(_ stamp: UInt64) {
+        loop.execute { [weak self] in self?.heartbeat.store(stamp, ordering: .releasing) }
     }
 
     /// Exchanges whose client left while their response is still being

@@ -24,9 +24,11 @@ enum Exit {
     static let noPermission = ExitCode(77)
 }
 
-/// Prints one line on stderr.
-func complain(_ message: String) {
-    FileHandle.standardError.write(Data("larder: \(message)\n".utf8))
+/// Prints one line on stderr (with a syslog priority prefix, default
+/// error, when stderr goes to the journal).
+func complain(_ message: String, priority: Int = 3) {
+    let prefix = JournalLogHandler.isJournal ? "<\(priority)>" : ""
+    FileHandle.standardError.write(Data("\(prefix)larder: \(message)\n".utf8))
 }
 
 /// Options shared by serve and check-config.

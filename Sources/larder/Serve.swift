@@ -22,7 +22,13 @@ struct Serve: ParsableCommand {
             throw Exit.usage
         }
         let level = settings.logLevel
+        let journal = JournalLogHandler.isJournal
         LoggingSystem.bootstrap { label in
+            if journal {
+                var handler = JournalLogHandler(label: label)
+                handler.logLevel = level
+                return handler
+            }
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
@@ -85,42 +91,40 @@ struct Serve: ParsableCommand {
             }
         }
 
-        // The first listener fixes the port (it may be 0); the others join it
-        // with SO_REUSEPORT so the kernel spreads connections over workers.
+        let listeners = try Self.openListeners(settings, workers: workerCount)
+        if let admin = listeners.admin, adminToken == nil, !Self.isLoopback(Self.host(of: admin.shown)) {
+            // A socket systemd passed may be anywhere: the same rule applies.
+            complain("the admin socket \(admin.shown) is not a loopback address and no admin token is set; "
+                     + "set admin_token_file (or LARDER_ADMIN_TOKEN), or listen on 127.0.0.1")
+            throw Exit.config
+        }
         var workers: [Worker] = []
-        var port = settings.listenPort
         do {
-            for _ in 0..<workerCount {
-                let listener = try Socket.listen(host: settings.listenHost, port: port, reusePort: true)
-                port = listener.port
-                workers.append(try Worker(listener: listener.fd, configuration: proxyConfig, store: store, collapser: collapser,
+            for fd in listeners.proxy {
+                workers.append(try Worker(listener: fd, configuration: proxyConfig, store: store, collapser: collapser,
                                           stats: stats, logger: logger, accessLog: accessLog))
             }
         } catch {
-            complain("cannot \(error); choose another address with --listen or the listen key")
+            complain("cannot start a worker: \(error)")
             throw Exit.failure
         }
 
-        // The admin API listens before the workers start, so a taken admin
-        // port stops Larder before it serves anything.
         let routesForAdmin = Mutex(proxyConfig.routes)
         var adminNote = ", admin API off"
-        if let host = settings.adminHost {
+        if let (fd, shown) = listeners.admin {
             do {
-                let listener = try Socket.listen(host: host, port: settings.adminPort, reusePort: false, backlog: 64)
                 let adminLogger = logger
                 let api = AdminAPI(store: store, stats: stats, token: adminToken, startedAt: EventLoop.wallSeconds(),
                                    clock: { EventLoop.wallSeconds() },
                                    cacheKey: { target in routesForAdmin.withLock { $0.cacheKey(target) } },
                                    log: { adminLogger.notice("\($0)") })
-                let admin = try AdminServer(listener: listener.fd, api: api) { adminLogger.warning("\($0)") }
+                let admin = try AdminServer(listener: fd, api: api) { adminLogger.warning("\($0)") }
                 let thread = Thread { admin.run() }
                 thread.name = "larder-admin"
                 thread.start()
-                let shown = host.contains(":") ? "[\(host)]" : host
-                adminNote = ", admin API on \(shown):\(listener.port)"
+                adminNote = ", admin API on \(shown)"
             } catch {
-                complain("cannot start the admin API: \(error); choose another address with --admin-listen or admin_listen (or none)")
+                complain("cannot start the admin API: \(error)")
                 throw Exit.failure
             }
         }
@@ -130,35 +134,119 @@ struct Serve: ParsableCommand {
             thread.name = "larder-worker-\(index)"
             thread.start()
         }
-        let shownHost = settings.listenHost.contains(":") ? "[\(settings.listenHost)]" : settings.listenHost
         // Tests and scripts read this line to learn the port.
         let diskNote = disk.map { ", disk tier \($0.directory) limit \($0.limitBytes) bytes" } ?? ", memory only"
-        complain("listening on \(shownHost):\(port) with \(workerCount) workers, upstream \(upstream), memory limit \(settings.memoryLimitBytes) bytes\(diskNote)\(adminNote)")
+        complain("listening on \(listeners.shown) with \(workerCount) workers, upstream \(upstream), memory limit \(settings.memoryLimitBytes) bytes\(diskNote)\(adminNote)", priority: 5)
 
         let reload = Reloader(options: options, running: settings, workers: workers, store: store, logger: logger) { routes in
             routesForAdmin.withLock { $0 = routes }
         }
+        let service = ServiceNotifier(workers: workers, stats: stats)
+        service.ready()
         try waitForSignals(signals, workers: workers, drainTimeoutMilliseconds: UInt64(settings.drainTimeoutMilliseconds),
-                           logger: logger) {
+                           logger: logger, service: service) {
+            service.reloading()
             reload.reload()
             // Log rotation: every SIGHUP reopens the access log file.
             if let problem = accessLog?.reopen() { logger.error("SIGHUP: \(problem); still writing to the old file") }
+            service.ready()
         }
         // Leave the disk tier with every completed write in place.
         disk?.flush(timeoutSeconds: 10)
     }
 
+    /// The proxy listener for each worker and the admin listener, with the
+    /// addresses to show. From systemd socket activation when sockets were
+    /// passed (named "proxy" and "admin" by FileDescriptorName=; an unnamed
+    /// one is the proxy), else bound here: the first proxy listener fixes
+    /// the port (it may be 0), the others join it with SO_REUSEPORT so the
+    /// kernel spreads connections over the workers.
+    static func openListeners(_ settings: Settings, workers: Int) throws
+        -> (proxy: [Int32], shown: String, admin: (fd: Int32, shown: String)?)
+    {
+        let passed = Systemd.takeListenFDs()
+        var proxyFD: Int32?
+        var adminFD: Int32?
+        for (name, fd) in passed {
+            guard Systemd.isListeningSocket(fd) else {
+                complain("socket activation: fd \(fd) (\(name)) is not a listening socket; check the .socket unit")
+                throw Exit.failure
+            }
+            switch name {
+            case "admin": adminFD = fd
+            case "proxy": proxyFD = fd
+            default: if proxyFD == nil { proxyFD = fd }
+            }
+        }
+        if !passed.isEmpty && proxyFD == nil {
+            complain("socket activation: no socket named proxy among \(passed.map(\.name)); set FileDescriptorName=proxy")
+            throw Exit.failure
+        }
+
+        var proxy: [Int32] = []
+        var shown: String
+        if let proxyFD {
+            // Every worker watches the same socket through its own descriptor,
+            // so each can close its own when draining.
+            proxy = [proxyFD] + (1..<max(1, workers)).map { _ in fcntl(proxyFD, F_DUPFD_CLOEXEC, 3) }
+            shown = Systemd.localAddress(proxyFD) ?? "the socket systemd passed"
+        } else {
+            var port = settings.listenPort
+            do {
+                for _ in 0..<workers {
+                    let listener = try Socket.listen(host: settings.listenHost, port: port, reusePort: true)
+                    port = listener.port
+                    proxy.append(listener.fd)
+                }
+            } catch {
+                complain("cannot \(error); choose another address with --listen or the listen key")
+                throw Exit.failure
+            }
+            shown = (settings.listenHost.contains(":") ? "[\(settings.listenHost)]" : settings.listenHost) + ":\(port)"
+        }
+
+        // The admin API listens before the workers start, so a taken admin
+        // port stops Larder before it serves anything.
+        var admin: (fd: Int32, shown: String)?
+        if let adminFD {
+            admin = (adminFD, Systemd.localAddress(adminFD) ?? "the socket systemd passed")
+        } else if let host = settings.adminHost {
+            do {
+                let listener = try Socket.listen(host: host, port: settings.adminPort, reusePort: false, backlog: 64)
+                admin = (listener.fd, (host.contains(":") ? "[\(host)]" : host) + ":\(listener.port)")
+            } catch {
+                complain("cannot start the admin API: \(error); choose another address with --admin-listen or admin_listen (or none)")
+                throw Exit.failure
+            }
+        }
+        return (proxy, shown, admin)
+    }
+
     /// The admin token: from --admin-token-file, else LARDER_ADMIN_TOKEN,
-    /// else the config's admin_token_file, else its admin_token.
+    /// else systemd's credential admin-token, else the config's
+    /// admin_token_file, else its admin_token.
     static func adminToken(_ settings: Settings, flagFile: String?) throws -> String? {
         if let flagFile { return try readAdminToken(flagFile) }
-        if let env = ProcessInfo.processInfo.environment["LARDER_ADMIN_TOKEN"], !env.isEmpty { return env }
+        let environment = ProcessInfo.processInfo.environment
+        if let env = environment["LARDER_ADMIN_TOKEN"], !env.isEmpty { return env }
+        // systemd's LoadCredential=admin-token:... (see systemd/larder.service).
+        if let credentials = environment["CREDENTIALS_DIRECTORY"], FileManager.default.fileExists(atPath: credentials + "/admin-token") {
+            return try readAdminToken(credentials + "/admin-token")
+        }
         if let file = settings.adminTokenFile { return try readAdminToken(file) }
         return settings.adminToken
     }
 
     static func isLoopback(_ host: String) -> Bool {
-        host == "localhost" || host == "::1" || host.hasPrefix("127.")
+        host == "localhost" || host == "::1" || host.hasPrefix("127.") || host.hasPrefix("::ffff:127.")
+    }
+
+    /// HOST of "HOST:PORT" or "[HOST]:PORT".
+    static func host(of address: String) -> String {
+        if address.hasPrefix("["), let close = address.firstIndex(of: "]") {
+            return String(address[address.index(after: address.startIndex)..<close])
+        }
+        return address.lastIndex(of: ":").map { String(address[..<$0]) } ?? address
     }
 
     /// Routes' memory_ttl / disk_ttl, for the tiers.
@@ -196,8 +284,9 @@ struct Serve: ParsableCommand {
     }
 
     private func waitForSignals(_ signals: SignalSource, workers: [Worker], drainTimeoutMilliseconds: UInt64,
-                                logger: Logger, reload: @escaping () -> Void) throws {
+                                logger: Logger, service: ServiceNotifier, reload: @escaping () -> Void) throws {
         let loop = try EventLoop()
+        service.startWatchdog(on: loop)
         final class SignalHandler: IOHandler {
             let source: SignalSource
             let onSignal: (Int32) -> Void
@@ -220,6 +309,7 @@ struct Serve: ParsableCommand {
             }
             guard !stopping else { return }
             stopping = true
+            service.stopping()
             logger.notice("signal \(signal) received: draining connections")
             for worker in workers {
                 worker.shutdown(timeoutMilliseconds: drainTimeoutMilliseconds) {

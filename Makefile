@@ -1,0 +1,56 @@
+# Install Larder as a systemd service (see README, "Install as a service").
+#
+#   make install                    # build (release) and install under /usr/local and /etc
+#   make uninstall
+#   make install DESTDIR=/tmp/stage # stage the tree elsewhere (packaging)
+#
+# BIN=path installs an already built binary instead of building one.
+PREFIX ?= /usr/local
+SYSCONFDIR ?= /etc
+UNITDIR ?= /etc/systemd/system
+DESTDIR ?=
+BINDIR := $(PREFIX)/bin
+DOCDIR := $(PREFIX)/share/doc/larder
+UNITS := larder.service larder.socket larder-admin.socket
+
+ifeq ($(origin BIN), undefined)
+BIN := .build/release/larder
+INSTALL_NEEDS := build
+endif
+
+.PHONY: build install uninstall
+
+build:
+	swift build -c release --product larder
+
+install: $(INSTALL_NEEDS)
+	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/larder
+	install -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/larder
+	@# An existing configuration is never overwritten.
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/larder/larder.toml ]; then \
+		echo "keeping existing $(DESTDIR)$(SYSCONFDIR)/larder/larder.toml"; \
+	else \
+		install -m 0644 config/larder.toml $(DESTDIR)$(SYSCONFDIR)/larder/larder.toml; \
+	fi
+	install -d -m 0755 $(DESTDIR)$(UNITDIR)
+	@for unit in $(UNITS); do \
+		sed -e 's|/usr/local/bin/larder|$(BINDIR)/larder|g' -e 's|/usr/local/share/doc/larder|$(DOCDIR)|g' \
+			-e 's|/etc/larder/|$(SYSCONFDIR)/larder/|g' systemd/$$unit > $(DESTDIR)$(UNITDIR)/$$unit.tmp && \
+		chmod 0644 $(DESTDIR)$(UNITDIR)/$$unit.tmp && mv $(DESTDIR)$(UNITDIR)/$$unit.tmp $(DESTDIR)$(UNITDIR)/$$unit && \
+		echo "installed $(DESTDIR)$(UNITDIR)/$$unit"; \
+	done
+	install -D -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	@if [ -z "$(DESTDIR)" ] && command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+	@echo "next: edit $(SYSCONFDIR)/larder/larder.toml (upstream), then: systemctl enable --now larder"
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/larder
+	@for unit in $(UNITS); do rm -f $(DESTDIR)$(UNITDIR)/$$unit; done
+	rm -rf $(DESTDIR)$(DOCDIR)
+	@# The configuration goes only if it is still the installed example.
+	@if cmp -s config/larder.toml $(DESTDIR)$(SYSCONFDIR)/larder/larder.toml; then \
+		rm -f $(DESTDIR)$(SYSCONFDIR)/larder/larder.toml; rmdir $(DESTDIR)$(SYSCONFDIR)/larder 2>/dev/null || true; \
+	elif [ -e $(DESTDIR)$(SYSCONFDIR)/larder/larder.toml ]; then \
+		echo "kept $(DESTDIR)$(SYSCONFDIR)/larder/larder.toml (changed since install; remove it by hand)"; \
+	fi
+	@if [ -z "$(DESTDIR)" ] && command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
