@@ -49,6 +49,9 @@ free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
+# How every nginx location here reaches the origin: HTTP/1.1 keep-alive.
+NGINX_PROXY='proxy_pass http://origin; proxy_http_version 1.1; proxy_set_header Connection "";'
+
 # Starts nginx with the given http-block body (temp paths are set here).
 start_nginx() {
     cat > "$WORK/nginx.conf" <<CONF

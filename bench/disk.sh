@@ -25,7 +25,7 @@ start_nginx "
     server {
         listen 127.0.0.1:$NGINX_PORT;
         location / {
-            proxy_pass http://origin; proxy_http_version 1.1; proxy_set_header Connection \"\";
+            $NGINX_PROXY
             proxy_cache bench;
         }
     }"

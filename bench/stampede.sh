@@ -27,9 +27,7 @@ start_nginx "
     server {
         listen 127.0.0.1:$NGINX_PORT;
         location / {
-            proxy_pass http://origin;
-            proxy_http_version 1.1;
-            proxy_set_header Connection \"\";
+            $NGINX_PROXY
             proxy_cache stampede;
             proxy_cache_lock on;
             proxy_cache_lock_timeout 10s;
@@ -39,9 +37,7 @@ start_nginx "
     server {
         listen 127.0.0.1:$NGINX_STALE_PORT;
         location / {
-            proxy_pass http://origin;
-            proxy_http_version 1.1;
-            proxy_set_header Connection \"\";
+            $NGINX_PROXY
             proxy_cache stampede;
             proxy_cache_lock on;
             proxy_cache_use_stale updating;

@@ -5,32 +5,7 @@ import Glibc
 #endif
 
 /// End-to-end cases that need their own larder settings or upstream.
-final class ConfiguredProxyTests: XCTestCase {
-    var processes: [() -> Void] = []
-
-    override func tearDown() {
-        for stop in processes.reversed() { stop() }
-        processes = []
-    }
-
-    private func startOrigin() throws -> Origin {
-        let o = try Origin()
-        processes.append(o.stop)
-        return o
-    }
-
-    private func startLarder(upstream: String, _ extra: [String] = []) throws -> LarderProcess {
-        let l = try LarderProcess(upstream: upstream, extra: extra)
-        processes.append(l.stop)
-        return l
-    }
-
-    private func writeConfig(_ text: String) throws -> String {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("larder-test-\(UUID().uuidString).toml").path
-        try text.write(toFile: path, atomically: true, encoding: .utf8)
-        addTeardownBlock { try? FileManager.default.removeItem(atPath: path) }
-        return path
-    }
+final class ConfiguredProxyTests: ConfiguredTestCase {
 
     func testDeadUpstreamGives502() throws {
         let larder = try startLarder(upstream: "http://127.0.0.1:\(unusedPort())")

@@ -327,6 +327,42 @@ final class HTTPClient {
     }
 }
 
+/// A test case that starts its own origin and larder with settings of its
+/// own; everything it started is stopped at teardown.
+class ConfiguredTestCase: XCTestCase {
+    var processes: [() -> Void] = []
+
+    override func tearDown() {
+        for stop in processes.reversed() { stop() }
+        processes = []
+    }
+
+    func startOrigin() throws -> Origin {
+        let o = try Origin()
+        processes.append(o.stop)
+        return o
+    }
+
+    func startLarder(upstream: String, _ extra: [String] = []) throws -> LarderProcess {
+        let l = try LarderProcess(upstream: upstream, extra: extra)
+        processes.append(l.stop)
+        return l
+    }
+
+    func writeConfig(_ text: String) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("larder-test-\(UUID().uuidString).toml").path
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: path) }
+        return path
+    }
+
+    /// An origin and a larder in front of it started with `config` (TOML).
+    func start(config: String) throws -> (origin: Origin, larder: LarderProcess) {
+        let origin = try startOrigin()
+        return (origin, try startLarder(upstream: origin.url, ["--config", try writeConfig(config)]))
+    }
+}
+
 /// A test case with a fresh origin and a larder in front of it for each test.
 class ProxyTestCase: XCTestCase {
     var origin: Origin!

@@ -119,15 +119,9 @@ extension UpstreamRobustnessTests {
 }
 
 /// With finish_store_limit = 0, a fetch is abandoned with its client.
-final class AbandonedFetchTests: XCTestCase {
+final class AbandonedFetchTests: ConfiguredTestCase {
     func testTheFetchIsAbandonedWhenTheLimitIsZero() throws {
-        let origin = try Origin()
-        defer { origin.stop() }
-        let config = FileManager.default.temporaryDirectory.appendingPathComponent("larder-\(UUID().uuidString).toml").path
-        defer { try? FileManager.default.removeItem(atPath: config) }
-        try "finish_store_limit = \"0\"\n".write(toFile: config, atomically: true, encoding: .utf8)
-        let larder = try LarderProcess(upstream: origin.url, extra: ["--config", config])
-        defer { larder.stop() }
+        let (origin, larder) = try start(config: "finish_store_limit = \"0\"\n")
         let target = "/abandoned?size=50000&trickle=0.1"
         do {
             let c = try larder.client()
@@ -145,15 +139,9 @@ final class AbandonedFetchTests: XCTestCase {
 }
 
 /// upstream_total_timeout bounds the whole exchange, body included.
-final class TotalTimeoutTests: XCTestCase {
+final class TotalTimeoutTests: ConfiguredTestCase {
     func testABodyThatTakesTooLongIsCutAndNotStored() throws {
-        let origin = try Origin()
-        defer { origin.stop() }
-        let config = FileManager.default.temporaryDirectory.appendingPathComponent("larder-\(UUID().uuidString).toml").path
-        defer { try? FileManager.default.removeItem(atPath: config) }
-        try "upstream_total_timeout = \"1s\"\n".write(toFile: config, atomically: true, encoding: .utf8)
-        let larder = try LarderProcess(upstream: origin.url, extra: ["--config", config])
-        defer { larder.stop() }
+        let (_, larder) = try start(config: "upstream_total_timeout = \"1s\"\n")
         let target = "/too-long?size=10000&trickle=0.3"  // about 3 s of body
         let c = try larder.client()
         try c.send("GET \(target) HTTP/1.1\r\nHost: test\r\n\r\n")
@@ -175,15 +163,9 @@ final class TotalTimeoutTests: XCTestCase {
 
 /// upstream_max_connections caps the connections to the upstream; further
 /// requests queue for a free one.
-final class ConnectionLimitTests: XCTestCase {
+final class ConnectionLimitTests: ConfiguredTestCase {
     func testRequestsQueueForTheConnectionLimit() throws {
-        let origin = try Origin()
-        defer { origin.stop() }
-        let config = FileManager.default.temporaryDirectory.appendingPathComponent("larder-\(UUID().uuidString).toml").path
-        defer { try? FileManager.default.removeItem(atPath: config) }
-        try "upstream_max_connections = 2\n".write(toFile: config, atomically: true, encoding: .utf8)
-        let larder = try LarderProcess(upstream: origin.url, extra: ["--config", config])  // 2 workers: 1 connection each
-        defer { larder.stop() }
+        let (origin, larder) = try start(config: "upstream_max_connections = 2\n")  // 2 workers: 1 connection each
         let targets = (0..<6).map { "/queued/\($0)?delay=0.3&cc=no-store" }
         let group = DispatchGroup()
         final class Box: @unchecked Sendable { let lock = NSLock(); var statuses: [Int] = [] }
