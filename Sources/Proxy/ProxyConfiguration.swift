@@ -12,6 +12,10 @@ public struct ProxyConfiguration: Sendable {
     public var maxObjectBytes = 8 << 20
     /// RFC 9111 shared-cache rules (true) or a single user's private cache.
     public var sharedCache = true
+    /// Whether responses carrying Set-Cookie may be stored (RFC 9111 allows
+    /// it; nginx and Varnish refuse by default). When false they are
+    /// neither stored nor shared with collapsed requests.
+    public var storeSetCookie = true
     /// The targeted cache-control field (RFC 9213) meant for Larder; it and
     /// CDN-Cache-Control take precedence over Cache-Control and are not
     /// passed on to clients.
@@ -58,7 +62,6 @@ public struct ProxyConfiguration: Sendable {
 
 /// How the disk tier turns records back into stored responses for this configuration.
 public func makeRehydrator(_ configuration: ProxyConfiguration) -> @Sendable (DiskRecord) -> CachedResponse {
-    let builder = StoredResponseBuilder(shared: configuration.sharedCache, targetedField: configuration.targetedCacheControl,
-                                        routes: configuration.routes)
+    let builder = StoredResponseBuilder(configuration)
     return { builder.rehydrate($0) }
 }

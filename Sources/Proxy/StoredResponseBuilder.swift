@@ -13,6 +13,13 @@ struct StoredResponseBuilder: Sendable {
 
     /// Per-route storage rules.
     let routes: RouteTable
+    /// false: a response with Set-Cookie is not stored.
+    var storeSetCookie = true
+
+    init(_ configuration: ProxyConfiguration) {
+        self.init(shared: configuration.sharedCache, targetedField: configuration.targetedCacheControl, routes: configuration.routes)
+        storeSetCookie = configuration.storeSetCookie
+    }
 
     init(shared: Bool, targetedField: String, routes: RouteTable = RouteTable()) {
         self.shared = shared
@@ -83,6 +90,7 @@ struct StoredResponseBuilder: Sendable {
         let hasValidator = Self.value("etag", in: headers) != nil || Self.value("last-modified", in: headers) != nil
         let reusable = lifetime(status: status, headers: headers, timing: timing, key: key) != nil || hasValidator || cc.noCache
         if Vary.fieldNames(Self.combined("vary", in: headers)) == nil { return .doNotStore("Vary: *") }
+        if !storeSetCookie && headers.contains(where: { $0.name == "set-cookie" }) { return .doNotStore("Set-Cookie") }
         return Storability.decide(method: request.method, status: status,
                                   request: CacheControl(request.combinedHeader("cache-control")), response: cc,
                                   hasAuthorization: request.header("authorization") != nil, shared: shared,

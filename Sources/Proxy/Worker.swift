@@ -41,8 +41,7 @@ public final class Worker: IOHandler {
         self.stats = stats
         self.logger = logger
         upstream = UpstreamClient(loop: loop, settings: configuration.upstream)
-        builder = StoredResponseBuilder(shared: configuration.sharedCache, targetedField: configuration.targetedCacheControl,
-                                        routes: configuration.routes)
+        builder = StoredResponseBuilder(configuration)
     }
 
     /// Runs the loop on the calling thread until the worker has drained.
@@ -85,8 +84,7 @@ public final class Worker: IOHandler {
     public func reconfigure(_ configuration: ProxyConfiguration) {
         loop.execute { [self] in
             self.configuration = configuration
-            builder = StoredResponseBuilder(shared: configuration.sharedCache, targetedField: configuration.targetedCacheControl,
-                                        routes: configuration.routes)
+            builder = StoredResponseBuilder(configuration)
             upstream.settings = configuration.upstream
         }
     }

@@ -264,6 +264,7 @@ struct Serve: ParsableCommand {
         proxyConfig.allowClientPolicy = settings.allowClientPolicy
         proxyConfig.routes = RouteTable(settings.routes)
         proxyConfig.stripTagHeaders = settings.stripTagHeaders
+        proxyConfig.storeSetCookie = settings.storeSetCookie
         proxyConfig.upstreamRetries = settings.upstreamRetries
         proxyConfig.finishStoreLimitBytes = settings.finishStoreLimitBytes
         proxyConfig.keepAliveTimeoutMilliseconds = UInt64(settings.keepAliveTimeoutMilliseconds)

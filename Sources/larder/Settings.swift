@@ -48,6 +48,7 @@ struct Settings {
     var adminToken: String?
     var adminTokenFile: String?
     var stripTagHeaders = true
+    var storeSetCookie = true
     /// Retries of idempotent requests without a body when the upstream
     /// connection fails before any response byte.
     var upstreamRetries = 2
@@ -87,7 +88,7 @@ enum ConfigKey: String, CaseIterable {
     case upstream_connect_timeout, upstream_timeout, upstream_idle_timeout, upstream_ca_file, upstream_tls_verify
     case keepalive_timeout, header_timeout, max_header_size, max_target_size, max_body_size, drain_timeout
     case admin_listen, admin_token, admin_token_file, strip_tag_headers, access_log
-    case upstream_retries, upstream_max_connections, finish_store_limit, upstream_total_timeout
+    case upstream_retries, upstream_max_connections, finish_store_limit, upstream_total_timeout, store_set_cookie
 
     enum Kind { case string, size, duration, integer, bool, lifetime }
 
@@ -101,7 +102,7 @@ enum ConfigKey: String, CaseIterable {
         case .upstream_connect_timeout, .upstream_timeout, .upstream_idle_timeout, .keepalive_timeout,
              .header_timeout, .drain_timeout, .upstream_total_timeout: return .duration
         case .workers, .upstream_retries, .upstream_max_connections: return .integer
-        case .upstream_tls_verify, .allow_client_policy, .strip_tag_headers: return .bool
+        case .upstream_tls_verify, .allow_client_policy, .strip_tag_headers, .store_set_cookie: return .bool
         case .memory_ttl, .disk_ttl: return .lifetime
         }
     }
@@ -189,6 +190,7 @@ extension Settings {
             switch key {
             case .allow_client_policy: allowClientPolicy = b
             case .strip_tag_headers: stripTagHeaders = b
+            case .store_set_cookie: storeSetCookie = b
             default: upstreamTLSVerify = b
             }
         case .lifetime:

@@ -132,6 +132,34 @@ final class ConfiguredProxyTests: ConfiguredTestCase {
         XCTAssertEqual(try origin.count("/never2?size=1"), 0)
     }
 
+    func testStoreSetCookieFalseNeitherStoresNorShares() throws {
+        let (origin, larder) = try start(config: "store_set_cookie = false\n")
+        let c = try larder.client()
+        _ = try c.get("/cookie?cookie=1")
+        let second = try c.get("/cookie?cookie=1")
+        XCTAssertEqual(second.header("set-cookie"), "session=2", "every client gets its own cookie from the origin")
+        XCTAssertEqual(try origin.count("/cookie?cookie=1"), 2)
+        // Responses without Set-Cookie are still cached.
+        _ = try c.get("/nocookie")
+        XCTAssertTrue(try c.get("/nocookie").header("cache-status")?.contains("hit") ?? false)
+        // Concurrent requests are not handed one client's cookie either.
+        let target = "/cookie-stampede?cookie=1&delay=0.3"
+        let group = DispatchGroup()
+        final class Box: @unchecked Sendable { let lock = NSLock(); var statuses: [String] = [] }
+        let box = Box()
+        for _ in 0..<4 {
+            group.enter()
+            Thread {
+                let r = try? HTTPClient(port: larder.port).get(target)
+                box.lock.lock(); box.statuses.append(r?.header("cache-status") ?? "none"); box.lock.unlock()
+                group.leave()
+            }.start()
+        }
+        XCTAssertEqual(group.wait(timeout: .now() + 20), .success)
+        XCTAssertEqual(box.statuses, Array(repeating: "larder; fwd=uri-miss", count: 4), "each fetched its own")
+        XCTAssertEqual(try origin.count(target), 4)
+    }
+
     func testSigtermStopsWithExitZero() throws {
         let origin = try startOrigin()
         let larder = try startLarder(upstream: origin.url)
