@@ -9,6 +9,26 @@ struct Larder: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "larder",
         abstract: "An HTTP caching reverse proxy.",
+        discussion: """
+            Larder forwards requests to one upstream and answers repeated GET and HEAD \
+            requests from a memory tier and an optional disk tier, following HTTP \
+            caching (RFC 9111). Configuration: a TOML file (--config; documented \
+            example in config/larder.toml, installed as /etc/larder/larder.toml); \
+            flags override it.
+
+            SIGNALS: SIGHUP re-reads the config file (and reopens the access log); \
+            SIGTERM and SIGINT stop accepting, let requests in flight finish (up to \
+            drain_timeout) and exit 0.
+
+            ENVIRONMENT: LARDER_ADMIN_TOKEN (admin API token); under systemd \
+            NOTIFY_SOCKET, WATCHDOG_USEC, LISTEN_FDS/LISTEN_FDNAMES (sockets named \
+            proxy and admin), JOURNAL_STREAM (journald log format) and \
+            CREDENTIALS_DIRECTORY (admin-token credential).
+
+            EXIT CODES: 0 success, 64 bad usage, 78 bad configuration (file, line \
+            and key named), 69 admin API unreachable, 77 admin API refused the \
+            token, 1 any other failure.
+            """,
         version: version,
         subcommands: [Serve.self, Purge.self, Stats.self, CheckConfig.self],
         defaultSubcommand: nil
