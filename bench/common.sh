@@ -24,16 +24,19 @@ chmod 777 "$WORK/tmp"
 PIDS=""
 cleanup() {
     for pid in $PIDS; do kill "$pid" 2>/dev/null || true; done
-    [ -f "$WORK/nginx.pid" ] && kill "$(cat "$WORK/nginx.pid")" 2>/dev/null || true
+    for pidfile in "$WORK"/*.pid; do [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true; done
     [ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"
 }
 trap cleanup EXIT INT TERM
 
-# The test suite's python origin (responses carry max-age=60).
-python3 Tests/EndToEndTests/origin.py 0 > "$WORK/origin.out" 2>&1 &
-PIDS="$PIDS $!"
-i=0; while ! grep -q PORT "$WORK/origin.out" && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
-ORIGIN_PORT=$(awk '/PORT/ {print $2}' "$WORK/origin.out")
+# The test suite's python origin (responses carry max-age=60), unless the
+# script brings its own (ORIGIN=none before sourcing this file).
+if [ "${ORIGIN:-python}" = python ]; then
+    python3 Tests/EndToEndTests/origin.py 0 > "$WORK/origin.out" 2>&1 &
+    PIDS="$PIDS $!"
+    i=0; while ! grep -q PORT "$WORK/origin.out" && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+    ORIGIN_PORT=$(awk '/PORT/ {print $2}' "$WORK/origin.out")
+fi
 
 # Starts Larder in front of the origin with extra flags; sets LARDER_PID
 # and LARDER_PORT (read from its "listening on" line).
@@ -53,23 +56,29 @@ free_port() {
 NGINX_PROXY='proxy_pass http://origin; proxy_http_version 1.1; proxy_set_header Connection "";'
 
 # Starts nginx with the given http-block body (temp paths are set here).
-start_nginx() {
-    cat > "$WORK/nginx.conf" <<CONF
-worker_processes ${WORKERS:-2};
-pid $WORK/nginx.pid;
-error_log $WORK/nginx.err warn;
+start_nginx() { start_nginx_named nginx "$1"; }
+
+# The same for a second instance: start_nginx_named NAME BODY (its files
+# are $WORK/NAME.*; NGINX_WORKERS overrides the worker count; LAUNCH is a
+# command prefix such as "taskset -c 0").
+start_nginx_named() {
+    cat > "$WORK/$1.conf" <<CONF
+worker_processes ${NGINX_WORKERS:-${WORKERS:-2}};
+pid $WORK/$1.pid;
+error_log $WORK/$1.err warn;
 events { worker_connections 4096; }
 http {
     access_log off;
     proxy_temp_path $WORK/tmp; client_body_temp_path $WORK/tmp; fastcgi_temp_path $WORK/tmp;
     uwsgi_temp_path $WORK/tmp; scgi_temp_path $WORK/tmp;
     keepalive_requests 1000000;
-    upstream origin { server 127.0.0.1:$ORIGIN_PORT; keepalive 16; }
-$1
+    upstream origin { server 127.0.0.1:${ORIGIN_PORT:-1}; keepalive 16; }
+$2
 }
 CONF
-    "$NGINX" -c "$WORK/nginx.conf" -p "$WORK" 2>> "$WORK/nginx.err"
-    i=0; while [ ! -s "$WORK/nginx.pid" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+    # shellcheck disable=SC2086
+    ${LAUNCH:-} "$NGINX" -c "$WORK/$1.conf" -p "$WORK" 2>> "$WORK/$1.err"
+    i=0; while [ ! -s "$WORK/$1.pid" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 }
 
 # Prints "requests_per_second p99_ms" for one wrk run: measure URL [lua-script].

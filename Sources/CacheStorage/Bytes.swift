@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// An immutable block of bytes at a stable address, so that `writev` can
 /// point straight into stored responses without copying them per hit.
 public final class Bytes: @unchecked Sendable {
@@ -35,6 +39,19 @@ public struct ByteAccumulator {
 
     public init() {}
 
+    /// Makes room for `total` bytes at once (a body whose length is known),
+    /// so nothing is copied while it grows and nothing is wasted after.
+    public mutating func reserve(_ total: Int) {
+        guard total > capacity else { return }
+        let grown = UnsafeMutableRawPointer.allocate(byteCount: total, alignment: 16)
+        if let storage {
+            grown.copyMemory(from: storage, byteCount: count)
+            storage.deallocate()
+        }
+        storage = grown
+        capacity = total
+    }
+
     public mutating func append(_ bytes: UnsafeRawBufferPointer) {
         guard bytes.count > 0 else { return }
         if count + bytes.count > capacity {
@@ -51,10 +68,17 @@ public struct ByteAccumulator {
         count += bytes.count
     }
 
-    /// Moves the bytes into an immutable `Bytes`; the accumulator is empty after.
+    /// Moves the bytes into an immutable `Bytes`; the accumulator is empty
+    /// after. Spare capacity is given back first: a stored body costs its
+    /// size, not the 4 KiB minimum or the doubling slack of its growth.
     public mutating func take() -> Bytes {
         defer { storage = nil; capacity = 0; count = 0 }
-        guard let storage else { return Bytes([]) }
+        guard var storage else { return Bytes([]) }
+        if capacity - count > 64, count > 0, let shrunk = realloc(storage, count) {
+            // `allocate` with 16-byte alignment is malloc on Linux, so
+            // realloc is its companion (and `deallocate` frees it).
+            storage = shrunk
+        }
         return Bytes(adopting: storage, count: count)
     }
 

@@ -18,6 +18,13 @@ public protocol IOHandler: AnyObject {
     func ready(_ events: IOEvents)
 }
 
+/// Work put off until the loop has dispatched its current batch of events
+/// (for example, writing everything a connection queued during the batch
+/// with one system call).
+public protocol BatchEndHandler: AnyObject {
+    func batchEnded()
+}
+
 /// A one-shot timer's handle; cancel it with `EventLoop.cancel(_:)`.
 public struct TimerID: Hashable, Sendable {
     fileprivate let raw: UInt64
@@ -102,6 +109,15 @@ public final class EventLoop {
         _ = el_wake(raw)
     }
 
+    private var batchEnd: [BatchEndHandler] = []
+    private var batchEndSpare: [BatchEndHandler] = []
+
+    /// Calls `handler.batchEnded()` once the current batch of events has
+    /// been dispatched (before the loop waits again). Loop thread only.
+    public func atBatchEnd(_ handler: BatchEndHandler) {
+        batchEnd.append(handler)
+    }
+
     /// Runs until `stop()` is called.
     public func run() {
         running = true
@@ -125,6 +141,13 @@ public final class EventLoop {
             default:
                 drainQueue()
             }
+        }
+        // Handlers may defer more work; run until none is left, so nothing
+        // waits for the next event.
+        while !batchEnd.isEmpty {
+            swap(&batchEnd, &batchEndSpare)
+            for handler in batchEndSpare { handler.batchEnded() }
+            batchEndSpare.removeAll(keepingCapacity: true)
         }
     }
 

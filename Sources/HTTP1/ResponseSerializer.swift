@@ -29,10 +29,12 @@ public enum ResponseSerializer {
     }
 
     public static func appendField(_ name: String, _ value: String, to out: inout [UInt8]) {
-        out.append(contentsOf: canonicalName(name).utf8)
-        out.append(contentsOf: ": ".utf8)
+        appendCanonicalName(name, to: &out)
+        out.append(UInt8(ascii: ":"))
+        out.append(SP)
         out.append(contentsOf: value.utf8)
-        out.append(contentsOf: [CR, LF])
+        out.append(CR)
+        out.append(LF)
     }
 
     /// A complete small response with a text body (errors, 100 Continue not included).
@@ -74,13 +76,26 @@ public enum ResponseSerializer {
 
     /// "content-type" -> "Content-Type": clients and tools expect the usual case.
     public static func canonicalName(_ name: String) -> String {
-        if let special = specialNames[name] { return special }
+        var out: [UInt8] = []
+        appendCanonicalName(name, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends the canonical spelling byte by byte (no String is built: this
+    /// runs for every field of every forwarded response).
+    @inline(__always)
+    static func appendCanonicalName(_ name: String, to out: inout [UInt8]) {
+        let count = name.utf8.count
+        // Only these lengths have special spellings; skip the lookup otherwise.
+        if count == 2 || count == 3 || count == 4 || count == 11 || count == 16, let special = specialNames[name] {
+            out.append(contentsOf: special.utf8)
+            return
+        }
         var upper = true
-        return String(String.UnicodeScalarView(name.unicodeScalars.map { s -> Unicode.Scalar in
-            defer { upper = s == "-" }
-            if upper, s.value >= 0x61, s.value <= 0x7A { return Unicode.Scalar(s.value - 32)! }
-            return s
-        }))
+        for b in name.utf8 {
+            out.append(upper && b >= 0x61 && b <= 0x7A ? b &- 32 : b)
+            upper = b == 0x2D
+        }
     }
 
     /// The chunk-size line for a chunk of `count` bytes.
@@ -157,12 +172,24 @@ public enum ResponseLine {
         return reason.isEmpty ? nil : reason
     }
 
-    /// A "Name: value" line, name lowercased and value trimmed.
+    /// A "Name: value" line, name lowercased and value trimmed. Works on
+    /// the UTF-8 bytes: it runs for every field of every upstream response.
     public static func field(_ line: String) -> HeaderField? {
-        guard let colon = line.firstIndex(of: ":") else { return nil }
-        let name = line[..<colon]
-        guard !name.isEmpty, name.utf8.allSatisfy(isTokenChar) else { return nil }
-        let value = line[line.index(after: colon)...].trimmingCharacters(in: " \t\r\n")
-        return HeaderField(name: name.lowercased(), value: value)
+        var line = line
+        return line.withUTF8 { bytes -> HeaderField? in
+            guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > 0 else { return nil }
+            var name = [UInt8]()
+            name.reserveCapacity(colon)
+            for b in bytes[..<colon] {
+                guard isTokenChar(b) else { return nil }
+                name.append(b >= 0x41 && b <= 0x5A ? b | 0x20 : b)
+            }
+            var start = colon + 1, end = bytes.count
+            func isSpace(_ b: UInt8) -> Bool { b == SP || b == HTAB || b == CR || b == LF }
+            while start < end && isSpace(bytes[start]) { start += 1 }
+            while end > start && isSpace(bytes[end - 1]) { end -= 1 }
+            return HeaderField(name: String(decoding: name, as: UTF8.self),
+                               value: String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self))
+        }
     }
 }

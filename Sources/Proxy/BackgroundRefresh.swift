@@ -46,7 +46,9 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
         let timing = ResponseTiming(requestTime: requestTime, responseTime: EventLoop.wallSeconds(),
                                     dateValue: StoredResponseBuilder.value("date", in: headers).flatMap(HTTPDate.parse),
                                     ageValue: Freshness.parseAge(StoredResponseBuilder.value("age", in: headers)) ?? 0)
-        let nominated = HopByHop.nominated(byConnectionValues: headers.lazy.filter { $0.name == "connection" }.map(\.value))
+        // Most responses have no Connection field: skip building the set.
+        let nominated: Set<String> = headers.contains(where: { $0.name == "connection" })
+            ? HopByHop.nominated(byConnectionValues: headers.lazy.filter { $0.name == "connection" }.map(\.value)) : []
         let strip = worker.configuration.stripTagHeaders
         let passed = headers.filter {
             !HopByHop.names.contains($0.name) && !nominated.contains($0.name)

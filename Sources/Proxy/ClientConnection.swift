@@ -6,7 +6,7 @@ import Logging
 /// One client's HTTP/1.1 connection: reads and parses requests in order,
 /// hands each to an `Exchange`, and writes answers in the same order
 /// (pipelined requests wait in the input buffer until the one before is done).
-final class ClientConnection: IOHandler {
+final class ClientConnection: IOHandler, BatchEndHandler {
     let fd: Int32
     let peer: String
     unowned let worker: Worker
@@ -233,7 +233,9 @@ final class ClientConnection: IOHandler {
         if !keepAlive || readEOF && body == nil && unparsedCount == 0 {
             closeWhenFlushed = true
         }
-        flush()
+        // Pipelined requests answered in this batch leave in one writev; a
+        // lone response goes at once (waiting for the batch adds latency).
+        if unparsedCount > 0 { flushSoon() } else { flush() }
         if closed { return }
         if !closeWhenFlushed {
             if body == nil { armIdleTimer(worker.configuration.keepAliveTimeoutMilliseconds) }
@@ -266,6 +268,22 @@ final class ClientConnection: IOHandler {
 
     // MARK: writing
 
+    private var flushQueued = false
+
+    /// Writes what is queued once the loop has dispatched its current batch
+    /// of events: a response head and body produced in one batch (an
+    /// upstream answer, pipelined hits) leave in one writev.
+    func flushSoon() {
+        guard !flushQueued, !closed else { return }
+        flushQueued = true
+        worker.loop.atBatchEnd(self)
+    }
+
+    func batchEnded() {
+        flushQueued = false
+        flush()
+    }
+
     func flush() {
         guard !closed else { return }
         do {
@@ -286,7 +304,9 @@ final class ClientConnection: IOHandler {
     private func updateInterest() {
         guard !closed else { return }
         var wanted: IOEvents = []
-        if !output.isEmpty { wanted.insert(.write) }
+        // A write is already due at the end of this batch: no need to ask
+        // epoll (it would cost a system call per response).
+        if !output.isEmpty && !flushQueued { wanted.insert(.write) }
         // Stop reading while an answer is pending and enough input is buffered
         // (pipelining bound), or when the client has finished sending.
         if !readEOF && !closeWhenFlushed && unparsedCount < Self.maxBufferedInput && !(exchange?.isUploadCongested ?? false) {

@@ -373,7 +373,9 @@ final class Exchange: UpstreamTransferDelegate {
     func upstreamDidReceiveHead(status: Int, reason: String?, headers: [(name: String, value: String)]) {
         guard !finished, !answeredFromStore else { return }
         let responseTime = EventLoop.wallSeconds()
-        let nominated = HopByHop.nominated(byConnectionValues: headers.lazy.filter { $0.name == "connection" }.map(\.value))
+        // Most responses have no Connection field: skip building the set.
+        let nominated: Set<String> = headers.contains(where: { $0.name == "connection" })
+            ? HopByHop.nominated(byConnectionValues: headers.lazy.filter { $0.name == "connection" }.map(\.value)) : []
         var passed: [(name: String, value: String)] = []
         passed.reserveCapacity(headers.count)
         let strip = worker.configuration.stripTagHeaders
@@ -418,6 +420,9 @@ final class Exchange: UpstreamTransferDelegate {
                (expectedLength ?? 0) <= max(worker.configuration.maxObjectBytes, diskMaxObjectBytes) {
                 store = PendingStore(status: status, reason: reason, headers: passed, timing: timing,
                                      tags: builder.tags(headers, key: key))
+                if let expectedLength, expectedLength > 0, expectedLength <= worker.configuration.maxObjectBytes {
+                    store!.body.reserve(expectedLength)
+                }
                 if (expectedLength ?? 0) > worker.configuration.maxObjectBytes {
                     // Too large for memory: straight to disk.
                     store!.disk = beginDiskStream()
@@ -478,7 +483,7 @@ final class Exchange: UpstreamTransferDelegate {
             broadcast?.finish(.complete)
         }
         connection.enqueue(head)
-        connection.flush()
+        connection.flushSoon()
     }
 
     /// A 304 answered our conditional request: update the variant it selects
@@ -584,7 +589,7 @@ final class Exchange: UpstreamTransferDelegate {
             if store != nil { commitStore() }
             broadcast?.finish(.complete)
         }
-        if framing != .none { connection.flush() }
+        if framing != .none { connection.flushSoon() }
         return true
     }
 

@@ -194,8 +194,13 @@ struct StoredResponseBuilder: Sendable {
         headers.first { $0.name == name }?.value
     }
 
+    /// Every value of a field joined by ", " (RFC 9110 section 5.3); the
+    /// usual single field is returned without building anything.
     static func combined(_ name: String, in headers: [(name: String, value: String)]) -> String? {
-        let values = headers.filter { $0.name == name }.map(\.value)
-        return values.isEmpty ? nil : values.joined(separator: ", ")
+        var result: String?
+        for field in headers where field.name == name {
+            if result == nil { result = field.value } else { result! += ", " + field.value }
+        }
+        return result
     }
 }

@@ -28,14 +28,13 @@ struct JournalLogHandler: LogHandler {
         }
     }
 
-    func log(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String,
-             file: String, function: String, line: UInt) {
+    func log(event: LogEvent) {
         var all = metadata
-        if let explicit { all.merge(explicit) { _, new in new } }
+        if let explicit = event.metadata { all.merge(explicit) { _, new in new } }
         let extra = all.isEmpty ? "" : " " + all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
         // One write per line, newlines inside the message flattened (one entry each).
-        let text = "\(message)\(extra)".replacingOccurrences(of: "\n", with: " ")
-        FileHandle.standardError.write(Data("<\(Self.priority(level))>\(label): \(text)\n".utf8))
+        let text = "\(event.message)\(extra)".replacingOccurrences(of: "\n", with: " ")
+        FileHandle.standardError.write(Data("<\(Self.priority(event.level))>\(label): \(text)\n".utf8))
     }
 
     /// Whether stderr goes to the journal.

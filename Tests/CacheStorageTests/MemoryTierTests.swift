@@ -1,4 +1,7 @@
 import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
 import CacheSemantics
 @testable import CacheStorage
 
@@ -76,5 +79,37 @@ final class MemoryTierTests: XCTestCase {
         XCTAssertEqual(tier.lookup("/v").map(\.body.count), [40])
         XCTAssertEqual(tier.stats.objects, 1)
         XCTAssertEqual(tier.stats.bytes, entry("/v", bodyBytes: 40, vary: ["accept-encoding"], values: ["gzip"]).costBytes)
+    }
+}
+
+/// glibc's malloc_usable_size (in <malloc.h>, which the Glibc module leaves out).
+@_silgen_name("malloc_usable_size") private func mallocUsableSize(_ pointer: UnsafeMutableRawPointer?) -> Int
+
+final class ByteAccumulatorTests: XCTestCase {
+    /// A stored body costs its size: no 4 KiB minimum, no growth slack.
+    func testTakeGivesBackSpareCapacity() {
+        var small = ByteAccumulator()
+        let sixteen = Array("0123456789abcdef".utf8)
+        sixteen.withUnsafeBytes { small.append($0) }
+        let body = small.take()
+        XCTAssertEqual(Array(body.buffer), sixteen)
+        XCTAssertLessThan(mallocUsableSize(UnsafeMutableRawPointer(mutating: body.pointer)), 64)
+
+        var grown = ByteAccumulator()
+        let piece = [UInt8](repeating: 7, count: 5000)
+        for _ in 0..<3 { piece.withUnsafeBytes { grown.append($0) } }  // grows to 20,000 capacity
+        let large = grown.take()
+        XCTAssertEqual(large.count, 15000)
+        XCTAssertLessThan(mallocUsableSize(UnsafeMutableRawPointer(mutating: large.pointer)), 15000 + 64)
+    }
+
+    func testReserveHoldsAKnownLengthExactly() {
+        var exact = ByteAccumulator()
+        exact.reserve(3000)
+        let piece = [UInt8](repeating: 1, count: 1000)
+        for _ in 0..<3 { piece.withUnsafeBytes { exact.append($0) } }
+        let body = exact.take()
+        XCTAssertEqual(body.count, 3000)
+        XCTAssertLessThan(mallocUsableSize(UnsafeMutableRawPointer(mutating: body.pointer)), 3000 + 64)
     }
 }
