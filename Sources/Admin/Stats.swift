@@ -18,6 +18,7 @@ public struct StatsSnapshot: Equatable, Sendable {
     public var stored: Int
     public var backgroundRefreshes: Int
     public var clientErrors: Int
+    public var refusedConnections: Int
     public var purged: Int
     public var memoryObjects: Int
     public var memoryBytes: Int
@@ -41,7 +42,8 @@ public struct StatsSnapshot: Equatable, Sendable {
         return """
             {"hits": \(hits), "misses": \(misses), "stale_hits": \(staleHits), "revalidations": \(revalidations), \
             "collapsed": \(collapsed), "upstream_errors": \(upstreamErrors), "stored": \(stored), \
-            "background_refreshes": \(backgroundRefreshes), "client_errors": \(clientErrors), "purged": \(purged), \
+            "background_refreshes": \(backgroundRefreshes), "client_errors": \(clientErrors), \
+            "refused_connections": \(refusedConnections), "purged": \(purged), \
             "hit_ratio": \(ratio), \
             "memory": {"objects": \(memoryObjects), "bytes": \(memoryBytes), "limit_bytes": \(memoryLimitBytes), \
             "evictions": \(memoryEvictions)}, \
@@ -73,6 +75,7 @@ final class Metrics {
             ("larder_stored_total", "Responses stored", \.stored),
             ("larder_background_refreshes_total", "Background refreshes started", \.backgroundRefreshes),
             ("larder_client_errors_total", "Malformed or refused client requests", \.clientErrors),
+            ("larder_refused_connections_total", "Connections answered 503 over max_connections", \.refusedConnections),
             ("larder_purged_objects_total", "Stored responses removed or marked stale by purges", \.purged),
         ]
         for (name, help, path) in counterSpecs { counters.append((registry.makeCounter(name: name, help: help), path)) }

@@ -28,6 +28,9 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     private var idleDeadline: UInt64 = 0
     private var idleTimerFiresAt: UInt64 = 0
     private var processing = false
+    /// Request body progress (body_timeout): when bytes last arrived.
+    private var bodyProgressAt: UInt64 = 0
+    private var bodyTimer: TimerID = .none
 
     /// What remains of the current request's body.
     private enum BodyReader {
@@ -141,6 +144,10 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         case .contentLength(let n): body = .length(n)
         case .chunked: body = .chunked(ChunkedDecoder(maxBodyBytes: worker.configuration.limits.maxBodyBytes))
         }
+        if let body, !isEmptyBody(body) {
+            bodyProgressAt = EventLoop.nowMilliseconds()
+            if bodyTimer == .none { scheduleBodyTimer(after: worker.configuration.bodyTimeoutMilliseconds) }
+        }
         if head.expectsContinue && head.minorVersion == 1 {
             output.append(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
         }
@@ -154,6 +161,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     /// answer did not need the body).
     private func feedBody() {
         guard let reader = body, unparsedCount > 0 || isEmptyBody(reader) else { return }
+        bodyProgressAt = EventLoop.nowMilliseconds()
         switch reader {
         case .length(let remaining):
             let n = min(remaining, unparsedCount)
@@ -344,6 +352,35 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         }
     }
 
+    /// body_timeout: a request body that stops arriving is given up on. A
+    /// body held back because the upstream reads slowly does not count.
+    private func scheduleBodyTimer(after milliseconds: UInt64) {
+        bodyTimer = worker.loop.schedule(after: milliseconds) { [weak self] in
+            guard let self, !self.closed else { return }
+            self.bodyTimer = .none
+            guard self.body != nil else { return }
+            let timeout = self.worker.configuration.bodyTimeoutMilliseconds
+            if self.exchange?.isUploadCongested ?? false {
+                self.scheduleBodyTimer(after: timeout)
+                return
+            }
+            let idle = EventLoop.nowMilliseconds() - self.bodyProgressAt
+            if idle < timeout {
+                self.scheduleBodyTimer(after: timeout - idle)
+                return
+            }
+            ProxyStats.bump(self.worker.stats.clientErrors)
+            self.body = nil
+            if let exchange = self.exchange, !exchange.responseStarted {
+                exchange.cancel()
+                self.exchange = nil
+                self.sendError(408, "request body timeout: no body bytes for \(timeout) ms", close: true)
+            } else {
+                self.abort()
+            }
+        }
+    }
+
     /// Whether nothing is in progress (used when draining on shutdown).
     var isIdle: Bool { exchange == nil && body == nil && output.isEmpty && unparsedCount == 0 }
 
@@ -357,6 +394,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         guard !closed else { return }
         closed = true
         worker.loop.cancel(idleTimer)
+        worker.loop.cancel(bodyTimer)
         exchange?.cancel()
         exchange = nil
         output.removeAll()

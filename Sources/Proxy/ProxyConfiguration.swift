@@ -40,6 +40,11 @@ public struct ProxyConfiguration: Sendable {
     public var keepAliveTimeoutMilliseconds: UInt64 = 60_000
     /// A client must send a complete request head within this long.
     public var headerTimeoutMilliseconds: UInt64 = 15_000
+    /// A request body that makes no progress for this long gets 408 (or,
+    /// once the answer has started, the connection closed).
+    public var bodyTimeoutMilliseconds: UInt64 = 30_000
+    /// Open client connections per worker; more are answered 503 and closed.
+    public var maxConnectionsPerWorker = 10_000
     /// Output buffered for one client beyond which the upstream is paused.
     public var clientBufferBytes = 1 << 20
     public var upstream = UpstreamSettings()

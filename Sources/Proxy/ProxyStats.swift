@@ -13,6 +13,8 @@ public final class ProxyStats: Sendable {
     public let collapsed = Atomic<Int>(0)
     public let upstreamErrors = Atomic<Int>(0)
     public let clientErrors = Atomic<Int>(0)
+    /// Connections answered 503 because of max_connections.
+    public let refusedConnections = Atomic<Int>(0)
 
     public init() {}
 

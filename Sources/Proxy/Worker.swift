@@ -1,4 +1,7 @@
 import CacheStorage
+#if canImport(Glibc)
+import Glibc
+#endif
 import EventLoop
 import HTTP1
 import Logging
@@ -74,11 +77,35 @@ public final class Worker: IOHandler {
                 return
             }
             guard let accepted else { return }
+            if connections.count >= configuration.maxConnectionsPerWorker {
+                refuse(accepted.fd)
+                continue
+            }
             let connection = ClientConnection(fd: accepted.fd, peer: accepted.peer, worker: self)
             connections[ObjectIdentifier(connection)] = connection
             connection.start()
         }
     }
+
+    /// Over max_connections: a short 503 (best effort, the socket buffer of
+    /// a new connection takes it) and close; existing connections go on.
+    private func refuse(_ fd: Int32) {
+        ProxyStats.bump(stats.refusedConnections)
+        Self.busy.withUnsafeBytes { raw in
+            var iov = iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress), iov_len: raw.count)
+            _ = try? Socket.writev(fd, &iov, count: 1)
+        }
+        Socket.close(fd)
+        let now = EventLoop.nowMilliseconds()
+        if now - lastRefusalLog > 10_000 {
+            lastRefusalLog = now
+            logger.warning("max_connections reached (\(configuration.maxConnectionsPerWorker) on this worker): refusing new connections with 503")
+        }
+    }
+
+    private var lastRefusalLog: UInt64 = 0
+    private static let busy = Array(("HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        + "Content-Length: 28\r\nRetry-After: 1\r\nConnection: close\r\n\r\ntoo many connections; retry\n").utf8)
 
     /// New settings for new requests (SIGHUP). Safe from any thread.
     public func reconfigure(_ configuration: ProxyConfiguration) {

@@ -270,6 +270,8 @@ struct Serve: ParsableCommand {
         proxyConfig.keepAliveTimeoutMilliseconds = UInt64(settings.keepAliveTimeoutMilliseconds)
         proxyConfig.headerTimeoutMilliseconds = UInt64(settings.headerTimeoutMilliseconds)
         proxyConfig.limits.maxHeaderBytes = settings.maxHeaderBytes
+        proxyConfig.limits.maxHeaderCount = settings.maxHeaderCount
+        proxyConfig.bodyTimeoutMilliseconds = UInt64(settings.bodyTimeoutMilliseconds)
         proxyConfig.limits.maxTargetBytes = settings.maxTargetBytes
         proxyConfig.limits.maxBodyBytes = settings.maxBodyBytes
         proxyConfig.upstream.connectTimeoutMilliseconds = settings.upstreamConnectTimeoutMilliseconds
@@ -278,9 +280,10 @@ struct Serve: ParsableCommand {
         proxyConfig.upstream.totalTimeoutMilliseconds = settings.upstreamTotalTimeoutMilliseconds
         proxyConfig.upstream.caFile = settings.upstreamCAFile
         proxyConfig.upstream.verifyTLS = settings.upstreamTLSVerify
-        // The connection limit is shared out over the workers' curl handles.
+        // Connection limits are shared out over the workers.
         let workers = settings.effectiveWorkers
         proxyConfig.upstream.maxConnectionsPerHost = max(1, (settings.upstreamMaxConnections + workers - 1) / workers)
+        proxyConfig.maxConnectionsPerWorker = max(1, (settings.maxConnections + workers - 1) / workers)
         return proxyConfig
     }
 

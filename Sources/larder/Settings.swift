@@ -39,6 +39,10 @@ struct Settings {
     var keepAliveTimeoutMilliseconds = 60_000
     var headerTimeoutMilliseconds = 15_000
     var maxHeaderBytes = 32 * 1024
+    var maxHeaderCount = 100
+    var bodyTimeoutMilliseconds = 30_000
+    /// Open client connections, all workers together.
+    var maxConnections = 10_000
     var maxTargetBytes = 8 * 1024
     var maxBodyBytes = 64 << 20
     var drainTimeoutMilliseconds = 10_000
@@ -89,6 +93,7 @@ enum ConfigKey: String, CaseIterable {
     case keepalive_timeout, header_timeout, max_header_size, max_target_size, max_body_size, drain_timeout
     case admin_listen, admin_token, admin_token_file, strip_tag_headers, access_log
     case upstream_retries, upstream_max_connections, finish_store_limit, upstream_total_timeout, store_set_cookie
+    case max_connections, body_timeout, max_header_count
 
     enum Kind { case string, size, duration, integer, bool, lifetime }
 
@@ -100,8 +105,8 @@ enum ConfigKey: String, CaseIterable {
         case .memory_limit, .disk_limit, .max_object_size, .max_header_size, .max_target_size, .max_body_size,
              .finish_store_limit: return .size
         case .upstream_connect_timeout, .upstream_timeout, .upstream_idle_timeout, .keepalive_timeout,
-             .header_timeout, .drain_timeout, .upstream_total_timeout: return .duration
-        case .workers, .upstream_retries, .upstream_max_connections: return .integer
+             .header_timeout, .drain_timeout, .upstream_total_timeout, .body_timeout: return .duration
+        case .workers, .upstream_retries, .upstream_max_connections, .max_connections, .max_header_count: return .integer
         case .upstream_tls_verify, .allow_client_policy, .strip_tag_headers, .store_set_cookie: return .bool
         case .memory_ttl, .disk_ttl: return .lifetime
         }
@@ -167,6 +172,7 @@ extension Settings {
             case .header_timeout: headerTimeoutMilliseconds = ms
             case .drain_timeout: drainTimeoutMilliseconds = ms
             case .upstream_total_timeout: upstreamTotalTimeoutMilliseconds = ms
+            case .body_timeout: bodyTimeoutMilliseconds = ms
             default: break
             }
         case .integer:
@@ -181,6 +187,12 @@ extension Settings {
             case .upstream_max_connections:
                 guard n >= 1, n <= 100_000 else { return "must be between 1 and 100000" }
                 upstreamMaxConnections = n
+            case .max_connections:
+                guard n >= 1, n <= 1_000_000 else { return "must be between 1 and 1000000" }
+                maxConnections = n
+            case .max_header_count:
+                guard n >= 8, n <= 10_000 else { return "must be between 8 and 10000" }
+                maxHeaderCount = n
             default:
                 guard n >= 0, n <= 256 else { return "must be between 0 (one per core) and 256" }
                 workers = n

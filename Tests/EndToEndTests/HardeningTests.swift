@@ -1,0 +1,117 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Request smuggling and strict parsing, through the real binary: each
+/// ambiguous framing is refused (and the connection closed) or normalized
+/// before it reaches the upstream, which never sees the client's framing.
+final class SmugglingTests: ProxyTestCase {
+    /// Sends raw bytes; returns the status line's code and whether the
+    /// connection was closed after the answer.
+    private func send(_ raw: String) throws -> (status: Int, closed: Bool) {
+        let c = try larder.client()
+        try c.send(raw)
+        let r = try c.readResponse(method: raw.hasPrefix("HEAD") ? "HEAD" : "GET")
+        return (r.status, c.isClosedByPeer())
+    }
+
+    func testAmbiguousFramingIsRefusedAndTheConnectionClosed() throws {
+        let refused: [(String, String, Int)] = [
+            ("CL and TE", "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+            ("conflicting CL", "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", 400),
+            ("signed CL", "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: +3\r\n\r\nabc", 400),
+            ("TE chunked, identity", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n", 400),
+            ("TE identity, chunked", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: identity, chunked\r\n\r\n0\r\n\r\n", 501),
+            ("TE gzip", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
+            ("TE twice", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+            ("space before colon", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding :chunked\r\n\r\n0\r\n\r\n", 400),
+            ("TE in HTTP/1.0", "POST /echo HTTP/1.0\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+            ("signed chunk size", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n+3\r\nabc\r\n0\r\n\r\n", 400),
+            ("chunk size overflow", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffff1\r\nabc\r\n0\r\n\r\n", 400),
+            ("chunk extension flood", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3;" + String(repeating: "a", count: 10_000) + "\r\nabc\r\n0\r\n\r\n", 400),
+            ("obs-fold", "GET / HTTP/1.1\r\nHost: a\r\nX-A: b\r\n c\r\n\r\n", 400),
+            ("NUL in a field", "GET / HTTP/1.1\r\nHost: a\r\nX-A: b\u{0}c\r\n\r\n", 400),
+            ("control byte in a field", "GET / HTTP/1.1\r\nHost: a\r\nX-A: b\u{1}c\r\n\r\n", 400),
+            ("invalid method", "G@T / HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+            ("space in target", "GET /a b HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+            ("target without slash", "GET abc HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+            ("no Host in HTTP/1.1", "GET / HTTP/1.1\r\n\r\n", 400),
+            ("two Hosts", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
+            ("HTTP/2.0 in text", "GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505),
+            ("CONNECT", "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", 400),
+        ]
+        for (name, raw, status) in refused {
+            let r = try send(raw)
+            XCTAssertEqual(r.status, status, name)
+            XCTAssertTrue(r.closed, "\(name): connection closed")
+        }
+        XCTAssertEqual(try origin.count("/echo"), 0, "none of them reached the upstream")
+    }
+
+    func testTolerableVariantsAreNormalizedBeforeTheUpstream() throws {
+        // RFC 9112 section 6.3: identical lengths may be taken as one.
+        let c = try larder.client()
+        try c.send("POST /echo?same HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc")
+        XCTAssertEqual(try c.readResponse().text, "abc")
+        let fields = try origin.lastRequest("/echo?same")["headers"] as? [[String]] ?? []
+        XCTAssertEqual(fields.filter { $0[0] == "content-length" }.map { $0[1] }, ["3"], "one Content-Length upstream")
+        XCTAssertFalse(fields.contains { $0[0] == "transfer-encoding" })
+
+        // Chunked in any case, with an extension: decoded, re-framed upstream.
+        try c.send("POST /echo?chunked HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: CHUNKED\r\n\r\n3;ext=1\r\nabc\r\n0\r\n\r\n")
+        XCTAssertEqual(try c.readResponse().text, "abc")
+        XCTAssertEqual(try origin.lastRequest("/echo?chunked")["body_length"] as? Int, 3)
+
+        // An absolute-form target is served as its path (one upstream).
+        try c.send("GET http://elsewhere.example/abs?x=1 HTTP/1.1\r\nHost: a\r\n\r\n")
+        XCTAssertEqual(try c.readResponse().status, 200)
+        XCTAssertEqual(try origin.count("/abs?x=1"), 1)
+
+        // HTTP/1.0 without Host, and keep-alive on request.
+        try c.send("GET /ten HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        XCTAssertEqual(try c.readResponse().status, 200)
+        try c.send("GET /ten-again HTTP/1.1\r\nHost: a\r\n\r\n")
+        XCTAssertEqual(try c.readResponse().status, 200, "HTTP/1.0 keep-alive honoured: the connection stayed open")
+    }
+}
+
+/// Connection, header and body limits.
+final class LimitTests: ConfiguredTestCase {
+    func testConnectionsOverTheLimitGet503AndOthersKeepWorking() throws {
+        let (_, larder) = try start(config: "max_connections = 2\n")  // 2 workers: 1 each
+        let clients = try (0..<6).map { _ in try larder.client() }
+        var statuses: [Int] = []
+        for c in clients {
+            try? c.send("GET /limited HTTP/1.1\r\nHost: a\r\n\r\n")
+            statuses.append((try? c.readResponse().status) ?? 0)
+        }
+        XCTAssertLessThanOrEqual(statuses.filter { $0 == 200 }.count, 2, "\(statuses)")
+        XCTAssertGreaterThanOrEqual(statuses.filter { $0 == 503 }.count, 4, "\(statuses)")
+        // The accepted connections still work.
+        for (c, status) in zip(clients, statuses) where status == 200 {
+            try c.send("GET /again HTTP/1.1\r\nHost: a\r\n\r\n")
+            XCTAssertEqual(try c.readResponse().status, 200)
+        }
+    }
+
+    func testAStalledRequestBodyGets408() throws {
+        let (origin, larder) = try start(config: "body_timeout = \"1s\"\n")
+        let c = try larder.client()
+        try c.send("POST /echo?stalled HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nabc")
+        let r = try c.readResponse()
+        XCTAssertEqual(r.status, 408)
+        XCTAssertTrue(c.isClosedByPeer())
+        _ = origin
+    }
+
+    func testTooManyHeaderFieldsGet431() throws {
+        let (origin, larder) = try start(config: "max_header_count = 10\n")
+        let c = try larder.client()
+        let fields = (0..<20).map { "X-F\($0): v\r\n" }.joined()
+        try c.send("GET /many-fields HTTP/1.1\r\nHost: a\r\n\(fields)\r\n")
+        XCTAssertEqual(try c.readResponse().status, 431)
+        XCTAssertEqual(try origin.count("/many-fields"), 0)
+    }
+}
