@@ -71,7 +71,32 @@ enum Units {
         else if lower.hasPrefix("https://") { rest = text.dropFirst(8) }
         else { return false }
         let authority = rest.prefix { $0 != "/" }
-        return !authority.isEmpty && !text.contains("?") && !text.contains("#") && !text.contains(" ")
+        guard !authority.isEmpty, !text.contains("?"), !text.contains("#"), !text.contains(" "), !authority.contains("@")
+        else { return false }
+        // HOST, HOST:PORT, [IPv6] or [IPv6]:PORT, with a port of 1-65535.
+        var hostPart = Substring(authority), port: Substring?
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { return false }
+            let after = authority[authority.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":") else { return false }
+                port = after.dropFirst()
+            }
+            hostPart = authority[authority.index(after: authority.startIndex)..<close]
+            guard !hostPart.isEmpty, hostPart.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." }) else { return false }
+        } else {
+            if let colon = authority.lastIndex(of: ":") {
+                port = authority[authority.index(after: colon)...]
+                hostPart = authority[..<colon]
+            }
+            guard !hostPart.isEmpty,
+                  hostPart.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "." || $0 == "_") })
+            else { return false }
+        }
+        if let port {
+            guard let n = Int(port), (1...65535).contains(n) else { return false }
+        }
+        return true
     }
 }
 

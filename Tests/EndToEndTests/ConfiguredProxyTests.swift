@@ -186,6 +186,27 @@ final class CommandLineTests: XCTestCase {
         return path
     }
 
+    /// fuzz/corpus/config: every file is accepted (names starting with
+    /// "valid" or "example") or refused with exit 78 and one line naming the
+    /// file, never a crash. Found inputs that broke the loader are added here.
+    func testConfigCorpusNeverCrashesTheLoader() throws {
+        let dir = Paths.packageRoot.appendingPathComponent("fuzz/corpus/config").path
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir).sorted()
+        XCTAssertGreaterThan(names.count, 10)
+        for name in names {
+            let r = try run(["check-config", "--config", dir + "/" + name])
+            if name.hasPrefix("valid") || name.hasPrefix("example") {
+                XCTAssertEqual(r.status, 0, "\(name): \(r.stderr)")
+            } else {
+                XCTAssertEqual(r.status, 78, "\(name): \(r.stderr)")
+                let lines = r.stderr.split(separator: "\n")
+                XCTAssertEqual(lines.count, 1, "\(name): \(r.stderr)")
+                XCTAssertTrue(lines.first?.hasPrefix("larder: ") ?? false, name)
+                XCTAssertTrue(r.stderr.contains(name), "\(name): the message names the file")
+            }
+        }
+    }
+
     func testVersionAndHelp() throws {
         let v = try run(["--version"])
         XCTAssertEqual(v.status, 0)

@@ -1,0 +1,37 @@
+import Foundation
+import XCTest
+@testable import CacheSemantics
+
+/// Replays fuzz/corpus/cache_headers (see fuzz/run.sh) with the fuzz
+/// target's checks: the first byte picks the parser, the rest is the value.
+final class FuzzCorpusTests: XCTestCase {
+    func testCacheHeaderCorpus() {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let dir = root.appendingPathComponent("fuzz/corpus/cache_headers")
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? []
+        XCTAssertGreaterThan(names.count, 10, "the corpus is in the repository")
+        for name in names {
+            guard let data = FileManager.default.contents(atPath: dir.appendingPathComponent(name).path), let first = data.first
+            else { continue }
+            let value = String(decoding: data.dropFirst(), as: UTF8.self)
+            switch first % 5 {
+            case 0:
+                if let maxAge = CacheControl(value).maxAge { XCTAssertGreaterThanOrEqual(maxAge, 0, name) }
+            case 1:
+                _ = CacheControl(targeted: value)
+            case 2:
+                if let seconds = HTTPDate.parse(value) {
+                    XCTAssertEqual(HTTPDate.parse(HTTPDate.formatString(seconds)), seconds, name)
+                }
+            case 3:
+                if let names = Vary.fieldNames(value) { XCTAssertEqual(names, names.sorted(), name) }
+                _ = Vary.normalize(value, field: "accept-language")
+            default:
+                if case .partial(let a, let b) = ByteRange.evaluate(range: value, ifRange: nil, length: 1000, etag: "\"e\"",
+                                                                   lastModified: nil) {
+                    XCTAssertTrue(a <= b && b < 1000, name)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,25 @@
+import Foundation
+import XCTest
+@testable import CacheStorage
+
+/// Replays fuzz/corpus/disk_record (see fuzz/run.sh): any file decodes to a
+/// record that re-encodes to itself, or fails cleanly.
+final class FuzzCorpusTests: XCTestCase {
+    func testDiskRecordCorpus() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let dir = root.appendingPathComponent("fuzz/corpus/disk_record")
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? []
+        XCTAssertGreaterThan(names.count, 3, "the corpus is in the repository")
+        var decoded = 0
+        for name in names {
+            guard let data = FileManager.default.contents(atPath: dir.appendingPathComponent(name).path) else { continue }
+            let bytes = Array(data)
+            if let record = try? DiskFormat.decode(bytes) {
+                decoded += 1
+                XCTAssertEqual(try DiskFormat.decode(DiskFormat.encode(record)), record, name)
+            }
+            if bytes.count > DiskFormat.fixedHeaderBytes { _ = try? DiskFormat.decodeMeta(bytes[DiskFormat.fixedHeaderBytes...]) }
+        }
+        XCTAssertGreaterThan(decoded, 0, "the seeds include real cache files")
+    }
+}

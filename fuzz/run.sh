@@ -1,0 +1,60 @@
+#!/bin/sh
+# Runs each libFuzzer target for a bounded time (Swift's -sanitize=fuzzer,
+# with AddressSanitizer), starting from the corpus kept in fuzz/corpus.
+#
+#   fuzz/run.sh [seconds_per_target] [target ...]
+#
+# Targets: request_parser, chunked_decoder, cache_headers, disk_record (the
+# config loader's inputs are replayed by the test suite through
+# `larder check-config` instead: it needs TOMLKit built for fuzzing).
+# A crash is saved as fuzz/crashes/TARGET-crash-*; add it to
+# fuzz/corpus/TARGET so the normal test run replays it from then on.
+# MERGE=1 adds the new interesting inputs found to fuzz/corpus (minimized).
+set -eu
+cd "$(dirname "$0")/.."
+SECONDS_PER=${1:-60}
+[ $# -gt 0 ] && shift
+TARGETS=${*:-request_parser chunked_decoder cache_headers disk_record}
+OUT=.build-fuzz
+FLAGS="-O -g -sanitize=fuzzer,address -parse-as-library"
+mkdir -p "$OUT" fuzz/crashes
+
+build() {
+    case $1 in
+        request_parser|chunked_decoder)
+            # shellcheck disable=SC2086
+            swiftc $FLAGS -module-name HTTP1 Sources/HTTP1/*.swift "fuzz/targets/$1.swift" -o "$OUT/$1" ;;
+        cache_headers)
+            # shellcheck disable=SC2086
+            swiftc $FLAGS -module-name CacheSemantics Sources/CacheSemantics/*.swift "fuzz/targets/$1.swift" -o "$OUT/$1" ;;
+        disk_record)
+            # CacheStorage imports CacheSemantics: build that module first.
+            # shellcheck disable=SC2086
+            swiftc $FLAGS -wmo -module-name CacheSemantics -emit-module -emit-module-path "$OUT/CacheSemantics.swiftmodule" \
+                -c Sources/CacheSemantics/*.swift -o "$OUT/CacheSemantics.o"
+            # shellcheck disable=SC2086
+            swiftc $FLAGS -module-name CacheStorage -I "$OUT" Sources/CacheStorage/*.swift "fuzz/targets/$1.swift" \
+                "$OUT/CacheSemantics.o" -o "$OUT/$1" ;;
+        *) echo "unknown target $1" >&2; exit 64 ;;
+    esac
+}
+
+status=0
+for target in $TARGETS; do
+    echo "== $target: building" >&2
+    build "$target" 2>&1 | grep -v "Cannot export local symbol" >&2 || true
+    mkdir -p "$OUT/corpus/$target" "fuzz/corpus/$target"
+    echo "== $target: fuzzing for ${SECONDS_PER}s" >&2
+    if ! "$OUT/$target" -max_total_time="$SECONDS_PER" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+        -artifact_prefix="fuzz/crashes/$target-" "$OUT/corpus/$target" "fuzz/corpus/$target" 2> "$OUT/$target.log"; then
+        echo "== $target: FAILED, see $OUT/$target.log and fuzz/crashes/" >&2
+        tail -30 "$OUT/$target.log" >&2
+        status=1
+    else
+        grep -E "^Done|stat::number_of_executed_units" "$OUT/$target.log" | tail -1 >&2
+    fi
+    if [ "${MERGE:-0}" = 1 ]; then
+        "$OUT/$target" -merge=1 -max_len=65536 "fuzz/corpus/$target" "$OUT/corpus/$target" 2>> "$OUT/$target.log"
+    fi
+done
+exit $status

@@ -1,0 +1,21 @@
+#!/bin/sh
+# The whole test suite (unit and end-to-end: the larder binary the tests
+# start is built with the same sanitizer) under AddressSanitizer and then
+# ThreadSanitizer, each in its own build folder. Any report fails the run.
+#
+#   fuzz/sanitizers.sh [address] [thread]
+set -eu
+cd "$(dirname "$0")/.."
+status=0
+for sanitizer in ${*:-address thread}; do
+    echo "== $sanitizer sanitizer" >&2
+    export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+    if ! swift test --sanitize="$sanitizer" --scratch-path ".build-$sanitizer" > ".build-$sanitizer.log" 2>&1; then
+        echo "== $sanitizer: FAILED (see .build-$sanitizer.log)" >&2
+        grep -E "ERROR: AddressSanitizer|WARNING: ThreadSanitizer|error:|failed \\(" ".build-$sanitizer.log" | head -20 >&2
+        status=1
+    else
+        grep -E "Executed [0-9]+ tests" ".build-$sanitizer.log" | tail -1 >&2
+    fi
+done
+exit $status
