@@ -115,3 +115,60 @@ final class LimitTests: ConfiguredTestCase {
         XCTAssertEqual(try origin.count("/many-fields"), 0)
     }
 }
+
+/// Faults around Larder: a broken upstream, too few file descriptors.
+final class FaultTests: ProxyTestCase {
+    func testAnUpstreamResetMidBodyCutsTheClientAndStoresNothing() throws {
+        let target = "/cut?size=100000&cut=30000"
+        let c = try larder.client()
+        try c.send("GET \(target) HTTP/1.1\r\nHost: a\r\n\r\n")
+        var received: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {  // until Larder closes the connection
+            let n = chunk.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { break }
+            received += chunk[0..<n]
+        }
+        let head = String(decoding: received.prefix(200), as: UTF8.self)
+        XCTAssertTrue(head.hasPrefix("HTTP/1.1 200"), head)
+        let bodyStart = received.firstRange(of: [13, 10, 13, 10])?.upperBound ?? received.count
+        XCTAssertLessThan(received.count - bodyStart, 100_000, "the client sees a cut response (Content-Length unmet)")
+        let again = try larder.client().get(target, headers: ["Larder-Cache-Policy: cacheOnly"])
+        XCTAssertEqual(again.status, 504, "nothing partial was stored")
+    }
+
+    func testAnUpstreamThatDoesNotSpeakHTTPIs502() throws {
+        let r = try larder.client().get("/garbage?garbage=1")
+        XCTAssertEqual(r.status, 502)
+        XCTAssertEqual(try larder.client().get("/fine").status, 200, "and Larder goes on")
+    }
+}
+
+/// Out of file descriptors: accepting pauses, and Larder recovers.
+final class DescriptorExhaustionTests: XCTestCase {
+    func testRunningOutOfDescriptorsPausesAcceptsAndRecovers() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/prlimit") else {
+            throw HarnessError("prlimit (util-linux) is missing")
+        }
+        let origin = try Origin()
+        defer { origin.stop() }
+        // 64 descriptors in all: a few dozen connections exhaust them.
+        let child = try ChildProcess("/usr/bin/prlimit", ["--nofile=64:64", Paths.larder, "serve", "--listen", "127.0.0.1:0",
+                                                          "--upstream", origin.url, "--workers", "1", "--admin-listen", "none"])
+        defer { child.stop() }
+        let port = try XCTUnwrap(child.waitFor("listening on 127\\.0\\.0\\.1:(\\d+)").flatMap(Int.init), child.stderr)
+        var idle: [HTTPClient] = []
+        for _ in 0..<80 { if let c = try? HTTPClient(port: port) { idle.append(c) } }
+        XCTAssertNotNil(child.waitFor("accept failed", timeout: 10), "the limit was reached: \(child.stderr)")
+        idle.removeAll()  // the clients go away, descriptors come back
+        // Bounded: accepting resumes within a few of its 100 ms pauses.
+        var served: HTTPResponse?
+        let deadline = Date().addingTimeInterval(15)
+        while served == nil && Date() < deadline {
+            served = try? HTTPClient(port: port).get("/after-exhaustion")
+            if served == nil { usleep(100_000) }
+        }
+        XCTAssertEqual(served?.status, 200)
+        XCTAssertTrue(child.process.isRunning)
+    }
+}

@@ -25,6 +25,9 @@ Query parameters on any path:
   hop=1         add hop-by-hop fields (Connection: X-Hop-Secret, Keep-Alive, ...)
   reset=N       the first N requests to this path get the connection closed
                 without any response
+  cut=N         announce the whole body (Content-Length) but send only N
+                bytes of it, then close the connection
+  garbage=1     answer with bytes that are not HTTP, then close
   trickle=S     send the body in 10 pieces, S seconds apart; a reader that
                 goes away is recorded ("aborted" in /__last, else "done")
 Run as "origin.py PORT --tls CERT KEY" to serve https.
@@ -105,6 +108,11 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.shutdown(2)
             return
+        if q.get("garbage") == "1":
+            self.close_connection = True
+            self.wfile.write(b"THIS IS NOT HTTP\r\n\x00\x01\x02\r\n\r\n")
+            self.wfile.flush()
+            return
         if "delay" in q:
             time.sleep(float(q["delay"]))
         status = int(q.get("status", "200"))
@@ -152,6 +160,16 @@ class Handler(BaseHTTPRequestHandler):
             headers["Upgrade"] = "h2c"
         headers["X-Origin-Count"] = str(counts[self.path])
         self.trickle = float(q["trickle"]) if "trickle" in q else None
+        if "cut" in q:
+            self.close_connection = True
+            self.send_response(status)
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body[:int(q["cut"])])
+            self.wfile.flush()
+            return
         self.send(status, body, headers, chunked=q.get("chunked") == "1")
 
     def not_modified(self, headers):
