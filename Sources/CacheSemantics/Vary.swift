@@ -2,6 +2,12 @@
 public enum Vary {
     /// The lowercased field names a Vary value lists, or nil for "*"
     /// (which never matches).
+    /// Host is case-insensitive (RFC 9110 section 4.2.3) and a single value;
+    /// this runs on every hit, so the usual lowercase value is returned as is.
+    static func lowercasedIfNeeded(_ value: String) -> String {
+        value.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) ? value.lowercased() : value
+    }
+
     public static func fieldNames(_ vary: String?) -> [String]? {
         guard let vary else { return [] }
         var names: [String] = []
@@ -26,6 +32,7 @@ public enum Vary {
     /// tokens lowercased and members sorted.
     public static func normalize(_ value: String?, field: String = "") -> String? {
         guard let value else { return nil }
+        if field == "host" { return lowercasedIfNeeded(value) }
         var members = value.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingWhitespace() }
         if caseInsensitiveLists.contains(field) {
             members = members.map { $0.lowercased().split(separator: ";").map { $0.trimmingWhitespace() }.joined(separator: ";") }

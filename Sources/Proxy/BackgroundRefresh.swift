@@ -32,7 +32,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
     }
 
     func start(peer: String) {
-        var headers = UpstreamHeaders.forward(request, peer: peer)
+        var headers = UpstreamHeaders.forward(request, peer: peer, forwardHost: worker.configuration.forwardHost)
         headers.removeAll { $0.name == "cache-control" || $0.name == "pragma" }
         UpstreamHeaders.addValidators(for: entry, among: variants, to: &headers)
         requestTime = EventLoop.wallSeconds()

@@ -16,6 +16,9 @@ public struct ProxyConfiguration: Sendable {
     /// it; nginx and Varnish refuse by default). When false they are
     /// neither stored nor shared with collapsed requests.
     public var storeSetCookie = true
+    /// Send the client's Host upstream as X-Forwarded-Host. A response may
+    /// then depend on it, so the Host becomes part of the cache key.
+    public var forwardHost = false
     /// The targeted cache-control field (RFC 9213) meant for Larder; it and
     /// CDN-Cache-Control take precedence over Cache-Control and are not
     /// passed on to clients.

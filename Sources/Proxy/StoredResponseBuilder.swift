@@ -15,10 +15,13 @@ struct StoredResponseBuilder: Sendable {
     let routes: RouteTable
     /// false: a response with Set-Cookie is not stored.
     var storeSetCookie = true
+    /// The client's Host goes upstream (forward_host): it selects responses.
+    var hostIsKeyed = false
 
     init(_ configuration: ProxyConfiguration) {
         self.init(shared: configuration.sharedCache, targetedField: configuration.targetedCacheControl, routes: configuration.routes)
         storeSetCookie = configuration.storeSetCookie
+        hostIsKeyed = configuration.forwardHost
     }
 
     init(shared: Bool, targetedField: String, routes: RouteTable = RouteTable()) {
@@ -186,8 +189,15 @@ struct StoredResponseBuilder: Sendable {
     /// the route's key_headers (a route-made Vary that clients never see).
     func variantFields(_ headers: [(name: String, value: String)], key: String) -> [String] {
         let vary = Vary.fieldNames(Self.combined("vary", in: headers)) ?? []
-        guard let extra = routes.match(key)?.keyHeaders, !extra.isEmpty else { return vary }
-        return Array(Set(vary).union(extra)).sorted()
+        let extra = routes.match(key)?.keyHeaders ?? []
+        guard hostIsKeyed || !extra.isEmpty else { return vary }
+        var fields = Set(vary).union(extra)
+        // With forward_host the client's Host goes upstream as
+        // X-Forwarded-Host, so a response may depend on it (absolute links):
+        // it selects the stored response like a Vary field, and one host's
+        // answer is never served for another.
+        if hostIsKeyed { fields.insert("host") }
+        return fields.sorted()
     }
 
     static func value(_ name: String, in headers: [(name: String, value: String)]) -> String? {

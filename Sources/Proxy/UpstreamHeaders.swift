@@ -4,23 +4,26 @@ import HTTP1
 /// The header fields Larder sends upstream for a client's request.
 enum UpstreamHeaders {
     /// The request's fields without hop-by-hop ones, Host (libcurl sends the
-    /// upstream's), framing and Larder's own, plus X-Forwarded-*. For GET the
+    /// upstream's), framing and Larder's own, plus X-Forwarded-For and -Proto
+    /// (and -Host with forward_host, which keys stored responses by Host). For GET the
     /// client's If-None-Match / If-Modified-Since are dropped: the cache
     /// fetches a full response to store and answers them itself.
-    static func forward(_ request: RequestHead, peer: String) -> [(name: String, value: String)] {
+    static func forward(_ request: RequestHead, peer: String, forwardHost: Bool = false) -> [(name: String, value: String)] {
         var headers: [(name: String, value: String)] = []
         headers.reserveCapacity(request.headers.count + 4)
         var forwardedFor: String?
         for field in HopByHop.strip(request.headers) {
             switch field.name {
-            case "host", "content-length", "expect", "larder-cache-policy": continue
+            // Larder sets X-Forwarded-Host and -Proto itself: a client's own
+            // would reach the upstream unkeyed (a cache-poisoning vector).
+            case "host", "content-length", "expect", "larder-cache-policy", "x-forwarded-host", "x-forwarded-proto": continue
             case "if-none-match", "if-modified-since" where request.method == "GET": continue
             case "x-forwarded-for": forwardedFor = forwardedFor.map { $0 + ", " + field.value } ?? field.value
             default: headers.append((field.name, field.value))
             }
         }
         headers.append(("x-forwarded-for", forwardedFor.map { $0 + ", " + peer } ?? peer))
-        if let host = request.header("host") { headers.append(("x-forwarded-host", host)) }
+        if forwardHost, let host = request.header("host") { headers.append(("x-forwarded-host", host)) }
         headers.append(("x-forwarded-proto", "http"))
         return headers
     }

@@ -265,6 +265,7 @@ struct Serve: ParsableCommand {
         proxyConfig.routes = RouteTable(settings.routes)
         proxyConfig.stripTagHeaders = settings.stripTagHeaders
         proxyConfig.storeSetCookie = settings.storeSetCookie
+        proxyConfig.forwardHost = settings.forwardHost
         proxyConfig.upstreamRetries = settings.upstreamRetries
         proxyConfig.finishStoreLimitBytes = settings.finishStoreLimitBytes
         proxyConfig.keepAliveTimeoutMilliseconds = UInt64(settings.keepAliveTimeoutMilliseconds)

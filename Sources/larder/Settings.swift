@@ -53,6 +53,7 @@ struct Settings {
     var adminTokenFile: String?
     var stripTagHeaders = true
     var storeSetCookie = true
+    var forwardHost = false
     /// Retries of idempotent requests without a body when the upstream
     /// connection fails before any response byte.
     var upstreamRetries = 2
@@ -93,7 +94,7 @@ enum ConfigKey: String, CaseIterable {
     case keepalive_timeout, header_timeout, max_header_size, max_target_size, max_body_size, drain_timeout
     case admin_listen, admin_token, admin_token_file, strip_tag_headers, access_log
     case upstream_retries, upstream_max_connections, finish_store_limit, upstream_total_timeout, store_set_cookie
-    case max_connections, body_timeout, max_header_count
+    case max_connections, body_timeout, max_header_count, forward_host
 
     enum Kind { case string, size, duration, integer, bool, lifetime }
 
@@ -107,7 +108,7 @@ enum ConfigKey: String, CaseIterable {
         case .upstream_connect_timeout, .upstream_timeout, .upstream_idle_timeout, .keepalive_timeout,
              .header_timeout, .drain_timeout, .upstream_total_timeout, .body_timeout: return .duration
         case .workers, .upstream_retries, .upstream_max_connections, .max_connections, .max_header_count: return .integer
-        case .upstream_tls_verify, .allow_client_policy, .strip_tag_headers, .store_set_cookie: return .bool
+        case .upstream_tls_verify, .allow_client_policy, .strip_tag_headers, .store_set_cookie, .forward_host: return .bool
         case .memory_ttl, .disk_ttl: return .lifetime
         }
     }
@@ -203,6 +204,7 @@ extension Settings {
             case .allow_client_policy: allowClientPolicy = b
             case .strip_tag_headers: stripTagHeaders = b
             case .store_set_cookie: storeSetCookie = b
+            case .forward_host: forwardHost = b
             default: upstreamTLSVerify = b
             }
         case .lifetime:

@@ -152,6 +152,7 @@ final class DiskTierEndToEndTests: XCTestCase {
     /// A 100 MiB response: too large for memory, streamed to disk while it
     /// streams to the client, then served from the file (sendfile).
     func testAHundredMebibyteObjectIsCachedOnDiskAndServedWithFlatMemory() throws {
+        try skipMemoryFiguresUnderSanitizers()
         let target = "/huge100?size=104857600"
         let l = try start(["--memory-limit", "16MiB"])
         let pid = l.child.process.processIdentifier

@@ -172,3 +172,38 @@ final class DescriptorExhaustionTests: XCTestCase {
         XCTAssertTrue(child.process.isRunning)
     }
 }
+
+/// Cache poisoning: what a client sends but the key does not hold never
+/// reaches the upstream, and one host's response is not served for another.
+final class PoisoningTests: ConfiguredTestCase {
+    func testForwardingFieldsFromTheClientAreDroppedByDefault() throws {
+        let origin = try startOrigin()
+        let larder = try startLarder(upstream: origin.url)
+        let c = try larder.client()
+        try c.send("GET /poison HTTP/1.1\r\nHost: shop.example\r\nX-Forwarded-Host: evil.example\r\nX-Forwarded-Proto: https\r\n\r\n")
+        XCTAssertEqual(try c.readResponse().status, 200)
+        let fields = try origin.lastRequest("/poison")["headers"] as? [[String]] ?? []
+        XCTAssertEqual(fields.filter { $0[0] == "x-forwarded-host" }.count, 0, "\(fields)")
+        XCTAssertEqual(fields.filter { $0[0] == "x-forwarded-proto" }.map { $0[1] }, ["http"])
+        // Any Host gets the one stored response (the upstream never saw it).
+        try c.send("GET /poison HTTP/1.1\r\nHost: other.example\r\n\r\n")
+        XCTAssertTrue(try c.readResponse().header("cache-status")?.contains("hit") ?? false)
+    }
+
+    func testWithForwardHostEachHostHasItsOwnStoredResponse() throws {
+        let (origin, larder) = try start(config: "forward_host = true\n")
+        let c = try larder.client()
+        func get(_ host: String, _ extra: String = "") throws -> HTTPResponse {
+            try c.send("GET /per-host HTTP/1.1\r\nHost: \(host)\r\n\(extra)\r\n")
+            return try c.readResponse()
+        }
+        XCTAssertEqual(try get("a.example", "X-Forwarded-Host: evil.example\r\n").header("cache-status"), "larder; fwd=uri-miss; stored")
+        let fields = try origin.lastRequest("/per-host")["headers"] as? [[String]] ?? []
+        XCTAssertEqual(fields.filter { $0[0] == "x-forwarded-host" }.map { $0[1] }, ["a.example"], "the client's own is replaced")
+        XCTAssertEqual(try get("b.example").header("cache-status"), "larder; fwd=vary-miss; stored", "not a.example's")
+        XCTAssertTrue(try get("A.Example").header("cache-status")?.contains("hit") ?? false, "host names are case-insensitive")
+        XCTAssertEqual(try origin.count("/per-host"), 2)
+        // A purge of the URL removes every host's copy.
+        XCTAssertEqual(try larder.adminClient().request("POST", "/purge?url=%2Fper-host").text, "{\"purged\": 2}\n")
+    }
+}

@@ -169,6 +169,14 @@ final class LarderProcess {
     func stop() { child.stop() }
 }
 
+/// Memory figures mean nothing under AddressSanitizer (shadow memory,
+/// quarantine): fuzz/sanitizers.sh sets this, and tests that measure RSS skip.
+func skipMemoryFiguresUnderSanitizers() throws {
+    if ProcessInfo.processInfo.environment["LARDER_TEST_SANITIZER"] != nil {
+        throw XCTSkip("memory figures are not meaningful under a sanitizer")
+    }
+}
+
 /// Resident and peak memory of a process, in bytes (from /proc).
 func memory(of pid: Int32) -> (rss: Int, peak: Int) {
     let text = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""

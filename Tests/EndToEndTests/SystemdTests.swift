@@ -170,6 +170,10 @@ final class SystemdTests: XCTestCase {
             throw HarnessError("systemd-socket-activate is missing: run .ci/install-deps --test")
         }
         var arguments: [String] = []
+        // systemd-socket-activate passes on only the variables it is told to.
+        for name in ["ASAN_OPTIONS", "TSAN_OPTIONS"] where ProcessInfo.processInfo.environment[name] != nil {
+            arguments += ["-E", name]
+        }
         for socket in listen { arguments += ["-l", "127.0.0.1:\(socket.port)"] }
         let names = listen.compactMap(\.name)
         if !names.isEmpty { arguments.append("--fdname=" + names.joined(separator: ":")) }
