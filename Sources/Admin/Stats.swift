@@ -65,30 +65,36 @@ final class Metrics {
     var purged = 0
 
     init() {
+        // Names are larder_<metric>_<unit>: the unit (total, bytes, ...) is part of the name.
+        func describe(_ metric: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
+            MetricNameDescriptor(namespace: "larder", metricName: metric, unitName: unit, helpText: help)
+        }
         let counterSpecs: [(String, String, KeyPath<StatsSnapshot, Int>)] = [
-            ("larder_hits_total", "Requests answered with a fresh stored response", \.hits),
-            ("larder_stale_hits_total", "Requests answered with a stale stored response", \.staleHits),
-            ("larder_misses_total", "Cacheable requests forwarded upstream", \.misses),
-            ("larder_revalidations_total", "Stored responses revalidated with a 304", \.revalidations),
-            ("larder_collapsed_total", "Requests that waited on another request's fetch", \.collapsed),
-            ("larder_upstream_errors_total", "Upstream transfers that failed", \.upstreamErrors),
-            ("larder_stored_total", "Responses stored", \.stored),
-            ("larder_background_refreshes_total", "Background refreshes started", \.backgroundRefreshes),
-            ("larder_client_errors_total", "Malformed or refused client requests", \.clientErrors),
-            ("larder_refused_connections_total", "Connections answered 503 over max_connections", \.refusedConnections),
-            ("larder_purged_objects_total", "Stored responses removed or marked stale by purges", \.purged),
+            ("hits", "Requests answered with a fresh stored response", \.hits),
+            ("stale_hits", "Requests answered with a stale stored response", \.staleHits),
+            ("misses", "Cacheable requests forwarded upstream", \.misses),
+            ("revalidations", "Stored responses revalidated with a 304", \.revalidations),
+            ("collapsed", "Requests that waited on another request's fetch", \.collapsed),
+            ("upstream_errors", "Upstream transfers that failed", \.upstreamErrors),
+            ("stored", "Responses stored", \.stored),
+            ("background_refreshes", "Background refreshes started", \.backgroundRefreshes),
+            ("client_errors", "Malformed or refused client requests", \.clientErrors),
+            ("refused_connections", "Connections answered 503 over max_connections", \.refusedConnections),
+            ("purged_objects", "Stored responses removed or marked stale by purges", \.purged),
         ]
-        for (name, help, path) in counterSpecs { counters.append((registry.makeCounter(name: name, help: help), path)) }
+        for (metric, help, path) in counterSpecs {
+            counters.append((registry.makeCounter(descriptor: describe(metric, "total", help)), path))
+        }
         last = Array(repeating: 0, count: counters.count)
         gauges = (
-            registry.makeGauge(name: "larder_memory_objects", help: "Responses in the memory tier"),
-            registry.makeGauge(name: "larder_memory_bytes", help: "Bytes charged to the memory tier"),
-            registry.makeGauge(name: "larder_memory_limit_bytes", help: "Memory tier limit"),
-            registry.makeGauge(name: "larder_disk_objects", help: "Responses in the disk tier"),
-            registry.makeGauge(name: "larder_disk_bytes", help: "Bytes charged to the disk tier"),
-            registry.makeGauge(name: "larder_disk_limit_bytes", help: "Disk tier limit (0: no disk tier)"),
-            registry.makeGauge(name: "larder_uptime_seconds", help: "Seconds since start"),
-            registry.makeGauge(name: "larder_hit_ratio", help: "Hits over lookups since start (0 to 1)")
+            registry.makeGauge(descriptor: describe("memory", "objects", "Responses in the memory tier")),
+            registry.makeGauge(descriptor: describe("memory", "bytes", "Bytes charged to the memory tier")),
+            registry.makeGauge(descriptor: describe("memory_limit", "bytes", "Memory tier limit")),
+            registry.makeGauge(descriptor: describe("disk", "objects", "Responses in the disk tier")),
+            registry.makeGauge(descriptor: describe("disk", "bytes", "Bytes charged to the disk tier")),
+            registry.makeGauge(descriptor: describe("disk_limit", "bytes", "Disk tier limit (0: no disk tier)")),
+            registry.makeGauge(descriptor: describe("uptime", "seconds", "Seconds since start")),
+            registry.makeGauge(descriptor: describe("hit", "ratio", "Hits over lookups since start (0 to 1)"))
         )
     }
 
