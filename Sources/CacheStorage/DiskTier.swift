@@ -25,7 +25,7 @@ public final class DiskTier: @unchecked Sendable {
     /// How long a file is kept after it was stored (disk_ttl); nil: until evicted.
     public let lifetimeSeconds: Int?
     /// Per-key overrides (routes); nil when there are none.
-    private let rules = Mutex<(any TierLifetimes)?>(nil)
+    private let rules = Locked<(any TierLifetimes)?>(nil)
 
     /// Installs per-key lifetimes (routes' disk_ttl).
     public func setLifetimeRules(_ lifetimes: (any TierLifetimes)?) {
@@ -36,11 +36,11 @@ public final class DiskTier: @unchecked Sendable {
     func lifetime(for key: String) -> Int? {
         rules.withLock { $0 }?.diskLifetime(key) ?? lifetimeSeconds
     }
-    private let state: Mutex<DiskIndex>
+    private let state: Locked<DiskIndex>
     private let queue = WriteQueue()
     private let lockFD: Int32
     private let log: @Sendable (String) -> Void
-    private let faults = Mutex<[String: Int64]>([:])
+    private let faults = Locked<[String: Int64]>([:])
 
     /// Marks this instance's temporary files, so the start-up sweep of
     /// leftovers from a crash never deletes a write in progress.
@@ -68,7 +68,7 @@ public final class DiskTier: @unchecked Sendable {
         self.limitBytes = limitBytes
         self.lifetimeSeconds = lifetimeSeconds
         self.log = log
-        state = Mutex(DiskIndex())
+        state = Locked(DiskIndex())
         if mkdir(directory, 0o700) != 0 && errno != EEXIST {
             throw .unusable("cannot create cache directory \(directory): \(String(cString: strerror(errno)))")
         }

@@ -4,12 +4,12 @@ import Synchronization
 /// behind one mutex. Work under the lock is a hash lookup and a few pointer
 /// moves; entries are immutable, so readers use them after unlocking.
 public final class MemoryTier: Sendable {
-    private let state: Mutex<LRUIndex>
+    private let state: Locked<LRUIndex>
     public let limitBytes: Int
 
     public init(limitBytes: Int) {
         self.limitBytes = limitBytes
-        state = Mutex(LRUIndex(limitBytes: limitBytes))
+        state = Locked(LRUIndex(limitBytes: limitBytes))
     }
 
     /// The stored variants for `key` (one per distinct set of values of the

@@ -16,7 +16,7 @@ public final class TieredStore: @unchecked Sendable {
     public let memoryLifetimeSeconds: Int?
     /// Per-key overrides (routes); nil when there are none. `hasRules`
     /// spares a hit the lock when no route sets a lifetime.
-    private let rules = Mutex<(any TierLifetimes)?>(nil)
+    private let rules = Locked<(any TierLifetimes)?>(nil)
     private let hasRules = Atomic<Bool>(false)
 
     /// Installs per-key tier lifetimes (routes' memory_ttl and disk_ttl);
@@ -64,7 +64,7 @@ public final class TieredStore: @unchecked Sendable {
     /// Purges, numbered. Its lock also orders every store against every
     /// purge: a store either lands before a purge (which then removes it) or
     /// is checked against it.
-    private let purges = Mutex(PurgeLog())
+    private let purges = Locked(PurgeLog())
     private let purgeNumber = Atomic<UInt64>(0)
 
     /// Taken when a fetch starts and handed back when it stores, so that a

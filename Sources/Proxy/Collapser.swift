@@ -25,9 +25,9 @@ public final class Collapser: Sendable {
         var shared: SharedFetch?
     }
 
-    private let inFlight = Mutex<[String: Entry]>([:])
+    private let inFlight = Locked<[String: Entry]>([:])
     /// Keys with a background refresh running, on any worker.
-    private let refreshing = Mutex<Set<String>>([])
+    private let refreshing = Locked<Set<String>>([])
 
     public init() {}
 
@@ -116,7 +116,7 @@ final class SharedFetch: @unchecked Sendable {
     /// Bytes kept for followers at most; beyond, following fails (the
     /// followers' connections are closed, as on an upstream failure).
     let limitBytes: Int
-    private let body = Mutex(Body())
+    private let body = Locked(Body())
 
     init(head: Head, limitBytes: Int) {
         self.head = head

@@ -109,7 +109,7 @@ struct Serve: ParsableCommand {
             throw Exit.failure
         }
 
-        let routesForAdmin = Mutex(proxyConfig.routes)
+        let routesForAdmin = Locked(proxyConfig.routes)
         var adminNote = ", admin API off"
         if let (fd, shown) = listeners.admin {
             do {
