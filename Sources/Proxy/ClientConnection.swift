@@ -38,8 +38,9 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         case chunked(ChunkedDecoder)
     }
 
-    /// Bytes of unparsed input held before reading pauses (pipelining bound).
-    private static let maxBufferedInput = 256 * 1024
+    /// Bytes of unparsed input held before reading pauses (pipelining bound:
+    /// one request is in flight, the next ones wait here).
+    private var maxBufferedInput: Int { worker.configuration.pipelineBufferBytes }
 
     init(fd: Int32, peer: String, worker: Worker) {
         self.fd = fd
@@ -70,7 +71,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
 
     private func readAvailable() {
         var rounds = 0
-        while !closed && !readEOF && rounds < 16 && unparsedCount < Self.maxBufferedInput
+        while !closed && !readEOF && rounds < 16 && unparsedCount < maxBufferedInput
             && !(exchange?.isUploadCongested ?? false) {
             rounds += 1
             let result: Int?
@@ -317,7 +318,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         if !output.isEmpty && !flushQueued { wanted.insert(.write) }
         // Stop reading while an answer is pending and enough input is buffered
         // (pipelining bound), or when the client has finished sending.
-        if !readEOF && !closeWhenFlushed && unparsedCount < Self.maxBufferedInput && !(exchange?.isUploadCongested ?? false) {
+        if !readEOF && !closeWhenFlushed && unparsedCount < maxBufferedInput && !(exchange?.isUploadCongested ?? false) {
             wanted.insert(.read)
         }
         if wanted != interest {

@@ -46,6 +46,9 @@ public struct ProxyConfiguration: Sendable {
     /// A request body that makes no progress for this long gets 408 (or,
     /// once the answer has started, the connection closed).
     public var bodyTimeoutMilliseconds: UInt64 = 30_000
+    /// Pipelined request bytes buffered per connection while one request is
+    /// in flight; beyond it Larder stops reading until the answers catch up.
+    public var pipelineBufferBytes = 256 * 1024
     /// Open client connections per worker; more are answered 503 and closed.
     public var maxConnectionsPerWorker = 10_000
     /// Output buffered for one client beyond which the upstream is paused.

@@ -272,6 +272,7 @@ struct Serve: ParsableCommand {
         proxyConfig.headerTimeoutMilliseconds = UInt64(settings.headerTimeoutMilliseconds)
         proxyConfig.limits.maxHeaderBytes = settings.maxHeaderBytes
         proxyConfig.limits.maxHeaderCount = settings.maxHeaderCount
+        proxyConfig.pipelineBufferBytes = settings.pipelineBufferBytes
         proxyConfig.bodyTimeoutMilliseconds = UInt64(settings.bodyTimeoutMilliseconds)
         proxyConfig.limits.maxTargetBytes = settings.maxTargetBytes
         proxyConfig.limits.maxBodyBytes = settings.maxBodyBytes

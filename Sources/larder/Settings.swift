@@ -40,6 +40,7 @@ struct Settings {
     var headerTimeoutMilliseconds = 15_000
     var maxHeaderBytes = 32 * 1024
     var maxHeaderCount = 100
+    var pipelineBufferBytes = 256 * 1024
     var bodyTimeoutMilliseconds = 30_000
     /// Open client connections, all workers together.
     var maxConnections = 10_000
@@ -94,7 +95,7 @@ enum ConfigKey: String, CaseIterable {
     case keepalive_timeout, header_timeout, max_header_size, max_target_size, max_body_size, drain_timeout
     case admin_listen, admin_token, admin_token_file, strip_tag_headers, access_log
     case upstream_retries, upstream_max_connections, finish_store_limit, upstream_total_timeout, store_set_cookie
-    case max_connections, body_timeout, max_header_count, forward_host
+    case max_connections, body_timeout, max_header_count, forward_host, max_pipeline_buffer
 
     enum Kind { case string, size, duration, integer, bool, lifetime }
 
@@ -104,7 +105,7 @@ enum ConfigKey: String, CaseIterable {
              .admin_listen, .admin_token, .admin_token_file, .access_log:
             return .string
         case .memory_limit, .disk_limit, .max_object_size, .max_header_size, .max_target_size, .max_body_size,
-             .finish_store_limit: return .size
+             .finish_store_limit, .max_pipeline_buffer: return .size
         case .upstream_connect_timeout, .upstream_timeout, .upstream_idle_timeout, .keepalive_timeout,
              .header_timeout, .drain_timeout, .upstream_total_timeout, .body_timeout: return .duration
         case .workers, .upstream_retries, .upstream_max_connections, .max_connections, .max_header_count: return .integer
@@ -154,6 +155,9 @@ extension Settings {
                 maxTargetBytes = bytes
             case .max_body_size: maxBodyBytes = bytes
             case .finish_store_limit: finishStoreLimitBytes = bytes
+            case .max_pipeline_buffer:
+                guard bytes >= 4096 else { return "must be at least 4KiB" }
+                pipelineBufferBytes = bytes
             default: break
             }
         case .duration:

@@ -106,6 +106,19 @@ final class LimitTests: ConfiguredTestCase {
         _ = origin
     }
 
+    func testPipelinedRequestsBeyondTheBufferWaitAndAreAnsweredInOrder() throws {
+        let (_, larder) = try start(config: "max_pipeline_buffer = \"4KiB\"\n")
+        let c = try larder.client()
+        // About 6 KiB of requests at once: more than the buffer.
+        let count = 150
+        try c.send((1...count).map { "GET /pipe/\($0)?size=\($0) HTTP/1.1\r\nHost: a\r\n\r\n" }.joined())
+        for i in 1...count {
+            let r = try c.readResponse()
+            XCTAssertEqual(r.status, 200)
+            XCTAssertEqual(r.body.count, i, "answers leave in request order")
+        }
+    }
+
     func testTooManyHeaderFieldsGet431() throws {
         let (origin, larder) = try start(config: "max_header_count = 10\n")
         let c = try larder.client()
