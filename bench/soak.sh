@@ -1,15 +1,17 @@
 #!/bin/sh
 # Soak: bench/soak.py's mixed traffic (hits, misses, purges, slow readers,
 # hang-ups) against Larder with a disk tier for a bounded time, sampling
-# its resident memory and open file descriptors every 10 s. Memory and
-# descriptors should stay flat and every body must be correct.
+# its resident memory and open file descriptors every 10 s. Both tiers are
+# small (32 MiB memory, 64 MiB disk) so they fill within the first minutes;
+# after that memory and descriptors should stay flat, and every body must
+# be correct.
 #
 #   bench/soak.sh [seconds] [threads]
 SECONDS_TOTAL=${1:-600}
 CLIENTS=${2:-16}
 . "$(dirname "$0")/common.sh"
 ADMIN_PORT=$(free_port)
-start_larder --memory-limit 64MiB --cache-dir "$WORK/cache" --disk-limit 512MiB --admin-listen "127.0.0.1:$ADMIN_PORT" \
+start_larder --memory-limit 32MiB --cache-dir "$WORK/cache" --disk-limit 64MiB --admin-listen "127.0.0.1:$ADMIN_PORT" \
     --log-level error
 PIDS="$PIDS $LARDER_PID"
 python3 bench/soak.py "$LARDER_PORT" "$ADMIN_PORT" "$ORIGIN_PORT" "$SECONDS_TOTAL" "$CLIENTS" > "$WORK/soak.out" 2>&1 &
