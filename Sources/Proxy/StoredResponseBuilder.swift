@@ -69,6 +69,13 @@ struct StoredResponseBuilder: Sendable {
     /// explicit freshness before any heuristic.
     func lifetime(status: Int, headers: [(name: String, value: String)], timing: ResponseTiming, key: String) -> Int? {
         let (cc, targeted) = cacheControl(headers, key: key)
+        return lifetime(status: status, headers: headers, timing: timing, key: key, cc: cc, targeted: targeted)
+    }
+
+    /// The same with the directives already parsed (they are parsed once per
+    /// response: this runs on every miss).
+    func lifetime(status: Int, headers: [(name: String, value: String)], timing: ResponseTiming, key: String,
+                  cc: CacheControl, targeted: Bool) -> Int? {
         // A targeted field replaces Cache-Control and Expires alike.
         let expires = targeted ? nil : Self.value("expires", in: headers)
         if let explicit = Freshness.lifetime(cc, dateValue: timing.dateValue, expires: expires,
@@ -89,9 +96,10 @@ struct StoredResponseBuilder: Sendable {
     func decide(request: RequestHead, status: Int, headers: [(name: String, value: String)],
                 timing: ResponseTiming) -> StoreDecision {
         let key = request.pathAndQuery
-        let (cc, _) = cacheControl(headers, key: key)
+        let (cc, targeted) = cacheControl(headers, key: key)
         let hasValidator = Self.value("etag", in: headers) != nil || Self.value("last-modified", in: headers) != nil
-        let reusable = lifetime(status: status, headers: headers, timing: timing, key: key) != nil || hasValidator || cc.noCache
+        let reusable = hasValidator || cc.noCache
+            || lifetime(status: status, headers: headers, timing: timing, key: key, cc: cc, targeted: targeted) != nil
         if Vary.fieldNames(Self.combined("vary", in: headers)) == nil { return .doNotStore("Vary: *") }
         if !storeSetCookie && headers.contains(where: { $0.name == "set-cookie" }) { return .doNotStore("Set-Cookie") }
         return Storability.decide(method: request.method, status: status,
@@ -115,7 +123,7 @@ struct StoredResponseBuilder: Sendable {
     func build(key: String, status: Int, reason: String?, headers: [(name: String, value: String)], body: Bytes,
                bodyFile: FileBody? = nil, timing: ResponseTiming, tags: [String],
                varyFrom request: (String) -> String?) -> CachedResponse {
-        let (cc, _) = cacheControl(headers, key: key)
+        let (cc, targeted) = cacheControl(headers, key: key)
         // Fields named by no-cache="..." are not stored (RFC 9111 section
         // 5.2.2.4: they may not be reused unvalidated), nor, in a shared
         // cache, those named by private="..." (5.2.2.7). Set-Cookie is stored like any field, as RFC 9111
@@ -137,9 +145,18 @@ struct StoredResponseBuilder: Sendable {
         let names = variantFields(headers, key: key)
         return CachedResponse(key: key, status: status, reason: reason, headPrefix: Bytes(prefix), body: body,
                               bodyFile: bodyFile, headers: kept,
-                              timing: timing, lifetime: lifetime(status: status, headers: kept, timing: timing, key: key) ?? 0,
+                              timing: timing, lifetime: keptLifetime(status: status, headers: headers, kept: kept, timing: timing,
+                                                                     key: key, cc: cc, targeted: targeted) ?? 0,
                               cacheControl: cc, varyNames: names, varyValues: names.map { Vary.normalize(request($0), field: $0) },
                               tags: tags)
+    }
+
+    /// The lifetime of the stored copy: computed from the kept fields, with
+    /// the already parsed directives when no field was dropped (the usual case).
+    private func keptLifetime(status: Int, headers: [(name: String, value: String)], kept: [(name: String, value: String)],
+                              timing: ResponseTiming, key: String, cc: CacheControl, targeted: Bool) -> Int? {
+        guard kept.count == headers.count else { return lifetime(status: status, headers: kept, timing: timing, key: key) }
+        return lifetime(status: status, headers: kept, timing: timing, key: key, cc: cc, targeted: targeted)
     }
 
     /// The fields a stored copy keeps: without those no-cache="..." names
