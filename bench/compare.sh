@@ -38,17 +38,11 @@ mkdir -p "$WORK/www"
 for spec in 1k:1024 16k:16384 256k:262144 4m:4194304; do
     head -c "${spec#*:}" /dev/urandom > "$WORK/www/${spec%%:*}"
 done
-chmod -R a+rX "$WORK/www"
-ORIGIN_PORT=$(free_port)
-NGINX_WORKERS=1 start_nginx_named origin "
-    server {
-        listen 127.0.0.1:$ORIGIN_PORT;
-        root $WORK/www;
+start_static_origin "
         location ~ ^/(1k|16k|256k|4m)/ {
             add_header Cache-Control \"max-age=3600\";
             try_files /\$1 =404;
-        }
-    }"
+        }"
 
 # Larder: memory tier only (as Varnish's malloc storage).
 start_larder_pinned() {

@@ -14,14 +14,7 @@ ORIGIN=none
 
 mkdir -p "$WORK/www"
 printf '0123456789abcdef' > "$WORK/www/t"
-chmod -R a+rX "$WORK/www"
-ORIGIN_PORT=$(free_port)
-NGINX_WORKERS=1 start_nginx_named origin "
-    server {
-        listen 127.0.0.1:$ORIGIN_PORT;
-        root $WORK/www;
-        location /t/ { add_header Cache-Control \"max-age=86400\"; try_files /t =404; }
-    }"
+start_static_origin "location /t/ { add_header Cache-Control \"max-age=86400\"; try_files /t =404; }"
 ADMIN_PORT=$(free_port)
 start_larder --memory-limit 4GiB --admin-listen "127.0.0.1:$ADMIN_PORT" --log-level error
 PIDS="$PIDS $LARDER_PID"

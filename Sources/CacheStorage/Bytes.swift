@@ -54,16 +54,7 @@ public struct ByteAccumulator {
 
     public mutating func append(_ bytes: UnsafeRawBufferPointer) {
         guard bytes.count > 0 else { return }
-        if count + bytes.count > capacity {
-            let newCapacity = max(capacity * 2, count + bytes.count, 4096)
-            let grown = UnsafeMutableRawPointer.allocate(byteCount: newCapacity, alignment: 16)
-            if let storage {
-                grown.copyMemory(from: storage, byteCount: count)
-                storage.deallocate()
-            }
-            storage = grown
-            capacity = newCapacity
-        }
+        if count + bytes.count > capacity { reserve(max(capacity * 2, count + bytes.count, 4096)) }
         (storage! + count).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
         count += bytes.count
     }
