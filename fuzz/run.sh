@@ -4,9 +4,10 @@
 #
 #   fuzz/run.sh [seconds_per_target] [target ...]
 #
-# Targets: request_parser, chunked_decoder, cache_headers, disk_record (the
-# config loader's inputs are replayed by the test suite through
-# `larder check-config` instead: it needs TOMLKit built for fuzzing).
+# Targets: request_parser, chunked_decoder, cache_headers, disk_record,
+# config_values (the config loader's value parsers; whole config files, TOML
+# syntax included, are replayed by the test suite through
+# `larder check-config` from fuzz/corpus/config).
 # A crash is saved as fuzz/crashes/TARGET-crash-*; add it to
 # fuzz/corpus/TARGET so the normal test run replays it from then on.
 # MERGE=1 adds the new interesting inputs found to fuzz/corpus (minimized).
@@ -14,7 +15,7 @@ set -eu
 cd "$(dirname "$0")/.."
 SECONDS_PER=${1:-60}
 [ $# -gt 0 ] && shift
-TARGETS=${*:-request_parser chunked_decoder cache_headers disk_record}
+TARGETS=${*:-request_parser chunked_decoder cache_headers disk_record config_values}
 OUT=.build-fuzz
 FLAGS="-O -g -sanitize=fuzzer,address -parse-as-library"
 mkdir -p "$OUT" fuzz/crashes
@@ -27,6 +28,9 @@ build() {
         cache_headers)
             # shellcheck disable=SC2086
             swiftc $FLAGS -module-name CacheSemantics Sources/CacheSemantics/*.swift "fuzz/targets/$1.swift" -o "$OUT/$1" ;;
+        config_values)
+            # shellcheck disable=SC2086
+            swiftc $FLAGS -module-name larder_units Sources/larder/Units.swift "fuzz/targets/$1.swift" -o "$OUT/$1" ;;
         disk_record)
             # CacheStorage imports CacheSemantics: build that module first.
             # shellcheck disable=SC2086

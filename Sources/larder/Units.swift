@@ -17,8 +17,17 @@ enum Units {
         return n
     }
 
+    /// Durations beyond ten years are refused: nothing here needs them, and
+    /// timers add them to the clock.
+    static let maxDurationMilliseconds = 10 * 365 * 86_400_000
+
     /// `90s`, `5m`, `2h`, `7d`, `250ms`; plain numbers are seconds. Milliseconds.
     static func parseDurationMilliseconds(_ text: String) -> Int? {
+        guard let ms = parseUnboundedDurationMilliseconds(text), ms <= maxDurationMilliseconds else { return nil }
+        return ms
+    }
+
+    private static func parseUnboundedDurationMilliseconds(_ text: String) -> Int? {
         let s = text.trimmingCharacters()
         let suffixes: [(String, Int)] = [("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000), ("d", 86_400_000)]
         for (suffix, factor) in suffixes where s.hasSuffix(suffix) {
@@ -27,7 +36,8 @@ enum Units {
             return overflow ? nil : product
         }
         guard let n = Int(s), n >= 0 else { return nil }
-        return n * 1000
+        let (product, overflow) = n.multipliedReportingOverflow(by: 1000)
+        return overflow ? nil : product
     }
 
     /// The preset lifetimes, in seconds; a `[presets]` table changes them.
