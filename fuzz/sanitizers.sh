@@ -13,12 +13,14 @@ for sanitizer in ${*:-address thread}; do
     export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
     # Tests that measure memory skip (ASan's shadow memory inflates RSS).
     export LARDER_TEST_SANITIZER=1
-    if ! swift test --sanitize="$sanitizer" --scratch-path ".build-$sanitizer" > ".build-$sanitizer.log" 2>&1; then
-        echo "== $sanitizer: FAILED (see .build-$sanitizer.log)" >&2
-        grep -E "ERROR: AddressSanitizer|WARNING: ThreadSanitizer|error:|failed \\(" ".build-$sanitizer.log" | head -20 >&2
+    log=".build-$sanitizer/test.log"
+    mkdir -p ".build-$sanitizer"
+    if ! swift test --sanitize="$sanitizer" --scratch-path ".build-$sanitizer" > "$log" 2>&1; then
+        echo "== $sanitizer: FAILED (see $log)" >&2
+        grep -E "ERROR: AddressSanitizer|WARNING: ThreadSanitizer|error:|failed \\(" "$log" | head -20 >&2
         status=1
     else
-        grep -E "Executed [0-9]+ tests" ".build-$sanitizer.log" | tail -1 >&2
+        grep -E "Executed [0-9]+ tests" "$log" | tail -1 >&2
     fi
 done
 exit $status
