@@ -126,6 +126,15 @@ extension Settings {
     /// Worker threads after resolving 0 (one per core).
     var effectiveWorkers: Int { workers > 0 ? workers : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
 
+    /// Integer keys: the values they accept and the setting each sets.
+    static let integerKeys: [ConfigKey: (ClosedRange<Int>, WritableKeyPath<Settings, Int>)] = [
+        .workers: (0...256, \.workers),
+        .upstream_retries: (0...10, \.upstreamRetries),
+        .upstream_max_connections: (1...100_000, \.upstreamMaxConnections),
+        .max_connections: (1...1_000_000, \.maxConnections),
+        .max_header_count: (8...10_000, \.maxHeaderCount),
+    ]
+
     /// The disk tier's lifetime after resolving "mirror".
     var effectiveDiskTTLSeconds: Int? { diskMirrorsMemory ? memoryTTLSeconds : diskTTLSeconds }
 
@@ -185,23 +194,12 @@ extension Settings {
                 if case .string(let s) = value, let n = Int(s) { return apply(key, .integer(n)) }
                 return "expected an integer"
             }
-            switch key {
-            case .upstream_retries:
-                guard n >= 0, n <= 10 else { return "must be between 0 and 10" }
-                upstreamRetries = n
-            case .upstream_max_connections:
-                guard n >= 1, n <= 100_000 else { return "must be between 1 and 100000" }
-                upstreamMaxConnections = n
-            case .max_connections:
-                guard n >= 1, n <= 1_000_000 else { return "must be between 1 and 1000000" }
-                maxConnections = n
-            case .max_header_count:
-                guard n >= 8, n <= 10_000 else { return "must be between 8 and 10000" }
-                maxHeaderCount = n
-            default:
-                guard n >= 0, n <= 256 else { return "must be between 0 (one per core) and 256" }
-                workers = n
+            guard let (range, field) = Self.integerKeys[key] else { return nil }
+            guard range.contains(n) else {
+                return key == .workers ? "must be between 0 (one per core) and 256"
+                    : "must be between \(range.lowerBound) and \(range.upperBound)"
             }
+            self[keyPath: field] = n
         case .bool:
             guard case .bool(let b) = value else { return "expected true or false" }
             switch key {
