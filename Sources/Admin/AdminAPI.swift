@@ -5,15 +5,11 @@ import Proxy
 /// answer out. No sockets here, so every endpoint is testable directly.
 /// Runs on the admin thread only (the metrics registry keeps scrape state).
 public final class AdminAPI {
-    public struct Response: Equatable {
+    public struct Response {
         public var status: Int
         public var contentType: String
         public var body: String
         public var extraHeaders: [(String, String)] = []
-
-        public static func == (a: Response, b: Response) -> Bool {
-            a.status == b.status && a.contentType == b.contentType && a.body == b.body
-        }
 
         static func json(_ status: Int, _ body: String) -> Response {
             Response(status: status, contentType: "application/json", body: body + "\n")

@@ -35,11 +35,6 @@ struct Serve: ParsableCommand {
         }
         let logger = Logger(label: "larder")
         let adminToken = try Self.adminToken(settings, flagFile: options.adminTokenFile)
-        if let host = settings.adminHost, adminToken == nil, !Self.isLoopback(host) {
-            complain("admin_listen \(host):\(settings.adminPort) is not a loopback address and no admin token is set; "
-                     + "set admin_token_file (or --admin-token-file, or LARDER_ADMIN_TOKEN), or listen on 127.0.0.1")
-            throw Exit.config
-        }
 
         // Signals are blocked before any thread starts so that only the
         // signalfd sees them.
@@ -92,10 +87,11 @@ struct Serve: ParsableCommand {
         }
 
         let listeners = try Self.openListeners(settings, workers: workerCount)
+        // Checked on the address actually in use: admin_listen, or a socket
+        // systemd passed. Nothing serves yet, so refusing here is clean.
         if let admin = listeners.admin, adminToken == nil, !Self.isLoopback(Self.host(of: admin.shown)) {
-            // A socket systemd passed may be anywhere: the same rule applies.
-            complain("the admin socket \(admin.shown) is not a loopback address and no admin token is set; "
-                     + "set admin_token_file (or LARDER_ADMIN_TOKEN), or listen on 127.0.0.1")
+            complain("the admin API address \(admin.shown) is not a loopback address and no admin token is set; "
+                     + "set admin_token_file (or --admin-token-file, or LARDER_ADMIN_TOKEN), or admin_listen = \"127.0.0.1:8081\"")
             throw Exit.config
         }
         var workers: [Worker] = []

@@ -30,8 +30,6 @@ enum Systemd {
         return (fd, address, length)
     }()
 
-    static var isNotifying: Bool { notifier != nil }
-
     /// Sends one notification ("READY=1", "STATUS=...", several lines
     /// joined by newlines). Does nothing outside systemd.
     static func notify(_ message: String) {

@@ -43,6 +43,13 @@ final class AdminEndToEndTests: XCTestCase {
         (try? JSONSerialization.jsonObject(with: Data(r.body)) as? [String: Any])?[name] as? Int
     }
 
+    /// Stored responses in the disk tier, from /stats.
+    private func diskObjects(_ l: LarderProcess) -> Int {
+        guard let r = try? admin(l, "GET", "/stats"),
+              let json = try? JSONSerialization.jsonObject(with: Data(r.body)) as? [String: Any] else { return -1 }
+        return (json["disk"] as? [String: Any])?["objects"] as? Int ?? -1
+    }
+
     private func isHit(_ r: HTTPResponse) -> Bool { r.header("cache-status")?.contains("; hit") ?? false }
 
     private func tokenFile(_ token: String) throws -> String {
@@ -188,6 +195,10 @@ final class AdminEndToEndTests: XCTestCase {
         let l = try start()
         let c = try l.client()
         _ = try c.get("/m?size=2000")
+        // The disk write happens in the background: wait (bounded) until it is there.
+        let deadline = Date().addingTimeInterval(10)
+        while diskObjects(l) < 1 && Date() < deadline { usleep(20_000) }
+        XCTAssertEqual(diskObjects(l), 1)
         XCTAssertEqual(count("dropped", try admin(l, "POST", "/memory/clear")), 1)
         let again = try c.get("/m?size=2000")
         XCTAssertTrue(isHit(again), "served from the disk tier")
