@@ -59,6 +59,9 @@ public struct ByteAccumulator {
         count += bytes.count
     }
 
+    /// The bytes so far (valid until the next change).
+    public var buffer: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: storage, count: count) }
+
     /// Moves the bytes into an immutable `Bytes`; the accumulator is empty
     /// after. Spare capacity is given back first: a stored body costs its
     /// size, not the 4 KiB minimum or the doubling slack of its growth.

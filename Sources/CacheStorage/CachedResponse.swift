@@ -2,88 +2,249 @@ import CacheSemantics
 
 /// A stored response, immutable once built and shared between workers.
 ///
-/// `headPrefix` is the status line and stored header fields, serialized when
-/// the response was stored; a hit appends Age, Date and Cache-Status and the
-/// blank line, then `body`, in one writev.
-public final class CachedResponse: StoredResponseFacts, @unchecked Sendable {
-    public let key: String
-    public let status: Int
-    /// The upstream's reason phrase, if it sent one.
-    public let reason: String?
-    public let headPrefix: Bytes
-    public let body: Bytes
-    /// For a large response kept on disk only: where its body is. `body`
-    /// is then empty and hits are written with sendfile.
-    public let bodyFile: FileBody?
-    /// Response fields as stored (lowercased names), for validation and HEAD.
-    public let headers: [(name: String, value: String)]
-    public let timing: ResponseTiming
-    public let correctedInitialAge: Int
-    /// Freshness lifetime in seconds.
-    public let lifetime: Int
-    public let cacheControl: CacheControl
-    /// Vary field names (sorted) and the request's normalized values for them.
-    public let varyNames: [String]
-    public let varyValues: [String?]
-    /// Purge tags (sorted, no duplicates).
-    public let tags: [String]
+/// One allocation holds it all: the fields below, then (tail-allocated) the
+/// head prefix — status line and stored header fields, serialized when the
+/// response was stored — followed by the body. A hit writes the head
+/// prefix, Age and Cache-Status and the blank line, then the body, in one
+/// writev pointing into this block. The header fields are not kept a second
+/// time as strings: `headers` reads them back from the head prefix (304s,
+/// ranges, revalidation and disk writes need them; hits do not). This is
+/// what keeps a small entry's overhead to a few hundred bytes.
+public final class CachedResponse: ManagedBuffer<CachedResponse.Parts, UInt8>, StoredResponseFacts, @unchecked Sendable {
+    /// The fields, laid out small (120 bytes): what most entries lack sits
+    /// behind the optional `rare` reference; the reason phrase is read back
+    /// from the status line.
+    public struct Parts {
+        let key: String
+        let timing: ResponseTiming
+        /// Bytes of body in the block (0 when the body is in a file).
+        let bodyCount: Int
+        let lifetime: UInt32
+        let correctedInitialAge: UInt32
+        let headLength: UInt32
+        let status: UInt16
+        let hasValidator: Bool
+        let directives: PackedCacheControl
+        let rare: Rare?
+    }
 
-    public init(key: String, status: Int, reason: String? = nil, headPrefix: Bytes, body: Bytes, bodyFile: FileBody? = nil,
-                headers: [(name: String, value: String)],
-                timing: ResponseTiming, lifetime: Int, cacheControl: CacheControl,
-                varyNames: [String], varyValues: [String?], tags: [String] = []) {
-        self.key = key
-        self.status = status
-        self.reason = reason
-        self.headPrefix = headPrefix
-        self.body = body
-        self.bodyFile = bodyFile
-        self.headers = headers
-        self.timing = timing
-        self.correctedInitialAge = Freshness.correctedInitialAge(timing)
-        self.lifetime = lifetime
-        self.cacheControl = cacheControl
-        self.varyNames = varyNames
-        self.varyValues = varyValues
-        self.tags = tags
+    public final class Rare {
+        let bodyFile: FileBody?
+        let otherFields: [(name: String, value: String)]
+        let varyNames: [String]
+        let varyValues: [String?]
+        let tags: [String]
+        init(bodyFile: FileBody?, otherFields: [(name: String, value: String)], varyNames: [String], varyValues: [String?],
+             tags: [String]) {
+            self.bodyFile = bodyFile
+            self.otherFields = otherFields
+            self.varyNames = varyNames
+            self.varyValues = varyValues
+            self.tags = tags
+        }
+    }
+
+    private static func clamped(_ value: Int) -> UInt32 { UInt32(min(max(value, 0), Int(UInt32.max))) }
+
+    /// Builds a stored response. `headPrefix` is what a hit sends before
+    /// Age (status line and fields); `otherFields` are stored fields not in
+    /// it (those a hit must not send, such as targeted cache-control fields).
+    /// `body` is copied in; a large response kept on disk only has an empty
+    /// body and `bodyFile` instead (hits send it with sendfile).
+    public static func make(key: String, status: Int, reason: String? = nil, headPrefix: UnsafeRawBufferPointer,
+                            body: UnsafeRawBufferPointer, bodyFile: FileBody? = nil,
+                            otherFields: [(name: String, value: String)] = [],
+                            timing: ResponseTiming, lifetime: Int, cacheControl: CacheControl,
+                            varyNames: [String], varyValues: [String?], tags: [String] = []) -> CachedResponse {
+        let hasValidator = HeadFields.contains("etag", in: headPrefix) || HeadFields.contains("last-modified", in: headPrefix)
+            || otherFields.contains { $0.name == "etag" || $0.name == "last-modified" }
+        let plain = bodyFile == nil && otherFields.isEmpty && varyNames.isEmpty && tags.isEmpty
+        let parts = Parts(key: key, timing: timing, bodyCount: body.count, lifetime: clamped(lifetime),
+                          correctedInitialAge: clamped(Freshness.correctedInitialAge(timing)),
+                          headLength: UInt32(headPrefix.count), status: UInt16(clamping: status), hasValidator: hasValidator,
+                          directives: PackedCacheControl(cacheControl),
+                          rare: plain ? nil : Rare(bodyFile: bodyFile, otherFields: otherFields, varyNames: varyNames,
+                                                   varyValues: varyValues, tags: tags))
+        let entry = unsafeDowncast(create(minimumCapacity: headPrefix.count + body.count) { _ in parts }, to: CachedResponse.self)
+        entry.withUnsafeMutablePointerToElements { start in
+            let block = UnsafeMutableRawPointer(start)
+            if headPrefix.count > 0 { block.copyMemory(from: headPrefix.baseAddress!, byteCount: headPrefix.count) }
+            if body.count > 0 { (block + headPrefix.count).copyMemory(from: body.baseAddress!, byteCount: body.count) }
+        }
+        return entry
+    }
+
+    /// The same with the head prefix and body given as arrays (tests, small responses).
+    public static func make(key: String, status: Int, reason: String? = nil, headPrefix: [UInt8], body: [UInt8],
+                            bodyFile: FileBody? = nil, otherFields: [(name: String, value: String)] = [],
+                            timing: ResponseTiming, lifetime: Int, cacheControl: CacheControl,
+                            varyNames: [String], varyValues: [String?], tags: [String] = []) -> CachedResponse {
+        headPrefix.withUnsafeBytes { head in
+            body.withUnsafeBytes { body in
+                make(key: key, status: status, reason: reason, headPrefix: head, body: body, bodyFile: bodyFile,
+                     otherFields: otherFields, timing: timing, lifetime: lifetime, cacheControl: cacheControl,
+                     varyNames: varyNames, varyValues: varyValues, tags: tags)
+            }
+        }
+    }
+
+    public var key: String { header.key }
+    public var status: Int { Int(header.status) }
+    /// The reason phrase of the stored status line.
+    public var reason: String? { HeadFields.reason(in: headPrefix) }
+    public var timing: ResponseTiming { header.timing }
+    public var correctedInitialAge: Int { Int(header.correctedInitialAge) }
+    /// Freshness lifetime in seconds.
+    public var lifetime: Int { Int(header.lifetime) }
+    public var cacheControl: CacheControl { header.directives.unpacked }
+    /// Vary field names (sorted) and the request's normalized values for them.
+    public var varyNames: [String] { header.rare?.varyNames ?? [] }
+    public var varyValues: [String?] { header.rare?.varyValues ?? [] }
+    /// Purge tags (sorted, no duplicates).
+    public var tags: [String] { header.rare?.tags ?? [] }
+    /// For a large response kept on disk only: where its body is. The body
+    /// in memory is then empty and hits are written with sendfile.
+    public var bodyFile: FileBody? { header.rare?.bodyFile }
+    /// Whether a conditional request can validate this response.
+    public var hasValidator: Bool { header.hasValidator }
+
+    /// Start of the block: head prefix, then body. Stable while the entry lives.
+    public var blockStart: UnsafeRawPointer { withUnsafeMutablePointerToElements { UnsafeRawPointer($0) } }
+    public var headLength: Int { Int(header.headLength) }
+    public var headPrefix: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: blockStart, count: headLength) }
+    /// The body held in memory (empty when it is in `bodyFile`).
+    public var body: UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: blockStart + headLength, count: header.bodyCount)
     }
 
     /// The same response with no freshness left (a soft purge): it is
     /// revalidated before reuse, or served stale where the stale rules allow.
     public func markedStale() -> CachedResponse {
-        CachedResponse(key: key, status: status, reason: reason, headPrefix: headPrefix, body: body, bodyFile: bodyFile,
-                       headers: headers, timing: timing, lifetime: 0, cacheControl: cacheControl,
-                       varyNames: varyNames, varyValues: varyValues, tags: tags)
+        Self.make(key: key, status: status, reason: reason, headPrefix: headPrefix, body: body, bodyFile: bodyFile,
+                  otherFields: header.rare?.otherFields ?? [], timing: timing, lifetime: 0, cacheControl: cacheControl,
+                  varyNames: varyNames, varyValues: varyValues, tags: tags)
     }
 
     /// Bookkeeping bytes charged per entry beyond its head and body: the
-    /// object, its index slot and list links, allocator rounding (measured
-    /// with bench/memory.sh: about 1.2 KiB per small entry in all).
-    public static let overheadBytes = 768
+    /// object's fields, its index slot and list links, the key, allocator
+    /// rounding (measured with bench/memory.sh).
+    public static let overheadBytes = 384
 
     /// What this entry counts against the memory limit.
     public var costBytes: Int {
-        headPrefix.count + body.count + key.utf8.count + Self.overheadBytes
-            + headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 32 }
-            + varyNames.reduce(0) { $0 + $1.utf8.count + 16 } + varyValues.reduce(0) { $0 + ($1?.utf8.count ?? 0) + 16 }
-            + tags.reduce(0) { $0 + $1.utf8.count + 48 }
+        var cost = headLength + header.bodyCount + header.key.utf8.count + Self.overheadBytes
+        if let rare = header.rare {
+            cost += 96 + rare.otherFields.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 32 }
+            cost += rare.varyNames.reduce(0) { $0 + $1.utf8.count + 16 } + rare.varyValues.reduce(0) { $0 + ($1?.utf8.count ?? 0) + 16 }
+            cost += rare.tags.reduce(0) { $0 + $1.utf8.count + 48 }
+        }
+        return cost
     }
 
     /// The body's length, wherever it is.
-    public var bodyLength: Int { bodyFile?.length ?? body.count }
+    public var bodyLength: Int { header.rare?.bodyFile?.length ?? header.bodyCount }
 
     public func currentAge(now: Int64) -> Int {
         Freshness.currentAge(correctedInitialAge: correctedInitialAge, responseTime: timing.responseTime, now: now)
     }
 
+    /// Stored response fields (lowercased names), read back from the head
+    /// prefix: every field but the Content-Length Larder wrote there, then
+    /// the other stored fields.
+    public var headers: [(name: String, value: String)] {
+        var fields = HeadFields.all(in: headPrefix).filter { $0.name != "content-length" }
+        if let other = header.rare?.otherFields { fields += other }
+        return fields
+    }
+
+    /// The first value of a stored field (lowercased name).
     public func header(_ name: String) -> String? {
-        headers.first { $0.name == name }?.value
+        HeadFields.first(name, in: headPrefix) ?? header.rare?.otherFields.first { $0.name == name }?.value
     }
 
     public var etag: String? { header("etag") }
     public var lastModified: String? { header("last-modified") }
-    /// Whether a conditional request can validate this response.
-    public var hasValidator: Bool { etag != nil || lastModified != nil }
+}
+
+/// Reads header fields back from a serialized head ("Status line\r\n"
+/// then "Name: value\r\n" lines, as `ResponseSerializer` writes them).
+enum HeadFields {
+    /// Calls `body` with each field's name and value bytes; stops when it returns false.
+    private static func forEach(in head: UnsafeRawBufferPointer,
+                                _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Bool) {
+        let bytes = head.bindMemory(to: UInt8.self)
+        var i = 0
+        // Skip the status line.
+        while i + 1 < bytes.count, !(bytes[i] == 0x0D && bytes[i + 1] == 0x0A) { i += 1 }
+        i += 2
+        while i < bytes.count {
+            var end = i
+            while end + 1 < bytes.count, !(bytes[end] == 0x0D && bytes[end + 1] == 0x0A) { end += 1 }
+            if end + 1 >= bytes.count { end = bytes.count }
+            var colon = i
+            while colon < end, bytes[colon] != 0x3A { colon += 1 }
+            if colon < end {
+                var valueStart = colon + 1
+                while valueStart < end, bytes[valueStart] == 0x20 || bytes[valueStart] == 0x09 { valueStart += 1 }
+                let name = UnsafeRawBufferPointer(rebasing: head[i..<colon])
+                let value = UnsafeRawBufferPointer(rebasing: head[valueStart..<end])
+                if !body(name, value) { return }
+            }
+            i = end + 2
+        }
+    }
+
+    private static func lowercase(_ c: UInt8) -> UInt8 { c >= 0x41 && c <= 0x5A ? c | 0x20 : c }
+
+    private static func equals(_ name: UnsafeRawBufferPointer, _ lowercased: String) -> Bool {
+        var utf8 = lowercased.utf8.makeIterator()
+        for c in name {
+            guard let l = utf8.next(), lowercase(c) == l else { return false }
+        }
+        return utf8.next() == nil
+    }
+
+    /// The reason phrase of the status line ("HTTP/1.1 200 OK": "OK").
+    static func reason(in head: UnsafeRawBufferPointer) -> String? {
+        let bytes = head.bindMemory(to: UInt8.self)
+        var end = 0
+        while end < bytes.count, bytes[end] != 0x0D { end += 1 }
+        var spaces = 0, start = 0
+        while start < end, spaces < 2 {
+            if bytes[start] == 0x20 { spaces += 1 }
+            start += 1
+        }
+        guard spaces == 2, start < end else { return nil }
+        return String(decoding: UnsafeRawBufferPointer(rebasing: head[start..<end]), as: UTF8.self)
+    }
+
+    static func first(_ name: String, in head: UnsafeRawBufferPointer) -> String? {
+        var found: String?
+        forEach(in: head) { n, v in
+            guard equals(n, name) else { return true }
+            found = String(decoding: v, as: UTF8.self)
+            return false
+        }
+        return found
+    }
+
+    static func contains(_ name: String, in head: UnsafeRawBufferPointer) -> Bool {
+        var found = false
+        forEach(in: head) { n, _ in
+            found = equals(n, name)
+            return !found
+        }
+        return found
+    }
+
+    static func all(in head: UnsafeRawBufferPointer) -> [(name: String, value: String)] {
+        var fields: [(name: String, value: String)] = []
+        forEach(in: head) { n, v in
+            fields.append((String(decoding: n.map(lowercase), as: UTF8.self), String(decoding: v, as: UTF8.self)))
+            return true
+        }
+        return fields
+    }
 }
 
 /// A body stored in a file: `length` bytes at `offset` of `path`.

@@ -52,7 +52,7 @@ public struct DiskRecord: Equatable, Sendable {
         self.init(key: entry.key, status: entry.status, reason: entry.reason,
                   headers: entry.headers.map { HeaderPair($0.name, $0.value) }, timing: entry.timing,
                   varyNames: entry.varyNames, varyValues: entry.varyValues, storedAt: storedAt,
-                  body: Array(entry.body.buffer))
+                  body: Array(entry.body))
         tags = entry.tags
         // No freshness (a soft purge, or none to begin with) stays so on disk.
         markedStale = entry.lifetime == 0

@@ -94,9 +94,10 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
             return
         }
         let stored = worker.builder.build(key: entry.key, status: pending.status, reason: pending.reason,
-                                          headers: pending.headers, body: body.take(),
+                                          headers: pending.headers, body: body.buffer,
                                           timing: pending.timing, tags: pending.tags,
                                           varyFrom: { [request] in request.combinedHeader($0) })
+        body.discard()
         if worker.store.insert(stored, toDisk: toDisk, fetchedSince: fetchToken) { ProxyStats.bump(worker.stats.stored) }
     }
 }

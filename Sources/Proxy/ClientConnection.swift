@@ -231,6 +231,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     func enqueue(_ bytes: [UInt8]) { output.append(bytes) }
     func enqueue(copying buffer: UnsafeRawBufferPointer) { output.append(copying: buffer) }
     func enqueue(_ bytes: Bytes, from: Int = 0, to: Int? = nil) { output.append(bytes, from: from, to: to) }
+    func enqueue(_ entry: CachedResponse, from: Int, to: Int) { output.append(entry, from: from, to: to) }
     func enqueue(file: OpenFile, from: Int, to: Int) { output.append(file: file, from: from, to: to) }
 
     /// Whether the upstream should pause until the client catches up.

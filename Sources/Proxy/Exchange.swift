@@ -204,8 +204,9 @@ final class Exchange: UpstreamTransferDelegate {
     /// can no longer be opened.
     @discardableResult
     private func serveStored(_ entry: CachedResponse, age: Int, now: Int64, cacheStatus: [UInt8]) -> Bool {
-        if clientIsNotModified(etag: entry.etag, lastModified: entry.lastModified, dateValue: entry.timing.dateValue),
-           entry.status == 200 {
+        // Validators are read from the stored head only when the client sent a conditional.
+        if hasClientConditional, entry.status == 200,
+           clientIsNotModified(etag: entry.etag, lastModified: entry.lastModified, dateValue: entry.timing.dateValue) {
             responseStarted = true
             noteAnswer(304, cache: cacheStatus, bodyBytes: 0)
             sendNotModified(entry.headers, age: age, now: now, cacheStatus: cacheStatus)
@@ -241,12 +242,13 @@ final class Exchange: UpstreamTransferDelegate {
         tail.append(contentsOf: cacheStatus)
         appendConnectionField(to: &tail)
         tail.append(contentsOf: [0x0D, 0x0A])
-        connection.enqueue(entry.headPrefix)
+        let headLength = entry.headLength
+        connection.enqueue(entry, from: 0, to: headLength)
         connection.enqueue(tail)
         if let file, let bodyFile = entry.bodyFile {
             connection.enqueue(file: file, from: bodyFile.offset, to: bodyFile.offset + bodyFile.length)
         } else if request.method != "HEAD" {
-            connection.enqueue(entry.body)
+            connection.enqueue(entry, from: headLength, to: headLength + entry.bodyLength)
         }
         complete()
         return true
@@ -279,7 +281,7 @@ final class Exchange: UpstreamTransferDelegate {
             if let file, let bodyFile = entry.bodyFile {
                 connection.enqueue(file: file, from: bodyFile.offset + first, to: bodyFile.offset + last + 1)
             } else {
-                connection.enqueue(entry.body, from: first, to: last + 1)
+                connection.enqueue(entry, from: entry.headLength + first, to: entry.headLength + last + 1)
             }
         }
         complete()
@@ -626,9 +628,11 @@ final class Exchange: UpstreamTransferDelegate {
             dropStore()
             return
         }
-        let soFar = store!.body.take()
+        let soFar = store!.body.buffer
         store!.disk = stream
-        if !disk.append(stream, soFar.buffer) || !disk.append(stream, bytes) { dropStore() }
+        let written = disk.append(stream, soFar) && disk.append(stream, bytes)
+        store!.body.discard()
+        if !written { dropStore() }
     }
 
     private func beginDiskStream() -> DiskTier.Stream? {
@@ -650,8 +654,9 @@ final class Exchange: UpstreamTransferDelegate {
         } else if var pending = store {
             store = nil
             let entry = builder.build(key: key, status: pending.status, reason: pending.reason, headers: pending.headers,
-                                      body: pending.body.take(), timing: pending.timing, tags: pending.tags,
+                                      body: pending.body.buffer, timing: pending.timing, tags: pending.tags,
                                       varyFrom: { [request] in request.combinedHeader($0) })
+            pending.body.discard()
             if worker.store.insert(entry, toDisk: toDisk, fetchedSince: fetchToken) { ProxyStats.bump(worker.stats.stored) }
         }
     }

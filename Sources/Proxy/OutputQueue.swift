@@ -18,7 +18,17 @@ final class OpenFile {
 struct OutputQueue {
     private enum Source {
         case memory(Bytes)
+        /// Part of a stored response's block (head prefix or body).
+        case stored(CachedResponse)
         case file(OpenFile)
+
+        var base: UnsafeRawPointer? {
+            switch self {
+            case .memory(let bytes): return bytes.pointer
+            case .stored(let entry): return entry.blockStart
+            case .file: return nil
+            }
+        }
     }
 
     private struct Segment {
@@ -37,6 +47,13 @@ struct OutputQueue {
         let end = end ?? bytes.count
         guard end > offset else { return }
         segments.append(Segment(source: .memory(bytes), offset: offset, end: end))
+        pendingBytes += end - offset
+    }
+
+    /// Bytes `offset..<end` of a stored response's block (head prefix, then body).
+    mutating func append(_ entry: CachedResponse, from offset: Int, to end: Int) {
+        guard end > offset else { return }
+        segments.append(Segment(source: .stored(entry), offset: offset, end: end))
         pendingBytes += end - offset
     }
 
@@ -72,9 +89,9 @@ struct OutputQueue {
                 // Gather memory segments up to the next file segment.
                 var n = 0
                 var i = head
-                while i < segments.count && n < maxIov, case .memory(let bytes) = segments[i].source {
+                while i < segments.count && n < maxIov, let base = segments[i].source.base {
                     let s = segments[i]
-                    iov[n] = iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.pointer + s.offset), iov_len: s.end - s.offset)
+                    iov[n] = iovec(iov_base: UnsafeMutableRawPointer(mutating: base + s.offset), iov_len: s.end - s.offset)
                     n += 1
                     i += 1
                 }

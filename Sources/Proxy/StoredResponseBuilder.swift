@@ -119,8 +119,8 @@ struct StoredResponseBuilder: Sendable {
     }
 
     /// Builds the stored form. `varyFrom` supplies the request's values of
-    /// the fields the response's Vary names.
-    func build(key: String, status: Int, reason: String?, headers: [(name: String, value: String)], body: Bytes,
+    /// the fields the response's Vary names. The body is copied into the entry.
+    func build(key: String, status: Int, reason: String?, headers: [(name: String, value: String)], body: UnsafeRawBufferPointer,
                bodyFile: FileBody? = nil, timing: ResponseTiming, tags: [String],
                varyFrom request: (String) -> String?) -> CachedResponse {
         let (cc, targeted) = cacheControl(headers, key: key)
@@ -131,8 +131,11 @@ struct StoredResponseBuilder: Sendable {
         // private="Set-Cookie" or no-store.
         let kept = storedFields(headers, cc)
         var prefixFields: [HeaderField] = []
-        for field in kept where !Self.perRequestFields.contains(field.name) && !isHidden(field.name) {
-            prefixFields.append(HeaderField(name: field.name, value: field.value))
+        // Fields kept for Larder only (targeted cache-control): stored beside
+        // the head, never sent. Framing and per-request fields are rebuilt.
+        var otherFields: [(name: String, value: String)] = []
+        for field in kept where !Self.perRequestFields.contains(field.name) {
+            if isHidden(field.name) { otherFields.append(field) } else { prefixFields.append(HeaderField(name: field.name, value: field.value)) }
         }
         if !kept.contains(where: { $0.name == "date" }) {
             // No Date from the origin: the one Larder added when it received the response.
@@ -143,12 +146,12 @@ struct StoredResponseBuilder: Sendable {
             ResponseSerializer.appendField("content-length", String(bodyFile?.length ?? body.count), to: &prefix)
         }
         let names = variantFields(headers, key: key)
-        return CachedResponse(key: key, status: status, reason: reason, headPrefix: Bytes(prefix), body: body,
-                              bodyFile: bodyFile, headers: kept,
-                              timing: timing, lifetime: keptLifetime(status: status, headers: headers, kept: kept, timing: timing,
-                                                                     key: key, cc: cc, targeted: targeted) ?? 0,
-                              cacheControl: cc, varyNames: names, varyValues: names.map { Vary.normalize(request($0), field: $0) },
-                              tags: tags)
+        let lifetime = keptLifetime(status: status, headers: headers, kept: kept, timing: timing, key: key, cc: cc, targeted: targeted)
+        return prefix.withUnsafeBytes { head in
+            CachedResponse.make(key: key, status: status, reason: reason, headPrefix: head, body: body, bodyFile: bodyFile,
+                                otherFields: otherFields, timing: timing, lifetime: lifetime ?? 0, cacheControl: cc,
+                                varyNames: names, varyValues: names.map { Vary.normalize(request($0), field: $0) }, tags: tags)
+        }
     }
 
     /// The lifetime of the stored copy: computed from the kept fields, with
@@ -195,10 +198,12 @@ struct StoredResponseBuilder: Sendable {
     /// A stored response rebuilt from its disk record with today's rules.
     func rehydrate(_ record: DiskRecord) -> CachedResponse {
         let names = record.varyNames, values = record.varyValues
-        return build(key: record.key, status: record.status, reason: record.reason,
-                     headers: record.headers.map { ($0.name, $0.value) }, body: Bytes(record.body), bodyFile: record.bodyFile,
-                     timing: record.timing, tags: record.tags) { name in
-            names.firstIndex(of: name).flatMap { values[$0] }
+        return record.body.withUnsafeBytes { body in
+            build(key: record.key, status: record.status, reason: record.reason,
+                  headers: record.headers.map { ($0.name, $0.value) }, body: body, bodyFile: record.bodyFile,
+                  timing: record.timing, tags: record.tags) { name in
+                names.firstIndex(of: name).flatMap { values[$0] }
+            }
         }
     }
 

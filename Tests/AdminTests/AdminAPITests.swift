@@ -18,7 +18,7 @@ final class AdminAPITests: XCTestCase {
     }
 
     private func put(_ key: String, tags: [String] = [], at time: Int64 = 1_000_000) {
-        let entry = CachedResponse(key: key, status: 200, headPrefix: Bytes([]), body: Bytes(Array("x".utf8)), headers: [],
+        let entry = CachedResponse.make(key: key, status: 200, headPrefix: [], body: Array("x".utf8), otherFields: [],
                                    timing: ResponseTiming(requestTime: time, responseTime: time, dateValue: nil, ageValue: 0),
                                    lifetime: 60, cacheControl: CacheControl("max-age=60"), varyNames: [], varyValues: [],
                                    tags: tags)

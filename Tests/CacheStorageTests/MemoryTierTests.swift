@@ -7,8 +7,8 @@ import CacheSemantics
 
 final class MemoryTierTests: XCTestCase {
     private func entry(_ key: String, bodyBytes: Int, vary: [String] = [], values: [String?] = []) -> CachedResponse {
-        CachedResponse(key: key, status: 200, headPrefix: Bytes(Array("HTTP/1.1 200 OK\r\n".utf8)),
-                       body: Bytes([UInt8](repeating: 0x61, count: bodyBytes)), headers: [],
+        CachedResponse.make(key: key, status: 200, headPrefix: Array("HTTP/1.1 200 OK\r\n".utf8),
+                       body: [UInt8](repeating: 0x61, count: bodyBytes), otherFields: [],
                        timing: ResponseTiming(requestTime: 0, responseTime: 0, dateValue: nil, ageValue: 0),
                        lifetime: 60, cacheControl: CacheControl("max-age=60"), varyNames: vary, varyValues: values)
     }

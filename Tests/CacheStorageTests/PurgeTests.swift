@@ -15,16 +15,16 @@ final class PurgeTests: XCTestCase {
     }
 
     private func entry(_ key: String, tags: [String] = [], vary: String? = nil, responseTime: Int64 = 0) -> CachedResponse {
-        CachedResponse(key: key, status: 200, headPrefix: Bytes(Array("HTTP/1.1 200 OK\r\n".utf8)),
-                       body: Bytes(Array("body of \(key)".utf8)), headers: [("cache-control", "max-age=60")],
+        CachedResponse.make(key: key, status: 200, headPrefix: Array("HTTP/1.1 200 OK\r\n".utf8),
+                       body: Array("body of \(key)".utf8), otherFields: [("cache-control", "max-age=60")],
                        timing: ResponseTiming(requestTime: responseTime, responseTime: responseTime, dateValue: nil, ageValue: 0),
                        lifetime: 60, cacheControl: CacheControl("max-age=60"),
                        varyNames: vary == nil ? [] : ["accept"], varyValues: vary == nil ? [] : [vary], tags: tags)
     }
 
     private func rehydrate(_ record: DiskRecord) -> CachedResponse {
-        CachedResponse(key: record.key, status: record.status, headPrefix: Bytes([]), body: Bytes(record.body),
-                       bodyFile: record.bodyFile, headers: record.headers.map { ($0.name, $0.value) }, timing: record.timing,
+        CachedResponse.make(key: record.key, status: record.status, headPrefix: [], body: Array(record.body),
+                       bodyFile: record.bodyFile, otherFields: record.headers.map { ($0.name, $0.value) }, timing: record.timing,
                        lifetime: 60, cacheControl: CacheControl("max-age=60"), varyNames: record.varyNames,
                        varyValues: record.varyValues, tags: record.tags)
     }

@@ -1,0 +1,62 @@
+import XCTest
+import CacheSemantics
+@testable import CacheStorage
+
+final class CachedResponseTests: XCTestCase {
+    private let timing = ResponseTiming(requestTime: 10, responseTime: 12, dateValue: 11, ageValue: 5)
+
+    private func entry(head: String, body: String = "hello", other: [(name: String, value: String)] = [],
+                       vary: [String] = [], tags: [String] = []) -> CachedResponse {
+        CachedResponse.make(key: "/k", status: 200, headPrefix: Array(head.utf8), body: Array(body.utf8), otherFields: other,
+                            timing: timing, lifetime: 60, cacheControl: CacheControl("max-age=60, stale-if-error=5"),
+                            varyNames: vary, varyValues: vary.map { _ in "gzip" }, tags: tags)
+    }
+
+    func testHeadAndBodyShareOneBlock() {
+        let e = entry(head: "HTTP/1.1 200 OK\r\nEtag: \"v1\"\r\nContent-Length: 5\r\n")
+        XCTAssertEqual(String(decoding: e.headPrefix, as: UTF8.self), "HTTP/1.1 200 OK\r\nEtag: \"v1\"\r\nContent-Length: 5\r\n")
+        XCTAssertEqual(String(decoding: e.body, as: UTF8.self), "hello")
+        XCTAssertEqual(e.body.baseAddress, e.blockStart + e.headLength)
+        XCTAssertEqual(e.bodyLength, 5)
+    }
+
+    func testFieldsAreReadBackFromTheHead() {
+        let e = entry(head: "HTTP/1.1 200 Fine Thanks\r\nDate: Sun, 22 Nov 2026 12:00:00 GMT\r\nETag: \"v1\"\r\n"
+                          + "X-Multi: a\r\nX-Multi: b\r\nContent-Length: 5\r\n",
+                      other: [("cdn-cache-control", "max-age=600")])
+        XCTAssertEqual(e.headers.map { "\($0.name)=\($0.value)" },
+                       ["date=Sun, 22 Nov 2026 12:00:00 GMT", "etag=\"v1\"", "x-multi=a", "x-multi=b", "cdn-cache-control=max-age=600"])
+        XCTAssertEqual(e.etag, "\"v1\"")
+        XCTAssertNil(e.lastModified)
+        XCTAssertTrue(e.hasValidator)
+        XCTAssertEqual(e.header("cdn-cache-control"), "max-age=600")
+        XCTAssertEqual(e.reason, "Fine Thanks")
+        XCTAssertEqual(e.status, 200)
+    }
+
+    func testNoValidatorAndDirectivesKept() {
+        let e = entry(head: "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n")
+        XCTAssertFalse(e.hasValidator)
+        XCTAssertEqual(e.cacheControl.maxAge, 60)
+        XCTAssertEqual(e.cacheControl.staleIfError, 5)
+        XCTAssertEqual(e.lifetime, 60)
+        XCTAssertEqual(e.timing, timing)
+        XCTAssertEqual(e.correctedInitialAge, Freshness.correctedInitialAge(timing))
+        XCTAssertEqual(e.varyNames, [])
+        XCTAssertEqual(e.tags, [])
+    }
+
+    func testRarePartsAndSoftPurgeCopy() {
+        let e = entry(head: "HTTP/1.1 200 OK\r\nLast-Modified: Sun, 22 Nov 2026 11:00:00 GMT\r\n", vary: ["accept-encoding"],
+                      tags: ["t1"])
+        let stale = e.markedStale()
+        XCTAssertEqual(stale.lifetime, 0)
+        XCTAssertEqual(stale.varyNames, ["accept-encoding"])
+        XCTAssertEqual(stale.varyValues, ["gzip"])
+        XCTAssertEqual(stale.tags, ["t1"])
+        XCTAssertTrue(stale.hasValidator)
+        XCTAssertEqual(Array(stale.headPrefix), Array(e.headPrefix))
+        XCTAssertEqual(Array(stale.body), Array(e.body))
+        XCTAssertGreaterThan(e.costBytes, entry(head: "HTTP/1.1 200 OK\r\nLast-Modified: Sun, 22 Nov 2026 11:00:00 GMT\r\n").costBytes)
+    }
+}
