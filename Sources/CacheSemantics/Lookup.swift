@@ -41,8 +41,9 @@ public enum LookupOutcome: Equatable, Sendable {
 public enum Lookup {
     /// Section 4: select the most recent variant whose Vary fields match
     /// (4.1), then judge its freshness for this request (4.2, 5.2.1).
-    public static func decide<S: StoredResponseFacts>(_ request: RequestFacts, _ variants: [S], now: Int64,
-                                                      shared: Bool = true) -> LookupOutcome {
+    public static func decide<C: RandomAccessCollection>(_ request: RequestFacts, _ variants: C, now: Int64,
+                                                      shared: Bool = true) -> LookupOutcome
+    where C.Element: StoredResponseFacts, C.Index == Int {
         if variants.isEmpty { return .miss(varyMiss: false) }
         guard let index = variants.lastIndex(where: { matches(request, $0) }) else { return .miss(varyMiss: true) }
         let entry = variants[index]

@@ -4,31 +4,49 @@ import CacheSemantics
 ///
 /// One allocation holds it all: the fields below, then (tail-allocated) the
 /// head prefix — status line and stored header fields, serialized when the
-/// response was stored — followed by the body. A hit writes the head
+/// response was stored — followed by the body and the key. A hit writes the head
 /// prefix, Age and Cache-Status and the blank line, then the body, in one
 /// writev pointing into this block. The header fields are not kept a second
 /// time as strings: `headers` reads them back from the head prefix (304s,
 /// ranges, revalidation and disk writes need them; hits do not). This is
 /// what keeps a small entry's overhead to a few hundred bytes.
-public final class CachedResponse: ManagedBuffer<CachedResponse.Parts, UInt8>, StoredResponseFacts, @unchecked Sendable {
-    /// The fields, laid out small (120 bytes): what most entries lack sits
+///
+/// A struct around the block's class reference: the standard library's
+/// tail-allocating base class (`ManagedBuffer`) cannot itself be Sendable.
+public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
+    final class Storage: ManagedBuffer<Parts, UInt8> {
+        deinit {
+            _ = withUnsafeMutablePointerToElements {
+                (UnsafeMutableRawPointer($0) + 16).assumingMemoryBound(to: [CachedResponse].self).deinitialize(count: 1)
+            }
+        }
+    }
+
+    let storage: Storage
+
+    /// Whether both are the same stored object.
+    public func isSame(_ other: CachedResponse) -> Bool { storage === other.storage }
+
+    /// The fields, laid out small (104 bytes): what most entries lack sits
     /// behind the optional `rare` reference; the reason phrase is read back
     /// from the status line.
-    public struct Parts {
-        let key: String
+    struct Parts {
         let timing: ResponseTiming
         /// Bytes of body in the block (0 when the body is in a file).
         let bodyCount: Int
         let lifetime: UInt32
         let correctedInitialAge: UInt32
         let headLength: UInt32
+        /// The key's bytes follow the body in the block (a String would be
+        /// a heap object of its own: 64 bytes for a typical URL).
+        let keyLength: UInt32
         let status: UInt16
         let hasValidator: Bool
         let directives: PackedCacheControl
         let rare: Rare?
     }
 
-    public final class Rare {
+    final class Rare {
         let bodyFile: FileBody?
         let otherFields: [(name: String, value: String)]
         let varyNames: [String]
@@ -59,19 +77,29 @@ public final class CachedResponse: ManagedBuffer<CachedResponse.Parts, UInt8>, S
         let hasValidator = HeadFields.contains("etag", in: headPrefix) || HeadFields.contains("last-modified", in: headPrefix)
             || otherFields.contains { $0.name == "etag" || $0.name == "last-modified" }
         let plain = bodyFile == nil && otherFields.isEmpty && varyNames.isEmpty && tags.isEmpty
-        let parts = Parts(key: key, timing: timing, bodyCount: body.count, lifetime: clamped(lifetime),
+        var key = key
+        let parts = Parts(timing: timing, bodyCount: body.count, lifetime: clamped(lifetime),
                           correctedInitialAge: clamped(Freshness.correctedInitialAge(timing)),
-                          headLength: UInt32(headPrefix.count), status: UInt16(clamping: status), hasValidator: hasValidator,
+                          headLength: UInt32(headPrefix.count), keyLength: UInt32(key.utf8.count), status: UInt16(clamping: status), hasValidator: hasValidator,
                           directives: PackedCacheControl(cacheControl),
                           rare: plain ? nil : Rare(bodyFile: bodyFile, otherFields: otherFields, varyNames: varyNames,
                                                    varyValues: varyValues, tags: tags))
-        let entry = unsafeDowncast(create(minimumCapacity: headPrefix.count + body.count) { _ in parts }, to: CachedResponse.self)
-        entry.withUnsafeMutablePointerToElements { start in
-            let block = UnsafeMutableRawPointer(start)
+        let storage = unsafeDowncast(Storage.create(minimumCapacity: linkBytes + headPrefix.count + body.count + key.utf8.count) { _ in parts },
+                                     to: Storage.self)
+        storage.withUnsafeMutablePointerToElements { start in
+            let links = UnsafeMutableRawPointer(start)
+            precondition(Int(bitPattern: links) % 8 == 0, "stored response links misaligned")
+            links.storeBytes(of: nil, as: UnsafeRawPointer?.self)
+            links.storeBytes(of: nil, toByteOffset: 8, as: UnsafeRawPointer?.self)
+            (links + 16).bindMemory(to: [CachedResponse].self, capacity: 1).initialize(to: [])
+            let block = links + linkBytes
             if headPrefix.count > 0 { block.copyMemory(from: headPrefix.baseAddress!, byteCount: headPrefix.count) }
             if body.count > 0 { (block + headPrefix.count).copyMemory(from: body.baseAddress!, byteCount: body.count) }
+            key.withUTF8 { utf8 in
+                if utf8.count > 0 { (block + headPrefix.count + body.count).copyMemory(from: utf8.baseAddress!, byteCount: utf8.count) }
+            }
         }
-        return entry
+        return CachedResponse(storage: storage)
     }
 
     /// The same with the head prefix and body given as arrays (tests, small responses).
@@ -88,40 +116,81 @@ public final class CachedResponse: ManagedBuffer<CachedResponse.Parts, UInt8>, S
         }
     }
 
-    public var key: String { header.key }
-    public var status: Int { Int(header.status) }
+    /// The cache key (built from the block's bytes on each use: not for hot paths).
+    public var key: String { String(decoding: keyBytes, as: UTF8.self) }
+    /// The cache key's UTF-8 bytes, in the block.
+    public var keyBytes: UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: blockStart + headLength + storage.header.bodyCount, count: Int(storage.header.keyLength))
+    }
+    public var status: Int { Int(storage.header.status) }
     /// The reason phrase of the stored status line.
     public var reason: String? { HeadFields.reason(in: headPrefix) }
-    public var timing: ResponseTiming { header.timing }
-    public var correctedInitialAge: Int { Int(header.correctedInitialAge) }
+    public var timing: ResponseTiming { storage.header.timing }
+    public var correctedInitialAge: Int { Int(storage.header.correctedInitialAge) }
     /// Freshness lifetime in seconds.
-    public var lifetime: Int { Int(header.lifetime) }
-    public var cacheControl: CacheControl { header.directives.unpacked }
+    public var lifetime: Int { Int(storage.header.lifetime) }
+    public var cacheControl: CacheControl { storage.header.directives.unpacked }
     /// Vary field names (sorted) and the request's normalized values for them.
-    public var varyNames: [String] { header.rare?.varyNames ?? [] }
-    public var varyValues: [String?] { header.rare?.varyValues ?? [] }
+    public var varyNames: [String] { storage.header.rare?.varyNames ?? [] }
+    public var varyValues: [String?] { storage.header.rare?.varyValues ?? [] }
     /// Purge tags (sorted, no duplicates).
-    public var tags: [String] { header.rare?.tags ?? [] }
+    public var tags: [String] { storage.header.rare?.tags ?? [] }
     /// For a large response kept on disk only: where its body is. The body
     /// in memory is then empty and hits are written with sendfile.
-    public var bodyFile: FileBody? { header.rare?.bodyFile }
+    public var bodyFile: FileBody? { storage.header.rare?.bodyFile }
     /// Whether a conditional request can validate this response.
-    public var hasValidator: Bool { header.hasValidator }
+    public var hasValidator: Bool { storage.header.hasValidator }
 
-    /// Start of the block: head prefix, then body. Stable while the entry lives.
-    public var blockStart: UnsafeRawPointer { withUnsafeMutablePointerToElements { UnsafeRawPointer($0) } }
-    public var headLength: Int { Int(header.headLength) }
+    // MARK: the memory tier's links
+
+    /// The tail block starts with three words for the memory tier, changed
+    /// only under its lock: the newest variant of a key is the key's place
+    /// in the LRU list and hash table (so a key costs no node of its own)
+    /// and holds the key's other variants. They live in the tail, not in
+    /// `header`, so that writing them never touches what other threads read.
+    private static let linkBytes = 24
+
+    private var links: UnsafeMutableRawPointer { storage.withUnsafeMutablePointerToElements { UnsafeMutableRawPointer($0) } }
+
+    private static func load(_ word: UnsafeMutableRawPointer) -> CachedResponse? {
+        word.load(as: UnsafeRawPointer?.self).map { CachedResponse(storage: Unmanaged<Storage>.fromOpaque($0).takeUnretainedValue()) }
+    }
+
+    private static func store(_ entry: CachedResponse?, _ word: UnsafeMutableRawPointer) {
+        word.storeBytes(of: entry.map { UnsafeRawPointer(Unmanaged.passUnretained($0.storage).toOpaque()) }, as: UnsafeRawPointer?.self)
+    }
+
+    /// Newer and older key in the memory tier's LRU list (unowned: the tier's table owns entries).
+    var lruNewer: CachedResponse? {
+        get { Self.load(links) }
+        nonmutating set { Self.store(newValue, links) }
+    }
+
+    var lruOlder: CachedResponse? {
+        get { Self.load(links + 8) }
+        nonmutating set { Self.store(newValue, links + 8) }
+    }
+
+    /// The key's other variants, oldest first (on the newest one only).
+    var olderVariants: [CachedResponse] {
+        get { (links + 16).assumingMemoryBound(to: [CachedResponse].self).pointee }
+        nonmutating set { (links + 16).assumingMemoryBound(to: [CachedResponse].self).pointee = newValue }
+    }
+
+    /// Start of the block: head prefix, body, then the key. Stable while the entry lives.
+    public var blockStart: UnsafeRawPointer { UnsafeRawPointer(links + Self.linkBytes) }
+    public var headLength: Int { Int(storage.header.headLength) }
     public var headPrefix: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: blockStart, count: headLength) }
     /// The body held in memory (empty when it is in `bodyFile`).
     public var body: UnsafeRawBufferPointer {
-        UnsafeRawBufferPointer(start: blockStart + headLength, count: header.bodyCount)
+        UnsafeRawBufferPointer(start: blockStart + headLength, count: storage.header.bodyCount)
     }
 
     /// The same response with no freshness left (a soft purge): it is
     /// revalidated before reuse, or served stale where the stale rules allow.
     public func markedStale() -> CachedResponse {
         Self.make(key: key, status: status, reason: reason, headPrefix: headPrefix, body: body, bodyFile: bodyFile,
-                  otherFields: header.rare?.otherFields ?? [], timing: timing, lifetime: 0, cacheControl: cacheControl,
+                  otherFields: storage.header.rare?.otherFields ?? [], timing: timing, lifetime: 0, cacheControl: cacheControl,
                   varyNames: varyNames, varyValues: varyValues, tags: tags)
     }
 
@@ -132,8 +201,8 @@ public final class CachedResponse: ManagedBuffer<CachedResponse.Parts, UInt8>, S
 
     /// What this entry counts against the memory limit.
     public var costBytes: Int {
-        var cost = headLength + header.bodyCount + header.key.utf8.count + Self.overheadBytes
-        if let rare = header.rare {
+        var cost = headLength + storage.header.bodyCount + Int(storage.header.keyLength) + Self.overheadBytes
+        if let rare = storage.header.rare {
             cost += 96 + rare.otherFields.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 32 }
             cost += rare.varyNames.reduce(0) { $0 + $1.utf8.count + 16 } + rare.varyValues.reduce(0) { $0 + ($1?.utf8.count ?? 0) + 16 }
             cost += rare.tags.reduce(0) { $0 + $1.utf8.count + 48 }
@@ -142,7 +211,7 @@ public final class CachedResponse: ManagedBuffer<CachedResponse.Parts, UInt8>, S
     }
 
     /// The body's length, wherever it is.
-    public var bodyLength: Int { header.rare?.bodyFile?.length ?? header.bodyCount }
+    public var bodyLength: Int { storage.header.rare?.bodyFile?.length ?? storage.header.bodyCount }
 
     public func currentAge(now: Int64) -> Int {
         Freshness.currentAge(correctedInitialAge: correctedInitialAge, responseTime: timing.responseTime, now: now)
@@ -153,13 +222,13 @@ public final class CachedResponse: ManagedBuffer<CachedResponse.Parts, UInt8>, S
     /// the other stored fields.
     public var headers: [(name: String, value: String)] {
         var fields = HeadFields.all(in: headPrefix).filter { $0.name != "content-length" }
-        if let other = header.rare?.otherFields { fields += other }
+        if let other = storage.header.rare?.otherFields { fields += other }
         return fields
     }
 
     /// The first value of a stored field (lowercased name).
     public func header(_ name: String) -> String? {
-        HeadFields.first(name, in: headPrefix) ?? header.rare?.otherFields.first { $0.name == name }?.value
+        HeadFields.first(name, in: headPrefix) ?? storage.header.rare?.otherFields.first { $0.name == name }?.value
     }
 
     public var etag: String? { header("etag") }

@@ -1,8 +1,11 @@
-import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The memory tier: an LRU bounded in bytes, shared by every worker thread
-/// behind one mutex. Work under the lock is a hash lookup and a few pointer
-/// moves; entries are immutable, so readers use them after unlocking.
+/// behind one lock. Work under the lock is a hash probe and a few pointer
+/// moves; entries are immutable (but for their LRU links, which only this
+/// tier touches under its lock), so readers use them after unlocking.
 public final class MemoryTier: Sendable {
     private let state: Locked<LRUIndex>
     public let limitBytes: Int
@@ -14,7 +17,7 @@ public final class MemoryTier: Sendable {
 
     /// The stored variants for `key` (one per distinct set of values of the
     /// request fields its Vary names), marked most recently used.
-    public func lookup(_ key: String) -> [CachedResponse] {
+    public func lookup(_ key: String) -> Variants {
         state.withLock { $0.get(key) }
     }
 
@@ -63,104 +66,148 @@ public final class MemoryTier: Sendable {
     }
 }
 
-/// Single-threaded LRU index: a dictionary into an intrusive doubly linked
-/// list of nodes, most recent at the head.
-struct LRUIndex: ~Copyable {
-    final class Node {
-        let key: String
-        var variants: [CachedResponse]
-        var cost: Int
-        var newer: Node?
-        unowned(unsafe) var older: Node?
-        init(_ key: String, _ variants: [CachedResponse]) {
-            self.key = key
-            self.variants = variants
-            cost = variants.reduce(0) { $0 + $1.costBytes }
-        }
+/// The variants stored for one key, oldest first, without an array for the
+/// usual single one (a hit allocates nothing to return it).
+public struct Variants: RandomAccessCollection, Sendable {
+    private let older: [CachedResponse]
+    private let newest: CachedResponse?
+
+    public init() {
+        older = []
+        newest = nil
     }
 
+    public init(_ variants: [CachedResponse]) {
+        newest = variants.last
+        older = variants.count > 1 ? Array(variants.dropLast()) : []
+    }
+
+    init(older: [CachedResponse], newest: CachedResponse) {
+        self.older = older
+        self.newest = newest
+    }
+
+    public var startIndex: Int { 0 }
+    public var endIndex: Int { newest == nil ? 0 : older.count + 1 }
+    public subscript(position: Int) -> CachedResponse { position < older.count ? older[position] : newest! }
+}
+
+/// Single-threaded LRU index over keys. Each key is represented by its
+/// newest variant, which carries the list links and the key's other
+/// variants; an open-addressing table of those entries finds keys. Per key
+/// that costs one table slot and three words in the entry's tail.
+struct LRUIndex: ~Copyable {
     /// Variants kept per key; the oldest goes beyond this.
     static let maxVariants = 32
 
     let limitBytes: Int
-    private var nodes: [String: Node] = [:]
+    private var table = KeyTable()
     /// tag → keys whose variants carry it; only tagged entries cost anything.
     private var tagged: [String: Set<String>] = [:]
-    private var newest: Node?
-    private var oldest: Node?
+    private var newest: CachedResponse?
+    private var oldest: CachedResponse?
     private(set) var bytes = 0
     private(set) var evictions = 0
+    private(set) var objectCount = 0
 
     init(limitBytes: Int) { self.limitBytes = limitBytes }
 
-    var count: Int { nodes.count }
-    private(set) var objectCount = 0
+    var count: Int { table.count }
 
-    mutating func get(_ key: String) -> [CachedResponse] {
-        guard let node = nodes[key] else { return [] }
-        unlink(node)
-        pushNewest(node)
-        return node.variants
+    mutating func get(_ key: String) -> Variants {
+        guard let head = table.find(key) else { return Variants() }
+        unlink(head)
+        pushNewest(head)
+        return Variants(older: head.olderVariants, newest: head)
     }
+
+    private func variants(of head: CachedResponse) -> [CachedResponse] { head.olderVariants + [head] }
+
+    private static func cost(_ variants: [CachedResponse]) -> Int { variants.reduce(0) { $0 + $1.costBytes } }
 
     mutating func put(_ entry: CachedResponse) -> Bool {
         guard entry.costBytes <= limitBytes else { return false }
-        var variants = nodes[entry.key]?.variants ?? []
+        var variants: [CachedResponse] = []
+        if let head = table.find(entry.key) { variants = self.variants(of: head) }
         variants.removeAll { $0.varyNames != entry.varyNames || $0.varyValues == entry.varyValues }
         variants.append(entry)
         if variants.count > Self.maxVariants { variants.removeFirst(variants.count - Self.maxVariants) }
         remove(entry.key)
-        let node = Node(entry.key, variants)
         // Evict other keys first; if this key's own variants still do not
         // fit, drop its oldest variants.
-        while bytes + node.cost > limitBytes, let victim = oldest {
-            remove(victim.key)
+        var cost = Self.cost(variants)
+        while bytes + cost > limitBytes, let victim = oldest {
+            remove(head: victim)
             evictions += 1
         }
-        while node.cost > limitBytes, node.variants.count > 1 {
-            node.cost -= node.variants.removeFirst().costBytes
+        while cost > limitBytes, variants.count > 1 {
+            cost -= variants.removeFirst().costBytes
             evictions += 1
         }
-        add(node)
+        add(variants)
         return true
     }
 
     var tagLinks: Int { tagged.values.reduce(0) { $0 + $1.count } }
 
-    private mutating func add(_ node: Node) {
-        nodes[node.key] = node
-        pushNewest(node)
-        bytes += node.cost
-        objectCount += node.variants.count
-        for variant in node.variants { for tag in variant.tags { tagged[tag, default: []].insert(node.key) } }
+    /// Adds a key's variants (oldest first; the key must be absent) as the
+    /// newest key; returns its head.
+    @discardableResult
+    private mutating func add(_ variants: [CachedResponse]) -> CachedResponse {
+        let head = variants.last!
+        head.olderVariants = Array(variants.dropLast())
+        table.insert(head)
+        pushNewest(head)
+        bytes += Self.cost(variants)
+        objectCount += variants.count
+        if variants.contains(where: { !$0.tags.isEmpty }) {
+            let key = head.key
+            for variant in variants { for tag in variant.tags { tagged[tag, default: []].insert(key) } }
+        }
+        return head
     }
 
     @discardableResult
     mutating func remove(_ key: String) -> Bool {
-        guard let node = nodes.removeValue(forKey: key) else { return false }
-        unlink(node)
-        bytes -= node.cost
-        objectCount -= node.variants.count
-        for variant in node.variants {
+        guard let head = table.remove(key) else { return false }
+        detach(head)
+        return true
+    }
+
+    /// Takes a key (by its head, already out of the table) out of the list and the counts.
+    private mutating func detach(_ head: CachedResponse) {
+        let variants = variants(of: head)
+        unlink(head)
+        head.olderVariants = []
+        bytes -= Self.cost(variants)
+        objectCount -= variants.count
+        guard variants.contains(where: { !$0.tags.isEmpty }) else { return }
+        let key = head.key
+        for variant in variants {
             for tag in variant.tags {
                 tagged[tag]?.remove(key)
                 if tagged[tag]?.isEmpty == true { tagged[tag] = nil }
             }
         }
-        return true
+    }
+
+    /// Removes a key by its head (no key string needed: eviction).
+    private mutating func remove(head: CachedResponse) {
+        if table.remove(head) { detach(head) }
     }
 
     mutating func removeAll() {
-        nodes.removeAll()
-        tagged.removeAll()
-        // Unlink from the oldest end: `newer` links are strong, so dropping
-        // one long chain at once would recurse deeply in deinit.
-        while let node = oldest {
-            oldest = node.newer
-            node.newer = nil
-            node.older = nil
+        // Links are unowned: clear them so no entry still held by a client
+        // points at freed ones.
+        while let head = oldest {
+            oldest = head.lruNewer
+            head.lruNewer = nil
+            head.lruOlder = nil
+            head.olderVariants = []
         }
         newest = nil
+        table = KeyTable()
+        tagged.removeAll()
         bytes = 0
         objectCount = 0
     }
@@ -169,25 +216,25 @@ struct LRUIndex: ~Copyable {
     /// at its own keys only).
     private func candidates(_ scope: PurgeScope) -> [String] {
         switch scope {
-        case .key(let key): return nodes[key] == nil ? [] : [key]
+        case .key(let key): return table.find(key) == nil ? [] : [key]
         case .tag(let tag): return tagged[tag].map(Array.init) ?? []
-        case .prefix(let prefix): return nodes.keys.filter { $0.hasPrefix(prefix) }
-        case .all: return Array(nodes.keys)
+        case .prefix(let prefix): return table.keys.filter { $0.hasPrefix(prefix) }
+        case .all: return table.keys
         }
     }
 
     mutating func purge(_ scope: PurgeScope, soft: Bool) -> [String: Int] {
         var touched: [String: Int] = [:]
         for key in candidates(scope) {
-            guard let node = nodes[key] else { continue }
-            let matching = node.variants.filter { scope.matches(key: key, tags: $0.tags) }
+            guard let head = table.find(key) else { continue }
+            let variants = variants(of: head)
+            let matching = variants.filter { scope.matches(key: key, tags: $0.tags) }
             guard !matching.isEmpty else { continue }
             touched[key] = matching.count
             if soft {
-                let variants = node.variants.map { scope.matches(key: key, tags: $0.tags) ? $0.markedStale() : $0 }
-                replace(key, with: variants)
+                replace(head, with: variants.map { scope.matches(key: key, tags: $0.tags) ? $0.markedStale() : $0 })
             } else {
-                replace(key, with: node.variants.filter { !scope.matches(key: key, tags: $0.tags) })
+                replace(head, with: variants.filter { !scope.matches(key: key, tags: $0.tags) })
             }
         }
         return touched
@@ -196,51 +243,154 @@ struct LRUIndex: ~Copyable {
     /// Removes the variants `shouldRemove` picks, per key.
     mutating func removeVariants(_ shouldRemove: (CachedResponse) -> Bool) -> [String: Int] {
         var removed: [String: Int] = [:]
-        for (key, node) in nodes {
-            let n = node.variants.reduce(0) { $0 + (shouldRemove($1) ? 1 : 0) }
+        for key in table.keys {
+            guard let head = table.find(key) else { continue }
+            let variants = variants(of: head)
+            let n = variants.reduce(0) { $0 + (shouldRemove($1) ? 1 : 0) }
             guard n > 0 else { continue }
             removed[key] = n
-            replace(key, with: node.variants.filter { !shouldRemove($0) })
+            replace(head, with: variants.filter { !shouldRemove($0) })
         }
         return removed
     }
 
     /// Swaps a key's variants (none: the key goes), keeping its recency.
-    private mutating func replace(_ key: String, with variants: [CachedResponse]) {
-        guard let old = nodes[key] else { return }
-        let older = old.older
-        remove(key)
+    private mutating func replace(_ head: CachedResponse, with variants: [CachedResponse]) {
+        let older = head.lruOlder
+        remove(head: head)
         guard !variants.isEmpty else { return }
-        let node = Node(key, variants)
-        add(node)
+        let new = add(variants)
         // Back to where it was in the LRU order, not the newest end.
-        unlink(node)
+        unlink(new)
         if let older {
-            node.older = older
-            node.newer = older.newer
-            if let n = older.newer { n.older = node } else { newest = node }
-            older.newer = node
+            new.lruOlder = older
+            new.lruNewer = older.lruNewer
+            if let n = older.lruNewer { n.lruOlder = new } else { newest = new }
+            older.lruNewer = new
         } else {
-            node.newer = oldest
-            if let o = oldest { o.older = node } else { newest = node }
-            oldest = node
+            new.lruNewer = oldest
+            if let o = oldest { o.lruOlder = new } else { newest = new }
+            oldest = new
         }
     }
 
-    private mutating func unlink(_ node: Node) {
-        // `newer` is strong (it keeps the chain from oldest to newest alive
-        // together with the dictionary), `older` is unowned.
-        let newer = node.newer, older = node.older
-        if let newer { newer.older = older } else { newest = older }
-        if let older { older.newer = newer } else { oldest = newer }
-        node.newer = nil
-        node.older = nil
+    private mutating func unlink(_ head: CachedResponse) {
+        let newer = head.lruNewer, older = head.lruOlder
+        if let newer { newer.lruOlder = older } else if newest?.isSame(head) == true { newest = older }
+        if let older { older.lruNewer = newer } else if oldest?.isSame(head) == true { oldest = newer }
+        head.lruNewer = nil
+        head.lruOlder = nil
     }
 
-    private mutating func pushNewest(_ node: Node) {
-        node.older = newest
-        node.newer = nil
-        if let n = newest { n.newer = node } else { oldest = node }
-        newest = node
+    private mutating func pushNewest(_ head: CachedResponse) {
+        head.lruOlder = newest
+        head.lruNewer = nil
+        if let n = newest { n.lruNewer = head } else { oldest = head }
+        newest = head
+    }
+}
+
+/// Open-addressing hash table (linear probing, backward-shift deletion) of
+/// entries by key: 8 bytes a slot, the key read from the entry's own block.
+/// Keys hash with the standard library's per-process seeded hasher, so
+/// clients cannot choose URLs that collide.
+struct KeyTable {
+    private var slots: [CachedResponse?] = Array(repeating: nil, count: 16)
+    private(set) var count = 0
+
+    private var mask: Int { slots.count - 1 }
+
+    private static func hash(_ bytes: UnsafeRawBufferPointer) -> Int {
+        var hasher = Hasher()
+        hasher.combine(bytes: bytes)
+        return hasher.finalize()
+    }
+
+    private func home(_ entry: CachedResponse) -> Int { Self.hash(entry.keyBytes) & mask }
+
+    private func index(of key: String) -> Int? {
+        var key = key
+        return key.withUTF8 { utf8 in
+            let wanted = UnsafeRawBufferPointer(utf8)
+            var i = Self.hash(wanted) & mask
+            while let entry = slots[i] {
+                let bytes = entry.keyBytes
+                if bytes.count == wanted.count, bytes.count == 0 || memcmp(bytes.baseAddress!, wanted.baseAddress!, bytes.count) == 0 {
+                    return i
+                }
+                i = (i + 1) & mask
+            }
+            return nil
+        }
+    }
+
+    /// The slot holding this very entry.
+    private func index(of entry: CachedResponse) -> Int? {
+        var i = home(entry)
+        while let other = slots[i] {
+            if other.isSame(entry) { return i }
+            i = (i + 1) & mask
+        }
+        return nil
+    }
+
+    func find(_ key: String) -> CachedResponse? { index(of: key).flatMap { slots[$0] } }
+
+    /// Adds an entry whose key is absent.
+    mutating func insert(_ entry: CachedResponse) {
+        if (count + 1) * 4 > slots.count * 3 { grow() }
+        var i = home(entry)
+        while slots[i] != nil { i = (i + 1) & mask }
+        slots[i] = entry
+        count += 1
+    }
+
+    mutating func remove(_ key: String) -> CachedResponse? {
+        guard let i = index(of: key) else { return nil }
+        return remove(at: i)
+    }
+
+    /// Removes this entry (found by identity); false when it is not in the table.
+    @discardableResult
+    mutating func remove(_ entry: CachedResponse) -> Bool {
+        guard let i = index(of: entry) else { return false }
+        remove(at: i)
+        return true
+    }
+
+    @discardableResult
+    private mutating func remove(at index: Int) -> CachedResponse? {
+        var hole = index
+        let removed = slots[hole]
+        slots[hole] = nil
+        count -= 1
+        // Move later entries of the run back over the hole when their home
+        // allows, so probes never stop early at a gap.
+        var i = (hole + 1) & mask
+        while let entry = slots[i] {
+            let h = home(entry)
+            // `entry` may move to `hole` unless its home lies cyclically in (hole, i].
+            let stays = hole <= i ? (hole < h && h <= i) : (hole < h || h <= i)
+            if !stays {
+                slots[hole] = entry
+                slots[i] = nil
+                hole = i
+            }
+            i = (i + 1) & mask
+        }
+        return removed
+    }
+
+    var entries: [CachedResponse] { slots.compactMap { $0 } }
+    var keys: [String] { slots.compactMap { $0?.key } }
+
+    private mutating func grow() {
+        let old = slots
+        slots = Array(repeating: nil, count: old.count * 2)
+        for case let entry? in old {
+            var i = home(entry)
+            while slots[i] != nil { i = (i + 1) & mask }
+            slots[i] = entry
+        }
     }
 }

@@ -35,7 +35,7 @@ public final class TieredStore: @unchecked Sendable {
         self.rehydrate = rehydrate
     }
 
-    public func lookup(_ key: String) -> [CachedResponse] {
+    public func lookup(_ key: String) -> Variants {
         var inMemory = memory.lookup(key)
         let override = hasRules.load(ordering: .acquiring) ? rules.withLock({ $0 })?.memoryLifetime(key) : nil
         if let lifetime = override ?? memoryLifetimeSeconds, !inMemory.isEmpty {
@@ -43,7 +43,7 @@ public final class TieredStore: @unchecked Sendable {
             if inMemory.contains(where: { now - $0.timing.responseTime > Int64(lifetime) }) {
                 // Past memory_ttl: out of memory; the disk tier may still hold it.
                 memory.remove(key)
-                inMemory = []
+                inMemory = Variants()
             }
         }
         guard inMemory.isEmpty, let disk else { return inMemory }
@@ -56,7 +56,7 @@ public final class TieredStore: @unchecked Sendable {
         purges.withLock { log in
             for entry in entries where log.verdict(key: key, tags: entry.tags, since: since) == .store { memory.insert(entry) }
         }
-        return entries
+        return Variants(entries)
     }
 
     // MARK: storing, under the purge lock

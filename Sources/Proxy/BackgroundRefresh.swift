@@ -10,7 +10,7 @@ import Upstream
 final class BackgroundRefresh: UpstreamTransferDelegate {
     private unowned let worker: Worker
     private let entry: CachedResponse
-    private let variants: [CachedResponse]
+    private let variants: Variants
     private let request: RequestHead
     private var transfer: UpstreamTransfer?
     private var requestTime: Int64 = 0
@@ -22,7 +22,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
     private let onFinish: () -> Void
     private var toDisk: Bool { worker.configuration.routes.match(entry.key)?.disk ?? true }
 
-    init(worker: Worker, entry: CachedResponse, variants: [CachedResponse], request: RequestHead,
+    init(worker: Worker, entry: CachedResponse, variants: Variants, request: RequestHead,
          onFinish: @escaping () -> Void) {
         self.worker = worker
         self.entry = entry

@@ -24,7 +24,7 @@ final class Exchange: UpstreamTransferDelegate {
     private let key: String
     private var forwardReason: CacheStatus.Forward = .method
     private var requestTime: Int64 = 0
-    private var variants: [CachedResponse] = []
+    private var variants = Variants()
     /// The stored response a conditional upstream request is validating.
     private var validating: CachedResponse?
     /// A stale stored response that may stand in if the upstream fails
@@ -191,7 +191,7 @@ final class Exchange: UpstreamTransferDelegate {
     /// the entry and fetch as on a miss.
     private func bodyFileVanished() {
         worker.store.remove(key)
-        variants = []
+        variants = Variants()
         forwardReason = .uriMiss
     }
 

@@ -30,7 +30,7 @@ enum UpstreamHeaders {
 
     /// RFC 9111 section 4.3.1: every stored ETag of the URL's variants, so a
     /// 304 can select any of them, and the Last-Modified of the one validated.
-    static func addValidators(for entry: CachedResponse, among variants: [CachedResponse],
+    static func addValidators(for entry: CachedResponse, among variants: Variants,
                               to headers: inout [(name: String, value: String)]) {
         var tags: [String] = []
         for v in variants { if let t = v.etag, !tags.contains(t) { tags.append(t) } }

@@ -120,7 +120,7 @@ public final class Worker: IOHandler {
     private var refreshing: [String: BackgroundRefresh] = [:]
 
     /// Starts a background revalidation of `entry` unless one is running.
-    func revalidateInBackground(_ entry: CachedResponse, among variants: [CachedResponse], request: RequestHead, peer: String) {
+    func revalidateInBackground(_ entry: CachedResponse, among variants: Variants, request: RequestHead, peer: String) {
         // One refresh per key across all workers.
         guard refreshing[entry.key] == nil, !draining, collapser.beginRefresh(entry.key) else { return }
         let key = entry.key

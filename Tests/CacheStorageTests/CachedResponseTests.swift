@@ -18,6 +18,11 @@ final class CachedResponseTests: XCTestCase {
         XCTAssertEqual(String(decoding: e.body, as: UTF8.self), "hello")
         XCTAssertEqual(e.body.baseAddress, e.blockStart + e.headLength)
         XCTAssertEqual(e.bodyLength, 5)
+        XCTAssertEqual(e.key, "/k")
+        let unicode = CachedResponse.make(key: "/caf\u{e9}?q=\u{1F600}", status: 204, headPrefix: [], body: [], timing: timing,
+                                          lifetime: 1, cacheControl: CacheControl(), varyNames: [], varyValues: [])
+        XCTAssertEqual(unicode.key, "/caf\u{e9}?q=\u{1F600}")
+        XCTAssertEqual(unicode.keyBytes.count, "/caf\u{e9}?q=\u{1F600}".utf8.count)
     }
 
     func testFieldsAreReadBackFromTheHead() {

@@ -80,6 +80,60 @@ final class MemoryTierTests: XCTestCase {
         XCTAssertEqual(tier.stats.objects, 1)
         XCTAssertEqual(tier.stats.bytes, entry("/v", bodyBytes: 40, vary: ["accept-encoding"], values: ["gzip"]).costBytes)
     }
+
+    /// The key table finds every key after many removals (backward-shift
+    /// deletion must never leave a gap inside a probe run) and grows.
+    func testKeyTableFindsEveryKeyThroughRemovalsAndGrowth() {
+        var table = KeyTable()
+        var live = Set<String>()
+        for i in 0..<5000 {
+            let key = "/k/\(i)"
+            table.insert(self.entry(key, bodyBytes: 1))
+            live.insert(key)
+            if i % 3 == 2 {
+                let victim = "/k/\(i / 2)"
+                XCTAssertEqual(table.remove(victim)?.key, live.remove(victim))
+            }
+        }
+        XCTAssertEqual(table.count, live.count)
+        for i in 0..<5000 {
+            let key = "/k/\(i)"
+            XCTAssertEqual(table.find(key)?.key, live.contains(key) ? key : nil, key)
+        }
+        XCTAssertEqual(Set(table.keys), live)
+        XCTAssertNil(table.remove("/absent"))
+    }
+
+    /// Lookups return variants oldest first; eviction, removal and clearing
+    /// keep the list and the counts consistent.
+    func testVariantsOrderAndListConsistency() {
+        let tier = MemoryTier(limitBytes: 1 << 30)
+        tier.insert(self.entry("/v", bodyBytes: 1, vary: ["accept"], values: ["a"]))
+        tier.insert(self.entry("/v", bodyBytes: 2, vary: ["accept"], values: ["b"]))
+        tier.insert(self.entry("/v", bodyBytes: 3, vary: ["accept"], values: ["c"]))
+        XCTAssertEqual(tier.lookup("/v").map(\.bodyLength), [1, 2, 3])
+        tier.insert(self.entry("/v", bodyBytes: 4, vary: ["accept"], values: ["a"]))  // replaces the "a" variant
+        XCTAssertEqual(tier.lookup("/v").map(\.bodyLength), [2, 3, 4])
+        for i in 0..<100 { tier.insert(self.entry("/o/\(i)", bodyBytes: 10)) }
+        XCTAssertEqual(tier.stats.objects, 103)
+        XCTAssertTrue(tier.remove("/o/50"))
+        XCTAssertFalse(tier.remove("/o/50"))
+        XCTAssertEqual(tier.purge(.prefix("/o/"), soft: false).count, 99)
+        XCTAssertEqual(tier.stats.objects, 3)
+        XCTAssertEqual(tier.removeAll(), 3)
+        XCTAssertTrue(tier.lookup("/v").isEmpty)
+        XCTAssertEqual(tier.stats.bytes, 0)
+        // Usable again after clearing, with LRU order intact.
+        let one = self.entry("/a", bodyBytes: 100).costBytes
+        let small = MemoryTier(limitBytes: one * 2)
+        small.insert(self.entry("/a", bodyBytes: 100))
+        small.insert(self.entry("/b", bodyBytes: 100))
+        _ = small.lookup("/a")
+        small.insert(self.entry("/c", bodyBytes: 100))
+        XCTAssertTrue(small.lookup("/b").isEmpty)
+        XCTAssertFalse(small.lookup("/a").isEmpty)
+        XCTAssertFalse(small.lookup("/c").isEmpty)
+    }
 }
 
 /// glibc's malloc_usable_size (in <malloc.h>, which the Glibc module leaves out).
