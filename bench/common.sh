@@ -39,9 +39,10 @@ if [ "${ORIGIN:-python}" = python ]; then
 fi
 
 # Starts Larder in front of the origin with extra flags; sets LARDER_PID
-# and LARDER_PORT (read from its "listening on" line).
+# and LARDER_PORT (read from its "listening on" line). LARDER_LAUNCH
+# prefixes the command (taskset ...).
 start_larder() {
-    "$LARDER" serve --listen 127.0.0.1:0 --upstream "http://127.0.0.1:$ORIGIN_PORT" --workers "${WORKERS:-2}" \
+    ${LARDER_LAUNCH:-} "$LARDER" serve --listen 127.0.0.1:0 --upstream "http://127.0.0.1:$ORIGIN_PORT" --workers "${WORKERS:-2}" \
         "$@" 2> "$WORK/larder.err" &
     LARDER_PID=$!
     i=0; while ! grep -q "listening on" "$WORK/larder.err" && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done

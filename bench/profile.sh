@@ -1,0 +1,45 @@
+#!/bin/sh
+# Where Larder's CPU goes: runs one workload against Larder (one worker on
+# CPU 0, wrk on CPU 1) while `perf record` samples the Larder process, then
+# prints the hottest symbols (self time) and the syscall counts per request.
+#
+#   bench/profile.sh [hot-1k|misses] [seconds]
+#
+# Needs perf (linux-perf). Not a test: nothing here asserts a figure.
+WORKLOAD=${1:-misses}
+SECONDS_TO_RUN=${2:-10}
+ORIGIN=none
+. "$(dirname "$0")/common.sh"
+command -v perf >/dev/null 2>&1 || { echo "perf is needed (apt-get install linux-perf)" >&2; exit 1; }
+
+mkdir -p "$WORK/www"
+head -c 1024 /dev/urandom > "$WORK/www/1k"
+start_static_origin "location ~ ^/1k/ { add_header Cache-Control \"max-age=3600\"; try_files /1k =404; }"
+LARDER_LAUNCH="taskset -c 0" WORKERS=1 start_larder --memory-limit 2GiB --admin-listen none --log-level error
+PIDS="$PIDS $LARDER_PID"
+
+cat > "$WORK/misses.lua" <<'LUA'
+local counter, prefix = 0, nil
+setup = function(thread) thread:set("tid", tostring(math.random(1, 1e9))) end
+init = function() prefix = "/1k/miss-" .. tid .. "-" end
+request = function() counter = counter + 1; return wrk.format(nil, prefix .. counter) end
+LUA
+case $WORKLOAD in
+    misses) target="/"; script="-s $WORK/misses.lua" ;;
+    hot-1k) target="/1k/hot"; script=""; curl -s -o /dev/null "http://127.0.0.1:$LARDER_PORT$target" ;;
+    *) echo "unknown workload $WORKLOAD" >&2; exit 64 ;;
+esac
+
+perf record -e cpu-clock -F 1999 -g -p "$LARDER_PID" -o "$WORK/perf.data" -- sleep "$SECONDS_TO_RUN" 2> /dev/null &
+PERF_PID=$!
+perf stat -e 'syscalls:sys_enter_*' -p "$LARDER_PID" -o "$WORK/syscalls.txt" -- sleep "$SECONDS_TO_RUN" 2> /dev/null &
+STAT_PID=$!
+# shellcheck disable=SC2086
+taskset -c 1 wrk -t2 -c64 -d"${SECONDS_TO_RUN}s" $script "http://127.0.0.1:$LARDER_PORT$target" > "$WORK/wrk.txt"
+wait $PERF_PID $STAT_PID 2> /dev/null || true
+requests=$(awk '/requests in/ {print $1}' "$WORK/wrk.txt")
+echo "$WORKLOAD: $(awk '/Requests\/sec/ {print $2}' "$WORK/wrk.txt") requests/s, $requests requests"
+echo "== hottest symbols (self)"
+perf report -i "$WORK/perf.data" --no-children --sort symbol --stdio 2> /dev/null | grep -E '^ +[0-9]' | head -${TOP:-45}
+echo "== syscalls per request"
+awk -v n="$requests" '$2 ~ /syscalls:sys_enter_/ && $1 + 0 > 0 {gsub(",", "", $1); printf "%8.2f  %s\n", $1 / n, $2}' "$WORK/syscalls.txt" | sort -rn | head -15
