@@ -21,7 +21,7 @@ PIDS="$PIDS $LARDER_PID"
 cat > "$WORK/misses.lua" <<'LUA'
 local counter, prefix = 0, nil
 setup = function(thread) thread:set("tid", tostring(math.random(1, 1e9))) end
-init = function() prefix = "/1k/miss-" .. tid .. "-" end
+init = function() prefix = "/1k/miss-" .. os.time() .. "-" .. tid .. "-" end
 request = function() counter = counter + 1; return wrk.format(nil, prefix .. counter) end
 LUA
 case $WORKLOAD in
@@ -30,16 +30,23 @@ case $WORKLOAD in
     *) echo "unknown workload $WORKLOAD" >&2; exit 64 ;;
 esac
 
+# Two phases: sampling first, then syscall counting (tracing every syscall
+# slows the kernel side down, so it would distort the profile).
 perf record -e cpu-clock -F 1999 -g -p "$LARDER_PID" -o "$WORK/perf.data" -- sleep "$SECONDS_TO_RUN" 2> /dev/null &
 PERF_PID=$!
-perf stat -e 'syscalls:sys_enter_*' -p "$LARDER_PID" -o "$WORK/syscalls.txt" -- sleep "$SECONDS_TO_RUN" 2> /dev/null &
-STAT_PID=$!
 # shellcheck disable=SC2086
 taskset -c 1 wrk -t2 -c64 -d"${SECONDS_TO_RUN}s" $script "http://127.0.0.1:$LARDER_PORT$target" > "$WORK/wrk.txt"
-wait $PERF_PID $STAT_PID 2> /dev/null || true
-requests=$(awk '/requests in/ {print $1}' "$WORK/wrk.txt")
-echo "$WORKLOAD: $(awk '/Requests\/sec/ {print $2}' "$WORK/wrk.txt") requests/s, $requests requests"
+wait $PERF_PID 2> /dev/null || true
+echo "$WORKLOAD: $(awk '/Requests\/sec/ {print $2}' "$WORK/wrk.txt") requests/s"
+echo "== where the time goes (by object)"
+perf report -i "$WORK/perf.data" --no-children --sort dso --stdio 2> /dev/null | grep -E '^ +[0-9]' | head -8
 echo "== hottest symbols (self)"
-perf report -i "$WORK/perf.data" --no-children --sort symbol --stdio 2> /dev/null | grep -E '^ +[0-9]' | head -${TOP:-45}
+perf report -i "$WORK/perf.data" --no-children --sort symbol --stdio 2> /dev/null | grep -E '^ +[0-9]' | sed 's/  *- *- *$//' | head -"${TOP:-45}"
+perf stat -e 'syscalls:sys_enter_*' -p "$LARDER_PID" -o "$WORK/syscalls.txt" -- sleep 3 2> /dev/null &
+STAT_PID=$!
+# shellcheck disable=SC2086
+taskset -c 1 wrk -t2 -c64 -d3s $script "http://127.0.0.1:$LARDER_PORT$target" > "$WORK/wrk.txt"
+wait $STAT_PID 2> /dev/null || true
+requests=$(awk '/requests in/ {print $1}' "$WORK/wrk.txt")
 echo "== syscalls per request"
 awk -v n="$requests" '$2 ~ /syscalls:sys_enter_/ && $1 + 0 > 0 {gsub(",", "", $1); printf "%8.2f  %s\n", $1 / n, $2}' "$WORK/syscalls.txt" | sort -rn | head -15

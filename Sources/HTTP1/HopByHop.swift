@@ -14,11 +14,22 @@ public enum HopByHop {
     public static func nominated<S: Sequence<String>>(byConnectionValues values: S) -> Set<String> {
         var result: Set<String> = []
         for value in values {
+            // The usual values name nothing beyond the standard hop-by-hop
+            // fields: skip splitting and hashing (this runs on every miss).
+            if isPlainConnectionValue(value) { continue }
             for token in splitList(value) where !token.isEmpty {
                 result.insert(token.lowercased())
             }
         }
         return result
+    }
+
+    /// "keep-alive" or "close" in any case: nominates no other field.
+    static func isPlainConnectionValue(_ value: String) -> Bool {
+        let utf8 = value.utf8
+        let expected = utf8.count == 10 ? "keep-alive" : utf8.count == 5 ? "close" : ""
+        guard !expected.isEmpty else { return false }
+        return zip(utf8, expected.utf8).allSatisfy { c, e in (c >= 0x41 && c <= 0x5A ? c | 0x20 : c) == e }
     }
 
     /// `headers` without hop-by-hop fields and without those `Connection` names.

@@ -172,24 +172,28 @@ public enum ResponseLine {
         return reason.isEmpty ? nil : reason
     }
 
-    /// A "Name: value" line, name lowercased and value trimmed. Works on
-    /// the UTF-8 bytes: it runs for every field of every upstream response.
+    /// A "Name: value" line, name lowercased and value trimmed.
     public static func field(_ line: String) -> HeaderField? {
         var line = line
-        return line.withUTF8 { bytes -> HeaderField? in
-            guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > 0 else { return nil }
-            var name = [UInt8]()
-            name.reserveCapacity(colon)
-            for b in bytes[..<colon] {
-                guard isTokenChar(b) else { return nil }
-                name.append(b >= 0x41 && b <= 0x5A ? b | 0x20 : b)
+        return line.withUTF8 { field(bytes: UnsafeRawBufferPointer($0)) }
+    }
+
+    /// The same from the line's bytes: it runs for every field of every
+    /// upstream response, so it builds the two strings and nothing else.
+    public static func field(bytes: UnsafeRawBufferPointer) -> HeaderField? {
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > 0 else { return nil }
+        for b in bytes[..<colon] where !isTokenChar(b) { return nil }
+        let name = String(unsafeUninitializedCapacity: colon) { out in
+            for i in 0..<colon {
+                let b = bytes[i]
+                out[i] = b >= 0x41 && b <= 0x5A ? b | 0x20 : b
             }
-            var start = colon + 1, end = bytes.count
-            func isSpace(_ b: UInt8) -> Bool { b == SP || b == HTAB || b == CR || b == LF }
-            while start < end && isSpace(bytes[start]) { start += 1 }
-            while end > start && isSpace(bytes[end - 1]) { end -= 1 }
-            return HeaderField(name: String(decoding: name, as: UTF8.self),
-                               value: String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self))
+            return colon
         }
+        var start = colon + 1, end = bytes.count
+        func isSpace(_ b: UInt8) -> Bool { b == SP || b == HTAB || b == CR || b == LF }
+        while start < end && isSpace(bytes[start]) { start += 1 }
+        while end > start && isSpace(bytes[end - 1]) { end -= 1 }
+        return HeaderField(name: name, value: String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self))
     }
 }

@@ -90,6 +90,10 @@ final class ClientConnection: IOHandler, BatchEndHandler {
                 readEOF = true
                 break
             }
+            // A short read took all the socket had: the next read would only
+            // say EAGAIN (one syscall per request saved). Epoll is
+            // level-triggered, so anything arriving later is reported again.
+            if n < worker.scratch.count { break }
         }
         processInput()
         if readEOF {

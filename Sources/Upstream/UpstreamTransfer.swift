@@ -220,16 +220,18 @@ public final class UpstreamTransfer {
             }
             return line.count
         }
-        let text = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<end]), as: UTF8.self)
-        if text.hasPrefix("HTTP/") {
-            // A new head (after a 1xx, or the first): start over.
-            guard let code = ResponseLine.status(text) else { return 0 }  // not HTTP: abort
-            status = code
-            reason = ResponseLine.reason(text)
-            headers.removeAll(keepingCapacity: true)
-        } else if let field = ResponseLine.field(text) {
-            headers.append((field.name, field.value))
+        let content = UnsafeRawBufferPointer(rebasing: line[0..<end])
+        // Field lines go straight from bytes to name and value strings.
+        if !content.starts(with: "HTTP/".utf8) {
+            if let field = ResponseLine.field(bytes: content) { headers.append((field.name, field.value)) }
+            return line.count
         }
+        // A status line: a new head (after a 1xx, or the first): start over.
+        let text = String(decoding: content, as: UTF8.self)
+        guard let code = ResponseLine.status(text) else { return 0 }  // not HTTP: abort
+        status = code
+        reason = ResponseLine.reason(text)
+        headers.removeAll(keepingCapacity: true)
         return line.count
     }
 

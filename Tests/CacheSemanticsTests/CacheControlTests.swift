@@ -40,6 +40,18 @@ final class HTTPDateTests: XCTestCase {
         XCTAssertNil(HTTPDate.parse("yesterday"))
     }
 
+    /// The 29-byte fast path and the general reading agree: same-length
+    /// variants the fast path leaves alone are still read (or refused) the
+    /// general way.
+    func testFixdateFastPathAgreesWithTheGeneralReading() {
+        XCTAssertEqual(HTTPDate.parse("Xyz, 06 Nov 1994 08:49:37 GMT"), 784111777)  // weekday not checked, as before
+        XCTAssertEqual(HTTPDate.parse("Sun, +6 Nov 1994 08:49:37 GMT"), 784111777)  // digits only in the fast path
+        XCTAssertNil(HTTPDate.parse("Sun, 06 Nox 1994 08:49:37 GMT"))
+        XCTAssertNil(HTTPDate.parse("Sun, 06 Nov 1994 08:60:37 GMT"))
+        XCTAssertNil(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 UTC"))
+        XCTAssertEqual(HTTPDate.parse("Sat, 29 Feb 2020 23:59:60 GMT"), 1_583_020_800)  // leap second accepted as before
+    }
+
     func testFormatRoundTrips() {
         XCTAssertEqual(HTTPDate.formatString(784111777), "Sun, 06 Nov 1994 08:49:37 GMT")
         XCTAssertEqual(HTTPDate.formatString(0), "Thu, 01 Jan 1970 00:00:00 GMT")

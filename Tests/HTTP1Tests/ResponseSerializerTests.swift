@@ -26,6 +26,14 @@ final class ResponseSerializerTests: XCTestCase {
         XCTAssertEqual(HopByHop.strip(headers).map(\.name), ["accept"])
     }
 
+    func testPlainConnectionValuesNominateNothingElse() {
+        XCTAssertEqual(HopByHop.nominated(byConnectionValues: ["keep-alive"]), [])
+        XCTAssertEqual(HopByHop.nominated(byConnectionValues: ["Keep-Alive", "CLOSE"]), [])
+        XCTAssertEqual(HopByHop.nominated(byConnectionValues: ["keep-alive, X-Trace"]), ["keep-alive", "x-trace"])
+        XCTAssertEqual(HopByHop.nominated(byConnectionValues: ["x-private"]), ["x-private"])
+        XCTAssertEqual(HopByHop.nominated(byConnectionValues: ["keep\ralive"]), ["keep\ralive"])  // not the plain value
+    }
+
     func testStatusLineParsing() {
         XCTAssertEqual(ResponseLine.status("HTTP/1.1 200 OK"), 200)
         XCTAssertEqual(ResponseLine.status("HTTP/2 304"), 304)
