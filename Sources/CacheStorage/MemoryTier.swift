@@ -126,22 +126,32 @@ struct LRUIndex: ~Copyable {
     private static func cost(_ variants: [CachedResponse]) -> Int { variants.reduce(0) { $0 + $1.costBytes } }
 
     mutating func put(_ entry: CachedResponse) -> Bool {
-        guard entry.costBytes <= limitBytes else { return false }
-        var variants: [CachedResponse] = []
-        if let head = table.find(entry.key) { variants = self.variants(of: head) }
+        let cost = entry.costBytes
+        guard cost <= limitBytes else { return false }
+        let key = entry.key
+        guard let head = table.find(key) else {
+            // A new key (every miss): no variant arrays to build.
+            while bytes + cost > limitBytes, let victim = oldest {
+                remove(head: victim)
+                evictions += 1
+            }
+            add(single: entry, cost: cost)
+            return true
+        }
+        var variants = self.variants(of: head)
         variants.removeAll { $0.varyNames != entry.varyNames || $0.varyValues == entry.varyValues }
         variants.append(entry)
         if variants.count > Self.maxVariants { variants.removeFirst(variants.count - Self.maxVariants) }
-        remove(entry.key)
+        remove(head: head)
         // Evict other keys first; if this key's own variants still do not
         // fit, drop its oldest variants.
-        var cost = Self.cost(variants)
-        while bytes + cost > limitBytes, let victim = oldest {
+        var total = Self.cost(variants)
+        while bytes + total > limitBytes, let victim = oldest {
             remove(head: victim)
             evictions += 1
         }
-        while cost > limitBytes, variants.count > 1 {
-            cost -= variants.removeFirst().costBytes
+        while total > limitBytes, variants.count > 1 {
+            total -= variants.removeFirst().costBytes
             evictions += 1
         }
         add(variants)
@@ -149,6 +159,19 @@ struct LRUIndex: ~Copyable {
     }
 
     var tagLinks: Int { tagged.values.reduce(0) { $0 + $1.count } }
+
+    /// `add` for a key with one variant.
+    private mutating func add(single entry: CachedResponse, cost: Int) {
+        table.insert(entry)
+        pushNewest(entry)
+        bytes += cost
+        objectCount += 1
+        let tags = entry.tags
+        if !tags.isEmpty {
+            let key = entry.key
+            for tag in tags { tagged[tag, default: []].insert(key) }
+        }
+    }
 
     /// Adds a key's variants (oldest first; the key must be absent) as the
     /// newest key; returns its head.

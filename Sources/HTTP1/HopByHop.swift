@@ -5,6 +5,21 @@ public enum HopByHop {
         "transfer-encoding", "upgrade", "proxy-authenticate", "proxy-authorization",
     ]
 
+    /// Whether `name` (lowercased) is one of `names`; compares only names of
+    /// the same length (no hashing: this runs for every upstream field).
+    public static func isHopByHop(_ name: String) -> Bool {
+        switch name.utf8.count {
+        case 2: return name == "te"
+        case 7: return name == "trailer" || name == "upgrade"
+        case 10: return name == "connection" || name == "keep-alive"
+        case 16: return name == "proxy-connection"
+        case 17: return name == "transfer-encoding"
+        case 18: return name == "proxy-authenticate"
+        case 19: return name == "proxy-authorization"
+        default: return false
+        }
+    }
+
     /// The lowercased field names a message's Connection header nominates.
     public static func nominated(by headers: [HeaderField]) -> Set<String> {
         nominated(byConnectionValues: headers.lazy.filter { $0.name == "connection" }.map(\.value))
@@ -35,6 +50,6 @@ public enum HopByHop {
     /// `headers` without hop-by-hop fields and without those `Connection` names.
     public static func strip(_ headers: [HeaderField]) -> [HeaderField] {
         let nominated = nominated(by: headers)
-        return headers.filter { !names.contains($0.name) && !nominated.contains($0.name) }
+        return headers.filter { !isHopByHop($0.name) && !nominated.contains($0.name) }
     }
 }

@@ -172,6 +172,33 @@ public enum ResponseLine {
         return reason.isEmpty ? nil : reason
     }
 
+    /// Status and reason of a status line, read from its bytes when it has
+    /// the usual shape ("HTTP/1.1 200 OK", "HTTP/2 200"); other lines go
+    /// through `status(_:)` and `reason(_:)`, with the same results.
+    public static func statusAndReason(bytes: UnsafeRawBufferPointer) -> (status: Int, reason: String?)? {
+        if bytes.starts(with: "HTTP/".utf8), let space = bytes.firstIndex(of: SP), space + 4 <= bytes.count,
+           bytes[space + 1] != SP, (space + 4 == bytes.count || bytes[space + 4] == SP) {
+            var code = 0
+            for b in bytes[(space + 1)..<(space + 4)] {
+                guard b >= 0x30 && b <= 0x39 else { return general(bytes) }
+                code = code * 10 + Int(b - 0x30)
+            }
+            guard code >= 100 else { return nil }
+            var start = min(space + 5, bytes.count), end = bytes.count
+            func isSpace(_ b: UInt8) -> Bool { b == SP || b == HTAB || b == CR || b == LF }
+            while start < end && isSpace(bytes[start]) { start += 1 }
+            while end > start && isSpace(bytes[end - 1]) { end -= 1 }
+            let reason = start < end ? String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self) : nil
+            return (code, reason)
+        }
+        return general(bytes)
+    }
+
+    private static func general(_ bytes: UnsafeRawBufferPointer) -> (status: Int, reason: String?)? {
+        let text = String(decoding: bytes, as: UTF8.self)
+        return status(text).map { ($0, reason(text)) }
+    }
+
     /// A "Name: value" line, name lowercased and value trimmed.
     public static func field(_ line: String) -> HeaderField? {
         var line = line

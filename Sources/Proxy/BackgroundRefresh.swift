@@ -51,7 +51,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
             ? HopByHop.nominated(byConnectionValues: headers.lazy.filter { $0.name == "connection" }.map(\.value)) : []
         let strip = worker.configuration.stripTagHeaders
         let passed = headers.filter {
-            !HopByHop.names.contains($0.name) && !nominated.contains($0.name)
+            !HopByHop.isHopByHop($0.name) && (nominated.isEmpty || !nominated.contains($0.name))
                 && !(strip && ($0.name == "surrogate-key" || $0.name == "cache-tag"))
         }
         if status == 304 {

@@ -382,7 +382,7 @@ final class Exchange: UpstreamTransferDelegate {
         passed.reserveCapacity(headers.count)
         let strip = worker.configuration.stripTagHeaders
         for field in headers {
-            if HopByHop.names.contains(field.name) || nominated.contains(field.name) { continue }
+            if HopByHop.isHopByHop(field.name) || (!nominated.isEmpty && nominated.contains(field.name)) { continue }
             if strip && (field.name == "surrogate-key" || field.name == "cache-tag") { continue }
             passed.append(field)
         }

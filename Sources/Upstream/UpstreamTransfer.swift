@@ -227,10 +227,9 @@ public final class UpstreamTransfer {
             return line.count
         }
         // A status line: a new head (after a 1xx, or the first): start over.
-        let text = String(decoding: content, as: UTF8.self)
-        guard let code = ResponseLine.status(text) else { return 0 }  // not HTTP: abort
-        status = code
-        reason = ResponseLine.reason(text)
+        guard let statusLine = ResponseLine.statusAndReason(bytes: content) else { return 0 }  // not HTTP: abort
+        status = statusLine.status
+        reason = statusLine.reason
         headers.removeAll(keepingCapacity: true)
         return line.count
     }

@@ -26,6 +26,13 @@ final class ResponseSerializerTests: XCTestCase {
         XCTAssertEqual(HopByHop.strip(headers).map(\.name), ["accept"])
     }
 
+    func testHopByHopNamesWithoutHashing() {
+        for name in HopByHop.names { XCTAssertTrue(HopByHop.isHopByHop(name), name) }
+        for name in ["t", "tf", "trailers", "connectio", "keep-alivf", "x-connection", "transfer-encodings", "content-length", ""] {
+            XCTAssertFalse(HopByHop.isHopByHop(name), name)
+        }
+    }
+
     func testPlainConnectionValuesNominateNothingElse() {
         XCTAssertEqual(HopByHop.nominated(byConnectionValues: ["keep-alive"]), [])
         XCTAssertEqual(HopByHop.nominated(byConnectionValues: ["Keep-Alive", "CLOSE"]), [])
@@ -39,5 +46,17 @@ final class ResponseSerializerTests: XCTestCase {
         XCTAssertEqual(ResponseLine.status("HTTP/2 304"), 304)
         XCTAssertNil(ResponseLine.status("SIP/2.0 200 OK"))
         XCTAssertEqual(ResponseLine.field("Cache-Control:  max-age=5 \r\n"), HeaderField(name: "cache-control", value: "max-age=5"))
+    }
+
+    /// The byte reading of status lines gives what the string functions give.
+    func testStatusLineFromBytesAgreesWithTheStringReading() {
+        let lines = ["HTTP/1.1 200 OK", "HTTP/2 304", "HTTP/1.1 404 Not Found", "HTTP/1.1 200 ", "HTTP/1.1 200  Spaced  ",
+                     "HTTP/1.0 999 x", "HTTP/1.1 099 Low", "HTTP/1.1 20x OK", "HTTP/1.1  200 OK", "HTTP/1.1 2000 OK",
+                     "HTTP/1.1", "SIP/2.0 200 OK", "HTTP/1.1 +12 OK", "HTTP/1.1 200\tTab"]
+        for line in lines {
+            let fromBytes = Array(line.utf8).withUnsafeBytes { ResponseLine.statusAndReason(bytes: $0) }
+            XCTAssertEqual(fromBytes?.status, ResponseLine.status(line), line)
+            if fromBytes != nil { XCTAssertEqual(fromBytes?.reason, ResponseLine.reason(line), line) }
+        }
     }
 }
