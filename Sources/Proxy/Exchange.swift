@@ -74,6 +74,8 @@ final class Exchange: UpstreamTransferDelegate {
         var headers: [(name: String, value: String)]
         var timing: ResponseTiming
         var tags: [String]
+        /// Parsed when deciding to store; `build` uses them again.
+        var directives: StoredResponseBuilder.Directives
         var body = ByteAccumulator()
         /// Set when the body is too large for memory and streams to disk instead.
         var disk: DiskTier.Stream?
@@ -418,10 +420,11 @@ final class Exchange: UpstreamTransferDelegate {
         if isCacheLookup {
             ageValue = Freshness.correctedInitialAge(timing)
             if request.method == "GET",
-               builder.decide(request: request, status: status, headers: passed, timing: timing) == .store,
+               case let (decision, directives) = builder.decision(request: request, status: status, headers: passed, timing: timing),
+               decision == .store,
                (expectedLength ?? 0) <= max(worker.configuration.maxObjectBytes, diskMaxObjectBytes) {
                 store = PendingStore(status: status, reason: reason, headers: passed, timing: timing,
-                                     tags: builder.tags(headers, key: key))
+                                     tags: builder.tags(headers, key: key), directives: directives)
                 if let expectedLength, expectedLength > 0, expectedLength <= worker.configuration.maxObjectBytes {
                     store!.body.reserve(expectedLength)
                 }
@@ -655,7 +658,7 @@ final class Exchange: UpstreamTransferDelegate {
             store = nil
             let entry = builder.build(key: key, status: pending.status, reason: pending.reason, headers: pending.headers,
                                       body: pending.body.buffer, timing: pending.timing, tags: pending.tags,
-                                      varyFrom: { [request] in request.combinedHeader($0) })
+                                      directives: pending.directives, varyFrom: { [request] in request.combinedHeader($0) })
             pending.body.discard()
             if worker.store.insert(entry, toDisk: toDisk, fetchedSince: fetchToken) { ProxyStats.bump(worker.stats.stored) }
         }

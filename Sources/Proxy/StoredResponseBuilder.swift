@@ -92,11 +92,28 @@ struct StoredResponseBuilder: Sendable {
                                            dateValue: timing.dateValue, responseTime: timing.responseTime)
     }
 
+    /// The directives Larder obeys for a response, parsed once (`decision`)
+    /// and handed to `build`.
+    typealias Directives = (cc: CacheControl, targeted: Bool)
+
     /// Whether a response to `request` may be stored (RFC 9111 section 3).
     func decide(request: RequestHead, status: Int, headers: [(name: String, value: String)],
                 timing: ResponseTiming) -> StoreDecision {
+        decision(request: request, status: status, headers: headers, timing: timing).decision
+    }
+
+    /// The same, with the directives it parsed (routes match on the path,
+    /// which the cache key shares with the request target).
+    func decision(request: RequestHead, status: Int, headers: [(name: String, value: String)],
+                  timing: ResponseTiming) -> (decision: StoreDecision, directives: Directives) {
+        let directives = cacheControl(headers, key: request.pathAndQuery)
+        return (decide(request: request, status: status, headers: headers, timing: timing, directives: directives), directives)
+    }
+
+    private func decide(request: RequestHead, status: Int, headers: [(name: String, value: String)],
+                        timing: ResponseTiming, directives: Directives) -> StoreDecision {
         let key = request.pathAndQuery
-        let (cc, targeted) = cacheControl(headers, key: key)
+        let (cc, targeted) = directives
         let hasValidator = Self.value("etag", in: headers) != nil || Self.value("last-modified", in: headers) != nil
         let reusable = hasValidator || cc.noCache
             || lifetime(status: status, headers: headers, timing: timing, key: key, cc: cc, targeted: targeted) != nil
@@ -121,9 +138,9 @@ struct StoredResponseBuilder: Sendable {
     /// Builds the stored form. `varyFrom` supplies the request's values of
     /// the fields the response's Vary names. The body is copied into the entry.
     func build(key: String, status: Int, reason: String?, headers: [(name: String, value: String)], body: UnsafeRawBufferPointer,
-               bodyFile: FileBody? = nil, timing: ResponseTiming, tags: [String],
+               bodyFile: FileBody? = nil, timing: ResponseTiming, tags: [String], directives: Directives? = nil,
                varyFrom request: (String) -> String?) -> CachedResponse {
-        let (cc, targeted) = cacheControl(headers, key: key)
+        let (cc, targeted) = directives ?? cacheControl(headers, key: key)
         // Fields named by no-cache="..." are not stored (RFC 9111 section
         // 5.2.2.4: they may not be reused unvalidated), nor, in a shared
         // cache, those named by private="..." (5.2.2.7). Set-Cookie is stored like any field, as RFC 9111
