@@ -8,6 +8,8 @@
 typedef size_t (*larder_curl_data_cb)(char *ptr, size_t size, size_t nmemb, void *userdata);
 typedef int (*larder_curl_socket_cb)(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp);
 typedef int (*larder_curl_timer_cb)(CURLM *multi, long timeout_ms, void *userp);
+typedef int (*larder_curl_sockopt_cb)(void *clientp, curl_socket_t fd, int purpose);
+typedef int (*larder_curl_closesocket_cb)(void *clientp, curl_socket_t fd);
 
 static inline CURLcode larder_easy_setopt_long(CURL *h, CURLoption o, long v) { return curl_easy_setopt(h, o, v); }
 static inline CURLcode larder_easy_setopt_off(CURL *h, CURLoption o, curl_off_t v) { return curl_easy_setopt(h, o, v); }
@@ -15,6 +17,8 @@ static inline CURLcode larder_easy_setopt_str(CURL *h, CURLoption o, const char 
 static inline CURLcode larder_easy_setopt_ptr(CURL *h, CURLoption o, void *v) { return curl_easy_setopt(h, o, v); }
 static inline CURLcode larder_easy_setopt_slist(CURL *h, CURLoption o, struct curl_slist *v) { return curl_easy_setopt(h, o, v); }
 static inline CURLcode larder_easy_setopt_datacb(CURL *h, CURLoption o, larder_curl_data_cb v) { return curl_easy_setopt(h, o, v); }
+static inline CURLcode larder_easy_setopt_sockoptcb(CURL *h, larder_curl_sockopt_cb v) { return curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, v); }
+static inline CURLcode larder_easy_setopt_closesocketcb(CURL *h, larder_curl_closesocket_cb v) { return curl_easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, v); }
 
 static inline CURLcode larder_easy_getinfo_long(CURL *h, CURLINFO i, long *v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLcode larder_easy_getinfo_off(CURL *h, CURLINFO i, curl_off_t *v) { return curl_easy_getinfo(h, i, v); }
@@ -37,5 +41,6 @@ static const size_t LARDER_CURL_READFUNC_PAUSE = CURL_READFUNC_PAUSE;
 static const size_t LARDER_CURL_READFUNC_ABORT = CURL_READFUNC_ABORT;
 static const int LARDER_CURLPAUSE_CONT = CURLPAUSE_CONT;
 static const long LARDER_CURL_HTTP_VERSION_2TLS = CURL_HTTP_VERSION_2TLS;
+static const int LARDER_CURLSOCKTYPE_IPCXN = CURLSOCKTYPE_IPCXN;
 
 #endif

@@ -1,4 +1,7 @@
 import CCurl
+#if canImport(Glibc)
+import Glibc
+#endif
 import EventLoop
 
 /// One `curl_multi` per worker, driven by that worker's event loop through
@@ -42,9 +45,17 @@ public final class UpstreamClient {
     }
 
     deinit {
+        shuttingDown = true
         for handle in idleHandles { curl_easy_cleanup(handle) }
         curl_multi_cleanup(multi)
     }
+
+    /// Set while the multi handle is cleaned up: sockets are only closed then.
+    private var shuttingDown = false
+    /// Sockets curl made for connections (CURLOPT_SOCKOPTFUNCTION); curl
+    /// closes them through `socketClosed`, so they may stay registered with
+    /// epoll while idle in curl's pool.
+    private var connectionSockets: Set<Int32> = []
 
     /// Starts a transfer. The delegate hears about it on this loop's thread.
     public func start(_ request: UpstreamRequest, delegate: UpstreamTransferDelegate) -> UpstreamTransfer {
@@ -124,20 +135,53 @@ public final class UpstreamClient {
 
     fileprivate func socketFunction(_ fd: Int32, _ what: Int32) {
         if what == CURL_POLL_REMOVE {
-            if sockets.removeValue(forKey: fd) != nil { loop.unwatch(fd) }
+            guard let watcher = sockets[fd] else { return }
+            if connectionSockets.contains(fd) {
+                // A connection going back to curl's pool: usually the next
+                // transfer takes it again at once. It stays registered (no
+                // epoll_ctl now and none then); an event while idle drops it.
+                watcher.idle = true
+            } else {
+                forget(fd)
+            }
             return
         }
         var interest: IOEvents = []
         if what & CURL_POLL_IN != 0 { interest.insert(.read) }
         if what & CURL_POLL_OUT != 0 { interest.insert(.write) }
         if let watcher = sockets[fd] {
-            loop.setInterest(fd, interest)
-            _ = watcher
+            watcher.idle = false
+            if watcher.interest != interest {
+                loop.setInterest(fd, interest)
+                watcher.interest = interest
+            }
         } else {
-            let watcher = CurlSocketWatcher(fd: fd, client: self)
+            let watcher = CurlSocketWatcher(fd: fd, client: self, interest: interest)
             sockets[fd] = watcher
             do { try loop.watch(fd, interest, watcher) } catch { sockets[fd] = nil }
         }
+    }
+
+    /// Stops watching a socket (curl no longer cares, or it was closed).
+    func forget(_ fd: Int32) {
+        if sockets.removeValue(forKey: fd) != nil { loop.unwatch(fd) }
+    }
+
+    /// curl made a socket for a connection. A watcher left for the same
+    /// number belongs to a socket closed behind our back: drop it first.
+    fileprivate func socketOpened(_ fd: Int32) {
+        guard !shuttingDown else { return }
+        forget(fd)
+        connectionSockets.insert(fd)
+    }
+
+    /// curl closes a connection socket (CURLOPT_CLOSESOCKETFUNCTION): forget it, then close it.
+    fileprivate func socketClosed(_ fd: Int32) -> Int32 {
+        if !shuttingDown {
+            forget(fd)
+            connectionSockets.remove(fd)
+        }
+        return Glibc.close(fd)
     }
 
     fileprivate func timerFunction(_ timeoutMilliseconds: Int) {
@@ -156,11 +200,22 @@ public final class UpstreamClient {
 private final class CurlSocketWatcher: IOHandler {
     let fd: Int32
     unowned let client: UpstreamClient
-    init(fd: Int32, client: UpstreamClient) {
+    /// What epoll is told to report.
+    var interest: IOEvents
+    /// curl has put the connection back in its pool (POLL_REMOVE).
+    var idle = false
+    init(fd: Int32, client: UpstreamClient, interest: IOEvents) {
         self.fd = fd
         self.client = client
+        self.interest = interest
     }
     func ready(_ events: IOEvents) {
+        if idle {
+            // The upstream closed (or wrote to) a pooled connection: curl
+            // finds out when it next checks the connection; stop watching.
+            client.forget(fd)
+            return
+        }
         var mask: Int32 = 0
         if events.contains(.read) { mask |= CURL_CSELECT_IN }
         if events.contains(.write) { mask |= CURL_CSELECT_OUT }
@@ -175,6 +230,18 @@ private let curlSocketFunction: larder_curl_socket_cb = { _, fd, what, userp, _ 
     guard let userp else { return 0 }
     Unmanaged<UpstreamClient>.fromOpaque(userp).takeUnretainedValue().socketFunction(fd, what)
     return 0
+}
+
+let curlSockoptFunction: larder_curl_sockopt_cb = { clientp, fd, purpose in
+    if let clientp, purpose == LARDER_CURLSOCKTYPE_IPCXN {
+        Unmanaged<UpstreamClient>.fromOpaque(clientp).takeUnretainedValue().socketOpened(fd)
+    }
+    return 0  // CURL_SOCKOPT_OK
+}
+
+let curlCloseSocketFunction: larder_curl_closesocket_cb = { clientp, fd in
+    guard let clientp else { return Glibc.close(fd) }
+    return Unmanaged<UpstreamClient>.fromOpaque(clientp).takeUnretainedValue().socketClosed(fd)
 }
 
 private let curlTimerFunction: larder_curl_timer_cb = { _, timeout, userp in

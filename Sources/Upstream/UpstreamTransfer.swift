@@ -112,6 +112,14 @@ public final class UpstreamTransfer {
         set(larder_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, s.verifyTLS ? 2 : 0))
         if let ca = s.caFile { set(larder_easy_setopt_str(easy, CURLOPT_CAINFO, ca)) }
 
+        // Connection sockets are announced and closed through the client,
+        // so that a pooled connection can stay registered with epoll.
+        let clientPointer = Unmanaged.passUnretained(client).toOpaque()
+        set(larder_easy_setopt_sockoptcb(easy, curlSockoptFunction))
+        set(larder_easy_setopt_ptr(easy, CURLOPT_SOCKOPTDATA, clientPointer))
+        set(larder_easy_setopt_closesocketcb(easy, curlCloseSocketFunction))
+        set(larder_easy_setopt_ptr(easy, CURLOPT_CLOSESOCKETDATA, clientPointer))
+
         set(larder_easy_setopt_datacb(easy, CURLOPT_HEADERFUNCTION, curlHeaderFunction))
         set(larder_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, me))
         set(larder_easy_setopt_datacb(easy, CURLOPT_WRITEFUNCTION, curlWriteFunction))

@@ -14,6 +14,25 @@ final class UpstreamRobustnessTests: ProxyTestCase {
         XCTAssertEqual(try origin.count("/retry?reset=1"), 2, "one failed attempt, one retry")
     }
 
+    /// Pooled upstream connections stay registered with epoll while idle;
+    /// one the origin closes meanwhile is dropped, never reused, and
+    /// connections that stay open are reused.
+    func testPooledUpstreamConnectionsAreReusedAndDroppedWhenClosed() throws {
+        let c = try larder.client()
+        func peerPort(_ target: String) throws -> Int { try origin.lastRequest(target)["peer_port"] as? Int ?? -1 }
+        XCTAssertEqual(try c.get("/pool-a").status, 200)
+        XCTAssertEqual(try c.get("/pool-b").status, 200)
+        XCTAssertEqual(try peerPort("/pool-a"), try peerPort("/pool-b"), "an idle connection is reused")
+        for i in 0..<5 {
+            XCTAssertEqual(try c.get("/pool-closed-\(i)?closeafter=1").status, 200)
+            let next = try c.get("/pool-next-\(i)")
+            XCTAssertEqual(next.status, 200)
+            XCTAssertNotEqual(try peerPort("/pool-closed-\(i)?closeafter=1"), try peerPort("/pool-next-\(i)"),
+                              "a connection the origin closed is not reused")
+        }
+        XCTAssertEqual(try origin.count("/pool-next-4"), 1)
+    }
+
     func testRetriesAreBounded() throws {
         let r = try larder.client().get("/retry-forever?reset=100")
         XCTAssertEqual(r.status, 502)

@@ -170,6 +170,10 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(body[:int(q["cut"])])
             self.wfile.flush()
             return
+        if q.get("closeafter") == "1":
+            # Close once answered without saying so, as servers do with idle
+            # keep-alive connections: the proxy's pooled connection dies.
+            self.close_connection = True
         self.send(status, body, headers, chunked=q.get("chunked") == "1")
 
     def not_modified(self, headers):
