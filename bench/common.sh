@@ -45,7 +45,7 @@ start_larder() {
     ${LARDER_LAUNCH:-} "$LARDER" serve --listen 127.0.0.1:0 --upstream "http://127.0.0.1:$ORIGIN_PORT" --workers "${WORKERS:-2}" \
         "$@" 2> "$WORK/larder.err" &
     LARDER_PID=$!
-    i=0; while ! grep -q "listening on" "$WORK/larder.err" && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done
+    i=0; while ! grep -qs "listening on" "$WORK/larder.err" && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done
     LARDER_PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/larder.err")
 }
 

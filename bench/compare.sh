@@ -50,7 +50,7 @@ start_larder_pinned() {
         --memory-limit 2GiB --admin-listen none --log-level error 2> "$WORK/larder.err" &
     LARDER_PID=$!
     PIDS="$PIDS $LARDER_PID"
-    i=0; while ! grep -q "listening on" "$WORK/larder.err" && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done
+    i=0; while ! grep -qs "listening on" "$WORK/larder.err" && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done
     LARDER_PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/larder.err")
 }
 start_larder_pinned
