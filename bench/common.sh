@@ -107,3 +107,14 @@ measure() {
     [ -n "$errors" ] && echo "  warning: $1: $errors" >&2
     echo "$rps $p99"
 }
+
+# Writes the wrk script for misses to $1: every request a new URL under
+# /1k/ (each run and thread its own prefix).
+write_misses_script() {
+    cat > "$1" <<'LUA'
+local counter, prefix = 0, nil
+setup = function(thread) thread:set("tid", tostring(math.random(1, 1e9))) end
+init = function() prefix = "/1k/miss-" .. os.time() .. "-" .. tid .. "-" end
+request = function() counter = counter + 1; return wrk.format(nil, prefix .. counter) end
+LUA
+}

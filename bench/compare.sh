@@ -104,12 +104,7 @@ cat > "$WORK/sequential.lua" <<'LUA'
 local n = 0
 request = function() n = n % 10000 + 1; return wrk.format(nil, "/1k/key-" .. n) end
 LUA
-cat > "$WORK/misses.lua" <<'LUA'
-local counter, prefix = 0, nil
-setup = function(thread) thread:set("tid", tostring(math.random(1, 1e9))) end
-init = function() prefix = "/1k/miss-" .. os.time() .. "-" .. tid .. "-" end
-request = function() counter = counter + 1; return wrk.format(nil, prefix .. counter) end
-LUA
+write_misses_script "$WORK/misses.lua"
 
 # One run: prints "requests_per_second p99_ms cpu_us_per_request".
 run() {  # proxy path [script]

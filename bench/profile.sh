@@ -18,12 +18,7 @@ start_static_origin "location ~ ^/1k/ { add_header Cache-Control \"max-age=3600\
 LARDER_LAUNCH="taskset -c 0" WORKERS=1 start_larder --memory-limit 2GiB --admin-listen none --log-level error
 PIDS="$PIDS $LARDER_PID"
 
-cat > "$WORK/misses.lua" <<'LUA'
-local counter, prefix = 0, nil
-setup = function(thread) thread:set("tid", tostring(math.random(1, 1e9))) end
-init = function() prefix = "/1k/miss-" .. os.time() .. "-" .. tid .. "-" end
-request = function() counter = counter + 1; return wrk.format(nil, prefix .. counter) end
-LUA
+write_misses_script "$WORK/misses.lua"
 case $WORKLOAD in
     misses) target="/"; script="-s $WORK/misses.lua" ;;
     hot-1k) target="/1k/hot"; script=""; curl -s -o /dev/null "http://127.0.0.1:$LARDER_PORT$target" ;;

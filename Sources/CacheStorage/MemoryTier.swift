@@ -128,8 +128,7 @@ struct LRUIndex: ~Copyable {
     mutating func put(_ entry: CachedResponse) -> Bool {
         let cost = entry.costBytes
         guard cost <= limitBytes else { return false }
-        let key = entry.key
-        guard let head = table.find(key) else {
+        guard let head = table.find(sameKeyAs: entry) else {
             // A new key (every miss): no variant arrays to build.
             while bytes + cost > limitBytes, let victim = oldest {
                 remove(head: victim)
@@ -333,19 +332,23 @@ struct KeyTable {
 
     private func index(of key: String) -> Int? {
         var key = key
-        return key.withUTF8 { utf8 in
-            let wanted = UnsafeRawBufferPointer(utf8)
-            var i = Self.hash(wanted) & mask
-            while let entry = slots[i] {
-                let bytes = entry.keyBytes
-                if bytes.count == wanted.count, bytes.count == 0 || memcmp(bytes.baseAddress!, wanted.baseAddress!, bytes.count) == 0 {
-                    return i
-                }
-                i = (i + 1) & mask
-            }
-            return nil
-        }
+        return key.withUTF8 { index(ofKeyBytes: UnsafeRawBufferPointer($0)) }
     }
+
+    private func index(ofKeyBytes wanted: UnsafeRawBufferPointer) -> Int? {
+        var i = Self.hash(wanted) & mask
+        while let entry = slots[i] {
+            let bytes = entry.keyBytes
+            if bytes.count == wanted.count, bytes.count == 0 || memcmp(bytes.baseAddress!, wanted.baseAddress!, bytes.count) == 0 {
+                return i
+            }
+            i = (i + 1) & mask
+        }
+        return nil
+    }
+
+    /// The entry stored under the same key as `entry` (no key string built).
+    func find(sameKeyAs entry: CachedResponse) -> CachedResponse? { index(ofKeyBytes: entry.keyBytes).flatMap { slots[$0] } }
 
     /// The slot holding this very entry.
     private func index(of entry: CachedResponse) -> Int? {
