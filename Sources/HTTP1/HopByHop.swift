@@ -25,6 +25,18 @@ public enum HopByHop {
         nominated(byConnectionValues: headers.lazy.filter { $0.name == "connection" }.map(\.value))
     }
 
+    /// The lowercased names a response's Connection fields nominate (fields
+    /// as curl reports them). Not generic, and nothing built for the usual
+    /// "keep-alive": this runs for every upstream response.
+    public static func nominated(inFields fields: [(name: String, value: String)]) -> Set<String> {
+        var result: Set<String> = []
+        for field in fields where field.name.utf8.count == 10 && field.name == "connection" {
+            if isPlainConnectionValue(field.value) { continue }
+            result.formUnion(nominated(byConnectionValues: CollectionOfOne(field.value)))
+        }
+        return result
+    }
+
     /// The lowercased names listed in Connection header values.
     public static func nominated<S: Sequence<String>>(byConnectionValues values: S) -> Set<String> {
         var result: Set<String> = []

@@ -47,8 +47,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
                                     dateValue: StoredResponseBuilder.value("date", in: headers).flatMap(HTTPDate.parse),
                                     ageValue: Freshness.parseAge(StoredResponseBuilder.value("age", in: headers)) ?? 0)
         // Most responses have no Connection field: skip building the set.
-        let nominated: Set<String> = headers.contains(where: { $0.name == "connection" })
-            ? HopByHop.nominated(byConnectionValues: headers.lazy.filter { $0.name == "connection" }.map(\.value)) : []
+        let nominated = HopByHop.nominated(inFields: headers)
         let strip = worker.configuration.stripTagHeaders
         let passed = headers.filter {
             !HopByHop.isHopByHop($0.name) && (nominated.isEmpty || !nominated.contains($0.name))

@@ -377,9 +377,7 @@ final class Exchange: UpstreamTransferDelegate {
     func upstreamDidReceiveHead(status: Int, reason: String?, headers: [(name: String, value: String)]) {
         guard !finished, !answeredFromStore else { return }
         let responseTime = EventLoop.wallSeconds()
-        // Most responses have no Connection field: skip building the set.
-        let nominated: Set<String> = headers.contains(where: { $0.name == "connection" })
-            ? HopByHop.nominated(byConnectionValues: headers.lazy.filter { $0.name == "connection" }.map(\.value)) : []
+        let nominated = HopByHop.nominated(inFields: headers)
         var passed: [(name: String, value: String)] = []
         passed.reserveCapacity(headers.count)
         let strip = worker.configuration.stripTagHeaders

@@ -39,6 +39,8 @@ final class ResponseSerializerTests: XCTestCase {
         XCTAssertEqual(HopByHop.nominated(byConnectionValues: ["keep-alive, X-Trace"]), ["keep-alive", "x-trace"])
         XCTAssertEqual(HopByHop.nominated(byConnectionValues: ["x-private"]), ["x-private"])
         XCTAssertEqual(HopByHop.nominated(byConnectionValues: ["keep\ralive"]), ["keep\ralive"])  // not the plain value
+        XCTAssertEqual(HopByHop.nominated(inFields: [("connection", "keep-alive"), ("x-a", "1")]), [])
+        XCTAssertEqual(HopByHop.nominated(inFields: [("connection", "close"), ("connection", "X-A, x-b"), ("x-a", "1")]), ["x-a", "x-b"])
     }
 
     func testStatusLineParsing() {
