@@ -188,11 +188,15 @@ public final class UpstreamClient {
         loop.cancel(timer)
         timer = .none
         guard timeoutMilliseconds >= 0 else { return }
-        timer = loop.schedule(after: UInt64(timeoutMilliseconds)) { [weak self] in
-            guard let self else { return }
-            self.timer = .none
-            self.socketAction(LARDER_CURL_SOCKET_TIMEOUT, 0)
-        }
+        timer = loop.schedule(after: UInt64(timeoutMilliseconds), timerFired)
+    }
+
+    /// Made once: curl asks for a new timeout several times per transfer,
+    /// and a fresh closure each time would be an allocation each time.
+    private lazy var timerFired: () -> Void = { [weak self] in
+        guard let self else { return }
+        self.timer = .none
+        self.socketAction(LARDER_CURL_SOCKET_TIMEOUT, 0)
     }
 }
 
