@@ -24,8 +24,9 @@ public final class Worker: IOHandler {
     let accessLog: AccessLog?
     private var accessBuffer = AccessLogBuffer()
     private var accessFlushPending = false
-    /// Read buffer shared by this worker's connections (one thread, one at a time).
-    var scratch = [UInt8](repeating: 0, count: 64 * 1024)
+    /// Read buffer shared by this worker's connections (one thread, one at a
+    /// time; exclusivity checks off: see `ClientConnection.input`).
+    @exclusivity(unchecked) var scratch = [UInt8](repeating: 0, count: 64 * 1024)
     var dateHeader = DateHeader()
     private(set) var builder: StoredResponseBuilder
     private var listener: Int32
