@@ -2,8 +2,8 @@ import CacheSemantics
 
 /// A stored response, immutable once built and shared between workers.
 ///
-/// One allocation holds it all: the fields below, then (tail-allocated) the
-/// head prefix — status line and stored header fields, serialized when the
+/// One allocation holds it all: the fields below, then (tail-allocated)
+/// three words for the memory tier's links, the head prefix — status line and stored header fields, serialized when the
 /// response was stored — followed by the body and the key. A hit writes the head
 /// prefix, Age and Cache-Status and the blank line, then the body, in one
 /// writev pointing into this block. The header fields are not kept a second
@@ -69,7 +69,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     /// it (those a hit must not send, such as targeted cache-control fields).
     /// `body` is copied in; a large response kept on disk only has an empty
     /// body and `bodyFile` instead (hits send it with sendfile).
-    public static func make(key: String, status: Int, reason: String? = nil, headPrefix: UnsafeRawBufferPointer,
+    public static func make(key: String, status: Int, headPrefix: UnsafeRawBufferPointer,
                             body: UnsafeRawBufferPointer, bodyFile: FileBody? = nil,
                             otherFields: [(name: String, value: String)] = [],
                             timing: ResponseTiming, lifetime: Int, cacheControl: CacheControl,
@@ -103,13 +103,13 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     }
 
     /// The same with the head prefix and body given as arrays (tests, small responses).
-    public static func make(key: String, status: Int, reason: String? = nil, headPrefix: [UInt8], body: [UInt8],
+    public static func make(key: String, status: Int, headPrefix: [UInt8], body: [UInt8],
                             bodyFile: FileBody? = nil, otherFields: [(name: String, value: String)] = [],
                             timing: ResponseTiming, lifetime: Int, cacheControl: CacheControl,
                             varyNames: [String], varyValues: [String?], tags: [String] = []) -> CachedResponse {
         headPrefix.withUnsafeBytes { head in
             body.withUnsafeBytes { body in
-                make(key: key, status: status, reason: reason, headPrefix: head, body: body, bodyFile: bodyFile,
+                make(key: key, status: status, headPrefix: head, body: body, bodyFile: bodyFile,
                      otherFields: otherFields, timing: timing, lifetime: lifetime, cacheControl: cacheControl,
                      varyNames: varyNames, varyValues: varyValues, tags: tags)
             }
@@ -189,7 +189,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     /// The same response with no freshness left (a soft purge): it is
     /// revalidated before reuse, or served stale where the stale rules allow.
     public func markedStale() -> CachedResponse {
-        Self.make(key: key, status: status, reason: reason, headPrefix: headPrefix, body: body, bodyFile: bodyFile,
+        Self.make(key: key, status: status, headPrefix: headPrefix, body: body, bodyFile: bodyFile,
                   otherFields: storage.header.rare?.otherFields ?? [], timing: timing, lifetime: 0, cacheControl: cacheControl,
                   varyNames: varyNames, varyValues: varyValues, tags: tags)
     }

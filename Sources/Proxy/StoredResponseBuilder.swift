@@ -165,7 +165,7 @@ struct StoredResponseBuilder: Sendable {
         let names = variantFields(headers, key: key)
         let lifetime = keptLifetime(status: status, headers: headers, kept: kept, timing: timing, key: key, cc: cc, targeted: targeted)
         return prefix.withUnsafeBytes { head in
-            CachedResponse.make(key: key, status: status, reason: reason, headPrefix: head, body: body, bodyFile: bodyFile,
+            CachedResponse.make(key: key, status: status, headPrefix: head, body: body, bodyFile: bodyFile,
                                 otherFields: otherFields, timing: timing, lifetime: lifetime ?? 0, cacheControl: cc,
                                 varyNames: names, varyValues: names.map { Vary.normalize(request($0), field: $0) }, tags: tags)
         }
