@@ -30,7 +30,7 @@ esac
 perf record -e cpu-clock -F 1999 -g -p "$LARDER_PID" -o "$WORK/perf.data" -- sleep "$SECONDS_TO_RUN" 2> /dev/null &
 PERF_PID=$!
 # shellcheck disable=SC2086
-taskset -c 1 wrk -t2 -c64 -d"${SECONDS_TO_RUN}s" $script "http://127.0.0.1:$LARDER_PORT$target" > "$WORK/wrk.txt"
+taskset -c 1 wrk -t1 -c64 -d"${SECONDS_TO_RUN}s" $script "http://127.0.0.1:$LARDER_PORT$target" > "$WORK/wrk.txt"
 wait $PERF_PID 2> /dev/null || true
 echo "$WORKLOAD: $(awk '/Requests\/sec/ {print $2}' "$WORK/wrk.txt") requests/s"
 echo "== where the time goes (by object)"
@@ -40,7 +40,7 @@ perf report -i "$WORK/perf.data" --no-children --sort symbol --stdio 2> /dev/nul
 perf stat -e 'syscalls:sys_enter_*' -p "$LARDER_PID" -o "$WORK/syscalls.txt" -- sleep 3 2> /dev/null &
 STAT_PID=$!
 # shellcheck disable=SC2086
-taskset -c 1 wrk -t2 -c64 -d3s $script "http://127.0.0.1:$LARDER_PORT$target" > "$WORK/wrk.txt"
+taskset -c 1 wrk -t1 -c64 -d3s $script "http://127.0.0.1:$LARDER_PORT$target" > "$WORK/wrk.txt"
 wait $STAT_PID 2> /dev/null || true
 requests=$(awk '/requests in/ {print $1}' "$WORK/wrk.txt")
 echo "== syscalls per request"
