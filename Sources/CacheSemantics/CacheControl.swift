@@ -35,58 +35,78 @@ public struct CacheControl: Equatable, Sendable {
     public init() {}
 
     /// Parses one or more comma-joined Cache-Control field values.
+    /// Works on the UTF-8 bytes (every delimiter is ASCII): this runs for
+    /// every response and most requests.
     public init(_ value: String?) {
-        guard let value, !value.isEmpty else { return }
-        var rest = Substring(value)
-        while !rest.isEmpty {
-            let (name, argument, remainder) = Self.nextDirective(&rest)
-            rest = remainder
-            apply(name.lowercased(), argument)
+        guard var value, !value.isEmpty else { return }
+        value.withUTF8 { bytes in
+            var i = 0
+            while i < bytes.count {
+                let (name, argument, next) = Self.nextDirective(bytes, from: i)
+                i = next
+                apply(name, argument)
+            }
         }
     }
 
-    private mutating func apply(_ name: String, _ argument: Substring?) {
-        switch name {
-        case "max-age": if maxAge == nil { maxAge = Self.seconds(argument) }
-        case "s-maxage": if sMaxAge == nil { sMaxAge = Self.seconds(argument) }
-        case "no-store": noStore = true
-        case "no-cache":
-            if let argument, !argument.isEmpty {
-                noCacheFields += Self.fieldNames(argument)
-            } else {
-                noCache = true
+    private typealias Bytes = UnsafeBufferPointer<UInt8>
+
+    private mutating func apply(_ name: Bytes, _ argument: Bytes?) {
+        func named(_ directive: StaticString) -> Bool {
+            guard name.count == directive.utf8CodeUnitCount else { return false }
+            let d = directive.utf8Start
+            for k in 0..<name.count where name[k] | (name[k] >= 0x41 && name[k] <= 0x5A ? 0x20 : 0) != d[k] { return false }
+            return true
+        }
+        switch name.count {
+        case 6: if named("public") { isPublic = true }
+        case 7:
+            if named("max-age") { if maxAge == nil { maxAge = Self.seconds(argument) } }
+            else if named("private") {
+                if let argument, !argument.isEmpty { privateFields += Self.fieldNames(argument) } else { isPrivate = true }
             }
-        case "private":
-            if let argument, !argument.isEmpty {
-                privateFields += Self.fieldNames(argument)
-            } else {
-                isPrivate = true
+        case 8:
+            if named("no-store") { noStore = true }
+            else if named("s-maxage") { if sMaxAge == nil { sMaxAge = Self.seconds(argument) } }
+            else if named("no-cache") {
+                if let argument, !argument.isEmpty { noCacheFields += Self.fieldNames(argument) } else { noCache = true }
             }
-        case "must-understand": mustUnderstand = true
-        case "public": isPublic = true
-        case "must-revalidate": mustRevalidate = true
-        case "proxy-revalidate": proxyRevalidate = true
-        case "no-transform": noTransform = true
-        case "immutable": immutable = true
-        case "only-if-cached": onlyIfCached = true
-        case "max-stale": maxStale = argument == nil ? Int.max : Self.seconds(argument)
-        case "min-fresh": minFresh = Self.seconds(argument)
-        case "stale-while-revalidate": staleWhileRevalidate = Self.seconds(argument)
-        case "stale-if-error": staleIfError = Self.seconds(argument)
+        case 9:
+            if named("immutable") { immutable = true }
+            else if named("max-stale") { maxStale = argument == nil ? Int.max : Self.seconds(argument) }
+            else if named("min-fresh") { minFresh = Self.seconds(argument) }
+        case 12: if named("no-transform") { noTransform = true }
+        case 14:
+            if named("only-if-cached") { onlyIfCached = true }
+            else if named("stale-if-error") { staleIfError = Self.seconds(argument) }
+        case 15:
+            if named("must-revalidate") { mustRevalidate = true }
+            else if named("must-understand") { mustUnderstand = true }
+        case 16: if named("proxy-revalidate") { proxyRevalidate = true }
+        case 22: if named("stale-while-revalidate") { staleWhileRevalidate = Self.seconds(argument) }
         default: break  // unknown directives are ignored (section 5.2.3)
         }
     }
 
     /// The lowercased field names of a quoted list argument.
+    private static func fieldNames(_ argument: Bytes) -> [String] {
+        fieldNames(Substring(String(decoding: argument, as: UTF8.self)))
+    }
+
     static func fieldNames(_ argument: Substring) -> [String] {
         argument.split(separator: ",").map { $0.trimmingWhitespace().lowercased() }.filter { !$0.isEmpty }
     }
 
     /// delta-seconds: digits only; anything else reads as 0.
     static func seconds(_ argument: Substring?) -> Int {
+        guard var argument else { return 0 }
+        return argument.withUTF8 { seconds($0) }
+    }
+
+    private static func seconds(_ argument: Bytes?) -> Int {
         guard let argument, !argument.isEmpty else { return 0 }
         var value = 0
-        for c in argument.utf8 {
+        for c in argument {
             guard c >= 0x30 && c <= 0x39 else { return 0 }
             value = value * 10 + Int(c - 0x30)
             if value >= 2_147_483_648 { return 2_147_483_648 }
@@ -94,36 +114,37 @@ public struct CacheControl: Equatable, Sendable {
         return value
     }
 
-    /// Splits off one directive: name, optional argument (unquoted), rest.
-    private static func nextDirective(_ s: inout Substring) -> (Substring, Substring?, Substring) {
-        var i = s.startIndex
-        func skipSpace() { while i < s.endIndex, s[i] == " " || s[i] == "\t" || s[i] == "," { i = s.index(after: i) } }
-        skipSpace()
+    /// Splits off the directive at `start`: name, optional argument
+    /// (unquoted), and where the next one starts (at its comma).
+    private static func nextDirective(_ bytes: Bytes, from start: Int) -> (Bytes, Bytes?, Int) {
+        var i = start
+        let end = bytes.count
+        while i < end, bytes[i] == 0x20 || bytes[i] == 0x09 || bytes[i] == 0x2C { i += 1 }
         let nameStart = i
-        while i < s.endIndex, s[i] != "=", s[i] != ",", s[i] != " ", s[i] != "\t" { i = s.index(after: i) }
-        let name = s[nameStart..<i]
-        var argument: Substring?
+        while i < end, bytes[i] != 0x3D, bytes[i] != 0x2C, bytes[i] != 0x20, bytes[i] != 0x09 { i += 1 }
+        let name = Bytes(rebasing: bytes[nameStart..<i])
+        var argument: Bytes?
         // The grammar allows no whitespace around "=": "max-age = 5" is
         // malformed, and a malformed max-age reads as 0 (stale), the safe side.
-        if i < s.endIndex, s[i] == "=" {
-            i = s.index(after: i)
-            if i < s.endIndex, s[i] == "\"" {
-                i = s.index(after: i)
+        if i < end, bytes[i] == 0x3D {
+            i += 1
+            if i < end, bytes[i] == 0x22 {
+                i += 1
                 let argStart = i
-                while i < s.endIndex, s[i] != "\"" {
-                    if s[i] == "\\" { i = s.index(after: i); if i == s.endIndex { break } }
-                    i = s.index(after: i)
+                while i < end, bytes[i] != 0x22 {
+                    if bytes[i] == 0x5C { i += 1; if i == end { break } }
+                    i += 1
                 }
-                argument = s[argStart..<i]
-                if i < s.endIndex { i = s.index(after: i) }
+                argument = Bytes(rebasing: bytes[argStart..<min(i, end)])
+                if i < end { i += 1 }
             } else {
                 let argStart = i
-                while i < s.endIndex, s[i] != ",", s[i] != " ", s[i] != "\t" { i = s.index(after: i) }
-                argument = s[argStart..<i]
+                while i < end, bytes[i] != 0x2C, bytes[i] != 0x20, bytes[i] != 0x09 { i += 1 }
+                argument = Bytes(rebasing: bytes[argStart..<i])
             }
         }
         // Skip to the next comma.
-        while i < s.endIndex, s[i] != "," { i = s.index(after: i) }
-        return (name, argument, s[i...])
+        while i < end, bytes[i] != 0x2C { i += 1 }
+        return (name, argument, i)
     }
 }

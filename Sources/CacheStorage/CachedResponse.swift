@@ -74,7 +74,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
                             otherFields: [(name: String, value: String)] = [],
                             timing: ResponseTiming, lifetime: Int, cacheControl: CacheControl,
                             varyNames: [String], varyValues: [String?], tags: [String] = []) -> CachedResponse {
-        let hasValidator = HeadFields.contains("etag", in: headPrefix) || HeadFields.contains("last-modified", in: headPrefix)
+        let hasValidator = HeadFields.contains("etag", or: "last-modified", in: headPrefix)
             || otherFields.contains { $0.name == "etag" || $0.name == "last-modified" }
         let plain = bodyFile == nil && otherFields.isEmpty && varyNames.isEmpty && tags.isEmpty
         var key = key
@@ -266,6 +266,7 @@ enum HeadFields {
     private static func lowercase(_ c: UInt8) -> UInt8 { c >= 0x41 && c <= 0x5A ? c | 0x20 : c }
 
     private static func equals(_ name: UnsafeRawBufferPointer, _ lowercased: String) -> Bool {
+        guard name.count == lowercased.utf8.count else { return false }
         var utf8 = lowercased.utf8.makeIterator()
         for c in name {
             guard let l = utf8.next(), lowercase(c) == l else { return false }
@@ -297,10 +298,11 @@ enum HeadFields {
         return found
     }
 
-    static func contains(_ name: String, in head: UnsafeRawBufferPointer) -> Bool {
+    /// Whether a field named `name` or `other` is present (one pass).
+    static func contains(_ name: String, or other: String, in head: UnsafeRawBufferPointer) -> Bool {
         var found = false
         forEach(in: head) { n, _ in
-            found = equals(n, name)
+            found = equals(n, name) || equals(n, other)
             return !found
         }
         return found

@@ -53,10 +53,19 @@ public enum HopByHop {
 
     /// "keep-alive" or "close" in any case: nominates no other field.
     static func isPlainConnectionValue(_ value: String) -> Bool {
-        let utf8 = value.utf8
-        let expected = utf8.count == 10 ? "keep-alive" : utf8.count == 5 ? "close" : ""
-        guard !expected.isEmpty else { return false }
-        return zip(utf8, expected.utf8).allSatisfy { c, e in (c >= 0x41 && c <= 0x5A ? c | 0x20 : c) == e }
+        let count = value.utf8.count
+        guard count == 10 || count == 5 else { return false }
+        // Compared as little-endian words with the letters' case bit set
+        // (b | 0x20 equals a lowercase letter only for that letter in either
+        // case); the '-' keeps its exact byte.
+        var value = value
+        return value.withUTF8 { v in
+            var word: UInt64 = 0
+            for i in 0..<min(count, 8) { word |= UInt64(v[i]) << (8 * UInt64(i)) }
+            if count == 5 { return word | 0x20_2020_2020 == 0x65_736F_6C63 }  // "close"
+            let tail = UInt16(v[8]) | UInt16(v[9]) << 8
+            return word | 0x2020_2000_2020_2020 == 0x696C_612D_7065_656B && tail | 0x2020 == 0x6576  // "keep-ali" "ve"
+        }
     }
 
     /// `headers` without hop-by-hop fields and without those `Connection` names.

@@ -32,14 +32,14 @@ public struct RequestHead: Equatable, Sendable {
 
     /// The first value of a header (name in lower case).
     public func header(_ lowercasedName: String) -> String? {
-        for field in headers where field.name == lowercasedName { return field.value }
+        for field in headers where field.name.isField(lowercasedName) { return field.value }
         return nil
     }
 
     /// All values of a header, comma-joined as RFC 9110 section 5.3 allows.
     public func combinedHeader(_ lowercasedName: String) -> String? {
         var result: String?
-        for field in headers where field.name == lowercasedName {
+        for field in headers where field.name.isField(lowercasedName) {
             result = result.map { $0 + ", " + field.value } ?? field.value
         }
         return result

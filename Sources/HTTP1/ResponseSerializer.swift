@@ -28,13 +28,41 @@ public enum ResponseSerializer {
         out.append(contentsOf: [CR, LF])
     }
 
+    /// "Name: value\r\n" with the name in its usual case, assembled in a
+    /// stack buffer and appended at once (this runs for every field of every
+    /// forwarded and stored response).
     public static func appendField(_ name: String, _ value: String, to out: inout [UInt8]) {
-        appendCanonicalName(name, to: &out)
-        out.append(UInt8(ascii: ":"))
-        out.append(SP)
-        out.append(contentsOf: value.utf8)
-        out.append(CR)
-        out.append(LF)
+        if let special = specialSpelling(name) {
+            out.append(contentsOf: special.utf8)
+            out.append(UInt8(ascii: ":"))
+            out.append(SP)
+            out.append(contentsOf: value.utf8)
+            out.append(CR)
+            out.append(LF)
+            return
+        }
+        var name = name, value = value
+        name.withUTF8 { n in
+            value.withUTF8 { v in
+                let total = n.count + v.count + 4
+                withUnsafeTemporaryAllocation(of: UInt8.self, capacity: total) { buffer in
+                    var upper = true
+                    for i in 0..<n.count {
+                        let b = n[i]
+                        buffer[i] = upper && b >= 0x61 && b <= 0x7A ? b &- 32 : b
+                        upper = b == 0x2D
+                    }
+                    buffer[n.count] = UInt8(ascii: ":")
+                    buffer[n.count + 1] = SP
+                    if v.count > 0 {
+                        UnsafeMutableRawPointer(buffer.baseAddress! + n.count + 2).copyMemory(from: v.baseAddress!, byteCount: v.count)
+                    }
+                    buffer[total - 2] = CR
+                    buffer[total - 1] = LF
+                    out.append(contentsOf: UnsafeBufferPointer(buffer))
+                }
+            }
+        }
     }
 
     /// A complete small response with a text body (errors, 100 Continue not included).
@@ -68,11 +96,18 @@ public enum ResponseSerializer {
         }
     }
 
-    /// Names whose usual spelling is not plain title case.
-    private static let specialNames: [String: String] = [
-        "etag": "ETag", "www-authenticate": "WWW-Authenticate", "content-md5": "Content-MD5",
-        "te": "TE", "x-xss-protection": "X-XSS-Protection", "dnt": "DNT",
-    ]
+    /// The usual spelling of names that are not plain title case (matched
+    /// by length first: no hashing on the per-field path).
+    static func specialSpelling(_ name: String) -> String? {
+        switch name.utf8.count {
+        case 2: return name == "te" ? "TE" : nil
+        case 3: return name == "dnt" ? "DNT" : nil
+        case 4: return name == "etag" ? "ETag" : nil
+        case 11: return name == "content-md5" ? "Content-MD5" : nil
+        case 16: return name == "www-authenticate" ? "WWW-Authenticate" : name == "x-xss-protection" ? "X-XSS-Protection" : nil
+        default: return nil
+        }
+    }
 
     /// "content-type" -> "Content-Type": clients and tools expect the usual case.
     public static func canonicalName(_ name: String) -> String {
@@ -81,13 +116,9 @@ public enum ResponseSerializer {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// Appends the canonical spelling byte by byte (no String is built: this
-    /// runs for every field of every forwarded response).
-    @inline(__always)
+    /// Appends the canonical spelling byte by byte.
     static func appendCanonicalName(_ name: String, to out: inout [UInt8]) {
-        let count = name.utf8.count
-        // Only these lengths have special spellings; skip the lookup otherwise.
-        if count == 2 || count == 3 || count == 4 || count == 11 || count == 16, let special = specialNames[name] {
+        if let special = specialSpelling(name) {
             out.append(contentsOf: special.utf8)
             return
         }

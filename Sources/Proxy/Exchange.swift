@@ -308,7 +308,7 @@ final class Exchange: UpstreamTransferDelegate {
         for field in headers {
             switch field.name {
             case "cache-control", "content-location", "date", "etag", "expires", "vary", "last-modified":
-                if field.name == "date" { hasDate = true }
+                if field.name.isField("date") { hasDate = true }
                 ResponseSerializer.appendField(field.name, field.value, to: &head)
             default: continue
             }
@@ -383,7 +383,7 @@ final class Exchange: UpstreamTransferDelegate {
         let strip = worker.configuration.stripTagHeaders
         for field in headers {
             if HopByHop.isHopByHop(field.name) || (!nominated.isEmpty && nominated.contains(field.name)) { continue }
-            if strip && (field.name == "surrogate-key" || field.name == "cache-tag") { continue }
+            if strip && (field.name.isField("surrogate-key") || field.name.isField("cache-tag")) { continue }
             passed.append(field)
         }
         let timing = ResponseTiming(requestTime: requestTime, responseTime: responseTime,
@@ -466,15 +466,15 @@ final class Exchange: UpstreamTransferDelegate {
         head.reserveCapacity(512)
         ResponseSerializer.appendStatusLine(status, reason: reason, to: &head)
         for field in passed {
-            if field.name == "age" && ageValue != nil { continue }
+            if field.name.isField("age") && ageValue != nil { continue }
             if builder.isHidden(field.name) { continue }
-            if field.name == "content-length" && framing != .length && !noBody { continue }
+            if field.name.isField("content-length") && framing != .length && !noBody { continue }
             ResponseSerializer.appendField(field.name, field.value, to: &head)
         }
         if let ageValue { ResponseSerializer.appendField("age", String(ageValue), to: &head) }
         ResponseSerializer.appendField("cache-status", cacheStatus, to: &head)
         // RFC 9110 section 6.6.1: a forwarded response without Date gets one.
-        if !passed.contains(where: { $0.name == "date" }) { head.append(contentsOf: worker.dateHeader.current(now: responseTime)) }
+        if !passed.contains(where: { $0.name.isField("date") }) { head.append(contentsOf: worker.dateHeader.current(now: responseTime)) }
         if framing == .chunked { head.append(contentsOf: "Transfer-Encoding: chunked\r\n".utf8) }
         if framing == .untilClose { head.append(contentsOf: "Connection: close\r\n".utf8) }
         else { appendConnectionField(to: &head) }
@@ -960,15 +960,15 @@ final class Exchange: UpstreamTransferDelegate {
         out.reserveCapacity(512)
         ResponseSerializer.appendStatusLine(head.status, reason: head.reason, to: &out)
         for field in head.headers {
-            if field.name == "age" || builder.isHidden(field.name) { continue }
-            if field.name == "content-length" && framing != .length && !noBody { continue }
+            if field.name.isField("age") || builder.isHidden(field.name) { continue }
+            if field.name.isField("content-length") && framing != .length && !noBody { continue }
             ResponseSerializer.appendField(field.name, field.value, to: &out)
         }
         let now = EventLoop.wallSeconds()
         ResponseSerializer.appendField("age", String(Freshness.correctedInitialAge(head.timing) + max(0, Int(now - head.timing.responseTime))),
                                        to: &out)
         ResponseSerializer.appendField("cache-status", cacheStatus, to: &out)
-        if !head.headers.contains(where: { $0.name == "date" }) { out.append(contentsOf: worker.dateHeader.current(now: now)) }
+        if !head.headers.contains(where: { $0.name.isField("date") }) { out.append(contentsOf: worker.dateHeader.current(now: now)) }
         if framing == .chunked { out.append(contentsOf: "Transfer-Encoding: chunked\r\n".utf8) }
         if framing == .untilClose { out.append(contentsOf: "Connection: close\r\n".utf8) } else { appendConnectionField(to: &out) }
         out.append(contentsOf: [0x0D, 0x0A])

@@ -35,12 +35,19 @@ struct StoredResponseBuilder: Sendable {
     /// Header fields never stored in the head prefix: per-request fields
     /// (filled in on every hit) and framing. Date stays: a cache must not
     /// change the origin's Date (RFC 9110 section 6.6.1).
-    private static let perRequestFields: Set<String> = [
-        "age", "content-length", "transfer-encoding", "connection", "keep-alive", "cache-status",
-    ]
+    static func isPerRequest(_ name: String) -> Bool {
+        switch name.utf8.count {
+        case 3: return name == "age"
+        case 10: return name == "connection" || name == "keep-alive"
+        case 12: return name == "cache-status"
+        case 14: return name == "content-length"
+        case 17: return name == "transfer-encoding"
+        default: return false
+        }
+    }
 
     /// Whether a response field is for Larder only and never reaches clients.
-    func isHidden(_ name: String) -> Bool { targetedFields.contains(name) }
+    func isHidden(_ name: String) -> Bool { targetedFields.contains { $0.isField(name) } }
 
     /// The directives Larder obeys for `key`: a route that ignores the
     /// upstream's Cache-Control gets `max-age=default_ttl` (keeping no-store
@@ -118,7 +125,7 @@ struct StoredResponseBuilder: Sendable {
         let reusable = hasValidator || cc.noCache
             || lifetime(status: status, headers: headers, timing: timing, key: key, cc: cc, targeted: targeted) != nil
         if Vary.fieldNames(Self.combined("vary", in: headers)) == nil { return .doNotStore("Vary: *") }
-        if !storeSetCookie && headers.contains(where: { $0.name == "set-cookie" }) { return .doNotStore("Set-Cookie") }
+        if !storeSetCookie && headers.contains(where: { $0.name.isField("set-cookie") }) { return .doNotStore("Set-Cookie") }
         return Storability.decide(method: request.method, status: status,
                                   request: CacheControl(request.combinedHeader("cache-control")), response: cc,
                                   hasAuthorization: request.header("authorization") != nil, shared: shared,
@@ -129,7 +136,7 @@ struct StoredResponseBuilder: Sendable {
     /// and Cache-Tag fields (`headers` as received) and the route's tags.
     func tags(_ headers: [(name: String, value: String)], key: String) -> [String] {
         let route = routes.match(key)?.tags ?? []
-        guard route.isEmpty == false || headers.contains(where: { $0.name == "surrogate-key" || $0.name == "cache-tag" })
+        guard route.isEmpty == false || headers.contains(where: { $0.name.isField("surrogate-key") || $0.name.isField("cache-tag") })
         else { return [] }
         return PurgeTags.from(surrogateKey: headers.filter { $0.name == "surrogate-key" }.map(\.value),
                               cacheTag: headers.filter { $0.name == "cache-tag" }.map(\.value), route: route)
@@ -147,18 +154,24 @@ struct StoredResponseBuilder: Sendable {
         // section 7.3 allows; an origin that must not share it says
         // private="Set-Cookie" or no-store.
         let kept = storedFields(headers, cc)
-        var prefixFields: [HeaderField] = []
+        // The head prefix is serialized straight from the kept fields, sized
+        // once (no intermediate field array: this runs on every miss).
+        var prefix: [UInt8] = []
+        prefix.reserveCapacity(kept.reduce(64 + (reason?.utf8.count ?? 16)) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }
+                               + 64)
+        ResponseSerializer.appendStatusLine(status, reason: reason, to: &prefix)
         // Fields kept for Larder only (targeted cache-control): stored beside
         // the head, never sent. Framing and per-request fields are rebuilt.
         var otherFields: [(name: String, value: String)] = []
-        for field in kept where !Self.perRequestFields.contains(field.name) {
-            if isHidden(field.name) { otherFields.append(field) } else { prefixFields.append(HeaderField(name: field.name, value: field.value)) }
+        var hasDate = false
+        for field in kept where !Self.isPerRequest(field.name) {
+            if field.name.isField("date") { hasDate = true }
+            if isHidden(field.name) { otherFields.append(field) } else { ResponseSerializer.appendField(field.name, field.value, to: &prefix) }
         }
-        if !kept.contains(where: { $0.name == "date" }) {
+        if !hasDate {
             // No Date from the origin: the one Larder added when it received the response.
-            prefixFields.append(HeaderField(name: "date", value: HTTPDate.formatString(timing.responseTime)))
+            ResponseSerializer.appendField("date", HTTPDate.formatString(timing.responseTime), to: &prefix)
         }
-        var prefix = ResponseSerializer.headPrefix(status: status, reason: reason, headers: prefixFields)
         if status != 204 && status != 304 {
             ResponseSerializer.appendField("content-length", String(bodyFile?.length ?? body.count), to: &prefix)
         }
@@ -240,14 +253,14 @@ struct StoredResponseBuilder: Sendable {
     }
 
     static func value(_ name: String, in headers: [(name: String, value: String)]) -> String? {
-        headers.first { $0.name == name }?.value
+        headers.first { $0.name.isField(name) }?.value
     }
 
     /// Every value of a field joined by ", " (RFC 9110 section 5.3); the
     /// usual single field is returned without building anything.
     static func combined(_ name: String, in headers: [(name: String, value: String)]) -> String? {
         var result: String?
-        for field in headers where field.name == name {
+        for field in headers where field.name.isField(name) {
             if result == nil { result = field.value } else { result! += ", " + field.value }
         }
         return result

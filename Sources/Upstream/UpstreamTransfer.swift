@@ -230,7 +230,8 @@ public final class UpstreamTransfer {
         }
         let content = UnsafeRawBufferPointer(rebasing: line[0..<end])
         // Field lines go straight from bytes to name and value strings.
-        if !content.starts(with: "HTTP/".utf8) {
+        let isStatusLine = end >= 5 && bytes[0] == 0x48 && bytes[1] == 0x54 && bytes[2] == 0x54 && bytes[3] == 0x50 && bytes[4] == 0x2F  // "HTTP/"
+        if !isStatusLine {
             if let field = ResponseLine.field(bytes: content) { headers.append((field.name, field.value)) }
             return line.count
         }
@@ -238,7 +239,8 @@ public final class UpstreamTransfer {
         guard let statusLine = ResponseLine.statusAndReason(bytes: content) else { return 0 }  // not HTTP: abort
         status = statusLine.status
         reason = statusLine.reason
-        headers.removeAll(keepingCapacity: true)
+        // Room for a typical head at once instead of growing 1, 2, 4, 8, 16.
+        if headers.capacity == 0 { headers.reserveCapacity(16) } else { headers.removeAll(keepingCapacity: true) }
         return line.count
     }
 

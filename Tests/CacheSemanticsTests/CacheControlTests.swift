@@ -2,6 +2,20 @@ import XCTest
 @testable import CacheSemantics
 
 final class CacheControlTests: XCTestCase {
+    func testEveryDirectiveIsRecognisedInAnyCaseAndNearMissesAreNot() {
+        let cc = CacheControl("PUBLIC, MAX-AGE=1, S-MAXAGE=2, NO-STORE, MUST-REVALIDATE, PROXY-REVALIDATE, NO-TRANSFORM, "
+            + "IMMUTABLE, ONLY-IF-CACHED, MAX-STALE=3, MIN-FRESH=4, STALE-WHILE-REVALIDATE=5, STALE-IF-ERROR=6, "
+            + "MUST-UNDERSTAND, NO-CACHE, PRIVATE")
+        XCTAssertTrue(cc.isPublic && cc.noStore && cc.mustRevalidate && cc.proxyRevalidate && cc.noTransform && cc.immutable
+                      && cc.onlyIfCached && cc.mustUnderstand && cc.noCache && cc.isPrivate)
+        let values: [Int?] = [cc.maxAge, cc.sMaxAge, cc.maxStale, cc.minFresh, cc.staleWhileRevalidate, cc.staleIfError]
+        XCTAssertEqual(values, [1, 2, 3, 4, 5, 6])
+        XCTAssertEqual(CacheControl("max_age=1, maxage=2, max-age2=3, public1, no-stor, nostore, no-store\u{7F}, m\u{C3}\u{A1}x-age=4"),
+                       CacheControl())
+        XCTAssertEqual(CacheControl(#"max-age="7\"x""#).maxAge, 0)  // an escape inside the quotes: not digits
+        XCTAssertEqual(CacheControl(#"no-cache="a\"#).noCacheFields, [#"a\"#])  // an unterminated quote ends the value
+    }
+
     func testDirectives() {
         let cc = CacheControl("public, Max-Age=60, s-maxage=\"120\", no-cache=\"Set-Cookie, X\", stale-while-revalidate=30")
         XCTAssertTrue(cc.isPublic)

@@ -43,6 +43,47 @@ final class ResponseSerializerTests: XCTestCase {
         XCTAssertEqual(HopByHop.nominated(inFields: [("connection", "close"), ("connection", "X-A, x-b"), ("x-a", "1")]), ["x-a", "x-b"])
     }
 
+    /// The word-at-a-time check agrees with a plain case-insensitive
+    /// comparison for every one-byte change of the two plain values.
+    func testPlainConnectionValueCheckAgreesWithCaseInsensitiveComparison() {
+        func reference(_ v: [UInt8]) -> Bool {
+            let lower = v.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
+            return lower == Array("keep-alive".utf8) || lower == Array("close".utf8)
+        }
+        for plain in ["keep-alive", "close", "KEEP-ALIVE", "Close"] {
+            let bytes = Array(plain.utf8)
+            for position in bytes.indices {
+                for byte in UInt8(1)...UInt8(127) {
+                    var changed = bytes
+                    changed[position] = byte
+                    let value = String(decoding: changed, as: UTF8.self)
+                    XCTAssertEqual(HopByHop.isPlainConnectionValue(value), reference(changed), "\(changed)")
+                }
+            }
+        }
+        XCTAssertFalse(HopByHop.isPlainConnectionValue("keep-alive "))
+        XCTAssertFalse(HopByHop.isPlainConnectionValue("clos"))
+        XCTAssertFalse(HopByHop.isPlainConnectionValue(""))
+    }
+
+    func testFieldsAreSerializedWithTheirUsualSpelling() {
+        let cases: [(String, String, String)] = [
+            ("content-type", "text/plain", "Content-Type: text/plain\r\n"), ("etag", "\"x\"", "ETag: \"x\"\r\n"),
+            ("te", "trailers", "TE: trailers\r\n"), ("dnt", "1", "DNT: 1\r\n"), ("content-md5", "abc", "Content-MD5: abc\r\n"),
+            ("www-authenticate", "Basic", "WWW-Authenticate: Basic\r\n"), ("x-xss-protection", "0", "X-XSS-Protection: 0\r\n"),
+            ("x-empty", "", "X-Empty: \r\n"), ("a--b-", "v", "A--B-: v\r\n"), ("1x-y", "é", "1x-Y: é\r\n"),
+        ]
+        for (name, value, expected) in cases {
+            var out: [UInt8] = Array("prefix\r\n".utf8)
+            ResponseSerializer.appendField(name, value, to: &out)
+            XCTAssertEqual(String(decoding: out, as: UTF8.self), "prefix\r\n" + expected)
+        }
+        let long = String(repeating: "x-long", count: 300)
+        var out: [UInt8] = []
+        ResponseSerializer.appendField(long, long, to: &out)
+        XCTAssertEqual(String(decoding: out, as: UTF8.self), ResponseSerializer.canonicalName(long) + ": " + long + "\r\n")
+    }
+
     func testStatusLineParsing() {
         XCTAssertEqual(ResponseLine.status("HTTP/1.1 200 OK"), 200)
         XCTAssertEqual(ResponseLine.status("HTTP/2 304"), 304)

@@ -1,0 +1,54 @@
+#!/bin/sh
+# User-space instructions per request, counted by valgrind's callgrind:
+# unlike timings on a shared VM (±20 % between runs) the count moves only
+# when the code does, so it shows what a small change bought.
+#
+#   bench/instructions.sh [misses|hot-1k] [seconds]
+#
+# Counts everything in the Larder process (Larder, libcurl, libc, the Swift
+# runtime), not the kernel. Larder runs one worker under callgrind (about
+# 50x slower); wrk offers 8 connections. TOP=n prints the n costliest
+# functions (self). Needs valgrind. Not a test: nothing here asserts a figure.
+WORKLOAD=${1:-misses}
+SECONDS_TO_RUN=${2:-8}
+ORIGIN=none
+. "$(dirname "$0")/common.sh"
+command -v valgrind >/dev/null 2>&1 || { echo "valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
+# valgrind 3.19 cannot read the DWARF 5 debug info Swift 6 writes: count on
+# a copy without it (function names come from the symbol table).
+strip -g -o "$WORK/larder" "$LARDER"
+LARDER="$WORK/larder"
+mkdir -p "$WORK/www"
+head -c 1024 /dev/urandom > "$WORK/www/1k"
+start_static_origin "location ~ ^/1k/ { add_header Cache-Control \"max-age=3600\"; try_files /1k =404; }"
+LARDER_LAUNCH="valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=$WORK/callgrind.out" WORKERS=1 \
+    start_larder --memory-limit 2GiB --admin-listen none --log-level error
+PIDS="$PIDS $LARDER_PID"
+# Starting under valgrind takes longer than start_larder waits.
+i=0; while ! grep -qs "listening on" "$WORK/larder.err" && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+LARDER_PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/larder.err")
+[ -n "$LARDER_PORT" ] || { echo "Larder did not start under valgrind:" >&2; tail -5 "$WORK/larder.err" >&2; exit 1; }
+
+write_misses_script "$WORK/misses.lua"
+case $WORKLOAD in
+    misses) target="/"; script="-s $WORK/misses.lua" ;;
+    hot-1k) target="/1k/hot"; script=""; curl -s -o /dev/null "http://127.0.0.1:$LARDER_PORT$target" ;;
+    *) echo "unknown workload $WORKLOAD" >&2; exit 64 ;;
+esac
+# Warm up uncounted (first-time paths, pools, table growth), then count.
+# shellcheck disable=SC2086
+wrk -t1 -c8 -d3s $script "http://127.0.0.1:$LARDER_PORT$target" > /dev/null
+callgrind_control -i on "$LARDER_PID" > /dev/null
+# shellcheck disable=SC2086
+wrk -t1 -c8 -d"${SECONDS_TO_RUN}s" $script "http://127.0.0.1:$LARDER_PORT$target" > "$WORK/wrk.txt"
+callgrind_control -i off "$LARDER_PID" > /dev/null
+callgrind_control -d "$LARDER_PID" > /dev/null
+requests=$(awk '/requests in/ {print $1}' "$WORK/wrk.txt")
+profile=$(ls "$WORK"/callgrind.out.* | tail -1)
+total=$(callgrind_annotate "$profile" 2> /dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
+echo "$WORKLOAD: $requests requests counted, $((total / requests)) instructions per request"
+if [ -n "${TOP:-}" ]; then
+    demangle=$(command -v swift-demangle || echo cat)
+    callgrind_annotate "$profile" 2> /dev/null | sed -n '/file:function/,$p' | sed -n "3,$((TOP + 2))p" | $demangle --simplified 2> /dev/null \
+        | awk -v n="$requests" '{c=$1; gsub(",", "", c); sub(/^ *[0-9,]+ +\( *[0-9.]+%\) +/, ""); printf "%8d  %s\n", c / n, substr($0, 1, 150)}'
+fi
