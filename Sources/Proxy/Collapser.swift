@@ -7,10 +7,12 @@ import Synchronization
 /// a URL from the upstream, other cacheable requests for it wait instead of
 /// sending their own.
 ///
-/// - When the leader's response turns out storable, it publishes a
-///   `SharedFetch`: every waiter (and every request for the URL arriving
-///   later, until the fetch ends) streams the response from it as it arrives
-///   (`Cache-Status: ...; collapsed`).
+/// - When the leader's response turns out storable, it offers to share it.
+///   Only once some request waits (most misses have none, and sharing costs
+///   allocations and locks on every miss) does it publish a `SharedFetch`
+///   with the body so far: every waiter (and every request for the URL
+///   arriving later, until the fetch ends) streams the response from it as
+///   it arrives (`Cache-Status: ...; collapsed`).
 /// - When the leader finishes without publishing (not storable, a 304, an
 ///   error), each waiter is woken on its own loop and looks the URL up
 ///   again: it is served what the leader stored, or fetches on its own.
@@ -20,9 +22,16 @@ public final class Collapser: Sendable {
         let wake: (SharedFetch?) -> Void
     }
 
+    /// A leader's offer to share: `share` runs on the leader's loop.
+    private struct Offer: @unchecked Sendable {
+        let loop: EventLoop
+        let share: () -> Void
+    }
+
     private struct Entry {
         var waiters: [Waiter] = []
         var shared: SharedFetch?
+        var offer: Offer?
     }
 
     private let inFlight = Locked<[String: Entry]>([:])
@@ -50,24 +59,44 @@ public final class Collapser: Sendable {
     }
 
     func lead(_ key: String, loop: EventLoop, wake: @escaping (SharedFetch?) -> Void) -> Role {
-        inFlight.withLock { table in
-            guard table[key] != nil else {
+        var offer: Offer?
+        let role = inFlight.withLock { table -> Role in
+            guard let index = table.index(forKey: key) else {
                 table[key] = Entry()
                 return .leader
             }
-            if let shared = table[key]!.shared, shared.isJoinable { return .following(shared) }
-            table[key]!.waiters.append(Waiter(loop: loop, wake: wake))
+            if let shared = table.values[index].shared, shared.isJoinable { return .following(shared) }
+            table.values[index].waiters.append(Waiter(loop: loop, wake: wake))
+            // The first waiter takes up the leader's offer to share.
+            offer = table.values[index].offer
+            table.values[index].offer = nil
             return .waiting
+        }
+        if let offer { offer.loop.execute(offer.share) }
+        return role
+    }
+
+    /// The leader's response is storable and streams: true when requests
+    /// already wait (the leader publishes at once); otherwise `share` runs
+    /// on `loop` when the first one comes (the leader then publishes, or
+    /// does nothing if it can no longer share).
+    func offer(_ key: String, loop: EventLoop, share: @escaping () -> Void) -> Bool {
+        inFlight.withLock { table in
+            guard let index = table.index(forKey: key) else { return false }
+            if !table.values[index].waiters.isEmpty { return true }
+            table.values[index].offer = Offer(loop: loop, share: share)
+            return false
         }
     }
 
     /// The leader's response streams: hand it to every waiter.
     func publish(_ key: String, _ fetch: SharedFetch) {
         let waiters = inFlight.withLock { table -> [Waiter] in
-            guard table[key] != nil else { return [] }
-            table[key]!.shared = fetch
-            defer { table[key]!.waiters = [] }
-            return table[key]!.waiters
+            guard let index = table.index(forKey: key) else { return [] }
+            table.values[index].shared = fetch
+            table.values[index].offer = nil
+            defer { table.values[index].waiters = [] }
+            return table.values[index].waiters
         }
         for waiter in waiters { waiter.loop.execute { waiter.wake(fetch) } }
     }

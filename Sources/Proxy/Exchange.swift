@@ -453,7 +453,7 @@ final class Exchange: UpstreamTransferDelegate {
         }
         if answerNotModified {
             // The body still streams into the store; the client gets a 304.
-            publishIfShared(status: status, reason: reason, headers: passed, timing: timing)
+            offerToShare()
             framing = .none
             var tail = Array("Cache-Status: \(cacheStatus)\r\n".utf8)
             tail.reserveCapacity(tail.count)
@@ -479,7 +479,7 @@ final class Exchange: UpstreamTransferDelegate {
         if framing == .untilClose { head.append(contentsOf: "Connection: close\r\n".utf8) }
         else { appendConnectionField(to: &head) }
         head.append(contentsOf: [0x0D, 0x0A])
-        publishIfShared(status: status, reason: reason, headers: passed, timing: timing)
+        offerToShare()
         // Nothing more will come (204, Content-Length: 0): store before the client has it all.
         if store != nil && (noBody || expectedLength == 0) {
             commitStore()
@@ -931,14 +931,29 @@ final class Exchange: UpstreamTransferDelegate {
         return true
     }
 
-    /// The leader: share a storable response with collapsed requests.
-    private func publishIfShared(status: Int, reason: String?, headers: [(name: String, value: String)], timing: ResponseTiming) {
+    /// The leader, once its response is known storable: offer to share it
+    /// with collapsed requests (published at once when some already wait).
+    private func offerToShare() {
         guard leading, broadcast == nil, let pending = store, pending.disk == nil, request.method == "GET" else { return }
-        let names = builder.variantFields(headers, key: key)
-        let head = SharedFetch.Head(status: status, reason: reason, headers: headers, timing: timing, contentLength: expectedLength,
-                                    varyNames: names,
+        if worker.collapser.offer(key, loop: worker.loop, share: { [weak self] in self?.shareRequested() }) { share() }
+    }
+
+    /// A request now waits for this key (on this loop): share if still possible.
+    private func shareRequested() {
+        guard leading, broadcast == nil, let pending = store, pending.disk == nil else { return }
+        share()
+    }
+
+    /// Publishes the response with the body received so far.
+    private func share() {
+        guard let pending = store else { return }
+        let names = builder.variantFields(pending.headers, key: key)
+        let head = SharedFetch.Head(status: pending.status, reason: pending.reason, headers: pending.headers, timing: pending.timing,
+                                    contentLength: expectedLength, varyNames: names,
                                     varyValues: names.map { Vary.normalize(request.combinedHeader($0), field: $0) })
         let fetch = SharedFetch(head: head, limitBytes: 2 * max(worker.configuration.maxObjectBytes, 1 << 20))
+        let soFar = pending.body.buffer
+        if soFar.count > 0 { fetch.append(Bytes(soFar)) }
         broadcast = fetch
         worker.collapser.publish(key, fetch)
     }

@@ -324,29 +324,62 @@ final class CollapsingTests: ProxyTestCase {
         while try origin.count(target) < 1 && Date() < deadline { usleep(10_000) }
         let waiter = try larder.client()
         try waiter.send("GET \(target) HTTP/1.1\r\nHost: test\r\n\r\n")
+        guard var response = try readHeadAndFirstBodyBytes(waiter) else { return }
+        XCTAssertLessThan(try origin.lastRequest(target)["pieces"] as? Int ?? 10, 10, "body bytes arrived while the origin was still sending")
+        let head = String(decoding: response.received[..<response.headEnd], as: UTF8.self)
+        XCTAssertTrue(head.contains("Cache-Status: larder; fwd=uri-miss; collapsed"), head)
+        // The rest of the body, then the same bytes as the leader got.
+        guard readBody(waiter, into: &response, length: 100_000) else { return }
+        wait(for: [leaderDone], timeout: 20)
+        XCTAssertEqual(Array(response.received[response.headEnd...]), leader.response?.body)
+        XCTAssertEqual(try origin.count(target), 1)
+    }
+
+    /// A request arriving once the leader's body is already streaming (the
+    /// leader shares it only when asked) follows it: the body so far, then
+    /// the rest as it arrives.
+    func testARequestArrivingMidBodyFollowsTheStreamingResponse() throws {
+        let target = "/late-follower?size=100000&trickle=0.2"
+        let leader = try larder.client()
+        try leader.send("GET \(target) HTTP/1.1\r\nHost: test\r\n\r\n")
+        guard var leaderResponse = try readHeadAndFirstBodyBytes(leader) else { return }
+        let waiter = try larder.client()
+        try waiter.send("GET \(target) HTTP/1.1\r\nHost: test\r\n\r\n")
+        guard var response = try readHeadAndFirstBodyBytes(waiter) else { return }
+        XCTAssertLessThan(try origin.lastRequest(target)["pieces"] as? Int ?? 10, 10, "the follower had bytes while the origin was still sending")
+        let head = String(decoding: response.received[..<response.headEnd], as: UTF8.self)
+        XCTAssertTrue(head.contains("Cache-Status: larder; fwd=uri-miss; collapsed"), head)
+        guard readBody(waiter, into: &response, length: 100_000), readBody(leader, into: &leaderResponse, length: 100_000) else { return }
+        XCTAssertEqual(Array(response.received[response.headEnd...]), Array(leaderResponse.received[leaderResponse.headEnd...]))
+        XCTAssertEqual(response.received.count - response.headEnd, 100_000)
+        XCTAssertEqual(try origin.count(target), 1)
+    }
+
+    /// Reads from a raw client until the head and at least one body byte are in.
+    private func readHeadAndFirstBodyBytes(_ client: HTTPClient) throws -> (received: [UInt8], headEnd: Int)? {
         var received: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         var headEnd: Int?
         while headEnd == nil || received.count - headEnd! < 1 {
-            let n = chunk.withUnsafeMutableBytes { recv(waiter.fd, $0.baseAddress, $0.count, 0) }
+            let n = chunk.withUnsafeMutableBytes { recv(client.fd, $0.baseAddress, $0.count, 0) }
             XCTAssertGreaterThan(n, 0)
-            if n <= 0 { return }
+            if n <= 0 { return nil }
             received += chunk[0..<n]
             if headEnd == nil, let r = received.firstRange(of: [13, 10, 13, 10]) { headEnd = r.upperBound }
         }
-        XCTAssertNil(try origin.lastRequest(target)["done"], "body bytes arrived while the origin was still sending")
-        let head = String(decoding: received[..<headEnd!], as: UTF8.self)
-        XCTAssertTrue(head.contains("Cache-Status: larder; fwd=uri-miss; collapsed"), head)
-        // The rest of the body, then the same bytes as the leader got.
-        while received.count - headEnd! < 100_000 {
-            let n = chunk.withUnsafeMutableBytes { recv(waiter.fd, $0.baseAddress, $0.count, 0) }
+        return (received, headEnd!)
+    }
+
+    /// Reads on until `length` body bytes are in; false if the connection ended first.
+    private func readBody(_ client: HTTPClient, into response: inout (received: [UInt8], headEnd: Int), length: Int) -> Bool {
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while response.received.count - response.headEnd < length {
+            let n = chunk.withUnsafeMutableBytes { recv(client.fd, $0.baseAddress, $0.count, 0) }
             XCTAssertGreaterThan(n, 0)
-            if n <= 0 { return }
-            received += chunk[0..<n]
+            if n <= 0 { return false }
+            response.received += chunk[0..<n]
         }
-        wait(for: [leaderDone], timeout: 20)
-        XCTAssertEqual(Array(received[headEnd!...]), leader.response?.body)
-        XCTAssertEqual(try origin.count(target), 1)
+        return true
     }
 
     func testWaitersGetTheWholeResponseWhenTheLeaderDisconnects() throws {

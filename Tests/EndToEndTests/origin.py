@@ -29,7 +29,8 @@ Query parameters on any path:
                 bytes of it, then close the connection
   garbage=1     answer with bytes that are not HTTP, then close
   trickle=S     send the body in 10 pieces, S seconds apart; a reader that
-                goes away is recorded ("aborted" in /__last, else "done")
+                goes away is recorded ("aborted" in /__last, else "done");
+                "pieces" in /__last counts the pieces sent so far
 Run as "origin.py PORT --tls CERT KEY" to serve https.
 Special paths:
   /__count?key=PATH   how many requests PATH received (text)
@@ -205,6 +206,8 @@ class Handler(BaseHTTPRequestHandler):
                 for i in range(0, len(body), step):
                     self.wfile.write(body[i:i + step])
                     self.wfile.flush()
+                    with lock:
+                        last[self.path]["pieces"] = last[self.path].get("pieces", 0) + 1
                     time.sleep(self.trickle)
             except (BrokenPipeError, ConnectionResetError):
                 with lock:
