@@ -93,6 +93,11 @@ public final class UpstreamTransfer {
         set(larder_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1))
         set(larder_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0))
         set(larder_easy_setopt_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 0))  // bytes pass through as sent
+        // Straight to the upstream: http_proxy, all_proxy and no_proxy in the
+        // environment are not consulted (as nginx's proxy_pass ignores them);
+        // it also spares libcurl scanning the environment on every request.
+        set(larder_easy_setopt_str(easy, CURLOPT_PROXY, ""))
+        set(larder_easy_setopt_str(easy, CURLOPT_NOPROXY, ""))
         set(larder_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1))
         set(larder_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1))
         // Timeouts, every one explicit. The total one is off by default: a

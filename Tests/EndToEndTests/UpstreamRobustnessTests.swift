@@ -33,6 +33,20 @@ final class UpstreamRobustnessTests: ProxyTestCase {
         XCTAssertEqual(try origin.count("/pool-next-4"), 1)
     }
 
+    /// A reverse proxy talks to its upstream directly: proxy variables in
+    /// its environment (a shell's http_proxy) are not followed.
+    func testProxyEnvironmentVariablesAreIgnored() throws {
+        let deadProxy = "http://127.0.0.1:\(unusedPort())"
+        let l = try LarderProcess(upstream: origin.url, environment: [
+            "http_proxy": deadProxy, "HTTP_PROXY": deadProxy, "https_proxy": deadProxy, "all_proxy": deadProxy,
+            "ALL_PROXY": deadProxy, "no_proxy": "", "NO_PROXY": "",
+        ])
+        defer { l.stop() }
+        let r = try l.client().get("/direct")
+        XCTAssertEqual(r.status, 200)
+        XCTAssertEqual(try origin.count("/direct"), 1)
+    }
+
     func testRetriesAreBounded() throws {
         let r = try larder.client().get("/retry-forever?reset=100")
         XCTAssertEqual(r.status, 502)
