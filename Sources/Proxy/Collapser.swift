@@ -58,7 +58,9 @@ public final class Collapser: Sendable {
         case following(SharedFetch)
     }
 
-    func lead(_ key: String, loop: EventLoop, wake: @escaping (SharedFetch?) -> Void) -> Role {
+    /// `wake` makes the waiter's closure; it runs only when queuing (most
+    /// callers lead, and need none).
+    func lead(_ key: String, loop: EventLoop, wake: @autoclosure () -> (SharedFetch?) -> Void) -> Role {
         var offer: Offer?
         let role = inFlight.withLock { table -> Role in
             guard let index = table.index(forKey: key) else {
@@ -66,7 +68,7 @@ public final class Collapser: Sendable {
                 return .leader
             }
             if let shared = table.values[index].shared, shared.isJoinable { return .following(shared) }
-            table.values[index].waiters.append(Waiter(loop: loop, wake: wake))
+            table.values[index].waiters.append(Waiter(loop: loop, wake: wake()))
             // The first waiter takes up the leader's offer to share.
             offer = table.values[index].offer
             table.values[index].offer = nil

@@ -360,7 +360,7 @@ final class Exchange: UpstreamTransferDelegate {
         requestTime = EventLoop.wallSeconds()
         fetchToken = worker.store.fetchToken
         transfer = worker.upstream.start(upstreamRequest, delegate: self)
-        transfer?.onBodyDrained = { [weak connection] in connection?.uploadDrained() }
+        if request.framing != .none { transfer?.onBodyDrained = { [weak connection] in connection?.uploadDrained() } }
     }
 
     func requestBody(_ bytes: UnsafeRawBufferPointer) { transfer?.supply(bytes) }
@@ -873,7 +873,7 @@ final class Exchange: UpstreamTransferDelegate {
     private func waitForLeader() -> Bool {
         guard request.method == "GET", !collapsed else { return false }
         let loop = worker.loop
-        switch worker.collapser.lead(key, loop: loop, wake: { [weak self] fetch in self?.leaderDone(fetch) }) {
+        switch worker.collapser.lead(key, loop: loop, wake: { [weak self] (fetch: SharedFetch?) in self?.leaderDone(fetch) }) {
         case .leader:
             leading = true
             return false

@@ -59,9 +59,10 @@ public final class UpstreamClient {
 
     /// Starts a transfer. The delegate hears about it on this loop's thread.
     public func start(_ request: UpstreamRequest, delegate: UpstreamTransferDelegate) -> UpstreamTransfer {
-        let easy = idleHandles.popLast() ?? curl_easy_init()!
+        let pooled = idleHandles.popLast()
+        let easy = pooled ?? curl_easy_init()!
         let transfer = UpstreamTransfer(client: self, easy: easy, request: request, delegate: delegate)
-        let code = transfer.configure()
+        let code = transfer.configure(fresh: pooled == nil)
         if code != CURLE_OK {
             transfer.failEarly(.invalidResponse("could not set up the upstream request: \(String(cString: curl_easy_strerror(code)))"))
             return transfer
@@ -111,11 +112,12 @@ public final class UpstreamClient {
             pendingRemovals.append(transfer)
             return
         }
-        transfer.easy = nil
         _ = curl_multi_remove_handle(multi, easy)
         activeTransfers -= 1
+        // No curl_easy_reset: the handle keeps the options all transfers share.
+        transfer.clearRequestOptions()
+        transfer.easy = nil
         transfer.releaseResources()
-        curl_easy_reset(easy)
         if idleHandles.count < 64 { idleHandles.append(easy) } else { curl_easy_cleanup(easy) }
     }
 

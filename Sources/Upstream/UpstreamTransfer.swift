@@ -78,16 +78,86 @@ public final class UpstreamTransfer {
 
     // MARK: setup
 
-    func configure() -> CURLcode {
+    /// Sets up the transfer on its handle. A handle keeps its options
+    /// between transfers (handles are pooled per client): the options every
+    /// transfer shares are set when the handle is new (`fresh`), and every
+    /// per-request one, the method's included, is set each time.
+    func configure(fresh: Bool) -> CURLcode {
         guard let easy else { return CURLE_FAILED_INIT }
-        let s = client.settings
         retainedSelf = Unmanaged.passRetained(self)  // released in releaseResources
         let me = retainedSelf!.toOpaque()
-        var result = CURLE_OK
+        var result = fresh ? Self.configureHandle(easy, client: client) : CURLE_OK
         func set(_ code: CURLcode) { if result == CURLE_OK && code != CURLE_OK { result = code } }
 
         set(larder_easy_setopt_str(easy, CURLOPT_URL, request.url))
         set(larder_easy_setopt_ptr(easy, CURLOPT_PRIVATE, me))
+        set(larder_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, me))
+        set(larder_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, me))
+
+        var list: UnsafeMutablePointer<curl_slist>?
+        var hasAccept = false
+        for field in request.headers {
+            if field.name.isField("accept") { hasAccept = true }
+            list = Self.append(field.name, field.value, to: list)
+        }
+        // Suppress fields curl would invent: the client did not send them.
+        if !hasAccept { list = curl_slist_append(list, "Accept:") }
+        list = curl_slist_append(list, "Expect:")
+
+        // HTTPGET also clears UPLOAD and NOBODY left by an earlier transfer.
+        set(larder_easy_setopt_long(easy, CURLOPT_HTTPGET, 1))
+        set(larder_easy_setopt_ptr(easy, CURLOPT_CUSTOMREQUEST, nil))
+        set(larder_easy_setopt_off(easy, CURLOPT_INFILESIZE_LARGE, -1))
+        switch request.body {
+        case .none:
+            switch request.method {
+            case "GET": break
+            case "HEAD": set(larder_easy_setopt_long(easy, CURLOPT_NOBODY, 1))
+            default: set(larder_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, request.method))
+            }
+            if request.method != "GET" && request.method != "HEAD" {
+                // A bodiless POST/PUT still says so, as the client did.
+                if request.method == "POST" || request.method == "PUT" || request.method == "PATCH" {
+                    list = curl_slist_append(list, "Content-Length: 0")
+                }
+            }
+        case .streamed(let length):
+            set(larder_easy_setopt_long(easy, CURLOPT_UPLOAD, 1))
+            set(larder_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, request.method))
+            set(larder_easy_setopt_off(easy, CURLOPT_INFILESIZE_LARGE, curl_off_t(length ?? -1)))
+            set(larder_easy_setopt_datacb(easy, CURLOPT_READFUNCTION, curlReadFunction))
+            set(larder_easy_setopt_ptr(easy, CURLOPT_READDATA, me))
+        }
+        headerList = list
+        set(larder_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list))
+        return result
+    }
+
+    /// "name: value" appended to a curl header list, assembled in place
+    /// (curl copies it) rather than through string interpolation.
+    private static func append(_ name: String, _ value: String, to list: UnsafeMutablePointer<curl_slist>?)
+        -> UnsafeMutablePointer<curl_slist>? {
+        var name = name, value = value
+        return name.withUTF8 { n in
+            value.withUTF8 { v in
+                withUnsafeTemporaryAllocation(of: CChar.self, capacity: n.count + v.count + 3) { line in
+                    let raw = UnsafeMutableRawPointer(line.baseAddress!)
+                    if n.count > 0 { raw.copyMemory(from: n.baseAddress!, byteCount: n.count) }
+                    line[n.count] = 0x3A  // ':'
+                    line[n.count + 1] = 0x20
+                    if v.count > 0 { (raw + n.count + 2).copyMemory(from: v.baseAddress!, byteCount: v.count) }
+                    line[n.count + v.count + 2] = 0
+                    return curl_slist_append(list, line.baseAddress!)
+                }
+            }
+        }
+    }
+
+    /// The options every transfer on a client's handles shares.
+    private static func configureHandle(_ easy: UnsafeMutableRawPointer, client: UpstreamClient) -> CURLcode {
+        let s = client.settings
+        var result = CURLE_OK
+        func set(_ code: CURLcode) { if result == CURLE_OK && code != CURLE_OK { result = code } }
         set(larder_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1))
         set(larder_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, LARDER_CURL_HTTP_VERSION_2TLS))
         set(larder_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1))
@@ -126,48 +196,27 @@ public final class UpstreamTransfer {
         set(larder_easy_setopt_ptr(easy, CURLOPT_CLOSESOCKETDATA, clientPointer))
 
         set(larder_easy_setopt_datacb(easy, CURLOPT_HEADERFUNCTION, curlHeaderFunction))
-        set(larder_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, me))
         set(larder_easy_setopt_datacb(easy, CURLOPT_WRITEFUNCTION, curlWriteFunction))
-        set(larder_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, me))
-
-        var list: UnsafeMutablePointer<curl_slist>?
-        var hasAccept = false
-        for field in request.headers {
-            if field.name == "accept" { hasAccept = true }
-            list = curl_slist_append(list, "\(field.name): \(field.value)")
-        }
-        // Suppress fields curl would invent: the client did not send them.
-        if !hasAccept { list = curl_slist_append(list, "Accept:") }
-        list = curl_slist_append(list, "Expect:")
-
-        switch request.body {
-        case .none:
-            switch request.method {
-            case "GET": set(larder_easy_setopt_long(easy, CURLOPT_HTTPGET, 1))
-            case "HEAD": set(larder_easy_setopt_long(easy, CURLOPT_NOBODY, 1))
-            default: set(larder_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, request.method))
-            }
-            if request.method != "GET" && request.method != "HEAD" {
-                // A bodiless POST/PUT still says so, as the client did.
-                if request.method == "POST" || request.method == "PUT" || request.method == "PATCH" {
-                    list = curl_slist_append(list, "Content-Length: 0")
-                }
-            }
-        case .streamed(let length):
-            set(larder_easy_setopt_long(easy, CURLOPT_UPLOAD, 1))
-            set(larder_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, request.method))
-            set(larder_easy_setopt_off(easy, CURLOPT_INFILESIZE_LARGE, curl_off_t(length ?? -1)))
-            set(larder_easy_setopt_datacb(easy, CURLOPT_READFUNCTION, curlReadFunction))
-            set(larder_easy_setopt_ptr(easy, CURLOPT_READDATA, me))
-        }
-        headerList = list
-        set(larder_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list))
         return result
     }
 
+    /// The handle goes back to the pool: nothing of this transfer stays
+    /// reachable from its options (the header list is freed next).
+    func clearRequestOptions() {
+        guard let easy else { return }
+        _ = larder_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, nil)
+        _ = larder_easy_setopt_ptr(easy, CURLOPT_PRIVATE, nil)
+        _ = larder_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, nil)
+        _ = larder_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, nil)
+        _ = larder_easy_setopt_ptr(easy, CURLOPT_READDATA, nil)
+    }
+
     func armResponseTimer() {
-        responseTimer = client.loop.schedule(after: UInt64(client.settings.responseTimeoutMilliseconds)) { [weak self] in
-            guard let self, !self.headDelivered, !self.completed else { return }
+        // Holds the transfer (no weak reference: that would give every
+        // transfer a side table) until it fires or is cancelled, which
+        // happens when the head arrives or the transfer ends.
+        responseTimer = client.loop.schedule(after: UInt64(client.settings.responseTimeoutMilliseconds)) { [self] in
+            guard !self.headDelivered, !self.completed else { return }
             let delegate = self.delegate
             self.completed = true
             self.client.detach(self)

@@ -33,6 +33,38 @@ final class UpstreamRobustnessTests: ProxyTestCase {
         XCTAssertEqual(try origin.count("/pool-next-4"), 1)
     }
 
+    /// Upstream handles are pooled and keep the options all transfers share:
+    /// on one connection (one worker, the same handle each time) every
+    /// request still goes with its own method, body and fields.
+    func testAPooledHandleCarriesNothingFromOneRequestToTheNext() throws {
+        let c = try larder.client()
+        let steps: [(method: String, body: String?, field: String?)] = [
+            ("POST", "abc", "X-First: 1"), ("GET", nil, nil), ("HEAD", nil, nil), ("PUT", "hello", nil), ("DELETE", nil, nil),
+            ("GET", nil, "X-Last: 2"), ("OPTIONS", nil, nil), ("PATCH", "x", nil), ("GET", nil, nil),
+        ]
+        for (i, step) in steps.enumerated() {
+            let target = "/pooled-\(i)"
+            let field = step.field.map { $0 + "\r\n" } ?? ""
+            if let body = step.body {
+                try c.send("\(step.method) \(target) HTTP/1.1\r\nHost: t\r\n\(field)Content-Length: \(body.utf8.count)\r\n\r\n\(body)")
+            } else {
+                try c.send("\(step.method) \(target) HTTP/1.1\r\nHost: t\r\n\(field)\r\n")
+            }
+            let r = try c.readResponse(method: step.method)
+            XCTAssertEqual(r.status, 200, "\(step)")
+            if step.method == "GET" { XCTAssertFalse(r.body.isEmpty, "\(step)") }
+            let seen = try origin.lastRequest(target)
+            XCTAssertEqual(seen["method"] as? String, step.method, "\(step)")
+            XCTAssertEqual(seen["body_length"] as? Int, step.body?.utf8.count ?? 0, "\(step)")
+            let names = (seen["headers"] as? [[String]] ?? []).map { $0[0] }
+            XCTAssertEqual(names.contains("x-first"), step.field == "X-First: 1", "\(step): \(names)")
+            XCTAssertEqual(names.contains("x-last"), step.field == "X-Last: 2", "\(step): \(names)")
+            if step.body == nil && step.method != "POST" && step.method != "PUT" && step.method != "PATCH" {
+                XCTAssertFalse(names.contains("content-length") || names.contains("transfer-encoding"), "\(step): \(names)")
+            }
+        }
+    }
+
     /// A reverse proxy talks to its upstream directly: proxy variables in
     /// its environment (a shell's http_proxy) are not followed.
     func testProxyEnvironmentVariablesAreIgnored() throws {
