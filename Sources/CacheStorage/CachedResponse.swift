@@ -73,9 +73,11 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
                             body: UnsafeRawBufferPointer, bodyFile: FileBody? = nil,
                             otherFields: [(name: String, value: String)] = [],
                             timing: ResponseTiming, lifetime: Int, cacheControl: CacheControl,
-                            varyNames: [String], varyValues: [String?], tags: [String] = []) -> CachedResponse {
-        let hasValidator = HeadFields.contains("etag", or: "last-modified", in: headPrefix)
-            || otherFields.contains { $0.name == "etag" || $0.name == "last-modified" }
+                            varyNames: [String], varyValues: [String?], tags: [String] = [],
+                            hasValidator known: Bool? = nil) -> CachedResponse {
+        // Callers that have the fields at hand say; otherwise the head is scanned.
+        let hasValidator = known ?? (HeadFields.contains("etag", or: "last-modified", in: headPrefix)
+            || otherFields.contains { $0.name == "etag" || $0.name == "last-modified" })
         let plain = bodyFile == nil && otherFields.isEmpty && varyNames.isEmpty && tags.isEmpty
         var key = key
         let parts = Parts(timing: timing, bodyCount: body.count, lifetime: clamped(lifetime),

@@ -46,19 +46,21 @@ public enum ResponseSerializer {
             value.withUTF8 { v in
                 let total = n.count + v.count + 4
                 withUnsafeTemporaryAllocation(of: UInt8.self, capacity: total) { buffer in
-                    var upper = true
-                    for i in 0..<n.count {
-                        let b = n[i]
-                        buffer[i] = upper && b >= 0x61 && b <= 0x7A ? b &- 32 : b
-                        upper = b == 0x2D
+                    // Raw pointers: this loop runs for every byte of every field name.
+                    let to = buffer.baseAddress!
+                    if let from = n.baseAddress {
+                        var upper = true
+                        for i in 0..<n.count {
+                            let b = from[i]
+                            to[i] = upper && b &- 0x61 < 26 ? b &- 32 : b
+                            upper = b == 0x2D
+                        }
                     }
-                    buffer[n.count] = UInt8(ascii: ":")
-                    buffer[n.count + 1] = SP
-                    if v.count > 0 {
-                        UnsafeMutableRawPointer(buffer.baseAddress! + n.count + 2).copyMemory(from: v.baseAddress!, byteCount: v.count)
-                    }
-                    buffer[total - 2] = CR
-                    buffer[total - 1] = LF
+                    to[n.count] = UInt8(ascii: ":")
+                    to[n.count + 1] = SP
+                    if let value = v.baseAddress { (to + n.count + 2).update(from: value, count: v.count) }
+                    to[total - 2] = CR
+                    to[total - 1] = LF
                     out.append(contentsOf: UnsafeBufferPointer(buffer))
                 }
             }

@@ -92,7 +92,8 @@ final class Exchange: UpstreamTransferDelegate {
 
     private var keepAlive: Bool { request.keepAlive && !worker.draining }
     /// The `[[route]]` this request falls under, if any.
-    private lazy var route: Route? = worker.configuration.routes.match(key, method: request.method == "HEAD" ? "GET" : request.method)
+    private lazy var route: Route? = worker.configuration.routes.isEmpty ? nil
+        : worker.configuration.routes.match(key, method: request.method == "HEAD" ? "GET" : request.method)
     private var toDisk: Bool { route?.disk ?? true }
     private var shared: Bool { worker.configuration.sharedCache }
     private var builder: StoredResponseBuilder { worker.builder }

@@ -74,6 +74,7 @@ public struct Route: Sendable, Equatable {
 /// The configured routes; `match` picks the longest prefix that applies.
 public struct RouteTable: Sendable, Equatable, TierLifetimes {
     public private(set) var routes: [Route]
+    public var isEmpty: Bool { routes.isEmpty }
 
     public init(_ routes: [Route] = []) {
         // Longest prefix first, so the first match is the most specific.

@@ -163,9 +163,10 @@ struct StoredResponseBuilder: Sendable {
         // Fields kept for Larder only (targeted cache-control): stored beside
         // the head, never sent. Framing and per-request fields are rebuilt.
         var otherFields: [(name: String, value: String)] = []
-        var hasDate = false
+        var hasDate = false, hasValidator = false
         for field in kept where !Self.isPerRequest(field.name) {
             if field.name.isField("date") { hasDate = true }
+            if field.name.isField("etag") || field.name.isField("last-modified") { hasValidator = true }
             if isHidden(field.name) { otherFields.append(field) } else { ResponseSerializer.appendField(field.name, field.value, to: &prefix) }
         }
         if !hasDate {
@@ -180,7 +181,8 @@ struct StoredResponseBuilder: Sendable {
         return prefix.withUnsafeBytes { head in
             CachedResponse.make(key: key, status: status, headPrefix: head, body: body, bodyFile: bodyFile,
                                 otherFields: otherFields, timing: timing, lifetime: lifetime ?? 0, cacheControl: cc,
-                                varyNames: names, varyValues: names.map { Vary.normalize(request($0), field: $0) }, tags: tags)
+                                varyNames: names, varyValues: names.map { Vary.normalize(request($0), field: $0) }, tags: tags,
+                                hasValidator: hasValidator)
         }
     }
 
