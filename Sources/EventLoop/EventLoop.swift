@@ -36,10 +36,10 @@ public struct TimerID: Hashable, Sendable {
 /// `execute` and `wake` must be called on the loop's own thread.
 public final class EventLoop {
     private let raw: OpaquePointer
-    private var nextToken: UInt64 = 1
-    private var ioHandlers: [UInt64: IOHandler] = [:]
-    private var fdTokens: [Int32: UInt64] = [:]
-    private var timers: [UInt64: () -> Void] = [:]
+    private var ioHandlers = SlotTable<IOHandler>()
+    /// The token of each watched fd, indexed by fd (0: not watched).
+    private var fdTokens: [UInt64] = []
+    private var timers = SlotTable<() -> Void>()
     private var running = false
     private var events: UnsafeMutablePointer<el_event>
     private let eventsCapacity = 512
@@ -61,46 +61,48 @@ public final class EventLoop {
 
     /// Registers `fd` (or changes its interest) with `handler`.
     public func watch(_ fd: Int32, _ interest: IOEvents, _ handler: IOHandler) throws(SystemError) {
+        guard fd >= 0 else { throw SystemError(errno: EBADF, operation: "epoll_ctl(\(fd))") }
+        if Int(fd) >= fdTokens.count { fdTokens.append(contentsOf: repeatElement(0, count: Int(fd) + 1 - fdTokens.count)) }
         let token: UInt64
-        if let existing = fdTokens[fd] {
-            token = existing
+        if fdTokens[Int(fd)] != 0 && ioHandlers.replace(fdTokens[Int(fd)], with: handler) {
+            token = fdTokens[Int(fd)]
         } else {
-            token = nextToken
-            nextToken += 1
-            fdTokens[fd] = token
+            token = ioHandlers.insert(handler)
+            fdTokens[Int(fd)] = token
         }
-        ioHandlers[token] = handler
         _ = try check(Int(el_watch(raw, fd, interest.rawValue, token)), "epoll_ctl(\(fd))")
     }
 
     /// Changes the interest set of an fd that is already watched.
     public func setInterest(_ fd: Int32, _ interest: IOEvents) {
-        guard let token = fdTokens[fd] else { return }
-        _ = el_watch(raw, fd, interest.rawValue, token)
+        guard fd >= 0, Int(fd) < fdTokens.count, fdTokens[Int(fd)] != 0 else { return }
+        _ = el_watch(raw, fd, interest.rawValue, fdTokens[Int(fd)])
     }
 
     /// Stops watching `fd`; pending events for it in this batch are dropped.
     public func unwatch(_ fd: Int32) {
-        guard let token = fdTokens.removeValue(forKey: fd) else { return }
-        ioHandlers[token] = nil
+        guard fd >= 0, Int(fd) < fdTokens.count, fdTokens[Int(fd)] != 0 else { return }
+        ioHandlers.remove(fdTokens[Int(fd)])
+        fdTokens[Int(fd)] = 0
         _ = el_unwatch(raw, fd)
     }
 
     /// Runs `action` once after `milliseconds` on the monotonic clock.
     @discardableResult
     public func schedule(after milliseconds: UInt64, _ action: @escaping () -> Void) -> TimerID {
-        let token = nextToken
-        nextToken += 1
+        let token = timers.insert(action)
         let id = el_timer_start(raw, milliseconds, token)
-        guard id != 0 else { return .none }  // out of memory: the timer is lost, as malloc failure elsewhere
-        timers[token] = action
+        guard id != 0 else {  // out of memory: the timer is lost, as malloc failure elsewhere
+            timers.remove(token)
+            return .none
+        }
         return TimerID(raw: id, token: token)
     }
 
     public func cancel(_ timer: TimerID) {
         guard timer.raw != 0 else { return }
         el_timer_cancel(raw, timer.raw)
-        timers[timer.token] = nil
+        timers.remove(timer.token)
     }
 
     /// Queues `work` to run on the loop's thread. Safe from any thread.
@@ -137,7 +139,7 @@ public final class EventLoop {
                 // A handler removed earlier in this batch has no entry: stale event.
                 ioHandlers[event.token]?.ready(IOEvents(rawValue: event.events))
             case UInt32(EL_KIND_TIMER):
-                timers.removeValue(forKey: event.token)?()
+                timers.remove(event.token)?()
             default:
                 drainQueue()
             }

@@ -53,6 +53,58 @@ final class EventLoopTests: XCTestCase {
         XCTAssertEqual(reader.seen, [])
     }
 
+    func testSlotTableTokensStopWorkingOnceRemovedEvenWhenTheSlotIsReused() {
+        var table = SlotTable<String>()
+        let a = table.insert("a"), b = table.insert("b")
+        XCTAssertNotEqual(a, 0)
+        XCTAssertEqual(table[a], "a")
+        XCTAssertEqual(table[b], "b")
+        XCTAssertEqual(table.remove(a), "a")
+        XCTAssertNil(table[a])
+        XCTAssertNil(table.remove(a))
+        let c = table.insert("c")  // reuses a's slot
+        XCTAssertNotEqual(c, a)
+        XCTAssertEqual(c & 0xFFFF_FFFF, a & 0xFFFF_FFFF)
+        XCTAssertNil(table[a], "a stale token does not reach the slot's new value")
+        XCTAssertFalse(table.replace(a, with: "x"))
+        XCTAssertTrue(table.replace(c, with: "c2"))
+        XCTAssertEqual(table[c], "c2")
+        XCTAssertNil(table[0])
+        XCTAssertNil(table[UInt64.max])
+        XCTAssertEqual(table.count, 2)
+        // Many reuses of one slot: every token differs, none is 0.
+        var seen: Set<UInt64> = [b, c]
+        table.remove(c)
+        for _ in 0..<1000 {
+            let t = table.insert("t")
+            XCTAssertNotEqual(t, 0)
+            XCTAssertTrue(seen.insert(t).inserted)
+            table.remove(t)
+        }
+    }
+
+    /// An fd unwatched and watched again with another handler (as when its
+    /// number is reused): events reach the new handler only.
+    func testAReusedFdNumberGetsANewRegistration() throws {
+        let loop = try EventLoop()
+        final class Handler: IOHandler {
+            var calls = 0
+            func ready(_ events: IOEvents) { calls += 1 }
+        }
+        var fds: [Int32] = [0, 0]
+        XCTAssertEqual(pipe(&fds), 0)
+        defer { close(fds[0]); close(fds[1]) }
+        let first = Handler(), second = Handler()
+        try loop.watch(fds[0], .read, first)
+        loop.unwatch(fds[0])
+        try loop.watch(fds[0], .read, second)
+        XCTAssertEqual(write(fds[1], "x", 1), 1)
+        loop.runOnce(maxWaitMilliseconds: 1000)
+        XCTAssertEqual(first.calls, 0)
+        XCTAssertEqual(second.calls, 1)
+        loop.unwatch(fds[0])
+    }
+
     func testListenOnPortZeroReportsThePort() throws {
         let first = try Socket.listen(host: "127.0.0.1", port: 0, reusePort: true)
         defer { Socket.close(first.fd) }
