@@ -39,7 +39,13 @@ public final class EventLoop {
     private var ioHandlers = SlotTable<IOHandler>()
     /// The token of each watched fd, indexed by fd (0: not watched).
     private var fdTokens: [UInt64] = []
-    private var timers = SlotTable<() -> Void>()
+    /// A closure wrapped in a struct: stored in a generic container as is,
+    /// where a bare function value would be re-abstracted (a thunk, thus an
+    /// allocation, for every timer).
+    private struct Action {
+        let run: () -> Void
+    }
+    private var timers = SlotTable<Action>()
     private var running = false
     private var events: UnsafeMutablePointer<el_event>
     private let eventsCapacity = 512
@@ -90,7 +96,7 @@ public final class EventLoop {
     /// Runs `action` once after `milliseconds` on the monotonic clock.
     @discardableResult
     public func schedule(after milliseconds: UInt64, _ action: @escaping () -> Void) -> TimerID {
-        let token = timers.insert(action)
+        let token = timers.insert(Action(run: action))
         let id = el_timer_start(raw, milliseconds, token)
         guard id != 0 else {  // out of memory: the timer is lost, as malloc failure elsewhere
             timers.remove(token)
@@ -139,7 +145,7 @@ public final class EventLoop {
                 // A handler removed earlier in this batch has no entry: stale event.
                 ioHandlers[event.token]?.ready(IOEvents(rawValue: event.events))
             case UInt32(EL_KIND_TIMER):
-                timers.remove(event.token)?()
+                timers.remove(event.token)?.run()
             default:
                 drainQueue()
             }

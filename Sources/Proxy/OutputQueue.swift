@@ -77,8 +77,15 @@ struct OutputQueue {
     /// Writes as much as the socket takes. Returns false when it would block
     /// with bytes left; throws on a socket error.
     mutating func flush(to fd: Int32) throws(SystemError) -> Bool {
-        let maxIov = 64
-        var iov = [iovec](repeating: iovec(), count: maxIov)
+        guard head < segments.count else { return true }
+        // The iovec array lives on the stack: a heap array here cost a 1 KiB
+        // allocation on every flush, that is, on every request.
+        return try withUnsafeTemporaryAllocation(of: iovec.self, capacity: 64) { (iov) throws(SystemError) -> Bool in
+            try flush(to: fd, using: iov)
+        }
+    }
+
+    private mutating func flush(to fd: Int32, using iov: UnsafeMutableBufferPointer<iovec>) throws(SystemError) -> Bool {
         while head < segments.count {
             let written: Int?
             if case .file(let file) = segments[head].source {
@@ -89,15 +96,13 @@ struct OutputQueue {
                 // Gather memory segments up to the next file segment.
                 var n = 0
                 var i = head
-                while i < segments.count && n < maxIov, let base = segments[i].source.base {
+                while i < segments.count && n < iov.count, let base = segments[i].source.base {
                     let s = segments[i]
                     iov[n] = iovec(iov_base: UnsafeMutableRawPointer(mutating: base + s.offset), iov_len: s.end - s.offset)
                     n += 1
                     i += 1
                 }
-                written = try iov.withUnsafeBufferPointer { (p) throws(SystemError) -> Int? in
-                    try Socket.writev(fd, p.baseAddress!, count: Int32(n))
-                }
+                written = try Socket.writev(fd, iov.baseAddress!, count: Int32(n))
             }
             guard var remaining = written else { return false }
             pendingBytes -= remaining
@@ -111,7 +116,10 @@ struct OutputQueue {
                     remaining = 0
                 }
             }
-            if head == segments.count || head > 64 {
+            if head == segments.count {
+                segments.removeAll(keepingCapacity: true)
+                head = 0
+            } else if head > 64 {
                 segments.removeFirst(head)
                 head = 0
             }
