@@ -3,35 +3,36 @@ import Glibc
 #endif
 
 /// An immutable block of bytes at a stable address, so that `writev` can
-/// point straight into stored responses without copying them per hit.
-public final class Bytes: @unchecked Sendable {
-    public let pointer: UnsafeRawPointer
-    public let count: Int
+/// point straight into them (body pieces shared by collapsed requests,
+/// response heads). One allocation: the bytes follow the object's header.
+public struct Bytes: @unchecked Sendable {
+    /// The standard library's tail-allocating class; the struct around it
+    /// is what is Sendable (the bytes never change after `init`).
+    private final class Storage: ManagedBuffer<Int, UInt8> {}
+
+    private let storage: Storage
 
     public init(_ source: UnsafeRawBufferPointer) {
-        let storage = UnsafeMutableRawPointer.allocate(byteCount: max(source.count, 1), alignment: 16)
-        if source.count > 0 { storage.copyMemory(from: source.baseAddress!, byteCount: source.count) }
-        pointer = UnsafeRawPointer(storage)
-        count = source.count
+        storage = unsafeDowncast(Storage.create(minimumCapacity: source.count) { _ in source.count }, to: Storage.self)
+        if source.count > 0 {
+            storage.withUnsafeMutablePointerToElements { $0.update(from: source.bindMemory(to: UInt8.self).baseAddress!, count: source.count) }
+        }
     }
 
-    public convenience init(_ array: [UInt8]) {
-        self.init(array.withUnsafeBytes { UnsafeRawBufferPointer($0) })
+    public init(_ array: [UInt8]) {
+        self = array.withUnsafeBytes { Bytes($0) }
     }
 
-    /// Takes ownership of memory allocated with `UnsafeMutableRawPointer.allocate`.
-    public init(adopting storage: UnsafeMutableRawPointer, count: Int) {
-        pointer = UnsafeRawPointer(storage)
-        self.count = count
-    }
+    public var count: Int { storage.header }
 
-    deinit { UnsafeMutableRawPointer(mutating: pointer).deallocate() }
+    /// Valid as long as this value (or a copy) exists.
+    public var pointer: UnsafeRawPointer { storage.withUnsafeMutablePointerToElements { UnsafeRawPointer($0) } }
 
     public var buffer: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: pointer, count: count) }
 }
 
-/// A growable byte accumulator that hands its memory over to `Bytes` without
-/// a final copy; used to collect a response body while it streams through.
+/// A growable byte accumulator: collects a response body while it streams
+/// through (the stored entry copies it into its own block once complete).
 public struct ByteAccumulator {
     private var storage: UnsafeMutableRawPointer?
     private var capacity = 0
@@ -61,20 +62,6 @@ public struct ByteAccumulator {
 
     /// The bytes so far (valid until the next change).
     public var buffer: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: storage, count: count) }
-
-    /// Moves the bytes into an immutable `Bytes`; the accumulator is empty
-    /// after. Spare capacity is given back first: a stored body costs its
-    /// size, not the 4 KiB minimum or the doubling slack of its growth.
-    public mutating func take() -> Bytes {
-        defer { storage = nil; capacity = 0; count = 0 }
-        guard var storage else { return Bytes([]) }
-        if capacity - count > 64, count > 0, let shrunk = realloc(storage, count) {
-            // `allocate` with 16-byte alignment is malloc on Linux, so
-            // realloc is its companion (and `deallocate` frees it).
-            storage = shrunk
-        }
-        return Bytes(adopting: storage, count: count)
-    }
 
     /// Frees the memory (when a body turns out too large to store).
     public mutating func discard() {

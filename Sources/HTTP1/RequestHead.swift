@@ -38,6 +38,12 @@ public struct RequestHead: Equatable, Sendable {
 
     /// All values of a header, comma-joined as RFC 9110 section 5.3 allows.
     public func combinedHeader(_ lowercasedName: String) -> String? {
+        Self.combined(lowercasedName, in: headers)
+    }
+
+    /// The same over a field list (a closure that captures only the list
+    /// needs no allocated context).
+    public static func combined(_ lowercasedName: String, in headers: [HeaderField]) -> String? {
         var result: String?
         for field in headers where field.name.isField(lowercasedName) {
             result = result.map { $0 + ", " + field.value } ?? field.value

@@ -8,7 +8,9 @@ enum CacheStatus {
     }
 
     static func hit(ttl: Int) -> [UInt8] {
-        var out = Array("Cache-Status: larder; hit; ttl=".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(48)  // room for the digits: one allocation per hit, not two
+        out.append(contentsOf: "Cache-Status: larder; hit; ttl=".utf8)
         ResponseSerializer.appendDecimal(ttl, to: &out)
         out.append(contentsOf: [0x0D, 0x0A])
         return out

@@ -123,7 +123,9 @@ final class Exchange: UpstreamTransferDelegate {
         }
         let requestCC = CacheControl(request.combinedHeader("cache-control"))
         let pragma = request.combinedHeader("pragma")?.lowercased().contains("no-cache") ?? false
-        let facts = RequestFacts(cacheControl: requestCC, pragmaNoCache: pragma) { [request] in request.combinedHeader($0) }
+        let facts = RequestFacts(cacheControl: requestCC, pragmaNoCache: pragma) { [headers = request.headers] in
+            RequestHead.combined($0, in: headers)
+        }
         let now = EventLoop.wallSeconds()
         variants = worker.store.lookup(key)
         var candidate: CachedResponse?
@@ -237,17 +239,16 @@ final class Exchange: UpstreamTransferDelegate {
         if worker.accessLog != nil {
             noteAnswer(entry.status, cache: cacheStatus, bodyBytes: request.method == "HEAD" ? 0 : entry.bodyLength)
         }
-        var tail: [UInt8] = []
-        tail.reserveCapacity(128)
-        tail.append(contentsOf: "Age: ".utf8)
-        ResponseSerializer.appendDecimal(age, to: &tail)
-        tail.append(contentsOf: [0x0D, 0x0A])
-        tail.append(contentsOf: cacheStatus)
-        appendConnectionField(to: &tail)
-        tail.append(contentsOf: [0x0D, 0x0A])
+        worker.headScratch.removeAll(keepingCapacity: true)
+        worker.headScratch.append(contentsOf: "Age: ".utf8)
+        ResponseSerializer.appendDecimal(age, to: &worker.headScratch)
+        worker.headScratch.append(contentsOf: [0x0D, 0x0A])
+        worker.headScratch.append(contentsOf: cacheStatus)
+        appendConnectionField(to: &worker.headScratch)
+        worker.headScratch.append(contentsOf: [0x0D, 0x0A])
         let headLength = entry.headLength
         connection.enqueue(entry, from: 0, to: headLength)
-        connection.enqueue(tail)
+        worker.headScratch.withUnsafeBytes { connection.enqueue(copying: $0) }
         if let file, let bodyFile = entry.bodyFile {
             connection.enqueue(file: file, from: bodyFile.offset, to: bodyFile.offset + bodyFile.length)
         } else if request.method != "HEAD" {

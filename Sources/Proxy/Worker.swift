@@ -27,6 +27,9 @@ public final class Worker: IOHandler {
     /// Read buffer shared by this worker's connections (one thread, one at a
     /// time; exclusivity checks off: see `ClientConnection.input`).
     @exclusivity(unchecked) var scratch = [UInt8](repeating: 0, count: 64 * 1024)
+    /// Where a hit's last head fields are assembled before being copied to
+    /// the connection's queue (no array allocated per hit).
+    @exclusivity(unchecked) var headScratch: [UInt8] = { var a: [UInt8] = []; a.reserveCapacity(256); return a }()
     var dateHeader = DateHeader()
     private(set) var builder: StoredResponseBuilder
     private var listener: Int32

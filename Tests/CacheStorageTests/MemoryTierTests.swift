@@ -136,34 +136,30 @@ final class MemoryTierTests: XCTestCase {
     }
 }
 
-/// glibc's malloc_usable_size (in <malloc.h>, which the Glibc module leaves out).
-@_silgen_name("malloc_usable_size") private func mallocUsableSize(_ pointer: UnsafeMutableRawPointer?) -> Int
-
 final class ByteAccumulatorTests: XCTestCase {
-    /// A stored body costs its size: no 4 KiB minimum, no growth slack.
-    func testTakeGivesBackSpareCapacity() {
-        var small = ByteAccumulator()
-        let sixteen = Array("0123456789abcdef".utf8)
-        sixteen.withUnsafeBytes { small.append($0) }
-        let body = small.take()
-        XCTAssertEqual(Array(body.buffer), sixteen)
-        XCTAssertLessThan(mallocUsableSize(UnsafeMutableRawPointer(mutating: body.pointer)), 64)
-
+    func testAccumulatesAcrossGrowthAndAfterAReserve() {
         var grown = ByteAccumulator()
-        let piece = [UInt8](repeating: 7, count: 5000)
-        for _ in 0..<3 { piece.withUnsafeBytes { grown.append($0) } }  // grows to 20,000 capacity
-        let large = grown.take()
-        XCTAssertEqual(large.count, 15000)
-        XCTAssertLessThan(mallocUsableSize(UnsafeMutableRawPointer(mutating: large.pointer)), 15000 + 64)
-    }
+        let piece = (0..<5000).map { UInt8(truncatingIfNeeded: $0) }
+        for _ in 0..<3 { piece.withUnsafeBytes { grown.append($0) } }  // grows past its first 4 KiB
+        XCTAssertEqual(Array(grown.buffer), piece + piece + piece)
+        grown.discard()
+        XCTAssertEqual(grown.count, 0)
 
-    func testReserveHoldsAKnownLengthExactly() {
         var exact = ByteAccumulator()
         exact.reserve(3000)
-        let piece = [UInt8](repeating: 1, count: 1000)
-        for _ in 0..<3 { piece.withUnsafeBytes { exact.append($0) } }
-        let body = exact.take()
-        XCTAssertEqual(body.count, 3000)
-        XCTAssertLessThan(mallocUsableSize(UnsafeMutableRawPointer(mutating: body.pointer)), 3000 + 64)
+        for _ in 0..<3 { piece[0..<1000].withUnsafeBytes { exact.append($0) } }
+        XCTAssertEqual(Array(exact.buffer), Array(piece[0..<1000]) + Array(piece[0..<1000]) + Array(piece[0..<1000]))
+        exact.discard()
+    }
+
+    func testBytesKeepTheirContentsAtAStableAddress() {
+        let source = (0..<100).map { UInt8($0) }
+        let bytes = Bytes(source)
+        let copy = bytes
+        XCTAssertEqual(bytes.count, 100)
+        XCTAssertEqual(Array(bytes.buffer), source)
+        XCTAssertEqual(copy.pointer, bytes.pointer)
+        XCTAssertEqual(Bytes([]).count, 0)
+        XCTAssertEqual(Array(Bytes([]).buffer), [])
     }
 }
