@@ -29,6 +29,8 @@ public final class Collapser: Sendable {
     }
 
     private struct Entry {
+        /// Just inserted by `lead`: its caller leads.
+        var isNew = false
         var waiters: [Waiter] = []
         var shared: SharedFetch?
         var offer: Offer?
@@ -62,18 +64,20 @@ public final class Collapser: Sendable {
     /// callers lead, and need none).
     func lead(_ key: String, loop: EventLoop, wake: @autoclosure () -> (SharedFetch?) -> Void) -> Role {
         var offer: Offer?
-        let role = inFlight.withLock { table -> Role in
-            guard let index = table.index(forKey: key) else {
-                table[key] = Entry()
+        // One hash lookup: the entry is inserted (new) or found, and changed in place.
+        func join(_ entry: inout Entry) -> Role {
+            if entry.isNew {
+                entry.isNew = false
                 return .leader
             }
-            if let shared = table.values[index].shared, shared.isJoinable { return .following(shared) }
-            table.values[index].waiters.append(Waiter(loop: loop, wake: wake()))
+            if let shared = entry.shared, shared.isJoinable { return .following(shared) }
+            entry.waiters.append(Waiter(loop: loop, wake: wake()))
             // The first waiter takes up the leader's offer to share.
-            offer = table.values[index].offer
-            table.values[index].offer = nil
+            offer = entry.offer
+            entry.offer = nil
             return .waiting
         }
+        let role = inFlight.withLock { table in join(&table[key, default: Entry(isNew: true)]) }
         if let offer { offer.loop.execute(offer.share) }
         return role
     }
