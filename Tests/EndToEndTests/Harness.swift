@@ -28,6 +28,8 @@ enum Paths {
 /// A child process whose output is collected, stopped by PID on teardown.
 final class ChildProcess {
     let process = Process()
+    private let out = Pipe(), err = Pipe()
+    private var pipesClosed = false
     private let lock = NSCondition()
     private var stdoutText = ""
     private var stderrText = ""
@@ -39,7 +41,6 @@ final class ChildProcess {
         if !environment.isEmpty {
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
         }
-        let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err
         process.standardInput = FileHandle.nullDevice
@@ -88,13 +89,44 @@ final class ChildProcess {
         return process.isRunning ? nil : process.terminationStatus
     }
 
-    /// SIGTERM, then SIGKILL if it does not exit in time.
+    /// SIGTERM, then SIGKILL if it does not exit in time; then the rest of
+    /// its output is collected and the pipes closed.
     func stop() {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGTERM)
-        if waitForExit(timeout: 12) == nil {
-            kill(process.processIdentifier, SIGKILL)
-            _ = waitForExit(timeout: 5)
+        if process.isRunning {
+            kill(process.processIdentifier, SIGTERM)
+            if waitForExit(timeout: 12) == nil {
+                kill(process.processIdentifier, SIGKILL)
+                _ = waitForExit(timeout: 5)
+            }
+        }
+        closePipes()
+    }
+
+    /// XCTest keeps every test case (and so this object) until the run
+    /// ends: without this each stopped child would leave its pipes open, a
+    /// thousand descriptors by the end of the suite.
+    private func closePipes() {
+        guard !process.isRunning else { return }
+        lock.lock()
+        if pipesClosed { lock.unlock(); return }
+        pipesClosed = true
+        lock.unlock()
+        for (pipe, isStderr) in [(out, false), (err, true)] {
+            let handle = pipe.fileHandleForReading
+            handle.readabilityHandler = nil
+            // What the handler had not read yet, without blocking (a
+            // grandchild may still hold the write end).
+            let fd = handle.fileDescriptor
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            var rest = Data()
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if n <= 0 { break }
+                rest.append(contentsOf: chunk[0..<n])
+            }
+            append(rest, stderr: isStderr)
+            try? handle.close()
         }
     }
 }
