@@ -32,16 +32,8 @@ public enum ResponseSerializer {
     /// stack buffer and appended at once (this runs for every field of every
     /// forwarded and stored response).
     public static func appendField(_ name: String, _ value: String, to out: inout [UInt8]) {
-        if let special = specialSpelling(name) {
-            out.append(contentsOf: special.utf8)
-            out.append(UInt8(ascii: ":"))
-            out.append(SP)
-            out.append(contentsOf: value.utf8)
-            out.append(CR)
-            out.append(LF)
-            return
-        }
-        var name = name, value = value
+        let special = specialSpelling(name)
+        var name = special ?? name, value = value
         name.withUTF8 { n in
             value.withUTF8 { v in
                 let total = n.count + v.count + 4
@@ -49,11 +41,15 @@ public enum ResponseSerializer {
                     // Raw pointers: this loop runs for every byte of every field name.
                     let to = buffer.baseAddress!
                     if let from = n.baseAddress {
-                        var upper = true
-                        for i in 0..<n.count {
-                            let b = from[i]
-                            to[i] = upper && b &- 0x61 < 26 ? b &- 32 : b
-                            upper = b == 0x2D
+                        if special != nil {
+                            to.update(from: from, count: n.count)
+                        } else {
+                            var upper = true
+                            for i in 0..<n.count {
+                                let b = from[i]
+                                to[i] = upper && b &- 0x61 < 26 ? b &- 32 : b
+                                upper = b == 0x2D
+                            }
                         }
                     }
                     to[n.count] = UInt8(ascii: ":")

@@ -936,14 +936,19 @@ final class Exchange: UpstreamTransferDelegate {
     /// The leader, once its response is known storable: offer to share it
     /// with collapsed requests (published at once when some already wait).
     private func offerToShare() {
-        guard leading, broadcast == nil, let pending = store, pending.disk == nil, request.method == "GET" else { return }
+        guard canShare, request.method == "GET" else { return }
         if worker.collapser.offer(key, loop: worker.loop, share: { [weak self] in self?.shareRequested() }) { share() }
+    }
+
+    /// Still leading, not yet shared, and the body so far is in memory.
+    private var canShare: Bool {
+        guard leading, broadcast == nil, let pending = store else { return false }
+        return pending.disk == nil
     }
 
     /// A request now waits for this key (on this loop): share if still possible.
     private func shareRequested() {
-        guard leading, broadcast == nil, let pending = store, pending.disk == nil else { return }
-        share()
+        if canShare { share() }
     }
 
     /// Publishes the response with the body received so far.
