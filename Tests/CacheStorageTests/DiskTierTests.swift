@@ -69,6 +69,9 @@ final class DiskTierTests: XCTestCase {
             tier.store(record("/keep", bytes: 1000))
             tier.store(record("/corrupt", bytes: 1000))
             tier.flush(timeoutSeconds: 10)
+            // Its own start-up scan (which removes temporary files) must be
+            // over before one is planted below and the directory copied.
+            waitForIndex(tier)
         }
         // Corrupt one file and leave a temporary file as a crash would.
         let corrupt = files().first { name in
