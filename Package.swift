@@ -37,7 +37,7 @@ let package = Package(
         .target(name: "EventLoop", dependencies: ["CEventLoop"], swiftSettings: swift5),
         .target(name: "HTTP1", swiftSettings: swift5),
         .target(name: "CacheSemantics", swiftSettings: swift5),
-        .target(name: "CacheStorage", dependencies: ["CacheSemantics"], swiftSettings: swift5),
+        .target(name: "CacheStorage", dependencies: ["CacheSemantics", "HTTP1"], swiftSettings: swift5),
         .target(name: "Upstream", dependencies: ["CCurl", "EventLoop", "HTTP1"], swiftSettings: swift5),
         .target(
             name: "Proxy",
@@ -68,7 +68,7 @@ let package = Package(
         ),
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1"], swiftSettings: swift5),
         .testTarget(name: "CacheSemanticsTests", dependencies: ["CacheSemantics"], swiftSettings: swift5),
-        .testTarget(name: "CacheStorageTests", dependencies: ["CacheStorage"], swiftSettings: swift5),
+        .testTarget(name: "CacheStorageTests", dependencies: ["CacheStorage", "HTTP1"], swiftSettings: swift5),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"], swiftSettings: swift5),
         .testTarget(name: "AdminTests", dependencies: ["Admin", "CacheStorage", "Proxy"], swiftSettings: swift5),
         .testTarget(

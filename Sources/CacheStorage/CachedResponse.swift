@@ -1,4 +1,5 @@
 import CacheSemantics
+import HTTP1
 
 /// A stored response, immutable once built and shared between workers.
 ///
@@ -287,14 +288,14 @@ enum HeadFields {
             start += 1
         }
         guard spaces == 2, start < end else { return nil }
-        return String(decoding: UnsafeRawBufferPointer(rebasing: head[start..<end]), as: UTF8.self)
+        return FieldBytes.string(UnsafeRawBufferPointer(rebasing: head[start..<end]))
     }
 
     static func first(_ name: String, in head: UnsafeRawBufferPointer) -> String? {
         var found: String?
         forEach(in: head) { n, v in
             guard equals(n, name) else { return true }
-            found = String(decoding: v, as: UTF8.self)
+            found = FieldBytes.string(v)
             return false
         }
         return found
@@ -313,7 +314,7 @@ enum HeadFields {
     static func all(in head: UnsafeRawBufferPointer) -> [(name: String, value: String)] {
         var fields: [(name: String, value: String)] = []
         forEach(in: head) { n, v in
-            fields.append((String(decoding: n.map(lowercase), as: UTF8.self), String(decoding: v, as: UTF8.self)))
+            fields.append((String(decoding: n.map(lowercase), as: UTF8.self), FieldBytes.string(v)))
             return true
         }
         return fields

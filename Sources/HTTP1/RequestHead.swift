@@ -19,7 +19,8 @@ public struct HeaderField: Equatable, Sendable {
 /// A parsed request line and header section.
 public struct RequestHead: Equatable, Sendable {
     public var method: String
-    /// The target as the client sent it (origin-form, absolute-form or "*").
+    /// The target as the client sent it (origin-form, absolute-form or "*"),
+    /// with dot segments removed from its path (`DotSegments`).
     public var target: String
     /// 0 for HTTP/1.0, 1 for HTTP/1.1.
     public var minorVersion: Int

@@ -117,6 +117,8 @@ public struct RequestParser: Sendable {
             return .failure(.badRequest("unsupported request target form"))
         }
         if target == "*" && method != "OPTIONS" { return .failure(.badRequest("'*' target is only for OPTIONS")) }
+        // Routing, the cache key and the upstream all see this one path.
+        let normalized = DotSegments.normalize(target)
 
         // ---- header fields
         var headers: [HeaderField] = []
@@ -143,12 +145,12 @@ public struct RequestParser: Sendable {
             }
             guard let next = lineEnd(b, i, end) else { return .failure(.badRequest("bare CR in header section")) }
             i = next
-            headers.append(HeaderField(name: name, value: string(b, valueStart, valueEnd)))
+            headers.append(HeaderField(name: name, value: FieldBytes.string(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: b[valueStart..<valueEnd])))))
             if headers.count > limits.maxHeaderCount { return .failure(.headerFieldsTooLarge) }
             if i >= end { return .failure(.badRequest("unterminated header section")) }
         }
 
-        var head = RequestHead(method: method, target: target, minorVersion: minor, headers: headers,
+        var head = RequestHead(method: method, target: normalized, minorVersion: minor, headers: headers,
                                framing: .none, expectsContinue: false, keepAlive: minor == 1)
         if let error = applySemantics(&head) { return .failure(error) }
         return .success(head)

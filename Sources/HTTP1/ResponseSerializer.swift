@@ -21,7 +21,7 @@ public enum ResponseSerializer {
         appendDecimal(status, to: &out)
         out.append(SP)
         if let reason, !reason.isEmpty, reason.utf8.allSatisfy({ $0 == HTAB || ($0 >= SP && $0 != DEL) }) {
-            out.append(contentsOf: reason.utf8)
+            FieldBytes.append(reason, to: &out)
         } else {
             out.append(contentsOf: reasonPhrase(status).utf8)
         }
@@ -33,9 +33,10 @@ public enum ResponseSerializer {
     /// forwarded and stored response).
     public static func appendField(_ name: String, _ value: String, to out: inout [UInt8]) {
         let special = specialSpelling(name)
-        var name = special ?? name, value = value
+        var name = special ?? name
         name.withUTF8 { n in
-            value.withUTF8 { v in
+            // The value's own bytes (see FieldBytes), not its UTF-8.
+            FieldBytes.withBytes(value) { v in
                 let total = n.count + v.count + 4
                 withUnsafeTemporaryAllocation(of: UInt8.self, capacity: total) { buffer in
                     // Raw pointers: this loop runs for every byte of every field name.
@@ -54,7 +55,7 @@ public enum ResponseSerializer {
                     }
                     to[n.count] = UInt8(ascii: ":")
                     to[n.count + 1] = SP
-                    if let value = v.baseAddress { (to + n.count + 2).update(from: value, count: v.count) }
+                    if let value = v.baseAddress { UnsafeMutableRawPointer(to + n.count + 2).copyMemory(from: value, byteCount: v.count) }
                     to[total - 2] = CR
                     to[total - 1] = LF
                     out.append(contentsOf: UnsafeBufferPointer(buffer))
@@ -217,14 +218,14 @@ public enum ResponseLine {
             func isSpace(_ b: UInt8) -> Bool { b == SP || b == HTAB || b == CR || b == LF }
             while start < end && isSpace(bytes[start]) { start += 1 }
             while end > start && isSpace(bytes[end - 1]) { end -= 1 }
-            let reason = start < end ? String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self) : nil
+            let reason = start < end ? FieldBytes.string(UnsafeRawBufferPointer(rebasing: bytes[start..<end])) : nil
             return (code, reason)
         }
         return general(bytes)
     }
 
     private static func general(_ bytes: UnsafeRawBufferPointer) -> (status: Int, reason: String?)? {
-        let text = String(decoding: bytes, as: UTF8.self)
+        let text = FieldBytes.string(bytes)
         return status(text).map { ($0, reason(text)) }
     }
 
@@ -250,6 +251,6 @@ public enum ResponseLine {
         func isSpace(_ b: UInt8) -> Bool { b == SP || b == HTAB || b == CR || b == LF }
         while start < end && isSpace(bytes[start]) { start += 1 }
         while end > start && isSpace(bytes[end - 1]) { end -= 1 }
-        return HeaderField(name: name, value: String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self))
+        return HeaderField(name: name, value: FieldBytes.string(UnsafeRawBufferPointer(rebasing: bytes[start..<end])))
     }
 }

@@ -137,9 +137,10 @@ public final class UpstreamTransfer {
     /// (curl copies it) rather than through string interpolation.
     private static func append(_ name: String, _ value: String, to list: UnsafeMutablePointer<curl_slist>?)
         -> UnsafeMutablePointer<curl_slist>? {
-        var name = name, value = value
+        var name = name
         return name.withUTF8 { n in
-            value.withUTF8 { v in
+            // The value's own bytes (obs-text included), not its UTF-8.
+            FieldBytes.withBytes(value) { v in
                 withUnsafeTemporaryAllocation(of: CChar.self, capacity: n.count + v.count + 3) { line in
                     let raw = UnsafeMutableRawPointer(line.baseAddress!)
                     if n.count > 0 { raw.copyMemory(from: n.baseAddress!, byteCount: n.count) }
@@ -163,6 +164,9 @@ public final class UpstreamTransfer {
         set(larder_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1))
         set(larder_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0))
         set(larder_easy_setopt_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 0))  // bytes pass through as sent
+        // The target was normalized once, before routing and keying: curl
+        // must send exactly that path, not squash dot segments of its own.
+        set(larder_easy_setopt_long(easy, CURLOPT_PATH_AS_IS, 1))
         // Straight to the upstream: http_proxy, all_proxy and no_proxy in the
         // environment are not consulted (as nginx's proxy_pass ignores them);
         // it also spares libcurl scanning the environment on every request.

@@ -307,7 +307,10 @@ final class HTTPClient {
             if let i = buffer.firstIndex(of: 0x0A) {
                 let line = buffer[0..<i]
                 buffer.removeFirst(i + 1)
-                return String(decoding: line.last == 0x0D ? line.dropLast() : line, as: UTF8.self)
+                // One scalar per byte: a test sees the exact bytes of a field.
+                var text = String.UnicodeScalarView()
+                for b in line.last == 0x0D ? line.dropLast() : line { text.append(Unicode.Scalar(b)) }
+                return String(text)
             }
             if try !fill() { return nil }
         }

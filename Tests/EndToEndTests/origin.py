@@ -13,7 +13,9 @@ Query parameters on any path:
   fail_after=N  after N requests to this path, answer 500
   tcc=..., cdn=...  Larder-Cache-Control / CDN-Cache-Control values
   cookie=1      add Set-Cookie
-  extra=N:v;... add arbitrary response fields
+  extra=N:v;... add arbitrary response fields (%XX is byte XX: any byte)
+  raw=TEXT      answer with exactly these bytes (%XX-encoded), nothing else
+  bighead=N     add a response field X-Big of N bytes
   size=N        body size in bytes (default 32); the body is a deterministic
                 pattern derived from the path
   chunked=1     send the body with Transfer-Encoding: chunked (in pieces)
@@ -85,7 +87,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def handle_any(self):
         url = urlsplit(self.path)
-        q = {k: v[0] for k, v in parse_qs(url.query).items()}
+        # latin-1: a percent-encoded byte is that byte (extra=, raw= carry any)
+        q = {k: v[0] for k, v in parse_qs(url.query, encoding="latin-1").items()}
         self.reason = q.get("reason")
         body_in = self.read_body() if self.command not in ("GET", "HEAD") or "Content-Length" in self.headers else b""
         if url.path == "/__count":
@@ -113,6 +116,13 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.wfile.write(b"THIS IS NOT HTTP\r\n\x00\x01\x02\r\n\r\n")
             self.wfile.flush()
+            return
+        if "raw" in q:
+            # The whole response, byte for byte as given (latin-1 text).
+            self.wfile.write(q["raw"].encode("latin-1"))
+            self.wfile.flush()
+            if q.get("closeafter") == "1":
+                self.close_connection = True
             return
         if "delay" in q:
             time.sleep(float(q["delay"]))
@@ -159,6 +169,8 @@ class Handler(BaseHTTPRequestHandler):
             headers["X-Hop-Secret"] = "1"
             headers["Keep-Alive"] = "timeout=5"
             headers["Upgrade"] = "h2c"
+        if "bighead" in q:
+            headers["X-Big"] = "b" * int(q["bighead"])
         headers["X-Origin-Count"] = str(counts[self.path])
         self.trickle = float(q["trickle"]) if "trickle" in q else None
         if "cut" in q:
