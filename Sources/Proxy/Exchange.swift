@@ -379,12 +379,27 @@ final class Exchange: UpstreamTransferDelegate {
     func upstreamDidReceiveHead(status: Int, reason: String?, headers: [(name: String, value: String)]) {
         guard !finished, !answeredFromStore else { return }
         let responseTime = EventLoop.wallSeconds()
+        let upstreamFraming = ResponseFraming.of(headers)
+        if case .invalid(let why) = upstreamFraming {
+            // RFC 9112 section 6.3: discard the response, close the upstream
+            // connection, 502 (the body's end cannot be known).
+            transfer?.cancel()
+            transfer = nil
+            ProxyStats.bump(worker.stats.upstreamErrors)
+            worker.logger.warning("invalid upstream response for \(request.method) \(key): \(why)")
+            if serveStaleOnError() { return }
+            sendGatewayError(502, "invalid upstream response: \(why)")
+            return
+        }
+        let transferCoded = upstreamFraming == .transferCoded
         let nominated = HopByHop.nominated(inFields: headers)
         var passed: [(name: String, value: String)] = []
         passed.reserveCapacity(headers.count)
         let strip = worker.configuration.stripTagHeaders
         for field in headers {
             if HopByHop.isHopByHop(field.name) || (!nominated.isEmpty && nominated.contains(field.name)) { continue }
+            // Transfer-Encoding wins: its Content-Length describes nothing.
+            if transferCoded && field.name.isField("content-length") { continue }
             if strip && (field.name.isField("surrogate-key") || field.name.isField("cache-tag")) { continue }
             passed.append(field)
         }
@@ -408,7 +423,7 @@ final class Exchange: UpstreamTransferDelegate {
         responseStarted = true
 
         let noBody = request.method == "HEAD" || status == 204 || status == 304 || status < 200
-        expectedLength = StoredResponseBuilder.value("content-length", in: headers).flatMap { Int($0) }
+        if case .length(let n) = upstreamFraming { expectedLength = n }
         if noBody { framing = .none }
         else if expectedLength != nil { framing = .length }
         else if request.minorVersion == 1 { framing = .chunked }
@@ -470,9 +485,11 @@ final class Exchange: UpstreamTransferDelegate {
         for field in passed {
             if field.name.isField("age") && ageValue != nil { continue }
             if builder.isHidden(field.name) { continue }
-            if field.name.isField("content-length") && framing != .length && !noBody { continue }
+            // One Content-Length, the one the body is framed by (below).
+            if field.name.isField("content-length") { continue }
             ResponseSerializer.appendField(field.name, field.value, to: &head)
         }
+        if let expectedLength, framing == .length || noBody { ResponseSerializer.appendField("content-length", String(expectedLength), to: &head) }
         if let ageValue { ResponseSerializer.appendField("age", String(ageValue), to: &head) }
         ResponseSerializer.appendField("cache-status", cacheStatus, to: &head)
         // RFC 9110 section 6.6.1: a forwarded response without Date gets one.
@@ -982,10 +999,10 @@ final class Exchange: UpstreamTransferDelegate {
         out.reserveCapacity(512)
         ResponseSerializer.appendStatusLine(head.status, reason: head.reason, to: &out)
         for field in head.headers {
-            if field.name.isField("age") || builder.isHidden(field.name) { continue }
-            if field.name.isField("content-length") && framing != .length && !noBody { continue }
+            if field.name.isField("age") || builder.isHidden(field.name) || field.name.isField("content-length") { continue }
             ResponseSerializer.appendField(field.name, field.value, to: &out)
         }
+        if let length = head.contentLength, framing == .length || noBody { ResponseSerializer.appendField("content-length", String(length), to: &out) }
         let now = EventLoop.wallSeconds()
         ResponseSerializer.appendField("age", String(Freshness.correctedInitialAge(head.timing) + max(0, Int(now - head.timing.responseTime))),
                                        to: &out)

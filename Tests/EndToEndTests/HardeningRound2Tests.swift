@@ -60,3 +60,38 @@ final class DotSegmentEndToEndTests: ConfiguredTestCase {
         XCTAssertEqual(try origin.count("/private/r1?cc=private"), 4, "every request went to the origin under its real path")
     }
 }
+
+/// Upstream framing (RFC 9112 section 6.3): Transfer-Encoding wins over
+/// Content-Length, which is removed; a bad Content-Length is a 502.
+final class UpstreamFramingEndToEndTests: ProxyTestCase {
+    private func rawTarget(_ path: String, _ response: String) -> String {
+        path + "?raw=" + response.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+    }
+
+    func testContentLengthWithTransferEncodingIsNotForwarded() throws {
+        let target = rawTarget("/split", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n"
+                                   + "Cache-Control: max-age=60\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+        let c = try larder.client()
+        // A request pipelined behind it must get its own answer.
+        try c.send("GET \(target) HTTP/1.1\r\nHost: a\r\n\r\nGET /after HTTP/1.1\r\nHost: a\r\n\r\n")
+        let first = try c.readResponse()
+        XCTAssertEqual(first.text, "hello")
+        XCTAssertNotEqual(first.header("content-length"), "3", "the length the body does not have is gone")
+        let second = try c.readResponse()
+        XCTAssertEqual(second.status, 200)
+        XCTAssertNotNil(second.header("x-origin-count"), "the pipelined request was answered by the origin, not by leftover bytes")
+        // The stored copy is framed by the bytes received.
+        let hit = try c.get(target)
+        XCTAssertTrue(hit.header("cache-status")?.contains("hit") ?? false)
+        XCTAssertEqual(hit.header("content-length"), "5")
+        XCTAssertEqual(hit.text, "hello")
+    }
+
+    func testAnInvalidOrConflictingContentLengthIsA502() throws {
+        for (i, length) in ["Content-Length: 3, 5", "Content-Length: 3\r\nContent-Length: 5", "Content-Length: -1"].enumerated() {
+            let target = rawTarget("/badlength\(i)", "HTTP/1.1 200 OK\r\n\(length)\r\nCache-Control: max-age=60\r\n\r\nhello")
+            let r = try larder.client().get(target)
+            XCTAssertEqual(r.status, 502, length)
+        }
+    }
+}

@@ -61,3 +61,18 @@ final class DotSegmentsTests: XCTestCase {
         XCTAssertEqual(head.pathAndQuery, "/private/r1")
     }
 }
+
+/// RFC 9112 section 6.3 for responses a proxy forwards.
+final class ResponseFramingTests: XCTestCase {
+    func testTransferEncodingWinsAndBadLengthsAreInvalid() {
+        XCTAssertEqual(ResponseFraming.of([("content-length", "3"), ("transfer-encoding", "chunked")]), .transferCoded)
+        XCTAssertEqual(ResponseFraming.of([("transfer-encoding", "chunked"), ("content-length", "x")]), .transferCoded)
+        XCTAssertEqual(ResponseFraming.of([("content-length", "5")]), .length(5))
+        XCTAssertEqual(ResponseFraming.of([("content-length", "5"), ("content-length", "5, 5")]), .length(5))
+        XCTAssertEqual(ResponseFraming.of([("content-type", "text/plain")]), .unspecified)
+        for bad in ["3, 5", "+3", "-1", "", "0x10", "1 2", "99999999999999999999"] {
+            guard case .invalid = ResponseFraming.of([("content-length", bad)]) else { return XCTFail(bad) }
+        }
+        guard case .invalid = ResponseFraming.of([("content-length", "3"), ("content-length", "4")]) else { return XCTFail() }
+    }
+}
