@@ -20,7 +20,7 @@ public final class AdminAPI {
     }
 
     private let store: TieredStore
-    private let stats: ProxyStats
+    let stats: ProxyStats
     private let token: [UInt8]?
     /// The cache key of a request target under the current routes.
     private let cacheKey: (String) -> String
@@ -169,7 +169,9 @@ public final class AdminAPI {
             collapsed: stats.collapsed.load(ordering: .relaxed), upstreamErrors: stats.upstreamErrors.load(ordering: .relaxed),
             stored: stats.stored.load(ordering: .relaxed), backgroundRefreshes: stats.backgroundRefreshes.load(ordering: .relaxed),
             clientErrors: stats.clientErrors.load(ordering: .relaxed),
-            refusedConnections: stats.refusedConnections.load(ordering: .relaxed), purged: metrics.purged,
+            refusedConnections: stats.refusedConnections.load(ordering: .relaxed),
+            outputPauses: stats.outputPauses.load(ordering: .relaxed), sendTimeouts: stats.sendTimeouts.load(ordering: .relaxed),
+            adminRefusedConnections: stats.adminRefusedConnections.load(ordering: .relaxed), purged: metrics.purged,
             memoryObjects: memory.objects, memoryBytes: memory.bytes, memoryLimitBytes: store.memory.limitBytes,
             memoryEvictions: memory.evictions,
             disk: disk.map { .init(objects: $0.objects, bytes: $0.bytes, limitBytes: store.disk!.limitBytes, indexComplete: $0.indexComplete) },

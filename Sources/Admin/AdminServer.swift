@@ -14,13 +14,23 @@ public final class AdminServer: IOHandler {
     private var connections: [ObjectIdentifier: AdminConnection] = [:]
     private let onError: (String) -> Void
 
-    /// How long an idle admin connection stays open.
+    /// How long an idle admin connection stays open once it has sent an
+    /// authorized request; before that (an unauthenticated client holding a
+    /// descriptor) only `firstRequestTimeoutMilliseconds`.
     static let idleTimeoutMilliseconds: UInt64 = 30_000
+    static let firstRequestTimeoutMilliseconds: UInt64 = 5_000
+    /// Open admin connections at most (admin_max_connections); beyond it a
+    /// new one gets 503 and is closed, so idle admin clients cannot use up
+    /// the descriptors the proxy needs.
+    private let maxConnections: Int
+    private var lastRefusalLog: UInt64 = 0
     /// Admin requests carry no meaningful body; this bounds what is read.
     static let maxBodyBytes = 64 * 1024
 
-    public init(listener: Int32, api: AdminAPI, onError: @escaping (String) -> Void) throws(SystemError) {
+    public init(listener: Int32, api: AdminAPI, maxConnections: Int = 64,
+                onError: @escaping (String) -> Void) throws(SystemError) {
         loop = try EventLoop()
+        self.maxConnections = maxConnections
         self.listener = listener
         self.api = api
         self.onError = onError
@@ -54,11 +64,32 @@ public final class AdminServer: IOHandler {
                 return
             }
             guard let accepted else { return }
+            if connections.count >= maxConnections {
+                refuse(accepted.fd)
+                continue
+            }
             let connection = AdminConnection(fd: accepted.fd, server: self)
             connections[ObjectIdentifier(connection)] = connection
             connection.start()
         }
     }
+
+    private func refuse(_ fd: Int32) {
+        api.stats.adminRefusedConnections.wrappingAdd(1, ordering: .relaxed)
+        Self.busy.withUnsafeBytes { raw in
+            var iov = iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress), iov_len: raw.count)
+            _ = try? Socket.writev(fd, &iov, count: 1)
+        }
+        Socket.close(fd)
+        let now = EventLoop.nowMilliseconds()
+        if now - lastRefusalLog > 10_000 {
+            lastRefusalLog = now
+            onError("admin_max_connections (\(maxConnections)) reached: refusing new admin connections with 503")
+        }
+    }
+
+    private static let busy = Array(("HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        + "Content-Length: 34\r\nRetry-After: 1\r\nConnection: close\r\n\r\ntoo many admin connections; retry\n").utf8)
 
     fileprivate func answer(_ head: RequestHead) -> AdminAPI.Response {
         api.handle(method: head.method, target: head.target, authorization: head.header("authorization"))
@@ -82,6 +113,9 @@ final class AdminConnection: IOHandler {
     private var closeAfterWrite = false
     private var idleTimer = TimerID.none
     private var isClosed = false
+    /// Whether a request on it was authorized; until then it is closed
+    /// after a short idle time.
+    private var authorized = false
 
     init(fd: Int32, server: AdminServer) {
         self.fd = fd
@@ -153,8 +187,9 @@ final class AdminConnection: IOHandler {
                     respond(AdminAPI.Response.error(411, "admin requests take no body; send Content-Length or none"), close: true)
                     return
                 }
-                armIdleTimer()
                 let response = server.answer(head)
+                if response.status != 401 { authorized = true }
+                armIdleTimer()
                 respond(response, close: !head.keepAlive, head: head.method == "HEAD")
             }
         }
@@ -202,7 +237,8 @@ final class AdminConnection: IOHandler {
 
     private func armIdleTimer() {
         server.loop.cancel(idleTimer)
-        idleTimer = server.loop.schedule(after: AdminServer.idleTimeoutMilliseconds) { [weak self] in self?.close() }
+        let timeout = authorized ? AdminServer.idleTimeoutMilliseconds : AdminServer.firstRequestTimeoutMilliseconds
+        idleTimer = server.loop.schedule(after: timeout) { [weak self] in self?.close() }
     }
 
     private func close() {

@@ -19,6 +19,11 @@ public struct StatsSnapshot: Equatable, Sendable {
     public var backgroundRefreshes: Int
     public var clientErrors: Int
     public var refusedConnections: Int
+    /// Times a connection held back answers for a client leaving them unread.
+    public var outputPauses = 0
+    public var sendTimeouts = 0
+    /// Admin connections refused over admin_max_connections.
+    public var adminRefusedConnections = 0
     public var purged: Int
     public var memoryObjects: Int
     public var memoryBytes: Int
@@ -43,7 +48,8 @@ public struct StatsSnapshot: Equatable, Sendable {
             {"hits": \(hits), "misses": \(misses), "stale_hits": \(staleHits), "revalidations": \(revalidations), \
             "collapsed": \(collapsed), "upstream_errors": \(upstreamErrors), "stored": \(stored), \
             "background_refreshes": \(backgroundRefreshes), "client_errors": \(clientErrors), \
-            "refused_connections": \(refusedConnections), "purged": \(purged), \
+            "refused_connections": \(refusedConnections), "output_pauses": \(outputPauses), \
+            "send_timeouts": \(sendTimeouts), "admin_refused_connections": \(adminRefusedConnections), "purged": \(purged), \
             "hit_ratio": \(ratio), \
             "memory": {"objects": \(memoryObjects), "bytes": \(memoryBytes), "limit_bytes": \(memoryLimitBytes), \
             "evictions": \(memoryEvictions)}, \
@@ -80,6 +86,9 @@ final class Metrics {
             ("background_refreshes", "Background refreshes started", \.backgroundRefreshes),
             ("client_errors", "Malformed or refused client requests", \.clientErrors),
             ("refused_connections", "Connections answered 503 over max_connections", \.refusedConnections),
+            ("output_pauses", "Times a connection held back answers while its client left 1 MiB unread", \.outputPauses),
+            ("send_timeouts", "Connections closed after send_timeout without the client reading", \.sendTimeouts),
+            ("admin_refused_connections", "Admin connections refused over admin_max_connections", \.adminRefusedConnections),
             ("purged_objects", "Stored responses removed or marked stale by purges", \.purged),
         ]
         for (metric, help, path) in counterSpecs {

@@ -36,6 +36,14 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     /// Request body progress (body_timeout): when bytes last arrived.
     private var bodyProgressAt: UInt64 = 0
     private var bodyTimer: TimerID = .none
+    /// Answers wait (and input is not read) while this much output is
+    /// queued: a client that pipelines and never reads cannot make Larder
+    /// hold answers (and their open files) without bound.
+    private var outputBound: Int { worker.configuration.clientBufferBytes }
+    private var waitingForOutput = false
+    /// send_timeout: when output last made progress, and its timer.
+    private var sendProgressAt: UInt64 = 0
+    private var sendTimer: TimerID = .none
 
     /// What remains of the current request's body.
     private enum BodyReader {
@@ -129,6 +137,12 @@ final class ClientConnection: IOHandler, BatchEndHandler {
                 continue
             }
             guard exchange == nil, unparsedCount > 0 else { return }
+            if output.pendingBytes >= outputBound {
+                // The next answer waits until the client reads (flush resumes).
+                if !waitingForOutput { ProxyStats.bump(worker.stats.outputPauses) }
+                waitingForOutput = true
+                return
+            }
             let result = input.withUnsafeBytes { raw in
                 parser.parse(UnsafeRawBufferPointer(rebasing: raw[inputStart...]))
             }
@@ -306,7 +320,18 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     func flush() {
         guard !closed else { return }
         do {
+            let before = output.pendingBytes
             let done = try output.flush(to: fd)
+            if output.pendingBytes < before { sendProgressAt = EventLoop.nowMilliseconds() }
+            if !done && sendTimer == .none {
+                sendProgressAt = EventLoop.nowMilliseconds()
+                scheduleSendTimer(after: worker.configuration.sendTimeoutMilliseconds)
+            }
+            if waitingForOutput && output.pendingBytes < outputBound {
+                waitingForOutput = false
+                processInput()
+                if closed { return }
+            }
             if done {
                 if closeWhenFlushed { close(); return }
                 exchange?.outputDrained()
@@ -328,7 +353,8 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         if !output.isEmpty && !flushQueued { wanted.insert(.write) }
         // Stop reading while an answer is pending and enough input is buffered
         // (pipelining bound), or when the client has finished sending.
-        if !readEOF && !closeWhenFlushed && unparsedCount < maxBufferedInput && !(exchange?.isUploadCongested ?? false) {
+        if !readEOF && !closeWhenFlushed && unparsedCount < maxBufferedInput && !(exchange?.isUploadCongested ?? false)
+            && (body != nil || output.pendingBytes < outputBound) {
             wanted.insert(.read)
         }
         if wanted != interest {
@@ -392,6 +418,24 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         }
     }
 
+    /// send_timeout: a client that takes no output for this long is dropped
+    /// (its queued answers would otherwise be held for ever).
+    private func scheduleSendTimer(after milliseconds: UInt64) {
+        sendTimer = worker.loop.schedule(after: milliseconds) { [weak self] in
+            guard let self, !self.closed else { return }
+            self.sendTimer = .none
+            guard !self.output.isEmpty else { return }
+            let timeout = self.worker.configuration.sendTimeoutMilliseconds
+            let idle = EventLoop.nowMilliseconds() - self.sendProgressAt
+            if idle < timeout {
+                self.scheduleSendTimer(after: timeout - idle)
+                return
+            }
+            ProxyStats.bump(self.worker.stats.sendTimeouts)
+            self.abort()
+        }
+    }
+
     /// Whether nothing is in progress (used when draining on shutdown).
     var isIdle: Bool { exchange == nil && body == nil && output.isEmpty && unparsedCount == 0 }
 
@@ -406,6 +450,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         closed = true
         worker.loop.cancel(idleTimer)
         worker.loop.cancel(bodyTimer)
+        worker.loop.cancel(sendTimer)
         exchange?.cancel()
         exchange = nil
         output.removeAll()

@@ -51,7 +51,10 @@ public struct ProxyConfiguration: Sendable {
     public var pipelineBufferBytes = 256 * 1024
     /// Open client connections per worker; more are answered 503 and closed.
     public var maxConnectionsPerWorker = 10_000
-    /// Output buffered for one client beyond which the upstream is paused.
+    /// A client that takes none of its queued output for this long is disconnected.
+    public var sendTimeoutMilliseconds: UInt64 = 60_000
+    /// Output buffered for one client beyond which the upstream is paused
+    /// and no further pipelined request is answered.
     public var clientBufferBytes = 1 << 20
     public var upstream = UpstreamSettings()
 

@@ -15,6 +15,13 @@ public final class ProxyStats: Sendable {
     public let clientErrors = Atomic<Int>(0)
     /// Connections answered 503 because of max_connections.
     public let refusedConnections = Atomic<Int>(0)
+    /// Times a connection stopped answering because its client left over
+    /// 1 MiB of answers unread.
+    public let outputPauses = Atomic<Int>(0)
+    /// Connections closed because the client took no output for send_timeout.
+    public let sendTimeouts = Atomic<Int>(0)
+    /// Admin connections refused over admin_max_connections.
+    public let adminRefusedConnections = Atomic<Int>(0)
 
     public init() {}
 

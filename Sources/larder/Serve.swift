@@ -114,7 +114,7 @@ struct Serve: ParsableCommand {
                                    clock: { EventLoop.wallSeconds() },
                                    cacheKey: { target in routesForAdmin.withLock { $0.cacheKey(target) } },
                                    log: { adminLogger.notice("\($0)") })
-                let admin = try AdminServer(listener: fd, api: api) { adminLogger.warning("\($0)") }
+                let admin = try AdminServer(listener: fd, api: api, maxConnections: settings.adminMaxConnections) { adminLogger.warning("\($0)") }
                 let thread = Thread { admin.run() }
                 thread.name = "larder-admin"
                 thread.start()
@@ -270,6 +270,7 @@ struct Serve: ParsableCommand {
         proxyConfig.limits.maxHeaderCount = settings.maxHeaderCount
         proxyConfig.pipelineBufferBytes = settings.pipelineBufferBytes
         proxyConfig.bodyTimeoutMilliseconds = UInt64(settings.bodyTimeoutMilliseconds)
+        proxyConfig.sendTimeoutMilliseconds = UInt64(settings.sendTimeoutMilliseconds)
         proxyConfig.limits.maxTargetBytes = settings.maxTargetBytes
         proxyConfig.limits.maxBodyBytes = settings.maxBodyBytes
         proxyConfig.upstream.connectTimeoutMilliseconds = settings.upstreamConnectTimeoutMilliseconds

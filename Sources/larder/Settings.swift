@@ -42,6 +42,10 @@ struct Settings {
     var maxHeaderCount = 100
     var pipelineBufferBytes = 256 * 1024
     var bodyTimeoutMilliseconds = 30_000
+    /// A client that reads none of its queued answers for this long is dropped.
+    var sendTimeoutMilliseconds = 60_000
+    /// Open admin connections; more are answered 503 and closed.
+    var adminMaxConnections = 64
     /// Open client connections, all workers together.
     var maxConnections = 10_000
     var maxTargetBytes = 8 * 1024
@@ -96,6 +100,7 @@ enum ConfigKey: String, CaseIterable {
     case admin_listen, admin_token, admin_token_file, strip_tag_headers, access_log
     case upstream_retries, upstream_max_connections, finish_store_limit, upstream_total_timeout, store_set_cookie
     case max_connections, body_timeout, max_header_count, forward_host, max_pipeline_buffer
+    case send_timeout, admin_max_connections
 
     enum Kind { case string, size, duration, integer, bool, lifetime }
 
@@ -107,8 +112,9 @@ enum ConfigKey: String, CaseIterable {
         case .memory_limit, .disk_limit, .max_object_size, .max_header_size, .max_target_size, .max_body_size,
              .finish_store_limit, .max_pipeline_buffer: return .size
         case .upstream_connect_timeout, .upstream_timeout, .upstream_idle_timeout, .keepalive_timeout,
-             .header_timeout, .drain_timeout, .upstream_total_timeout, .body_timeout: return .duration
-        case .workers, .upstream_retries, .upstream_max_connections, .max_connections, .max_header_count: return .integer
+             .header_timeout, .drain_timeout, .upstream_total_timeout, .body_timeout, .send_timeout: return .duration
+        case .workers, .upstream_retries, .upstream_max_connections, .max_connections, .max_header_count, .admin_max_connections:
+            return .integer
         case .upstream_tls_verify, .allow_client_policy, .strip_tag_headers, .store_set_cookie, .forward_host: return .bool
         case .memory_ttl, .disk_ttl: return .lifetime
         }
@@ -133,6 +139,7 @@ extension Settings {
         .upstream_max_connections: (1...100_000, \.upstreamMaxConnections),
         .max_connections: (1...1_000_000, \.maxConnections),
         .max_header_count: (8...10_000, \.maxHeaderCount),
+        .admin_max_connections: (1...10_000, \.adminMaxConnections),
     ]
 
     /// The disk tier's lifetime after resolving "mirror".
@@ -187,6 +194,7 @@ extension Settings {
             case .drain_timeout: drainTimeoutMilliseconds = ms
             case .upstream_total_timeout: upstreamTotalTimeoutMilliseconds = ms
             case .body_timeout: bodyTimeoutMilliseconds = ms
+            case .send_timeout: sendTimeoutMilliseconds = ms
             default: break
             }
         case .integer:

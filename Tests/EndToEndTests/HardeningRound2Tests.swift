@@ -95,3 +95,71 @@ final class UpstreamFramingEndToEndTests: ProxyTestCase {
         }
     }
 }
+
+/// A figure from the admin API's /stats.
+func statsFigure(_ larder: LarderProcess, _ name: String) throws -> Int {
+    let r = try larder.adminClient().get("/stats")
+    let json = try JSONSerialization.jsonObject(with: Data(r.body)) as? [String: Any]
+    return json?[name] as? Int ?? -1
+}
+
+/// Waits (bounded) until a /stats figure reaches `value`; returns the last reading.
+func waitForStats(_ larder: LarderProcess, _ name: String, atLeast value: Int, timeout: TimeInterval = 10) throws -> Int {
+    let deadline = Date().addingTimeInterval(timeout)
+    var figure = try statsFigure(larder, name)
+    while figure < value && Date() < deadline {
+        usleep(20_000)
+        figure = try statsFigure(larder, name)
+    }
+    return figure
+}
+
+/// A client that pipelines and never reads cannot make Larder queue
+/// answers without bound; one that reads nothing for send_timeout is dropped.
+final class UnreadOutputTests: ConfiguredTestCase {
+    func testAnswersWaitWhileTheClientLeavesOutputUnread() throws {
+        let (_, larder) = try start(config: "send_timeout = \"30s\"\n")
+        let target = "/big-hit?size=131072"
+        XCTAssertEqual(try larder.client().get(target).body.count, 131_072)
+        let hitsBefore = try statsFigure(larder, "hits")
+        let c = try larder.client()
+        let count = 200  // 25 MiB of answers, about 10 KiB of requests
+        try c.send(String(repeating: "GET \(target) HTTP/1.1\r\nHost: a\r\n\r\n", count: count))
+        XCTAssertGreaterThanOrEqual(try waitForStats(larder, "output_pauses", atLeast: 1), 1, "answers held back")
+        let answered = try statsFigure(larder, "hits") - hitsBefore
+        XCTAssertLessThan(answered, count / 2, "answers stop at the output bound (plus socket buffers), not at the end of the input")
+        // Reading resumes the answers, in order and complete.
+        for i in 0..<count {
+            let r = try c.readResponse()
+            XCTAssertEqual(r.body.count, 131_072, "answer \(i)")
+        }
+    }
+
+    func testAClientThatReadsNothingIsDisconnectedAfterSendTimeout() throws {
+        let (_, larder) = try start(config: "send_timeout = \"1s\"\n")
+        let target = "/big-hit?size=131072"
+        _ = try larder.client().get(target)
+        let c = try larder.client()
+        try c.send(String(repeating: "GET \(target) HTTP/1.1\r\nHost: a\r\n\r\n", count: 100))
+        XCTAssertGreaterThanOrEqual(try waitForStats(larder, "send_timeouts", atLeast: 1), 1)
+        XCTAssertTrue(c.isClosedByPeer())
+        XCTAssertEqual(try larder.client().get(target).status, 200, "others are still served")
+    }
+}
+
+/// Idle admin connections cannot use up the process's descriptors.
+final class AdminConnectionLimitTests: ConfiguredTestCase {
+    func testAdminConnectionsAreBoundedAndUnauthenticatedIdleOnesClosed() throws {
+        let (_, larder) = try start(config: "admin_max_connections = 4\n")
+        let idle = try (0..<4).map { _ in try larder.adminClient() }
+        // Past the limit: 503 and closed (the idle ones hold every slot).
+        let refused = try larder.adminClient()
+        try refused.send("GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n")
+        XCTAssertEqual(try refused.readResponse().status, 503)
+        XCTAssertEqual(try larder.client().get("/still-serving").status, 200, "the proxy keeps accepting")
+        // Unauthenticated idle connections are closed after a few seconds.
+        for c in idle { XCTAssertTrue(c.isClosedByPeer()) }
+        XCTAssertEqual(try larder.adminClient().get("/healthz").status, 200)
+        XCTAssertGreaterThanOrEqual(try statsFigure(larder, "admin_refused_connections"), 1)
+    }
+}
