@@ -85,7 +85,9 @@ final class Exchange: UpstreamTransferDelegate {
         self.request = head
         self.connection = connection
         self.worker = connection.worker
-        isCacheLookup = head.method == "GET" || head.method == "HEAD"
+        // A GET with a body may be answered by what the body says: never
+        // looked up or stored under the URL alone (it goes through as is).
+        isCacheLookup = (head.method == "GET" || head.method == "HEAD") && head.framing == .none
         key = connection.worker.configuration.routes.cacheKey(head.pathAndQuery)
         startMilliseconds = connection.worker.accessLog == nil ? 0 : EventLoop.nowMilliseconds()
     }
@@ -350,23 +352,80 @@ final class Exchange: UpstreamTransferDelegate {
             headers.append(("pragma", "no-cache"))
         }
 
-        let body: UpstreamRequest.Body
+        var body: UpstreamRequest.Body
         switch request.framing {
         case .none: body = .none
         case .contentLength(let n): body = .streamed(length: n)
         case .chunked: body = .streamed(length: nil)
         }
-        let target = request.target == "*" ? "*" : request.pathAndQuery
-        let upstreamRequest = UpstreamRequest(method: request.method, url: worker.configuration.upstreamBase + target,
-                                              headers: headers, body: body)
+        if !requestBodyComplete, shouldHoldBody {
+            // The transfer starts once the body is here (requestBodyEnd).
+            pendingHeaders = headers
+            heldBody = []
+            if case .contentLength(let n) = request.framing { heldBody!.reserveCapacity(n) }
+            return
+        }
+        if let held = heldBody, requestBodyComplete { body = .streamed(length: held.count) }
+        startTransfer(headers: headers, body: body)
+    }
+
+    private func startTransfer(headers: [(name: String, value: String)], body: UpstreamRequest.Body) {
+        // OPTIONS *: the upstream gets the asterisk form too.
+        let asterisk = request.target == "*"
+        let upstreamRequest = UpstreamRequest(method: request.method,
+                                              url: worker.configuration.upstreamBase + (asterisk ? "/" : request.pathAndQuery),
+                                              headers: headers, body: body, requestTarget: asterisk ? "*" : nil)
         requestTime = EventLoop.wallSeconds()
         fetchToken = worker.store.fetchToken
         transfer = worker.upstream.start(upstreamRequest, delegate: self)
         if request.framing != .none { transfer?.onBodyDrained = { [weak connection] in connection?.uploadDrained() } }
+        if let held = heldBody {
+            heldBody = nil
+            pendingHeaders = []
+            held.withUnsafeBytes { transfer?.supply($0) }
+            if requestBodyComplete { transfer?.finishBody() }
+        }
     }
 
-    func requestBody(_ bytes: UnsafeRawBufferPointer) { transfer?.supply(bytes) }
-    func requestBodyEnd() { transfer?.finishBody() }
+    // MARK: request body
+
+    /// A request body held back until it is complete (request_buffer_size):
+    /// a slow upload then holds no upstream connection, and upstream_timeout
+    /// starts when the upstream has the whole request.
+    private var heldBody: [UInt8]?
+    private var pendingHeaders: [(name: String, value: String)] = []
+    private var requestBodyComplete = false
+
+    private var shouldHoldBody: Bool {
+        let limit = worker.configuration.requestBufferBytes
+        guard limit > 0 else { return false }
+        switch request.framing {
+        case .none: return false
+        case .contentLength(let n): return n <= limit
+        case .chunked: return true  // until it outgrows the limit
+        }
+    }
+
+    func requestBody(_ bytes: UnsafeRawBufferPointer) {
+        guard heldBody != nil, transfer == nil else {
+            transfer?.supply(bytes)
+            return
+        }
+        heldBody!.append(contentsOf: bytes)
+        if heldBody!.count > worker.configuration.requestBufferBytes {
+            // Too large to hold: stream it from here on.
+            startTransfer(headers: pendingHeaders, body: .streamed(length: nil))
+        }
+    }
+
+    func requestBodyEnd() {
+        requestBodyComplete = true
+        if heldBody != nil, transfer == nil, !finished {
+            forward()
+        } else {
+            transfer?.finishBody()
+        }
+    }
 
     /// Whether request-body bytes are piling up faster than the upstream reads
     /// them; the connection stops reading from the client meanwhile.
@@ -561,7 +620,10 @@ final class Exchange: UpstreamTransferDelegate {
     /// RFC 9111 section 4.4: a successful unsafe request invalidates the
     /// target and the same-origin Location and Content-Location.
     private func invalidateAfterUnsafe(_ headers: [(name: String, value: String)]) {
-        guard request.method != "OPTIONS", request.method != "TRACE" else { return }
+        switch request.method {
+        case "GET", "HEAD", "OPTIONS", "TRACE": return  // safe methods (a GET with a body comes here)
+        default: break
+        }
         worker.store.remove(key)
         let upstream = worker.configuration.upstreamOrigin
         for name in ["location", "content-location"] {

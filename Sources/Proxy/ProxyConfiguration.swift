@@ -51,6 +51,9 @@ public struct ProxyConfiguration: Sendable {
     public var pipelineBufferBytes = 256 * 1024
     /// Open client connections per worker; more are answered 503 and closed.
     public var maxConnectionsPerWorker = 10_000
+    /// Request bodies up to this size are received whole before the
+    /// upstream request starts (0: every body streams as it arrives).
+    public var requestBufferBytes = 1 << 20
     /// A client that takes none of its queued output for this long is disconnected.
     public var sendTimeoutMilliseconds: UInt64 = 60_000
     /// Output buffered for one client beyond which the upstream is paused

@@ -73,7 +73,9 @@ public final class UpstreamClient {
             return transfer
         }
         activeTransfers += 1
-        transfer.armResponseTimer()
+        // upstream_timeout counts from the end of the request: an upload in
+        // progress is bounded by body_timeout and the idle timeout instead.
+        if case .none = request.body { transfer.armResponseTimer() }
         return transfer
     }
 

@@ -15,6 +15,9 @@ public final class UpstreamTransfer {
     private var reason: String?
     private var headers: [(name: String, value: String)] = []
     private var headDelivered = false
+    /// Whether any byte of a response arrived: a failure after that is not
+    /// a connection failure, and the request must not be sent again.
+    private var sawResponseBytes = false
     private var completed = false
     private var cancelled = false
     private var responseTimer: TimerID = .none
@@ -49,7 +52,9 @@ public final class UpstreamTransfer {
 
     /// The request body is complete.
     public func finishBody() {
+        guard !bodyFinished else { return }
         bodyFinished = true
+        if !completed && responseTimer == .none && !headDelivered { armResponseTimer() }
         wakeReader()
     }
 
@@ -90,6 +95,8 @@ public final class UpstreamTransfer {
         func set(_ code: CURLcode) { if result == CURLE_OK && code != CURLE_OK { result = code } }
 
         set(larder_easy_setopt_str(easy, CURLOPT_URL, request.url))
+        // "OPTIONS *": the asterisk form, which a URL cannot express.
+        set(larder_easy_setopt_str(easy, CURLOPT_REQUEST_TARGET, request.requestTarget))
         set(larder_easy_setopt_ptr(easy, CURLOPT_PRIVATE, me))
         set(larder_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, me))
         set(larder_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, me))
@@ -265,7 +272,13 @@ public final class UpstreamTransfer {
         case CURLE_WEIRD_SERVER_REPLY, CURLE_UNSUPPORTED_PROTOCOL, CURLE_BAD_CONTENT_ENCODING, CURLE_HTTP2, CURLE_HTTP2_STREAM:
             delegate.upstreamDidComplete(.invalidResponse("invalid upstream response: \(text)"))
         default:
-            delegate.upstreamDidComplete(.unreachable("upstream unreachable: \(text)"))
+            if sawResponseBytes {
+                // The response broke off (its head too large, a reset mid-head):
+                // the upstream got the request, so it is not sent again.
+                delegate.upstreamDidComplete(.invalidResponse("upstream response broke off: \(text)"))
+            } else {
+                delegate.upstreamDidComplete(.unreachable("upstream unreachable: \(text)"))
+            }
         }
     }
 
@@ -273,6 +286,7 @@ public final class UpstreamTransfer {
 
     fileprivate func headerLine(_ line: UnsafeRawBufferPointer) -> Int {
         if cancelled { return 0 }
+        sawResponseBytes = true
         if headDelivered { return line.count }  // trailers: ignored
         var end = line.count
         let bytes = line.bindMemory(to: UInt8.self)

@@ -12,12 +12,16 @@ public struct UpstreamRequest: Sendable {
     public var url: String
     public var headers: [(name: String, value: String)]
     public var body: Body
+    /// Sent instead of the URL's path when set ("*" for OPTIONS *).
+    public var requestTarget: String?
 
-    public init(method: String, url: String, headers: [(name: String, value: String)], body: Body) {
+    public init(method: String, url: String, headers: [(name: String, value: String)], body: Body,
+                requestTarget: String? = nil) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
+        self.requestTarget = requestTarget
     }
 }
 

@@ -271,6 +271,7 @@ struct Serve: ParsableCommand {
         proxyConfig.pipelineBufferBytes = settings.pipelineBufferBytes
         proxyConfig.bodyTimeoutMilliseconds = UInt64(settings.bodyTimeoutMilliseconds)
         proxyConfig.sendTimeoutMilliseconds = UInt64(settings.sendTimeoutMilliseconds)
+        proxyConfig.requestBufferBytes = settings.requestBufferBytes
         proxyConfig.limits.maxTargetBytes = settings.maxTargetBytes
         proxyConfig.limits.maxBodyBytes = settings.maxBodyBytes
         proxyConfig.upstream.connectTimeoutMilliseconds = settings.upstreamConnectTimeoutMilliseconds

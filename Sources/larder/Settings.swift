@@ -44,6 +44,8 @@ struct Settings {
     var bodyTimeoutMilliseconds = 30_000
     /// A client that reads none of its queued answers for this long is dropped.
     var sendTimeoutMilliseconds = 60_000
+    /// Request bodies up to this size are received whole before going upstream.
+    var requestBufferBytes = 1 << 20
     /// Open admin connections; more are answered 503 and closed.
     var adminMaxConnections = 64
     /// Open client connections, all workers together.
@@ -100,7 +102,7 @@ enum ConfigKey: String, CaseIterable {
     case admin_listen, admin_token, admin_token_file, strip_tag_headers, access_log
     case upstream_retries, upstream_max_connections, finish_store_limit, upstream_total_timeout, store_set_cookie
     case max_connections, body_timeout, max_header_count, forward_host, max_pipeline_buffer
-    case send_timeout, admin_max_connections
+    case send_timeout, admin_max_connections, request_buffer_size
 
     enum Kind { case string, size, duration, integer, bool, lifetime }
 
@@ -110,7 +112,7 @@ enum ConfigKey: String, CaseIterable {
              .admin_listen, .admin_token, .admin_token_file, .access_log:
             return .string
         case .memory_limit, .disk_limit, .max_object_size, .max_header_size, .max_target_size, .max_body_size,
-             .finish_store_limit, .max_pipeline_buffer: return .size
+             .finish_store_limit, .max_pipeline_buffer, .request_buffer_size: return .size
         case .upstream_connect_timeout, .upstream_timeout, .upstream_idle_timeout, .keepalive_timeout,
              .header_timeout, .drain_timeout, .upstream_total_timeout, .body_timeout, .send_timeout: return .duration
         case .workers, .upstream_retries, .upstream_max_connections, .max_connections, .max_header_count, .admin_max_connections:
@@ -171,6 +173,9 @@ extension Settings {
                 maxTargetBytes = bytes
             case .max_body_size: maxBodyBytes = bytes
             case .finish_store_limit: finishStoreLimitBytes = bytes
+            case .request_buffer_size:
+                guard bytes <= 64 << 20 else { return "must be at most 64MiB (bodies are held in memory)" }
+                requestBufferBytes = bytes
             case .max_pipeline_buffer:
                 guard bytes >= 4096 else { return "must be at least 4KiB" }
                 pipelineBufferBytes = bytes

@@ -163,3 +163,78 @@ final class AdminConnectionLimitTests: ConfiguredTestCase {
         XCTAssertGreaterThanOrEqual(try statsFigure(larder, "admin_refused_connections"), 1)
     }
 }
+
+/// Request forms and bodies: OPTIONS *, GET with a body, slow uploads, and
+/// no replay once the upstream has answered.
+final class RequestHandlingTests: ConfiguredTestCase {
+    func testOptionsAsteriskIsForwardedInAsteriskForm() throws {
+        let (origin, larder) = try start(config: "")
+        let c = try larder.client()
+        try c.send("OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n")
+        XCTAssertEqual(try c.readResponse().status, 200)
+        XCTAssertEqual(try origin.count("*"), 1)
+        XCTAssertEqual(try origin.lastRequest("*")["method"] as? String, "OPTIONS")
+    }
+
+    func testAGetWithABodyIsNeitherStoredNorAnsweredFromTheCache() throws {
+        let (origin, larder) = try start(config: "")
+        let c = try larder.client()
+        try c.send("GET /with-body HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello")
+        XCTAssertEqual(try c.readResponse().status, 200)
+        let plain = try c.get("/with-body")
+        XCTAssertFalse(plain.header("cache-status")?.contains("hit") ?? true, "the answer to a GET with a body was not stored")
+        XCTAssertEqual(try origin.count("/with-body"), 2)
+        // A stored response is not the answer to a GET whose body may change it.
+        XCTAssertTrue(try c.get("/with-body").header("cache-status")?.contains("hit") ?? false)
+        try c.send("GET /with-body HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nother")
+        XCTAssertEqual(try c.readResponse().status, 200)
+        XCTAssertEqual(try origin.count("/with-body"), 3)
+        XCTAssertEqual(try origin.lastRequest("/with-body")["body_length"] as? Int, 5)
+        XCTAssertTrue(try c.get("/with-body").header("cache-status")?.contains("hit") ?? false, "and it did not invalidate it")
+    }
+
+    func testAnUpstreamWhoseHeadIsTooLargeIsAskedOnce() throws {
+        let (origin, larder) = try start(config: "")
+        let r = try larder.client().get("/huge-head?bighead=1000000")
+        XCTAssertEqual(r.status, 502)
+        XCTAssertEqual(try origin.count("/huge-head?bighead=1000000"), 1, "no retry once response bytes arrived")
+    }
+
+    /// Sends `body` one byte every 150 ms (an upload that makes steady progress).
+    private func slowPost(_ c: HTTPClient, _ target: String, _ body: String) throws {
+        try c.send("POST \(target) HTTP/1.1\r\nHost: a\r\nContent-Length: \(body.utf8.count)\r\n\r\n")
+        for byte in body.utf8 {
+            usleep(150_000)
+            try c.send([byte])
+        }
+    }
+
+    func testASteadyUploadLongerThanUpstreamTimeoutSucceeds() throws {
+        // Held whole (the default), and streamed (request_buffer_size = 0).
+        for buffering in ["1MiB", "0"] {
+            let (_, larder) = try start(config: "upstream_timeout = \"1s\"\nrequest_buffer_size = \"\(buffering)\"\n")
+            let c = try larder.client()
+            try slowPost(c, "/echo?slow-\(buffering)", "0123456789abcd")  // about 2 s
+            let r = try c.readResponse()
+            XCTAssertEqual(r.status, 200, "request_buffer_size = \(buffering)")
+            XCTAssertEqual(r.text, "0123456789abcd")
+        }
+    }
+
+    func testSlowUploadsDoNotHoldUpstreamConnections() throws {
+        let (origin, larder) = try start(config: "upstream_max_connections = 2\nupstream_timeout = \"3s\"\n")
+        let uploads = try (0..<8).map { i -> HTTPClient in
+            let c = try larder.client()
+            try c.send("POST /echo?upload=\(i) HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nab")
+            return c
+        }
+        // Every worker's upstream connection would be held by an upload.
+        let r = try larder.client().get("/unrelated-miss")
+        XCTAssertEqual(r.status, 200)
+        XCTAssertEqual(try origin.count("/echo?upload=0"), 0, "an incomplete body has not gone upstream")
+        for (i, c) in uploads.enumerated() {
+            try c.send("cdefghij")
+            XCTAssertEqual(try c.readResponse().text, "abcdefghij", "upload \(i)")
+        }
+    }
+}

@@ -71,13 +71,17 @@ final class ResponseSerializerTests: XCTestCase {
             ("content-type", "text/plain", "Content-Type: text/plain\r\n"), ("etag", "\"x\"", "ETag: \"x\"\r\n"),
             ("te", "trailers", "TE: trailers\r\n"), ("dnt", "1", "DNT: 1\r\n"), ("content-md5", "abc", "Content-MD5: abc\r\n"),
             ("www-authenticate", "Basic", "WWW-Authenticate: Basic\r\n"), ("x-xss-protection", "0", "X-XSS-Protection: 0\r\n"),
-            ("x-empty", "", "X-Empty: \r\n"), ("a--b-", "v", "A--B-: v\r\n"), ("1x-y", "é", "1x-Y: é\r\n"),
+            ("x-empty", "", "X-Empty: \r\n"), ("a--b-", "v", "A--B-: v\r\n"), ("1x-y", "v", "1x-Y: v\r\n"),
         ]
         for (name, value, expected) in cases {
             var out: [UInt8] = Array("prefix\r\n".utf8)
             ResponseSerializer.appendField(name, value, to: &out)
             XCTAssertEqual(String(decoding: out, as: UTF8.self), "prefix\r\n" + expected)
         }
+        // A value is its bytes, one per scalar (FieldBytes): U+00E9 is 0xE9.
+        var latin: [UInt8] = []
+        ResponseSerializer.appendField("x-y", "caf\u{E9}", to: &latin)
+        XCTAssertEqual(latin, Array("X-Y: caf".utf8) + [0xE9, 0x0D, 0x0A])
         let long = String(repeating: "x-long", count: 300)
         var out: [UInt8] = []
         ResponseSerializer.appendField(long, long, to: &out)
