@@ -24,6 +24,7 @@ public struct StatsSnapshot: Equatable, Sendable {
     public var sendTimeouts = 0
     /// Admin connections refused over admin_max_connections.
     public var adminRefusedConnections = 0
+    public var openConnections = 0
     public var purged: Int
     public var memoryObjects: Int
     public var memoryBytes: Int
@@ -49,7 +50,8 @@ public struct StatsSnapshot: Equatable, Sendable {
             "collapsed": \(collapsed), "upstream_errors": \(upstreamErrors), "stored": \(stored), \
             "background_refreshes": \(backgroundRefreshes), "client_errors": \(clientErrors), \
             "refused_connections": \(refusedConnections), "output_pauses": \(outputPauses), \
-            "send_timeouts": \(sendTimeouts), "admin_refused_connections": \(adminRefusedConnections), "purged": \(purged), \
+            "send_timeouts": \(sendTimeouts), "admin_refused_connections": \(adminRefusedConnections), \
+            "open_connections": \(openConnections), "purged": \(purged), \
             "hit_ratio": \(ratio), \
             "memory": {"objects": \(memoryObjects), "bytes": \(memoryBytes), "limit_bytes": \(memoryLimitBytes), \
             "evictions": \(memoryEvictions)}, \

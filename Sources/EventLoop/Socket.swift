@@ -69,6 +69,12 @@ public enum Socket {
 
     public static func close(_ fd: Int32) { _ = el_close(fd) }
 
+    /// The size of an open file (nil if fstat fails).
+    public static func fileSize(_ fd: Int32) -> Int? {
+        var info = stat()
+        return fstat(fd, &info) == 0 ? Int(info.st_size) : nil
+    }
+
     /// Raises the open-file limit to the hard limit; returns the limit in force.
     @discardableResult
     public static func raiseOpenFileLimit() -> Int { el_raise_nofile_limit() }

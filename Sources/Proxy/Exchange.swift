@@ -224,6 +224,13 @@ final class Exchange: UpstreamTransferDelegate {
         if let bodyFile = entry.bodyFile, request.method != "HEAD" {
             guard let fd = try? Socket.openForReading(bodyFile.path) else { return false }
             file = OpenFile(fd: fd)
+            // A file cut short behind Larder's back would be sent as a short
+            // body (the connection then cut) on every hit: drop it instead.
+            if let size = Socket.fileSize(fd), size < bodyFile.offset + bodyFile.length {
+                let expected = bodyFile.offset + bodyFile.length
+                worker.logger.warning("stored body \(bodyFile.path) is \(size) bytes, shorter than recorded (\(expected)): entry dropped, fetching \(key) again")
+                return false
+            }
         }
         responseStarted = true
         if request.method == "GET", entry.status == 200, request.header("range") != nil {

@@ -49,8 +49,10 @@ public struct ProxyConfiguration: Sendable {
     /// Pipelined request bytes buffered per connection while one request is
     /// in flight; beyond it Larder stops reading until the answers catch up.
     public var pipelineBufferBytes = 256 * 1024
-    /// Open client connections per worker; more are answered 503 and closed.
-    public var maxConnectionsPerWorker = 10_000
+    /// Open client connections, all workers together (one shared count: the
+    /// kernel spreads connections over the workers unevenly); more are
+    /// answered 503 and closed.
+    public var maxConnections = 10_000
     /// Request bodies up to this size are received whole before the
     /// upstream request starts (0: every body streams as it arrives).
     public var requestBufferBytes = 1 << 20

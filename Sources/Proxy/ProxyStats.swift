@@ -20,6 +20,8 @@ public final class ProxyStats: Sendable {
     public let outputPauses = Atomic<Int>(0)
     /// Connections closed because the client took no output for send_timeout.
     public let sendTimeouts = Atomic<Int>(0)
+    /// Client connections open now, all workers together (max_connections).
+    public let openConnections = Atomic<Int>(0)
     /// Admin connections refused over admin_max_connections.
     public let adminRefusedConnections = Atomic<Int>(0)
 

@@ -81,7 +81,8 @@ public final class Worker: IOHandler {
                 return
             }
             guard let accepted else { return }
-            if connections.count >= configuration.maxConnectionsPerWorker {
+            if stats.openConnections.wrappingAdd(1, ordering: .relaxed).newValue > configuration.maxConnections {
+                stats.openConnections.wrappingSubtract(1, ordering: .relaxed)
                 refuse(accepted.fd)
                 continue
             }
@@ -103,7 +104,7 @@ public final class Worker: IOHandler {
         let now = EventLoop.nowMilliseconds()
         if now - lastRefusalLog > 10_000 {
             lastRefusalLog = now
-            logger.warning("max_connections reached (\(configuration.maxConnectionsPerWorker) on this worker): refusing new connections with 503")
+            logger.warning("max_connections (\(configuration.maxConnections)) reached: refusing new connections with 503")
         }
     }
 
@@ -162,6 +163,7 @@ public final class Worker: IOHandler {
 
     func connectionClosed(_ connection: ClientConnection) {
         connections[ObjectIdentifier(connection)] = nil
+        stats.openConnections.wrappingSubtract(1, ordering: .relaxed)
         if draining && connections.isEmpty { finishDrain() }
     }
 

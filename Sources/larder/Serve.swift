@@ -283,7 +283,7 @@ struct Serve: ParsableCommand {
         // Connection limits are shared out over the workers.
         let workers = settings.effectiveWorkers
         proxyConfig.upstream.maxConnectionsPerHost = max(1, (settings.upstreamMaxConnections + workers - 1) / workers)
-        proxyConfig.maxConnectionsPerWorker = max(1, (settings.maxConnections + workers - 1) / workers)
+        proxyConfig.maxConnections = settings.maxConnections
         return proxyConfig
     }
 

@@ -238,3 +238,43 @@ final class RequestHandlingTests: ConfiguredTestCase {
         }
     }
 }
+
+/// max_connections is one count across workers; a disk file cut short
+/// behind Larder's back is dropped, not served short.
+final class SharedLimitsAndDiskFilesTests: ConfiguredTestCase {
+    func testMaxConnectionsIsOneCountAcrossWorkers() throws {
+        let (_, larder) = try start(config: "max_connections = 100\n")
+        var clients: [HTTPClient] = []
+        for i in 0..<100 {
+            let c = try larder.client()
+            XCTAssertEqual(try c.get("/conn?\(i)").status, 200, "connection \(i) of 100")
+            clients.append(c)
+        }
+        XCTAssertEqual(try larder.client().get("/conn-over").status, 503, "the 101st is refused")
+        clients.removeAll()
+    }
+
+    func testABodyFileTruncatedWhileRunningIsDroppedAndFetchedAgain() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-trunc-\(UUID().uuidString)").path
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: directory) }
+        let (origin, larder) = try start(config: "cache_dir = \"\(directory)\"\nmax_object_size = \"64KiB\"\n")
+        let target = "/truncated?size=3000000"
+        let original = try larder.client().get(target)
+        XCTAssertEqual(original.body.count, 3_000_000)
+        func files() -> [String] {
+            (FileManager.default.enumerator(atPath: directory)?.allObjects as? [String] ?? [])
+                .filter { $0.hasSuffix(".lrd") }.map { directory + "/" + $0 }
+        }
+        let deadline = Date().addingTimeInterval(10)
+        while files().isEmpty && Date() < deadline { usleep(20_000) }
+        let hit = try larder.client().get(target)
+        XCTAssertTrue(hit.header("cache-status")?.contains("hit") ?? false, "served from the file")
+        let path = try XCTUnwrap(files().first)
+        XCTAssertEqual(truncate(path, 1_000_000), 0)
+        let again = try larder.client().get(target)
+        XCTAssertEqual(again.status, 200)
+        XCTAssertEqual(again.body, original.body, "a whole body, fetched again")
+        XCTAssertEqual(try origin.count(target), 2)
+        XCTAssertNotNil(larder.child.waitFor("shorter than recorded"), "logged")
+    }
+}
