@@ -32,7 +32,8 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
     }
 
     func start(peer: String) {
-        var headers = UpstreamHeaders.forward(request, peer: peer, forwardHost: worker.configuration.forwardHost)
+        var headers = UpstreamHeaders.forward(request, peer: peer, forwardHost: worker.configuration.forwardHost,
+                                              passed: worker.configuration.passRequestHeaders)
         headers.removeAll { $0.name == "cache-control" || $0.name == "pragma" }
         UpstreamHeaders.addValidators(for: entry, among: variants, to: &headers)
         requestTime = EventLoop.wallSeconds()

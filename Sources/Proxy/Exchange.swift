@@ -351,7 +351,8 @@ final class Exchange: UpstreamTransferDelegate {
     // MARK: forward
 
     private func forward() {
-        var headers = UpstreamHeaders.forward(request, peer: connection.peer, forwardHost: worker.configuration.forwardHost)
+        var headers = UpstreamHeaders.forward(request, peer: connection.peer, forwardHost: worker.configuration.forwardHost,
+                                              passed: worker.configuration.passRequestHeaders)
         if let validating { UpstreamHeaders.addValidators(for: validating, among: variants, to: &headers) }
         if askUpstreamCachesToReload {
             headers.removeAll { $0.name == "cache-control" || $0.name == "pragma" }

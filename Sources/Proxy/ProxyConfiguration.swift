@@ -19,6 +19,9 @@ public struct ProxyConfiguration: Sendable {
     /// Send the client's Host upstream as X-Forwarded-Host. A response may
     /// then depend on it, so the Host becomes part of the cache key.
     public var forwardHost = false
+    /// Request fields normally dropped towards the upstream
+    /// (`UpstreamHeaders.isOverride`) that go along; they key responses.
+    public var passRequestHeaders: [String] = []
     /// The targeted cache-control field (RFC 9213) meant for Larder; it and
     /// CDN-Cache-Control take precedence over Cache-Control and are not
     /// passed on to clients.

@@ -17,11 +17,14 @@ struct StoredResponseBuilder: Sendable {
     var storeSetCookie = true
     /// The client's Host goes upstream (forward_host): it selects responses.
     var hostIsKeyed = false
+    /// pass_request_headers: they reach the upstream, so they select responses.
+    var passedKeyed: [String] = []
 
     init(_ configuration: ProxyConfiguration) {
         self.init(shared: configuration.sharedCache, targetedField: configuration.targetedCacheControl, routes: configuration.routes)
         storeSetCookie = configuration.storeSetCookie
         hostIsKeyed = configuration.forwardHost
+        passedKeyed = configuration.passRequestHeaders
     }
 
     init(shared: Bool, targetedField: String, routes: RouteTable = RouteTable()) {
@@ -244,8 +247,8 @@ struct StoredResponseBuilder: Sendable {
     func variantFields(_ headers: [(name: String, value: String)], key: String) -> [String] {
         let vary = Vary.fieldNames(Self.combined("vary", in: headers)) ?? []
         let extra = routes.match(key)?.keyHeaders ?? []
-        guard hostIsKeyed || !extra.isEmpty else { return vary }
-        var fields = Set(vary).union(extra)
+        guard hostIsKeyed || !extra.isEmpty || !passedKeyed.isEmpty else { return vary }
+        var fields = Set(vary).union(extra).union(passedKeyed)
         // With forward_host the client's Host goes upstream as
         // X-Forwarded-Host, so a response may depend on it (absolute links):
         // it selects the stored response like a Vary field, and one host's

@@ -8,7 +8,31 @@ enum UpstreamHeaders {
     /// (and -Host with forward_host, which keys stored responses by Host). For GET the
     /// client's If-None-Match / If-Modified-Since are dropped: the cache
     /// fetches a full response to store and answers them itself.
-    static func forward(_ request: RequestHead, peer: String, forwardHost: Bool = false) -> [(name: String, value: String)] {
+    /// Fields that frameworks read to rewrite the URL, method, host or
+    /// scheme: they would change the origin's answer while the stored
+    /// response is keyed without them (cache poisoning). Dropped unless
+    /// `pass_request_headers` names them, and then they key responses.
+    static func isOverride(_ name: String) -> Bool {
+        switch name.utf8.count {
+        case 6: return name == "x-host"
+        case 9: return name == "forwarded"
+        case 13: return name == "x-rewrite-url" || name == "x-http-method"
+        case 14: return name == "x-original-url"
+        case 15: return name == "x-original-host" || name == "x-forwarded-ssl"
+        case 16: return name == "x-forwarded-port"
+        case 17: return name == "x-method-override"
+        case 18: return name == "x-forwarded-server" || name == "x-forwarded-scheme" || name == "x-forwarded-prefix"
+        case 22: return name == "x-http-method-override"
+        default: return false
+        }
+    }
+
+    static let overrideNames = ["forwarded", "x-host", "x-original-url", "x-rewrite-url", "x-http-method",
+                                "x-http-method-override", "x-method-override", "x-original-host", "x-forwarded-ssl",
+                                "x-forwarded-port", "x-forwarded-server", "x-forwarded-scheme", "x-forwarded-prefix"]
+
+    static func forward(_ request: RequestHead, peer: String, forwardHost: Bool = false,
+                        passed: [String] = []) -> [(name: String, value: String)] {
         var headers: [(name: String, value: String)] = []
         headers.reserveCapacity(request.headers.count + 4)
         var forwardedFor: String?
@@ -19,7 +43,9 @@ enum UpstreamHeaders {
             case "host", "content-length", "expect", "larder-cache-policy", "x-forwarded-host", "x-forwarded-proto": continue
             case "if-none-match", "if-modified-since" where request.method == "GET": continue
             case "x-forwarded-for": forwardedFor = forwardedFor.map { $0 + ", " + field.value } ?? field.value
-            default: headers.append((field.name, field.value))
+            default:
+                if isOverride(field.name) && !passed.contains(field.name) { continue }
+                headers.append((field.name, field.value))
             }
         }
         headers.append(("x-forwarded-for", forwardedFor.map { $0 + ", " + peer } ?? peer))

@@ -41,6 +41,13 @@ enum ConfigFile {
             case .string: raw = .string(value.string!)
             case .int: raw = .integer(value.int!)
             case .bool: raw = .bool(value.bool!)
+            case .array where known.kind == .list:
+                let items = value.array!
+                let names = (0..<items.count).compactMap { items[$0].string }
+                guard names.count == items.count else {
+                    throw ConfigError(file: path, line: lines[key], key: key, message: expectation(known))
+                }
+                raw = .list(names)
             default:
                 throw ConfigError(file: path, line: lines[key], key: key, message: "wrong type \(value.type), \(expectation(known))")
             }
@@ -192,6 +199,7 @@ enum ConfigFile {
         case .integer: return "expected an integer"
         case .bool: return "expected true or false"
         case .lifetime: return "expected a duration string such as \"1h\" or a preset"
+        case .list: return "expected a list of strings"
         }
     }
 

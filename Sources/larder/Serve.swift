@@ -262,6 +262,7 @@ struct Serve: ParsableCommand {
         proxyConfig.stripTagHeaders = settings.stripTagHeaders
         proxyConfig.storeSetCookie = settings.storeSetCookie
         proxyConfig.forwardHost = settings.forwardHost
+        proxyConfig.passRequestHeaders = settings.passRequestHeaders
         proxyConfig.upstreamRetries = settings.upstreamRetries
         proxyConfig.finishStoreLimitBytes = settings.finishStoreLimitBytes
         proxyConfig.keepAliveTimeoutMilliseconds = UInt64(settings.keepAliveTimeoutMilliseconds)

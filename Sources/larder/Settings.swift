@@ -46,6 +46,9 @@ struct Settings {
     var sendTimeoutMilliseconds = 60_000
     /// Request bodies up to this size are received whole before going upstream.
     var requestBufferBytes = 1 << 20
+    /// Request fields normally dropped towards the upstream (they could
+    /// change its answer unkeyed) that go along, and then key responses.
+    var passRequestHeaders: [String] = []
     /// Open admin connections; more are answered 503 and closed.
     var adminMaxConnections = 64
     /// Open client connections, all workers together.
@@ -102,9 +105,9 @@ enum ConfigKey: String, CaseIterable {
     case admin_listen, admin_token, admin_token_file, strip_tag_headers, access_log
     case upstream_retries, upstream_max_connections, finish_store_limit, upstream_total_timeout, store_set_cookie
     case max_connections, body_timeout, max_header_count, forward_host, max_pipeline_buffer
-    case send_timeout, admin_max_connections, request_buffer_size
+    case send_timeout, admin_max_connections, request_buffer_size, pass_request_headers
 
-    enum Kind { case string, size, duration, integer, bool, lifetime }
+    enum Kind { case string, size, duration, integer, bool, lifetime, list }
 
     var kind: Kind {
         switch self {
@@ -119,6 +122,7 @@ enum ConfigKey: String, CaseIterable {
             return .integer
         case .upstream_tls_verify, .allow_client_policy, .strip_tag_headers, .store_set_cookie, .forward_host: return .bool
         case .memory_ttl, .disk_ttl: return .lifetime
+        case .pass_request_headers: return .list
         }
     }
 }
@@ -128,9 +132,15 @@ enum RawValue {
     case string(String)
     case integer(Int)
     case bool(Bool)
+    case list([String])
 }
 
 extension Settings {
+    /// tchar (RFC 9110 section 5.6.2): what a field name is made of.
+    static func isTokenByte(_ b: UInt8) -> Bool {
+        (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || "!#$%&'*+-.^_`|~".utf8.contains(b)
+    }
+
     /// Worker threads after resolving 0 (one per core).
     var effectiveWorkers: Int { workers > 0 ? workers : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
 
@@ -153,7 +163,7 @@ extension Settings {
             switch value {
             case .string(let s): return s
             case .integer(let n): return String(n)
-            case .bool: return nil
+            case .bool, .list: return nil
             }
         }
         switch key.kind {
@@ -222,6 +232,12 @@ extension Settings {
             case .forward_host: forwardHost = b
             default: upstreamTLSVerify = b
             }
+        case .list:
+            guard case .list(let names) = value,
+                  names.allSatisfy({ !$0.isEmpty && $0.utf8.allSatisfy { Self.isTokenByte($0) } }) else {
+                return "expected a list of request header names, e.g. [\"Forwarded\"]"
+            }
+            passRequestHeaders = names.map { $0.lowercased() }
         case .lifetime:
             guard case .string(let s) = value else { return "expected a duration or preset string" }
             if key == .disk_ttl && s.lowercased() == "mirror" {

@@ -278,3 +278,39 @@ final class SharedLimitsAndDiskFilesTests: ConfiguredTestCase {
         XCTAssertNotNil(larder.child.waitFor("shorter than recorded"), "logged")
     }
 }
+
+/// Request fields that rewrite the origin's answer do not reach it unkeyed.
+final class UnkeyedFieldTests: ConfiguredTestCase {
+    private let overrides = ["Forwarded: host=evil.example", "X-Original-URL: /admin", "X-Rewrite-URL: /admin",
+                             "X-HTTP-Method-Override: DELETE", "X-Host: evil.example", "X-Forwarded-Scheme: nothttps"]
+
+    func testURLAndMethodOverridesAreDroppedByDefault() throws {
+        let (origin, larder) = try start(config: "")
+        XCTAssertEqual(try larder.client().get("/poison", headers: overrides).status, 200)
+        let seen = Set((try origin.lastRequest("/poison")["headers"] as? [[String]] ?? []).map { $0[0] })
+        for field in ["forwarded", "x-original-url", "x-rewrite-url", "x-http-method-override", "x-host", "x-forwarded-scheme"] {
+            XCTAssertFalse(seen.contains(field), "\(field) reached the origin")
+        }
+    }
+
+    func testAPassedFieldGoesUpstreamAndKeysTheResponse() throws {
+        let (origin, larder) = try start(config: "pass_request_headers = [\"X-Original-URL\"]\n")
+        let c = try larder.client()
+        XCTAssertEqual(try c.get("/passed", headers: ["X-Original-URL: /a"]).status, 200)
+        let fields = try origin.lastRequest("/passed")["headers"] as? [[String]] ?? []
+        XCTAssertTrue(fields.contains { $0 == ["x-original-url", "/a"] })
+        XCTAssertFalse(fields.contains { $0[0] == "forwarded" })
+        XCTAssertTrue(try c.get("/passed", headers: ["X-Original-URL: /a"]).header("cache-status")?.contains("hit") ?? false)
+        let other = try c.get("/passed", headers: ["X-Original-URL: /b"])
+        XCTAssertFalse(other.header("cache-status")?.contains("hit") ?? true, "another value is another response")
+        XCTAssertEqual(try origin.count("/passed"), 2)
+    }
+
+    func testPassRequestHeadersMustBeFieldNames() throws {
+        let path = try writeConfig("pass_request_headers = [\"X Bad\"]\n")
+        let check = try ChildProcess(Paths.larder, ["check-config", "--config", path])
+        XCTAssertEqual(check.waitForExit(), 78)
+        XCTAssertNotNil(check.waitFor("pass_request_headers: expected a list of request header names"))
+        check.stop()
+    }
+}
