@@ -134,17 +134,30 @@ public final class AdminAPI {
 
     private func purge(scope: PurgeScope, soft: Bool) -> Response {
         var count: Int
+        var failures: [String]
         if case .key(let target) = scope {
             guard target.hasPrefix("/") else { return .error(400, "PURGE needs a path target such as /a/b") }
             // The stored key is the target after the route's key options
             // (ignored or sorted query parameters); purge the target as given too.
             let key = cacheKey(target)
-            count = store.purge(.key(key), soft: soft)
-            if key != target { count += store.purge(.key(target), soft: soft) }
+            (count, failures) = store.purgeReportingFailures(.key(key), soft: soft)
+            if key != target {
+                let more = store.purgeReportingFailures(.key(target), soft: soft)
+                count += more.purged
+                failures += more.failures
+            }
         } else {
-            count = store.purge(scope, soft: soft)
+            (count, failures) = store.purgeReportingFailures(scope, soft: soft)
         }
         metrics.purged += count
+        guard failures.isEmpty else {
+            // Files that stay would be served again after a restart: the
+            // purge did not fully hold, and the caller must know.
+            log("admin: \(soft ? "soft-" : "")purge of \(scope) incomplete: \(failures.count) files failed (\(failures[0]))")
+            let error = JSON.string(failures[0] + "; these responses are gone until a restart finds their files again: "
+                                    + "fix the cache directory and purge again")
+            return .json(500, "{\"purged\": \(count), \"failed\": \(failures.count), \"error\": \(error)}")
+        }
         log("admin: \(soft ? "soft-" : "")purged \(scope) (\(count) responses)")
         return .json(200, "{\"purged\": \(count)}")
     }

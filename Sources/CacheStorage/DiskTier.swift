@@ -303,7 +303,7 @@ public final class DiskTier: @unchecked Sendable {
     /// Returns the number of files per key.
     public func purge(_ scope: PurgeScope, soft: Bool) -> [String: Int] {
         let files = purgeIndex(scope, soft: soft)
-        applyPurge(files, soft: soft)
+        _ = applyPurge(files, soft: soft)
         return files.reduce(into: [:]) { $0[$1.key, default: 0] += 1 }
     }
 
@@ -321,11 +321,21 @@ public final class DiskTier: @unchecked Sendable {
     }
 
     /// The file half of `purge`: deletes the files, or marks them stale.
-    func applyPurge(_ files: [(key: String, name: String)], soft: Bool) {
+    /// Returns what failed: such a file would be served again after a
+    /// restart, so the purge's caller must hear of it.
+    func applyPurge(_ files: [(key: String, name: String)], soft: Bool) -> [String] {
+        var failures: [String] = []
         for file in files {
             let path = directory + "/" + Self.subdirectory(Self.keyHash(file.key)) + "/" + file.name
-            if soft { markStale(path) } else { unlink(path) }
+            if soft {
+                if let failure = markStale(path) { failures.append(failure) }
+            } else if unlink(path) != 0 && errno != ENOENT {
+                let failure = "cannot delete \(path): \(String(cString: strerror(errno)))"
+                fault("purge", failure)
+                failures.append(failure)
+            }
         }
+        return failures
     }
 
     /// Removes files stored before `cutoff` (wall seconds); returns how many per key.
@@ -474,14 +484,22 @@ public final class DiskTier: @unchecked Sendable {
     }
 
     /// Sets a file's stale flag (a soft purge): one 4-byte write in place.
-    private func markStale(_ path: String) {
+    private func markStale(_ path: String) -> String? {
         let fd = open(path, O_WRONLY | O_CLOEXEC)
-        guard fd >= 0 else { return }
+        guard fd >= 0 else {
+            if errno == ENOENT { return nil }
+            let failure = "cannot mark \(path) stale: \(String(cString: strerror(errno)))"
+            fault("purge", failure)
+            return failure
+        }
         defer { close(fd) }
         var flags = DiskFormat.staleFlag.littleEndian
         if pwrite(fd, &flags, 4, off_t(DiskFormat.flagsOffset)) != 4 {
-            fault("write", "cannot mark \(path) stale: \(String(cString: strerror(errno)))")
+            let failure = "cannot mark \(path) stale: \(String(cString: strerror(errno)))"
+            fault("purge", failure)
+            return failure
         }
+        return nil
     }
 
     private func deleteFiles(_ files: [(key: String, name: String)]) {

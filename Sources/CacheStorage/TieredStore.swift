@@ -122,6 +122,12 @@ public final class TieredStore: @unchecked Sendable {
     /// stored responses: per key, the larger of its memory and disk counts
     /// (the tiers mostly hold the same responses).
     public func purge(_ scope: PurgeScope, soft: Bool) -> Int {
+        purgeReportingFailures(scope, soft: soft).purged
+    }
+
+    /// A purge, with the files it could not delete (or mark stale): those
+    /// responses are gone until a restart finds their files again.
+    public func purgeReportingFailures(_ scope: PurgeScope, soft: Bool) -> (purged: Int, failures: [String]) {
         // A purge must see every file: first let the start-up index finish
         // (outside the lock, so stores go on meanwhile).
         disk?.waitForIndex(timeoutSeconds: 120)
@@ -131,8 +137,8 @@ public final class TieredStore: @unchecked Sendable {
             purgeNumber.store(log.record(scope, soft: soft), ordering: .releasing)
             return (memory.purge(scope, soft: soft), disk?.purgeIndex(scope, soft: soft) ?? [])
         }
-        disk?.applyPurge(files, soft: soft)
-        return Self.merge(inMemory, files.reduce(into: [:]) { $0[$1.key, default: 0] += 1 })
+        let failures = disk?.applyPurge(files, soft: soft) ?? []
+        return (Self.merge(inMemory, files.reduce(into: [:]) { $0[$1.key, default: 0] += 1 }), failures)
     }
 
     /// Empties the memory tier only; returns the number of responses dropped.

@@ -314,3 +314,35 @@ final class UnkeyedFieldTests: ConfiguredTestCase {
         check.stop()
     }
 }
+
+/// A purge whose files cannot be deleted says so instead of `{"purged": 1}`.
+final class PurgeFailureTests: ConfiguredTestCase {
+    private func chattr(_ flag: String, _ path: String) throws -> Int32? {
+        let child = try ChildProcess("/usr/bin/env", ["chattr", flag, path])
+        defer { child.stop() }
+        return child.waitForExit()
+    }
+
+    func testAPurgeThatCannotDeleteItsFileReportsTheFailure() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-ro-\(UUID().uuidString)").path
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: directory) }
+        let (_, larder) = try start(config: "cache_dir = \"\(directory)\"\n")
+        let target = "/undeletable?size=100"
+        XCTAssertEqual(try larder.client().get(target).status, 200)
+        func files() -> [String] {
+            (FileManager.default.enumerator(atPath: directory)?.allObjects as? [String] ?? [])
+                .filter { $0.hasSuffix(".lrd") }.map { directory + "/" + $0 }
+        }
+        let deadline = Date().addingTimeInterval(10)
+        while files().isEmpty && Date() < deadline { usleep(20_000) }
+        let path = try XCTUnwrap(files().first)
+        // Root ignores permissions: an immutable file is one root cannot delete.
+        guard try chattr("+i", path) == 0 else { throw XCTSkip("chattr +i is not available on this file system") }
+        addTeardownBlock { _ = try? self.chattr("-i", path) }
+        // Through the admin API, as the command line tool sends it: it fails with the message.
+        let cli = try ChildProcess(Paths.larder, ["purge", target, "--admin", larder.adminURL])
+        XCTAssertEqual(cli.waitForExit(), 1)
+        XCTAssertNotNil(cli.waitFor("purge failed \\(500\\): .*\"failed\": 1.*cannot delete"), cli.stderr)
+        cli.stop()
+    }
+}
