@@ -95,6 +95,12 @@ public final class UpstreamTransfer {
         func set(_ code: CURLcode) { if result == CURLE_OK && code != CURLE_OK { result = code } }
 
         set(larder_easy_setopt_str(easy, CURLOPT_URL, request.url))
+        // Waiting for a connection to say whether it multiplexes pays only
+        // where it may (HTTP/2 over TLS). Towards a cleartext HTTP/1.1
+        // upstream it made concurrent requests for one host take turns
+        // until a response on a new connection arrived: collapsed waiters
+        // released by a failed leader fetched one after another.
+        set(larder_easy_setopt_long(easy, CURLOPT_PIPEWAIT, request.url.hasPrefix("https:") ? 1 : 0))
         // "OPTIONS *": the asterisk form, which a URL cannot express.
         set(larder_easy_setopt_str(easy, CURLOPT_REQUEST_TARGET, request.requestTarget))
         set(larder_easy_setopt_ptr(easy, CURLOPT_PRIVATE, me))
@@ -168,7 +174,6 @@ public final class UpstreamTransfer {
         func set(_ code: CURLcode) { if result == CURLE_OK && code != CURLE_OK { result = code } }
         set(larder_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1))
         set(larder_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, LARDER_CURL_HTTP_VERSION_2TLS))
-        set(larder_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1))
         set(larder_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0))
         set(larder_easy_setopt_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 0))  // bytes pass through as sent
         // The target was normalized once, before routing and keying: curl

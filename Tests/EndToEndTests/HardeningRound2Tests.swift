@@ -346,3 +346,21 @@ final class PurgeFailureTests: ConfiguredTestCase {
         cli.stop()
     }
 }
+
+/// Collapsed waiters released by a failed leader fetch together, not one
+/// after another.
+final class CollapsedReleaseTests: ConfiguredTestCase {
+    func testWaitersOfAFailedLargeFetchGoUpstreamTogether() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-wait-\(UUID().uuidString)").path
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: directory) }
+        let (origin, larder) = try start(config: "cache_dir = \"\(directory)\"\nmax_object_size = \"1MiB\"\n")
+        // Larger than max_object_size (to disk, not shared), and it breaks off.
+        let target = "/large-fail?size=3000000&delay=1.5&cut=1000"
+        let clients = try (0..<6).map { _ in try larder.client() }
+        for c in clients { try c.send("GET \(target) HTTP/1.1\r\nHost: a\r\n\r\n") }
+        for c in clients { _ = try? c.readResponse() }  // each is cut short: the origin's fault
+        XCTAssertEqual(try origin.count(target), 6, "the leader, then each waiter on its own")
+        let peak = try origin.lastRequest(target)["max_concurrent"] as? Int ?? 0
+        XCTAssertGreaterThanOrEqual(peak, 5, "the five waiters were at the origin at once")
+    }
+}

@@ -36,7 +36,8 @@ Query parameters on any path:
 Run as "origin.py PORT --tls CERT KEY" to serve https.
 Special paths:
   /__count?key=PATH   how many requests PATH received (text)
-  /__last?key=PATH    JSON of the last request's method, headers, body length
+  /__last?key=PATH    JSON of the last request's method, headers, body length,
+                      and max_concurrent: the most requests for PATH answered at once
   /echo               answers with the request body (any method)
 """
 import hashlib
@@ -51,6 +52,8 @@ from urllib.parse import parse_qs, urlsplit
 START = int(time.time())
 counts = {}
 last = {}
+inflight = {}
+peak = {}
 lock = threading.Lock()
 
 
@@ -97,7 +100,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(200, str(n).encode(), {"Cache-Control": "no-store"})
         if url.path == "/__last":
             with lock:
-                info = last.get(q.get("key", ""), {})
+                info = dict(last.get(q.get("key", ""), {}))
+                info["max_concurrent"] = peak.get(q.get("key", ""), 0)
             return self.send(200, json.dumps(info).encode(), {"Cache-Control": "no-store"})
         with lock:
             counts[self.path] = counts.get(self.path, 0) + 1
@@ -239,7 +243,18 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self.wfile.write(body)
 
-    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = handle_any
+    def handle_counted(self):
+        # How many requests for one path were being answered at once, at most.
+        with lock:
+            inflight[self.path] = inflight.get(self.path, 0) + 1
+            peak[self.path] = max(peak.get(self.path, 0), inflight[self.path])
+        try:
+            self.handle_any()
+        finally:
+            with lock:
+                inflight[self.path] -= 1
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = handle_counted
 
 
 def main():
