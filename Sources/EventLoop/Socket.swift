@@ -69,6 +69,9 @@ public enum Socket {
 
     public static func close(_ fd: Int32) { _ = el_close(fd) }
 
+    /// Stops sending (FIN) while still reading: the first half of a lingering close.
+    public static func shutdownWrite(_ fd: Int32) { _ = Glibc.shutdown(fd, Int32(SHUT_WR)) }
+
     /// The size of an open file (nil if fstat fails).
     public static func fileSize(_ fd: Int32) -> Int? {
         var info = stat()

@@ -77,6 +77,10 @@ final class ClientConnection: IOHandler, BatchEndHandler {
 
     func ready(_ events: IOEvents) {
         if closed { return }
+        if lingering {
+            drainWhileLingering()
+            return
+        }
         if events.contains(.write) || events.contains(.error) { flush() }
         if closed { return }
         if events.contains(.read) || events.contains(.hangup) { readAvailable() }
@@ -333,7 +337,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
                 if closed { return }
             }
             if done {
-                if closeWhenFlushed { close(); return }
+                if closeWhenFlushed { lingerThenClose(); return }
                 exchange?.outputDrained()
             } else if output.pendingBytes < worker.configuration.clientBufferBytes / 4 {
                 exchange?.outputDrained()
@@ -436,8 +440,50 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         }
     }
 
+    // MARK: lingering close
+
+    /// After the last answer (an error, or Connection: close) the client may
+    /// still be sending: closing with unread bytes makes the kernel send a
+    /// reset, which can destroy the answer before the client reads it (a 431
+    /// to a client still uploading). So, as nginx does: shut down the
+    /// sending side, read and discard for a bounded time and amount, close.
+    private var lingering = false
+    private var lingeredBytes = 0
+    static let lingerMilliseconds: UInt64 = 5_000
+    static let lingerMaxBytes = 1 << 20
+
+    private func lingerThenClose() {
+        guard !readEOF, !worker.draining else { close(); return }
+        lingering = true
+        Socket.shutdownWrite(fd)
+        worker.loop.cancel(idleTimer)
+        worker.loop.cancel(bodyTimer)
+        worker.loop.cancel(sendTimer)
+        idleTimer = worker.loop.schedule(after: Self.lingerMilliseconds) { [weak self] in self?.close() }
+        interest = [.read]
+        worker.loop.setInterest(fd, interest)
+    }
+
+    private func drainWhileLingering() {
+        for _ in 0..<4 {
+            let n: Int?
+            do {
+                n = try worker.scratch.withUnsafeMutableBytes { (buf) throws(SystemError) -> Int? in try Socket.read(fd, into: buf) }
+            } catch {
+                close()
+                return
+            }
+            guard let n else { return }
+            lingeredBytes += n
+            if n == 0 || lingeredBytes > Self.lingerMaxBytes {
+                close()
+                return
+            }
+        }
+    }
+
     /// Whether nothing is in progress (used when draining on shutdown).
-    var isIdle: Bool { exchange == nil && body == nil && output.isEmpty && unparsedCount == 0 }
+    var isIdle: Bool { lingering || exchange == nil && body == nil && output.isEmpty && unparsedCount == 0 }
 
     func abort() {
         exchange?.cancel()

@@ -364,3 +364,47 @@ final class CollapsedReleaseTests: ConfiguredTestCase {
         XCTAssertGreaterThanOrEqual(peak, 5, "the five waiters were at the origin at once")
     }
 }
+
+/// Error answers reach a client that is still sending (lingering close):
+/// closing with unread bytes made the kernel reset the connection.
+final class LingeringCloseTests: ProxyTestCase {
+    func testA431ReachesAClientStillSendingItsHeaders() throws {
+        let c = try larder.client()
+        let done = DispatchSemaphore(value: 0)
+        let sent = Locked(0)
+        // Half a MiB of header section, far over max_header_size: the answer comes
+        // while the client is still sending; it reads only once it is done.
+        let piece = Array(("X-Filler: " + String(repeating: "a", count: 1000) + "\r\n").utf8)
+        Thread {
+            try? c.send(Array("GET /flood HTTP/1.1\r\nHost: a\r\n".utf8))
+            for _ in 0..<512 {
+                if (try? c.send(piece)) == nil { break }
+                sent.withLock { $0 += 1 }
+            }
+            done.signal()
+        }.start()
+        XCTAssertEqual(done.wait(timeout: .now() + 20), .success)
+        XCTAssertEqual(sent.withLock { $0 }, 512, "Larder read and discarded what followed its answer")
+        XCTAssertEqual(try c.readResponse().status, 431)
+    }
+
+    func testA400ForABadBodyIsReadableBeforeTheClose() throws {
+        let c = try larder.client()
+        // A broken chunk size, then more bytes the client keeps sending.
+        try c.send("POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n" + String(repeating: "b", count: 200_000))
+        XCTAssertEqual(try c.readResponse().status, 400)
+        XCTAssertTrue(c.isClosedByPeer(), "a clean close (EOF), not a reset")
+    }
+}
+
+/// A value shared between a test and a thread it starts.
+final class Locked<Value>: @unchecked Sendable {
+    private var value: Value
+    private let lock = NSLock()
+    init(_ value: Value) { self.value = value }
+    func withLock<R>(_ body: (inout Value) -> R) -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&value)
+    }
+}
