@@ -21,7 +21,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     private var parser: RequestParser
     @exclusivity(unchecked) private(set) var output = OutputQueue()
     private var exchange: Exchange?
-    private var body: BodyReader?
+    private var body: RequestBodyReader?
     private var readEOF = false
     private var closeWhenFlushed = false
     private(set) var closed = false
@@ -44,12 +44,6 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     /// send_timeout: when output last made progress, and its timer.
     private var sendProgressAt: UInt64 = 0
     private var sendTimer: TimerID = .none
-
-    /// What remains of the current request's body.
-    private enum BodyReader {
-        case length(Int)
-        case chunked(ChunkedDecoder)
-    }
 
     /// Bytes of unparsed input held before reading pauses (pipelining bound:
     /// one request is in flight, the next ones wait here).
@@ -167,12 +161,8 @@ final class ClientConnection: IOHandler, BatchEndHandler {
 
     private func beginRequest(_ head: RequestHead) {
         idleDeadline = 0
-        switch head.framing {
-        case .none: body = nil
-        case .contentLength(let n): body = .length(n)
-        case .chunked: body = .chunked(ChunkedDecoder(maxBodyBytes: worker.configuration.limits.maxBodyBytes))
-        }
-        if let body, !isEmptyBody(body) {
+        body = RequestBodyReader(head.framing, maxBodyBytes: worker.configuration.limits.maxBodyBytes)
+        if let body, !body.isEmpty {
             bodyProgressAt = EventLoop.nowMilliseconds()
             if bodyTimer == .none { scheduleBodyTimer(after: worker.configuration.bodyTimeoutMilliseconds) }
         }
@@ -188,46 +178,24 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     /// Moves buffered body bytes to the exchange (or discards them when the
     /// answer did not need the body).
     private func feedBody() {
-        guard let reader = body, unparsedCount > 0 || isEmptyBody(reader) else { return }
+        guard var reader = body, unparsedCount > 0 || reader.isEmpty else { return }
         bodyProgressAt = EventLoop.nowMilliseconds()
-        switch reader {
-        case .length(let remaining):
-            let n = min(remaining, unparsedCount)
-            input.withUnsafeBytes { raw in
-                exchange?.requestBody(UnsafeRawBufferPointer(rebasing: raw[inputStart..<(inputStart + n)]))
-            }
-            consume(n)
-            if remaining - n == 0 {
-                body = nil
-                exchange?.requestBodyEnd()
-            } else {
-                body = .length(remaining - n)
-            }
-        case .chunked(var decoder):
-            let outcome = input.withUnsafeBytes { raw in
-                decoder.decode(UnsafeRawBufferPointer(rebasing: raw[inputStart...])) { piece in
-                    exchange?.requestBody(piece)
-                }
-            }
-            switch outcome {
-            case .needMore:
-                consume(unparsedCount)
-                body = .chunked(decoder)
-            case .done(let consumed):
-                consume(consumed)
-                body = nil
-                exchange?.requestBodyEnd()
-            case .invalid(let error):
-                body = nil
-                failRequest(error)
-            }
+        let outcome = input.withUnsafeBytes { raw in
+            reader.feed(UnsafeRawBufferPointer(rebasing: raw[inputStart...])) { exchange?.requestBody($0) }
+        }
+        switch outcome {
+        case .needMore(let consumed):
+            consume(consumed)
+            body = reader
+        case .done(let consumed):
+            consume(consumed)
+            body = nil
+            exchange?.requestBodyEnd()
+        case .invalid(let error):
+            body = nil
+            failRequest(error)
         }
         if body == nil && exchange == nil { armIdleTimer(worker.configuration.keepAliveTimeoutMilliseconds) }
-    }
-
-    private func isEmptyBody(_ reader: BodyReader) -> Bool {
-        if case .length(0) = reader { return true }
-        return false
     }
 
     private func consume(_ n: Int) {

@@ -41,7 +41,10 @@ enum UpstreamHeaders {
             // Larder sets X-Forwarded-Host and -Proto itself: a client's own
             // would reach the upstream unkeyed (a cache-poisoning vector).
             case "host", "content-length", "expect", "larder-cache-policy", "x-forwarded-host", "x-forwarded-proto": continue
-            case "if-none-match", "if-modified-since" where request.method == "GET": continue
+            // (A `where` binds to the last pattern only: both carry it, or a
+            // PUT's If-None-Match: * would be dropped.)
+            case "if-none-match" where request.method == "GET" && request.framing == .none,
+                 "if-modified-since" where request.method == "GET" && request.framing == .none: continue
             case "x-forwarded-for": forwardedFor = forwardedFor.map { $0 + ", " + field.value } ?? field.value
             default:
                 if isOverride(field.name) && !passed.contains(field.name) { continue }

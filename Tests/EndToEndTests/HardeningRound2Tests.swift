@@ -193,6 +193,14 @@ final class RequestHandlingTests: ConfiguredTestCase {
         XCTAssertTrue(try c.get("/with-body").header("cache-status")?.contains("hit") ?? false, "and it did not invalidate it")
     }
 
+    func testAConditionalPutKeepsItsIfNoneMatch() throws {
+        let (origin, larder) = try start(config: "")
+        let r = try larder.client().request("PUT", "/create-only", headers: ["If-None-Match: *"])
+        XCTAssertEqual(r.status, 200)
+        let fields = try origin.lastRequest("/create-only")["headers"] as? [[String]] ?? []
+        XCTAssertTrue(fields.contains { $0 == ["if-none-match", "*"] }, "\(fields)")
+    }
+
     func testAnUpstreamWhoseHeadIsTooLargeIsAskedOnce() throws {
         let (origin, larder) = try start(config: "")
         let r = try larder.client().get("/huge-head?bighead=1000000")
