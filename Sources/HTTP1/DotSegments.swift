@@ -8,8 +8,8 @@ public enum DotSegments {
     /// The target with its path normalized (query untouched); the same
     /// String when there is nothing to remove (the usual case).
     public static func normalize(_ target: String) -> String {
-        var target = target
-        return target.withUTF8 { b -> String? in
+        // Native strings (all the parser makes) have contiguous UTF-8: no copy.
+        let result = target.utf8.withContiguousStorageIfAvailable { b -> String? in
             guard let (start, end) = pathRange(b), mayHaveDotSegment(b, start, end) else { return nil }
             var out: [UInt8] = []
             out.reserveCapacity(b.count)
@@ -39,7 +39,11 @@ public enum DotSegments {
             if out.count == pathStart { out.append(0x2F) }
             out.append(contentsOf: b[end..<b.count])
             return String(decoding: out, as: UTF8.self)
-        } ?? target
+        }
+        if let result { return result ?? target }
+        var copy = target
+        copy.makeContiguousUTF8()
+        return normalize(copy)
     }
 
     /// Where the path is: origin-form from 0; absolute-form after the

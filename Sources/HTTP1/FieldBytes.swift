@@ -41,9 +41,20 @@ public enum FieldBytes {
         return bytes.withUnsafeBytes(body)
     }
 
-    @inlinable @inline(__always)
+    /// Eight bytes at a time: this runs for every field value parsed.
+    @inlinable
     public static func isASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        for b in bytes where b >= 0x80 { return false }
-        return true
+        guard let base = bytes.baseAddress else { return true }
+        var i = 0
+        var high: UInt64 = 0
+        while i + 8 <= bytes.count {
+            high |= base.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+            i += 8
+        }
+        while i < bytes.count {
+            high |= UInt64(base.load(fromByteOffset: i, as: UInt8.self))
+            i += 1
+        }
+        return high & 0x8080_8080_8080_8080 == 0
     }
 }

@@ -98,7 +98,13 @@ public struct RequestParser: Sendable {
         let method = string(b, methodStart, i)
         i += 1
         let targetStart = i
-        while i < end && b[i] > SP && b[i] < DEL { i += 1 }
+        // Dot segments can only start after a "/" with "." or "%": note it
+        // in this scan, so most targets need no second look.
+        var mayHaveDotSegment = false
+        while i < end && b[i] > SP && b[i] < DEL {
+            if b[i] == 0x2F && i + 1 < end && (b[i + 1] == 0x2E || b[i + 1] == 0x25) { mayHaveDotSegment = true }
+            i += 1
+        }
         if i == targetStart { return .failure(.badRequest("missing request target")) }
         if i - targetStart > limits.maxTargetBytes { return .failure(.uriTooLong) }
         if i >= end || b[i] != SP { return .failure(.badRequest("malformed request target")) }
@@ -118,7 +124,7 @@ public struct RequestParser: Sendable {
         }
         if target == "*" && method != "OPTIONS" { return .failure(.badRequest("'*' target is only for OPTIONS")) }
         // Routing, the cache key and the upstream all see this one path.
-        let normalized = DotSegments.normalize(target)
+        let normalized = mayHaveDotSegment ? DotSegments.normalize(target) : target
 
         // ---- header fields
         var headers: [HeaderField] = []
@@ -137,15 +143,20 @@ public struct RequestParser: Sendable {
             while i < end && (b[i] == SP || b[i] == HTAB) { i += 1 }
             let valueStart = i
             var valueEnd = i
+            var high: UInt8 = 0
             while i < end && b[i] != CR && b[i] != LF {
                 let c = b[i]
                 if c < SP && c != HTAB || c == DEL { return .failure(.badRequest("invalid character in header value")) }
+                high |= c
                 i += 1
                 if c != SP && c != HTAB { valueEnd = i }
             }
             guard let next = lineEnd(b, i, end) else { return .failure(.badRequest("bare CR in header section")) }
             i = next
-            headers.append(HeaderField(name: name, value: FieldBytes.string(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: b[valueStart..<valueEnd])))))
+            // obs-text (0x80-0xFF) is kept byte for byte (FieldBytes), not read as UTF-8.
+            let value = high < 0x80 ? string(b, valueStart, valueEnd)
+                : FieldBytes.string(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: b[valueStart..<valueEnd])))
+            headers.append(HeaderField(name: name, value: value))
             if headers.count > limits.maxHeaderCount { return .failure(.headerFieldsTooLarge) }
             if i >= end { return .failure(.badRequest("unterminated header section")) }
         }

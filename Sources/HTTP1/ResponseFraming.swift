@@ -13,25 +13,37 @@ public enum ResponseFraming: Equatable, Sendable {
     case invalid(String)
 
     public static func of(_ fields: [(name: String, value: String)]) -> ResponseFraming {
-        var length: Int?
-        var sawLength = false
+        var length = -1
         for field in fields {
             if field.name.isField("transfer-encoding") { return .transferCoded }
             guard field.name.isField("content-length") else { continue }
-            for element in field.value.split(separator: ",", omittingEmptySubsequences: false) {
-                let digits = element.utf8.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }
-                guard !digits.isEmpty, digits.count <= 18, digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
-                    return scanForTransferEncoding(fields) ?? .invalid("invalid Content-Length \"\(field.value)\"")
+            // Comma-separated decimal lengths, read in place (every miss).
+            var value = field.value
+            let verdict = value.withUTF8 { b -> Int? in
+                var i = 0
+                while true {
+                    while i < b.count && (b[i] == 0x20 || b[i] == 0x09) { i += 1 }
+                    var n = 0, digits = 0
+                    while i < b.count && b[i] >= 0x30 && b[i] <= 0x39 && digits < 18 {
+                        n = n * 10 + Int(b[i] - 0x30)
+                        digits += 1
+                        i += 1
+                    }
+                    while i < b.count && (b[i] == 0x20 || b[i] == 0x09) { i += 1 }
+                    guard digits > 0, i == b.count || b[i] == 0x2C else { return nil }
+                    if length >= 0 && length != n { return -1 }
+                    length = n
+                    if i == b.count { return length }
+                    i += 1
                 }
-                let n = digits.reversed().reduce(0) { $0 * 10 + Int($1 - 0x30) }
-                if sawLength && length != n {
-                    return scanForTransferEncoding(fields) ?? .invalid("conflicting Content-Length values")
-                }
-                sawLength = true
-                length = n
+            }
+            switch verdict {
+            case nil: return scanForTransferEncoding(fields) ?? .invalid("invalid Content-Length \"\(field.value)\"")
+            case -1: return scanForTransferEncoding(fields) ?? .invalid("conflicting Content-Length values")
+            default: continue
             }
         }
-        return length.map { .length($0) } ?? .unspecified
+        return length >= 0 ? .length(length) : .unspecified
     }
 
     /// A Transfer-Encoding later in the fields still wins over a bad length.

@@ -32,34 +32,53 @@ public enum ResponseSerializer {
     /// stack buffer and appended at once (this runs for every field of every
     /// forwarded and stored response).
     public static func appendField(_ name: String, _ value: String, to out: inout [UInt8]) {
+        // The value's own bytes (see FieldBytes), not its UTF-8: the same
+        // when it is ASCII, as nearly every value is.
+        var value = value
+        let ascii = value.withUTF8 { v -> Bool in
+            guard FieldBytes.isASCII(UnsafeRawBufferPointer(v)) else { return false }
+            appendField(name, bytes: v, to: &out)
+            return true
+        }
+        if ascii { return }
+        var bytes: [UInt8] = []
+        FieldBytes.append(value, to: &bytes)
+        bytes.withUnsafeBufferPointer { appendField(name, bytes: $0, to: &out) }
+    }
+
+    /// "Content-Length: N\r\n" without making a String of N.
+    public static func appendContentLength(_ length: Int, to out: inout [UInt8]) {
+        out.append(contentsOf: "Content-Length: ".utf8)
+        appendDecimal(length, to: &out)
+        out.append(contentsOf: [CR, LF])
+    }
+
+    private static func appendField(_ name: String, bytes v: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
         let special = specialSpelling(name)
         var name = special ?? name
         name.withUTF8 { n in
-            // The value's own bytes (see FieldBytes), not its UTF-8.
-            FieldBytes.withBytes(value) { v in
-                let total = n.count + v.count + 4
-                withUnsafeTemporaryAllocation(of: UInt8.self, capacity: total) { buffer in
-                    // Raw pointers: this loop runs for every byte of every field name.
-                    let to = buffer.baseAddress!
-                    if let from = n.baseAddress {
-                        if special != nil {
-                            to.update(from: from, count: n.count)
-                        } else {
-                            var upper = true
-                            for i in 0..<n.count {
-                                let b = from[i]
-                                to[i] = upper && b &- 0x61 < 26 ? b &- 32 : b
-                                upper = b == 0x2D
-                            }
+            let total = n.count + v.count + 4
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: total) { buffer in
+                // Raw pointers: this loop runs for every byte of every field name.
+                let to = buffer.baseAddress!
+                if let from = n.baseAddress {
+                    if special != nil {
+                        to.update(from: from, count: n.count)
+                    } else {
+                        var upper = true
+                        for i in 0..<n.count {
+                            let b = from[i]
+                            to[i] = upper && b &- 0x61 < 26 ? b &- 32 : b
+                            upper = b == 0x2D
                         }
                     }
-                    to[n.count] = UInt8(ascii: ":")
-                    to[n.count + 1] = SP
-                    if let value = v.baseAddress { UnsafeMutableRawPointer(to + n.count + 2).copyMemory(from: value, byteCount: v.count) }
-                    to[total - 2] = CR
-                    to[total - 1] = LF
-                    out.append(contentsOf: UnsafeBufferPointer(buffer))
                 }
+                to[n.count] = UInt8(ascii: ":")
+                to[n.count + 1] = SP
+                if let value = v.baseAddress { (to + n.count + 2).update(from: value, count: v.count) }
+                to[total - 2] = CR
+                to[total - 1] = LF
+                out.append(contentsOf: UnsafeBufferPointer(buffer))
             }
         }
     }

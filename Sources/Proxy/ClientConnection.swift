@@ -39,7 +39,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     /// Answers wait (and input is not read) while this much output is
     /// queued: a client that pipelines and never reads cannot make Larder
     /// hold answers (and their open files) without bound.
-    private var outputBound: Int { worker.configuration.clientBufferBytes }
+    private let outputBound: Int
     private var waitingForOutput = false
     /// send_timeout: when output last made progress, and its timer.
     private var sendProgressAt: UInt64 = 0
@@ -54,6 +54,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         self.peer = peer
         self.worker = worker
         parser = RequestParser(limits: worker.configuration.limits)
+        outputBound = worker.configuration.clientBufferBytes
     }
 
     func start() {
@@ -294,8 +295,11 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         do {
             let before = output.pendingBytes
             let done = try output.flush(to: fd)
-            if output.pendingBytes < before { sendProgressAt = EventLoop.nowMilliseconds() }
-            if !done && sendTimer == .none {
+            // send_timeout bookkeeping only while output is held up (a hit
+            // that leaves at once reads no clock).
+            if sendTimer != .none {
+                if output.pendingBytes < before { sendProgressAt = EventLoop.nowMilliseconds() }
+            } else if !done {
                 sendProgressAt = EventLoop.nowMilliseconds()
                 scheduleSendTimer(after: worker.configuration.sendTimeoutMilliseconds)
             }

@@ -556,7 +556,7 @@ final class Exchange: UpstreamTransferDelegate {
             if field.name.isField("content-length") { continue }
             ResponseSerializer.appendField(field.name, field.value, to: &head)
         }
-        if let expectedLength, framing == .length || noBody { ResponseSerializer.appendField("content-length", String(expectedLength), to: &head) }
+        if let expectedLength, framing == .length || noBody { ResponseSerializer.appendContentLength(expectedLength, to: &head) }
         if let ageValue { ResponseSerializer.appendField("age", String(ageValue), to: &head) }
         ResponseSerializer.appendField("cache-status", cacheStatus, to: &head)
         // RFC 9110 section 6.6.1: a forwarded response without Date gets one.
@@ -1072,7 +1072,7 @@ final class Exchange: UpstreamTransferDelegate {
             if field.name.isField("age") || builder.isHidden(field.name) || field.name.isField("content-length") { continue }
             ResponseSerializer.appendField(field.name, field.value, to: &out)
         }
-        if let length = head.contentLength, framing == .length || noBody { ResponseSerializer.appendField("content-length", String(length), to: &out) }
+        if let length = head.contentLength, framing == .length || noBody { ResponseSerializer.appendContentLength(length, to: &out) }
         let now = EventLoop.wallSeconds()
         ResponseSerializer.appendField("age", String(Freshness.correctedInitialAge(head.timing) + max(0, Int(now - head.timing.responseTime))),
                                        to: &out)

@@ -385,6 +385,7 @@ final class Reloader {
             ("admin_token", next.adminToken != running.adminToken || next.adminTokenFile != running.adminTokenFile),
             ("access_log", next.accessLog != running.accessLog),
             ("upstream_max_connections", next.upstreamMaxConnections != running.upstreamMaxConnections),
+            ("admin_max_connections", next.adminMaxConnections != running.adminMaxConnections),
         ]
         for (key, changed) in restartOnly where changed {
             logger.warning("SIGHUP: \(key) changed in \(file); it takes effect after a restart")

@@ -69,8 +69,10 @@ final class ResponseFramingTests: XCTestCase {
         XCTAssertEqual(ResponseFraming.of([("transfer-encoding", "chunked"), ("content-length", "x")]), .transferCoded)
         XCTAssertEqual(ResponseFraming.of([("content-length", "5")]), .length(5))
         XCTAssertEqual(ResponseFraming.of([("content-length", "5"), ("content-length", "5, 5")]), .length(5))
+        XCTAssertEqual(ResponseFraming.of([("content-length", " 0 ")]), .length(0))
+        XCTAssertEqual(ResponseFraming.of([("content-length", "999999999999999999")]), .length(999_999_999_999_999_999))
         XCTAssertEqual(ResponseFraming.of([("content-type", "text/plain")]), .unspecified)
-        for bad in ["3, 5", "+3", "-1", "", "0x10", "1 2", "99999999999999999999"] {
+        for bad in ["3, 5", "+3", "-1", "", "0x10", "1 2", "99999999999999999999", "9999999999999999999", "5,", ",5", "5,,5"] {
             guard case .invalid = ResponseFraming.of([("content-length", bad)]) else { return XCTFail(bad) }
         }
         guard case .invalid = ResponseFraming.of([("content-length", "3"), ("content-length", "4")]) else { return XCTFail() }
