@@ -46,6 +46,32 @@ public enum DotSegments {
         return normalize(copy)
     }
 
+    /// Whether the path would have dot segments if "\\", "%2F" or "%5C"
+    /// separated segments, as some origins decode them (`/static/..%2fx`,
+    /// `/static/..\\x`). Asked after `normalize`: such a target cannot be
+    /// routed and keyed the same way the origin will read it, so it is refused.
+    public static func isAmbiguous(_ target: String) -> Bool {
+        var target = target
+        return target.withUTF8 { b -> Bool in
+            guard let (start, end) = pathRange(b) else { return false }
+            var i = start, segment = start
+            while i <= end {
+                var separator = 0
+                if i == end || b[i] == 0x2F || b[i] == 0x5C { separator = 1 }
+                else if b[i] == 0x25, i + 3 <= end, (b[i + 1] == 0x32 && b[i + 2] | 0x20 == 0x66)
+                            || (b[i + 1] == 0x35 && b[i + 2] | 0x20 == 0x63) { separator = 3 }
+                if separator > 0 {
+                    if i > segment, kind(b, segment, i) != .other { return true }
+                    i += separator
+                    segment = i
+                } else {
+                    i += 1
+                }
+            }
+            return false
+        }
+    }
+
     /// Where the path is: origin-form from 0; absolute-form after the
     /// authority. nil when there is no path ("*", "http://host?q").
     private static func pathRange(_ b: UnsafeBufferPointer<UInt8>) -> (Int, Int)? {

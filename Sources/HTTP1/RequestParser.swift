@@ -100,9 +100,10 @@ public struct RequestParser: Sendable {
         let targetStart = i
         // Dot segments can only start after a "/" with "." or "%": note it
         // in this scan, so most targets need no second look.
-        var mayHaveDotSegment = false
+        var mayHaveDotSegment = false, mayHaveOtherSeparator = false
         while i < end && b[i] > SP && b[i] < DEL {
             if b[i] == 0x2F && i + 1 < end && (b[i + 1] == 0x2E || b[i + 1] == 0x25) { mayHaveDotSegment = true }
+            if b[i] == 0x5C || b[i] == 0x25 { mayHaveOtherSeparator = true }
             i += 1
         }
         if i == targetStart { return .failure(.badRequest("missing request target")) }
@@ -125,6 +126,9 @@ public struct RequestParser: Sendable {
         if target == "*" && method != "OPTIONS" { return .failure(.badRequest("'*' target is only for OPTIONS")) }
         // Routing, the cache key and the upstream all see this one path.
         let normalized = mayHaveDotSegment ? DotSegments.normalize(target) : target
+        if mayHaveOtherSeparator && DotSegments.isAmbiguous(normalized) {
+            return .failure(.badRequest("dot segment next to an encoded slash or a backslash in the path"))
+        }
 
         // ---- header fields
         var headers: [HeaderField] = []

@@ -270,6 +270,19 @@ public enum ResponseLine {
         func isSpace(_ b: UInt8) -> Bool { b == SP || b == HTAB || b == CR || b == LF }
         while start < end && isSpace(bytes[start]) { start += 1 }
         while end > start && isSpace(bytes[end - 1]) { end -= 1 }
-        return HeaderField(name: name, value: FieldBytes.string(UnsafeRawBufferPointer(rebasing: bytes[start..<end])))
+        let value = UnsafeRawBufferPointer(rebasing: bytes[start..<end])
+        var high: UInt8 = 0, control = false
+        for b in value {
+            high |= b
+            if b < SP && b != HTAB || b == DEL { control = true }
+        }
+        if !control {
+            return HeaderField(name: name, value: high < 0x80 ? String(decoding: value, as: UTF8.self) : FieldBytes.string(value))
+        }
+        // RFC 9110 section 5.5: CR, LF and NUL in a value are dangerous (a
+        // bare CR ends a line for some clients: response splitting); each
+        // control byte is replaced by SP before the field goes anywhere.
+        let cleaned = value.map { $0 < SP && $0 != HTAB || $0 == DEL ? SP : $0 }
+        return HeaderField(name: name, value: cleaned.withUnsafeBytes { FieldBytes.string($0) })
     }
 }

@@ -58,6 +58,13 @@ final class DotSegmentEndToEndTests: ConfiguredTestCase {
             }
         }
         XCTAssertEqual(try origin.count("/private/r1?cc=private"), 4, "every request went to the origin under its real path")
+        // A dot segment behind an encoded slash or a backslash: the origin
+        // may decode it into one, so it is refused rather than guessed.
+        for target in ["/static/..%2Fprivate/r1", "/static/..%5cprivate/r1", "/static/..\\private/r1"] {
+            let c = try larder.client()
+            try c.send("GET \(target) HTTP/1.1\r\nHost: a\r\n\r\n")
+            XCTAssertEqual(try c.readResponse().status, 400, target)
+        }
     }
 }
 
@@ -85,6 +92,13 @@ final class UpstreamFramingEndToEndTests: ProxyTestCase {
         XCTAssertTrue(hit.header("cache-status")?.contains("hit") ?? false)
         XCTAssertEqual(hit.header("content-length"), "5")
         XCTAssertEqual(hit.text, "hello")
+    }
+
+    func testABareCRInAnUpstreamValueCannotSplitTheResponse() throws {
+        let target = rawTarget("/bare-cr", "HTTP/1.1 200 OK\r\nX-Split: a\rInjected: 1\r\nContent-Length: 2\r\n\r\nok")
+        let r = try larder.client().get(target)
+        XCTAssertEqual(r.header("x-split"), "a Injected: 1", "the CR became a space")
+        XCTAssertEqual(r.text, "ok")
     }
 
     func testAnInvalidOrConflictingContentLengthIsA502() throws {

@@ -53,6 +53,20 @@ final class DotSegmentsTests: XCTestCase {
         for (input, expected) in cases { XCTAssertEqual(DotSegments.normalize(input), expected, input) }
     }
 
+    func testDotSegmentsBehindOtherSeparatorsAreAmbiguous() {
+        for target in ["/static/..%2fprivate", "/static/..%2Fprivate", "/static/..\\private", "/s/%2e%2e%5cp", "/a/.%2fb",
+                       "/a%2f..", "/a\\.\\b?q"] {
+            XCTAssertTrue(DotSegments.isAmbiguous(DotSegments.normalize(target)), target)
+        }
+        for target in ["/files/a%2Fb", "/a\\b", "/a/..b%2f", "/a?x=..%2f", "/a%2fb.c"] {
+            XCTAssertFalse(DotSegments.isAmbiguous(DotSegments.normalize(target)), target)
+        }
+        var parser = RequestParser()
+        let raw = Array("GET /static/..%2Fprivate/r1 HTTP/1.1\r\nHost: a\r\n\r\n".utf8)
+        guard case .invalid(let error) = raw.withUnsafeBytes({ parser.parse($0) }) else { return XCTFail("accepted") }
+        XCTAssertEqual(error.status, 400)
+    }
+
     func testTheParserHandsOnTheNormalizedTarget() {
         var parser = RequestParser()
         let raw = Array("GET /static/../private/r1 HTTP/1.1\r\nHost: a\r\n\r\n".utf8)
@@ -64,6 +78,12 @@ final class DotSegmentsTests: XCTestCase {
 
 /// RFC 9112 section 6.3 for responses a proxy forwards.
 final class ResponseFramingTests: XCTestCase {
+    func testControlBytesInUpstreamValuesBecomeSpaces() throws {
+        let line = Array("X-Split: a".utf8) + [0x0D, 0x00, 0x01] + Array("b".utf8)
+        let field = try XCTUnwrap(line.withUnsafeBytes { ResponseLine.field(bytes: $0) })
+        XCTAssertEqual(field.value, "a   b")
+    }
+
     func testTransferEncodingWinsAndBadLengthsAreInvalid() {
         XCTAssertEqual(ResponseFraming.of([("content-length", "3"), ("transfer-encoding", "chunked")]), .transferCoded)
         XCTAssertEqual(ResponseFraming.of([("transfer-encoding", "chunked"), ("content-length", "x")]), .transferCoded)
