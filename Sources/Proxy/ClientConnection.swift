@@ -422,7 +422,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     private var lingering = false
     private var lingeredBytes = 0
     static let lingerMilliseconds: UInt64 = 5_000
-    static let lingerMaxBytes = 1 << 20
+    static let lingerMaxBytes = 8 << 20
 
     private func lingerThenClose() {
         guard !readEOF, !worker.draining else { close(); return }

@@ -276,6 +276,17 @@ final class SharedLimitsAndDiskFilesTests: ConfiguredTestCase {
         clients.removeAll()
     }
 
+    func testOneConnectionMeansOneAcrossWorkers() throws {
+        // Split per worker, a limit of 1 let each of the 2 workers take one.
+        let (_, larder) = try start(config: "max_connections = 1\n")
+        let first = try larder.client()
+        XCTAssertEqual(try first.get("/only").status, 200)
+        for i in 0..<6 {
+            XCTAssertEqual(try larder.client().get("/over-\(i)").status, 503, "connection \(i + 2) while one is open")
+        }
+        XCTAssertEqual(try first.get("/only-again").status, 200)
+    }
+
     func testABodyFileTruncatedWhileRunningIsDroppedAndFetchedAgain() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-trunc-\(UUID().uuidString)").path
         addTeardownBlock { try? FileManager.default.removeItem(atPath: directory) }
@@ -394,19 +405,19 @@ final class LingeringCloseTests: ProxyTestCase {
         let c = try larder.client()
         let done = DispatchSemaphore(value: 0)
         let sent = Locked(0)
-        // Half a MiB of header section, far over max_header_size: the answer comes
+        // 2 MiB of header section (more than one read takes), far over max_header_size: the answer comes
         // while the client is still sending; it reads only once it is done.
         let piece = Array(("X-Filler: " + String(repeating: "a", count: 1000) + "\r\n").utf8)
         Thread {
             try? c.send(Array("GET /flood HTTP/1.1\r\nHost: a\r\n".utf8))
-            for _ in 0..<512 {
+            for _ in 0..<2048 {
                 if (try? c.send(piece)) == nil { break }
                 sent.withLock { $0 += 1 }
             }
             done.signal()
         }.start()
         XCTAssertEqual(done.wait(timeout: .now() + 20), .success)
-        XCTAssertEqual(sent.withLock { $0 }, 512, "Larder read and discarded what followed its answer")
+        XCTAssertEqual(sent.withLock { $0 }, 2048, "Larder read and discarded what followed its answer")
         XCTAssertEqual(try c.readResponse().status, 431)
     }
 
