@@ -155,7 +155,7 @@ public final class AdminAPI {
             // purge did not fully hold, and the caller must know.
             log("admin: \(soft ? "soft-" : "")purge of \(scope) incomplete: \(failures.count) files failed (\(failures[0]))")
             let error = JSON.string(failures[0] + "; these responses are gone until a restart finds their files again: "
-                                    + "fix the cache directory and purge again")
+                                    + "fix the cache directory (later purges and a sweep every minute delete them)")
             return .json(500, "{\"purged\": \(count), \"failed\": \(failures.count), \"error\": \(error)}")
         }
         log("admin: \(soft ? "soft-" : "")purged \(scope) (\(count) responses)")

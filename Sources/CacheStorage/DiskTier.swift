@@ -324,18 +324,37 @@ public final class DiskTier: @unchecked Sendable {
     /// Returns what failed: such a file would be served again after a
     /// restart, so the purge's caller must hear of it.
     func applyPurge(_ files: [(key: String, name: String)], soft: Bool) -> [String] {
-        var failures: [String] = []
+        var failures = retryUndeleted()
         for file in files {
             let path = directory + "/" + Self.subdirectory(Self.keyHash(file.key)) + "/" + file.name
             if soft {
                 if let failure = markStale(path) { failures.append(failure) }
-            } else if unlink(path) != 0 && errno != ENOENT {
-                let failure = "cannot delete \(path): \(String(cString: strerror(errno)))"
-                fault("purge", failure)
+            } else if let failure = delete(path) {
                 failures.append(failure)
             }
         }
         return failures
+    }
+
+    /// Files purged but not deleted: unreachable now, found again after a
+    /// restart. Every later purge and the minute sweep try again.
+    private let undeleted = Locked<Set<String>>([])
+
+    private func delete(_ path: String) -> String? {
+        guard unlink(path) != 0 && errno != ENOENT else { return nil }
+        let failure = "cannot delete \(path): \(String(cString: strerror(errno)))"
+        fault("purge", failure)
+        _ = undeleted.withLock { $0.insert(path) }
+        return failure
+    }
+
+    /// Deletes what earlier purges could not; returns what still fails.
+    private func retryUndeleted() -> [String] {
+        let paths = undeleted.withLock { set -> Set<String> in
+            defer { set.removeAll() }
+            return set
+        }
+        return paths.compactMap { delete($0) }
     }
 
     /// Removes files stored before `cutoff` (wall seconds); returns how many per key.
@@ -596,6 +615,7 @@ public final class DiskTier: @unchecked Sendable {
     private func sweepLoop() {
         while true {
             sleep(60)
+            _ = retryUndeleted()
             let now = Int64(time(nil))
             let overrides = rules.withLock { $0 }
             let fallback = lifetimeSeconds

@@ -377,6 +377,10 @@ final class PurgeFailureTests: ConfiguredTestCase {
         XCTAssertEqual(cli.waitForExit(), 1)
         XCTAssertNotNil(cli.waitFor("purge failed \\(500\\): .*\"failed\": 1.*cannot delete"), cli.stderr)
         cli.stop()
+        // Once the file can go, the next purge (of anything) deletes it.
+        XCTAssertEqual(try chattr("-i", path), 0)
+        XCTAssertEqual(try larder.adminClient().request("POST", "/purge?url=%2Fsomething-else").status, 200)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path), "the purge holds across a restart now")
     }
 }
 
