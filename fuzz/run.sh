@@ -32,13 +32,15 @@ build() {
             # shellcheck disable=SC2086
             swiftc $FLAGS -module-name larder_units Sources/larder/Units.swift "fuzz/targets/$1.swift" -o "$OUT/$1" ;;
         disk_record)
-            # CacheStorage imports CacheSemantics: build that module first.
-            # shellcheck disable=SC2086
-            swiftc $FLAGS -wmo -module-name CacheSemantics -emit-module -emit-module-path "$OUT/CacheSemantics.swiftmodule" \
-                -c Sources/CacheSemantics/*.swift -o "$OUT/CacheSemantics.o"
+            # CacheStorage imports CacheSemantics and HTTP1: build those modules first.
+            for module in CacheSemantics HTTP1; do
+                # shellcheck disable=SC2086
+                swiftc $FLAGS -wmo -module-name $module -emit-module -emit-module-path "$OUT/$module.swiftmodule" \
+                    -c Sources/$module/*.swift -o "$OUT/$module.o"
+            done
             # shellcheck disable=SC2086
             swiftc $FLAGS -module-name CacheStorage -I "$OUT" Sources/CacheStorage/*.swift "fuzz/targets/$1.swift" \
-                "$OUT/CacheSemantics.o" -o "$OUT/$1" ;;
+                "$OUT/CacheSemantics.o" "$OUT/HTTP1.o" -o "$OUT/$1" ;;
         *) echo "unknown target $1" >&2; exit 64 ;;
     esac
 }

@@ -492,7 +492,7 @@ public final class DiskTier: @unchecked Sendable {
         let victims = state.withLock { index -> [(String, String)] in
             switch index.verdict(key: key, tags: tags, seq: seq) {
             case .refuse: return [(key, name)]  // removed meanwhile
-            case .storeStale: markStale(directory + "/" + Self.subdirectory(Self.keyHash(key)) + "/" + name)
+            case .storeStale: _ = markStale(directory + "/" + Self.subdirectory(Self.keyHash(key)) + "/" + name)
             case .store: break
             }
             index.put(key: key, name: name, bytes: Self.charged(fileBytes), storedAt: storedAt, tags: tags)

@@ -19,7 +19,16 @@ final class FuzzCorpusTests: XCTestCase {
             input.withUnsafeBytes { raw in
                 var whole = RequestParser()
                 let once = whole.parse(raw)
-                if case .complete(_, let consumed) = once { XCTAssertLessThanOrEqual(consumed, raw.count) }
+                if case .complete(let head, let consumed) = once {
+                    XCTAssertLessThanOrEqual(consumed, raw.count)
+                    XCTAssertEqual(DotSegments.normalize(head.target), head.target, "dot segment survived")
+                }
+                if let field = ResponseLine.field(bytes: raw) {
+                    var bytes: [UInt8] = []
+                    FieldBytes.append(field.value, to: &bytes)
+                    XCTAssertFalse(bytes.contains { $0 < 0x20 && $0 != 0x09 || $0 == 0x7F }, "control byte in a value")
+                    _ = ResponseFraming.of([("content-length", field.value)])
+                }
                 guard raw.count > 1 else { return }
                 var pieces = RequestParser()
                 let cut = Int(input[0]) % raw.count
