@@ -455,6 +455,10 @@ final class Exchange: UpstreamTransferDelegate {
             ProxyStats.bump(worker.stats.upstreamErrors)
             worker.logger.warning("invalid upstream response for \(request.method) \(key): \(why)")
             if serveStaleOnError() { return }
+            if let validating, validating.cacheControl.mustRevalidate || (shared && validating.cacheControl.proxyRevalidate) {
+                sendGatewayError(504, "upstream failed to revalidate a must-revalidate response: \(why)")
+                return
+            }
             sendGatewayError(502, "invalid upstream response: \(why)")
             return
         }
@@ -556,7 +560,10 @@ final class Exchange: UpstreamTransferDelegate {
             if field.name.isField("content-length") { continue }
             ResponseSerializer.appendField(field.name, field.value, to: &head)
         }
-        if let expectedLength, framing == .length || noBody { ResponseSerializer.appendContentLength(expectedLength, to: &head) }
+        // (None on a 204: RFC 9110 section 8.6.)
+        if let expectedLength, framing == .length || noBody && status != 204 {
+            ResponseSerializer.appendContentLength(expectedLength, to: &head)
+        }
         if let ageValue { ResponseSerializer.appendField("age", String(ageValue), to: &head) }
         ResponseSerializer.appendField("cache-status", cacheStatus, to: &head)
         // RFC 9110 section 6.6.1: a forwarded response without Date gets one.
@@ -1072,7 +1079,9 @@ final class Exchange: UpstreamTransferDelegate {
             if field.name.isField("age") || builder.isHidden(field.name) || field.name.isField("content-length") { continue }
             ResponseSerializer.appendField(field.name, field.value, to: &out)
         }
-        if let length = head.contentLength, framing == .length || noBody { ResponseSerializer.appendContentLength(length, to: &out) }
+        if let length = head.contentLength, framing == .length || noBody && head.status != 204 {
+            ResponseSerializer.appendContentLength(length, to: &out)
+        }
         let now = EventLoop.wallSeconds()
         ResponseSerializer.appendField("age", String(Freshness.correctedInitialAge(head.timing) + max(0, Int(now - head.timing.responseTime))),
                                        to: &out)
