@@ -177,13 +177,12 @@ public final class AdminAPI {
         let memory = store.memory.stats
         let disk = store.disk?.stats
         return StatsSnapshot(
-            hits: stats.hits.load(ordering: .relaxed), misses: stats.misses.load(ordering: .relaxed),
-            staleHits: stats.staleHits.load(ordering: .relaxed), revalidations: stats.revalidations.load(ordering: .relaxed),
-            collapsed: stats.collapsed.load(ordering: .relaxed), upstreamErrors: stats.upstreamErrors.load(ordering: .relaxed),
-            stored: stats.stored.load(ordering: .relaxed), backgroundRefreshes: stats.backgroundRefreshes.load(ordering: .relaxed),
-            clientErrors: stats.clientErrors.load(ordering: .relaxed),
-            refusedConnections: stats.refusedConnections.load(ordering: .relaxed),
-            outputPauses: stats.outputPauses.load(ordering: .relaxed), sendTimeouts: stats.sendTimeouts.load(ordering: .relaxed),
+            hits: stats.total(.hits), misses: stats.total(.misses),
+            staleHits: stats.total(.staleHits), revalidations: stats.total(.revalidations),
+            collapsed: stats.total(.collapsed), upstreamErrors: stats.total(.upstreamErrors),
+            stored: stats.total(.stored), backgroundRefreshes: stats.total(.backgroundRefreshes),
+            clientErrors: stats.total(.clientErrors), refusedConnections: stats.total(.refusedConnections),
+            outputPauses: stats.total(.outputPauses), sendTimeouts: stats.total(.sendTimeouts),
             adminRefusedConnections: stats.adminRefusedConnections.load(ordering: .relaxed),
             openConnections: stats.openConnections.load(ordering: .relaxed), purged: metrics.purged,
             memoryObjects: memory.objects, memoryBytes: memory.bytes, memoryLimitBytes: store.memory.limitBytes,

@@ -98,6 +98,6 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
                                           timing: pending.timing, tags: pending.tags,
                                           varyFrom: { [request] in request.combinedHeader($0) })
         body.discard()
-        if worker.store.insert(stored, toDisk: toDisk, fetchedSince: fetchToken) { ProxyStats.bump(worker.stats.stored) }
+        if worker.store.insert(stored, toDisk: toDisk, fetchedSince: fetchToken) { WorkerStats.bump(worker.counters.stored) }
     }
 }

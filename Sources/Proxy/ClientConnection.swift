@@ -138,7 +138,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
             guard exchange == nil, unparsedCount > 0 else { return }
             if output.pendingBytes >= outputBound {
                 // The next answer waits until the client reads (flush resumes).
-                if !waitingForOutput { ProxyStats.bump(worker.stats.outputPauses) }
+                if !waitingForOutput { WorkerStats.bump(worker.counters.outputPauses) }
                 waitingForOutput = true
                 return
             }
@@ -149,7 +149,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
             case .incomplete:
                 return
             case .invalid(let error):
-                ProxyStats.bump(worker.stats.clientErrors)
+                WorkerStats.bump(worker.counters.clientErrors)
                 sendError(error.status, error.message, close: true)
                 return
             case .complete(let head, let consumed):
@@ -212,7 +212,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
 
     /// A broken body: answer if nothing was sent yet, then close.
     private func failRequest(_ error: HTTPError) {
-        ProxyStats.bump(worker.stats.clientErrors)
+        WorkerStats.bump(worker.counters.clientErrors)
         if let exchange, !exchange.responseStarted {
             exchange.cancel()
             self.exchange = nil
@@ -382,7 +382,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
                 self.scheduleBodyTimer(after: timeout - idle)
                 return
             }
-            ProxyStats.bump(self.worker.stats.clientErrors)
+            WorkerStats.bump(self.worker.counters.clientErrors)
             self.body = nil
             if let exchange = self.exchange, !exchange.responseStarted {
                 exchange.cancel()
@@ -407,7 +407,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
                 self.scheduleSendTimer(after: timeout - idle)
                 return
             }
-            ProxyStats.bump(self.worker.stats.sendTimeouts)
+            WorkerStats.bump(self.worker.counters.sendTimeouts)
             self.abort()
         }
     }

@@ -135,7 +135,7 @@ final class Exchange: UpstreamTransferDelegate {
         switch policy.action(for: outcome) {
         case .serveStored(let index, let age, let ttl), .serveStoredAndRefresh(let index, let age, let ttl):
             if serveStored(variants[index], age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl)) {
-                if ttl > 0 { ProxyStats.bump(worker.stats.hits) } else { ProxyStats.bump(worker.stats.staleHits) }
+                if ttl > 0 { WorkerStats.bump(worker.counters.hits) } else { WorkerStats.bump(worker.counters.staleHits) }
                 if policy == .cacheThenFetch {
                     worker.revalidateInBackground(variants[index], among: variants, request: request, peer: connection.peer)
                 }
@@ -151,18 +151,18 @@ final class Exchange: UpstreamTransferDelegate {
             if let validate, variants[validate].hasValidator, request.method == "GET" { validating = variants[validate] }
             askUpstreamCachesToReload = noCacheUpstream
             if let fallback { policyFallback = variants[fallback] }
-            ProxyStats.bump(worker.stats.misses)
+            WorkerStats.bump(worker.counters.misses)
             forward()
             return
         case .followProtocol(.fresh(let index, let age, let ttl)):
             if serveStored(variants[index], age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl)) {
-                ProxyStats.bump(worker.stats.hits)
+                WorkerStats.bump(worker.counters.hits)
                 return
             }
             bodyFileVanished()
         case .followProtocol(.staleWhileRevalidate(let index, let age, let ttl)):
             if serveStored(variants[index], age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl)) {
-                ProxyStats.bump(worker.stats.staleHits)
+                WorkerStats.bump(worker.counters.staleHits)
                 worker.revalidateInBackground(variants[index], among: variants, request: request, peer: connection.peer)
                 return
             }
@@ -179,7 +179,7 @@ final class Exchange: UpstreamTransferDelegate {
             sendCacheOnlyMiss(detail: "only-if-cached", "only-if-cached: no usable stored response")
             return
         }
-        if forwardReason == .stale { ProxyStats.bump(worker.stats.staleForwards) } else { ProxyStats.bump(worker.stats.misses) }
+        if forwardReason == .stale { WorkerStats.bump(worker.counters.staleForwards) } else { WorkerStats.bump(worker.counters.misses) }
         if let candidate, candidate.hasValidator, request.method == "GET" { validating = candidate }
         if waitForLeader() { return }
         forward()
@@ -452,7 +452,7 @@ final class Exchange: UpstreamTransferDelegate {
             // connection, 502 (the body's end cannot be known).
             transfer?.cancel()
             transfer = nil
-            ProxyStats.bump(worker.stats.upstreamErrors)
+            WorkerStats.bump(worker.counters.upstreamErrors)
             worker.logger.warning("invalid upstream response for \(request.method) \(key): \(why)")
             if serveStaleOnError() { return }
             if let validating, validating.cacheControl.mustRevalidate || (shared && validating.cacheControl.proxyRevalidate) {
@@ -606,8 +606,8 @@ final class Exchange: UpstreamTransferDelegate {
         answeredFromStore = true
         let refreshed = builder.refresh(entry, with: headers, timing: timing)
         let noStore = refreshed.cacheControl.noStore && !refreshed.cacheControl.mustUnderstand
-        if !noStore, worker.store.insert(refreshed, toDisk: toDisk, fetchedSince: fetchToken) { ProxyStats.bump(worker.stats.stored) }
-        ProxyStats.bump(worker.stats.revalidations)
+        if !noStore, worker.store.insert(refreshed, toDisk: toDisk, fetchedSince: fetchToken) { WorkerStats.bump(worker.counters.stored) }
+        WorkerStats.bump(worker.counters.revalidations)
         let now = EventLoop.wallSeconds()
         let status = CacheStatus.forward(forwardReason, stored: !noStore, fwdStatus: 304)
         serveStored(refreshed, age: refreshed.currentAge(now: now), now: now,
@@ -747,14 +747,14 @@ final class Exchange: UpstreamTransferDelegate {
         if let stream = store?.disk {
             store = nil
             worker.store.disk?.finish(stream)
-            ProxyStats.bump(worker.stats.stored)
+            WorkerStats.bump(worker.counters.stored)
         } else if var pending = store {
             store = nil
             let entry = builder.build(key: key, status: pending.status, reason: pending.reason, headers: pending.headers,
                                       body: pending.body.buffer, timing: pending.timing, tags: pending.tags,
                                       directives: pending.directives, varyFrom: { [request] in request.combinedHeader($0) })
             pending.body.discard()
-            if worker.store.insert(entry, toDisk: toDisk, fetchedSince: fetchToken) { ProxyStats.bump(worker.stats.stored) }
+            if worker.store.insert(entry, toDisk: toDisk, fetchedSince: fetchToken) { WorkerStats.bump(worker.counters.stored) }
         }
     }
 
@@ -794,7 +794,7 @@ final class Exchange: UpstreamTransferDelegate {
             return
         }
         if let error {
-            ProxyStats.bump(worker.stats.upstreamErrors)
+            WorkerStats.bump(worker.counters.upstreamErrors)
             dropStore()
             broadcast?.finish(.failed)
             if responseStarted {
@@ -851,7 +851,7 @@ final class Exchange: UpstreamTransferDelegate {
             let age = fallback.currentAge(now: now)
             if serveStored(fallback, age: age, now: now, cacheStatus: CacheStatus.hit(ttl: fallback.lifetime - age)) {
                 answeredFromStore = true
-                ProxyStats.bump(worker.stats.staleHits)
+                WorkerStats.bump(worker.counters.staleHits)
                 return true
             }
             return false
@@ -861,7 +861,7 @@ final class Exchange: UpstreamTransferDelegate {
         guard Stale.mayServeOnError(lifetime: entry.lifetime, currentAge: age, response: entry.cacheControl,
                                     request: requestCC, shared: shared) else { return false }
         answeredFromStore = true
-        ProxyStats.bump(worker.stats.staleHits)
+        WorkerStats.bump(worker.counters.staleHits)
         serveStored(entry, age: age, now: now, cacheStatus: CacheStatus.hit(ttl: entry.lifetime - age))
         return true
     }
@@ -976,7 +976,7 @@ final class Exchange: UpstreamTransferDelegate {
         case .following(let fetch):
             collapsed = true
             if suits(fetch) {
-                ProxyStats.bump(worker.stats.collapsed)
+                WorkerStats.bump(worker.counters.collapsed)
                 follow(fetch)
                 return true
             }
@@ -985,7 +985,7 @@ final class Exchange: UpstreamTransferDelegate {
             break
         }
         waitingForLeader = true
-        ProxyStats.bump(worker.stats.collapsed)
+        WorkerStats.bump(worker.counters.collapsed)
         // Bounded: a leader that takes too long stops being waited for.
         waitTimer = loop.schedule(after: UInt64(worker.configuration.upstream.responseTimeoutMilliseconds)) { [weak self] in
             self?.leaderDone()

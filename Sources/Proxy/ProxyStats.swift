@@ -1,34 +1,86 @@
+import CacheStorage
 import Synchronization
 
-/// Counters shared by all workers; also the oracle tests read through logs
-/// today and the admin API will expose.
+/// The proxy's counters. Those bumped per request live in each worker's own
+/// `WorkerStats` (written by that worker's thread only, on cache lines of
+/// their own), so no request writes a line another core reads or writes;
+/// `/stats`, `/metrics` and the service status sum them when asked.
 public final class ProxyStats: Sendable {
-    public let hits = Atomic<Int>(0)
-    public let misses = Atomic<Int>(0)
-    public let staleForwards = Atomic<Int>(0)
-    public let stored = Atomic<Int>(0)
-    public let revalidations = Atomic<Int>(0)
-    public let staleHits = Atomic<Int>(0)
-    public let backgroundRefreshes = Atomic<Int>(0)
-    public let collapsed = Atomic<Int>(0)
-    public let upstreamErrors = Atomic<Int>(0)
-    public let clientErrors = Atomic<Int>(0)
-    /// Connections answered 503 because of max_connections.
-    public let refusedConnections = Atomic<Int>(0)
-    /// Times a connection stopped answering because its client left over
-    /// 1 MiB of answers unread.
-    public let outputPauses = Atomic<Int>(0)
-    /// Connections closed because the client took no output for send_timeout.
-    public let sendTimeouts = Atomic<Int>(0)
-    /// Client connections open now, all workers together (max_connections).
+    /// Client connections open now, all workers together (max_connections
+    /// is one count, so this one is shared; it moves per connection, not per request).
     public let openConnections = Atomic<Int>(0)
-    /// Admin connections refused over admin_max_connections.
+    /// Admin connections refused over admin_max_connections (the admin thread's).
     public let adminRefusedConnections = Atomic<Int>(0)
+    private let workers = Locked<[WorkerStats]>([])
 
     public init() {}
 
+    /// Counters for one more worker (or test), included in every total.
+    public func makeWorkerStats() -> WorkerStats {
+        let stats = WorkerStats()
+        workers.withLock { $0.append(stats) }
+        return stats
+    }
+
+    /// A counter summed over every worker.
+    public func total(_ counter: WorkerStats.Counter) -> Int {
+        workers.withLock { $0.reduce(0) { $0 + $1.value(counter) } }
+    }
+}
+
+/// One worker's counters. Only its thread writes them (a relaxed load and
+/// store, no locked read-modify-write); any thread may read them.
+public final class WorkerStats: Sendable {
+    public enum Counter: CaseIterable, Sendable {
+        case hits, misses, staleForwards, stored, revalidations, staleHits, backgroundRefreshes, collapsed
+        case upstreamErrors, clientErrors, refusedConnections, outputPauses, sendTimeouts
+    }
+
+    // Padding on both sides: workers' counters are allocated one after
+    // another, and must not share a cache line with a neighbour's.
+    private let padBefore = (0, 0, 0, 0, 0, 0, 0, 0)
+    let hits = Atomic<Int>(0)
+    let misses = Atomic<Int>(0)
+    let staleForwards = Atomic<Int>(0)
+    let stored = Atomic<Int>(0)
+    let revalidations = Atomic<Int>(0)
+    let staleHits = Atomic<Int>(0)
+    let backgroundRefreshes = Atomic<Int>(0)
+    let collapsed = Atomic<Int>(0)
+    let upstreamErrors = Atomic<Int>(0)
+    let clientErrors = Atomic<Int>(0)
+    /// Connections answered 503 because of max_connections.
+    let refusedConnections = Atomic<Int>(0)
+    /// Times a connection stopped answering because its client left over
+    /// 1 MiB of answers unread.
+    let outputPauses = Atomic<Int>(0)
+    /// Connections closed because the client took no output for send_timeout.
+    let sendTimeouts = Atomic<Int>(0)
+    private let padAfter = (0, 0, 0, 0, 0, 0, 0, 0)
+
+    fileprivate init() {}
+
+    /// Adds one; called only on the owning worker's thread.
     @inline(__always)
     static func bump(_ counter: borrowing Atomic<Int>) {
-        counter.wrappingAdd(1, ordering: .relaxed)
+        counter.store(counter.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+    }
+
+    public func value(_ counter: Counter) -> Int {
+        switch counter {
+        case .hits: hits.load(ordering: .relaxed)
+        case .misses: misses.load(ordering: .relaxed)
+        case .staleForwards: staleForwards.load(ordering: .relaxed)
+        case .stored: stored.load(ordering: .relaxed)
+        case .revalidations: revalidations.load(ordering: .relaxed)
+        case .staleHits: staleHits.load(ordering: .relaxed)
+        case .backgroundRefreshes: backgroundRefreshes.load(ordering: .relaxed)
+        case .collapsed: collapsed.load(ordering: .relaxed)
+        case .upstreamErrors: upstreamErrors.load(ordering: .relaxed)
+        case .clientErrors: clientErrors.load(ordering: .relaxed)
+        case .refusedConnections: refusedConnections.load(ordering: .relaxed)
+        case .outputPauses: outputPauses.load(ordering: .relaxed)
+        case .sendTimeouts: sendTimeouts.load(ordering: .relaxed)
+        }
     }
 }

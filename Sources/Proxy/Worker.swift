@@ -18,6 +18,8 @@ public final class Worker: IOHandler {
     let store: TieredStore
     let collapser: Collapser
     let stats: ProxyStats
+    /// This worker's own counters (only its thread writes them).
+    let counters: WorkerStats
     let logger: Logger
     let upstream: UpstreamClient
     /// nil: access logging is off.
@@ -46,6 +48,7 @@ public final class Worker: IOHandler {
         self.store = store
         self.collapser = collapser
         self.stats = stats
+        counters = stats.makeWorkerStats()
         self.logger = logger
         upstream = UpstreamClient(loop: loop, settings: configuration.upstream)
         builder = StoredResponseBuilder(configuration)
@@ -95,7 +98,7 @@ public final class Worker: IOHandler {
     /// Over max_connections: a short 503 (best effort, the socket buffer of
     /// a new connection takes it) and close; existing connections go on.
     private func refuse(_ fd: Int32) {
-        ProxyStats.bump(stats.refusedConnections)
+        WorkerStats.bump(counters.refusedConnections)
         Self.busy.withUnsafeBytes { raw in
             var iov = iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress), iov_len: raw.count)
             _ = try? Socket.writev(fd, &iov, count: 1)
@@ -135,7 +138,7 @@ public final class Worker: IOHandler {
             self?.loop.execute { self?.refreshing[key] = nil }
         }
         refreshing[key] = refresh
-        ProxyStats.bump(stats.backgroundRefreshes)
+        WorkerStats.bump(counters.backgroundRefreshes)
         refresh.start(peer: peer)
     }
 

@@ -137,8 +137,8 @@ final class ServiceNotifier {
 
     /// A short summary for `systemctl status`.
     func status() -> String {
-        let hits = stats.hits.load(ordering: .relaxed) + stats.staleHits.load(ordering: .relaxed)
-        let misses = stats.misses.load(ordering: .relaxed)
+        let hits = stats.total(.hits) + stats.total(.staleHits)
+        let misses = stats.total(.misses)
         let ratio = hits + misses == 0 ? 0 : hits * 100 / (hits + misses)
         return "serving; \(hits) hits, \(misses) misses (hit ratio \(ratio)%)"
     }

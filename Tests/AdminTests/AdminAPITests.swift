@@ -1,7 +1,7 @@
 import XCTest
 import CacheSemantics
 import CacheStorage
-import Proxy
+@testable import Proxy
 @testable import Admin
 
 final class AdminAPITests: XCTestCase {
@@ -23,6 +23,23 @@ final class AdminAPITests: XCTestCase {
                                    lifetime: 60, cacheControl: CacheControl("max-age=60"), varyNames: [], varyValues: [],
                                    tags: tags)
         XCTAssertTrue(store.insert(entry, fetchedSince: store.fetchToken))
+    }
+
+    /// Each worker writes only its own counters; /stats sums them.
+    func testStatsSumEveryWorkersCounters() throws {
+        let stats = ProxyStats()
+        let workers = (0..<4).map { _ in stats.makeWorkerStats() }
+        DispatchQueue.concurrentPerform(iterations: workers.count) { i in
+            for _ in 0..<(1000 * (i + 1)) { WorkerStats.bump(workers[i].hits) }
+            WorkerStats.bump(workers[i].misses)
+        }
+        XCTAssertEqual(stats.total(.hits), 10_000)
+        let admin = AdminAPI(store: store, stats: stats, token: nil, startedAt: 999_000, clock: { [unowned self] in now },
+                             cacheKey: { $0 }, log: { _ in })
+        let json = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(admin.handle(method: "GET", target: "/stats",
+                                                                                          authorization: nil).body.utf8)) as? [String: Any])
+        XCTAssertEqual(json["hits"] as? Int, 10_000)
+        XCTAssertEqual(json["misses"] as? Int, 4)
     }
 
     func testEveryRequestNeedsTheTokenWhenOneIsSet() {
