@@ -21,7 +21,7 @@ endif
 .PHONY: build install uninstall
 
 build:
-	swift build -c release --product larder
+	swift build -c release --static-swift-stdlib --product larder
 
 install: $(INSTALL_NEEDS)
 	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/larder

@@ -13,7 +13,7 @@ if [ -n "$need" ]; then
 fi
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 .ci/install-deps
-swift build -c release --product larder >&2
+swift build -c release --static-swift-stdlib --product larder >&2
 LARDER=.build/release/larder
 
 WORK=$(mktemp -d /tmp/larder-bench.XXXXXX)
