@@ -1,0 +1,188 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The writer thread: whole records and streamed bodies, written to a
+/// temporary file and renamed into place; soft-purge flags set in place.
+extension DiskTier {
+    func writeLoop() {
+        while true {
+            let op = queue.pop()
+            switch op {
+            case .write(let record, let seq):
+                write(record, seq: seq)
+            case .streamOpen(let id, let record, let seq):
+                streamOpen(id, record, seq: seq)
+            case .streamAppend(let id, let bytes):
+                streamAppend(id, bytes)
+            case .streamFinish(let id):
+                streamFinish(id)
+            case .streamAbort(let id):
+                if let s = streams.removeValue(forKey: id) {
+                    close(s.fd)
+                    unlink(s.tmpPath)
+                }
+            }
+            // Tombstones and purges only matter while older writes are queued.
+            if queue.done() && streams.isEmpty {
+                state.withLock { index in
+                    guard index.rebuilt else { return }
+                    index.tombstones.removeAll()
+                    index.purges.removeAll()
+                }
+            }
+        }
+    }
+
+
+    struct OpenStream {
+        var fd: Int32
+        var tmpPath: String
+        var directory: String
+        var name: String
+        var key: String
+        var storedAt: Int64
+        var tags: [String]
+        var seq: UInt64
+        var metaLength: Int
+        var bodyLength = 0
+        var checksum = Checksum()
+    }
+
+    private func streamOpen(_ id: UInt64, _ record: DiskRecord, seq: UInt64) {
+        let hash = Self.keyHash(record.key)
+        let dir = directory + "/" + Self.subdirectory(hash)
+        let name = hash + "-" + Self.variantHash(record.varyValues) + ".lrd"
+        if mkdir(dir, 0o700) != 0 && errno != EEXIST {
+            fault("write", "cannot create \(dir): \(String(cString: strerror(errno))); serving from memory and upstream")
+            return
+        }
+        let meta = DiskFormat.encodeMeta(record)
+        let tmp = dir + "/.tmp-" + instanceToken + "-" + name + "-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        guard let fd = createTemporary(tmp) else { return }
+        var stream = OpenStream(fd: fd, tmpPath: tmp, directory: dir, name: name, key: record.key, storedAt: record.storedAt,
+                                tags: record.tags, seq: seq, metaLength: meta.count)
+        stream.checksum.add(meta)
+        // The fixed header is written last, once the length and checksum are known.
+        let placeholder = [UInt8](repeating: 0, count: DiskFormat.fixedHeaderBytes)
+        guard writeAll(fd, placeholder, path: tmp), writeAll(fd, meta, path: tmp) else {
+            close(fd)
+            unlink(tmp)
+            return
+        }
+        streams[id] = stream
+    }
+
+    private func streamAppend(_ id: UInt64, _ bytes: [UInt8]) {
+        guard var stream = streams[id] else { return }
+        guard writeAll(stream.fd, bytes, path: stream.tmpPath) else {
+            close(stream.fd)
+            unlink(stream.tmpPath)
+            streams[id] = nil
+            return
+        }
+        stream.checksum.add(bytes)
+        stream.bodyLength += bytes.count
+        streams[id] = stream
+    }
+
+    private func streamFinish(_ id: UInt64) {
+        guard let stream = streams.removeValue(forKey: id) else { return }
+        let header = DiskFormat.fixedHeader(metaLength: stream.metaLength, bodyLength: stream.bodyLength,
+                                            checksum: stream.checksum.value)
+        let written = header.withUnsafeBytes { pwrite(stream.fd, $0.baseAddress, $0.count, 0) }
+        close(stream.fd)
+        let final = stream.directory + "/" + stream.name
+        guard written == header.count, rename(stream.tmpPath, final) == 0 else {
+            fault("write", "cannot seal \(stream.tmpPath): \(String(cString: strerror(errno)))")
+            unlink(stream.tmpPath)
+            return
+        }
+        // Summed as it was written: no need to verify it on first use.
+        indexSealed(key: stream.key, name: stream.name, fileBytes: DiskFormat.fixedHeaderBytes + stream.metaLength + stream.bodyLength,
+                    storedAt: stream.storedAt, tags: stream.tags, seq: stream.seq, verified: true)
+    }
+
+    /// Indexes a file just renamed into place (unless its key was removed
+    /// or purged since the write was queued) and evicts past the limit.
+    private func indexSealed(key: String, name: String, fileBytes: Int, storedAt: Int64, tags: [String], seq: UInt64,
+                             verified: Bool) {
+        let victims = state.withLock { index -> [(String, String)] in
+            switch index.verdict(key: key, tags: tags, seq: seq) {
+            case .refuse: return [(key, name)]  // removed meanwhile
+            case .storeStale: _ = markStale(directory + "/" + Self.subdirectory(Self.keyHash(key)) + "/" + name)
+            case .store: break
+            }
+            index.put(key: key, name: name, bytes: Self.charged(fileBytes), storedAt: storedAt, tags: tags)
+            if verified { index.entries[key]?[name]?.verified = true }
+            return index.evict(limit: limitBytes)
+        }
+        deleteFiles(victims)
+    }
+
+    /// Sets a file's stale flag (a soft purge): one 4-byte write in place.
+    func markStale(_ path: String) -> String? {
+        let fd = open(path, O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            if errno == ENOENT { return nil }
+            let failure = "cannot mark \(path) stale: \(String(cString: strerror(errno)))"
+            fault("purge", failure)
+            return failure
+        }
+        defer { close(fd) }
+        var flags = DiskFormat.staleFlag.littleEndian
+        if pwrite(fd, &flags, 4, off_t(DiskFormat.flagsOffset)) != 4 {
+            let failure = "cannot mark \(path) stale: \(String(cString: strerror(errno)))"
+            fault("purge", failure)
+            return failure
+        }
+        return nil
+    }
+
+    func deleteFiles(_ files: [(key: String, name: String)]) {
+        for (key, name) in files { unlink(directory + "/" + Self.subdirectory(Self.keyHash(key)) + "/" + name) }
+    }
+
+    func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) -> Bool {
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 {
+                fault("write", "cannot write \(path): \(String(cString: strerror(errno))); serving from memory and upstream")
+                return false
+            }
+            done += n
+        }
+        return true
+    }
+
+    private func write(_ record: DiskRecord, seq: UInt64) {
+        var record = record
+        switch state.withLock({ $0.verdict(key: record.key, tags: record.tags, seq: seq) }) {
+        case .refuse: return  // removed since it was queued
+        case .storeStale: record.markedStale = true
+        case .store: break
+        }
+        let hash = Self.keyHash(record.key)
+        let sub = Self.subdirectory(hash)
+        let name = hash + "-" + Self.variantHash(record.varyValues) + ".lrd"
+        let dir = directory + "/" + sub
+        if mkdir(dir, 0o700) != 0 && errno != EEXIST {
+            fault("write", "cannot create \(dir): \(String(cString: strerror(errno))); serving from memory and upstream")
+            return
+        }
+        let bytes = DiskFormat.encode(record)
+        let tmp = dir + "/.tmp-" + instanceToken + "-" + name + "-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        guard writeFile(tmp, bytes) else { return }
+        guard rename(tmp, dir + "/" + name) == 0 else {
+            fault("write", "cannot rename \(tmp): \(String(cString: strerror(errno)))")
+            unlink(tmp)
+            return
+        }
+        indexSealed(key: record.key, name: name, fileBytes: bytes.count, storedAt: record.storedAt, tags: record.tags, seq: seq,
+                    verified: false)
+    }
+}

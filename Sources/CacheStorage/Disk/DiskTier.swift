@@ -1,0 +1,390 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The disk tier: one file per stored response under `directory`, in 256
+/// fan-out sub-directories named by the first byte of the key's hash.
+///
+/// - Writes happen on a background thread (a client never waits for the
+///   disk), to a temporary file renamed into place when complete, so a crash
+///   leaves either the old file, the new one, or a temporary file that the
+///   next start deletes. The checksum catches anything torn underneath.
+/// - The index (key → files, sizes, recency) lives in memory and is rebuilt
+///   from the files' headers by another background thread at start; until it
+///   is complete, a lookup for a key not yet indexed looks at the files
+///   themselves.
+/// - Eviction is approximate LRU: when the total passes the limit, the least
+///   recently used entries go until the total is 95 % of the limit.
+/// - Faults (disk full, read-only directory, I/O errors) are logged, at most
+///   one line per kind per 10 s, and never stop the proxy.
+public final class DiskTier: @unchecked Sendable {
+    public let directory: String
+    public let limitBytes: Int
+    /// How long a file is kept after it was stored (disk_ttl); nil: until evicted.
+    public let lifetimeSeconds: Int?
+    /// Per-key overrides (routes); nil when there are none.
+    let rules = Locked<(any TierLifetimes)?>(nil)
+
+    /// Installs per-key lifetimes (routes' disk_ttl).
+    public func setLifetimeRules(_ lifetimes: (any TierLifetimes)?) {
+        rules.withLock { $0 = lifetimes }
+    }
+
+    /// The disk lifetime of `key`: its route's, else the tier's.
+    func lifetime(for key: String) -> Int? {
+        rules.withLock { $0 }?.diskLifetime(key) ?? lifetimeSeconds
+    }
+    let state: Locked<DiskIndex>
+    let queue = WriteQueue()
+    private let lockFD: Int32
+    let log: @Sendable (String) -> Void
+    /// Streams being written; touched only on the writer thread.
+    var streams: [UInt64: OpenStream] = [:]
+    let faults = Locked<[String: Int64]>([:])
+
+    /// Marks this instance's temporary files, so the start-up sweep of
+    /// leftovers from a crash never deletes a write in progress.
+    let instanceToken = String(UInt64.random(in: 0...UInt64.max), radix: 36)
+
+    /// Bytes charged per file beyond its size: file-system block rounding
+    /// and the index entry.
+    public static let overheadBytes = 4096 + 256
+
+    public enum OpenError: Error, CustomStringConvertible {
+        case inUse(String)
+        case unusable(String)
+        public var description: String {
+            switch self {
+            case .inUse(let m), .unusable(let m): return m
+            }
+        }
+    }
+
+    /// Opens (creating if needed) and locks the directory, then starts the
+    /// index rebuild and the writer in the background.
+    public init(directory: String, limitBytes: Int, lifetimeSeconds: Int? = nil,
+                log: @escaping @Sendable (String) -> Void) throws(OpenError) {
+        self.directory = directory
+        self.limitBytes = limitBytes
+        self.lifetimeSeconds = lifetimeSeconds
+        self.log = log
+        state = Locked(DiskIndex())
+        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
+            throw .unusable("cannot create cache directory \(directory): \(String(cString: strerror(errno)))")
+        }
+        let fd = open(directory + "/lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw .unusable("cannot open \(directory)/lock: \(String(cString: strerror(errno)))")
+        }
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            let e = errno
+            close(fd)
+            if e == EWOULDBLOCK {
+                throw .inUse("cache directory \(directory) is in use by another running larder (it holds \(directory)/lock); "
+                             + "give each instance its own --cache-dir")
+            }
+            throw .unusable("cannot lock \(directory)/lock: \(String(cString: strerror(e)))")
+        }
+        lockFD = fd
+        let writer = Thread { [self] in self.writeLoop() }
+        writer.name = "larder-disk-writer"
+        writer.start()
+        let rebuild = Thread { [self] in
+            self.rebuildIndex()
+            self.sweepLoop()
+        }
+        rebuild.name = "larder-disk-index"
+        rebuild.start()
+    }
+
+    // MARK: reading
+
+    /// Every stored variant of `key`, read and verified. Files that fail are
+    /// deleted and count as misses.
+    public func lookup(_ key: String) -> [DiskRecord] {
+        let hash = Self.keyHash(key)
+        var names: [String] = []
+        let indexed = state.withLock { index -> Bool in
+            guard let files = index.entries[key] else { return index.rebuilt }
+            index.clock += 1
+            for name in files.keys {
+                names.append(name)
+                index.entries[key]![name]!.lastUse = index.clock
+            }
+            return true
+        }
+        if !indexed {
+            // Still rebuilding: look at the files themselves.
+            names = listFiles(subdirectory: Self.subdirectory(hash)).filter { $0.hasPrefix(hash + "-") && $0.hasSuffix(".lrd") }
+        }
+        var records: [DiskRecord] = []
+        for name in names {
+            let path = directory + "/" + Self.subdirectory(hash) + "/" + name
+            if let size = fileSize(path), size > Self.inlineReadLimit {
+                if let record = openLarge(path, key: key, name: name, indexed: indexed) { records.append(record) }
+                continue
+            }
+            guard let bytes = readFile(path) else {
+                state.withLock { $0.remove(key: key, name: name) }
+                continue
+            }
+            do {
+                let record = try DiskFormat.decode(bytes)
+                guard record.key == key else { continue }  // a hash collision: another key's file
+                if let lifetime = lifetime(for: key), Int64(time(nil)) - record.storedAt > Int64(lifetime) {
+                    unlink(path)  // past disk_ttl
+                    state.withLock { $0.remove(key: key, name: name) }
+                    continue
+                }
+                if !indexed {
+                    let size = bytes.count
+                    state.withLock {
+                        $0.insertIfAbsent(key: key, name: name, bytes: Self.charged(size), storedAt: record.storedAt, tags: record.tags)
+                    }
+                }
+                records.append(record)
+            } catch {
+                fault("corrupt", "dropping unreadable cache file \(path): \(error)")
+                unlink(path)
+                state.withLock { $0.remove(key: key, name: name) }
+            }
+        }
+        return records
+    }
+
+    /// Files larger than this are not read into memory: their body is
+    /// served from the file (sendfile).
+    public static let inlineReadLimit = 1 << 20
+
+    /// A large file: header and metadata read, the body left in place. Its
+    /// checksum is verified (streaming) the first time it is used after start.
+    private func openLarge(_ path: String, key: String, name: String, indexed: Bool) -> DiskRecord? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            state.withLock { $0.remove(key: key, name: name) }
+            return nil
+        }
+        defer { close(fd) }
+        func drop(_ why: String) -> DiskRecord? {
+            fault("corrupt", "dropping unreadable cache file \(path): \(why)")
+            unlink(path)
+            state.withLock { $0.remove(key: key, name: name) }
+            return nil
+        }
+        var st = stat()
+        var fixed = [UInt8](repeating: 0, count: DiskFormat.fixedHeaderBytes)
+        guard fstat(fd, &st) == 0, pread(fd, &fixed, fixed.count, 0) == fixed.count,
+              let h = try? DiskFormat.header(fixed[...]),
+              Int(st.st_size) == DiskFormat.fixedHeaderBytes + h.metaLength + h.bodyLength
+        else { return drop("bad header") }
+        var meta = [UInt8](repeating: 0, count: h.metaLength)
+        guard pread(fd, &meta, meta.count, off_t(DiskFormat.fixedHeaderBytes)) == meta.count,
+              var record = try? DiskFormat.decodeMeta(meta[...], header: h)
+        else { return drop("bad metadata") }
+        guard record.key == key else { return nil }  // a hash collision
+        if let lifetime = lifetime(for: key), Int64(time(nil)) - record.storedAt > Int64(lifetime) {
+            unlink(path)
+            state.withLock { $0.remove(key: key, name: name) }
+            return nil
+        }
+        let verified = state.withLock { $0.entries[key]?[name]?.verified ?? false }
+        if !verified {
+            var sum = Checksum()
+            sum.add(meta)
+            var chunk = [UInt8](repeating: 0, count: 1 << 20)
+            var offset = DiskFormat.fixedHeaderBytes + h.metaLength
+            while offset < Int(st.st_size) {
+                let n = chunk.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(offset)) }
+                if n <= 0 { return drop("short read") }
+                chunk.withUnsafeBytes { sum.add(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+                offset += n
+            }
+            guard sum.value == h.checksum else { return drop("checksum mismatch") }
+            state.withLock { index in
+                if !indexed {
+                    index.insertIfAbsent(key: key, name: name, bytes: Self.charged(Int(st.st_size)), storedAt: record.storedAt,
+                                         tags: record.tags)
+                }
+                index.entries[key]?[name]?.verified = true
+            }
+        }
+        record.bodyFile = FileBody(path: path, offset: DiskFormat.fixedHeaderBytes + h.metaLength, length: h.bodyLength)
+        return record
+    }
+
+    private func fileSize(_ path: String) -> Int? {
+        var st = stat()
+        return stat(path, &st) == 0 ? Int(st.st_size) : nil
+    }
+
+    // MARK: writing
+
+    /// Queues `record` to be written. Returns at once.
+    public func store(_ record: DiskRecord) {
+        let seq = state.withLock { index -> UInt64 in
+            index.sequence += 1
+            return index.sequence
+        }
+        if !queue.push(.write(record, seq), bytes: record.body.count) {
+            fault("queue", "disk write queue full: not writing \(record.key) to disk")
+        }
+    }
+
+    /// A response body being written to disk as it streams in (a response
+    /// too large for memory). Used from one worker thread; the file work
+    /// happens on the writer thread.
+    public final class Stream: @unchecked Sendable {
+        let id: UInt64
+        public private(set) var failed = false
+        public private(set) var bodyBytes = 0
+        init(id: UInt64) { self.id = id }
+        func fail() { failed = true }
+        func count(_ n: Int) { bodyBytes += n }
+    }
+
+    /// Starts writing `record` (its metadata; the body follows with `append`).
+    public func beginStream(_ record: DiskRecord) -> Stream? {
+        let (id, seq) = state.withLock { index -> (UInt64, UInt64) in
+            index.sequence += 1
+            return (index.sequence, index.sequence)
+        }
+        let stream = Stream(id: id)
+        guard queue.push(.streamOpen(id, record, seq), bytes: 0) else {
+            fault("queue", "disk write queue full: not writing \(record.key) to disk")
+            return nil
+        }
+        return stream
+    }
+
+    /// Queues body bytes; false (and the stream abandoned) when the queue is full.
+    @discardableResult
+    public func append(_ stream: Stream, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard !stream.failed else { return false }
+        guard queue.push(.streamAppend(stream.id, Array(bytes)), bytes: bytes.count) else {
+            fault("queue", "disk write queue full: abandoning a streamed write")
+            abort(stream)
+            return false
+        }
+        stream.count(bytes.count)
+        return true
+    }
+
+    /// The body is complete: the file is sealed and renamed into place.
+    public func finish(_ stream: Stream) {
+        guard !stream.failed else { return }
+        if !queue.push(.streamFinish(stream.id), bytes: 0, force: true) { stream.fail() }
+    }
+
+    /// The body will not complete: the temporary file goes.
+    public func abort(_ stream: Stream) {
+        guard !stream.failed else { return }
+        stream.fail()
+        _ = queue.push(.streamAbort(stream.id), bytes: 0, force: true)
+    }
+
+    /// Removes every stored variant of `key` now; queued writes of it are dropped.
+    @discardableResult
+    public func remove(_ key: String) -> Int {
+        let hash = Self.keyHash(key)
+        let names = state.withLock { index -> [String] in
+            index.sequence += 1
+            index.tombstones[key] = index.sequence
+            let names = index.entries[key].map { Array($0.keys) } ?? []
+            for name in names { index.remove(key: key, name: name) }
+            return names
+        }
+        for name in names { unlink(directory + "/" + Self.subdirectory(hash) + "/" + name) }
+        return names.count
+    }
+
+    /// Removes (or, `soft`, marks stale) every file `scope` matches, and
+    /// makes queued writes of matching responses lose to the purge. Waits
+    /// for the start-up index rebuild first (a purge must see every file).
+    /// Returns the number of files per key.
+    public func purge(_ scope: PurgeScope, soft: Bool) -> [String: Int] {
+        let files = purgeIndex(scope, soft: soft)
+        _ = applyPurge(files, soft: soft)
+        return files.reduce(into: [:]) { $0[$1.key, default: 0] += 1 }
+    }
+
+    /// The index half of `purge`: records the purge and unindexes the
+    /// files (they can no longer be found). Quick: no file work.
+    func purgeIndex(_ scope: PurgeScope, soft: Bool) -> [(key: String, name: String)] {
+        waitForIndex(timeoutSeconds: 120)
+        return state.withLock { index -> [(key: String, name: String)] in
+            index.sequence += 1
+            index.purges.record(scope, soft: soft, number: index.sequence)
+            let files = index.files(matching: scope)
+            if !soft { for file in files { index.remove(key: file.key, name: file.name) } }
+            return files
+        }
+    }
+
+    /// The file half of `purge`: deletes the files, or marks them stale.
+    /// Returns what failed: such a file would be served again after a
+    /// restart, so the purge's caller must hear of it.
+    func applyPurge(_ files: [(key: String, name: String)], soft: Bool) -> [String] {
+        var failures = retryUndeleted()
+        for file in files {
+            let path = directory + "/" + Self.subdirectory(Self.keyHash(file.key)) + "/" + file.name
+            if soft {
+                if let failure = markStale(path) { failures.append(failure) }
+            } else if let failure = delete(path) {
+                failures.append(failure)
+            }
+        }
+        return failures
+    }
+
+    /// Files purged but not deleted: unreachable now, found again after a
+    /// restart. Every later purge and the minute sweep try again.
+    private let undeleted = Locked<Set<String>>([])
+
+    private func delete(_ path: String) -> String? {
+        guard unlink(path) != 0 && errno != ENOENT else { return nil }
+        let failure = "cannot delete \(path): \(String(cString: strerror(errno)))"
+        fault("purge", failure)
+        _ = undeleted.withLock { $0.insert(path) }
+        return failure
+    }
+
+    /// Deletes what earlier purges could not; returns what still fails.
+    func retryUndeleted() -> [String] {
+        let paths = undeleted.withLock { set -> Set<String> in
+            defer { set.removeAll() }
+            return set
+        }
+        return paths.compactMap { delete($0) }
+    }
+
+    /// Removes files stored before `cutoff` (wall seconds); returns how many per key.
+    public func removeStored(before cutoff: Int64) -> [String: Int] {
+        waitForIndex(timeoutSeconds: 120)
+        let files = state.withLock { index -> [(key: String, name: String)] in
+            var old: [(key: String, name: String)] = []
+            for (key, files) in index.entries { for (name, item) in files where item.storedAt < cutoff { old.append((key, name)) } }
+            for file in old { index.remove(key: file.key, name: file.name) }
+            return old
+        }
+        deleteFiles(files)
+        return files.reduce(into: [:]) { $0[$1.key, default: 0] += 1 }
+    }
+
+    /// Blocks (bounded) until the start-up index rebuild has finished.
+    public func waitForIndex(timeoutSeconds: Double) {
+        let deadline = Date().addingTimeInterval(timeoutSeconds)
+        while !state.withLock({ $0.rebuilt }) && Date() < deadline { usleep(5_000) }
+    }
+
+    /// Waits (at most `timeoutSeconds`) until queued writes are on disk.
+    public func flush(timeoutSeconds: Double) {
+        queue.waitUntilEmpty(timeoutSeconds: timeoutSeconds)
+    }
+
+    public var stats: (objects: Int, bytes: Int, indexComplete: Bool) {
+        state.withLock { ($0.count, $0.totalBytes, $0.rebuilt) }
+    }
+
+}
