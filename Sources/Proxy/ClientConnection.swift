@@ -298,7 +298,13 @@ final class ClientConnection: IOHandler, BatchEndHandler {
             // send_timeout bookkeeping only while output is held up (a hit
             // that leaves at once reads no clock).
             if sendTimer != .none {
-                if output.pendingBytes < before { sendProgressAt = EventLoop.nowMilliseconds() }
+                if done {
+                    // Caught up: the next stall is timed from its own start.
+                    worker.loop.cancel(sendTimer)
+                    sendTimer = .none
+                } else if output.pendingBytes < before {
+                    sendProgressAt = EventLoop.nowMilliseconds()
+                }
             } else if !done {
                 sendProgressAt = EventLoop.nowMilliseconds()
                 scheduleSendTimer(after: worker.configuration.sendTimeoutMilliseconds)
