@@ -76,11 +76,7 @@ public final class AdminServer: IOHandler {
 
     private func refuse(_ fd: Int32) {
         api.stats.adminRefusedConnections.wrappingAdd(1, ordering: .relaxed)
-        Self.busy.withUnsafeBytes { raw in
-            var iov = iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress), iov_len: raw.count)
-            _ = try? Socket.writev(fd, &iov, count: 1)
-        }
-        Socket.close(fd)
+        Socket.refuse(fd, with: Self.busy)
         let now = EventLoop.nowMilliseconds()
         if now - lastRefusalLog > 10_000 {
             lastRefusalLog = now
@@ -88,8 +84,8 @@ public final class AdminServer: IOHandler {
         }
     }
 
-    private static let busy = Array(("HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
-        + "Content-Length: 34\r\nRetry-After: 1\r\nConnection: close\r\n\r\ntoo many admin connections; retry\n").utf8)
+    private static let busy = ResponseSerializer.simple(status: 503, body: "too many admin connections; retry", close: true,
+                                                        extra: [HeaderField(name: "retry-after", value: "1")])
 
     fileprivate func answer(_ head: RequestHead) -> AdminAPI.Response {
         api.handle(method: head.method, target: head.target, authorization: head.header("authorization"))

@@ -69,6 +69,16 @@ public enum Socket {
 
     public static func close(_ fd: Int32) { _ = el_close(fd) }
 
+    /// Writes a short answer (best effort: a new connection's socket buffer
+    /// takes it) and closes: how a listener past its limit refuses.
+    public static func refuse(_ fd: Int32, with answer: [UInt8]) {
+        answer.withUnsafeBytes { raw in
+            var iov = iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress), iov_len: raw.count)
+            _ = try? writev(fd, &iov, count: 1)
+        }
+        close(fd)
+    }
+
     /// Stops sending (FIN) while still reading: the first half of a lingering close.
     public static func shutdownWrite(_ fd: Int32) { _ = Glibc.shutdown(fd, Int32(SHUT_WR)) }
 

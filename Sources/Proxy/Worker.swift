@@ -99,11 +99,7 @@ public final class Worker: IOHandler {
     /// a new connection takes it) and close; existing connections go on.
     private func refuse(_ fd: Int32) {
         WorkerStats.bump(counters.refusedConnections)
-        Self.busy.withUnsafeBytes { raw in
-            var iov = iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress), iov_len: raw.count)
-            _ = try? Socket.writev(fd, &iov, count: 1)
-        }
-        Socket.close(fd)
+        Socket.refuse(fd, with: Self.busy)
         let now = EventLoop.nowMilliseconds()
         if now - lastRefusalLog > 10_000 {
             lastRefusalLog = now
@@ -112,8 +108,8 @@ public final class Worker: IOHandler {
     }
 
     private var lastRefusalLog: UInt64 = 0
-    private static let busy = Array(("HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
-        + "Content-Length: 28\r\nRetry-After: 1\r\nConnection: close\r\n\r\ntoo many connections; retry\n").utf8)
+    private static let busy = ResponseSerializer.simple(status: 503, body: "too many connections; retry", close: true,
+                                                        extra: [HeaderField(name: "retry-after", value: "1")])
 
     /// New settings for new requests (SIGHUP). Safe from any thread.
     public func reconfigure(_ configuration: ProxyConfiguration) {

@@ -1,0 +1,209 @@
+import CacheSemantics
+import CacheStorage
+import EventLoop
+import HTTP1
+import Upstream
+
+/// Finishing a fetch whose client left, and request collapsing: leading,
+/// waiting for a leader, sharing and following a response as it streams.
+extension Exchange {
+    // MARK: finishing a store without its client
+
+    /// Whether the fetch should go on after the client left: a storable
+    /// response small enough (finish_store_limit) is completed and stored,
+    /// so the work is not wasted and collapsed waiters still get it.
+    var shouldFinishWithoutClient: Bool {
+        guard transfer != nil, !answeredFromStore else { return false }
+        if broadcast?.hasFollowers ?? false { return true }  // collapsed requests are streaming it
+        guard store != nil else { return false }
+        let limit = worker.configuration.finishStoreLimitBytes
+        return limit > 0 && max(expectedLength ?? 0, receivedBody) <= limit
+    }
+
+    func becomeOrphan() {
+        orphaned = true
+        worker.adopt(self)
+        if upstreamPaused {
+            upstreamPaused = false
+            transfer?.resume()
+        }
+    }
+
+    /// The orphaned fetch is over (stored or not): waiters may go on.
+    func abandonOrphan() {
+        guard orphaned else { return }
+        orphaned = false
+        broadcast?.finish(.failed)  // no-op when it completed
+        transfer?.cancel()
+        transfer = nil
+        releaseLeadership()
+        worker.release(self)
+    }
+
+    // MARK: collapsing
+
+    /// A cacheable fetch is about to go upstream: lead it, or wait for the
+    /// request already fetching this URL. Returns true when waiting.
+    func waitForLeader() -> Bool {
+        guard request.method == "GET", !collapsed else { return false }
+        let loop = worker.loop
+        switch worker.collapser.lead(key, loop: loop, wake: { [weak self] (fetch: SharedFetch?) in self?.leaderDone(fetch) }) {
+        case .leader:
+            leading = true
+            return false
+        case .following(let fetch):
+            collapsed = true
+            if suits(fetch) {
+                WorkerStats.bump(worker.counters.collapsed)
+                follow(fetch)
+                return true
+            }
+            return false
+        case .waiting:
+            break
+        }
+        waitingForLeader = true
+        WorkerStats.bump(worker.counters.collapsed)
+        // Bounded: a leader that takes too long stops being waited for.
+        waitTimer = loop.schedule(after: UInt64(worker.configuration.upstream.responseTimeoutMilliseconds)) { [weak self] in
+            self?.leaderDone()
+        }
+        return true
+    }
+
+    /// The leader finished (or the wait timed out): serve what it stored
+    /// when it suits this request, else fetch on our own.
+    func leaderDone(_ fetch: SharedFetch? = nil) {
+        guard waitingForLeader, !finished else { return }
+        waitingForLeader = false
+        collapsed = true
+        worker.loop.cancel(waitTimer)
+        if let fetch {
+            // The leader's response is streaming in: take it as it arrives,
+            // unless it is another variant than this request's.
+            if suits(fetch) { follow(fetch) } else { forward() }
+            return
+        }
+        let requestCC = CacheControl(request.combinedHeader("cache-control"))
+        let facts = RequestFacts(cacheControl: requestCC, pragmaNoCache: false) { [request] in request.combinedHeader($0) }
+        let now = EventLoop.wallSeconds()
+        variants = worker.store.lookup(key)
+        if case .fresh(let index, let age, _) = Lookup.decide(facts, variants, now: now, shared: shared),
+           serveStored(variants[index], age: age, now: now,
+                       cacheStatus: Array("Cache-Status: \(CacheStatus.forward(forwardReason, stored: false)); collapsed\r\n".utf8)) {
+            return
+        }
+        forward()
+    }
+
+    /// Whether the shared response is the variant this request selects.
+    func suits(_ fetch: SharedFetch) -> Bool {
+        for (name, value) in zip(fetch.head.varyNames, fetch.head.varyValues)
+        where Vary.normalize(request.combinedHeader(name), field: name) != value {
+            return false
+        }
+        return true
+    }
+
+    /// The leader, once its response is known storable: offer to share it
+    /// with collapsed requests (published at once when some already wait).
+    func offerToShare() {
+        guard canShare, request.method == "GET" else { return }
+        if worker.collapser.offer(key, loop: worker.loop, share: { [weak self] in self?.shareRequested() }) { share() }
+    }
+
+    /// Still leading, not yet shared, and the body so far is in memory.
+    var canShare: Bool {
+        guard leading, broadcast == nil, let pending = store else { return false }
+        return pending.disk == nil
+    }
+
+    /// A request now waits for this key (on this loop): share if still possible.
+    func shareRequested() {
+        if canShare { share() }
+    }
+
+    /// Publishes the response with the body received so far.
+    func share() {
+        guard let pending = store else { return }
+        let names = builder.variantFields(pending.headers, key: key)
+        let head = SharedFetch.Head(status: pending.status, reason: pending.reason, headers: pending.headers, timing: pending.timing,
+                                    contentLength: expectedLength, varyNames: names,
+                                    varyValues: names.map { Vary.normalize(request.combinedHeader($0), field: $0) })
+        let fetch = SharedFetch(head: head, limitBytes: 2 * max(worker.configuration.maxObjectBytes, 1 << 20))
+        let soFar = pending.body.buffer
+        if soFar.count > 0 { fetch.append(Bytes(soFar)) }
+        broadcast = fetch
+        worker.collapser.publish(key, fetch)
+    }
+
+    /// A collapsed request: answer with the leader's response, piece by
+    /// piece as it arrives.
+    func follow(_ fetch: SharedFetch) {
+        following = fetch
+        responseStarted = true
+        let head = fetch.head
+        let noBody = head.status == 204 || head.status == 304 || head.status < 200
+        if noBody { framing = .none }
+        else if head.contentLength != nil { framing = .length }
+        else if request.minorVersion == 1 { framing = .chunked }
+        else { framing = .untilClose }
+        let cacheStatus = CacheStatus.forward(forwardReason, stored: false) + "; collapsed"
+        noteAnswer(head.status, cache: Array(cacheStatus.utf8), bodyBytes: nil)
+        var out: [UInt8] = []
+        out.reserveCapacity(512)
+        ResponseSerializer.appendStatusLine(head.status, reason: head.reason, to: &out)
+        for field in head.headers {
+            if field.name.isField("age") || builder.isHidden(field.name) || field.name.isField("content-length") { continue }
+            ResponseSerializer.appendField(field.name, field.value, to: &out)
+        }
+        if let length = head.contentLength, framing == .length || noBody && head.status != 204 {
+            ResponseSerializer.appendContentLength(length, to: &out)
+        }
+        let now = EventLoop.wallSeconds()
+        ResponseSerializer.appendField("age", String(Freshness.correctedInitialAge(head.timing) + max(0, Int(now - head.timing.responseTime))),
+                                       to: &out)
+        ResponseSerializer.appendField("cache-status", cacheStatus, to: &out)
+        if !head.headers.contains(where: { $0.name.isField("date") }) { out.append(contentsOf: worker.dateHeader.current(now: now)) }
+        if framing == .chunked { out.append(contentsOf: "Transfer-Encoding: chunked\r\n".utf8) }
+        if framing == .untilClose { out.append(contentsOf: "Connection: close\r\n".utf8) } else { appendConnectionField(to: &out) }
+        out.append(contentsOf: [0x0D, 0x0A])
+        connection.enqueue(out)
+        fetch.follow(ObjectIdentifier(self), loop: worker.loop) { [weak self] in self?.pullShared() }
+        pullShared()
+    }
+
+    /// Queues what arrived since the last pull; finishes with the fetch.
+    func pullShared() {
+        guard let fetch = following, !finished else { return }
+        let (chunks, state) = fetch.read(ObjectIdentifier(self), from: followedChunks)
+        for chunk in chunks {
+            enqueueBody(chunk)
+            receivedBody += chunk.count
+        }
+        followedChunks += chunks.count
+        switch state {
+        case .streaming:
+            connection.flush()
+        case .complete where framing != .untilClose:
+            fetch.unfollow(ObjectIdentifier(self))
+            following = nil
+            if framing == .chunked { connection.enqueue(Array("0\r\n\r\n".utf8)) }
+            complete()
+        case .complete, .failed:
+            // Close-delimited, or the fetch broke after the head was sent:
+            // closing the connection ends (or cuts) the body.
+            fetch.unfollow(ObjectIdentifier(self))
+            following = nil
+            finished = true
+            logAccess()
+            connection.exchangeAborted()
+        }
+    }
+
+    func releaseLeadership() {
+        guard leading else { return }
+        leading = false
+        worker.collapser.release(key)
+    }
+}

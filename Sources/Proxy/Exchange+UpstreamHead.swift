@@ -1,0 +1,273 @@
+import CacheSemantics
+import CacheStorage
+import EventLoop
+import HTTP1
+import Upstream
+
+/// The upstream's head: framing, storability, 304 refreshes, HEAD updates,
+/// invalidation, and the head written to the client.
+extension Exchange {
+    // MARK: UpstreamTransferDelegate
+
+    func upstreamDidReceiveHead(status: Int, reason: String?, headers: [(name: String, value: String)]) {
+        guard !finished, !answeredFromStore else { return }
+        let responseTime = EventLoop.wallSeconds()
+        let upstreamFraming = ResponseFraming.of(headers)
+        if case .invalid(let why) = upstreamFraming {
+            // RFC 9112 section 6.3: discard the response, close the upstream
+            // connection, 502 (the body's end cannot be known).
+            transfer?.cancel()
+            transfer = nil
+            WorkerStats.bump(worker.counters.upstreamErrors)
+            worker.logger.warning("invalid upstream response for \(request.method) \(key): \(why)")
+            if serveStaleOnError() { return }
+            if let validating, validating.cacheControl.mustRevalidate || (shared && validating.cacheControl.proxyRevalidate) {
+                sendGatewayError(504, "upstream failed to revalidate a must-revalidate response: \(why)")
+                return
+            }
+            sendGatewayError(502, "invalid upstream response: \(why)")
+            return
+        }
+        let transferCoded = upstreamFraming == .transferCoded
+        let nominated = HopByHop.nominated(inFields: headers)
+        var passed: [(name: String, value: String)] = []
+        passed.reserveCapacity(headers.count)
+        let strip = worker.configuration.stripTagHeaders
+        for field in headers {
+            if HopByHop.isHopByHop(field.name) || (!nominated.isEmpty && nominated.contains(field.name)) { continue }
+            // Transfer-Encoding wins: its Content-Length describes nothing.
+            if transferCoded && field.name.isField("content-length") { continue }
+            if strip && (field.name.isField("surrogate-key") || field.name.isField("cache-tag")) { continue }
+            passed.append(field)
+        }
+        let timing = ResponseTiming(requestTime: requestTime, responseTime: responseTime,
+                                    dateValue: StoredResponseBuilder.value("date", in: headers).flatMap(HTTPDate.parse),
+                                    ageValue: Freshness.parseAge(StoredResponseBuilder.value("age", in: headers)) ?? 0)
+
+        if Stale.isErrorStatus(status), serveStaleOnError() { return }
+        if let validating {
+            if status == 304 {
+                refreshFromNotModified(passed, timing: timing, fallback: validating)
+                return
+            }
+            if status >= 500, validating.cacheControl.mustRevalidate || (shared && validating.cacheControl.proxyRevalidate) {
+                // Section 4.2.4 / 5.2.2.2: never stale, and no error passed off as fresh.
+                answeredFromStore = true
+                sendGatewayError(504, "upstream failed to revalidate a must-revalidate response (status \(status))")
+                return
+            }
+        }
+        responseStarted = true
+
+        let noBody = request.method == "HEAD" || status == 204 || status == 304 || status < 200
+        if case .length(let n) = upstreamFraming { expectedLength = n }
+        if noBody { framing = .none }
+        else if expectedLength != nil { framing = .length }
+        else if request.minorVersion == 1 { framing = .chunked }
+        else { framing = .untilClose }
+
+        var cacheStatus: String
+        var ageValue: Int?
+        var answerNotModified = false
+        if isCacheLookup {
+            ageValue = Freshness.correctedInitialAge(timing)
+            if request.method == "GET",
+               case let (decision, directives) = builder.decision(request: request, status: status, headers: passed, timing: timing),
+               decision == .store,
+               (expectedLength ?? 0) <= max(worker.configuration.maxObjectBytes, diskMaxObjectBytes) {
+                store = PendingStore(status: status, reason: reason, headers: passed, timing: timing,
+                                     tags: builder.tags(headers, key: key), directives: directives)
+                if let expectedLength, expectedLength > 0, expectedLength <= worker.configuration.maxObjectBytes {
+                    store!.body.reserve(expectedLength)
+                }
+                if (expectedLength ?? 0) > worker.configuration.maxObjectBytes {
+                    // Too large for memory: straight to disk.
+                    store!.disk = beginDiskStream()
+                    if store!.disk == nil { store = nil }
+                }
+            } else if request.method == "GET" && status < 400 && status != 206 && status != 304 {
+                // A current answer that cannot be stored: drop what it supersedes.
+                worker.store.remove(key)
+            } else if request.method == "HEAD" && status == 200 {
+                updateFromHead(passed, timing: timing)
+            }
+            cacheStatus = CacheStatus.forward(forwardReason, stored: store != nil, fwdStatus: validating != nil ? status : nil)
+            answerNotModified = status == 200 && clientIsNotModified(
+                etag: StoredResponseBuilder.value("etag", in: passed),
+                lastModified: StoredResponseBuilder.value("last-modified", in: passed), dateValue: timing.dateValue)
+        } else {
+            cacheStatus = CacheStatus.forward(.method, stored: false)
+            if status < 400 { invalidateAfterUnsafe(headers) }
+        }
+
+        noteAnswer(answerNotModified ? 304 : status, cache: Array(cacheStatus.utf8), bodyBytes: answerNotModified ? 0 : nil)
+        if isCacheLookup && leading && store == nil {
+            // Not storable: waiters need not wait for it, they fetch on their own.
+            releaseLeadership()
+        }
+        if answerNotModified {
+            // The body still streams into the store; the client gets a 304.
+            offerToShare()
+            framing = .none
+            var tail = Array("Cache-Status: \(cacheStatus)\r\n".utf8)
+            tail.reserveCapacity(tail.count)
+            sendNotModified(passed, age: ageValue ?? 0, now: responseTime, cacheStatus: tail)
+            connection.flush()
+            return
+        }
+
+        var head: [UInt8] = []
+        head.reserveCapacity(512)
+        ResponseSerializer.appendStatusLine(status, reason: reason, to: &head)
+        for field in passed {
+            if field.name.isField("age") && ageValue != nil { continue }
+            if builder.isHidden(field.name) { continue }
+            // One Content-Length, the one the body is framed by (below).
+            if field.name.isField("content-length") { continue }
+            ResponseSerializer.appendField(field.name, field.value, to: &head)
+        }
+        // (None on a 204: RFC 9110 section 8.6.)
+        if let expectedLength, framing == .length || noBody && status != 204 {
+            ResponseSerializer.appendContentLength(expectedLength, to: &head)
+        }
+        if let ageValue { ResponseSerializer.appendField("age", String(ageValue), to: &head) }
+        ResponseSerializer.appendField("cache-status", cacheStatus, to: &head)
+        // RFC 9110 section 6.6.1: a forwarded response without Date gets one.
+        if !passed.contains(where: { $0.name.isField("date") }) { head.append(contentsOf: worker.dateHeader.current(now: responseTime)) }
+        if framing == .chunked { head.append(contentsOf: "Transfer-Encoding: chunked\r\n".utf8) }
+        if framing == .untilClose { head.append(contentsOf: "Connection: close\r\n".utf8) }
+        else { appendConnectionField(to: &head) }
+        head.append(contentsOf: [0x0D, 0x0A])
+        offerToShare()
+        // Nothing more will come (204, Content-Length: 0): store before the client has it all.
+        if store != nil && (noBody || expectedLength == 0) {
+            commitStore()
+            broadcast?.finish(.complete)
+        }
+        connection.enqueue(head)
+        connection.flushSoon()
+    }
+
+    /// A 304 answered our conditional request: update the variant it selects
+    /// and serve that (section 4.3.4).
+    func refreshFromNotModified(_ headers: [(name: String, value: String)], timing: ResponseTiming,
+                                        fallback: CachedResponse) {
+        let candidates = variants.map { (etag: $0.etag, lastModified: $0.lastModified) }
+        let selected = Validation.selectValidated(etag: StoredResponseBuilder.value("etag", in: headers),
+                                                  lastModified: StoredResponseBuilder.value("last-modified", in: headers),
+                                                  candidates: candidates).map { variants[$0] }
+            ?? (StoredResponseBuilder.value("etag", in: headers) == nil ? fallback : nil)
+        guard let entry = selected else {
+            // The 304 names nothing we hold: ask again without validators, on
+            // a later loop turn (libcurl must not be re-entered from its callback).
+            validating = nil
+            transfer?.cancel()
+            transfer = nil
+            worker.loop.schedule(after: 0) { [weak self] in
+                guard let self, !self.finished else { return }
+                self.forward()
+            }
+            return
+        }
+        answeredFromStore = true
+        let refreshed = builder.refresh(entry, with: headers, timing: timing)
+        let noStore = refreshed.cacheControl.noStore && !refreshed.cacheControl.mustUnderstand
+        if !noStore, worker.store.insert(refreshed, toDisk: toDisk, fetchedSince: fetchToken) { WorkerStats.bump(worker.counters.stored) }
+        WorkerStats.bump(worker.counters.revalidations)
+        let now = EventLoop.wallSeconds()
+        let status = CacheStatus.forward(forwardReason, stored: !noStore, fwdStatus: 304)
+        serveStored(refreshed, age: refreshed.currentAge(now: now), now: now,
+                    cacheStatus: Array("Cache-Status: \(status)\r\n".utf8))
+    }
+
+    /// RFC 9111 section 4.3.5: a 200 to HEAD updates the stored GET response
+    /// it describes (selected by validator); a changed length means the
+    /// stored one is outdated, so it goes.
+    func updateFromHead(_ headers: [(name: String, value: String)], timing: ResponseTiming) {
+        guard !variants.isEmpty else { return }
+        let etag = StoredResponseBuilder.value("etag", in: headers)
+        let lastModified = StoredResponseBuilder.value("last-modified", in: headers)
+        guard let index = Validation.selectValidated(etag: etag, lastModified: lastModified,
+                                                     candidates: variants.map { (etag: $0.etag, lastModified: $0.lastModified) })
+        else { return }
+        let entry = variants[index]
+        if let length = StoredResponseBuilder.value("content-length", in: headers).flatMap({ Int($0) }), length != entry.bodyLength {
+            worker.store.remove(key)
+            return
+        }
+        worker.store.insert(builder.refresh(entry, with: headers, timing: timing), toDisk: toDisk, fetchedSince: fetchToken)
+    }
+
+    /// RFC 9111 section 4.4: a successful unsafe request invalidates the
+    /// target and the same-origin Location and Content-Location.
+    func invalidateAfterUnsafe(_ headers: [(name: String, value: String)]) {
+        switch request.method {
+        case "GET", "HEAD", "OPTIONS", "TRACE": return  // safe methods (a GET with a body comes here)
+        default: break
+        }
+        worker.store.remove(key)
+        let upstream = worker.configuration.upstreamOrigin
+        for name in ["location", "content-location"] {
+            guard let reference = StoredResponseBuilder.value(name, in: headers),
+                  let target = Invalidation.key(for: reference, requestKey: request.pathAndQuery, upstreamAuthority: upstream.authority,
+                                                upstreamPathPrefix: upstream.pathPrefix, clientAuthority: request.header("host"))
+            else { continue }
+            worker.store.remove(worker.configuration.routes.cacheKey(target))
+        }
+    }
+
+    func upstreamDidReceiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        if orphaned {
+            receivedBody += bytes.count
+            broadcast?.append(Bytes(bytes))
+            storeBody(bytes)
+            if let expectedLength, receivedBody == expectedLength { broadcast?.finish(.complete) }
+            if store == nil && !(broadcast?.hasFollowers ?? false) { abandonOrphan() }
+            return true
+        }
+        guard !finished, !answeredFromStore else { return true }
+        // A slow client pauses the upstream, unless collapsed requests are
+        // streaming the same response (they hold the pieces anyway).
+        if framing != .none && connection.isCongested && !(broadcast?.hasFollowers ?? false) {
+            upstreamPaused = true
+            return false
+        }
+        if let broadcast {
+            // One copy, queued to this client and every follower.
+            let chunk = Bytes(bytes)
+            broadcast.append(chunk)
+            enqueueBody(chunk)
+        } else {
+            switch framing {
+            case .none: break
+            case .chunked:
+                connection.enqueue(ResponseSerializer.chunkHeader(bytes.count))
+                connection.enqueue(copying: bytes)
+                connection.enqueue([0x0D, 0x0A])
+            case .length, .untilClose:
+                connection.enqueue(copying: bytes)
+            }
+        }
+        receivedBody += bytes.count
+        storeBody(bytes)
+        if let expectedLength, receivedBody == expectedLength {
+            if store != nil { commitStore() }
+            broadcast?.finish(.complete)
+        }
+        if framing != .none { connection.flushSoon() }
+        return true
+    }
+
+    /// Queues a body piece in this request's framing.
+    func enqueueBody(_ chunk: Bytes) {
+        switch framing {
+        case .none: break
+        case .chunked:
+            connection.enqueue(ResponseSerializer.chunkHeader(chunk.count))
+            connection.enqueue(chunk)
+            connection.enqueue([0x0D, 0x0A])
+        case .length, .untilClose:
+            connection.enqueue(chunk)
+        }
+    }
+}
