@@ -174,9 +174,7 @@ public final class AdminAPI {
     // MARK: stats
 
     public func snapshot() -> StatsSnapshot {
-        let memory = store.memory.stats
-        let disk = store.disk?.stats
-        return StatsSnapshot(
+        StatsSnapshot(
             hits: stats.total(.hits), misses: stats.total(.misses),
             staleHits: stats.total(.staleHits), revalidations: stats.total(.revalidations),
             collapsed: stats.total(.collapsed), upstreamErrors: stats.total(.upstreamErrors),
@@ -185,10 +183,7 @@ public final class AdminAPI {
             outputPauses: stats.total(.outputPauses), sendTimeouts: stats.total(.sendTimeouts),
             adminRefusedConnections: stats.adminRefusedConnections.load(ordering: .relaxed),
             openConnections: stats.openConnections.load(ordering: .relaxed), purged: metrics.purged,
-            memoryObjects: memory.objects, memoryBytes: memory.bytes, memoryLimitBytes: store.memory.limitBytes,
-            memoryEvictions: memory.evictions,
-            disk: disk.map { .init(objects: $0.objects, bytes: $0.bytes, limitBytes: store.disk!.limitBytes, indexComplete: $0.indexComplete) },
-            uptimeSeconds: max(0, clock() - startedAt))
+            tiers: store.stats, uptimeSeconds: max(0, clock() - startedAt))
     }
 
     // MARK: parsing

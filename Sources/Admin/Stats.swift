@@ -1,13 +1,8 @@
+import CacheStorage
 import Prometheus
 
 /// The figures `/stats` and `/metrics` report, read once per request.
 public struct StatsSnapshot: Equatable, Sendable {
-    public struct Disk: Equatable, Sendable {
-        public var objects: Int
-        public var bytes: Int
-        public var limitBytes: Int
-        public var indexComplete: Bool
-    }
 
     public var hits: Int
     public var misses: Int
@@ -26,12 +21,12 @@ public struct StatsSnapshot: Equatable, Sendable {
     public var adminRefusedConnections = 0
     public var openConnections = 0
     public var purged: Int
-    public var memoryObjects: Int
-    public var memoryBytes: Int
-    public var memoryLimitBytes: Int
-    public var memoryEvictions: Int
-    public var disk: Disk?
+    /// Every tier's figures, fastest first (the first is the memory tier).
+    public var tiers: [TierStats]
     public var uptimeSeconds: Int64
+
+    public var memory: TierStats { tiers[0] }
+    public var disk: TierStats? { tiers.first { $0.name == "disk" } }
 
     /// Hits (fresh and stale) over every lookup answered from cache or upstream.
     public var hitRatio: Double {
@@ -42,9 +37,12 @@ public struct StatsSnapshot: Equatable, Sendable {
 
     public var json: String {
         let ratio = (hitRatio * 10000).rounded() / 10000
-        let disk = self.disk.map {
-            "{\"objects\": \($0.objects), \"bytes\": \($0.bytes), \"limit_bytes\": \($0.limitBytes), \"index_complete\": \($0.indexComplete)}"
-        } ?? "null"
+        // One object per tier under its name ("disk": null without one).
+        var sections = tiers.map { tier in
+            "\"\(tier.name)\": {\"objects\": \(tier.objects), \"bytes\": \(tier.bytes), \"limit_bytes\": \(tier.limitBytes), "
+                + "\"evictions\": \(tier.evictions), \"index_complete\": \(tier.ready)}"
+        }
+        if disk == nil { sections.append("\"disk\": null") }
         return """
             {"hits": \(hits), "misses": \(misses), "stale_hits": \(staleHits), "revalidations": \(revalidations), \
             "collapsed": \(collapsed), "upstream_errors": \(upstreamErrors), "stored": \(stored), \
@@ -52,10 +50,7 @@ public struct StatsSnapshot: Equatable, Sendable {
             "refused_connections": \(refusedConnections), "output_pauses": \(outputPauses), \
             "send_timeouts": \(sendTimeouts), "admin_refused_connections": \(adminRefusedConnections), \
             "open_connections": \(openConnections), "purged": \(purged), \
-            "hit_ratio": \(ratio), \
-            "memory": {"objects": \(memoryObjects), "bytes": \(memoryBytes), "limit_bytes": \(memoryLimitBytes), \
-            "evictions": \(memoryEvictions)}, \
-            "disk": \(disk), "uptime_seconds": \(uptimeSeconds)}
+            "hit_ratio": \(ratio), \(sections.joined(separator: ", ")), "uptime_seconds": \(uptimeSeconds)}
             """
     }
 }
@@ -115,9 +110,9 @@ final class Metrics {
             if value > last[i] { counter.increment(by: Int64(value - last[i])) }
             last[i] = value
         }
-        gauges.memoryObjects.set(Double(snapshot.memoryObjects))
-        gauges.memoryBytes.set(Double(snapshot.memoryBytes))
-        gauges.memoryLimit.set(Double(snapshot.memoryLimitBytes))
+        gauges.memoryObjects.set(Double(snapshot.memory.objects))
+        gauges.memoryBytes.set(Double(snapshot.memory.bytes))
+        gauges.memoryLimit.set(Double(snapshot.memory.limitBytes))
         gauges.diskObjects.set(Double(snapshot.disk?.objects ?? 0))
         gauges.diskBytes.set(Double(snapshot.disk?.bytes ?? 0))
         gauges.diskLimit.set(Double(snapshot.disk?.limitBytes ?? 0))

@@ -63,4 +63,22 @@ public struct PackedCacheControl: Equatable, Sendable {
         cc.staleIfError = Self.unpack(staleIfError)
         return cc
     }
+
+    /// The packed words, for storing (the disk tier's records): the flags,
+    /// then the six values (absent, unbounded and saturated as packed).
+    public var words: (flags: UInt16, values: [UInt32]) {
+        (flags, [maxAge, sMaxAge, maxStale, minFresh, staleWhileRevalidate, staleIfError])
+    }
+
+    /// Directives read back from `words`; nil when there are not six values.
+    public init?(flags: UInt16, values: [UInt32]) {
+        guard values.count == 6 else { return nil }
+        self.flags = flags
+        maxAge = values[0]
+        sMaxAge = values[1]
+        maxStale = values[2]
+        minFresh = values[3]
+        staleWhileRevalidate = values[4]
+        staleIfError = values[5]
+    }
 }

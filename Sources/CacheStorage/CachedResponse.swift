@@ -43,6 +43,9 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
         let keyLength: UInt32
         let status: UInt16
         let hasValidator: Bool
+        /// The Content-Length field at the end of the head prefix that
+        /// `make(head:)` wrote (0: none), so `storedHead` can leave it out.
+        let lengthFieldBytes: UInt8
         let directives: PackedCacheControl
         let rare: Rare?
     }
@@ -76,18 +79,43 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
                             timing: ResponseTiming, lifetime: Int, cacheControl: CacheControl,
                             varyNames: [String], varyValues: [String?], tags: [String] = [],
                             hasValidator known: Bool? = nil) -> CachedResponse {
+        make(key: key, status: status, headPrefix: headPrefix, contentLength: nil, body: body, bodyFile: bodyFile,
+             otherFields: otherFields, timing: timing, lifetime: lifetime, directives: PackedCacheControl(cacheControl),
+             varyNames: varyNames, varyValues: varyValues, tags: tags, hasValidator: known)
+    }
+
+    /// A stored response from what every tier keeps (`StoredHead`) and its
+    /// body: in memory (copied in) or, with `bodyFile`, left in a file.
+    public static func make(head: StoredHead, body: UnsafeRawBufferPointer, bodyFile: FileBody? = nil) -> CachedResponse {
+        head.headPrefix.withUnsafeBytes { prefix in
+            make(key: head.key, status: head.status, headPrefix: prefix,
+                 contentLength: head.hasLengthField ? (bodyFile?.length ?? body.count) : nil, body: body, bodyFile: bodyFile,
+                 otherFields: head.otherFields.map { ($0.name, $0.value) }, timing: head.timing, lifetime: head.lifetime,
+                 directives: head.directives, varyNames: head.varyNames, varyValues: head.varyValues, tags: head.tags,
+                 hasValidator: head.hasValidator)
+        }
+    }
+
+    private static func make(key: String, status: Int, headPrefix: UnsafeRawBufferPointer, contentLength: Int?,
+                             body: UnsafeRawBufferPointer, bodyFile: FileBody?, otherFields: [(name: String, value: String)],
+                             timing: ResponseTiming, lifetime: Int, directives: PackedCacheControl,
+                             varyNames: [String], varyValues: [String?], tags: [String], hasValidator known: Bool?) -> CachedResponse {
         // Callers that have the fields at hand say; otherwise the head is scanned.
         let hasValidator = known ?? (HeadFields.contains("etag", or: "last-modified", in: headPrefix)
             || otherFields.contains { $0.name == "etag" || $0.name == "last-modified" })
         let plain = bodyFile == nil && otherFields.isEmpty && varyNames.isEmpty && tags.isEmpty
         var key = key
+        // "Content-Length: N\r\n", written straight into the block.
+        var digits = contentLength.map { String($0) } ?? ""
+        let lengthField = contentLength == nil ? 0 : lengthFieldName.count + digits.utf8.count + 2
+        let headLength = headPrefix.count + lengthField
         let parts = Parts(timing: timing, bodyCount: body.count, lifetime: clamped(lifetime),
                           correctedInitialAge: clamped(Freshness.correctedInitialAge(timing)),
-                          headLength: UInt32(headPrefix.count), keyLength: UInt32(key.utf8.count), status: UInt16(clamping: status), hasValidator: hasValidator,
-                          directives: PackedCacheControl(cacheControl),
+                          headLength: UInt32(headLength), keyLength: UInt32(key.utf8.count), status: UInt16(clamping: status),
+                          hasValidator: hasValidator, lengthFieldBytes: UInt8(lengthField), directives: directives,
                           rare: plain ? nil : Rare(bodyFile: bodyFile, otherFields: otherFields, varyNames: varyNames,
                                                    varyValues: varyValues, tags: tags))
-        let storage = unsafeDowncast(Storage.create(minimumCapacity: linkBytes + headPrefix.count + body.count + key.utf8.count) { _ in parts },
+        let storage = unsafeDowncast(Storage.create(minimumCapacity: linkBytes + headLength + body.count + key.utf8.count) { _ in parts },
                                      to: Storage.self)
         storage.withUnsafeMutablePointerToElements { start in
             let links = UnsafeMutableRawPointer(start)
@@ -97,12 +125,33 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
             (links + 16).bindMemory(to: [CachedResponse].self, capacity: 1).initialize(to: [])
             let block = links + linkBytes
             if headPrefix.count > 0 { block.copyMemory(from: headPrefix.baseAddress!, byteCount: headPrefix.count) }
-            if body.count > 0 { (block + headPrefix.count).copyMemory(from: body.baseAddress!, byteCount: body.count) }
+            if lengthField > 0 {
+                var at = block + headPrefix.count
+                lengthFieldName.withUnsafeBytes { at.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+                at += lengthFieldName.count
+                digits.withUTF8 { at.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+                at += digits.utf8.count
+                at.storeBytes(of: 0x0D, as: UInt8.self)
+                (at + 1).storeBytes(of: 0x0A, as: UInt8.self)
+            }
+            if body.count > 0 { (block + headLength).copyMemory(from: body.baseAddress!, byteCount: body.count) }
             key.withUTF8 { utf8 in
-                if utf8.count > 0 { (block + headPrefix.count + body.count).copyMemory(from: utf8.baseAddress!, byteCount: utf8.count) }
+                if utf8.count > 0 { (block + headLength + body.count).copyMemory(from: utf8.baseAddress!, byteCount: utf8.count) }
             }
         }
         return CachedResponse(storage: storage)
+    }
+
+    private static let lengthFieldName: [UInt8] = Array("Content-Length: ".utf8)
+
+    /// What every tier keeps of this response (the head prefix without the
+    /// Content-Length that `make(head:)` adds back).
+    public var storedHead: StoredHead {
+        let prefix = UnsafeRawBufferPointer(rebasing: headPrefix[..<(headLength - Int(storage.header.lengthFieldBytes))])
+        return StoredHead(key: key, status: status, headPrefix: Array(prefix),
+                          otherFields: (storage.header.rare?.otherFields ?? []).map { DiskRecord.HeaderPair($0.name, $0.value) },
+                          timing: timing, lifetime: lifetime, directives: storage.header.directives, hasValidator: hasValidator,
+                          varyNames: varyNames, varyValues: varyValues, tags: tags)
     }
 
     /// The same with the head prefix and body given as arrays (tests, small responses).
@@ -192,9 +241,12 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     /// The same response with no freshness left (a soft purge): it is
     /// revalidated before reuse, or served stale where the stale rules allow.
     public func markedStale() -> CachedResponse {
-        Self.make(key: key, status: status, headPrefix: headPrefix, body: body, bodyFile: bodyFile,
-                  otherFields: storage.header.rare?.otherFields ?? [], timing: timing, lifetime: 0, cacheControl: cacheControl,
-                  varyNames: varyNames, varyValues: varyValues, tags: tags)
+        let lengthField = Int(storage.header.lengthFieldBytes)
+        return Self.make(key: key, status: status, headPrefix: UnsafeRawBufferPointer(rebasing: headPrefix[..<(headLength - lengthField)]),
+                         contentLength: lengthField > 0 ? bodyLength : nil, body: body, bodyFile: bodyFile,
+                         otherFields: storage.header.rare?.otherFields ?? [], timing: timing, lifetime: 0,
+                         directives: storage.header.directives, varyNames: varyNames, varyValues: varyValues, tags: tags,
+                         hasValidator: hasValidator)
     }
 
     /// Bookkeeping bytes charged per entry beyond its head and body: the

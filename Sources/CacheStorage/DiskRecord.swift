@@ -1,28 +1,24 @@
 import CacheSemantics
 
-/// What the disk tier keeps of a stored response: enough to rebuild the
-/// `CachedResponse` (the proxy recomputes the head and lifetime from the
-/// fields, so a record never disagrees with the rules that made it).
+/// What the disk tier keeps of a stored response: its `StoredHead` (the
+/// head a hit sends, lifetime, directives, Vary, tags, as decided when it
+/// arrived), when it was written, and the body.
 public struct DiskRecord: Equatable, Sendable {
-    public var key: String
-    public var status: Int
-    public var reason: String?
-    public var headers: [HeaderPair]
-    public var timing: ResponseTiming
-    public var varyNames: [String]
-    public var varyValues: [String?]
+    public var head: StoredHead
     /// When the record was written (wall seconds), for pruning and disk_ttl.
     public var storedAt: Int64
     public var body: [UInt8]
     /// Set instead of `body` when the record's body was left in its file
     /// (large records are not read into memory).
     public var bodyFile: FileBody?
-    /// Purge tags (Surrogate-Key, Cache-Tag, route tags), sorted.
-    public var tags: [String] = []
     /// Marked stale by a soft purge: served only after revalidation (or
     /// under the stale rules). Kept in the fixed header's flags, so marking
     /// a file is one 4-byte write.
     public var markedStale = false
+
+    public var key: String { head.key }
+    public var tags: [String] { head.tags }
+    public var varyValues: [String?] { head.varyValues }
 
     public struct HeaderPair: Equatable, Sendable {
         public var name: String
@@ -33,15 +29,8 @@ public struct DiskRecord: Equatable, Sendable {
         }
     }
 
-    public init(key: String, status: Int, reason: String?, headers: [HeaderPair], timing: ResponseTiming,
-                varyNames: [String], varyValues: [String?], storedAt: Int64, body: [UInt8]) {
-        self.key = key
-        self.status = status
-        self.reason = reason
-        self.headers = headers
-        self.timing = timing
-        self.varyNames = varyNames
-        self.varyValues = varyValues
+    public init(head: StoredHead, storedAt: Int64, body: [UInt8]) {
+        self.head = head
         self.storedAt = storedAt
         self.body = body
     }
@@ -49,31 +38,36 @@ public struct DiskRecord: Equatable, Sendable {
     /// nil for a response whose body lives in a file (it is on disk already).
     public init?(_ entry: CachedResponse, storedAt: Int64) {
         guard entry.bodyFile == nil else { return nil }
-        self.init(key: entry.key, status: entry.status, reason: entry.reason,
-                  headers: entry.headers.map { HeaderPair($0.name, $0.value) }, timing: entry.timing,
-                  varyNames: entry.varyNames, varyValues: entry.varyValues, storedAt: storedAt,
-                  body: Array(entry.body))
-        tags = entry.tags
+        self.init(head: entry.storedHead, storedAt: storedAt, body: Array(entry.body))
         // No freshness (a soft purge, or none to begin with) stays so on disk.
         markedStale = entry.lifetime == 0
     }
+
+    /// The stored response again, as the tier that wrote it had it.
+    public var response: CachedResponse {
+        var head = head
+        if markedStale { head.lifetime = 0 }
+        return body.withUnsafeBytes { CachedResponse.make(head: head, body: $0, bodyFile: bodyFile) }
+    }
 }
 
-/// The on-disk file format, version 2 (little-endian):
+/// The on-disk file format, version 3 (little-endian):
 ///
 ///     0  "LRDR"            magic
-///     4  u32 version       2 (1 is still read: it has no tags)
+///     4  u32 version       3 (files of versions 1 and 2, which kept raw
+///                          fields for the proxy to rebuild, are dropped)
 ///     8  u32 metaLength
 ///    12  u32 flags         bit 0: marked stale by a soft purge
 ///    16  u64 bodyLength
 ///    24  u64 checksum      over meta and body (not the flags)
-///    32  meta              key, status, reason, timing, vary, headers, storedAt, tags (v2)
+///    32  meta              key, status, timing, storedAt, lifetime, validator,
+///                          directives, head prefix, other fields, vary, tags
 ///        body
 ///
 /// A file whose magic, version, lengths or checksum do not match is not a
 /// record: the reader treats it as a miss and the tier deletes it.
 public enum DiskFormat {
-    public static let version: UInt32 = 2
+    public static let version: UInt32 = 3
     public static let fixedHeaderBytes = 32
     /// Where the flags word sits, and its bits.
     public static let flagsOffset = 12
@@ -114,29 +108,37 @@ public enum DiskFormat {
 
     /// The metadata section for `record` (its body is not included).
     public static func encodeMeta(_ record: DiskRecord) -> [UInt8] {
+        let head = record.head
         var meta = Writer()
-        meta.string(record.key)
-        meta.i64(Int64(record.status))
-        meta.string(record.reason ?? "")
-        meta.i64(record.timing.requestTime)
-        meta.i64(record.timing.responseTime)
-        meta.i64(record.timing.dateValue ?? Int64.min)
-        meta.i64(Int64(record.timing.ageValue))
+        meta.bytes.reserveCapacity(head.headPrefix.count + head.key.utf8.count + 160)
+        meta.string(head.key)
+        meta.u32(UInt32(head.status))
+        meta.i64(head.timing.requestTime)
+        meta.i64(head.timing.responseTime)
+        meta.i64(head.timing.dateValue ?? Int64.min)
+        meta.i64(Int64(head.timing.ageValue))
         meta.i64(record.storedAt)
-        meta.u32(UInt32(record.varyNames.count))
-        for name in record.varyNames { meta.string(name) }
-        meta.u32(UInt32(record.varyValues.count))
-        for value in record.varyValues {
+        meta.i64(Int64(head.lifetime))
+        meta.u8(head.hasValidator ? 1 : 0)
+        let words = head.directives.words
+        meta.u32(UInt32(words.flags))
+        for value in words.values { meta.u32(value) }
+        meta.u32(UInt32(head.headPrefix.count))
+        meta.bytes.append(contentsOf: head.headPrefix)
+        meta.u32(UInt32(head.otherFields.count))
+        for field in head.otherFields {
+            meta.string(field.name)
+            meta.string(field.value)
+        }
+        meta.u32(UInt32(head.varyNames.count))
+        for name in head.varyNames { meta.string(name) }
+        meta.u32(UInt32(head.varyValues.count))
+        for value in head.varyValues {
             meta.u8(value == nil ? 0 : 1)
             meta.string(value ?? "")
         }
-        meta.u32(UInt32(record.headers.count))
-        for h in record.headers {
-            meta.string(h.name)
-            meta.string(h.value)
-        }
-        meta.u32(UInt32(record.tags.count))
-        for tag in record.tags { meta.string(tag) }
+        meta.u32(UInt32(head.tags.count))
+        for tag in head.tags { meta.string(tag) }
         return meta.bytes
     }
 
@@ -154,7 +156,7 @@ public enum DiskFormat {
         var r = Reader(bytes)
         guard Array(try r.take(4)) == magic else { throw .badMagic }
         let v = try r.u32()
-        guard v == 1 || v == version else { throw .unsupportedVersion(v) }
+        guard v == version else { throw .unsupportedVersion(v) }
         let metaLength = Int(try r.u32())
         let flags = try r.u32()
         let bodyLength = try r.u64()
@@ -177,14 +179,21 @@ public enum DiskFormat {
     }
 
     /// Decodes only the metadata (no body, no checksum): for rebuilding the
-    /// index. `header` gives the version and flags (default: current, none).
+    /// index. `header` gives the flags (default: none).
     public static func decodeMeta(_ meta: ArraySlice<UInt8>, header: FixedHeader? = nil) throws(Failure) -> DiskRecord {
         var r = Reader(meta)
         let key = try r.string()
-        let status = Int(try r.i64())
-        let reason = try r.string()
+        let status = Int(try r.u32())
         let requestTime = try r.i64(), responseTime = try r.i64(), date = try r.i64(), age = try r.i64()
         let storedAt = try r.i64()
+        let lifetime = try r.i64()
+        let hasValidator = try r.u8() != 0
+        let flags = try r.u32()
+        var words: [UInt32] = []
+        for _ in 0..<6 { words.append(try r.u32()) }
+        let prefix = Array(try r.take(Int(try r.u32())))
+        var otherFields: [DiskRecord.HeaderPair] = []
+        for _ in 0..<(try r.count()) { otherFields.append(DiskRecord.HeaderPair(try r.string(), try r.string())) }
         var varyNames: [String] = []
         for _ in 0..<(try r.count()) { varyNames.append(try r.string()) }
         var varyValues: [String?] = []
@@ -193,18 +202,18 @@ public enum DiskFormat {
             let value = try r.string()
             varyValues.append(present == 0 ? nil : value)
         }
-        var headers: [DiskRecord.HeaderPair] = []
-        for _ in 0..<(try r.count()) { headers.append(DiskRecord.HeaderPair(try r.string(), try r.string())) }
         var tags: [String] = []
-        if (header?.version ?? version) >= 2 {
-            for _ in 0..<(try r.count()) { tags.append(try r.string()) }
-        }
-        guard r.atEnd, varyNames.count == varyValues.count, (100...999).contains(status) else { throw .malformedMeta }
-        var record = DiskRecord(key: key, status: status, reason: reason.isEmpty ? nil : reason, headers: headers,
-                                timing: ResponseTiming(requestTime: requestTime, responseTime: responseTime,
-                                                       dateValue: date == Int64.min ? nil : date, ageValue: Int(clamping: age)),
-                                varyNames: varyNames, varyValues: varyValues, storedAt: storedAt, body: [])
-        record.tags = tags
+        for _ in 0..<(try r.count()) { tags.append(try r.string()) }
+        guard r.atEnd, varyNames.count == varyValues.count, (100...999).contains(status), flags <= UInt32(UInt16.max),
+              (0...Int64(UInt32.max)).contains(lifetime), prefix.count >= 12, prefix.starts(with: Array("HTTP/1.".utf8)), prefix.suffix(2).elementsEqual([0x0D, 0x0A]),
+              let directives = PackedCacheControl(flags: UInt16(flags), values: words)
+        else { throw .malformedMeta }
+        let timing = ResponseTiming(requestTime: requestTime, responseTime: responseTime,
+                                    dateValue: date == Int64.min ? nil : date, ageValue: Int(clamping: age))
+        let head = StoredHead(key: key, status: status, headPrefix: prefix, otherFields: otherFields, timing: timing,
+                              lifetime: Int(lifetime), directives: directives, hasValidator: hasValidator,
+                              varyNames: varyNames, varyValues: varyValues, tags: tags)
+        var record = DiskRecord(head: head, storedAt: storedAt, body: [])
         record.markedStale = (header?.flags ?? 0) & staleFlag != 0
         return record
     }

@@ -1,3 +1,5 @@
+import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -6,19 +8,46 @@ import Glibc
 /// behind one lock. Work under the lock is a hash probe and a few pointer
 /// moves; entries are immutable (but for their LRU links, which only this
 /// tier touches under its lock), so readers use them after unlocking.
-public final class MemoryTier: Sendable {
+public final class MemoryTier: CacheTier {
     private let state: Locked<LRUIndex>
+    public let name = "memory"
     public let limitBytes: Int
+    public let maxObjectBytes: Int
+    /// How long an entry stays after it was stored (memory_ttl; nil: until
+    /// evicted). This decides how long the tier keeps the bytes, not what
+    /// is fresh.
+    public let lifetimeSeconds: Int?
+    /// Per-key overrides (routes); `hasRules` spares a hit the lock when no
+    /// route sets a lifetime.
+    private let rules = Locked<(any TierLifetimes)?>(nil)
+    private let hasRules = Atomic<Bool>(false)
 
-    public init(limitBytes: Int) {
+    /// `maxObjectBytes`: the largest body kept (max_object_size; default:
+    /// anything that fits).
+    public init(limitBytes: Int, maxObjectBytes: Int? = nil, lifetimeSeconds: Int? = nil) {
         self.limitBytes = limitBytes
+        self.maxObjectBytes = min(maxObjectBytes ?? limitBytes, limitBytes)
+        self.lifetimeSeconds = lifetimeSeconds
         state = Locked(LRUIndex(limitBytes: limitBytes))
     }
 
+    public func setLifetimeRules(_ lifetimes: (any TierLifetimes)?) {
+        rules.withLock { $0 = lifetimes }
+        hasRules.store(lifetimes != nil, ordering: .releasing)
+    }
+
     /// The stored variants for `key` (one per distinct set of values of the
-    /// request fields its Vary names), marked most recently used.
+    /// request fields its Vary names), marked most recently used. Past its
+    /// memory lifetime a key is dropped (a slower tier may still hold it).
     public func lookup(_ key: String) -> Variants {
-        state.withLock { $0.get(key) }
+        let found = state.withLock { $0.get(key) }
+        guard !found.isEmpty else { return found }
+        let override = hasRules.load(ordering: .acquiring) ? rules.withLock({ $0 })?.memoryLifetime(key) : nil
+        guard let lifetime = override ?? lifetimeSeconds else { return found }
+        let now = Int64(Date().timeIntervalSince1970)
+        guard found.contains(where: { now - $0.timing.responseTime > Int64(lifetime) }) else { return found }
+        remove(key)
+        return Variants()
     }
 
     /// Stores `entry` beside the other variants of its key: it replaces the
@@ -27,19 +56,21 @@ public final class MemoryTier: Sendable {
     /// evicts least recently used keys until the total fits. Returns false
     /// when the entry alone exceeds the limit.
     @discardableResult
-    public func insert(_ entry: CachedResponse) -> Bool {
-        state.withLock { $0.put(entry) }
+    public func insert(_ entry: CachedResponse, promoted: Bool = false) -> Bool {
+        // A body in a file costs memory only for its head (hits sendfile it).
+        guard entry.body.count <= maxObjectBytes else { return false }
+        return state.withLock { $0.put(entry) }
     }
 
     @discardableResult
-    public func remove(_ key: String) -> Bool {
+    public func remove(_ key: String) -> Int {
         state.withLock { $0.remove(key) }
     }
 
-    /// Removes (or, `soft`, marks stale) what `scope` matches. Returns the
-    /// number of stored responses (variants) per key it touched.
-    public func purge(_ scope: PurgeScope, soft: Bool) -> [String: Int] {
-        state.withLock { $0.purge(scope, soft: soft) }
+    /// Removes (or, `soft`, marks stale) what `scope` matches; the number of
+    /// stored responses (variants) per key it touched.
+    public func purge(_ scope: PurgeScope, soft: Bool) -> TierPurge {
+        TierPurge(counts: state.withLock { $0.purge(scope, soft: soft) })
     }
 
     /// Empties the tier; returns the number of stored responses dropped.
@@ -53,16 +84,15 @@ public final class MemoryTier: Sendable {
 
     /// Removes responses received before `cutoff` (wall seconds); returns
     /// how many per key.
-    public func removeReceived(before cutoff: Int64) -> [String: Int] {
+    public func removeStored(before cutoff: Int64) -> [String: Int] {
         state.withLock { $0.removeVariants { $0.timing.responseTime < cutoff } }
     }
 
     /// Tag-to-key links held (for tests: evicted entries leave none behind).
     var tagIndexSize: Int { state.withLock { $0.tagLinks } }
 
-    /// Objects are stored responses (variants), not keys.
-    public var stats: (objects: Int, bytes: Int, evictions: Int) {
-        state.withLock { ($0.objectCount, $0.bytes, $0.evictions) }
+    public var stats: TierStats {
+        state.withLock { TierStats(name: name, objects: $0.objectCount, bytes: $0.bytes, limitBytes: limitBytes, evictions: $0.evictions) }
     }
 }
 
@@ -189,11 +219,13 @@ struct LRUIndex: ~Copyable {
         return head
     }
 
+    /// Removes a key; returns how many variants it had.
     @discardableResult
-    mutating func remove(_ key: String) -> Bool {
-        guard let head = table.remove(key) else { return false }
+    mutating func remove(_ key: String) -> Int {
+        guard let head = table.remove(key) else { return 0 }
+        let n = head.olderVariants.count + 1
         detach(head)
-        return true
+        return n
     }
 
     /// Takes a key (by its head, already out of the table) out of the list and the counts.

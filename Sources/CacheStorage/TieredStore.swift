@@ -1,62 +1,57 @@
 import Foundation
 import Synchronization
 
-/// Memory in front of disk, behind one interface: a lookup checks memory,
-/// then disk (promoting what it finds); a store goes to memory and, in the
-/// background, to disk; a removal clears both.
+/// An ordered list of tiers, fastest first, behind one interface: a lookup
+/// asks each tier in turn and offers what a slower tier found to the faster
+/// ones (each may decline: admission); a store goes to every tier that
+/// takes it; removals and purges reach every tier. Proxy, Admin and Serve
+/// see this and `CacheTier`, never a particular tier.
 public final class TieredStore: @unchecked Sendable {
-    public let memory: MemoryTier
-    public let disk: DiskTier?
-    /// Rebuilds a stored response from a disk record (the proxy knows how).
-    private let rehydrate: @Sendable (DiskRecord) -> CachedResponse
+    public let tiers: [any CacheTier]
 
-    /// How long the memory tier keeps an entry after it was stored (nil:
-    /// until evicted). The disk tier's lifetime is the DiskTier's own. These
-    /// decide how long each tier keeps the bytes, not what is fresh.
-    public let memoryLifetimeSeconds: Int?
-    /// Per-key overrides (routes); nil when there are none. `hasRules`
-    /// spares a hit the lock when no route sets a lifetime.
-    private let rules = Locked<(any TierLifetimes)?>(nil)
-    private let hasRules = Atomic<Bool>(false)
-
-    /// Installs per-key tier lifetimes (routes' memory_ttl and disk_ttl);
-    /// nil removes them.
-    public func setLifetimeRules(_ lifetimes: (any TierLifetimes)?) {
-        rules.withLock { $0 = lifetimes }
-        hasRules.store(lifetimes != nil, ordering: .releasing)
-        disk?.setLifetimeRules(lifetimes)
+    public init(tiers: [any CacheTier]) {
+        precondition(!tiers.isEmpty, "a store needs at least one tier")
+        self.tiers = tiers
     }
 
-    public init(memory: MemoryTier, disk: DiskTier?, memoryLifetimeSeconds: Int? = nil,
-                rehydrate: @escaping @Sendable (DiskRecord) -> CachedResponse) {
-        self.memory = memory
-        self.disk = disk
-        self.memoryLifetimeSeconds = memoryLifetimeSeconds
-        self.rehydrate = rehydrate
+    /// Memory, then (when there is one) disk.
+    public convenience init(memory: MemoryTier, disk: DiskTier?) {
+        self.init(tiers: disk.map { [memory, $0] } ?? [memory])
+    }
+
+    /// The first tier's name and limit (the memory tier's, for statistics).
+    public var first: any CacheTier { tiers[0] }
+
+    /// The tier named `name`, if the store has one.
+    public func tier(named name: String) -> (any CacheTier)? { tiers.first { $0.name == name } }
+
+    /// Installs per-key tier lifetimes (routes' memory_ttl and disk_ttl) in
+    /// every tier; nil removes them.
+    public func setLifetimeRules(_ lifetimes: (any TierLifetimes)?) {
+        for tier in tiers { tier.setLifetimeRules(lifetimes) }
     }
 
     public func lookup(_ key: String) -> Variants {
-        var inMemory = memory.lookup(key)
-        let override = hasRules.load(ordering: .acquiring) ? rules.withLock({ $0 })?.memoryLifetime(key) : nil
-        if let lifetime = override ?? memoryLifetimeSeconds, !inMemory.isEmpty {
-            let now = Int64(Date().timeIntervalSince1970)
-            if inMemory.contains(where: { now - $0.timing.responseTime > Int64(lifetime) }) {
-                // Past memory_ttl: out of memory; the disk tier may still hold it.
-                memory.remove(key)
-                inMemory = Variants()
-            }
-        }
-        guard inMemory.isEmpty, let disk else { return inMemory }
+        let found = tiers[0].lookup(key)
+        guard found.isEmpty, tiers.count > 1 else { return found }
+        return lookupSlower(key)
+    }
+
+    /// The rest of a lookup, past the first tier (kept out of the hit path).
+    private func lookupSlower(_ key: String) -> Variants {
         let since = fetchToken
-        let entries = disk.lookup(key).map { record in
-            let entry = rehydrate(record)
-            return record.markedStale ? entry.markedStale() : entry
+        for level in 1..<tiers.count {
+            let found = tiers[level].lookup(key)
+            guard !found.isEmpty else { continue }
+            // Promotion loses to a purge that ran while the tier was read.
+            purges.withLock { log in
+                for entry in found where log.verdict(key: key, tags: entry.tags, since: since) == .store {
+                    for faster in tiers[..<level] { faster.insert(entry, promoted: true) }
+                }
+            }
+            return found
         }
-        // Promotion loses to a purge that ran while the files were read.
-        purges.withLock { log in
-            for entry in entries where log.verdict(key: key, tags: entry.tags, since: since) == .store { memory.insert(entry) }
-        }
-        return Variants(entries)
+        return Variants()
     }
 
     // MARK: storing, under the purge lock
@@ -71,13 +66,13 @@ public final class TieredStore: @unchecked Sendable {
     /// purge in between wins (see `insert`).
     public var fetchToken: UInt64 { purgeNumber.load(ordering: .acquiring) }
 
-    /// Stores in memory (when it fits) and queues the disk write. Returns
-    /// whether any tier took it. `toDisk: false` keeps the entry in memory
-    /// only (a route with disk = false). `since`: the `fetchToken` taken
-    /// when the response was requested; a purge since then that matches the
-    /// entry refuses it (a soft one stores it marked stale).
+    /// Stores in every tier that takes it (`firstTierOnly`: the memory tier
+    /// alone, for a route with disk = false). Returns whether any took it.
+    /// `since`: the `fetchToken` taken when the response was requested; a
+    /// purge since then that matches the entry refuses it (a soft one
+    /// stores it marked stale).
     @discardableResult
-    public func insert(_ entry: CachedResponse, toDisk: Bool = true, fetchedSince since: UInt64) -> Bool {
+    public func insert(_ entry: CachedResponse, firstTierOnly: Bool = false, fetchedSince since: UInt64) -> Bool {
         purges.withLock { log in
             var entry = entry
             switch log.verdict(key: entry.key, tags: entry.tags, since: since) {
@@ -85,78 +80,82 @@ public final class TieredStore: @unchecked Sendable {
             case .storeStale: entry = entry.markedStale()
             case .store: break
             }
-            let inMemory = memory.insert(entry)
-            guard let disk, toDisk else { return inMemory }
-            // A response whose body is already a disk file keeps that file; only
-            // in-memory bodies are written.
-            guard let record = DiskRecord(entry, storedAt: Int64(Date().timeIntervalSince1970)) else { return inMemory }
-            disk.store(record)
-            return true
+            var taken = false
+            for tier in firstTierOnly ? tiers[..<1] : tiers[...] {
+                if tier.insert(entry, promoted: false) { taken = true }
+            }
+            return taken
         }
     }
 
-    /// Starts streaming a response too large for memory to the disk tier,
-    /// unless a purge since `since` matches it. Later purges are the disk
-    /// tier's to apply when the stream finishes.
-    public func beginDiskStream(_ record: DiskRecord, fetchedSince since: UInt64) -> DiskTier.Stream? {
+    /// Starts streaming a response too large for the tiers before the first
+    /// that takes streams, unless a purge since `since` matches it. Later
+    /// purges are that tier's to apply when the stream commits.
+    func beginStream(_ head: StoredHead, storedAt: Int64, fetchedSince since: UInt64) -> (stream: any TierStream, limit: Int)? {
         purges.withLock { log in
-            var record = record
-            switch log.verdict(key: record.key, tags: record.tags, since: since) {
+            var head = head
+            switch log.verdict(key: head.key, tags: head.tags, since: since) {
             case .refuse: return nil
-            case .storeStale: record.markedStale = true
+            case .storeStale: head.lifetime = 0
             case .store: break
             }
-            return disk?.beginStream(record)
+            for tier in tiers.dropFirst() {
+                if let stream = tier.beginStream(head, storedAt: storedAt) { return (stream, tier.maxObjectBytes) }
+            }
+            return nil
         }
     }
+
+    /// The largest body any tier but the first stores (0: none).
+    public var largestStreamedObject: Int { tiers.dropFirst().map(\.maxObjectBytes).max() ?? 0 }
 
     @discardableResult
     public func remove(_ key: String) -> Bool {
-        let inMemory = memory.remove(key)
-        let onDisk = disk?.remove(key) ?? 0
-        return inMemory || onDisk > 0
+        var removed = false
+        for tier in tiers where tier.remove(key) > 0 { removed = true }
+        return removed
     }
 
-    /// Removes (or, `soft`, marks stale) what `scope` matches in both
-    /// tiers, and makes fetches in flight lose to it. Returns the number of
-    /// stored responses: per key, the larger of its memory and disk counts
-    /// (the tiers mostly hold the same responses).
+    /// Removes (or, `soft`, marks stale) what `scope` matches in every
+    /// tier, and makes fetches in flight lose to it. Returns the number of
+    /// stored responses: per key, the largest count of any tier (the tiers
+    /// mostly hold the same responses).
     public func purge(_ scope: PurgeScope, soft: Bool) -> Int {
         purgeReportingFailures(scope, soft: soft).purged
     }
 
-    /// A purge, with the files it could not delete (or mark stale): those
-    /// responses are gone until a restart finds their files again.
+    /// A purge, with what a tier could not do (files it could not delete or
+    /// mark stale): those responses come back after a restart.
     public func purgeReportingFailures(_ scope: PurgeScope, soft: Bool) -> (purged: Int, failures: [String]) {
-        // A purge must see every file: first let the start-up index finish
-        // (outside the lock, so stores go on meanwhile).
-        disk?.waitForIndex(timeoutSeconds: 120)
-        // Numbered and applied to both indexes under the lock: no store
-        // slips in between. Files are deleted after, already unreachable.
-        let (inMemory, files) = purges.withLock { log -> ([String: Int], [(key: String, name: String)]) in
+        // A purge must see every entry: let each tier finish finding what it
+        // holds first (outside the lock, so stores go on meanwhile).
+        for tier in tiers { tier.waitUntilReady(timeoutSeconds: 120) }
+        // Numbered and applied to every tier under the lock: no store slips
+        // in between. Slow work (files) happens after, already unreachable.
+        let parts = purges.withLock { log -> [TierPurge] in
             purgeNumber.store(log.record(scope, soft: soft), ordering: .releasing)
-            return (memory.purge(scope, soft: soft), disk?.purgeIndex(scope, soft: soft) ?? [])
+            return tiers.map { $0.purge(scope, soft: soft) }
         }
-        let failures = disk?.applyPurge(files, soft: soft) ?? []
-        return (Self.merge(inMemory, files.reduce(into: [:]) { $0[$1.key, default: 0] += 1 }), failures)
+        let failures = parts.flatMap { $0.finish() }
+        return (Self.merge(parts.map(\.counts)), failures)
     }
 
-    /// Empties the memory tier only; returns the number of responses dropped.
-    public func clearMemory() -> Int { memory.removeAll() }
+    /// Empties the first (memory) tier only; returns the number of responses dropped.
+    public func clearMemory() -> Int { tiers[0].removeAll() }
 
-    /// Removes responses stored before `cutoff` (wall seconds) from both tiers.
+    /// Removes responses stored before `cutoff` (wall seconds) from every tier.
     public func prune(storedBefore cutoff: Int64) -> Int {
-        Self.merge(memory.removeReceived(before: cutoff), disk?.removeStored(before: cutoff) ?? [:])
+        Self.merge(tiers.map { $0.removeStored(before: cutoff) })
     }
 
-    private static func merge(_ a: [String: Int], _ b: [String: Int]) -> Int {
-        a.merging(b, uniquingKeysWith: max).values.reduce(0, +)
-    }
-}
+    public var stats: [TierStats] { tiers.map(\.stats) }
 
-/// Per-key tier lifetimes (the proxy's routes). `.some(nil)` means "never
-/// expires", nil means "no override for this key".
-public protocol TierLifetimes: Sendable {
-    func memoryLifetime(_ key: String) -> Int??
-    func diskLifetime(_ key: String) -> Int??
+    /// Waits (bounded) until every tier's queued writes are done.
+    public func flush(timeoutSeconds: Double) {
+        for tier in tiers { tier.flush(timeoutSeconds: timeoutSeconds) }
+    }
+
+    private static func merge(_ counts: [[String: Int]]) -> Int {
+        counts.reduce(into: [String: Int]()) { $0.merge($1, uniquingKeysWith: max) }.values.reduce(0, +)
+    }
 }

@@ -62,7 +62,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
                 ?? (etag == nil ? entry : nil)
             else { return }
             let refreshed = worker.builder.refresh(selected, with: passed, timing: timing)
-            if !refreshed.cacheControl.noStore { worker.store.insert(refreshed, toDisk: toDisk, fetchedSince: fetchToken) }
+            if !refreshed.cacheControl.noStore { worker.store.insert(refreshed, firstTierOnly: !toDisk, fetchedSince: fetchToken) }
             return
         }
         if worker.builder.decide(request: request, status: status, headers: passed, timing: timing) == .store {
@@ -98,6 +98,6 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
                                           timing: pending.timing, tags: pending.tags,
                                           varyFrom: { [request] in request.combinedHeader($0) })
         body.discard()
-        if worker.store.insert(stored, toDisk: toDisk, fetchedSince: fetchToken) { WorkerStats.bump(worker.counters.stored) }
+        if worker.store.insert(stored, firstTierOnly: !toDisk, fetchedSince: fetchToken) { WorkerStats.bump(worker.counters.stored) }
     }
 }

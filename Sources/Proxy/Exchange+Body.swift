@@ -7,67 +7,27 @@ import Upstream
 /// The upstream's body (to the client, to followers, into the store) and
 /// the end of the transfer: completion, failure, stale-if-error, 502/504.
 extension Exchange {
-    /// Responses larger than this go neither to memory nor to disk: a
-    /// quarter of the disk tier, so one object cannot flush the rest.
-    var diskMaxObjectBytes: Int { toDisk ? (worker.store.disk?.limitBytes ?? 0) / 4 : 0 }
-
-    /// Keeps a body piece for storing: in memory up to max_object_size,
-    /// then (when there is a disk tier) streamed to disk.
+    /// Keeps a body piece for storing (the writer decides where it goes).
     func storeBody(_ bytes: UnsafeRawBufferPointer) {
         guard store != nil else { return }
-        if let stream = store!.disk {
-            if receivedBody > diskMaxObjectBytes || !(worker.store.disk?.append(stream, bytes) ?? false) { dropStore() }
-            return
-        }
-        guard receivedBody > worker.configuration.maxObjectBytes else {
-            store!.body.append(bytes)
-            return
-        }
-        guard receivedBody <= diskMaxObjectBytes, let disk = worker.store.disk, let stream = beginDiskStream() else {
-            dropStore()
-            return
-        }
-        let soFar = store!.body.buffer
-        store!.disk = stream
-        let written = disk.append(stream, soFar) && disk.append(stream, bytes)
-        store!.body.discard()
-        if !written { dropStore() }
-    }
-
-    func beginDiskStream() -> DiskTier.Stream? {
-        guard let pending = store else { return nil }
-        let record = builder.diskRecord(key: key, status: pending.status, reason: pending.reason, headers: pending.headers,
-                                        timing: pending.timing, storedAt: EventLoop.wallSeconds(), tags: pending.tags,
-                                        varyFrom: { [request] in request.combinedHeader($0) })
-        return worker.store.beginDiskStream(record, fetchedSince: fetchToken)
+        if !store!.writer.append(bytes) { store = nil }
     }
 
     /// Stores the completed response. Called as soon as the body is known to
     /// be complete, before its last bytes go to the client, so a client that
     /// asks again at once (on another connection) finds it stored.
     func commitStore() {
-        if let stream = store?.disk {
-            store = nil
-            worker.store.disk?.finish(stream)
-            WorkerStats.bump(worker.counters.stored)
-        } else if var pending = store {
-            store = nil
-            let entry = builder.build(key: key, status: pending.status, reason: pending.reason, headers: pending.headers,
-                                      body: pending.body.buffer, timing: pending.timing, tags: pending.tags,
-                                      directives: pending.directives, varyFrom: { [request] in request.combinedHeader($0) })
-            pending.body.discard()
-            if worker.store.insert(entry, toDisk: toDisk, fetchedSince: fetchToken) { WorkerStats.bump(worker.counters.stored) }
-        }
+        guard var pending = store else { return }
+        store = nil
+        if pending.writer.commit() { WorkerStats.bump(worker.counters.stored) }
     }
 
     /// Gives up storing this response (too large, incomplete, failed).
     func dropStore() {
         guard store != nil else { return }
-        store!.body.discard()
-        if let stream = store!.disk { worker.store.disk?.abort(stream) }
+        store!.writer.abort()
         store = nil
     }
-
 
     func upstreamDidComplete(_ error: UpstreamError?) {
         if orphaned {

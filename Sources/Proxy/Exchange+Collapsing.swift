@@ -115,7 +115,7 @@ extension Exchange {
     /// Still leading, not yet shared, and the body so far is in memory.
     var canShare: Bool {
         guard leading, broadcast == nil, let pending = store else { return false }
-        return pending.disk == nil
+        return !pending.writer.isStreaming
     }
 
     /// A request now waits for this key (on this loop): share if still possible.
@@ -131,7 +131,7 @@ extension Exchange {
                                     contentLength: expectedLength, varyNames: names,
                                     varyValues: names.map { Vary.normalize(request.combinedHeader($0), field: $0) })
         let fetch = SharedFetch(head: head, limitBytes: 2 * max(worker.configuration.maxObjectBytes, 1 << 20))
-        let soFar = pending.body.buffer
+        let soFar = pending.writer.collected
         if soFar.count > 0 { fetch.append(Bytes(soFar)) }
         broadcast = fetch
         worker.collapser.publish(key, fetch)

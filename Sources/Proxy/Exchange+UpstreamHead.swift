@@ -74,16 +74,15 @@ extension Exchange {
             if request.method == "GET",
                case let (decision, directives) = builder.decision(request: request, status: status, headers: passed, timing: timing),
                decision == .store,
-               (expectedLength ?? 0) <= max(worker.configuration.maxObjectBytes, diskMaxObjectBytes) {
-                store = PendingStore(status: status, reason: reason, headers: passed, timing: timing,
-                                     tags: builder.tags(headers, key: key), directives: directives)
-                if let expectedLength, expectedLength > 0, expectedLength <= worker.configuration.maxObjectBytes {
-                    store!.body.reserve(expectedLength)
-                }
-                if (expectedLength ?? 0) > worker.configuration.maxObjectBytes {
-                    // Too large for memory: straight to disk.
-                    store!.disk = beginDiskStream()
-                    if store!.disk == nil { store = nil }
+               (expectedLength ?? 0) <= StoreWriter.largestBody(in: worker.store, firstTierOnly: !toDisk) {
+                let head = builder.storedHead(key: key, status: status, reason: reason, headers: passed, timing: timing,
+                                              tags: builder.tags(headers, key: key), directives: directives,
+                                              varyFrom: { [request] in request.combinedHeader($0) })
+                let writer = StoreWriter(head, into: worker.store, fetchedSince: fetchToken, storedAt: EventLoop.wallSeconds(),
+                                         firstTierOnly: !toDisk, expectedLength: expectedLength)
+                // A body too large for every tier, or a purge that won already: not stored.
+                if !writer.abandoned {
+                    store = PendingStore(status: status, reason: reason, headers: passed, timing: timing, writer: writer)
                 }
             } else if request.method == "GET" && status < 400 && status != 206 && status != 304 {
                 // A current answer that cannot be stored: drop what it supersedes.
@@ -172,7 +171,7 @@ extension Exchange {
         answeredFromStore = true
         let refreshed = builder.refresh(entry, with: headers, timing: timing)
         let noStore = refreshed.cacheControl.noStore && !refreshed.cacheControl.mustUnderstand
-        if !noStore, worker.store.insert(refreshed, toDisk: toDisk, fetchedSince: fetchToken) { WorkerStats.bump(worker.counters.stored) }
+        if !noStore, worker.store.insert(refreshed, firstTierOnly: !toDisk, fetchedSince: fetchToken) { WorkerStats.bump(worker.counters.stored) }
         WorkerStats.bump(worker.counters.revalidations)
         let now = EventLoop.wallSeconds()
         let status = CacheStatus.forward(forwardReason, stored: !noStore, fwdStatus: 304)
@@ -195,7 +194,7 @@ extension Exchange {
             worker.store.remove(key)
             return
         }
-        worker.store.insert(builder.refresh(entry, with: headers, timing: timing), toDisk: toDisk, fetchedSince: fetchToken)
+        worker.store.insert(builder.refresh(entry, with: headers, timing: timing), firstTierOnly: !toDisk, fetchedSince: fetchToken)
     }
 
     /// RFC 9111 section 4.4: a successful unsafe request invalidates the

@@ -81,18 +81,14 @@ final class Exchange: UpstreamTransferDelegate {
     var accessBodyBytes: Int?
     var accessLogged = false
 
-    /// What will become a `CachedResponse` when the body is complete.
+    /// A response on its way into the store: the head as received (to
+    /// share with collapsed requests) and the writer that takes the body.
     struct PendingStore {
         var status: Int
         var reason: String?
         var headers: [(name: String, value: String)]
         var timing: ResponseTiming
-        var tags: [String]
-        /// Parsed when deciding to store; `build` uses them again.
-        var directives: StoredResponseBuilder.Directives
-        var body = ByteAccumulator()
-        /// Set when the body is too large for memory and streams to disk instead.
-        var disk: DiskTier.Stream?
+        var writer: StoreWriter
     }
 
     init(head: RequestHead, connection: ClientConnection) {

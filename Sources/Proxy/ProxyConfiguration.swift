@@ -81,9 +81,3 @@ public struct ProxyConfiguration: Sendable {
         self.upstreamBase = base
     }
 }
-
-/// How the disk tier turns records back into stored responses for this configuration.
-public func makeRehydrator(_ configuration: ProxyConfiguration) -> @Sendable (DiskRecord) -> CachedResponse {
-    let builder = StoredResponseBuilder(configuration)
-    return { builder.rehydrate($0) }
-}

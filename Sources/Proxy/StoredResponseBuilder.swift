@@ -150,6 +150,15 @@ struct StoredResponseBuilder: Sendable {
     func build(key: String, status: Int, reason: String?, headers: [(name: String, value: String)], body: UnsafeRawBufferPointer,
                bodyFile: FileBody? = nil, timing: ResponseTiming, tags: [String], directives: Directives? = nil,
                varyFrom request: (String) -> String?) -> CachedResponse {
+        let head = storedHead(key: key, status: status, reason: reason, headers: headers, timing: timing, tags: tags,
+                              directives: directives, varyFrom: request)
+        return CachedResponse.make(head: head, body: body, bodyFile: bodyFile)
+    }
+
+    /// What every tier keeps of a response but its body: the head prefix a
+    /// hit sends (serialized once), lifetime, directives, Vary and tags.
+    func storedHead(key: String, status: Int, reason: String?, headers: [(name: String, value: String)], timing: ResponseTiming,
+                    tags: [String], directives: Directives? = nil, varyFrom request: (String) -> String?) -> StoredHead {
         let (cc, targeted) = directives ?? cacheControl(headers, key: key)
         // Fields named by no-cache="..." are not stored (RFC 9111 section
         // 5.2.2.4: they may not be reused unvalidated), nor, in a shared
@@ -165,28 +174,26 @@ struct StoredResponseBuilder: Sendable {
         ResponseSerializer.appendStatusLine(status, reason: reason, to: &prefix)
         // Fields kept for Larder only (targeted cache-control): stored beside
         // the head, never sent. Framing and per-request fields are rebuilt.
-        var otherFields: [(name: String, value: String)] = []
+        var otherFields: [DiskRecord.HeaderPair] = []
         var hasDate = false, hasValidator = false
         for field in kept where !Self.isPerRequest(field.name) {
             if field.name.isField("date") { hasDate = true }
             if field.name.isField("etag") || field.name.isField("last-modified") { hasValidator = true }
-            if isHidden(field.name) { otherFields.append(field) } else { ResponseSerializer.appendField(field.name, field.value, to: &prefix) }
+            if isHidden(field.name) {
+                otherFields.append(DiskRecord.HeaderPair(field.name, field.value))
+            } else {
+                ResponseSerializer.appendField(field.name, field.value, to: &prefix)
+            }
         }
         if !hasDate {
             // No Date from the origin: the one Larder added when it received the response.
             ResponseSerializer.appendField("date", HTTPDate.formatString(timing.responseTime), to: &prefix)
         }
-        if status != 204 && status != 304 {
-            ResponseSerializer.appendField("content-length", String(bodyFile?.length ?? body.count), to: &prefix)
-        }
         let names = variantFields(headers, key: key)
         let lifetime = keptLifetime(status: status, headers: headers, kept: kept, timing: timing, key: key, cc: cc, targeted: targeted)
-        return prefix.withUnsafeBytes { head in
-            CachedResponse.make(key: key, status: status, headPrefix: head, body: body, bodyFile: bodyFile,
-                                otherFields: otherFields, timing: timing, lifetime: lifetime ?? 0, cacheControl: cc,
-                                varyNames: names, varyValues: names.map { Vary.normalize(request($0), field: $0) }, tags: tags,
-                                hasValidator: hasValidator)
-        }
+        return StoredHead(key: key, status: status, headPrefix: prefix, otherFields: otherFields, timing: timing,
+                          lifetime: lifetime ?? 0, directives: PackedCacheControl(cc), hasValidator: hasValidator,
+                          varyNames: names, varyValues: names.map { Vary.normalize(request($0), field: $0) }, tags: tags)
     }
 
     /// The lifetime of the stored copy: computed from the kept fields, with
@@ -205,20 +212,6 @@ struct StoredResponseBuilder: Sendable {
         return dropped.isEmpty ? headers : headers.filter { !dropped.contains($0.name) }
     }
 
-    /// The disk record's metadata for a response whose body will be
-    /// streamed to disk (too large for memory).
-    func diskRecord(key: String, status: Int, reason: String?, headers: [(name: String, value: String)],
-                    timing: ResponseTiming, storedAt: Int64, tags: [String], varyFrom request: (String) -> String?) -> DiskRecord {
-        let (cc, _) = cacheControl(headers, key: key)
-        let names = variantFields(headers, key: key)
-        var record = DiskRecord(key: key, status: status, reason: reason,
-                                headers: storedFields(headers, cc).map { DiskRecord.HeaderPair($0.name, $0.value) }, timing: timing,
-                                varyNames: names, varyValues: names.map { Vary.normalize(request($0), field: $0) },
-                                storedAt: storedAt, body: [])
-        record.tags = tags
-        return record
-    }
-
     /// A stored response refreshed by a 304 (or HEAD) response (section 4.3.4):
     /// merged header fields, the new response's timing, the same body.
     func refresh(_ entry: CachedResponse, with update: [(name: String, value: String)], timing: ResponseTiming) -> CachedResponse {
@@ -227,18 +220,6 @@ struct StoredResponseBuilder: Sendable {
         return build(key: entry.key, status: entry.status, reason: entry.reason, headers: merged, body: entry.body,
                      bodyFile: entry.bodyFile, timing: timing, tags: entry.tags) { name in
             names.firstIndex(of: name).flatMap { values[$0] }
-        }
-    }
-
-    /// A stored response rebuilt from its disk record with today's rules.
-    func rehydrate(_ record: DiskRecord) -> CachedResponse {
-        let names = record.varyNames, values = record.varyValues
-        return record.body.withUnsafeBytes { body in
-            build(key: record.key, status: record.status, reason: record.reason,
-                  headers: record.headers.map { ($0.name, $0.value) }, body: body, bodyFile: record.bodyFile,
-                  timing: record.timing, tags: record.tags) { name in
-                names.firstIndex(of: name).flatMap { values[$0] }
-            }
         }
     }
 

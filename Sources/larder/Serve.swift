@@ -56,13 +56,13 @@ struct Serve: ParsableCommand {
 
         let workerCount = settings.effectiveWorkers
         let proxyConfig = Self.proxyConfiguration(settings, upstream: upstream)
-        let memory = MemoryTier(limitBytes: settings.memoryLimitBytes)
-        var disk: DiskTier?
+        var tiers: [any CacheTier] = [MemoryTier(limitBytes: settings.memoryLimitBytes, maxObjectBytes: proxyConfig.maxObjectBytes,
+                                                 lifetimeSeconds: settings.memoryTTLSeconds)]
         if let directory = settings.cacheDirectory {
             do {
                 let diskLogger = logger
-                disk = try DiskTier(directory: directory, limitBytes: settings.diskLimitBytes,
-                                    lifetimeSeconds: settings.effectiveDiskTTLSeconds) { diskLogger.warning("\($0)") }
+                tiers.append(try DiskTier(directory: directory, limitBytes: settings.diskLimitBytes,
+                                          lifetimeSeconds: settings.effectiveDiskTTLSeconds) { diskLogger.warning("\($0)") })
             } catch .inUse(let message) {
                 complain(message)
                 throw Exit.failure
@@ -71,8 +71,7 @@ struct Serve: ParsableCommand {
                 logger.error("disk tier disabled: \(error)")
             }
         }
-        let store = TieredStore(memory: memory, disk: disk, memoryLifetimeSeconds: settings.memoryTTLSeconds,
-                                rehydrate: makeRehydrator(proxyConfig))
+        let store = TieredStore(tiers: tiers)
         Self.installLifetimeRules(proxyConfig.routes, store: store)
         let stats = ProxyStats()
         let collapser = Collapser()
@@ -131,7 +130,8 @@ struct Serve: ParsableCommand {
             thread.start()
         }
         // Tests and scripts read this line to learn the port.
-        let diskNote = disk.map { ", disk tier \($0.directory) limit \($0.limitBytes) bytes" } ?? ", memory only"
+        let diskNote = tiers.compactMap { $0 as? DiskTier }.first.map { ", disk tier \($0.directory) limit \($0.limitBytes) bytes" }
+            ?? ", memory only"
         complain("listening on \(listeners.shown) with \(workerCount) workers, upstream \(upstream), memory limit \(settings.memoryLimitBytes) bytes\(diskNote)\(adminNote)", priority: 5)
 
         let reload = Reloader(options: options, running: settings, workers: workers, store: store, logger: logger) { routes in
@@ -148,7 +148,7 @@ struct Serve: ParsableCommand {
             service.ready()
         }
         // Leave the disk tier with every completed write in place.
-        disk?.flush(timeoutSeconds: 10)
+        store.flush(timeoutSeconds: 10)
     }
 
     /// The proxy listener for each worker and the admin listener, with the

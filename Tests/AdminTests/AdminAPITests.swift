@@ -9,7 +9,7 @@ final class AdminAPITests: XCTestCase {
     private var now: Int64 = 1_000_000
 
     override func setUp() {
-        store = TieredStore(memory: MemoryTier(limitBytes: 1 << 20), disk: nil) { _ in fatalError("no disk tier") }
+        store = TieredStore(tiers: [MemoryTier(limitBytes: 1 << 20)])
     }
 
     private func api(token: String? = nil, cacheKey: @escaping (String) -> String = { $0 }) -> AdminAPI {
@@ -81,7 +81,7 @@ final class AdminAPITests: XCTestCase {
         put("/e")
         put("/f")
         XCTAssertEqual(admin.handle(method: "POST", target: "/purge?all=true", authorization: nil).body, "{\"purged\": 2}\n")
-        XCTAssertEqual(store.memory.stats.objects, 0)
+        XCTAssertEqual(store.first.stats.objects, 0)
     }
 
     func testPurgeUsesTheRoutesCacheKey() {

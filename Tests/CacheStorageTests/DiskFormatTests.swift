@@ -4,10 +4,12 @@ import CacheSemantics
 
 final class DiskFormatTests: XCTestCase {
     private func record(_ key: String = "/a?b=1", body: [UInt8] = Array("hello world".utf8)) -> DiskRecord {
-        DiskRecord(key: key, status: 200, reason: "OK",
-                   headers: [.init("cache-control", "max-age=60"), .init("etag", "\"x\""), .init("x-ü", "välue")],
-                   timing: ResponseTiming(requestTime: 100, responseTime: 101, dateValue: nil, ageValue: 3),
-                   varyNames: ["accept-language"], varyValues: [nil], storedAt: 102, body: body)
+        var head = testHead(key, fields: [("cache-control", "max-age=60"), ("etag", "\"x\""), ("x-\u{FC}", "v\u{E4}lue")],
+                            timing: ResponseTiming(requestTime: 100, responseTime: 101, dateValue: nil, ageValue: 3),
+                            varyNames: ["accept-language"], varyValues: [nil])
+        head.otherFields = [.init("cdn-cache-control", "max-age=5")]
+        head.hasValidator = true
+        return DiskRecord(head: head, storedAt: 102, body: body)
     }
 
     func testRoundTrip() throws {
@@ -37,13 +39,13 @@ final class DiskFormatTests: XCTestCase {
 
     func testVersionMismatchIsRejected() {
         var bytes = DiskFormat.encode(record())
-        bytes[4] = 3
-        XCTAssertThrowsError(try DiskFormat.decode(bytes)) { XCTAssertEqual($0 as? DiskFormat.Failure, .unsupportedVersion(3)) }
+        bytes[4] = 4
+        XCTAssertThrowsError(try DiskFormat.decode(bytes)) { XCTAssertEqual($0 as? DiskFormat.Failure, .unsupportedVersion(4)) }
     }
 
     func testTagsAndTheStaleFlagRoundTrip() throws {
         var original = record()
-        original.tags = ["user-1", "v2"]
+        original.head.tags = ["user-1", "v2"]
         original.markedStale = true
         XCTAssertEqual(try DiskFormat.decode(DiskFormat.encode(original)), original)
         // The flag is outside the checksum: a soft purge sets it in place.
@@ -52,18 +54,29 @@ final class DiskFormatTests: XCTestCase {
         XCTAssertTrue(try DiskFormat.decode(bytes).markedStale)
     }
 
-    func testVersionOneFilesAreStillRead() throws {
-        // Version 1: the same layout without the tag list at the end of the meta.
-        let current = record()
-        var meta = DiskFormat.encodeMeta(current)
-        meta.removeLast(4)  // the empty tag list's count
-        var sum = Checksum()
-        sum.add(meta)
-        sum.add(current.body)
-        var bytes = DiskFormat.fixedHeader(metaLength: meta.count, bodyLength: current.body.count, checksum: sum.value)
-        bytes[4] = 1
-        bytes += meta + current.body
-        XCTAssertEqual(try DiskFormat.decode(bytes), current)
+    func testOlderVersionsAreRefused() {
+        // Versions 1 and 2 kept raw fields for the proxy to rebuild: they
+        // are dropped (a miss), never misread.
+        for old: UInt8 in [1, 2] {
+            var bytes = DiskFormat.encode(record())
+            bytes[4] = old
+            XCTAssertThrowsError(try DiskFormat.decode(bytes)) {
+                XCTAssertEqual($0 as? DiskFormat.Failure, .unsupportedVersion(UInt32(old)))
+            }
+        }
+    }
+
+    func testARecordIsTheStoredResponseAgain() throws {
+        let original = record()
+        let entry = try DiskFormat.decode(DiskFormat.encode(original)).response
+        XCTAssertEqual(entry.key, "/a?b=1")
+        XCTAssertEqual(Array(entry.body), original.body)
+        XCTAssertEqual(entry.lifetime, 60)
+        XCTAssertTrue(entry.hasValidator)
+        XCTAssertEqual(entry.header("cdn-cache-control"), "max-age=5")
+        // The head a hit sends: the stored fields, then Content-Length.
+        XCTAssertTrue(String(decoding: entry.headPrefix, as: UTF8.self).hasSuffix("Content-Length: 11\r\n"))
+        XCTAssertEqual(entry.storedHead, original.head, "Content-Length is not part of what is stored")
     }
 
     func testMetaAloneDecodesWithoutTheBody() throws {

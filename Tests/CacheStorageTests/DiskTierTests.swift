@@ -15,15 +15,13 @@ final class DiskTierTests: XCTestCase {
     }
 
     private func record(_ key: String, bytes: Int, vary: String? = nil) -> DiskRecord {
-        DiskRecord(key: key, status: 200, reason: nil, headers: [.init("cache-control", "max-age=60")],
-                   timing: ResponseTiming(requestTime: 1, responseTime: 1, dateValue: 1, ageValue: 0),
-                   varyNames: vary == nil ? [] : ["accept"], varyValues: vary == nil ? [] : [vary],
+        DiskRecord(head: testHead(key, varyNames: vary == nil ? [] : ["accept"], varyValues: vary == nil ? [] : [vary]),
                    storedAt: 1, body: [UInt8](repeating: UInt8(key.utf8.count % 251), count: bytes))
     }
 
     private func waitForIndex(_ tier: DiskTier) {
         let deadline = Date().addingTimeInterval(10)
-        while !tier.stats.indexComplete && Date() < deadline { usleep(5_000) }
+        while !tier.stats.ready && Date() < deadline { usleep(5_000) }
     }
 
     private func files() -> [String] {
@@ -36,11 +34,11 @@ final class DiskTierTests: XCTestCase {
         tier.store(record("/a", bytes: 200, vary: "y"))
         tier.store(record("/b", bytes: 300))
         tier.flush(timeoutSeconds: 10)
-        XCTAssertEqual(tier.lookup("/a").map(\.body.count).sorted(), [100, 200])
-        XCTAssertEqual(tier.lookup("/b").first?.body.count, 300)
-        XCTAssertEqual(tier.lookup("/c"), [])
+        XCTAssertEqual(tier.records("/a").map(\.body.count).sorted(), [100, 200])
+        XCTAssertEqual(tier.records("/b").first?.body.count, 300)
+        XCTAssertEqual(tier.records("/c"), [])
         XCTAssertEqual(tier.remove("/a"), 2)
-        XCTAssertEqual(tier.lookup("/a"), [])
+        XCTAssertEqual(tier.records("/a"), [])
         XCTAssertEqual(files().count, 1)
     }
 
@@ -50,7 +48,7 @@ final class DiskTierTests: XCTestCase {
         waitForIndex(tier)
         for i in 0..<15 { tier.store(record("/k\(i)", bytes: 50_000)) }  // fits: about 816 KB
         tier.flush(timeoutSeconds: 10)
-        XCTAssertFalse(tier.lookup("/k0").isEmpty)  // /k0 becomes the most recently used
+        XCTAssertFalse(tier.records("/k0").isEmpty)  // /k0 becomes the most recently used
         for i in 15..<23 { tier.store(record("/k\(i)", bytes: 50_000)) }  // over the limit: the oldest go
         tier.flush(timeoutSeconds: 10)
         XCTAssertLessThanOrEqual(tier.stats.bytes, limit)
@@ -58,9 +56,9 @@ final class DiskTierTests: XCTestCase {
             total + ((try? FileManager.default.attributesOfItem(atPath: directory + "/" + name)[.size] as? Int) ?? 0)
         }
         XCTAssertLessThanOrEqual(onDisk, limit)
-        XCTAssertFalse(tier.lookup("/k0").isEmpty, "the recently used entry survives")
-        XCTAssertTrue(tier.lookup("/k1").isEmpty, "the least recently used went first")
-        XCTAssertFalse(tier.lookup("/k22").isEmpty)
+        XCTAssertFalse(tier.records("/k0").isEmpty, "the recently used entry survives")
+        XCTAssertTrue(tier.records("/k1").isEmpty, "the least recently used went first")
+        XCTAssertFalse(tier.records("/k22").isEmpty)
     }
 
     func testIndexIsRebuiltAndCorruptFilesAreDropped() throws {
@@ -91,10 +89,10 @@ final class DiskTierTests: XCTestCase {
         defer { try? FileManager.default.removeItem(atPath: copy) }
         try FileManager.default.removeItem(atPath: copy + "/lock")
         let reopened = try DiskTier(directory: copy, limitBytes: 100 << 20) { _ in }
-        XCTAssertEqual(reopened.lookup("/keep").first?.body.count, 1000)  // may run before the index is complete
+        XCTAssertEqual(reopened.records("/keep").first?.body.count, 1000)  // may run before the index is complete
         waitForIndex(reopened)
         XCTAssertEqual(reopened.stats.objects, 2)
-        XCTAssertEqual(reopened.lookup("/corrupt"), [], "a checksum failure is a miss")
+        XCTAssertEqual(reopened.records("/corrupt"), [], "a checksum failure is a miss")
         XCTAssertEqual(reopened.stats.objects, 1, "and the file is dropped")
         XCTAssertFalse(FileManager.default.fileExists(atPath: copy + "/" + sub + "/.tmp-leftover"))
     }
@@ -125,7 +123,7 @@ final class DiskTierTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: directory + "/" + DiskTier.subdirectory(b), withIntermediateDirectories: true)
         try FileManager.default.copyItem(atPath: directory + "/" + DiskTier.subdirectory(a) + "/" + a + "-" + variant + ".lrd",
                                          toPath: directory + "/" + DiskTier.subdirectory(b) + "/" + b + "-" + variant + ".lrd")
-        XCTAssertEqual(tier.lookup("/a").first?.key, "/a")
+        XCTAssertEqual(tier.records("/a").first?.key, "/a")
         // The index does not know the copy; a fresh tier finds it while rebuilding or after.
         let other = directory + "-other"
         try FileManager.default.copyItem(atPath: directory, toPath: other)
@@ -133,8 +131,8 @@ final class DiskTierTests: XCTestCase {
         try FileManager.default.removeItem(atPath: other + "/lock")
         let second = try DiskTier(directory: other, limitBytes: 100 << 20) { _ in }
         waitForIndex(second)
-        XCTAssertEqual(second.lookup("/b"), [], "another key's file is never served for /b")
-        XCTAssertEqual(second.lookup("/a").first?.key, "/a")
+        XCTAssertEqual(second.records("/b"), [], "another key's file is never served for /b")
+        XCTAssertEqual(second.records("/a").first?.key, "/a")
     }
 
     /// Write failures (here: every fan-out directory is a plain file) are
@@ -155,7 +153,7 @@ final class DiskTierTests: XCTestCase {
         for i in 0..<20 { tier.store(record("/f\(i)", bytes: 100)) }
         tier.flush(timeoutSeconds: 10)
         XCTAssertEqual(tier.stats.objects, 0)
-        XCTAssertEqual(tier.lookup("/f1"), [])
+        XCTAssertEqual(tier.records("/f1"), [])
         log.lock.lock()
         let lines = log.lines
         log.lock.unlock()

@@ -64,7 +64,7 @@ final class MemoryTierTests: XCTestCase {
         XCTAssertFalse(tier.insert(entry("/huge", bodyBytes: 5000)))
         XCTAssertTrue(tier.lookup("/huge").isEmpty)
         XCTAssertFalse(tier.lookup("/small").isEmpty)
-        XCTAssertTrue(tier.remove("/small"))
+        XCTAssertEqual(tier.remove("/small"), 1)
         XCTAssertEqual(tier.stats.bytes, 0)
     }
 
@@ -116,9 +116,9 @@ final class MemoryTierTests: XCTestCase {
         XCTAssertEqual(tier.lookup("/v").map(\.bodyLength), [2, 3, 4])
         for i in 0..<100 { tier.insert(self.entry("/o/\(i)", bodyBytes: 10)) }
         XCTAssertEqual(tier.stats.objects, 103)
-        XCTAssertTrue(tier.remove("/o/50"))
-        XCTAssertFalse(tier.remove("/o/50"))
-        XCTAssertEqual(tier.purge(.prefix("/o/"), soft: false).count, 99)
+        XCTAssertEqual(tier.remove("/o/50"), 1)
+        XCTAssertEqual(tier.remove("/o/50"), 0)
+        XCTAssertEqual(tier.purge(.prefix("/o/"), soft: false).counts.count, 99)
         XCTAssertEqual(tier.stats.objects, 3)
         XCTAssertEqual(tier.removeAll(), 3)
         XCTAssertTrue(tier.lookup("/v").isEmpty)

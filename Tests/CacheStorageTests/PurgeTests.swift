@@ -22,17 +22,10 @@ final class PurgeTests: XCTestCase {
                        varyNames: vary == nil ? [] : ["accept"], varyValues: vary == nil ? [] : [vary], tags: tags)
     }
 
-    private func rehydrate(_ record: DiskRecord) -> CachedResponse {
-        CachedResponse.make(key: record.key, status: record.status, headPrefix: [], body: Array(record.body),
-                       bodyFile: record.bodyFile, otherFields: record.headers.map { ($0.name, $0.value) }, timing: record.timing,
-                       lifetime: 60, cacheControl: CacheControl("max-age=60"), varyNames: record.varyNames,
-                       varyValues: record.varyValues, tags: record.tags)
-    }
-
     private func tiered(memoryLimit: Int = 1 << 20) throws -> TieredStore {
         let disk = try DiskTier(directory: directory, limitBytes: 100 << 20) { _ in }
         disk.waitForIndex(timeoutSeconds: 10)
-        return TieredStore(memory: MemoryTier(limitBytes: memoryLimit), disk: disk, rehydrate: rehydrate)
+        return TieredStore(memory: MemoryTier(limitBytes: memoryLimit), disk: disk)
     }
 
     // MARK: tags from headers
@@ -76,14 +69,14 @@ final class PurgeTests: XCTestCase {
         memory.insert(entry("/a/1", tags: ["blue"], vary: "y"))
         memory.insert(entry("/a/2", tags: ["red"]))
         memory.insert(entry("/b/1"))
-        XCTAssertEqual(memory.purge(.tag("red"), soft: false), ["/a/1": 1, "/a/2": 1])
+        XCTAssertEqual(memory.purge(.tag("red"), soft: false).counts, ["/a/1": 1, "/a/2": 1])
         XCTAssertEqual(memory.lookup("/a/1").map(\.tags), [["blue"]])  // the other variant stays
-        XCTAssertEqual(memory.purge(.tag("red"), soft: false), [:])
-        XCTAssertEqual(memory.purge(.prefix("/a/"), soft: false), ["/a/1": 1])
-        XCTAssertEqual(memory.purge(.key("/b/1"), soft: false), ["/b/1": 1])
+        XCTAssertEqual(memory.purge(.tag("red"), soft: false).counts, [:])
+        XCTAssertEqual(memory.purge(.prefix("/a/"), soft: false).counts, ["/a/1": 1])
+        XCTAssertEqual(memory.purge(.key("/b/1"), soft: false).counts, ["/b/1": 1])
         memory.insert(entry("/c"))
         memory.insert(entry("/d"))
-        XCTAssertEqual(memory.purge(.all, soft: false).count, 2)
+        XCTAssertEqual(memory.purge(.all, soft: false).counts.count, 2)
         XCTAssertEqual(memory.stats.objects, 0)
         XCTAssertEqual(memory.stats.bytes, 0)
     }
@@ -93,7 +86,7 @@ final class PurgeTests: XCTestCase {
         let memory = MemoryTier(limitBytes: one * 2 + one / 2)
         memory.insert(entry("/x", tags: ["t"]))
         memory.insert(entry("/y"))
-        XCTAssertEqual(memory.purge(.tag("t"), soft: true), ["/x": 1])
+        XCTAssertEqual(memory.purge(.tag("t"), soft: true).counts, ["/x": 1])
         XCTAssertEqual(memory.lookup("/x").first?.lifetime, 0)
         XCTAssertEqual(memory.lookup("/y").first?.lifetime, 60)
         // /x was used before /y, so /x is the least recently used and goes first.
@@ -108,7 +101,7 @@ final class PurgeTests: XCTestCase {
         let live = memory.stats.objects
         XCTAssertLessThanOrEqual(live, 3)
         XCTAssertEqual(memory.tagIndexSize, live * 2, "only live entries are indexed")
-        XCTAssertEqual(memory.purge(.tag("t"), soft: false).count, live)
+        XCTAssertEqual(memory.purge(.tag("t"), soft: false).counts.count, live)
         XCTAssertEqual(memory.tagIndexSize, 0)
     }
 
@@ -116,7 +109,7 @@ final class PurgeTests: XCTestCase {
         let memory = MemoryTier(limitBytes: 1 << 20)
         memory.insert(entry("/old", responseTime: 100))
         memory.insert(entry("/new", responseTime: 200))
-        XCTAssertEqual(memory.removeReceived(before: 150), ["/old": 1])
+        XCTAssertEqual(memory.removeStored(before: 150), ["/old": 1])
         XCTAssertEqual(memory.removeAll(), 1)
         XCTAssertEqual(memory.stats.objects, 0)
     }
@@ -139,20 +132,20 @@ final class PurgeTests: XCTestCase {
     /// copy of the directory, since this process still holds its lock),
     /// with an empty memory tier.
     private func restarted(_ store: TieredStore) throws -> TieredStore {
-        store.disk!.flush(timeoutSeconds: 10)
+        store.flush(timeoutSeconds: 10)
         let copy = directory + "-restart"
         try FileManager.default.copyItem(atPath: directory, toPath: copy)
         addTeardownBlock { try? FileManager.default.removeItem(atPath: copy) }
         try FileManager.default.removeItem(atPath: copy + "/lock")
         let disk = try DiskTier(directory: copy, limitBytes: 100 << 20) { _ in }
         disk.waitForIndex(timeoutSeconds: 10)
-        return TieredStore(memory: MemoryTier(limitBytes: 1 << 20), disk: disk, rehydrate: rehydrate)
+        return TieredStore(memory: MemoryTier(limitBytes: 1 << 20), disk: disk)
     }
 
     func testSoftPurgeOnDiskSurvivesARestart() throws {
         let first = try tiered()
         first.insert(entry("/s", tags: ["t"]), fetchedSince: first.fetchToken)
-        first.disk!.flush(timeoutSeconds: 10)
+        first.flush(timeoutSeconds: 10)
         XCTAssertEqual(first.purge(.tag("t"), soft: true), 1)
         XCTAssertEqual(first.lookup("/s").first?.lifetime, 0)
         let found = try restarted(first).lookup("/s")

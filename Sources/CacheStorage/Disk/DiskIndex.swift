@@ -20,6 +20,7 @@ struct DiskIndex: ~Copyable {
     var count = 0
     var clock: UInt64 = 0
     var rebuilt = false
+    var evictions = 0
     /// Sequence numbers: a remove after a queued write wins over it.
     var sequence: UInt64 = 0
     var tombstones: [String: UInt64] = [:]
@@ -111,6 +112,7 @@ struct DiskIndex: ~Copyable {
         for victim in all where totalBytes > target {
             remove(key: victim.key, name: victim.name)
             victims.append((victim.key, victim.name))
+            evictions += 1
         }
         return victims
     }

@@ -19,9 +19,12 @@ import Glibc
 ///   recently used entries go until the total is 95 % of the limit.
 /// - Faults (disk full, read-only directory, I/O errors) are logged, at most
 ///   one line per kind per 10 s, and never stop the proxy.
-public final class DiskTier: @unchecked Sendable {
+public final class DiskTier: CacheTier, @unchecked Sendable {
+    public let name = "disk"
     public let directory: String
     public let limitBytes: Int
+    /// A quarter of the tier: one object cannot flush the rest.
+    public var maxObjectBytes: Int { limitBytes / 4 }
     /// How long a file is kept after it was stored (disk_ttl); nil: until evicted.
     public let lifetimeSeconds: Int?
     /// Per-key overrides (routes); nil when there are none.
@@ -103,7 +106,12 @@ public final class DiskTier: @unchecked Sendable {
 
     /// Every stored variant of `key`, read and verified. Files that fail are
     /// deleted and count as misses.
-    public func lookup(_ key: String) -> [DiskRecord] {
+    public func lookup(_ key: String) -> Variants {
+        Variants(records(key).map(\.response))
+    }
+
+    /// The records behind `lookup`.
+    func records(_ key: String) -> [DiskRecord] {
         let hash = Self.keyHash(key)
         var names: [String] = []
         let indexed = state.withLock { index -> Bool in
@@ -221,6 +229,21 @@ public final class DiskTier: @unchecked Sendable {
 
     // MARK: writing
 
+    /// Queues the entry's disk write (not for a body already in a file).
+    @discardableResult
+    public func insert(_ entry: CachedResponse, promoted: Bool = false) -> Bool {
+        guard entry.bodyLength <= maxObjectBytes, let record = DiskRecord(entry, storedAt: Int64(Date().timeIntervalSince1970))
+        else { return false }
+        store(record)
+        return true
+    }
+
+    public func beginStream(_ head: StoredHead, storedAt: Int64) -> (any TierStream)? {
+        var record = DiskRecord(head: head, storedAt: storedAt, body: [])
+        record.markedStale = head.lifetime == 0
+        return beginStream(record)
+    }
+
     /// Queues `record` to be written. Returns at once.
     public func store(_ record: DiskRecord) {
         let seq = state.withLock { index -> UInt64 in
@@ -235,13 +258,20 @@ public final class DiskTier: @unchecked Sendable {
     /// A response body being written to disk as it streams in (a response
     /// too large for memory). Used from one worker thread; the file work
     /// happens on the writer thread.
-    public final class Stream: @unchecked Sendable {
+    public final class Stream: TierStream, @unchecked Sendable {
         let id: UInt64
+        unowned let tier: DiskTier
         public private(set) var failed = false
         public private(set) var bodyBytes = 0
-        init(id: UInt64) { self.id = id }
+        init(id: UInt64, tier: DiskTier) {
+            self.id = id
+            self.tier = tier
+        }
         func fail() { failed = true }
         func count(_ n: Int) { bodyBytes += n }
+        public func append(_ bytes: UnsafeRawBufferPointer) -> Bool { tier.append(self, bytes) }
+        public func commit() { tier.finish(self) }
+        public func abort() { tier.abort(self) }
     }
 
     /// Starts writing `record` (its metadata; the body follows with `append`).
@@ -250,7 +280,7 @@ public final class DiskTier: @unchecked Sendable {
             index.sequence += 1
             return (index.sequence, index.sequence)
         }
-        let stream = Stream(id: id)
+        let stream = Stream(id: id, tier: self)
         guard queue.push(.streamOpen(id, record, seq), bytes: 0) else {
             fault("queue", "disk write queue full: not writing \(record.key) to disk")
             return nil
@@ -300,13 +330,20 @@ public final class DiskTier: @unchecked Sendable {
     }
 
     /// Removes (or, `soft`, marks stale) every file `scope` matches, and
-    /// makes queued writes of matching responses lose to the purge. Waits
-    /// for the start-up index rebuild first (a purge must see every file).
-    /// Returns the number of files per key.
-    public func purge(_ scope: PurgeScope, soft: Bool) -> [String: Int] {
+    /// makes queued writes of matching responses lose to the purge: the
+    /// index now, the files in `finish`. Waits for the start-up index
+    /// rebuild first (a purge must see every file).
+    public func purge(_ scope: PurgeScope, soft: Bool) -> TierPurge {
         let files = purgeIndex(scope, soft: soft)
-        _ = applyPurge(files, soft: soft)
-        return files.reduce(into: [:]) { $0[$1.key, default: 0] += 1 }
+        return TierPurge(counts: files.reduce(into: [:]) { $0[$1.key, default: 0] += 1 }) { [self] in
+            applyPurge(files, soft: soft)
+        }
+    }
+
+    public func removeAll() -> Int {
+        let purge = purge(.all, soft: false)
+        _ = purge.finish()
+        return purge.counts.values.reduce(0, +)
     }
 
     /// The index half of `purge`: records the purge and unindexes the
@@ -373,6 +410,8 @@ public final class DiskTier: @unchecked Sendable {
     }
 
     /// Blocks (bounded) until the start-up index rebuild has finished.
+    public func waitUntilReady(timeoutSeconds: Double) { waitForIndex(timeoutSeconds: timeoutSeconds) }
+
     public func waitForIndex(timeoutSeconds: Double) {
         let deadline = Date().addingTimeInterval(timeoutSeconds)
         while !state.withLock({ $0.rebuilt }) && Date() < deadline { usleep(5_000) }
@@ -383,8 +422,11 @@ public final class DiskTier: @unchecked Sendable {
         queue.waitUntilEmpty(timeoutSeconds: timeoutSeconds)
     }
 
-    public var stats: (objects: Int, bytes: Int, indexComplete: Bool) {
-        state.withLock { ($0.count, $0.totalBytes, $0.rebuilt) }
+    public var stats: TierStats {
+        state.withLock {
+            TierStats(name: name, objects: $0.count, bytes: $0.totalBytes, limitBytes: limitBytes, evictions: $0.evictions,
+                      ready: $0.rebuilt)
+        }
     }
 
 }

@@ -1,0 +1,96 @@
+/// One storage tier (memory, disk, later a fleet's shared tier): the verbs
+/// every tier answers the same way, with the same types, as Varnish's
+/// stevedores. `TieredStore` keeps an ordered list of tiers, fastest first,
+/// and nothing outside CacheStorage needs to know which tiers there are.
+public protocol CacheTier: AnyObject, Sendable {
+    /// A short name for statistics ("memory", "disk").
+    var name: String { get }
+    var limitBytes: Int { get }
+    /// The largest body (in bytes) this tier stores.
+    var maxObjectBytes: Int { get }
+    /// The variants stored for `key`, oldest first (empty: none).
+    func lookup(_ key: String) -> Variants
+    /// Stores a complete response beside the key's other variants. A tier may
+    /// queue the work (the disk writes in the background). `promoted`: found
+    /// in a slower tier, so this tier may decline it (admission). Returns
+    /// whether the tier took it.
+    @discardableResult
+    func insert(_ entry: CachedResponse, promoted: Bool) -> Bool
+    /// Starts storing a response whose body arrives in pieces (one too
+    /// large for the tiers before it); nil when this tier takes no streams
+    /// or cannot now.
+    func beginStream(_ head: StoredHead, storedAt: Int64) -> (any TierStream)?
+    /// Removes every variant of `key`; returns how many there were.
+    @discardableResult
+    func remove(_ key: String) -> Int
+    /// Removes (or, `soft`, marks stale) what `scope` matches. This part runs
+    /// under the store's purge lock and must be quick: afterwards no lookup
+    /// finds a matching entry. Slow work (deleting files) goes in `finish`.
+    func purge(_ scope: PurgeScope, soft: Bool) -> TierPurge
+    /// Removes responses stored before `cutoff` (wall seconds); how many per key.
+    func removeStored(before cutoff: Int64) -> [String: Int]
+    /// Empties the tier; returns the number of responses dropped.
+    func removeAll() -> Int
+    var stats: TierStats { get }
+    /// Per-key lifetimes of the stored bytes (routes' memory_ttl, disk_ttl).
+    func setLifetimeRules(_ lifetimes: (any TierLifetimes)?)
+    /// Blocks (bounded) until the tier knows everything it holds (the disk
+    /// tier's start-up index): a purge must see every entry.
+    func waitUntilReady(timeoutSeconds: Double)
+    /// Blocks (bounded) until queued writes are done.
+    func flush(timeoutSeconds: Double)
+}
+
+extension CacheTier {
+    public func beginStream(_ head: StoredHead, storedAt: Int64) -> (any TierStream)? { nil }
+    public func waitUntilReady(timeoutSeconds: Double) {}
+    public func flush(timeoutSeconds: Double) {}
+    public func setLifetimeRules(_ lifetimes: (any TierLifetimes)?) {}
+}
+
+/// A body on its way into a tier, piece by piece. Used from one thread.
+public protocol TierStream: AnyObject {
+    /// Queues body bytes; false when the stream gave up (it is then aborted).
+    func append(_ bytes: UnsafeRawBufferPointer) -> Bool
+    /// The body is complete: the response becomes findable.
+    func commit()
+    /// The body will not complete: nothing is kept.
+    func abort()
+}
+
+/// The quick half of a purge (what it matched, per key) and the slow half,
+/// run outside the store's lock, which returns what it failed to do.
+public struct TierPurge {
+    public var counts: [String: Int]
+    public var finish: () -> [String]
+    public init(counts: [String: Int], finish: @escaping () -> [String] = { [] }) {
+        self.counts = counts
+        self.finish = finish
+    }
+}
+
+public struct TierStats: Equatable, Sendable {
+    public var name: String
+    /// Stored responses (variants), not keys.
+    public var objects: Int
+    public var bytes: Int
+    public var limitBytes: Int
+    public var evictions: Int
+    /// false while the tier is still finding what it holds (the disk index at start).
+    public var ready: Bool
+    public init(name: String, objects: Int, bytes: Int, limitBytes: Int, evictions: Int = 0, ready: Bool = true) {
+        self.name = name
+        self.objects = objects
+        self.bytes = bytes
+        self.limitBytes = limitBytes
+        self.evictions = evictions
+        self.ready = ready
+    }
+}
+
+/// Per-key tier lifetimes (the proxy's routes). `.some(nil)` means "never
+/// expires", nil means "no override for this key".
+public protocol TierLifetimes: Sendable {
+    func memoryLifetime(_ key: String) -> Int??
+    func diskLifetime(_ key: String) -> Int??
+}

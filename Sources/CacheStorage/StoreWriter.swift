@@ -1,0 +1,104 @@
+/// One response on its way into the store, whichever tier ends up holding
+/// it: the body collects in memory while it fits the first tier's objects,
+/// then streams to the first tier that takes streams (the disk), and
+/// `commit` makes it findable. Used from one worker thread; a value the
+/// exchange owns (no allocation of its own but the body's).
+public struct StoreWriter {
+    public let head: StoredHead
+    private let store: TieredStore
+    private let fetchedSince: UInt64
+    private let firstTierOnly: Bool
+    private let storedAt: Int64
+    private var body = ByteAccumulator()
+    private var stream: (any TierStream)?
+    private var streamLimit = 0
+    /// Body bytes taken so far.
+    public private(set) var bodyBytes = 0
+    /// Gave up (too large, a tier failed, a purge won): nothing will be stored.
+    public private(set) var abandoned = false
+
+    /// `expectedLength`: the body's length when the upstream said it (room
+    /// is made once, or it streams from the first byte).
+    public init(_ head: StoredHead, into store: TieredStore, fetchedSince: UInt64, storedAt: Int64, firstTierOnly: Bool,
+                expectedLength: Int?) {
+        self.head = head
+        self.store = store
+        self.fetchedSince = fetchedSince
+        self.storedAt = storedAt
+        self.firstTierOnly = firstTierOnly
+        guard let expectedLength, expectedLength > 0 else { return }
+        if expectedLength <= store.first.maxObjectBytes {
+            body.reserve(expectedLength)
+        } else if !startStream() || expectedLength > streamLimit {
+            abort()
+        }
+    }
+
+    /// Whether the body goes to a streaming tier (not collected in memory).
+    public var isStreaming: Bool { stream != nil }
+
+    /// The body collected so far (empty once streaming).
+    public var collected: UnsafeRawBufferPointer { body.buffer }
+
+    /// The largest body this store keeps for a response.
+    public static func largestBody(in store: TieredStore, firstTierOnly: Bool) -> Int {
+        max(store.first.maxObjectBytes, firstTierOnly ? 0 : store.largestStreamedObject)
+    }
+
+    private mutating func startStream() -> Bool {
+        guard !firstTierOnly, let (stream, limit) = store.beginStream(head, storedAt: storedAt, fetchedSince: fetchedSince) else {
+            return false
+        }
+        self.stream = stream
+        streamLimit = limit
+        return true
+    }
+
+    /// Takes body bytes; false once it has given up (what it had is freed).
+    @discardableResult
+    public mutating func append(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard !abandoned else { return false }
+        bodyBytes += bytes.count
+        if let stream {
+            if bodyBytes > streamLimit || !stream.append(bytes) { abort() }
+            return !abandoned
+        }
+        guard bodyBytes > store.first.maxObjectBytes else {
+            body.append(bytes)
+            return true
+        }
+        // Outgrew the first tier: what came so far, then the rest, to a stream.
+        guard startStream(), bodyBytes <= streamLimit, let stream else {
+            abort()
+            return false
+        }
+        let written = stream.append(body.buffer) && stream.append(bytes)
+        body.discard()
+        if !written { abort() }
+        return !abandoned
+    }
+
+    /// The body is complete: stores the response. Returns whether a tier took it.
+    @discardableResult
+    public mutating func commit() -> Bool {
+        guard !abandoned else { return false }
+        abandoned = true
+        if let stream {
+            stream.commit()
+            self.stream = nil
+            return true
+        }
+        let entry = CachedResponse.make(head: head, body: body.buffer)
+        body.discard()
+        return store.insert(entry, firstTierOnly: firstTierOnly, fetchedSince: fetchedSince)
+    }
+
+    /// Nothing will be stored: frees the body, abandons a stream.
+    public mutating func abort() {
+        guard !abandoned else { return }
+        abandoned = true
+        body.discard()
+        stream?.abort()
+        stream = nil
+    }
+}

@@ -1,0 +1,46 @@
+import CacheSemantics
+
+/// Everything stored about a response but its body, decided once when the
+/// response arrives (`StoredResponseBuilder` in Proxy): the head a hit
+/// sends, the directives and lifetime it is judged by, what selects it
+/// (Vary) and what purges it (tags). Every tier keeps exactly this, so any
+/// tier turns it back into a `CachedResponse` without the proxy's rules.
+public struct StoredHead: Equatable, Sendable {
+    public var key: String
+    public var status: Int
+    /// Status line and the fields a hit sends, serialized; no Content-Length
+    /// (written beside it once the body's length is known).
+    public var headPrefix: [UInt8]
+    /// Stored fields a hit does not send (targeted cache-control fields).
+    public var otherFields: [DiskRecord.HeaderPair]
+    public var timing: ResponseTiming
+    /// Freshness lifetime in seconds (0: none left, as after a soft purge).
+    public var lifetime: Int
+    public var directives: PackedCacheControl
+    public var hasValidator: Bool
+    /// Vary field names (sorted) and the request's normalized values for them.
+    public var varyNames: [String]
+    public var varyValues: [String?]
+    /// Purge tags, sorted.
+    public var tags: [String]
+
+    public init(key: String, status: Int, headPrefix: [UInt8], otherFields: [DiskRecord.HeaderPair] = [], timing: ResponseTiming,
+                lifetime: Int, directives: PackedCacheControl, hasValidator: Bool, varyNames: [String] = [],
+                varyValues: [String?] = [], tags: [String] = []) {
+        self.key = key
+        self.status = status
+        self.headPrefix = headPrefix
+        self.otherFields = otherFields
+        self.timing = timing
+        self.lifetime = lifetime
+        self.directives = directives
+        self.hasValidator = hasValidator
+        self.varyNames = varyNames
+        self.varyValues = varyValues
+        self.tags = tags
+    }
+
+    /// Whether a response with this status carries a Content-Length (RFC
+    /// 9110 section 8.6: not 204, and a 304 repeats none).
+    public var hasLengthField: Bool { status != 204 && status != 304 }
+}

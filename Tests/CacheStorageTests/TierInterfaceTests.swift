@@ -1,0 +1,133 @@
+import XCTest
+import CacheSemantics
+@testable import CacheStorage
+
+/// A third tier, written against `CacheTier` alone (as a fleet's shared
+/// tier would be): the store, purges, statistics and streamed bodies must
+/// reach it without any change elsewhere.
+final class RecordingTier: CacheTier, @unchecked Sendable {
+    let name = "recording"
+    let limitBytes = 1 << 30
+    let maxObjectBytes = 1 << 30
+    private let entries = Locked<[String: [CachedResponse]]>([:])
+
+    func lookup(_ key: String) -> Variants { Variants(entries.withLock { $0[key] ?? [] }) }
+
+    func insert(_ entry: CachedResponse, promoted: Bool) -> Bool {
+        entries.withLock { $0[entry.key] = ($0[entry.key] ?? []).filter { $0.varyValues != entry.varyValues } + [entry] }
+        return true
+    }
+
+    final class Stream: TierStream {
+        let tier: RecordingTier
+        let head: StoredHead
+        var body: [UInt8] = []
+        init(tier: RecordingTier, head: StoredHead) {
+            self.tier = tier
+            self.head = head
+        }
+        func append(_ bytes: UnsafeRawBufferPointer) -> Bool {
+            body += bytes
+            return true
+        }
+        func commit() { _ = body.withUnsafeBytes { tier.insert(CachedResponse.make(head: head, body: $0), promoted: false) } }
+        func abort() { body = [] }
+    }
+
+    func beginStream(_ head: StoredHead, storedAt: Int64) -> (any TierStream)? { Stream(tier: self, head: head) }
+
+    func remove(_ key: String) -> Int { entries.withLock { $0.removeValue(forKey: key)?.count ?? 0 } }
+
+    func purge(_ scope: PurgeScope, soft: Bool) -> TierPurge {
+        TierPurge(counts: entries.withLock { all in
+            var counts: [String: Int] = [:]
+            for (key, variants) in all {
+                let hit = variants.filter { scope.matches(key: key, tags: $0.tags) }
+                guard !hit.isEmpty else { continue }
+                counts[key] = hit.count
+                all[key] = soft ? variants.map { scope.matches(key: key, tags: $0.tags) ? $0.markedStale() : $0 }
+                    : variants.filter { !scope.matches(key: key, tags: $0.tags) }
+                if all[key]!.isEmpty { all[key] = nil }
+            }
+            return counts
+        })
+    }
+
+    func removeStored(before cutoff: Int64) -> [String: Int] { [:] }
+
+    func removeAll() -> Int { entries.withLock { all in defer { all = [:] }; return all.values.reduce(0) { $0 + $1.count } } }
+
+    var stats: TierStats {
+        TierStats(name: name, objects: entries.withLock { $0.values.reduce(0) { $0 + $1.count } }, bytes: 0, limitBytes: limitBytes)
+    }
+}
+
+final class TierInterfaceTests: XCTestCase {
+    private func head(_ key: String, tags: [String] = []) -> StoredHead { testHead(key, tags: tags) }
+
+    private func entry(_ key: String, tags: [String] = [], bytes: Int = 10) -> CachedResponse {
+        [UInt8](repeating: 1, count: bytes).withUnsafeBytes { CachedResponse.make(head: head(key, tags: tags), body: $0) }
+    }
+
+    func testATierAddedThroughTheInterfaceAloneStoresServesPromotesAndPurges() {
+        let memory = MemoryTier(limitBytes: 1 << 20)
+        let third = RecordingTier()
+        let store = TieredStore(tiers: [memory, third])
+        XCTAssertTrue(store.insert(entry("/a", tags: ["t"]), fetchedSince: store.fetchToken))
+        XCTAssertTrue(store.insert(entry("/b"), fetchedSince: store.fetchToken))
+        XCTAssertEqual(third.stats.objects, 2, "every tier takes a store")
+        XCTAssertEqual(store.stats.map(\.name), ["memory", "recording"])
+
+        XCTAssertEqual(store.clearMemory(), 2)
+        XCTAssertEqual(store.lookup("/a").first?.bodyLength, 10, "found in the third tier")
+        XCTAssertEqual(memory.lookup("/a").count, 1, "and promoted into memory")
+
+        XCTAssertEqual(store.purge(.tag("t"), soft: false), 1)
+        XCTAssertTrue(store.lookup("/a").isEmpty, "a purge reaches every tier")
+        XCTAssertEqual(store.lookup("/b").count, 1)
+        XCTAssertTrue(store.remove("/b"))
+        XCTAssertTrue(third.lookup("/b").isEmpty)
+    }
+
+    func testAPromotionLosesToAPurgeThatRanMeanwhile() {
+        let memory = MemoryTier(limitBytes: 1 << 20)
+        let third = RecordingTier()
+        let store = TieredStore(tiers: [memory, third])
+        let token = store.fetchToken
+        _ = store.purge(.key("/late"), soft: false)
+        XCTAssertFalse(store.insert(entry("/late"), fetchedSince: token), "the fetch began before the purge")
+        XCTAssertTrue(third.lookup("/late").isEmpty)
+    }
+
+    func testAWriterStreamsWhatOutgrowsMemoryToTheFirstTierThatTakesStreams() {
+        let memory = MemoryTier(limitBytes: 1 << 20, maxObjectBytes: 100)
+        let third = RecordingTier()
+        let store = TieredStore(tiers: [memory, third])
+        var writer = StoreWriter(head("/big"), into: store, fetchedSince: store.fetchToken, storedAt: 1, firstTierOnly: false,
+                                 expectedLength: nil)
+        let piece = [UInt8](repeating: 7, count: 60)
+        XCTAssertTrue(piece.withUnsafeBytes { writer.append($0) })
+        XCTAssertFalse(writer.isStreaming, "60 bytes fit memory's objects")
+        XCTAssertTrue(piece.withUnsafeBytes { writer.append($0) })
+        XCTAssertTrue(writer.isStreaming, "120 do not: the body so far went to the stream")
+        XCTAssertTrue(writer.commit())
+        XCTAssertEqual(third.lookup("/big").first?.bodyLength, 120)
+        XCTAssertTrue(memory.lookup("/big").isEmpty)
+
+        // A small body stays in memory and reaches every tier on commit.
+        var small = StoreWriter(head("/small"), into: store, fetchedSince: store.fetchToken, storedAt: 1, firstTierOnly: true,
+                                expectedLength: 60)
+        XCTAssertTrue(piece.withUnsafeBytes { small.append($0) })
+        XCTAssertTrue(small.commit())
+        XCTAssertEqual(memory.lookup("/small").first?.bodyLength, 60)
+        XCTAssertTrue(third.lookup("/small").isEmpty, "firstTierOnly keeps it in memory")
+
+        // Too large for memory with nothing else allowed: given up, nothing kept.
+        var memoryOnly = StoreWriter(head("/no"), into: store, fetchedSince: store.fetchToken, storedAt: 1, firstTierOnly: true,
+                                     expectedLength: nil)
+        XCTAssertTrue(piece.withUnsafeBytes { memoryOnly.append($0) })
+        XCTAssertFalse(piece.withUnsafeBytes { memoryOnly.append($0) })
+        XCTAssertFalse(memoryOnly.commit())
+        XCTAssertTrue(store.lookup("/no").isEmpty)
+    }
+}
