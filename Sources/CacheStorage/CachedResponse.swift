@@ -212,10 +212,30 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
         word.storeBytes(of: entry.map { UnsafeRawPointer(Unmanaged.passUnretained($0.storage).toOpaque()) }, as: UnsafeRawPointer?.self)
     }
 
-    /// Newer and older key in the memory tier's LRU list (unowned: the tier's table owns entries).
+    /// Newer and older key in the memory tier's list (unowned: the tier's
+    /// table owns entries). The newer word's low bit (objects are 16-byte
+    /// aligned) is SIEVE's visited bit.
     var lruNewer: CachedResponse? {
-        get { Self.load(links) }
-        nonmutating set { Self.store(newValue, links) }
+        get {
+            let word = links.load(as: UInt.self) & ~1
+            return word == 0 ? nil : CachedResponse(storage: Unmanaged<Storage>.fromOpaque(UnsafeRawPointer(bitPattern: word)!)
+                .takeUnretainedValue())
+        }
+        nonmutating set {
+            let pointer = newValue.map { UInt(bitPattern: Unmanaged.passUnretained($0.storage).toOpaque()) } ?? 0
+            links.storeBytes(of: pointer | (links.load(as: UInt.self) & 1), as: UInt.self)
+        }
+    }
+
+    /// Hit since the eviction hand last passed (SIEVE): set by a hit, cleared
+    /// by the hand, which spares the entry once.
+    var visited: Bool {
+        get { links.load(as: UInt.self) & 1 != 0 }
+        nonmutating set {
+            let word = links.load(as: UInt.self)
+            let wanted = newValue ? word | 1 : word & ~1
+            if wanted != word { links.storeBytes(of: wanted, as: UInt.self) }
+        }
     }
 
     var lruOlder: CachedResponse? {

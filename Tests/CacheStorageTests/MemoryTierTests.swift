@@ -18,7 +18,7 @@ final class MemoryTierTests: XCTestCase {
         XCTAssertEqual(e.costBytes, 17 + 1000 + 2 + CachedResponse.overheadBytes)  // head, body, key, bookkeeping
     }
 
-    func testEvictsLeastRecentlyUsedByBytes() {
+    func testEvictsAnUnvisitedKeyFirstByBytes() {
         let one = entry("/a", bodyBytes: 1000).costBytes
         let tier = MemoryTier(limitBytes: one * 3)
         tier.insert(entry("/a", bodyBytes: 1000))
@@ -133,6 +133,70 @@ final class MemoryTierTests: XCTestCase {
         XCTAssertTrue(small.lookup("/b").isEmpty)
         XCTAssertFalse(small.lookup("/a").isEmpty)
         XCTAssertFalse(small.lookup("/c").isEmpty)
+    }
+}
+
+final class SieveTests: XCTestCase {
+    private func entry(_ key: String, bodyBytes: Int = 100) -> CachedResponse {
+        [UInt8](repeating: 0x61, count: bodyBytes).withUnsafeBytes { CachedResponse.make(head: testHead(key), body: $0) }
+    }
+
+    func testAKeyNeverHitGoesBeforeAnOlderKeyThatWas() {
+        // LRU would evict /c at the end (hit before /d and /e were stored);
+        // SIEVE evicts /d, stored later but never asked for again: one-hit
+        // wonders go fast, a key that was hit is spared once.
+        let tier = MemoryTier(limitBytes: entry("/a").costBytes * 3)
+        for key in ["/a", "/b", "/c"] { tier.insert(entry(key)) }
+        XCTAssertFalse(tier.lookup("/c").isEmpty)
+        tier.insert(entry("/d"))  // the hand takes /a
+        tier.insert(entry("/e"))  // then /b
+        tier.insert(entry("/f"))  // spares /c (clearing its bit), takes /d
+        for key in ["/a", "/b", "/d"] { XCTAssertTrue(tier.lookup(key).isEmpty, key) }
+        for key in ["/c", "/e", "/f"] { XCTAssertFalse(tier.lookup(key).isEmpty, key) }
+        XCTAssertEqual(tier.stats.evictions, 3)
+    }
+
+    func testAHitMovesNothingSoTheHandKeepsItsPlace() {
+        let tier = MemoryTier(limitBytes: entry("/a").costBytes * 2)
+        tier.insert(entry("/a"))
+        tier.insert(entry("/b"))
+        for _ in 0..<5 { _ = tier.lookup("/b") }
+        tier.insert(entry("/c"))  // /a, unvisited and oldest, goes
+        XCTAssertTrue(tier.lookup("/a").isEmpty)
+        XCTAssertFalse(tier.lookup("/b").isEmpty)
+        XCTAssertFalse(tier.lookup("/c").isEmpty)
+    }
+
+    func testAPromotionMustBeWantedMoreThanWhatItWouldEvict() {
+        let tier = MemoryTier(limitBytes: entry("/a").costBytes * 2)
+        tier.insert(entry("/a"))
+        tier.insert(entry("/b"))
+        XCTAssertFalse(tier.insert(entry("/c"), promoted: true), "asked for no more often than /a: not admitted")
+        XCTAssertEqual(tier.stats.objects, 2)
+        XCTAssertFalse(tier.lookup("/a").isEmpty)
+        // Misses count: /c asked for twice now beats the unvisited victim.
+        _ = tier.lookup("/c")
+        _ = tier.lookup("/c")
+        XCTAssertTrue(tier.insert(entry("/c"), promoted: true))
+        XCTAssertFalse(tier.lookup("/c").isEmpty)
+        // A promotion with room to spare is always taken; a fresh store always.
+        let roomy = MemoryTier(limitBytes: 1 << 20)
+        XCTAssertTrue(roomy.insert(entry("/x"), promoted: true))
+        XCTAssertTrue(tier.insert(entry("/y")))
+    }
+
+    func testShardsSplitTheTierAndEveryOperationVisitsThemAll() {
+        let tier = MemoryTier(limitBytes: 64 << 20, maxObjectBytes: 1 << 20)
+        XCTAssertEqual(tier.shardCount, 16)
+        XCTAssertEqual(MemoryTier(limitBytes: 1 << 20).shardCount, 1, "an object as large as the tier needs one shard")
+        for i in 0..<1000 { tier.insert(entry("/s/\(i)")) }
+        XCTAssertEqual(tier.stats.objects, 1000)
+        XCTAssertEqual(tier.stats.bytes, (0..<1000).reduce(0) { $0 + entry("/s/\($1)").costBytes })
+        XCTAssertTrue((0..<1000).allSatisfy { !tier.lookup("/s/\($0)").isEmpty })
+        XCTAssertEqual(tier.purge(.prefix("/s/1"), soft: false).counts.count, 111)
+        XCTAssertEqual(tier.removeStored(before: 2).count, 889)
+        XCTAssertEqual(tier.stats.objects, 0)
+        XCTAssertEqual(tier.stats.bytes, 0)
     }
 }
 

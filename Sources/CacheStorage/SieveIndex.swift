@@ -1,0 +1,296 @@
+/// Single-threaded index over keys with SIEVE eviction (Zhang et al., NSDI
+/// 2024): keys sit in insertion order; a hit only sets the key's visited
+/// bit (no list splice); the eviction hand walks from the oldest end,
+/// clearing visited bits and evicting the first unvisited key. Each key is
+/// represented by its newest variant, which carries the list links and the
+/// key's other variants; an open-addressing table of those entries finds
+/// keys. Per key that costs one table slot and three words in the entry's
+/// tail. Admission: an entry offered from a slower tier that would evict
+/// must be asked for more often than the key it would evict
+/// (`FrequencySketch`, counted on this tier's misses), so a working set
+/// larger than memory does not churn it.
+struct SieveIndex: ~Copyable {
+    /// Variants kept per key; the oldest goes beyond this.
+    static let maxVariants = 32
+
+    let limitBytes: Int
+    private var table = KeyTable()
+    /// tag → keys whose variants carry it; only tagged entries cost anything.
+    private var tagged: [String: Set<String>] = [:]
+    private var newest: CachedResponse?
+    private var oldest: CachedResponse?
+    /// SIEVE's hand: the next key it looks at (nil: the oldest).
+    private var hand: CachedResponse?
+    private var sketch = FrequencySketch()
+    private(set) var bytes = 0
+    private(set) var evictions = 0
+    private(set) var objectCount = 0
+
+    init(limitBytes: Int) { self.limitBytes = limitBytes }
+
+    var count: Int { table.count }
+
+    /// `hash`: `KeyTable.hash(key)`, computed once by the caller.
+    mutating func get(_ key: String, hash: Int) -> Variants {
+        guard let head = table.find(key, hash: hash) else {
+            sketch.record(hash)
+            return Variants()
+        }
+        head.visited = true
+        return Variants(older: head.olderVariants, newest: head)
+    }
+
+    /// The key SIEVE evicts next (the hand moves past it); nil when empty.
+    private mutating func nextVictim() -> CachedResponse? {
+        guard var candidate = hand ?? oldest else { return nil }
+        while candidate.visited {
+            candidate.visited = false
+            candidate = candidate.lruNewer ?? oldest!
+        }
+        hand = candidate.lruNewer
+        return candidate
+    }
+
+    /// Admission for an entry from a slower tier that needs room: it must be
+    /// wanted more often than the key the hand would evict (looked at
+    /// without moving the hand, a few keys at most).
+    private func admits(_ entry: CachedResponse) -> Bool {
+        guard var candidate = hand ?? oldest else { return true }
+        for _ in 0..<8 where candidate.visited { candidate = candidate.lruNewer ?? oldest! }
+        return sketch.frequency(KeyTable.hash(entry.keyBytes)) > sketch.frequency(KeyTable.hash(candidate.keyBytes))
+    }
+
+    private func variants(of head: CachedResponse) -> [CachedResponse] { head.olderVariants + [head] }
+
+    private static func cost(_ variants: [CachedResponse]) -> Int { variants.reduce(0) { $0 + $1.costBytes } }
+
+    /// `promoted`: offered by a slower tier (admission applies).
+    mutating func put(_ entry: CachedResponse, promoted: Bool = false) -> Bool {
+        let cost = entry.costBytes
+        guard cost <= limitBytes else { return false }
+        if promoted && bytes + cost > limitBytes && !admits(entry) { return false }
+        guard let head = table.find(sameKeyAs: entry) else {
+            // A new key (every miss): no variant arrays to build.
+            while bytes + cost > limitBytes, let victim = nextVictim() {
+                remove(head: victim)
+                evictions += 1
+            }
+            add(single: entry, cost: cost)
+            return true
+        }
+        var variants = self.variants(of: head)
+        variants.removeAll { $0.varyNames != entry.varyNames || $0.varyValues == entry.varyValues }
+        variants.append(entry)
+        if variants.count > Self.maxVariants { variants.removeFirst(variants.count - Self.maxVariants) }
+        remove(head: head)
+        // Evict other keys first; if this key's own variants still do not
+        // fit, drop its oldest variants.
+        var total = Self.cost(variants)
+        while bytes + total > limitBytes, let victim = nextVictim() {
+            remove(head: victim)
+            evictions += 1
+        }
+        while total > limitBytes, variants.count > 1 {
+            total -= variants.removeFirst().costBytes
+            evictions += 1
+        }
+        add(variants)
+        return true
+    }
+
+    var tagLinks: Int { tagged.values.reduce(0) { $0 + $1.count } }
+
+    /// `add` for a key with one variant.
+    private mutating func add(single entry: CachedResponse, cost: Int) {
+        table.insert(entry)
+        pushNewest(entry)
+        bytes += cost
+        objectCount += 1
+        let tags = entry.tags
+        if !tags.isEmpty {
+            let key = entry.key
+            for tag in tags { tagged[tag, default: []].insert(key) }
+        }
+    }
+
+    /// Adds a key's variants (oldest first; the key must be absent) as the
+    /// newest key; returns its head.
+    @discardableResult
+    private mutating func add(_ variants: [CachedResponse]) -> CachedResponse {
+        let head = variants.last!
+        head.olderVariants = Array(variants.dropLast())
+        table.insert(head)
+        pushNewest(head)
+        bytes += Self.cost(variants)
+        objectCount += variants.count
+        if variants.contains(where: { !$0.tags.isEmpty }) {
+            let key = head.key
+            for variant in variants { for tag in variant.tags { tagged[tag, default: []].insert(key) } }
+        }
+        return head
+    }
+
+    /// Removes a key; returns how many variants it had.
+    @discardableResult
+    mutating func remove(_ key: String) -> Int {
+        guard let head = table.remove(key) else { return 0 }
+        let n = head.olderVariants.count + 1
+        detach(head)
+        return n
+    }
+
+    /// Takes a key (by its head, already out of the table) out of the list and the counts.
+    private mutating func detach(_ head: CachedResponse) {
+        let variants = variants(of: head)
+        unlink(head)
+        head.olderVariants = []
+        bytes -= Self.cost(variants)
+        objectCount -= variants.count
+        guard variants.contains(where: { !$0.tags.isEmpty }) else { return }
+        let key = head.key
+        for variant in variants {
+            for tag in variant.tags {
+                tagged[tag]?.remove(key)
+                if tagged[tag]?.isEmpty == true { tagged[tag] = nil }
+            }
+        }
+    }
+
+    /// Removes a key by its head (no key string needed: eviction).
+    private mutating func remove(head: CachedResponse) {
+        if table.remove(head) { detach(head) }
+    }
+
+    mutating func removeAll() {
+        // Links are unowned: clear them so no entry still held by a client
+        // points at freed ones.
+        while let head = oldest {
+            oldest = head.lruNewer
+            head.lruNewer = nil
+            head.lruOlder = nil
+            head.visited = false
+            head.olderVariants = []
+        }
+        newest = nil
+        hand = nil
+        table = KeyTable()
+        tagged.removeAll()
+        bytes = 0
+        objectCount = 0
+    }
+
+    /// The keys `scope` may match (prefix and all look at every key; a tag
+    /// at its own keys only).
+    private func candidates(_ scope: PurgeScope) -> [String] {
+        switch scope {
+        case .key(let key): return table.find(key) == nil ? [] : [key]
+        case .tag(let tag): return tagged[tag].map(Array.init) ?? []
+        case .prefix(let prefix): return table.keys.filter { $0.hasPrefix(prefix) }
+        case .all: return table.keys
+        }
+    }
+
+    mutating func purge(_ scope: PurgeScope, soft: Bool) -> [String: Int] {
+        var touched: [String: Int] = [:]
+        for key in candidates(scope) {
+            guard let head = table.find(key) else { continue }
+            let variants = variants(of: head)
+            let matching = variants.filter { scope.matches(key: key, tags: $0.tags) }
+            guard !matching.isEmpty else { continue }
+            touched[key] = matching.count
+            if soft {
+                replace(head, with: variants.map { scope.matches(key: key, tags: $0.tags) ? $0.markedStale() : $0 })
+            } else {
+                replace(head, with: variants.filter { !scope.matches(key: key, tags: $0.tags) })
+            }
+        }
+        return touched
+    }
+
+    /// Removes the variants `shouldRemove` picks, per key.
+    mutating func removeVariants(_ shouldRemove: (CachedResponse) -> Bool) -> [String: Int] {
+        var removed: [String: Int] = [:]
+        for key in table.keys {
+            guard let head = table.find(key) else { continue }
+            let variants = variants(of: head)
+            let n = variants.reduce(0) { $0 + (shouldRemove($1) ? 1 : 0) }
+            guard n > 0 else { continue }
+            removed[key] = n
+            replace(head, with: variants.filter { !shouldRemove($0) })
+        }
+        return removed
+    }
+
+    /// Swaps a key's variants (none: the key goes), keeping its recency.
+    private mutating func replace(_ head: CachedResponse, with variants: [CachedResponse]) {
+        let older = head.lruOlder
+        remove(head: head)
+        guard !variants.isEmpty else { return }
+        let new = add(variants)
+        // Back to where it was in the LRU order, not the newest end.
+        unlink(new)
+        if let older {
+            new.lruOlder = older
+            new.lruNewer = older.lruNewer
+            if let n = older.lruNewer { n.lruOlder = new } else { newest = new }
+            older.lruNewer = new
+        } else {
+            new.lruNewer = oldest
+            if let o = oldest { o.lruOlder = new } else { newest = new }
+            oldest = new
+        }
+    }
+
+    private mutating func unlink(_ head: CachedResponse) {
+        let newer = head.lruNewer, older = head.lruOlder
+        if hand?.isSame(head) == true { hand = newer }
+        if let newer { newer.lruOlder = older } else if newest?.isSame(head) == true { newest = older }
+        if let older { older.lruNewer = newer } else if oldest?.isSame(head) == true { oldest = newer }
+        head.lruNewer = nil
+        head.lruOlder = nil
+        head.visited = false
+    }
+
+    private mutating func pushNewest(_ head: CachedResponse) {
+        head.lruOlder = newest
+        head.lruNewer = nil
+        if let n = newest { n.lruNewer = head } else { oldest = head }
+        newest = head
+    }
+}
+
+
+/// How often keys were asked for, approximately (a count-min sketch of four
+/// rows of 8-bit counters, saturating at 15, halved every 40,960 records
+/// so that old popularity fades: TinyLFU's reset). Fixed size, no
+/// allocation per record.
+struct FrequencySketch {
+    private static let width = 4096
+    private var counters = [UInt8](repeating: 0, count: 4 * width)
+    private var records = 0
+
+    private static func slot(_ hash: Int, row: Int) -> Int {
+        let seeds: (UInt64, UInt64, UInt64, UInt64) = (0x9E37_79B9_7F4A_7C15, 0xC2B2_AE3D_27D4_EB4F, 0x1656_67B1_9E37_79F9,
+                                                       0x85EB_CA77_C2B2_AE63)
+        let seed = row == 0 ? seeds.0 : row == 1 ? seeds.1 : row == 2 ? seeds.2 : seeds.3
+        return row * width + Int(truncatingIfNeeded: (UInt64(bitPattern: Int64(hash)) &* seed) >> 52) & (width - 1)
+    }
+
+    mutating func record(_ hash: Int) {
+        for row in 0..<4 {
+            let i = Self.slot(hash, row: row)
+            if counters[i] < 15 { counters[i] += 1 }
+        }
+        records += 1
+        if records >= 10 * Self.width {
+            records = 0
+            for i in counters.indices { counters[i] >>= 1 }
+        }
+    }
+
+    func frequency(_ hash: Int) -> Int {
+        var least = Int.max
+        for row in 0..<4 { least = min(least, Int(counters[Self.slot(hash, row: row)])) }
+        return least
+    }
+}
