@@ -3,7 +3,10 @@
 # unlike timings on a shared VM (±20 % between runs) the count moves only
 # when the code does, so it shows what a small change bought.
 #
-#   bench/instructions.sh [misses|hot-1k] [seconds]
+#   bench/instructions.sh [misses|hot-1k|disk-hits] [seconds]
+#
+# disk-hits: 1,000 keys of 1 KiB, a memory tier of 64 KiB (about 40 of
+# them) and a disk tier: nearly every hit is read from its file.
 #
 # Counts everything in the Larder process (Larder, libcurl, libc, the Swift
 # runtime), not the kernel. Larder runs one worker under callgrind (about
@@ -21,8 +24,14 @@ LARDER="$WORK/larder"
 mkdir -p "$WORK/www"
 head -c 1024 /dev/urandom > "$WORK/www/1k"
 start_static_origin "location ~ ^/1k/ { add_header Cache-Control \"max-age=3600\"; try_files /1k =404; }"
+if [ "$WORKLOAD" = disk-hits ]; then
+    TIERS="--memory-limit 64KiB --cache-dir $WORK/cache"
+else
+    TIERS="--memory-limit 2GiB"
+fi
+# shellcheck disable=SC2086
 LARDER_LAUNCH="valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=$WORK/callgrind.out" WORKERS=1 \
-    start_larder --memory-limit 2GiB --admin-listen none --log-level error
+    start_larder $TIERS --admin-listen none --log-level error
 PIDS="$PIDS $LARDER_PID"
 # Starting under valgrind takes longer than start_larder waits.
 i=0; while ! grep -qs "listening on" "$WORK/larder.err" && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
@@ -33,6 +42,12 @@ write_misses_script "$WORK/misses.lua"
 case $WORKLOAD in
     misses) target="/"; script="-s $WORK/misses.lua" ;;
     hot-1k) target="/1k/hot"; script=""; curl -s -o /dev/null "http://127.0.0.1:$LARDER_PORT$target" ;;
+    disk-hits)
+        target="/"; script="-s $WORK/keys.lua"
+        # Every key stored first (in order, until all are), then random ones.
+        printf 'local i = 0\nrequest = function() i = i %% 1000 + 1; return wrk.format(nil, "/1k/k-" .. i) end\n' > "$WORK/fill.lua"
+        printf 'request = function() return wrk.format(nil, "/1k/k-" .. math.random(1, 1000)) end\n' > "$WORK/keys.lua"
+        wrk -t1 -c1 -d10s -s "$WORK/fill.lua" "http://127.0.0.1:$LARDER_PORT/" > /dev/null ;;
     *) echo "unknown workload $WORKLOAD" >&2; exit 64 ;;
 esac
 # Warm up uncounted (first-time paths, pools, table growth), then count.

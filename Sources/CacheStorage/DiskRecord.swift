@@ -167,15 +167,34 @@ public enum DiskFormat {
 
     /// Decodes a whole file, verifying the checksum.
     public static func decode(_ bytes: [UInt8]) throws(Failure) -> DiskRecord {
+        let (record, metaEnd) = try decodeHead(bytes, verify: true)
+        var whole = record
+        whole.body = Array(bytes[metaEnd...])
+        return whole
+    }
+
+    /// A whole file straight to the stored response (the body is copied
+    /// once, into the entry). `verify: false` skips the checksum: for a
+    /// file verified once already (a disk hit's fast path).
+    public static func decodeResponse(_ bytes: [UInt8], verify: Bool) throws(Failure) -> (DiskRecord, CachedResponse) {
+        let (record, metaEnd) = try decodeHead(bytes, verify: verify)
+        var head = record.head
+        if record.markedStale { head.lifetime = 0 }
+        let entry = bytes.withUnsafeBytes { CachedResponse.make(head: head, body: UnsafeRawBufferPointer(rebasing: $0[metaEnd...])) }
+        return (record, entry)
+    }
+
+    /// The record without its body, and where the body starts.
+    private static func decodeHead(_ bytes: [UInt8], verify: Bool) throws(Failure) -> (DiskRecord, Int) {
         let h = try header(bytes[...])
         guard bytes.count == fixedHeaderBytes + h.metaLength + h.bodyLength else { throw .truncated }
         let metaEnd = fixedHeaderBytes + h.metaLength
-        var sum = Checksum()
-        sum.add(bytes[fixedHeaderBytes...])
-        guard sum.value == h.checksum else { throw .checksumMismatch }
-        var record = try decodeMeta(bytes[fixedHeaderBytes..<metaEnd], header: h)
-        record.body = Array(bytes[metaEnd...])
-        return record
+        if verify {
+            var sum = Checksum()
+            sum.add(bytes[fixedHeaderBytes...])
+            guard sum.value == h.checksum else { throw .checksumMismatch }
+        }
+        return (try decodeMeta(bytes[fixedHeaderBytes..<metaEnd], header: h), metaEnd)
     }
 
     /// Decodes only the metadata (no body, no checksum): for rebuilding the

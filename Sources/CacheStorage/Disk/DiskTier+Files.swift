@@ -21,19 +21,20 @@ extension DiskTier {
         return names
     }
 
-    func readFile(_ path: String) -> [UInt8]? {
+    /// A file of known size in one read (no stat); nil when it is shorter.
+    /// A file that grew is read up to `size`, which its header then refuses.
+    func readFile(_ path: String, size: Int) -> [UInt8]? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0, st.st_size >= 0, st.st_size < (1 << 40) else { return nil }
-        var bytes = [UInt8](repeating: 0, count: Int(st.st_size))
+        var bytes = [UInt8](repeating: 0, count: size)
         var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + done, $0.count - done) }
+        while done < size {
+            let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, size - done, off_t(done)) }
             if n < 0 && errno == EINTR { continue }
             if n <= 0 {
-                fault("read", "cannot read \(path): \(n < 0 ? String(cString: strerror(errno)) : "short file")")
+                fault("corrupt", "dropping cache file \(path): \(n < 0 ? String(cString: strerror(errno)) : "shorter than indexed")")
+                unlink(path)
                 return nil
             }
             done += n

@@ -1,0 +1,106 @@
+import XCTest
+import Foundation
+import Synchronization
+import CacheSemantics
+@testable import CacheStorage
+
+/// Disk hits served from what the index knows: corrupt files found there,
+/// and purges racing them.
+final class DiskFastPathTests: XCTestCase {
+    private var directory = ""
+
+    override func setUp() {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-fast-\(UUID().uuidString)").path
+    }
+
+    override func tearDown() {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    private func record(_ key: String, tags: [String] = [], bytes: Int = 1000) -> DiskRecord {
+        DiskRecord(head: testHead(key, tags: tags), storedAt: 1, body: [UInt8](repeating: 0x62, count: bytes))
+    }
+
+    private func path(of key: String) throws -> String {
+        let hash = DiskTier.keyHash(key)
+        let sub = directory + "/" + DiskTier.subdirectory(hash)
+        let name = try XCTUnwrap(try FileManager.default.contentsOfDirectory(atPath: sub).first { $0.hasPrefix(hash) })
+        return sub + "/" + name
+    }
+
+    private func openTier() throws -> DiskTier {
+        let tier = try DiskTier(directory: directory, limitBytes: 100 << 20) { _ in }
+        tier.waitForIndex(timeoutSeconds: 10)
+        return tier
+    }
+
+    func testAFileCutShortAfterItWasVerifiedIsAMissAndGoes() throws {
+        let tier = try openTier()
+        tier.store(record("/cut"))
+        tier.flush(timeoutSeconds: 10)
+        XCTAssertEqual(tier.lookup("/cut").first?.bodyLength, 1000, "first hit: read and verified")
+        XCTAssertEqual(tier.lookup("/cut").first?.bodyLength, 1000, "second hit: the fast path")
+        let file = try path(of: "/cut")
+        XCTAssertEqual(truncate(file, 500), 0)
+        XCTAssertTrue(tier.lookup("/cut").isEmpty, "shorter than indexed: never served short")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: file), "and deleted")
+        XCTAssertEqual(tier.stats.objects, 0)
+    }
+
+    func testAFlippedByteIsCaughtOnTheFirstHitAfterAStart() throws {
+        do {
+            let tier = try openTier()
+            tier.store(record("/flip"))
+            tier.store(record("/fine"))
+            tier.flush(timeoutSeconds: 10)
+        }
+        // The lock is this process's: what a restart finds is a copy.
+        let file = try path(of: "/flip")
+        var bytes = try XCTUnwrap(FileManager.default.contents(atPath: file))
+        bytes[bytes.count - 10] ^= 0x01
+        try bytes.write(to: URL(fileURLWithPath: file))
+        let copy = directory + "-restart"
+        try FileManager.default.copyItem(atPath: directory, toPath: copy)
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: copy) }
+        try FileManager.default.removeItem(atPath: copy + "/lock")
+        let restarted = try DiskTier(directory: copy, limitBytes: 100 << 20) { _ in }
+        restarted.waitForIndex(timeoutSeconds: 10)
+        XCTAssertEqual(restarted.stats.objects, 2, "the index rebuild reads headers only")
+        XCTAssertTrue(restarted.lookup("/flip").isEmpty, "the checksum catches it on first use")
+        XCTAssertEqual(restarted.stats.objects, 1)
+        XCTAssertEqual(restarted.lookup("/fine").first?.bodyLength, 1000)
+    }
+
+    func testAPurgeRacingDiskHitsLeavesNothingBehind() throws {
+        let disk = try openTier()
+        let memory = MemoryTier(limitBytes: 64 << 20)
+        let store = TieredStore(tiers: [memory, disk])
+        let keys = (0..<200).map { "/race/\($0)" }
+        for key in keys { XCTAssertTrue(store.insert(record(key, tags: ["t"]).response, fetchedSince: store.fetchToken)) }
+        store.flush(timeoutSeconds: 10)
+        XCTAssertEqual(store.clearMemory(), 200)
+        let stop = Atomic<Bool>(false)
+        let hits = Atomic<Int>(0)
+        let readers = (0..<2).map { n in
+            Thread {
+                var i = n
+                while !stop.load(ordering: .relaxed) {
+                    if !store.lookup(keys[i % keys.count]).isEmpty { hits.add(1, ordering: .relaxed) }
+                    i += 7
+                }
+            }
+        }
+        for reader in readers { reader.start() }
+        let deadline = Date().addingTimeInterval(10)
+        while hits.load(ordering: .relaxed) < 50 && Date() < deadline { usleep(1_000) }
+        XCTAssertEqual(store.purge(.tag("t"), soft: false), 200)
+        stop.store(true, ordering: .relaxed)
+        while readers.contains(where: { !$0.isFinished }) && Date() < deadline { usleep(1_000) }
+        XCTAssertGreaterThan(hits.load(ordering: .relaxed), 0, "the readers hit the disk tier during the race")
+        for key in keys { XCTAssertTrue(store.lookup(key).isEmpty, key) }
+        XCTAssertEqual(memory.stats.objects, 0, "no promotion outlived the purge")
+        XCTAssertEqual(disk.stats.objects, 0)
+        let left = (FileManager.default.enumerator(atPath: directory)?.allObjects as? [String] ?? []).filter { $0.hasSuffix(".lrd") }
+        XCTAssertEqual(left, [], "every file deleted")
+    }
+}
