@@ -376,6 +376,8 @@ final class Reloader {
             ("listen", next.listenHost != running.listenHost || next.listenPort != running.listenPort),
             ("workers", next.workers != running.workers),
             ("memory_limit", next.memoryLimitBytes != running.memoryLimitBytes),
+            // It sizes the memory tier's shards, fixed when the tier is made.
+            ("max_object_size", next.maxObjectBytes != running.maxObjectBytes),
             ("cache_dir", next.cacheDirectory != running.cacheDirectory),
             ("disk_limit", next.diskLimitBytes != running.diskLimitBytes),
             ("memory_ttl", next.memoryTTLSeconds != running.memoryTTLSeconds),

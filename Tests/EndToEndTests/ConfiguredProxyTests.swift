@@ -130,6 +130,11 @@ final class ConfiguredProxyTests: ConfiguredTestCase {
         XCTAssertNotNil(larder.child.waitFor("configuration not reloaded.*:1: policy", timeout: 10), larder.child.stderr)
         XCTAssertEqual(try c.get("/never2?size=1").status, 504)
         XCTAssertEqual(try origin.count("/never2?size=1"), 0)
+
+        // max_object_size sizes the memory tier's shards: a restart applies it.
+        try "policy = \"cacheOnly\"\nmax_object_size = \"1MiB\"\n".write(toFile: config, atomically: true, encoding: .utf8)
+        kill(larder.child.process.processIdentifier, SIGHUP)
+        XCTAssertNotNil(larder.child.waitFor("max_object_size changed.*after a restart", timeout: 10), larder.child.stderr)
     }
 
     func testStoreSetCookieFalseNeitherStoresNorShares() throws {
