@@ -5,8 +5,9 @@
 #
 # Every proxy gets the same worker count (WORKERS, default 1) and the same
 # origin: an nginx serving static files (fast enough not to be the limit
-# on misses). With PIN=1 (the default) the proxy runs on CPU 0 and wrk on
-# CPU 1. Each workload runs RUNS times (default 3) with the proxies
+# on misses). With PIN=1 (the default) the proxy runs on CPUs 0..WORKERS-1
+# and wrk on the cores after them (one wrk thread per client core, at
+# most 8); with no core left for wrk, nothing is pinned. Each workload runs RUNS times (default 3) with the proxies
 # interleaved; the table shows medians of requests/s, p99 latency and
 # server CPU time per request (the proxy's processes' user+system time over
 # the run divided by the requests served), and ratios against nginx and
@@ -14,7 +15,11 @@
 #
 # Workloads: hot hits of 1 KiB, 16 KiB, 256 KiB and 4 MiB; 10,000 distinct
 # 1 KiB keys requested at random (all in memory); misses (every request a
-# new URL); WORKLOADS="misses hot-1k" picks some. Installs wrk, nginx and
+# new URL); disk-10k: the same 10,000 keys from a Larder whose memory tier
+# is 2 MiB and whose working set is on its disk tier, against nginx
+# (proxy_cache serves from files anyway; Varnish, memory only, sits it
+# out); WORKLOADS="misses hot-1k" picks some. bench/scaling.sh runs it
+# with 1, 2, 4 and 8 workers. Installs wrk, nginx and
 # varnish from Debian when missing.
 # Not a test: nothing here asserts a timing.
 DURATION=${1:-5}
@@ -30,11 +35,17 @@ command -v varnishd >/dev/null 2>&1 || [ -x /usr/sbin/varnishd ] || {
 . "$(dirname "$0")/common.sh"
 VARNISHD=$(command -v varnishd || echo /usr/sbin/varnishd)
 CLK_TCK=$(getconf CLK_TCK)
-if [ "$PIN" = 1 ] && [ "$(nproc)" -ge 2 ]; then SERVER_CPU="taskset -c 0"; CLIENT_CPU="taskset -c 1"; else SERVER_CPU=""; CLIENT_CPU=""; fi
-# One wrk thread per client core: two wrk threads sharing the one pinned
-# core take turns in scheduler slices of a few ms, and that wait lands in
-# the p99 of whichever proxy keeps wrk busiest (the fastest one).
-if [ -n "$CLIENT_CPU" ]; then THREADS=${THREADS:-1}; else THREADS=${THREADS:-2}; fi
+CORES=$(nproc)
+if [ "$PIN" = 1 ] && [ "$CORES" -gt "$WORKERS" ]; then
+    SERVER_CPU="taskset -c 0-$((WORKERS - 1))"; CLIENT_CPU="taskset -c $WORKERS-$((CORES - 1))"
+    CLIENT_CORES=$((CORES - WORKERS)); [ "$CLIENT_CORES" -gt 8 ] && CLIENT_CORES=8
+else
+    SERVER_CPU=""; CLIENT_CPU=""; CLIENT_CORES=2
+fi
+# One wrk thread per client core: two wrk threads sharing one pinned core
+# take turns in scheduler slices of a few ms, and that wait lands in the
+# p99 of whichever proxy keeps wrk busiest (the fastest one).
+THREADS=${THREADS:-$CLIENT_CORES}
 
 # The origin: static files with an hour of freshness.
 mkdir -p "$WORK/www"
@@ -47,16 +58,21 @@ start_static_origin "
             try_files /\$1 =404;
         }"
 
-# Larder: memory tier only (as Varnish's malloc storage).
-start_larder_pinned() {
+# Larder: memory tier only (as Varnish's malloc storage); a second one with
+# a 2 MiB memory tier over a disk tier for disk-10k.
+start_larder_pinned() {  # name, then tier options
+    name=$1; shift
+    # shellcheck disable=SC2086
     $SERVER_CPU "$LARDER" serve --listen 127.0.0.1:0 --upstream "http://127.0.0.1:$ORIGIN_PORT" --workers "$WORKERS" \
-        --memory-limit 2GiB --admin-listen none --log-level error 2> "$WORK/larder.err" &
+        "$@" --admin-listen none --log-level error 2> "$WORK/$name.err" &
     LARDER_PID=$!
     PIDS="$PIDS $LARDER_PID"
-    i=0; while ! grep -qs "listening on" "$WORK/larder.err" && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done
-    LARDER_PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/larder.err")
+    i=0; while ! grep -qs "listening on" "$WORK/$name.err" && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done
+    LARDER_PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/$name.err")
 }
-start_larder_pinned
+start_larder_pinned larder-disk --memory-limit 2MiB --cache-dir "$WORK/larder-disk"
+DISK_LARDER_PID=$LARDER_PID; DISK_LARDER_PORT=$LARDER_PORT
+start_larder_pinned larder --memory-limit 2GiB
 
 # nginx proxy_cache, as a fair user would set it up.
 NGINX_PORT=$(free_port)
@@ -82,10 +98,16 @@ VARNISH_PID=$!
 PIDS="$PIDS $VARNISH_PID"
 i=0; while ! curl -s -o /dev/null "http://127.0.0.1:$VARNISH_PORT/1k/ready" && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
 
-port_of() { case $1 in larder) echo "$LARDER_PORT" ;; nginx) echo "$NGINX_PORT" ;; varnish) echo "$VARNISH_PORT" ;; esac; }
+# In disk-10k, "larder" is the Larder with the disk tier.
+port_of() {
+    case $1 in
+        larder) if [ "$workload" = disk-10k ]; then echo "$DISK_LARDER_PORT"; else echo "$LARDER_PORT"; fi ;;
+        nginx) echo "$NGINX_PORT" ;; varnish) echo "$VARNISH_PORT" ;;
+    esac
+}
 pids_of() {
     case $1 in
-        larder) echo "$LARDER_PID" ;;
+        larder) if [ "$workload" = disk-10k ]; then echo "$DISK_LARDER_PID"; else echo "$LARDER_PID"; fi ;;
         nginx) master=$(cat "$WORK/nginx.pid"); echo "$master $(pgrep -P "$master" | tr '\n' ' ')" ;;
         varnish) echo "$VARNISH_PID $(pgrep -P "$VARNISH_PID" | tr '\n' ' ')" ;;
     esac
@@ -138,32 +160,35 @@ warm() {  # proxy path: a miss, then a hit
 TABLE="$WORK/table.md"
 {
     echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r)"
-    echo "date: $(date -u +%Y-%m-%dT%H:%MZ); wrk $THREADS threads, $CONNECTIONS connections, ${DURATION}s x $RUNS runs (medians); workers: $WORKERS; pinned: $PIN"
+    echo "date: $(date -u +%Y-%m-%dT%H:%MZ); wrk $THREADS threads, $CONNECTIONS connections, ${DURATION}s x $RUNS runs (medians); workers: $WORKERS; pinned: ${SERVER_CPU:-no}"
     echo "versions: larder $("$LARDER" --version), $("$NGINX" -v 2>&1 | sed 's/.*version: //'), $("$VARNISHD" -V 2>&1 | head -1 | sed 's/.*(varnish-\([^ ]*\).*/varnish \1/')"
     echo
     echo "| workload | proxy | requests/s | p99 ms | CPU µs/request | Larder/this (req/s) | this/Larder (CPU) |"
     echo "| --- | --- | ---: | ---: | ---: | ---: | ---: |"
 } > "$TABLE"
 
-for workload in ${WORKLOADS:-hot-1k hot-16k hot-256k hot-4m random-10k misses}; do
+for workload in ${WORKLOADS:-hot-1k hot-16k hot-256k hot-4m random-10k disk-10k misses}; do
+    proxies="larder nginx varnish"
     case $workload in
         hot-*) path="/${workload#hot-}/hot"; script="" ;;
         random-10k) path="/"; script="$WORK/random.lua" ;;
+        disk-10k) path="/"; script="$WORK/random.lua"; proxies="larder nginx" ;;
         misses) path="/"; script="$WORK/misses.lua" ;;
     esac
-    for proxy in larder nginx varnish; do
+    for proxy in $proxies; do
         case $workload in
             hot-*) warm "$proxy" "$path" ;;
-            random-10k) wrk -t2 -c16 -d3s -s "$WORK/sequential.lua" "http://127.0.0.1:$(port_of "$proxy")/" > /dev/null ;;
+            # Every key once, then every one again (stored, and on disk).
+            random-10k|disk-10k) wrk -t2 -c16 -d6s -s "$WORK/sequential.lua" "http://127.0.0.1:$(port_of "$proxy")/" > /dev/null ;;
         esac
         : > "$WORK/$proxy.runs"
     done
     r=0
     while [ $r -lt "$RUNS" ]; do
-        for proxy in larder nginx varnish; do run "$proxy" "$path" "$script" >> "$WORK/$proxy.runs"; done
+        for proxy in $proxies; do run "$proxy" "$path" "$script" >> "$WORK/$proxy.runs"; done
         r=$((r + 1))
     done
-    for proxy in larder nginx varnish; do
+    for proxy in $proxies; do
         rps=$(awk '{print $1}' "$WORK/$proxy.runs" | median)
         p99=$(awk '{print $2}' "$WORK/$proxy.runs" | median)
         cpu=$(awk '{print $3}' "$WORK/$proxy.runs" | median)
