@@ -263,15 +263,17 @@ public enum DiskFormat {
             return bytes[i..<(i + n)]
         }
         mutating func u8() throws(Failure) -> UInt8 { try take(1).first! }
-        mutating func u32() throws(Failure) -> UInt32 {
-            var v: UInt32 = 0
-            for (k, b) in try take(4).enumerated() { v |= UInt32(b) << (8 * UInt32(k)) }
-            return v
-        }
-        mutating func u64() throws(Failure) -> UInt64 {
-            var v: UInt64 = 0
-            for (k, b) in try take(8).enumerated() { v |= UInt64(b) << (8 * UInt64(k)) }
-            return v
+        mutating func u32() throws(Failure) -> UInt32 { UInt32(littleEndian: try load(UInt32.self)) }
+        mutating func u64() throws(Failure) -> UInt64 { UInt64(littleEndian: try load(UInt64.self)) }
+
+        /// A fixed-size little-endian word, read in place (this runs for
+        /// every field of every disk hit).
+        private mutating func load<T: FixedWidthInteger>(_: T.Type) throws(Failure) -> T {
+            let n = MemoryLayout<T>.size
+            guard bytes.endIndex - i >= n else { throw .truncated }
+            let offset = i - bytes.startIndex
+            i += n
+            return bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: T.self) }
         }
         mutating func i64() throws(Failure) -> Int64 { Int64(bitPattern: try u64()) }
         mutating func count() throws(Failure) -> Int {

@@ -126,7 +126,6 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
     }
 
     private func responses(_ key: String) -> [CachedResponse] {
-        let hash = Self.keyHash(key)
         var files: [(name: String, size: Int?, verified: Bool)] = []
         let indexed = state.withLock { index -> Bool in
             guard let found = index.entries[key] else { return index.rebuilt }
@@ -139,13 +138,15 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
         }
         if !indexed {
             // Still rebuilding: look at the files themselves.
+            let hash = Self.keyHash(key)
             files = listFiles(subdirectory: Self.subdirectory(hash)).filter { $0.hasPrefix(hash + "-") && $0.hasSuffix(".lrd") }
                 .map { ($0, nil, false) }
         }
         var found: [CachedResponse] = []
         for file in files {
             let name = file.name
-            let path = directory + "/" + Self.subdirectory(hash) + "/" + name
+            // The name starts with the key's hash, whose first byte names the sub-directory.
+            let path = directory + "/" + name.prefix(2) + "/" + name
             guard let size = file.size ?? fileSize(path) else {
                 state.withLock { $0.remove(key: key, name: name) }
                 continue
