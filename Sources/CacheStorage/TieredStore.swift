@@ -133,8 +133,13 @@ public final class TieredStore: @unchecked Sendable {
         // Numbered and applied to every tier under the lock: no store slips
         // in between. Slow work (files) happens after, already unreachable.
         let parts = purges.withLock { log -> [TierPurge] in
-            purgeNumber.store(log.record(scope, soft: soft), ordering: .releasing)
-            return tiers.map { $0.purge(scope, soft: soft) }
+            let number = log.record(scope, soft: soft)
+            let parts = tiers.map { $0.purge(scope, soft: soft) }
+            // Published only once every tier has forgotten the matches: a
+            // lookup that takes this number cannot find them any more, so
+            // what it promotes is not from before the purge.
+            purgeNumber.store(number, ordering: .releasing)
+            return parts
         }
         let failures = parts.flatMap { $0.finish() }
         return (Self.merge(parts.map(\.counts)), failures)
