@@ -24,6 +24,7 @@ let package = Package(
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.1.0"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
     ],
     targets: [
         // C: epoll loop, timers, eventfd wake-ups, signalfd, socket helpers.
@@ -37,7 +38,11 @@ let package = Package(
         .target(name: "EventLoop", dependencies: ["CEventLoop"], swiftSettings: swift5),
         .target(name: "HTTP1", swiftSettings: swift5),
         .target(name: "CacheSemantics", swiftSettings: swift5),
-        .target(name: "CacheStorage", dependencies: ["CacheSemantics", "HTTP1"], swiftSettings: swift5),
+        .target(
+            name: "CacheStorage",
+            dependencies: ["CacheSemantics", "HTTP1", .product(name: "SystemPackage", package: "swift-system")],
+            swiftSettings: swift5
+        ),
         .target(name: "Upstream", dependencies: ["CCurl", "EventLoop", "HTTP1"], swiftSettings: swift5),
         .target(
             name: "Proxy",

@@ -14,11 +14,6 @@ public final class TieredStore: @unchecked Sendable {
         self.tiers = tiers
     }
 
-    /// Memory, then (when there is one) disk.
-    public convenience init(memory: MemoryTier, disk: DiskTier?) {
-        self.init(tiers: disk.map { [memory, $0] } ?? [memory])
-    }
-
     /// The first tier's name and limit (the memory tier's, for statistics).
     public var first: any CacheTier { tiers[0] }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import SystemPackage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -8,56 +9,71 @@ import Glibc
 extension DiskTier {
     // MARK: files
 
-    func listFiles(subdirectory: String) -> [String] {
-        guard let dir = opendir(directory + "/" + subdirectory) else { return [] }
-        defer { closedir(dir) }
-        var names: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names
-    }
+    func listFiles(subdirectory: String) -> [String] { DiskIO.listDirectory(directory + "/" + subdirectory) }
 
     /// A file of known size in one read (no stat); nil when it is shorter.
     /// A file that grew is read up to `size`, which its header then refuses.
     func readFile(_ path: String, size: Int) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes = [UInt8](repeating: 0, count: size)
-        var done = 0
-        while done < size {
-            let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, size - done, off_t(done)) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 {
-                fault("corrupt", "dropping cache file \(path): \(n < 0 ? String(cString: strerror(errno)) : "shorter than indexed")")
-                unlink(path)
-                return nil
-            }
-            done += n
+        guard let fd = try? DiskIO.openForReading(path) else { return nil }
+        defer { DiskIO.close(fd) }
+        do throws(Errno) {
+            if let bytes = try DiskIO.read(fd, count: size, at: 0) { return bytes }
+            fault("corrupt", "dropping cache file \(path): shorter than indexed")
+        } catch {
+            fault("corrupt", "dropping cache file \(path): \(error)")
         }
-        return bytes
+        try? DiskIO.remove(path)
+        return nil
+    }
+
+    /// A file's size, fixed header, raw metadata and record (the body left
+    /// in place); nil when they do not make a record of the file's size.
+    func readHead(_ fd: FileDescriptor) -> (size: Int, header: DiskFormat.FixedHeader, meta: [UInt8], record: DiskRecord)? {
+        guard let size = try? DiskIO.size(fd),
+              let fixed = try? DiskIO.read(fd, count: DiskFormat.fixedHeaderBytes, at: 0) ?? nil,
+              let h = try? DiskFormat.header(fixed[...]),
+              size == DiskFormat.fixedHeaderBytes + h.metaLength + h.bodyLength,
+              let meta = try? DiskIO.read(fd, count: h.metaLength, at: DiskFormat.fixedHeaderBytes) ?? nil,
+              let record = try? DiskFormat.decodeMeta(meta[...], header: h)
+        else { return nil }
+        return (size, h, meta, record)
     }
 
     func writeFile(_ path: String, _ bytes: [UInt8]) -> Bool {
         guard let fd = createTemporary(path) else { return false }
         let written = writeAll(fd, bytes, path: path)
-        close(fd)
-        if !written { unlink(path) }
+        DiskIO.close(fd)
+        if !written { try? DiskIO.remove(path) }
         return written
     }
 
     /// A new temporary file, or nil (logged) when the directory refuses it.
-    func createTemporary(_ path: String) -> Int32? {
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            fault("write", "cannot write to the cache directory (\(String(cString: strerror(errno)))); serving from memory and upstream")
+    func createTemporary(_ path: String) -> FileDescriptor? {
+        do throws(Errno) {
+            return try DiskIO.createExclusive(path)
+        } catch {
+            fault("write", "cannot write to the cache directory (\(error)); serving from memory and upstream")
             return nil
         }
-        return fd
+    }
+
+    /// Writes it all (at `offset`, or where the file stands); false (logged) on failure.
+    func writeAll(_ fd: FileDescriptor, _ bytes: [UInt8], at offset: Int? = nil, path: String) -> Bool {
+        let result = bytes.withUnsafeBytes { raw in Result { () throws(Errno) in try DiskIO.writeAll(fd, raw, at: offset) } }
+        guard case .failure(let error) = result else { return true }
+        fault("write", "cannot write \(path): \(error); serving from memory and upstream")
+        return false
+    }
+
+    /// Creates a sub-directory; false (logged) when it cannot.
+    func makeDirectory(_ path: String) -> Bool {
+        do throws(Errno) {
+            try DiskIO.makeDirectory(path)
+            return true
+        } catch {
+            fault("write", "cannot create \(path): \(error); serving from memory and upstream")
+            return false
+        }
     }
 
     /// Logs a fault, at most once per kind every 10 seconds.

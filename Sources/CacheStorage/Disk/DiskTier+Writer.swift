@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import SystemPackage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -21,8 +22,8 @@ extension DiskTier {
                 streamFinish(id)
             case .streamAbort(let id):
                 if let s = streams.removeValue(forKey: id) {
-                    close(s.fd)
-                    unlink(s.tmpPath)
+                    DiskIO.close(s.fd)
+                    try? DiskIO.remove(s.tmpPath)
                 }
             }
             // Tombstones and purges only matter while older writes are queued.
@@ -38,7 +39,7 @@ extension DiskTier {
 
 
     struct OpenStream {
-        var fd: Int32
+        var fd: FileDescriptor
         var tmpPath: String
         var directory: String
         var name: String
@@ -55,10 +56,7 @@ extension DiskTier {
         let hash = Self.keyHash(record.key)
         let dir = directory + "/" + Self.subdirectory(hash)
         let name = hash + "-" + Self.variantHash(record.varyValues) + ".lrd"
-        if mkdir(dir, 0o700) != 0 && errno != EEXIST {
-            fault("write", "cannot create \(dir): \(String(cString: strerror(errno))); serving from memory and upstream")
-            return
-        }
+        guard makeDirectory(dir) else { return }
         let meta = DiskFormat.encodeMeta(record)
         let tmp = dir + "/.tmp-" + instanceToken + "-" + name + "-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
         guard let fd = createTemporary(tmp) else { return }
@@ -68,8 +66,8 @@ extension DiskTier {
         // The fixed header is written last, once the length and checksum are known.
         let placeholder = [UInt8](repeating: 0, count: DiskFormat.fixedHeaderBytes)
         guard writeAll(fd, placeholder, path: tmp), writeAll(fd, meta, path: tmp) else {
-            close(fd)
-            unlink(tmp)
+            DiskIO.close(fd)
+            try? DiskIO.remove(tmp)
             return
         }
         streams[id] = stream
@@ -78,8 +76,8 @@ extension DiskTier {
     private func streamAppend(_ id: UInt64, _ bytes: [UInt8]) {
         guard var stream = streams[id] else { return }
         guard writeAll(stream.fd, bytes, path: stream.tmpPath) else {
-            close(stream.fd)
-            unlink(stream.tmpPath)
+            DiskIO.close(stream.fd)
+            try? DiskIO.remove(stream.tmpPath)
             streams[id] = nil
             return
         }
@@ -92,12 +90,15 @@ extension DiskTier {
         guard let stream = streams.removeValue(forKey: id) else { return }
         let header = DiskFormat.fixedHeader(metaLength: stream.metaLength, bodyLength: stream.bodyLength,
                                             checksum: stream.checksum.value)
-        let written = header.withUnsafeBytes { pwrite(stream.fd, $0.baseAddress, $0.count, 0) }
-        close(stream.fd)
+        let written = writeAll(stream.fd, header, at: 0, path: stream.tmpPath)
+        DiskIO.close(stream.fd)
         let final = stream.directory + "/" + stream.name
-        guard written == header.count, rename(stream.tmpPath, final) == 0 else {
-            fault("write", "cannot seal \(stream.tmpPath): \(String(cString: strerror(errno)))")
-            unlink(stream.tmpPath)
+        do throws(Errno) {
+            guard written else { throw .ioError }
+            try DiskIO.rename(stream.tmpPath, to: final)
+        } catch {
+            fault("write", "cannot seal \(stream.tmpPath): \(error)")
+            try? DiskIO.remove(stream.tmpPath)
             return
         }
         // Summed as it was written: no need to verify it on first use.
@@ -124,39 +125,26 @@ extension DiskTier {
 
     /// Sets a file's stale flag (a soft purge): one 4-byte write in place.
     func markStale(_ path: String) -> String? {
-        let fd = open(path, O_WRONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            if errno == ENOENT { return nil }
-            let failure = "cannot mark \(path) stale: \(String(cString: strerror(errno)))"
+        do throws(Errno) {
+            let fd = try DiskIO.openForWriting(path)
+            defer { DiskIO.close(fd) }
+            let flags = DiskFormat.staleFlag.littleEndian
+            let result = withUnsafeBytes(of: flags) { raw in
+                Result { () throws(Errno) in try DiskIO.writeAll(fd, raw, at: DiskFormat.flagsOffset) }
+            }
+            try result.get()
+            return nil
+        } catch .noSuchFileOrDirectory {
+            return nil  // deleted meanwhile: nothing left to serve
+        } catch {
+            let failure = "cannot mark \(path) stale: \(error)"
             fault("purge", failure)
             return failure
         }
-        defer { close(fd) }
-        var flags = DiskFormat.staleFlag.littleEndian
-        if pwrite(fd, &flags, 4, off_t(DiskFormat.flagsOffset)) != 4 {
-            let failure = "cannot mark \(path) stale: \(String(cString: strerror(errno)))"
-            fault("purge", failure)
-            return failure
-        }
-        return nil
     }
 
     func deleteFiles(_ files: [(key: String, name: String)]) {
-        for (key, name) in files { unlink(directory + "/" + Self.subdirectory(Self.keyHash(key)) + "/" + name) }
-    }
-
-    func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) -> Bool {
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 {
-                fault("write", "cannot write \(path): \(String(cString: strerror(errno))); serving from memory and upstream")
-                return false
-            }
-            done += n
-        }
-        return true
+        for (key, name) in files { try? DiskIO.remove(directory + "/" + Self.subdirectory(Self.keyHash(key)) + "/" + name) }
     }
 
     private func write(_ record: DiskRecord, seq: UInt64) {
@@ -170,16 +158,15 @@ extension DiskTier {
         let sub = Self.subdirectory(hash)
         let name = hash + "-" + Self.variantHash(record.varyValues) + ".lrd"
         let dir = directory + "/" + sub
-        if mkdir(dir, 0o700) != 0 && errno != EEXIST {
-            fault("write", "cannot create \(dir): \(String(cString: strerror(errno))); serving from memory and upstream")
-            return
-        }
+        guard makeDirectory(dir) else { return }
         let bytes = DiskFormat.encode(record)
         let tmp = dir + "/.tmp-" + instanceToken + "-" + name + "-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
         guard writeFile(tmp, bytes) else { return }
-        guard rename(tmp, dir + "/" + name) == 0 else {
-            fault("write", "cannot rename \(tmp): \(String(cString: strerror(errno)))")
-            unlink(tmp)
+        do throws(Errno) {
+            try DiskIO.rename(tmp, to: dir + "/" + name)
+        } catch {
+            fault("write", "cannot rename \(tmp): \(error)")
+            try? DiskIO.remove(tmp)
             return
         }
         indexSealed(key: record.key, name: name, fileBytes: bytes.count, storedAt: record.storedAt, tags: record.tags, seq: seq,

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import SystemPackage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -41,7 +42,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
     }
     let state: Locked<DiskIndex>
     let queue = WriteQueue()
-    private let lockFD: Int32
+    private let lockFD: FileDescriptor
     let log: @Sendable (String) -> Void
     /// Streams being written; touched only on the writer thread.
     var streams: [UInt64: OpenStream] = [:]
@@ -74,21 +75,26 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
         self.lifetimeSeconds = lifetimeSeconds
         self.log = log
         state = Locked(DiskIndex())
-        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
-            throw .unusable("cannot create cache directory \(directory): \(String(cString: strerror(errno)))")
+        do throws(Errno) {
+            try DiskIO.makeDirectory(directory)
+        } catch {
+            throw .unusable("cannot create cache directory \(directory): \(error)")
         }
-        let fd = open(directory + "/lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            throw .unusable("cannot open \(directory)/lock: \(String(cString: strerror(errno)))")
+        let fd: FileDescriptor
+        do throws(Errno) {
+            fd = try DiskIO.openLockFile(directory + "/lock")
+        } catch {
+            throw .unusable("cannot open \(directory)/lock: \(error)")
         }
-        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            let e = errno
-            close(fd)
-            if e == EWOULDBLOCK {
+        do throws(Errno) {
+            try DiskIO.lockExclusively(fd)
+        } catch {
+            DiskIO.close(fd)
+            if error == .wouldBlock {
                 throw .inUse("cache directory \(directory) is in use by another running larder (it holds \(directory)/lock); "
                              + "give each instance its own --cache-dir")
             }
-            throw .unusable("cannot lock \(directory)/lock: \(String(cString: strerror(e)))")
+            throw .unusable("cannot lock \(directory)/lock: \(error)")
         }
         lockFD = fd
         let writer = Thread { [self] in self.writeLoop() }
@@ -163,7 +169,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
                 let (record, entry) = try DiskFormat.decodeResponse(bytes, verify: !file.verified)
                 guard record.key == key else { continue }  // a hash collision: another key's file
                 if let lifetime = lifetime(for: key), Int64(time(nil)) - record.storedAt > Int64(lifetime) {
-                    unlink(path)  // past disk_ttl
+                    try? DiskIO.remove(path)  // past disk_ttl
                     state.withLock { $0.remove(key: key, name: name) }
                     continue
                 }
@@ -179,7 +185,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
                 found.append(entry)
             } catch {
                 fault("corrupt", "dropping unreadable cache file \(path): \(error)")
-                unlink(path)
+                try? DiskIO.remove(path)
                 state.withLock { $0.remove(key: key, name: name) }
             }
         }
@@ -193,31 +199,22 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
     /// A large file: header and metadata read, the body left in place. Its
     /// checksum is verified (streaming) the first time it is used after start.
     private func openLarge(_ path: String, key: String, name: String, indexed: Bool) -> DiskRecord? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
+        guard let fd = try? DiskIO.openForReading(path) else {
             state.withLock { $0.remove(key: key, name: name) }
             return nil
         }
-        defer { close(fd) }
+        defer { DiskIO.close(fd) }
         func drop(_ why: String) -> DiskRecord? {
             fault("corrupt", "dropping unreadable cache file \(path): \(why)")
-            unlink(path)
+            try? DiskIO.remove(path)
             state.withLock { $0.remove(key: key, name: name) }
             return nil
         }
-        var st = stat()
-        var fixed = [UInt8](repeating: 0, count: DiskFormat.fixedHeaderBytes)
-        guard fstat(fd, &st) == 0, pread(fd, &fixed, fixed.count, 0) == fixed.count,
-              let h = try? DiskFormat.header(fixed[...]),
-              Int(st.st_size) == DiskFormat.fixedHeaderBytes + h.metaLength + h.bodyLength
-        else { return drop("bad header") }
-        var meta = [UInt8](repeating: 0, count: h.metaLength)
-        guard pread(fd, &meta, meta.count, off_t(DiskFormat.fixedHeaderBytes)) == meta.count,
-              var record = try? DiskFormat.decodeMeta(meta[...], header: h)
-        else { return drop("bad metadata") }
+        guard let (size, h, meta, found) = readHead(fd) else { return drop("bad header or metadata") }
+        var record = found
         guard record.key == key else { return nil }  // a hash collision
         if let lifetime = lifetime(for: key), Int64(time(nil)) - record.storedAt > Int64(lifetime) {
-            unlink(path)
+            try? DiskIO.remove(path)
             state.withLock { $0.remove(key: key, name: name) }
             return nil
         }
@@ -225,19 +222,13 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
         if !verified {
             var sum = Checksum()
             sum.add(meta)
-            var chunk = [UInt8](repeating: 0, count: 1 << 20)
-            var offset = DiskFormat.fixedHeaderBytes + h.metaLength
-            while offset < Int(st.st_size) {
-                let n = chunk.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(offset)) }
-                if n <= 0 { return drop("short read") }
-                chunk.withUnsafeBytes { sum.add(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
-                offset += n
-            }
+            let start = DiskFormat.fixedHeaderBytes + h.metaLength
+            guard (try? DiskIO.forEachPiece(fd, from: start, length: h.bodyLength, chunk: 1 << 20, { sum.add($0) })) == true
+            else { return drop("short read") }
             guard sum.value == h.checksum else { return drop("checksum mismatch") }
             state.withLock { index in
                 if !indexed {
-                    index.insertIfAbsent(key: key, name: name, bytes: Self.charged(Int(st.st_size)), storedAt: record.storedAt,
-                                         tags: record.tags)
+                    index.insertIfAbsent(key: key, name: name, bytes: Self.charged(size), storedAt: record.storedAt, tags: record.tags)
                 }
                 index.entries[key]?[name]?.verified = true
             }
@@ -246,10 +237,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
         return record
     }
 
-    private func fileSize(_ path: String) -> Int? {
-        var st = stat()
-        return stat(path, &st) == 0 ? Int(st.st_size) : nil
-    }
+    private func fileSize(_ path: String) -> Int? { DiskIO.size(atPath: path) }
 
     // MARK: writing
 
@@ -349,7 +337,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
             for name in names { index.remove(key: key, name: name) }
             return names
         }
-        for name in names { unlink(directory + "/" + Self.subdirectory(hash) + "/" + name) }
+        for name in names { try? DiskIO.remove(directory + "/" + Self.subdirectory(hash) + "/" + name) }
         return names.count
     }
 
@@ -404,11 +392,15 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
     private let undeleted = Locked<Set<String>>([])
 
     private func delete(_ path: String) -> String? {
-        guard unlink(path) != 0 && errno != ENOENT else { return nil }
-        let failure = "cannot delete \(path): \(String(cString: strerror(errno)))"
-        fault("purge", failure)
-        _ = undeleted.withLock { $0.insert(path) }
-        return failure
+        do throws(Errno) {
+            try DiskIO.remove(path)
+            return nil
+        } catch {
+            let failure = "cannot delete \(path): \(error)"
+            fault("purge", failure)
+            _ = undeleted.withLock { $0.insert(path) }
+            return failure
+        }
     }
 
     /// Deletes what earlier purges could not; returns what still fails.
@@ -453,4 +445,11 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
         }
     }
 
+}
+
+extension TieredStore {
+    /// Memory, then (when there is one) disk.
+    public convenience init(memory: MemoryTier, disk: DiskTier?) {
+        self.init(tiers: disk.map { [memory, $0] } ?? [memory])
+    }
 }

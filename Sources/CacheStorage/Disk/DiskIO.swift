@@ -1,0 +1,137 @@
+import SystemPackage
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The disk tier's file I/O, in one typed layer: descriptors are
+/// swift-system's `FileDescriptor` (reads and writes retried on EINTR,
+/// failures thrown as `Errno`); the file-system calls swift-system 1.x lacks
+/// (unlink, rename, mkdir, flock, stat, directory listing) are here with the
+/// same shape. Nothing else in `Disk/` calls the C library for files.
+enum DiskIO {
+    static func openForReading(_ path: String) throws(Errno) -> FileDescriptor {
+        try typed { try FileDescriptor.open(FilePath(path), .readOnly, options: .closeOnExec) }
+    }
+
+    static func openForWriting(_ path: String) throws(Errno) -> FileDescriptor {
+        try typed { try FileDescriptor.open(FilePath(path), .writeOnly, options: .closeOnExec) }
+    }
+
+    /// The directory's lock file, created when missing.
+    static func openLockFile(_ path: String) throws(Errno) -> FileDescriptor {
+        try typed {
+            try FileDescriptor.open(FilePath(path), .readWrite, options: [.create, .closeOnExec], permissions: [.ownerRead, .ownerWrite])
+        }
+    }
+
+    /// A new file only this process writes (a temporary file, renamed later).
+    static func createExclusive(_ path: String) throws(Errno) -> FileDescriptor {
+        try typed {
+            try FileDescriptor.open(FilePath(path), .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec],
+                                    permissions: [.ownerRead, .ownerWrite])
+        }
+    }
+
+    /// `count` bytes from `offset`; nil when the file ends before them.
+    static func read(_ fd: FileDescriptor, count: Int, at offset: Int) throws(Errno) -> [UInt8]? {
+        var short = false
+        let bytes = try typed {
+            try [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+                initialized = 0
+                while initialized < count {
+                    let n = try fd.read(fromAbsoluteOffset: Int64(offset + initialized),
+                                        into: UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[initialized...]))
+                    if n == 0 {
+                        short = true
+                        return
+                    }
+                    initialized += n
+                }
+            }
+        }
+        return short ? nil : bytes
+    }
+
+    /// Reads `offset..<offset+length` in pieces of at most `chunk` bytes.
+    static func forEachPiece(_ fd: FileDescriptor, from offset: Int, length: Int, chunk: Int,
+                             _ body: (UnsafeRawBufferPointer) -> Void) throws(Errno) -> Bool {
+        var buffer = [UInt8](repeating: 0, count: min(chunk, max(length, 1)))
+        var done = 0
+        while done < length {
+            let want = min(buffer.count, length - done)
+            let n = try typed {
+                try buffer.withUnsafeMutableBytes {
+                    try fd.read(fromAbsoluteOffset: Int64(offset + done), into: UnsafeMutableRawBufferPointer(rebasing: $0[..<want]))
+                }
+            }
+            if n == 0 { return false }
+            buffer.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[..<n])) }
+            done += n
+        }
+        return true
+    }
+
+    static func writeAll(_ fd: FileDescriptor, _ bytes: UnsafeRawBufferPointer, at offset: Int? = nil) throws(Errno) {
+        try typed {
+            if let offset { _ = try fd.writeAll(toAbsoluteOffset: Int64(offset), bytes) } else { _ = try fd.writeAll(bytes) }
+        }
+    }
+
+    static func close(_ fd: FileDescriptor) { try? fd.close() }
+
+    static func size(_ fd: FileDescriptor) throws(Errno) -> Int {
+        var st = stat()
+        guard fstat(fd.rawValue, &st) == 0 else { throw Errno(rawValue: errno) }
+        return Int(st.st_size)
+    }
+
+    static func size(atPath path: String) -> Int? {
+        var st = stat()
+        return stat(path, &st) == 0 ? Int(st.st_size) : nil
+    }
+
+    /// Deletes a file; one already gone is not an error.
+    static func remove(_ path: String) throws(Errno) {
+        guard unlink(path) != 0, errno != ENOENT else { return }
+        throw Errno(rawValue: errno)
+    }
+
+    static func rename(_ from: String, to: String) throws(Errno) {
+        guard Glibc.rename(from, to) == 0 else { throw Errno(rawValue: errno) }
+    }
+
+    /// Creates a directory (owner only); one that exists is not an error.
+    static func makeDirectory(_ path: String) throws(Errno) {
+        guard mkdir(path, 0o700) != 0, errno != EEXIST else { return }
+        throw Errno(rawValue: errno)
+    }
+
+    /// Takes the file's exclusive lock without waiting (`.wouldBlock` when held).
+    static func lockExclusively(_ fd: FileDescriptor) throws(Errno) {
+        guard flock(fd.rawValue, LOCK_EX | LOCK_NB) == 0 else { throw Errno(rawValue: errno) }
+    }
+
+    static func listDirectory(_ path: String) -> [String] {
+        guard let dir = opendir(path) else { return [] }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// swift-system throws untyped; everything it throws is an `Errno`.
+    private static func typed<T>(_ body: () throws -> T) throws(Errno) -> T {
+        do {
+            return try body()
+        } catch let error as Errno {
+            throw error
+        } catch {
+            throw Errno.ioError
+        }
+    }
+}
