@@ -9,8 +9,9 @@ import Glibc
 /// (unlink, rename, mkdir, flock, stat, directory listing) are here with the
 /// same shape. Nothing else in `Disk/` calls the C library for files.
 enum DiskIO {
+    /// (On every disk hit: the C-string overload, so no `FilePath` is built.)
     static func openForReading(_ path: String) throws(Errno) -> FileDescriptor {
-        try typed { try FileDescriptor.open(FilePath(path), .readOnly, options: .closeOnExec) }
+        try typed { try path.withCString { try FileDescriptor.open($0, .readOnly, options: .closeOnExec) } }
     }
 
     static func openForWriting(_ path: String) throws(Errno) -> FileDescriptor {
