@@ -12,7 +12,24 @@ public final class MemoryTier: CacheTier {
     /// Shards by key hash, each a SIEVE index behind its own lock: workers
     /// hitting different keys do not wait for each other, and a hit only
     /// sets a bit under its shard's lock (no list splice).
-    private let shards: [Locked<SieveIndex>]
+    private let shards: [Shard]
+
+    /// A shard: its index behind its own lock, and a version bumped (under
+    /// that lock) by every change a lookup could see; hits do not bump it.
+    final class Shard: Sendable {
+        let index: Locked<SieveIndex>
+        let version = Atomic<UInt64>(0)
+        init(limitBytes: Int) { index = Locked(SieveIndex(limitBytes: limitBytes)) }
+
+        /// Runs a change under the lock and bumps the version.
+        @inline(__always)
+        func change<T>(_ body: (inout SieveIndex) -> T) -> T {
+            index.withLock { index in
+                defer { version.add(1, ordering: .releasing) }
+                return body(&index)
+            }
+        }
+    }
     private let shardShift: Int
     public let name = "memory"
     public let limitBytes: Int
@@ -36,12 +53,12 @@ public final class MemoryTier: CacheTier {
         var count = 1
         while count < 16 && limitBytes / (count * 2) >= self.maxObjectBytes + (64 << 10) { count *= 2 }
         shardShift = Int.bitWidth - count.trailingZeroBitCount
-        shards = (0..<count).map { _ in Locked(SieveIndex(limitBytes: limitBytes / count)) }
+        shards = (0..<count).map { _ in Shard(limitBytes: limitBytes / count) }
     }
 
     /// The shard of a key's hash (its high bits; the table uses the low ones).
     @inline(__always)
-    private func shard(_ hash: Int) -> Locked<SieveIndex> {
+    private func shard(_ hash: Int) -> Shard {
         shards.count == 1 ? shards[0] : shards[Int(UInt(bitPattern: hash) >> UInt(shardShift))]
     }
 
@@ -55,9 +72,21 @@ public final class MemoryTier: CacheTier {
     /// The stored variants for `key` (one per distinct set of values of the
     /// request fields its Vary names), marked visited. Past its memory
     /// lifetime a key is dropped (a slower tier may still hold it).
-    public func lookup(_ key: String) -> Variants {
+    public func lookup(_ key: String) -> Variants { lookup(key, local: nil) }
+
+    /// The same, first from (and then into) a worker's `LocalHits`: a key
+    /// hit there takes no lock while its shard is unchanged.
+    public func lookup(_ key: String, local: LocalHits?) -> Variants {
         let hash = KeyTable.hash(key)
-        let found = shard(hash).withLock { $0.get(key, hash: hash) }
+        let shard = shard(hash)
+        var found: Variants
+        if let local, let copied = local.find(key, hash: hash, version: shard.version.load(ordering: .acquiring)) {
+            found = copied
+        } else {
+            let version: UInt64
+            (found, version) = shard.index.withLock { ($0.get(key, hash: hash), shard.version.load(ordering: .relaxed)) }
+            if let local, !found.isEmpty { local.keep(found, hash: hash, version: version) }
+        }
         guard !found.isEmpty else { return found }
         let override = hasRules.load(ordering: .acquiring) ? rules.withLock({ $0 })?.memoryLifetime(key) : nil
         guard let lifetime = override ?? lifetimeSeconds else { return found }
@@ -76,12 +105,12 @@ public final class MemoryTier: CacheTier {
     public func insert(_ entry: CachedResponse, promoted: Bool = false) -> Bool {
         // A body in a file costs memory only for its head (hits sendfile it).
         guard entry.body.count <= maxObjectBytes else { return false }
-        return shard(KeyTable.hash(entry.keyBytes)).withLock { $0.put(entry, promoted: promoted) }
+        return shard(KeyTable.hash(entry.keyBytes)).change { $0.put(entry, promoted: promoted) }
     }
 
     @discardableResult
     public func remove(_ key: String) -> Int {
-        shard(KeyTable.hash(key)).withLock { $0.remove(key) }
+        shard(KeyTable.hash(key)).change { $0.remove(key) }
     }
 
     /// Removes (or, `soft`, marks stale) what `scope` matches; the number of
@@ -105,13 +134,17 @@ public final class MemoryTier: CacheTier {
         eachShard { $0.removeVariants { $0.timing.responseTime < cutoff } }.reduce(into: [:]) { $0.merge($1) { a, _ in a } }
     }
 
-    private func eachShard<T>(_ body: (inout SieveIndex) -> T) -> [T] { shards.map { $0.withLock(body) } }
+    /// Visits every shard as a change (purges, clears, prunes).
+    private func eachShard<T>(_ body: (inout SieveIndex) -> T) -> [T] { shards.map { $0.change(body) } }
+
+    /// Reads every shard (statistics): no version bump.
+    private func readEachShard<T>(_ body: (inout SieveIndex) -> T) -> [T] { shards.map { $0.index.withLock(body) } }
 
     /// Tag-to-key links held (for tests: evicted entries leave none behind).
-    var tagIndexSize: Int { eachShard { $0.tagLinks }.reduce(0, +) }
+    var tagIndexSize: Int { readEachShard { $0.tagLinks }.reduce(0, +) }
 
     public var stats: TierStats {
-        let each = eachShard { ($0.objectCount, $0.bytes, $0.evictions) }
+        let each = readEachShard { ($0.objectCount, $0.bytes, $0.evictions) }
         return TierStats(name: name, objects: each.reduce(0) { $0 + $1.0 }, bytes: each.reduce(0) { $0 + $1.1 },
                          limitBytes: limitBytes, evictions: each.reduce(0) { $0 + $1.2 })
     }

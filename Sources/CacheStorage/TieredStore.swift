@@ -9,9 +9,14 @@ import Synchronization
 public final class TieredStore: @unchecked Sendable {
     public let tiers: [any CacheTier]
 
+    /// The first tier when it is the memory tier: its hits can come from a
+    /// worker's `LocalHits` without a lock.
+    private let memory: MemoryTier?
+
     public init(tiers: [any CacheTier]) {
         precondition(!tiers.isEmpty, "a store needs at least one tier")
         self.tiers = tiers
+        memory = tiers[0] as? MemoryTier
     }
 
     /// The first tier's name and limit (the memory tier's, for statistics).
@@ -26,8 +31,9 @@ public final class TieredStore: @unchecked Sendable {
         for tier in tiers { tier.setLifetimeRules(lifetimes) }
     }
 
-    public func lookup(_ key: String) -> Variants {
-        let found = tiers[0].lookup(key)
+    /// `local`: the calling worker's copies of its recent memory hits.
+    public func lookup(_ key: String, local: LocalHits? = nil) -> Variants {
+        let found = memory?.lookup(key, local: local) ?? tiers[0].lookup(key)
         guard found.isEmpty, tiers.count > 1 else { return found }
         return lookupSlower(key)
     }

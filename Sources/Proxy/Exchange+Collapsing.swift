@@ -87,7 +87,7 @@ extension Exchange {
         let requestCC = CacheControl(request.combinedHeader("cache-control"))
         let facts = RequestFacts(cacheControl: requestCC, pragmaNoCache: false) { [request] in request.combinedHeader($0) }
         let now = EventLoop.wallSeconds()
-        variants = worker.store.lookup(key)
+        variants = worker.store.lookup(key, local: worker.localHits)
         if case .fresh(let index, let age, _) = Lookup.decide(facts, variants, now: now, shared: shared),
            serveStored(variants[index], age: age, now: now,
                        cacheStatus: Array("Cache-Status: \(CacheStatus.forward(forwardReason, stored: false)); collapsed\r\n".utf8)) {

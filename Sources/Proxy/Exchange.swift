@@ -139,7 +139,7 @@ final class Exchange: UpstreamTransferDelegate {
             RequestHead.combined($0, in: headers)
         }
         let now = EventLoop.wallSeconds()
-        variants = worker.store.lookup(key)
+        variants = worker.store.lookup(key, local: worker.localHits)
         var candidate: CachedResponse?
         let outcome = Lookup.decide(facts, variants, now: now, shared: shared)
         switch policy.action(for: outcome) {

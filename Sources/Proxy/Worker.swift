@@ -16,6 +16,8 @@ public final class Worker: IOHandler {
     /// Read on the loop's thread only; `reconfigure` replaces it there.
     public private(set) var configuration: ProxyConfiguration
     let store: TieredStore
+    /// This worker's copies of its recent memory hits (no lock for a hot key).
+    let localHits = LocalHits()
     let collapser: Collapser
     let stats: ProxyStats
     /// This worker's own counters (only its thread writes them).

@@ -227,3 +227,51 @@ final class ByteAccumulatorTests: XCTestCase {
         XCTAssertEqual(Array(Bytes([]).buffer), [])
     }
 }
+
+final class LocalHitsTests: XCTestCase {
+    private func entry(_ key: String, lifetime: Int = 60, bytes: Int = 100) -> CachedResponse {
+        [UInt8](repeating: 0x61, count: bytes).withUnsafeBytes { CachedResponse.make(head: testHead(key, lifetime: lifetime), body: $0) }
+    }
+
+    func testACopyIsUsedOnlyWhileItsShardIsUnchanged() {
+        let tier = MemoryTier(limitBytes: 1 << 20)
+        let local = LocalHits()
+        tier.insert(entry("/a", bytes: 10))
+        XCTAssertEqual(tier.lookup("/a", local: local).first?.bodyLength, 10)
+        XCTAssertEqual(tier.lookup("/a", local: local).first?.bodyLength, 10, "from the copy")
+        tier.insert(entry("/a", bytes: 20))
+        XCTAssertEqual(tier.lookup("/a", local: local).first?.bodyLength, 20, "a newer response replaces the copy")
+        XCTAssertEqual(tier.purge(.key("/a"), soft: true).counts, ["/a": 1])
+        XCTAssertEqual(tier.lookup("/a", local: local).first?.lifetime, 0, "a soft purge is seen at once")
+        tier.remove("/a")
+        XCTAssertTrue(tier.lookup("/a", local: local).isEmpty, "a removal too")
+        tier.insert(entry("/b"))
+        _ = tier.lookup("/b", local: local)
+        XCTAssertEqual(tier.removeAll(), 1)
+        XCTAssertTrue(tier.lookup("/b", local: local).isEmpty, "and a clear")
+    }
+
+    func testAKeyHitOnlyThroughCopiesIsStillSparedByTheHand() {
+        // The hand clears visited bits while storing, which changes the
+        // shard: the next hit goes through the shard and sets the bit again.
+        let tier = MemoryTier(limitBytes: entry("/a").costBytes * 2)
+        let local = LocalHits()
+        tier.insert(entry("/a"))
+        tier.insert(entry("/b"))
+        for round in 0..<5 {
+            for _ in 0..<3 { XCTAssertFalse(tier.lookup("/a", local: local).isEmpty) }
+            tier.insert(entry("/\(round)"))  // a key as long as the others: one eviction
+            XCTAssertFalse(tier.lookup("/a", local: nil).isEmpty, "round \(round): the hot key stays")
+        }
+    }
+
+    func testTwoKeysInOneSlotDoNotMix() {
+        let tier = MemoryTier(limitBytes: 16 << 20)
+        let local = LocalHits()
+        let keys = (0..<2000).map { "/k/\($0)" }
+        for key in keys { tier.insert(entry(key)) }
+        for _ in 0..<2 {
+            for key in keys { XCTAssertEqual(tier.lookup(key, local: local).first?.key, key) }
+        }
+    }
+}

@@ -101,6 +101,10 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
         writer.name = "larder-disk-writer"
         writer.start()
         let rebuild = Thread { [self] in
+            // Background work: at start the workers (opening listeners,
+            // answering the first requests) come first on a busy machine.
+            // (On Linux the nice value is per thread; 0 is the calling one.)
+            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
             self.rebuildIndex()
             self.sweepLoop()
         }
