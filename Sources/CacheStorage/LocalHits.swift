@@ -11,6 +11,10 @@ import Glibc
 /// SIEVE stays right: its hand clears visited bits only while storing (a
 /// change), so the first hit after that goes through the shard again and
 /// sets the bit of a key still in use.
+///
+/// A copy keeps its entry alive after the tier let go of it, so only small
+/// entries are copied (at most `largestCopied` bytes each) into at most
+/// `slotCount` slots: at most 2 MiB per worker beyond `memory_limit`.
 public final class LocalHits {
     struct Slot {
         var hash = 0
@@ -18,7 +22,8 @@ public final class LocalHits {
         var version: UInt64 = 0
     }
 
-    static let slotCount = 256
+    static let slotCount = 128
+    static let largestCopied = 16 << 10
     private var slots = [Slot](repeating: Slot(), count: LocalHits.slotCount)
 
     public init() {}
@@ -33,8 +38,12 @@ public final class LocalHits {
     }
 
     func keep(_ variants: Variants, hash: Int, version: UInt64) {
+        guard variants.allSatisfy({ $0.costBytes <= Self.largestCopied }) else { return }
         slots[hash & (Self.slotCount - 1)] = Slot(hash: hash, variants: variants, version: version)
     }
+
+    /// Slots holding a copy (tests).
+    var copies: Int { slots.reduce(0) { $0 + ($1.variants.isEmpty ? 0 : 1) } }
 
     /// Drops every copy (tests; a worker never needs to).
     public func removeAll() {

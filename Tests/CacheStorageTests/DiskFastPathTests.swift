@@ -47,6 +47,19 @@ final class DiskFastPathTests: XCTestCase {
         XCTAssertEqual(tier.stats.objects, 0)
     }
 
+    func testAFileReplacedSinceTheIndexWasReadIsServedNotDropped() throws {
+        // A newer write of the same response renames a file of another size
+        // into place between a lookup's index read and its file read.
+        let tier = try openTier()
+        tier.store(record("/swap", bytes: 1000))
+        tier.flush(timeoutSeconds: 10)
+        XCTAssertEqual(tier.lookup("/swap").first?.bodyLength, 1000)
+        let file = try path(of: "/swap")
+        try Data(DiskFormat.encode(record("/swap", bytes: 2000))).write(to: URL(fileURLWithPath: file))
+        XCTAssertEqual(tier.lookup("/swap").first?.bodyLength, 2000, "the file as it is now")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: file), "not taken for a corrupt one")
+    }
+
     func testAFlippedByteIsCaughtOnTheFirstHitAfterAStart() throws {
         do {
             let tier = try openTier()

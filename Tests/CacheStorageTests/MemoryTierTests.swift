@@ -265,6 +265,17 @@ final class LocalHitsTests: XCTestCase {
         }
     }
 
+    func testOnlySmallEntriesAreCopied() {
+        // A copy keeps its entry alive past eviction: large ones never are.
+        let tier = MemoryTier(limitBytes: 1 << 20)
+        let local = LocalHits()
+        tier.insert(entry("/small", bytes: 100))
+        tier.insert(entry("/large", bytes: 32 << 10))
+        XCTAssertFalse(tier.lookup("/small", local: local).isEmpty)
+        XCTAssertFalse(tier.lookup("/large", local: local).isEmpty)
+        XCTAssertEqual(local.copies, 1)
+    }
+
     func testTwoKeysInOneSlotDoNotMix() {
         let tier = MemoryTier(limitBytes: 16 << 20)
         let local = LocalHits()

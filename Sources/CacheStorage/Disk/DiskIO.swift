@@ -53,6 +53,24 @@ enum DiskIO {
         return short ? nil : bytes
     }
 
+    /// Up to `count` bytes from `offset` (fewer where the file ends: a
+    /// regular file reads short only at its end, so a short read ends it
+    /// without asking again).
+    static func read(_ fd: FileDescriptor, upTo count: Int, at offset: Int) throws(Errno) -> [UInt8] {
+        try typed {
+            try [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+                initialized = 0
+                while initialized < count {
+                    let wanted = count - initialized
+                    let n = try fd.read(fromAbsoluteOffset: Int64(offset + initialized),
+                                        into: UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[initialized...]))
+                    initialized += n
+                    if n < wanted { return }
+                }
+            }
+        }
+    }
+
     /// Reads `offset..<offset+length` in pieces of at most `chunk` bytes.
     static func forEachPiece(_ fd: FileDescriptor, from offset: Int, length: Int, chunk: Int,
                              _ body: (UnsafeRawBufferPointer) -> Void) throws(Errno) -> Bool {

@@ -11,14 +11,21 @@ extension DiskTier {
 
     func listFiles(subdirectory: String) -> [String] { DiskIO.listDirectory(directory + "/" + subdirectory) }
 
-    /// A file of known size in one read (no stat); nil when it is shorter.
-    /// A file that grew is read up to `size`, which its header then refuses.
+    /// A file of known size in one read (no stat). One more byte is asked
+    /// for: a file of another size (replaced by a newer write since the
+    /// index was read) is then read again whole, by its real size. nil when
+    /// it cannot be read (a file that vanished, or an I/O error: dropped).
     func readFile(_ path: String, size: Int) -> [UInt8]? {
         guard let fd = try? DiskIO.openForReading(path) else { return nil }
         defer { DiskIO.close(fd) }
         do throws(Errno) {
-            if let bytes = try DiskIO.read(fd, count: size, at: 0) { return bytes }
-            fault("corrupt", "dropping cache file \(path): shorter than indexed")
+            var bytes = try DiskIO.read(fd, upTo: size + 1, at: 0)
+            if bytes.count != size {
+                let real = try DiskIO.size(fd)
+                guard real <= Self.inlineReadLimit else { return nil }  // a large file now: the next lookup opens it so
+                bytes = try DiskIO.read(fd, upTo: real, at: 0)
+            }
+            return bytes
         } catch {
             fault("corrupt", "dropping cache file \(path): \(error)")
         }
