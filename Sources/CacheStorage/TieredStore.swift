@@ -41,11 +41,13 @@ public final class TieredStore: @unchecked Sendable {
     /// The rest of a lookup, past the first tier (kept out of the hit path).
     private func lookupSlower(_ key: String) -> Variants {
         let since = fetchToken
+        let removedSince = removalNumber.load(ordering: .acquiring)
         for level in 1..<tiers.count {
             let found = tiers[level].lookup(key)
             guard !found.isEmpty else { continue }
-            // Promotion loses to a purge that ran while the tier was read.
+            // Promotion loses to a purge or a removal that ran while the tier was read.
             purges.withLock { log in
+                guard !removals.withLock({ $0.removed(key, since: removedSince) }) else { return }
                 for entry in found where log.verdict(key: key, tags: entry.tags, since: since) == .store {
                     for faster in tiers[..<level] { faster.insert(entry, promoted: true) }
                 }
@@ -110,11 +112,28 @@ public final class TieredStore: @unchecked Sendable {
     /// The largest body any tier but the first stores (0: none).
     public var largestStreamedObject: Int { tiers.dropFirst().map(\.maxObjectBytes).max() ?? 0 }
 
+    /// Removals (an unsafe method's invalidation), numbered like purges but
+    /// kept apart (they may come at every POST): only promotions check them.
+    /// Guarded by their own lock, taken inside the purge lock.
+    private let removals = Locked(RecentRemovals())
+    private let removalNumber = Atomic<UInt64>(0)
+
+    /// Removes every variant of `key` from every tier. When something was
+    /// removed, the removal is numbered (under the purge lock) so that a
+    /// promotion of what a lookup read from a slower tier meanwhile loses to
+    /// it, and the faster tiers are cleared once more for a promotion that
+    /// landed before the number did. Nothing stored (most uncacheable
+    /// answers come here): no lock beyond the tiers' own.
     @discardableResult
     public func remove(_ key: String) -> Bool {
         var removed = false
         for tier in tiers where tier.remove(key) > 0 { removed = true }
-        return removed
+        guard removed, tiers.count > 1 else { return removed }
+        purges.withLock { _ in
+            removalNumber.store(removals.withLock { $0.record(key) }, ordering: .releasing)
+            for tier in tiers.dropLast() { tier.remove(key) }
+        }
+        return true
     }
 
     /// Removes (or, `soft`, marks stale) what `scope` matches in every
@@ -163,5 +182,31 @@ public final class TieredStore: @unchecked Sendable {
 
     private static func merge(_ counts: [[String: Int]]) -> Int {
         counts.reduce(into: [String: Int]()) { $0.merge($1, uniquingKeysWith: max) }.values.reduce(0, +)
+    }
+}
+
+/// The last removals, by key hash: enough for the short time a lookup reads
+/// a slower tier. A lookup older than all of them counts as overtaken.
+struct RecentRemovals {
+    private var ring = [(number: UInt64, hash: Int)](repeating: (0, 0), count: 256)
+    private var latest: UInt64 = 0
+
+    mutating func record(_ key: String) -> UInt64 {
+        latest += 1
+        ring[Int(latest % UInt64(ring.count))] = (latest, KeyTable.hash(key))
+        return latest
+    }
+
+    /// Whether `key` may have been removed after removal number `since`.
+    func removed(_ key: String, since: UInt64) -> Bool {
+        guard since < latest else { return false }
+        if latest - since >= UInt64(ring.count) { return true }
+        let hash = KeyTable.hash(key)
+        var n = latest
+        while n > since {
+            if ring[Int(n % UInt64(ring.count))].hash == hash { return true }
+            n -= 1
+        }
+        return false
     }
 }

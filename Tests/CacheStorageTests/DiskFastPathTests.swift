@@ -103,15 +103,18 @@ final class DiskFastPathTests: XCTestCase {
         XCTAssertEqual(left, [], "every file deleted")
     }
 
-    /// A tier whose purge takes a while: it holds the store's purge lock
-    /// open between the memory tier's purge and the disk tier's.
+    /// A tier whose purge and removal take a while: between the memory
+    /// tier's and the disk tier's.
     final class SlowPurgeTier: CacheTier, @unchecked Sendable {
         let name = "slow"
         let limitBytes = 0
         let maxObjectBytes = 0
         func lookup(_ key: String) -> Variants { Variants() }
         func insert(_ entry: CachedResponse, promoted: Bool) -> Bool { false }
-        func remove(_ key: String) -> Int { 0 }
+        func remove(_ key: String) -> Int {
+            usleep(100_000)
+            return 0
+        }
         func purge(_ scope: PurgeScope, soft: Bool) -> TierPurge {
             usleep(100_000)
             return TierPurge(counts: [:])
@@ -136,6 +139,23 @@ final class DiskFastPathTests: XCTestCase {
         stop()
         XCTAssertGreaterThan(hits(), 0)
         XCTAssertEqual(keys.filter { !store.lookup($0).isEmpty }, [], "nothing promoted from before the purge")
+    }
+
+    func testADiskHitReadWhileARemovalIsUnderWayIsNotPromoted() throws {
+        // An unsafe method's invalidation removes a key tier by tier: a
+        // lookup in between reads the disk tier before its turn, and must
+        // not put the response back into memory.
+        let disk = try openTier()
+        let memory = MemoryTier(limitBytes: 64 << 20)
+        let store = TieredStore(tiers: [memory, SlowPurgeTier(), disk])
+        XCTAssertTrue(store.insert(record("/posted").response, fetchedSince: store.fetchToken))
+        store.flush(timeoutSeconds: 10)
+        let (hits, stop) = hammer(store, ["/posted"])
+        XCTAssertTrue(store.remove("/posted"))
+        stop()
+        XCTAssertGreaterThan(hits(), 0)
+        XCTAssertTrue(store.lookup("/posted").isEmpty, "nothing promoted from before the removal")
+        XCTAssertTrue(memory.lookup("/posted").isEmpty)
     }
 
     /// Two threads looking the keys up until `stop`, which waits for them;
