@@ -35,14 +35,23 @@ extension DiskTier {
 
     /// A file's size, fixed header, raw metadata and record (the body left
     /// in place); nil when they do not make a record of the file's size.
+    /// The first 4 KiB come in one read: the metadata nearly always fits,
+    /// so the start-up rebuild costs one read per file, not two.
     func readHead(_ fd: FileDescriptor) -> (size: Int, header: DiskFormat.FixedHeader, meta: [UInt8], record: DiskRecord)? {
+        let fixedBytes = DiskFormat.fixedHeaderBytes
         guard let size = try? DiskIO.size(fd),
-              let fixed = try? DiskIO.read(fd, count: DiskFormat.fixedHeaderBytes, at: 0) ?? nil,
-              let h = try? DiskFormat.header(fixed[...]),
-              size == DiskFormat.fixedHeaderBytes + h.metaLength + h.bodyLength,
-              let meta = try? DiskIO.read(fd, count: h.metaLength, at: DiskFormat.fixedHeaderBytes) ?? nil,
-              let record = try? DiskFormat.decodeMeta(meta[...], header: h)
+              let start = try? DiskIO.read(fd, upTo: min(size, 4096), at: 0),
+              let h = try? DiskFormat.header(start[...]),
+              size == fixedBytes + h.metaLength + h.bodyLength
         else { return nil }
+        let meta: [UInt8]
+        if start.count >= fixedBytes + h.metaLength {
+            meta = Array(start[fixedBytes..<(fixedBytes + h.metaLength)])
+        } else {
+            guard let rest = try? DiskIO.read(fd, count: h.metaLength, at: fixedBytes) ?? nil else { return nil }
+            meta = rest
+        }
+        guard let record = try? DiskFormat.decodeMeta(meta[...], header: h) else { return nil }
         return (size, h, meta, record)
     }
 
