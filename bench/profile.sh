@@ -3,7 +3,10 @@
 # CPU 0, wrk on CPU 1) while `perf record` samples the Larder process, then
 # prints the hottest symbols (self time) and the syscall counts per request.
 #
-#   bench/profile.sh [hot-1k|misses] [seconds]
+#   bench/profile.sh [hot-1k|misses|disk-10k] [seconds]
+#
+# disk-10k: 10,000 keys of 1 KiB requested at random from a Larder whose
+# memory tier is 2 MiB, so nearly every hit is read from the disk tier.
 #
 # Needs perf (linux-perf). Not a test: nothing here asserts a figure.
 WORKLOAD=${1:-misses}
@@ -15,13 +18,21 @@ command -v perf >/dev/null 2>&1 || { echo "perf is needed (apt-get install linux
 mkdir -p "$WORK/www"
 head -c 1024 /dev/urandom > "$WORK/www/1k"
 start_static_origin "location ~ ^/1k/ { add_header Cache-Control \"max-age=3600\"; try_files /1k =404; }"
-LARDER_LAUNCH="taskset -c 0" WORKERS=1 start_larder --memory-limit 2GiB --admin-listen none --log-level error
+if [ "$WORKLOAD" = disk-10k ]; then TIERS="--memory-limit 2MiB --cache-dir $WORK/cache"; else TIERS="--memory-limit 2GiB"; fi
+# shellcheck disable=SC2086
+LARDER_LAUNCH="taskset -c 0" WORKERS=1 start_larder $TIERS --admin-listen none --log-level error
 PIDS="$PIDS $LARDER_PID"
 
 write_misses_script "$WORK/misses.lua"
 case $WORKLOAD in
     misses) target="/"; script="-s $WORK/misses.lua" ;;
     hot-1k) target="/1k/hot"; script=""; curl -s -o /dev/null "http://127.0.0.1:$LARDER_PORT$target" ;;
+    disk-10k)
+        target="/"; script="-s $WORK/random.lua"
+        printf 'local n = 0\nrequest = function() n = n %% 10000 + 1; return wrk.format(nil, "/1k/key-" .. n) end\n' > "$WORK/fill.lua"
+        printf 'request = function() return wrk.format(nil, "/1k/key-" .. math.random(1, 10000)) end\n' > "$WORK/random.lua"
+        # Every key stored (twice round, so all are on disk), then random ones.
+        taskset -c 1 wrk -t1 -c16 -d6s -s "$WORK/fill.lua" "http://127.0.0.1:$LARDER_PORT/" > /dev/null ;;
     *) echo "unknown workload $WORKLOAD" >&2; exit 64 ;;
 esac
 

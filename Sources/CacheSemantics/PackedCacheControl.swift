@@ -73,12 +73,12 @@ public struct PackedCacheControl: Equatable, Sendable {
     /// Directives read back from `words`; nil when there are not six values.
     public init?(flags: UInt16, values: [UInt32]) {
         guard values.count == 6 else { return nil }
+        self.init(flags: flags, values: (values[0], values[1], values[2], values[3], values[4], values[5]))
+    }
+
+    /// The same from the six values in order (no array: a disk hit reads them).
+    public init(flags: UInt16, values: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32)) {
         self.flags = flags
-        maxAge = values[0]
-        sMaxAge = values[1]
-        maxStale = values[2]
-        minFresh = values[3]
-        staleWhileRevalidate = values[4]
-        staleIfError = values[5]
+        (maxAge, sMaxAge, maxStale, minFresh, staleWhileRevalidate, staleIfError) = values
     }
 }

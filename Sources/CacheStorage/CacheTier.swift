@@ -16,6 +16,11 @@ public protocol CacheTier: AnyObject, Sendable {
     /// whether the tier took it.
     @discardableResult
     func insert(_ entry: CachedResponse, promoted: Bool) -> Bool
+    /// Whether this tier would now take `entry` offered by a slower tier
+    /// (admission), asked before the store-wide lock a promotion needs:
+    /// most offers of a working set larger than the tier are declined.
+    /// `insert(_:promoted: true)` decides again.
+    func wouldAdmit(_ entry: CachedResponse) -> Bool
     /// Starts storing a response whose body arrives in pieces (one too
     /// large for the tiers before it); nil when this tier takes no streams
     /// or cannot now.
@@ -43,6 +48,7 @@ public protocol CacheTier: AnyObject, Sendable {
 
 extension CacheTier {
     public func beginStream(_ head: StoredHead, storedAt: Int64) -> (any TierStream)? { nil }
+    public func wouldAdmit(_ entry: CachedResponse) -> Bool { true }
     public func waitUntilReady(timeoutSeconds: Double) {}
     public func flush(timeoutSeconds: Double) {}
     public func setLifetimeRules(_ lifetimes: (any TierLifetimes)?) {}

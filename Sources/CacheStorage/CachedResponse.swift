@@ -96,7 +96,9 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
         }
     }
 
-    private static func make(key: String, status: Int, headPrefix: UnsafeRawBufferPointer, contentLength: Int?,
+    /// The one that builds the block (`contentLength`: the Content-Length
+    /// field to write after the prefix, nil for none).
+    static func make(key: String, status: Int, headPrefix: UnsafeRawBufferPointer, contentLength: Int?,
                              body: UnsafeRawBufferPointer, bodyFile: FileBody?, otherFields: [(name: String, value: String)],
                              timing: ResponseTiming, lifetime: Int, directives: PackedCacheControl,
                              varyNames: [String], varyValues: [String?], tags: [String], hasValidator known: Bool?) -> CachedResponse {

@@ -150,93 +150,6 @@ public enum DiskFormat {
         public var flags: UInt32
     }
 
-    /// The fixed header: meta and body lengths, after checking magic and version.
-    public static func header(_ bytes: ArraySlice<UInt8>) throws(Failure) -> FixedHeader {
-        guard bytes.count >= fixedHeaderBytes else { throw .truncated }
-        var r = Reader(bytes)
-        guard Array(try r.take(4)) == magic else { throw .badMagic }
-        let v = try r.u32()
-        guard v == version else { throw .unsupportedVersion(v) }
-        let metaLength = Int(try r.u32())
-        let flags = try r.u32()
-        let bodyLength = try r.u64()
-        let checksum = try r.u64()
-        guard metaLength <= maxMetaBytes, bodyLength < UInt64(Int.max / 2) else { throw .badLength }
-        return FixedHeader(metaLength: metaLength, bodyLength: Int(bodyLength), checksum: checksum, version: v, flags: flags)
-    }
-
-    /// Decodes a whole file, verifying the checksum.
-    public static func decode(_ bytes: [UInt8]) throws(Failure) -> DiskRecord {
-        let (record, metaEnd) = try decodeHead(bytes, verify: true)
-        var whole = record
-        whole.body = Array(bytes[metaEnd...])
-        return whole
-    }
-
-    /// A whole file straight to the stored response (the body is copied
-    /// once, into the entry). `verify: false` skips the checksum: for a
-    /// file verified once already (a disk hit's fast path).
-    public static func decodeResponse(_ bytes: [UInt8], verify: Bool) throws(Failure) -> (DiskRecord, CachedResponse) {
-        let (record, metaEnd) = try decodeHead(bytes, verify: verify)
-        var head = record.head
-        if record.markedStale { head.lifetime = 0 }
-        let entry = bytes.withUnsafeBytes { CachedResponse.make(head: head, body: UnsafeRawBufferPointer(rebasing: $0[metaEnd...])) }
-        return (record, entry)
-    }
-
-    /// The record without its body, and where the body starts.
-    private static func decodeHead(_ bytes: [UInt8], verify: Bool) throws(Failure) -> (DiskRecord, Int) {
-        let h = try header(bytes[...])
-        guard bytes.count == fixedHeaderBytes + h.metaLength + h.bodyLength else { throw .truncated }
-        let metaEnd = fixedHeaderBytes + h.metaLength
-        if verify {
-            var sum = Checksum()
-            sum.add(bytes[fixedHeaderBytes...])
-            guard sum.value == h.checksum else { throw .checksumMismatch }
-        }
-        return (try decodeMeta(bytes[fixedHeaderBytes..<metaEnd], header: h), metaEnd)
-    }
-
-    /// Decodes only the metadata (no body, no checksum): for rebuilding the
-    /// index. `header` gives the flags (default: none).
-    public static func decodeMeta(_ meta: ArraySlice<UInt8>, header: FixedHeader? = nil) throws(Failure) -> DiskRecord {
-        var r = Reader(meta)
-        let key = try r.string()
-        let status = Int(try r.u32())
-        let requestTime = try r.i64(), responseTime = try r.i64(), date = try r.i64(), age = try r.i64()
-        let storedAt = try r.i64()
-        let lifetime = try r.i64()
-        let hasValidator = try r.u8() != 0
-        let flags = try r.u32()
-        var words: [UInt32] = []
-        for _ in 0..<6 { words.append(try r.u32()) }
-        let prefix = Array(try r.take(Int(try r.u32())))
-        var otherFields: [DiskRecord.HeaderPair] = []
-        for _ in 0..<(try r.count()) { otherFields.append(DiskRecord.HeaderPair(try r.string(), try r.string())) }
-        var varyNames: [String] = []
-        for _ in 0..<(try r.count()) { varyNames.append(try r.string()) }
-        var varyValues: [String?] = []
-        for _ in 0..<(try r.count()) {
-            let present = try r.u8()
-            let value = try r.string()
-            varyValues.append(present == 0 ? nil : value)
-        }
-        var tags: [String] = []
-        for _ in 0..<(try r.count()) { tags.append(try r.string()) }
-        guard r.atEnd, varyNames.count == varyValues.count, (100...999).contains(status), flags <= UInt32(UInt16.max),
-              (0...Int64(UInt32.max)).contains(lifetime), prefix.count >= 12, prefix.starts(with: Array("HTTP/1.".utf8)), prefix.suffix(2).elementsEqual([0x0D, 0x0A]),
-              let directives = PackedCacheControl(flags: UInt16(flags), values: words)
-        else { throw .malformedMeta }
-        let timing = ResponseTiming(requestTime: requestTime, responseTime: responseTime,
-                                    dateValue: date == Int64.min ? nil : date, ageValue: Int(clamping: age))
-        let head = StoredHead(key: key, status: status, headPrefix: prefix, otherFields: otherFields, timing: timing,
-                              lifetime: Int(lifetime), directives: directives, hasValidator: hasValidator,
-                              varyNames: varyNames, varyValues: varyValues, tags: tags)
-        var record = DiskRecord(head: head, storedAt: storedAt, body: [])
-        record.markedStale = (header?.flags ?? 0) & staleFlag != 0
-        return record
-    }
-
     struct Writer {
         var bytes: [UInt8] = []
         mutating func u8(_ v: UInt8) { bytes.append(v) }
@@ -246,44 +159,6 @@ public enum DiskFormat {
         mutating func string(_ s: String) {
             u32(UInt32(s.utf8.count))
             bytes.append(contentsOf: s.utf8)
-        }
-    }
-
-    struct Reader {
-        let bytes: ArraySlice<UInt8>
-        var i: Int
-        init(_ bytes: ArraySlice<UInt8>) {
-            self.bytes = bytes
-            i = bytes.startIndex
-        }
-        var atEnd: Bool { i == bytes.endIndex }
-        mutating func take(_ n: Int) throws(Failure) -> ArraySlice<UInt8> {
-            guard n >= 0, bytes.endIndex - i >= n else { throw .truncated }
-            defer { i += n }
-            return bytes[i..<(i + n)]
-        }
-        mutating func u8() throws(Failure) -> UInt8 { try take(1).first! }
-        mutating func u32() throws(Failure) -> UInt32 { UInt32(littleEndian: try load(UInt32.self)) }
-        mutating func u64() throws(Failure) -> UInt64 { UInt64(littleEndian: try load(UInt64.self)) }
-
-        /// A fixed-size little-endian word, read in place (this runs for
-        /// every field of every disk hit).
-        private mutating func load<T: FixedWidthInteger>(_: T.Type) throws(Failure) -> T {
-            let n = MemoryLayout<T>.size
-            guard bytes.endIndex - i >= n else { throw .truncated }
-            let offset = i - bytes.startIndex
-            i += n
-            return bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: T.self) }
-        }
-        mutating func i64() throws(Failure) -> Int64 { Int64(bitPattern: try u64()) }
-        mutating func count() throws(Failure) -> Int {
-            let n = Int(try u32())
-            guard n <= 100_000 else { throw .malformedMeta }
-            return n
-        }
-        mutating func string() throws(Failure) -> String {
-            let n = Int(try u32())
-            return String(decoding: try take(n), as: UTF8.self)
         }
     }
 }

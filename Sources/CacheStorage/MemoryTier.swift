@@ -64,6 +64,9 @@ public final class MemoryTier: CacheTier {
 
     public var shardCount: Int { shards.count }
 
+    /// The version of `key`'s shard (tests: what invalidates LocalHits).
+    func shardVersion(of key: String) -> UInt64 { shard(KeyTable.hash(key)).version.load(ordering: .acquiring) }
+
     public func setLifetimeRules(_ lifetimes: (any TierLifetimes)?) {
         rules.withLock { $0 = lifetimes }
         hasRules.store(lifetimes != nil, ordering: .releasing)
@@ -105,7 +108,19 @@ public final class MemoryTier: CacheTier {
     public func insert(_ entry: CachedResponse, promoted: Bool = false) -> Bool {
         // A body in a file costs memory only for its head (hits sendfile it).
         guard entry.body.count <= maxObjectBytes else { return false }
-        return shard(KeyTable.hash(entry.keyBytes)).change { $0.put(entry, promoted: promoted) }
+        let shard = shard(KeyTable.hash(entry.keyBytes))
+        // A declined promotion changes nothing: the workers' LocalHits of
+        // this shard stay valid (the version is bumped only by a change).
+        return shard.index.withLock { index in
+            guard index.put(entry, promoted: promoted) else { return false }
+            shard.version.add(1, ordering: .releasing)
+            return true
+        }
+    }
+
+    public func wouldAdmit(_ entry: CachedResponse) -> Bool {
+        guard entry.body.count <= maxObjectBytes else { return false }
+        return shard(KeyTable.hash(entry.keyBytes)).index.withLock { $0.wouldAdmit(entry) }
     }
 
     @discardableResult

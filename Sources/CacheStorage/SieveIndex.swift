@@ -64,11 +64,18 @@ struct SieveIndex: ~Copyable {
 
     private static func cost(_ variants: [CachedResponse]) -> Int { variants.reduce(0) { $0 + $1.costBytes } }
 
+    /// Whether a promotion of `entry` would be taken now (what `put`
+    /// decides first for one).
+    func wouldAdmit(_ entry: CachedResponse) -> Bool {
+        let cost = entry.costBytes
+        return cost <= limitBytes && (bytes + cost <= limitBytes || admits(entry))
+    }
+
     /// `promoted`: offered by a slower tier (admission applies).
     mutating func put(_ entry: CachedResponse, promoted: Bool = false) -> Bool {
         let cost = entry.costBytes
         guard cost <= limitBytes else { return false }
-        if promoted && bytes + cost > limitBytes && !admits(entry) { return false }
+        if promoted && !wouldAdmit(entry) { return false }
         guard let head = table.find(sameKeyAs: entry) else {
             // A new key (every miss): no variant arrays to build.
             while bytes + cost > limitBytes, let victim = nextVictim() {

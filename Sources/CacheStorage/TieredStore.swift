@@ -45,6 +45,10 @@ public final class TieredStore: @unchecked Sendable {
         for level in 1..<tiers.count {
             let found = tiers[level].lookup(key)
             guard !found.isEmpty else { continue }
+            // Admission first, per tier: a working set larger than the faster
+            // tiers is mostly declined, and then no store-wide lock is taken.
+            // (`insert` decides again under the lock.)
+            guard found.contains(where: { entry in tiers[..<level].contains { $0.wouldAdmit(entry) } }) else { return found }
             // Promotion loses to a purge or a removal that ran while the tier was read.
             purges.withLock { log in
                 guard !removals.withLock({ $0.removed(key, since: removedSince) }) else { return }

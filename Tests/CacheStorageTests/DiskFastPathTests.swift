@@ -60,6 +60,26 @@ final class DiskFastPathTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: file), "not taken for a corrupt one")
     }
 
+    func testAHitFindsItsFileAfterTheSubdirectoryIsReplaced() throws {
+        // Hits open files relative to each sub-directory's kept descriptor;
+        // a sub-directory removed and made again (by an operator restoring
+        // a backup, say) must not turn every later hit into a miss.
+        let tier = try openTier()
+        tier.store(record("/moved"))
+        tier.flush(timeoutSeconds: 10)
+        XCTAssertEqual(tier.lookup("/moved").first?.bodyLength, 1000, "opens and keeps the sub-directory")
+        let file = try path(of: "/moved")
+        let sub = (file as NSString).deletingLastPathComponent
+        try FileManager.default.moveItem(atPath: sub, toPath: sub + "-old")
+        try FileManager.default.createDirectory(atPath: sub, withIntermediateDirectories: false)
+        try FileManager.default.copyItem(atPath: sub + "-old/" + (file as NSString).lastPathComponent, toPath: file)
+        try FileManager.default.removeItem(atPath: sub + "-old")
+        for hit in 0..<2 { XCTAssertEqual(tier.lookup("/moved").first?.bodyLength, 1000, "hit \(hit) after the move") }
+        tier.store(record("/moved", bytes: 700))
+        tier.flush(timeoutSeconds: 10)
+        XCTAssertEqual(tier.lookup("/moved").first?.bodyLength, 700, "a newer file written there is found too")
+    }
+
     func testAFlippedByteIsCaughtOnTheFirstHitAfterAStart() throws {
         do {
             let tier = try openTier()

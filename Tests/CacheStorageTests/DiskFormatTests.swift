@@ -79,6 +79,35 @@ final class DiskFormatTests: XCTestCase {
         XCTAssertEqual(entry.storedHead, original.head, "Content-Length is not part of what is stored")
     }
 
+    func testADiskHitDecodesStraightToTheSameResponse() throws {
+        let original = record()
+        let bytes = DiskFormat.encode(original)
+        let (storedAt, entry) = try XCTUnwrap(try DiskFormat.decodeEntry(bytes, key: "/a?b=1", verify: true))
+        let expected = original.response
+        XCTAssertEqual(storedAt, 102)
+        XCTAssertEqual(Array(entry.headPrefix), Array(expected.headPrefix), "the head a hit sends, Content-Length included")
+        XCTAssertEqual(Array(entry.body), original.body)
+        XCTAssertEqual(entry.storedHead, original.head)
+        XCTAssertEqual(entry.timing, expected.timing)
+        XCTAssertEqual(entry.correctedInitialAge, expected.correctedInitialAge)
+        XCTAssertEqual(entry.cacheControl, expected.cacheControl)
+        XCTAssertEqual(entry.costBytes, expected.costBytes)
+        XCTAssertNil(try DiskFormat.decodeEntry(bytes, key: "/a?b=2", verify: true), "another key's file (a hash collision)")
+        XCTAssertNil(try DiskFormat.decodeEntry(bytes, key: "/a?b=", verify: true), "a key that is a prefix of the stored one")
+        var stale = bytes
+        stale[DiskFormat.flagsOffset] = UInt8(DiskFormat.staleFlag)
+        XCTAssertEqual(try DiskFormat.decodeEntry(stale, key: "/a?b=1", verify: true)?.entry.lifetime, 0, "soft-purged: no freshness left")
+        var flipped = bytes
+        flipped[flipped.count - 1] ^= 1
+        XCTAssertThrowsError(try DiskFormat.decodeEntry(flipped, key: "/a?b=1", verify: true)) {
+            XCTAssertEqual($0 as? DiskFormat.Failure, .checksumMismatch)
+        }
+        XCTAssertNotNil(try DiskFormat.decodeEntry(flipped, key: "/a?b=1", verify: false), "a verified file is not summed again")
+        XCTAssertThrowsError(try DiskFormat.decodeEntry(Array(bytes.dropLast()), key: "/a?b=1", verify: false)) {
+            XCTAssertEqual($0 as? DiskFormat.Failure, .truncated)
+        }
+    }
+
     func testMetaAloneDecodesWithoutTheBody() throws {
         let bytes = DiskFormat.encode(record())
         let header = try DiskFormat.header(bytes[...])

@@ -17,7 +17,10 @@ final class FuzzCorpusTests: XCTestCase {
             if let record = try? DiskFormat.decode(bytes) {
                 decoded += 1
                 XCTAssertEqual(try DiskFormat.decode(DiskFormat.encode(record)), record, name)
+                let hit = try DiskFormat.decodeEntry(bytes, key: record.key, verify: true)
+                XCTAssertEqual(hit?.entry.storedHead, record.response.storedHead, name)
             }
+            _ = try? DiskFormat.decodeEntry(bytes, key: "/", verify: false)
             if bytes.count > DiskFormat.fixedHeaderBytes { _ = try? DiskFormat.decodeMeta(bytes[DiskFormat.fixedHeaderBytes...]) }
         }
         XCTAssertGreaterThan(decoded, 0, "the seeds include real cache files")

@@ -251,6 +251,21 @@ final class LocalHitsTests: XCTestCase {
         XCTAssertTrue(tier.lookup("/b", local: local).isEmpty, "and a clear")
     }
 
+    func testADeclinedPromotionLeavesTheCopiesValid() {
+        // A working set larger than memory offers (and is refused) a
+        // promotion on nearly every disk hit: that must not send every
+        // worker's hits of the shard back through its lock.
+        let tier = MemoryTier(limitBytes: entry("/a").costBytes * 2)
+        tier.insert(entry("/a"))
+        tier.insert(entry("/b"))
+        let before = tier.shardVersion(of: "/a")
+        XCTAssertFalse(tier.wouldAdmit(entry("/c")))
+        XCTAssertFalse(tier.insert(entry("/c"), promoted: true))
+        XCTAssertEqual(tier.shardVersion(of: "/a"), before, "nothing changed, so the copies stay valid")
+        XCTAssertTrue(tier.insert(entry("/c")), "a store is not a promotion")
+        XCTAssertGreaterThan(tier.shardVersion(of: "/a"), before)
+    }
+
     func testAKeyHitOnlyThroughCopiesIsStillSparedByTheHand() {
         // The hand clears visited bits while storing, which changes the
         // shard: the next hit goes through the shard and sets the bit again.

@@ -89,6 +89,38 @@ final class TierInterfaceTests: XCTestCase {
         XCTAssertTrue(third.lookup("/b").isEmpty)
     }
 
+    func testATierThatDeclinesAdmissionIsNotOfferedThePromotion() {
+        // Admission is asked first, without the store's purge lock; only a
+        // tier that would take the entry is offered it.
+        final class Choosy: CacheTier, @unchecked Sendable {
+            let name = "choosy"
+            let limitBytes = 1 << 20
+            let maxObjectBytes = 1 << 20
+            let admitting: Bool
+            let offers = Locked(0)
+            init(admitting: Bool) { self.admitting = admitting }
+            func lookup(_ key: String) -> Variants { Variants() }
+            func wouldAdmit(_ entry: CachedResponse) -> Bool { admitting }
+            func insert(_ entry: CachedResponse, promoted: Bool) -> Bool {
+                if promoted { offers.withLock { $0 += 1 } }
+                return admitting
+            }
+            func remove(_ key: String) -> Int { 0 }
+            func purge(_ scope: PurgeScope, soft: Bool) -> TierPurge { TierPurge(counts: [:]) }
+            func removeStored(before cutoff: Int64) -> [String: Int] { [:] }
+            func removeAll() -> Int { 0 }
+            var stats: TierStats { TierStats(name: name, objects: 0, bytes: 0, limitBytes: limitBytes) }
+        }
+        for admitting in [false, true] {
+            let front = Choosy(admitting: admitting)
+            let slow = RecordingTier()
+            let store = TieredStore(tiers: [front, slow])
+            slow.insert(entry("/k"), promoted: false)
+            XCTAssertEqual(store.lookup("/k").count, 1, "served from the slower tier either way")
+            XCTAssertEqual(front.offers.withLock { $0 }, admitting ? 1 : 0)
+        }
+    }
+
     func testAPromotionLosesToAPurgeThatRanMeanwhile() {
         let memory = MemoryTier(limitBytes: 1 << 20)
         let third = RecordingTier()

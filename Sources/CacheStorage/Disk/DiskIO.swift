@@ -14,6 +14,21 @@ enum DiskIO {
         try typed { try path.withCString { try FileDescriptor.open($0, .readOnly, options: .closeOnExec) } }
     }
 
+    /// `name` in the directory open as `directory` (a disk hit: the kernel
+    /// resolves one path component, not the whole path).
+    static func openForReading(_ name: String, in directory: FileDescriptor) throws(Errno) -> FileDescriptor {
+        while true {
+            let fd = name.withCString { openat(directory.rawValue, $0, O_RDONLY | O_CLOEXEC) }
+            if fd >= 0 { return FileDescriptor(rawValue: fd) }
+            guard errno == EINTR else { throw Errno(rawValue: errno) }
+        }
+    }
+
+    /// A directory, open to look files up in (`openForReading(_:in:)`).
+    static func openDirectory(_ path: String) throws(Errno) -> FileDescriptor {
+        try typed { try path.withCString { try FileDescriptor.open($0, .readOnly, options: [.directory, .closeOnExec]) } }
+    }
+
     static func openForWriting(_ path: String) throws(Errno) -> FileDescriptor {
         try typed { try FileDescriptor.open(FilePath(path), .writeOnly, options: .closeOnExec) }
     }

@@ -11,12 +11,57 @@ extension DiskTier {
 
     func listFiles(subdirectory: String) -> [String] { DiskIO.listDirectory(directory + "/" + subdirectory) }
 
-    /// A file of known size in one read (no stat). One more byte is asked
-    /// for: a file of another size (replaced by a newer write since the
-    /// index was read) is then read again whole, by its real size. nil when
-    /// it cannot be read (a file that vanished, or an I/O error: dropped).
-    func readFile(_ path: String, size: Int) -> [UInt8]? {
-        guard let fd = try? DiskIO.openForReading(path) else { return nil }
+    /// A stored file's path (its name starts with the key's hash, whose
+    /// first byte names the sub-directory).
+    func path(of name: String) -> String { directory + "/" + name.prefix(2) + "/" + name }
+
+    /// A stored file opened for reading, relative to its sub-directory's
+    /// kept descriptor (one path component for the kernel to resolve).
+    func openStored(_ name: String) -> FileDescriptor? {
+        let utf8 = name.utf8
+        guard utf8.count > 2, let high = Self.hexValue(utf8[utf8.startIndex]),
+              let low = Self.hexValue(utf8[utf8.index(after: utf8.startIndex)])
+        else { return nil }
+        let handle = subdirectories[high << 4 | low]
+        var dir = handle.fd.load(ordering: .acquiring)
+        if dir < 0 {
+            guard let opened = try? DiskIO.openDirectory(directory + "/" + name.prefix(2)) else { return nil }
+            let (exchanged, current) = handle.fd.compareExchange(expected: -1, desired: opened.rawValue, ordering: .acquiringAndReleasing)
+            if exchanged { dir = opened.rawValue } else { DiskIO.close(opened); dir = current }
+        }
+        do throws(Errno) {
+            return try DiskIO.openForReading(name, in: FileDescriptor(rawValue: dir))
+        } catch .noSuchFileOrDirectory {
+            // Usually a file removed since the index was read. But the
+            // sub-directory may have been replaced under us (removed and made
+            // again): then the file is found by its path, and the new
+            // directory is kept for next time (the old descriptor stays
+            // open: another thread may be using it).
+            guard let fd = try? DiskIO.openForReading(path(of: name)) else { return nil }
+            if let fresh = try? DiskIO.openDirectory(directory + "/" + name.prefix(2)),
+               !handle.fd.compareExchange(expected: dir, desired: fresh.rawValue, ordering: .acquiringAndReleasing).exchanged {
+                DiskIO.close(fresh)
+            }
+            return fd
+        } catch {
+            return nil
+        }
+    }
+
+    private static func hexValue(_ c: UInt8) -> Int? {
+        switch c {
+        case 0x30...0x39: return Int(c - 0x30)
+        case 0x61...0x66: return Int(c - 0x61 + 10)
+        default: return nil
+        }
+    }
+
+    /// A stored file of known size in one read (no stat). One more byte is
+    /// asked for: a file of another size (replaced by a newer write since
+    /// the index was read) is then read again whole, by its real size. nil
+    /// when it cannot be read (a file that vanished, or an I/O error: dropped).
+    func readFile(named name: String, size: Int) -> [UInt8]? {
+        guard let fd = openStored(name) else { return nil }
         defer { DiskIO.close(fd) }
         do throws(Errno) {
             var bytes = try DiskIO.read(fd, upTo: size + 1, at: 0)
@@ -27,9 +72,9 @@ extension DiskTier {
             }
             return bytes
         } catch {
-            fault("corrupt", "dropping cache file \(path): \(error)")
+            fault("corrupt", "dropping cache file \(path(of: name)): \(error)")
         }
-        try? DiskIO.remove(path)
+        try? DiskIO.remove(path(of: name))
         return nil
     }
 

@@ -28,18 +28,29 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
     public var maxObjectBytes: Int { limitBytes / 4 }
     /// How long a file is kept after it was stored (disk_ttl); nil: until evicted.
     public let lifetimeSeconds: Int?
-    /// Per-key overrides (routes); nil when there are none.
+    /// Per-key overrides (routes); nil when there are none. `hasRules`
+    /// spares a hit the lock when there are none.
     let rules = Locked<(any TierLifetimes)?>(nil)
+    private let hasRules = Atomic<Bool>(false)
 
     /// Installs per-key lifetimes (routes' disk_ttl).
     public func setLifetimeRules(_ lifetimes: (any TierLifetimes)?) {
         rules.withLock { $0 = lifetimes }
+        hasRules.store(lifetimes != nil, ordering: .releasing)
     }
 
     /// The disk lifetime of `key`: its route's, else the tier's.
     func lifetime(for key: String) -> Int? {
-        rules.withLock { $0 }?.diskLifetime(key) ?? lifetimeSeconds
+        guard hasRules.load(ordering: .acquiring) else { return lifetimeSeconds }
+        return rules.withLock { $0 }?.diskLifetime(key) ?? lifetimeSeconds
     }
+
+    /// A fan-out sub-directory's descriptor, opened on first use and kept:
+    /// a hit opens its file relative to it.
+    final class Subdirectory: Sendable {
+        let fd = Atomic<Int32>(-1)
+    }
+    let subdirectories = (0..<256).map { _ in Subdirectory() }
     let state: Locked<DiskIndex>
     let queue = WriteQueue()
     private let lockFD: FileDescriptor
@@ -138,11 +149,14 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
     private func responses(_ key: String) -> [CachedResponse] {
         var files: [(name: String, size: Int?, verified: Bool)] = []
         let indexed = state.withLock { index -> Bool in
-            guard let found = index.entries[key] else { return index.rebuilt }
+            // One hash of the key; the variants are updated through their positions.
+            guard let slot = index.entries.index(forKey: key) else { return index.rebuilt }
             index.clock += 1
-            for (name, item) in found {
+            let clock = index.clock
+            for position in index.entries.values[slot].indices {
+                index.entries.values[slot].values[position].lastUse = clock
+                let (name, item) = index.entries.values[slot][position]
                 files.append((name, item.bytes - Self.overheadBytes, item.verified))
-                index.entries[key]![name]!.lastUse = index.clock
             }
             return true
         }
@@ -155,41 +169,38 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
         var found: [CachedResponse] = []
         for file in files {
             let name = file.name
-            // The name starts with the key's hash, whose first byte names the sub-directory.
-            let path = directory + "/" + name.prefix(2) + "/" + name
-            guard let size = file.size ?? fileSize(path) else {
+            guard let size = file.size ?? fileSize(path(of: name)) else {
                 state.withLock { $0.remove(key: key, name: name) }
                 continue
             }
             if size > Self.inlineReadLimit {
-                if let record = openLarge(path, key: key, name: name, indexed: indexed) { found.append(record.response) }
+                if let record = openLarge(path(of: name), key: key, name: name, indexed: indexed) { found.append(record.response) }
                 continue
             }
-            guard let bytes = readFile(path, size: size) else {
+            guard let bytes = readFile(named: name, size: size) else {
                 state.withLock { $0.remove(key: key, name: name) }
                 continue
             }
             do {
-                let (record, entry) = try DiskFormat.decodeResponse(bytes, verify: !file.verified)
-                guard record.key == key else { continue }  // a hash collision: another key's file
-                if let lifetime = lifetime(for: key), Int64(time(nil)) - record.storedAt > Int64(lifetime) {
-                    try? DiskIO.remove(path)  // past disk_ttl
+                guard let (storedAt, entry) = try DiskFormat.decodeEntry(bytes, key: key, verify: !file.verified)
+                else { continue }  // a hash collision: another key's file
+                if let lifetime = lifetime(for: key), Int64(time(nil)) - storedAt > Int64(lifetime) {
+                    try? DiskIO.remove(path(of: name))  // past disk_ttl
                     state.withLock { $0.remove(key: key, name: name) }
                     continue
                 }
                 if !file.verified {
                     state.withLock { index in
                         if !indexed {
-                            index.insertIfAbsent(key: key, name: name, bytes: Self.charged(size), storedAt: record.storedAt,
-                                                 tags: record.tags)
+                            index.insertIfAbsent(key: key, name: name, bytes: Self.charged(size), storedAt: storedAt, tags: entry.tags)
                         }
                         index.entries[key]?[name]?.verified = true
                     }
                 }
                 found.append(entry)
             } catch {
-                fault("corrupt", "dropping unreadable cache file \(path): \(error)")
-                try? DiskIO.remove(path)
+                fault("corrupt", "dropping unreadable cache file \(path(of: name)): \(error)")
+                try? DiskIO.remove(path(of: name))
                 state.withLock { $0.remove(key: key, name: name) }
             }
         }
