@@ -47,21 +47,22 @@ extension DiskFormat {
     /// nil when the file holds another key (a hash collision). `verify:
     /// false` skips the checksum (a file verified once already).
     static func decodeEntry(_ bytes: [UInt8], key: String, verify: Bool) throws(Failure) -> (storedAt: Int64, entry: CachedResponse)? {
-        try bytes.withUnsafeBytes { raw in
-            Result { () throws(Failure) -> (storedAt: Int64, entry: CachedResponse)? in
-                let (h, metaEnd) = try checkedHeader(raw, verify: verify)
-                let m = try parseMeta(UnsafeRawBufferPointer(rebasing: raw[fixedHeaderBytes..<metaEnd]))
-                guard m.isKey(key) else { return nil }
-                let body = UnsafeRawBufferPointer(rebasing: raw[metaEnd...])
-                let entry = CachedResponse.make(key: key, status: m.status, headPrefix: m.prefix,
-                                                contentLength: m.status != 204 && m.status != 304 ? body.count : nil,
-                                                body: body, bodyFile: nil, otherFields: m.otherFields.map { ($0.name, $0.value) },
-                                                timing: m.timing, lifetime: h.flags & staleFlag != 0 ? 0 : m.lifetime,
-                                                directives: m.directives, varyNames: m.varyNames, varyValues: m.varyValues,
-                                                tags: m.tags, hasValidator: m.hasValidator)
-                return (m.storedAt, entry)
-            }
-        }.get()
+        try bytes.withUnsafeBytes { raw in Result { () throws(Failure) in try decodeEntry(raw, key: key, verify: verify) } }.get()
+    }
+
+    /// The same from bytes read into a buffer of the caller's.
+    static func decodeEntry(_ raw: UnsafeRawBufferPointer, key: String, verify: Bool) throws(Failure) -> (storedAt: Int64, entry: CachedResponse)? {
+        let (h, metaEnd) = try checkedHeader(raw, verify: verify)
+        let m = try parseMeta(UnsafeRawBufferPointer(rebasing: raw[fixedHeaderBytes..<metaEnd]))
+        guard m.isKey(key) else { return nil }
+        let body = UnsafeRawBufferPointer(rebasing: raw[metaEnd...])
+        let entry = CachedResponse.make(key: key, status: m.status, headPrefix: m.prefix,
+                                        contentLength: m.status != 204 && m.status != 304 ? body.count : nil,
+                                        body: body, bodyFile: nil, otherFields: m.otherFields.map { ($0.name, $0.value) },
+                                        timing: m.timing, lifetime: h.flags & staleFlag != 0 ? 0 : m.lifetime,
+                                        directives: m.directives, varyNames: m.varyNames, varyValues: m.varyValues,
+                                        tags: m.tags, hasValidator: m.hasValidator)
+        return (m.storedAt, entry)
     }
 
     /// The fixed header of a whole file whose length it must match, the
@@ -156,7 +157,8 @@ extension DiskFormat {
     /// A head prefix must start "HTTP/1." and end with CRLF.
     private static func isStatusLineStart(_ prefix: UnsafeRawBufferPointer) -> Bool {
         guard prefix.count >= 12, prefix[prefix.count - 2] == 0x0D, prefix[prefix.count - 1] == 0x0A else { return false }
-        return zip(prefix, "HTTP/1.".utf8).allSatisfy { $0 == $1 }
+        // "HTTP/1." as two little-endian words (bytes 0-3 and 3-6).
+        return prefix.loadUnaligned(as: UInt32.self) == 0x5054_5448 && prefix.loadUnaligned(fromByteOffset: 3, as: UInt32.self) == 0x2E31_2F50
     }
 
     /// Little-endian fields read in place, bounds checked.
@@ -171,10 +173,10 @@ extension DiskFormat {
             return UnsafeRawBufferPointer(rebasing: bytes[i..<(i + n)])
         }
         mutating func u8() throws(Failure) -> UInt8 { try take(1)[0] }
-        mutating func u32() throws(Failure) -> UInt32 { UInt32(littleEndian: try load(UInt32.self)) }
-        mutating func u64() throws(Failure) -> UInt64 { UInt64(littleEndian: try load(UInt64.self)) }
-        mutating func i64() throws(Failure) -> Int64 { Int64(bitPattern: try u64()) }
-        private mutating func load<T: FixedWidthInteger>(_: T.Type) throws(Failure) -> T {
+        @inline(__always) mutating func u32() throws(Failure) -> UInt32 { UInt32(littleEndian: try load(UInt32.self)) }
+        @inline(__always) mutating func u64() throws(Failure) -> UInt64 { UInt64(littleEndian: try load(UInt64.self)) }
+        @inline(__always) mutating func i64() throws(Failure) -> Int64 { Int64(bitPattern: try u64()) }
+        @inline(__always) private mutating func load<T: FixedWidthInteger>(_: T.Type) throws(Failure) -> T {
             let n = MemoryLayout<T>.size
             guard bytes.count - i >= n else { throw .truncated }
             defer { i += n }

@@ -57,6 +57,7 @@ struct AdminOptions: ParsableArguments {
 
 struct Purge: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "purge",
         abstract: "Remove stored responses through the admin API.",
         discussion: """
             Give one of: a URL or path (every stored variant of it), --prefix PATH, \
@@ -118,7 +119,8 @@ struct Purge: ParsableCommand {
 }
 
 struct Stats: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Print the running proxy's statistics (JSON) from the admin API.")
+    static let configuration = CommandConfiguration(commandName: "stats",
+                                                    abstract: "Print the running proxy's statistics (JSON) from the admin API.")
 
     @OptionGroup var adminOptions: AdminOptions
 

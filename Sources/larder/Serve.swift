@@ -9,7 +9,10 @@ import Synchronization
 import Upstream
 
 struct Serve: ParsableCommand {
+    // Every command names itself: otherwise ArgumentParser derives the name
+    // from the type's (String(describing:), a costly reflection at start-up).
     static let configuration = CommandConfiguration(
+        commandName: "serve",
         abstract: "Run the caching proxy."
     )
 

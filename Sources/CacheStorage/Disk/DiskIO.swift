@@ -86,6 +86,19 @@ enum DiskIO {
         }
     }
 
+    /// Up to `buffer.count` bytes from `offset` into `buffer`; how many (a
+    /// regular file reads short only at its end).
+    static func read(_ fd: FileDescriptor, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(Errno) -> Int {
+        var done = 0
+        while done < buffer.count {
+            let wanted = buffer.count - done
+            let n = try typed { try fd.read(fromAbsoluteOffset: Int64(offset + done), into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...])) }
+            done += n
+            if n < wanted { break }
+        }
+        return done
+    }
+
     /// Reads `offset..<offset+length` in pieces of at most `chunk` bytes.
     static func forEachPiece(_ fd: FileDescriptor, from offset: Int, length: Int, chunk: Int,
                              _ body: (UnsafeRawBufferPointer) -> Void) throws(Errno) -> Bool {

@@ -56,21 +56,26 @@ extension DiskTier {
         }
     }
 
-    /// A stored file of known size in one read (no stat). One more byte is
-    /// asked for: a file of another size (replaced by a newer write since
-    /// the index was read) is then read again whole, by its real size. nil
-    /// when it cannot be read (a file that vanished, or an I/O error: dropped).
-    func readFile(named name: String, size: Int) -> [UInt8]? {
+    /// A stored file of known size in one read (no stat), handed to `body`
+    /// in a temporary buffer (on the stack where it fits: no allocation per
+    /// hit). One more byte is asked for: a file of another size (replaced
+    /// by a newer write since the index was read) is then read again whole,
+    /// by its real size. nil when it cannot be read (a file that vanished,
+    /// or an I/O error: dropped).
+    func readFile<R>(named name: String, size: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R? {
         guard let fd = openStored(name) else { return nil }
         defer { DiskIO.close(fd) }
         do throws(Errno) {
-            var bytes = try DiskIO.read(fd, upTo: size + 1, at: 0)
-            if bytes.count != size {
-                let real = try DiskIO.size(fd)
-                guard real <= Self.inlineReadLimit else { return nil }  // a large file now: the next lookup opens it so
-                bytes = try DiskIO.read(fd, upTo: real, at: 0)
+            let read = withUnsafeTemporaryAllocation(byteCount: size + 1, alignment: 16) { buffer in
+                Result { () throws(Errno) -> R? in
+                    let n = try DiskIO.read(fd, into: buffer, at: 0)
+                    return n == size ? body(UnsafeRawBufferPointer(rebasing: buffer[..<n])) : nil
+                }
             }
-            return bytes
+            if let result = try read.get() { return result }
+            let real = try DiskIO.size(fd)
+            guard real <= Self.inlineReadLimit else { return nil }  // a large file now: the next lookup opens it so
+            return try DiskIO.read(fd, upTo: real, at: 0).withUnsafeBytes(body)
         } catch {
             fault("corrupt", "dropping cache file \(path(of: name)): \(error)")
         }

@@ -177,13 +177,15 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
                 if let record = openLarge(path(of: name), key: key, name: name, indexed: indexed) { found.append(record.response) }
                 continue
             }
-            guard let bytes = readFile(named: name, size: size) else {
+            let decoded = readFile(named: name, size: size) { bytes in
+                Result { () throws(DiskFormat.Failure) in try DiskFormat.decodeEntry(bytes, key: key, verify: !file.verified) }
+            }
+            guard let decoded else {
                 state.withLock { $0.remove(key: key, name: name) }
                 continue
             }
             do {
-                guard let (storedAt, entry) = try DiskFormat.decodeEntry(bytes, key: key, verify: !file.verified)
-                else { continue }  // a hash collision: another key's file
+                guard let (storedAt, entry) = try decoded.get() else { continue }  // a hash collision: another key's file
                 if let lifetime = lifetime(for: key), Int64(time(nil)) - storedAt > Int64(lifetime) {
                     try? DiskIO.remove(path(of: name))  // past disk_ttl
                     state.withLock { $0.remove(key: key, name: name) }
