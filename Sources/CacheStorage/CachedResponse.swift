@@ -107,9 +107,12 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
             || otherFields.contains { $0.name == "etag" || $0.name == "last-modified" })
         let plain = bodyFile == nil && otherFields.isEmpty && varyNames.isEmpty && tags.isEmpty
         var key = key
-        // "Content-Length: N\r\n", written straight into the block.
-        var digits = contentLength.map { String($0) } ?? ""
-        let lengthField = contentLength == nil ? 0 : lengthFieldName.count + digits.utf8.count + 2
+        // "Content-Length: N\r\n", written straight into the block (the
+        // digits without a String: a disk hit builds an entry every time).
+        let length = max(contentLength ?? 0, 0)
+        var digitCount = 1
+        while digitCount < 19, length >= Self.powersOfTen[digitCount] { digitCount += 1 }
+        let lengthField = contentLength == nil ? 0 : lengthFieldName.count + digitCount + 2
         let headLength = headPrefix.count + lengthField
         let parts = Parts(timing: timing, bodyCount: body.count, lifetime: clamped(lifetime),
                           correctedInitialAge: clamped(Freshness.correctedInitialAge(timing)),
@@ -131,8 +134,12 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
                 var at = block + headPrefix.count
                 lengthFieldName.withUnsafeBytes { at.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
                 at += lengthFieldName.count
-                digits.withUTF8 { at.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
-                at += digits.utf8.count
+                var rest = length
+                for i in stride(from: digitCount - 1, through: 0, by: -1) {
+                    (at + i).storeBytes(of: UInt8(0x30 + rest % 10), as: UInt8.self)
+                    rest /= 10
+                }
+                at += digitCount
                 at.storeBytes(of: 0x0D, as: UInt8.self)
                 (at + 1).storeBytes(of: 0x0A, as: UInt8.self)
             }
@@ -145,6 +152,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     }
 
     private static let lengthFieldName: [UInt8] = Array("Content-Length: ".utf8)
+    private static let powersOfTen: [Int] = (0..<19).map { n in (0..<n).reduce(1) { acc, _ in acc * 10 } }
 
     /// What every tier keeps of this response (the head prefix without the
     /// Content-Length that `make(head:)` adds back).

@@ -25,6 +25,20 @@ final class CachedResponseTests: XCTestCase {
         XCTAssertEqual(unicode.keyBytes.count, "/caf\u{e9}?q=\u{1F600}".utf8.count)
     }
 
+    func testTheContentLengthFieldIsWrittenDigitByDigit() {
+        for length in [0, 1, 9, 10, 99, 100, 1023, 1024, 999_999, 1_000_000] {
+            let entry = [UInt8](repeating: 0x7A, count: length).withUnsafeBytes {
+                CachedResponse.make(head: testHead("/n"), body: $0)
+            }
+            XCTAssertTrue(String(decoding: entry.headPrefix, as: UTF8.self).hasSuffix("\r\nContent-Length: \(length)\r\n"), "\(length)")
+            XCTAssertEqual(entry.bodyLength, length)
+        }
+        // A body in a file: only the field is in the block.
+        let large = CachedResponse.make(head: testHead("/f"), body: UnsafeRawBufferPointer(start: nil, count: 0),
+                                        bodyFile: FileBody(path: "/x", offset: 0, length: 12_345_678_901))
+        XCTAssertTrue(String(decoding: large.headPrefix, as: UTF8.self).hasSuffix("Content-Length: 12345678901\r\n"))
+    }
+
     func testFieldsAreReadBackFromTheHead() {
         let e = entry(head: "HTTP/1.1 200 Fine Thanks\r\nDate: Sun, 22 Nov 2026 12:00:00 GMT\r\nETag: \"v1\"\r\n"
                           + "X-Multi: a\r\nX-Multi: b\r\nContent-Length: 5\r\n",

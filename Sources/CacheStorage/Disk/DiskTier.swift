@@ -153,10 +153,14 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
             guard let slot = index.entries.index(forKey: key) else { return index.rebuilt }
             index.clock += 1
             let clock = index.clock
-            for position in index.entries.values[slot].indices {
+            // (Not `for … in indices`: that keeps a second reference to the
+            // variants, and the write below would copy them on every hit.)
+            var position = index.entries.values[slot].startIndex
+            while position != index.entries.values[slot].endIndex {
                 index.entries.values[slot].values[position].lastUse = clock
                 let (name, item) = index.entries.values[slot][position]
                 files.append((name, item.bytes - Self.overheadBytes, item.verified))
+                index.entries.values[slot].formIndex(after: &position)
             }
             return true
         }
