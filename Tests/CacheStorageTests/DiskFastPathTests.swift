@@ -60,6 +60,35 @@ final class DiskFastPathTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: file), "not taken for a corrupt one")
     }
 
+    func testAHitTakesNoTierWideLock() throws {
+        // Hits go through their key's shard of the file map only: one held
+        // by a long purge, the writer or eviction, keeps no worker waiting.
+        let tier = try openTier()
+        tier.store(record("/free"))
+        tier.flush(timeoutSeconds: 10)
+        XCTAssertEqual(tier.lookup("/free").first?.bodyLength, 1000, "read and verified once")
+        let held = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0), served = DispatchSemaphore(value: 0)
+        let holder = Thread {
+            tier.state.withLock { _ in
+                held.signal()
+                _ = release.wait(timeout: .now() + 20)
+            }
+        }
+        holder.start()
+        XCTAssertEqual(held.wait(timeout: .now() + 10), .success)
+        let found = Locked(0)
+        let reader = Thread {
+            found.withLock { $0 = tier.lookup("/free").first?.bodyLength ?? -1 }
+            served.signal()
+        }
+        reader.start()
+        let result = served.wait(timeout: .now() + 5)
+        release.signal()
+        XCTAssertEqual(result, .success, "the hit did not wait for the index lock")
+        if result == .timedOut { _ = served.wait(timeout: .now() + 10) }  // it goes on once the lock is free
+        XCTAssertEqual(found.withLock { $0 }, 1000)
+    }
+
     func testAHitFindsItsFileAfterTheSubdirectoryIsReplaced() throws {
         // Hits open files relative to each sub-directory's kept descriptor;
         // a sub-directory removed and made again (by an operator restoring

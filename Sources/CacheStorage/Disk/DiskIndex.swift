@@ -4,22 +4,74 @@ import Synchronization
 import Glibc
 #endif
 
-/// The in-memory index of the disk tier. Guarded by the tier's mutex.
+/// The disk tier's files by key, in shards by key hash, each behind its
+/// own lock: a hit takes only its key's shard (it reads the key's files
+/// and notes their use), so workers hitting the disk tier share no lock.
+/// Every change goes through `DiskIndex`, under the tier's index lock,
+/// which is always taken first (one lock order: index, then shard).
+final class DiskFiles: Sendable {
+    typealias Variants = [String: DiskIndex.Item]
+    private let shards: [Locked<[String: Variants]>] = (0..<16).map { _ in Locked([:]) }
+    /// The start-up rebuild has indexed every file.
+    let rebuilt = Atomic<Bool>(false)
+
+    func shard(_ key: String) -> Locked<[String: Variants]> {
+        var sum = Checksum()
+        var key = key
+        key.withUTF8 { sum.add(UnsafeRawBufferPointer($0)) }
+        return shards[Int((sum.value &* 0x9E37_79B9_7F4A_7C15) >> 60)]
+    }
+
+    /// A hit: the key's files (name, size on disk, checksum verified),
+    /// marked used now; nil when the index has none.
+    func use(_ key: String, overheadBytes: Int) -> [(name: String, size: Int?, verified: Bool)]? {
+        let now = DiskIndex.now()
+        return shard(key).withLock { files -> [(name: String, size: Int?, verified: Bool)]? in
+            guard let slot = files.index(forKey: key) else { return nil }
+            var found: [(name: String, size: Int?, verified: Bool)] = []
+            // (Not `for … in indices`: that keeps a second reference to the
+            // variants, and the write below would copy them on every hit.)
+            var position = files.values[slot].startIndex
+            while position != files.values[slot].endIndex {
+                files.values[slot].values[position].lastUse = now
+                let (name, item) = files.values[slot][position]
+                found.append((name, item.bytes - overheadBytes, item.verified))
+                files.values[slot].formIndex(after: &position)
+            }
+            return found
+        }
+    }
+
+    func isVerified(_ key: String, _ name: String) -> Bool { shard(key).withLock { $0[key]?[name]?.verified ?? false } }
+
+    func setVerified(_ key: String, _ name: String) { shard(key).withLock { $0[key]?[name]?.verified = true } }
+
+    func variants(of key: String) -> Variants? { shard(key).withLock { $0[key] } }
+
+    /// Every shard in turn (the index's scans: purges, eviction, expiry).
+    func forEachShard(_ body: (inout [String: Variants]) -> Void) {
+        for shard in shards { shard.withLock { body(&$0) } }
+    }
+}
+
+/// The in-memory index of the disk tier: totals, tags, and the numbers
+/// that order writes against removals and purges. Guarded by the tier's
+/// index lock; the files by key are in `files` (sharded).
 struct DiskIndex: ~Copyable {
     struct Item {
         var bytes: Int
+        /// When it was last stored or hit (`now()`; 0: found at start, older
+        /// than anything used since). A hit writes only its key's shard.
         var lastUse: UInt64
         var storedAt: Int64
-        /// A large file's checksum was checked since start.
+        /// A file's checksum was checked since start.
         var verified = false
         var tags: [String] = []
     }
 
-    var entries: [String: [String: Item]] = [:]
+    let files: DiskFiles
     var totalBytes = 0
     var count = 0
-    var clock: UInt64 = 0
-    var rebuilt = false
     var evictions = 0
     /// Sequence numbers: a remove after a queued write wins over it.
     var sequence: UInt64 = 0
@@ -30,36 +82,50 @@ struct DiskIndex: ~Copyable {
     /// tag → keys with a file carrying it.
     var tagged: [String: Set<String>] = [:]
 
-    init() {}
+    init(files: DiskFiles) { self.files = files }
+
+    var rebuilt: Bool {
+        get { files.rebuilt.load(ordering: .acquiring) }
+        nonmutating set { files.rebuilt.store(newValue, ordering: .releasing) }
+    }
+
+    /// Nanoseconds of the monotonic clock (from the vDSO: no system call),
+    /// comparable across shards and threads, unlike a counter per shard.
+    static func now() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec) + 1
+    }
 
     mutating func put(key: String, name: String, bytes: Int, storedAt: Int64, tags: [String]) {
         remove(key: key, name: name)
-        clock += 1
-        add(key: key, name: name, Item(bytes: bytes, lastUse: clock, storedAt: storedAt, tags: tags))
+        add(key: key, name: name, Item(bytes: bytes, lastUse: Self.now(), storedAt: storedAt, tags: tags))
     }
 
     mutating func insertIfAbsent(key: String, name: String, bytes: Int, storedAt: Int64, tags: [String]) {
-        guard entries[key]?[name] == nil, (tombstones[key] ?? 0) == 0 else { return }
+        guard (tombstones[key] ?? 0) == 0, files.shard(key).withLock({ $0[key]?[name] == nil }) else { return }
         // Entries found on disk are older than anything used since start.
         add(key: key, name: name, Item(bytes: bytes, lastUse: 0, storedAt: storedAt, tags: tags))
     }
 
     private mutating func add(key: String, name: String, _ item: Item) {
-        entries[key, default: [:]][name] = item
+        files.shard(key).withLock { $0[key, default: [:]][name] = item }
         totalBytes += item.bytes
         count += 1
         for tag in item.tags { tagged[tag, default: []].insert(key) }
     }
 
     mutating func remove(key: String, name: String) {
-        guard let item = entries[key]?.removeValue(forKey: name) else { return }
-        let keyGone = entries[key]?.isEmpty == true
-        if keyGone { entries[key] = nil }
+        // The removed file, and the tags the key's other variants still carry.
+        let removed = files.shard(key).withLock { files -> (item: Item, left: Set<String>)? in
+            guard let item = files[key]?.removeValue(forKey: name) else { return nil }
+            if files[key]?.isEmpty == true { files[key] = nil }
+            return (item, Set((files[key]?.values).map { $0.flatMap(\.tags) } ?? []))
+        }
+        guard let (item, left) = removed else { return }
         totalBytes -= item.bytes
         count -= 1
-        for tag in item.tags {
-            // Another variant of the key may still carry the tag.
-            if !keyGone, entries[key]!.values.contains(where: { $0.tags.contains(tag) }) { continue }
+        for tag in item.tags where !left.contains(tag) {
             tagged[tag]?.remove(key)
             if tagged[tag]?.isEmpty == true { tagged[tag] = nil }
         }
@@ -74,26 +140,44 @@ struct DiskIndex: ~Copyable {
 
     /// The files `scope` matches.
     func files(matching scope: PurgeScope) -> [(key: String, name: String)] {
-        let keys: [String]
+        var found: [(key: String, name: String)] = []
+        func collect(_ key: String, _ variants: DiskFiles.Variants) {
+            for (name, item) in variants where scope.matches(key: key, tags: item.tags) { found.append((key, name)) }
+        }
         switch scope {
-        case .key(let key): keys = entries[key] == nil ? [] : [key]
-        case .tag(let tag): keys = tagged[tag].map(Array.init) ?? []
-        case .prefix(let prefix): keys = entries.keys.filter { $0.hasPrefix(prefix) }
-        case .all: keys = Array(entries.keys)
+        case .key(let key):
+            if let variants = files.variants(of: key) { collect(key, variants) }
+        case .tag(let tag):
+            for key in tagged[tag] ?? [] { if let variants = files.variants(of: key) { collect(key, variants) } }
+        case .prefix(let prefix):
+            files.forEachShard { for (key, variants) in $0 where key.hasPrefix(prefix) { collect(key, variants) } }
+        case .all:
+            files.forEachShard { for (key, variants) in $0 { collect(key, variants) } }
         }
-        var files: [(key: String, name: String)] = []
-        for key in keys {
-            for (name, item) in entries[key] ?? [:] where scope.matches(key: key, tags: item.tags) { files.append((key, name)) }
-        }
-        return files
+        return found
+    }
+
+    /// Every file, with its entry (for scans by age or use).
+    private func all() -> [(key: String, name: String, item: Item)] {
+        var all: [(key: String, name: String, item: Item)] = []
+        all.reserveCapacity(count)
+        files.forEachShard { for (key, variants) in $0 { for (name, item) in variants { all.append((key, name, item)) } } }
+        return all
+    }
+
+    /// Removes the files stored before `cutoff` (wall seconds); returns them.
+    mutating func removeStored(before cutoff: Int64) -> [(key: String, name: String)] {
+        let old = all().filter { $0.item.storedAt < cutoff }.map { (key: $0.key, name: $0.name) }
+        for file in old { remove(key: file.key, name: file.name) }
+        return old
     }
 
     /// Removes entries older than their key's lifetime; returns their files.
     mutating func removeExpired(now: Int64, lifetime: (String) -> Int?) -> [(String, String)] {
         var expired: [(String, String)] = []
-        for (key, files) in entries {
-            guard let seconds = lifetime(key) else { continue }
-            for (name, item) in files where now - item.storedAt > Int64(seconds) { expired.append((key, name)) }
+        for file in all() {
+            guard let seconds = lifetime(file.key), now - file.item.storedAt > Int64(seconds) else { continue }
+            expired.append((file.key, file.name))
         }
         for (key, name) in expired { remove(key: key, name: name) }
         return expired
@@ -103,9 +187,7 @@ struct DiskIndex: ~Copyable {
     /// oldest stored) until 95 % of the limit. Returns the files to delete.
     mutating func evict(limit: Int) -> [(String, String)] {
         guard totalBytes > limit else { return [] }
-        var all: [(key: String, name: String, item: Item)] = []
-        all.reserveCapacity(count)
-        for (key, files) in entries { for (name, item) in files { all.append((key, name, item)) } }
+        var all = all()
         all.sort { ($0.item.lastUse, $0.item.storedAt) < ($1.item.lastUse, $1.item.storedAt) }
         var victims: [(String, String)] = []
         let target = limit / 100 * 95

@@ -117,7 +117,7 @@ extension DiskTier {
             case .store: break
             }
             index.put(key: key, name: name, bytes: Self.charged(fileBytes), storedAt: storedAt, tags: tags)
-            if verified { index.entries[key]?[name]?.verified = true }
+            if verified { index.files.setVerified(key, name) }
             return index.evict(limit: limitBytes)
         }
         deleteFiles(victims)

@@ -51,7 +51,10 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
         let fd = Atomic<Int32>(-1)
     }
     let subdirectories = (0..<256).map { _ in Subdirectory() }
+    /// The index (totals, tags, write ordering) behind the tier's lock; the
+    /// files by key are in `files`, sharded, so hits take no tier-wide lock.
     let state: Locked<DiskIndex>
+    let files = DiskFiles()
     let queue = WriteQueue()
     private let lockFD: FileDescriptor
     let log: @Sendable (String) -> Void
@@ -85,7 +88,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
         self.limitBytes = limitBytes
         self.lifetimeSeconds = lifetimeSeconds
         self.log = log
-        state = Locked(DiskIndex())
+        state = Locked(DiskIndex(files: files))
         do throws(Errno) {
             try DiskIO.makeDirectory(directory)
         } catch {
@@ -147,23 +150,11 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
     }
 
     private func responses(_ key: String) -> [CachedResponse] {
-        var files: [(name: String, size: Int?, verified: Bool)] = []
-        let indexed = state.withLock { index -> Bool in
-            // One hash of the key; the variants are updated through their positions.
-            guard let slot = index.entries.index(forKey: key) else { return index.rebuilt }
-            index.clock += 1
-            let clock = index.clock
-            // (Not `for … in indices`: that keeps a second reference to the
-            // variants, and the write below would copy them on every hit.)
-            var position = index.entries.values[slot].startIndex
-            while position != index.entries.values[slot].endIndex {
-                index.entries.values[slot].values[position].lastUse = clock
-                let (name, item) = index.entries.values[slot][position]
-                files.append((name, item.bytes - Self.overheadBytes, item.verified))
-                index.entries.values[slot].formIndex(after: &position)
-            }
-            return true
-        }
+        // Read before the lookup: once the rebuild is done, every file is
+        // indexed, so a key the index lacks has none.
+        let rebuilt = self.files.rebuilt.load(ordering: .acquiring)
+        var files = self.files.use(key, overheadBytes: Self.overheadBytes) ?? []
+        let indexed = !files.isEmpty || rebuilt
         if !indexed {
             // Still rebuilding: look at the files themselves.
             let hash = Self.keyHash(key)
@@ -196,12 +187,12 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
                     continue
                 }
                 if !file.verified {
-                    state.withLock { index in
-                        if !indexed {
-                            index.insertIfAbsent(key: key, name: name, bytes: Self.charged(size), storedAt: storedAt, tags: entry.tags)
+                    if !indexed {
+                        state.withLock {
+                            $0.insertIfAbsent(key: key, name: name, bytes: Self.charged(size), storedAt: storedAt, tags: entry.tags)
                         }
-                        index.entries[key]?[name]?.verified = true
                     }
+                    self.files.setVerified(key, name)
                 }
                 found.append(entry)
             } catch {
@@ -239,7 +230,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
             state.withLock { $0.remove(key: key, name: name) }
             return nil
         }
-        let verified = state.withLock { $0.entries[key]?[name]?.verified ?? false }
+        let verified = files.isVerified(key, name)
         if !verified {
             var sum = Checksum()
             sum.add(meta)
@@ -247,12 +238,12 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
             guard (try? DiskIO.forEachPiece(fd, from: start, length: h.bodyLength, chunk: 1 << 20, { sum.add($0) })) == true
             else { return drop("short read") }
             guard sum.value == h.checksum else { return drop("checksum mismatch") }
-            state.withLock { index in
-                if !indexed {
-                    index.insertIfAbsent(key: key, name: name, bytes: Self.charged(size), storedAt: record.storedAt, tags: record.tags)
+            if !indexed {
+                state.withLock {
+                    $0.insertIfAbsent(key: key, name: name, bytes: Self.charged(size), storedAt: record.storedAt, tags: record.tags)
                 }
-                index.entries[key]?[name]?.verified = true
             }
+            files.setVerified(key, name)
         }
         record.bodyFile = FileBody(path: path, offset: DiskFormat.fixedHeaderBytes + h.metaLength, length: h.bodyLength)
         return record
@@ -354,7 +345,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
         let names = state.withLock { index -> [String] in
             index.sequence += 1
             index.tombstones[key] = index.sequence
-            let names = index.entries[key].map { Array($0.keys) } ?? []
+            let names = index.files.variants(of: key).map { Array($0.keys) } ?? []
             for name in names { index.remove(key: key, name: name) }
             return names
         }
@@ -436,12 +427,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
     /// Removes files stored before `cutoff` (wall seconds); returns how many per key.
     public func removeStored(before cutoff: Int64) -> [String: Int] {
         waitForIndex(timeoutSeconds: 120)
-        let files = state.withLock { index -> [(key: String, name: String)] in
-            var old: [(key: String, name: String)] = []
-            for (key, files) in index.entries { for (name, item) in files where item.storedAt < cutoff { old.append((key, name)) } }
-            for file in old { index.remove(key: file.key, name: file.name) }
-            return old
-        }
+        let files = state.withLock { $0.removeStored(before: cutoff) }
         deleteFiles(files)
         return files.reduce(into: [:]) { $0[$1.key, default: 0] += 1 }
     }
@@ -451,7 +437,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
 
     public func waitForIndex(timeoutSeconds: Double) {
         let deadline = Date().addingTimeInterval(timeoutSeconds)
-        while !state.withLock({ $0.rebuilt }) && Date() < deadline { usleep(5_000) }
+        while !files.rebuilt.load(ordering: .acquiring) && Date() < deadline { usleep(5_000) }
     }
 
     /// Waits (at most `timeoutSeconds`) until queued writes are on disk.
