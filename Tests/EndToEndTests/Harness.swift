@@ -44,10 +44,17 @@ final class ChildProcess {
         process.standardOutput = out
         process.standardError = err
         process.standardInput = FileHandle.nullDevice
-        out.fileHandleForReading.readabilityHandler = { [weak self] h in self?.append(h.availableData, stderr: false) }
-        err.fileHandleForReading.readabilityHandler = { [weak self] h in self?.append(h.availableData, stderr: true) }
         try process.run()
+        // Our own reader threads, not FileHandle.readabilityHandler: clearing
+        // a handler cancels its dispatch source asynchronously, and closing
+        // the descriptor before libdispatch has let go of it crashed its
+        // event loop thread (a suite run on a fresh clone died of SIGSEGV).
+        readers = [(out, false), (err, true)].map { pipe, isStderr in
+            PipeReader(pipe.fileHandleForReading.fileDescriptor) { [weak self] data in self?.append(data, stderr: isStderr) }
+        }
     }
+
+    private var readers: [PipeReader] = []
 
     private func append(_ data: Data, stderr: Bool) {
         guard !data.isEmpty else { return }
@@ -104,31 +111,57 @@ final class ChildProcess {
 
     /// XCTest keeps every test case (and so this object) until the run
     /// ends: without this each stopped child would leave its pipes open, a
-    /// thousand descriptors by the end of the suite.
+    /// thousand descriptors by the end of the suite. The readers deliver
+    /// what is left and stop (a grandchild may still hold the write end);
+    /// a pipe is closed only once its reader has stopped.
     private func closePipes() {
         guard !process.isRunning else { return }
         lock.lock()
         if pipesClosed { lock.unlock(); return }
         pipesClosed = true
         lock.unlock()
-        for (pipe, isStderr) in [(out, false), (err, true)] {
-            let handle = pipe.fileHandleForReading
-            handle.readabilityHandler = nil
-            // What the handler had not read yet, without blocking (a
-            // grandchild may still hold the write end).
-            let fd = handle.fileDescriptor
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-            var rest = Data()
-            var chunk = [UInt8](repeating: 0, count: 65536)
-            while true {
-                let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-                if n <= 0 { break }
-                rest.append(contentsOf: chunk[0..<n])
-            }
-            append(rest, stderr: isStderr)
-            try? handle.close()
+        for reader in readers { reader.stop() }
+        for (reader, pipe) in zip(readers, [out, err]) where reader.waitUntilStopped(timeout: 5) {
+            try? pipe.fileHandleForReading.close()
         }
     }
+}
+
+/// Reads a pipe on a thread of its own until end of file or `stop()`
+/// (then once nothing more is waiting), handing each piece to `deliver`.
+final class PipeReader: @unchecked Sendable {
+    private let stopped = DispatchSemaphore(value: 0)
+    private let stopLock = NSLock()
+    private var stopping = false
+
+    init(_ fd: Int32, deliver: @escaping (Data) -> Void) {
+        let thread = Thread { [self] in
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            while true {
+                var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                let n = poll(&ready, 1, 100)
+                if n < 0 && errno == EINTR { continue }
+                if n == 0 {
+                    if isStopping { break }
+                    continue
+                }
+                let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { break }  // end of file (or an error)
+                deliver(Data(chunk[0..<count]))
+            }
+            stopped.signal()
+        }
+        thread.name = "child-output"
+        thread.start()
+    }
+
+    private var isStopping: Bool { stopLock.lock(); defer { stopLock.unlock() }; return stopping }
+
+    func stop() { stopLock.lock(); stopping = true; stopLock.unlock() }
+
+    /// Whether the thread has finished (it no longer touches the descriptor).
+    func waitUntilStopped(timeout: TimeInterval) -> Bool { stopped.wait(timeout: .now() + timeout) == .success }
 }
 
 /// The python origin server of origin.py.
