@@ -96,6 +96,24 @@ CONF
     i=0; while [ ! -s "$WORK/$1.pid" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 }
 
+# nginx proxy_cache caching in $WORK/nginx-cache, X-Cache telling a HIT
+# from a MISS; sets NGINX_PORT.
+start_caching_nginx() {
+    NGINX_PORT=$(free_port)
+    mkdir -p "$WORK/nginx-cache"
+    chmod 777 "$WORK/nginx-cache"
+    start_nginx "
+    proxy_cache_path $WORK/nginx-cache levels=1:2 keys_zone=bench:64m max_size=4g;
+    server {
+        listen 127.0.0.1:$NGINX_PORT;
+        location / {
+            $NGINX_PROXY
+            proxy_cache bench;
+            add_header X-Cache \$upstream_cache_status always;
+        }
+    }"
+}
+
 # Prints "requests_per_second p99_ms" for one wrk run: measure URL [lua-script].
 measure() {
     if [ $# -gt 1 ]; then script="-s $2"; else script=""; fi

@@ -19,19 +19,7 @@ start_disk_larder() {  # $1: cache dir, $2: memory limit
     start_larder --memory-limit "$2" --cache-dir "$1" --disk-limit 4GiB --log-level error
 }
 
-NGINX_PORT=$(free_port)
-mkdir -p "$WORK/nginx-cache"
-chmod 777 "$WORK/nginx-cache"
-start_nginx "
-    proxy_cache_path $WORK/nginx-cache levels=1:2 keys_zone=bench:64m max_size=4g;
-    server {
-        listen 127.0.0.1:$NGINX_PORT;
-        location / {
-            $NGINX_PROXY
-            proxy_cache bench;
-            add_header X-Cache \$upstream_cache_status always;
-        }
-    }"
+start_caching_nginx
 
 cat > "$WORK/random.lua" <<LUA
 math.randomseed(42)

@@ -34,15 +34,7 @@ seed=$(find "$WORK/larder-cache" -name '*.lrd' | head -1)
 $STARTUP clone "$seed" "$WORK/larder-cache" "$ENTRIES"
 entries=$(find "$WORK/larder-cache" -name '*.lrd' | wc -l)
 
-NGINX_PORT=$(free_port)
-mkdir -p "$WORK/nginx-cache"
-chmod 777 "$WORK/nginx-cache"
-start_nginx "
-    proxy_cache_path $WORK/nginx-cache levels=1:2 keys_zone=bench:64m max_size=4g;
-    server {
-        listen 127.0.0.1:$NGINX_PORT;
-        location / { $NGINX_PROXY proxy_cache bench; add_header X-Cache \$upstream_cache_status always; }
-    }"
+start_caching_nginx
 curl -s -o /dev/null "http://127.0.0.1:$NGINX_PORT/s/known-key-00000"
 kill "$(cat "$WORK/nginx.pid")"
 i=0; while [ -s "$WORK/nginx.pid" ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done

@@ -21,12 +21,15 @@ public final class MemoryTier: CacheTier {
         let version = Atomic<UInt64>(0)
         init(limitBytes: Int) { index = Locked(SieveIndex(limitBytes: limitBytes)) }
 
-        /// Runs a change under the lock and bumps the version.
+        /// Runs a change under the lock and bumps the version when `changed`
+        /// says it changed something: a declined promotion or the removal of
+        /// an absent key leaves the workers' LocalHits of the shard valid.
         @inline(__always)
-        func change<T>(_ body: (inout SieveIndex) -> T) -> T {
+        func change<T>(_ body: (inout SieveIndex) -> T, changed: (T) -> Bool = { _ in true }) -> T {
             index.withLock { index in
-                defer { version.add(1, ordering: .releasing) }
-                return body(&index)
+                let result = body(&index)
+                if changed(result) { version.add(1, ordering: .releasing) }
+                return result
             }
         }
     }
@@ -108,14 +111,7 @@ public final class MemoryTier: CacheTier {
     public func insert(_ entry: CachedResponse, promoted: Bool = false) -> Bool {
         // A body in a file costs memory only for its head (hits sendfile it).
         guard entry.body.count <= maxObjectBytes else { return false }
-        let shard = shard(KeyTable.hash(entry.keyBytes))
-        // A declined promotion changes nothing: the workers' LocalHits of
-        // this shard stay valid (the version is bumped only by a change).
-        return shard.index.withLock { index in
-            guard index.put(entry, promoted: promoted) else { return false }
-            shard.version.add(1, ordering: .releasing)
-            return true
-        }
+        return shard(KeyTable.hash(entry.keyBytes)).change({ $0.put(entry, promoted: promoted) }, changed: { $0 })
     }
 
     public func wouldAdmit(_ entry: CachedResponse) -> Bool {
@@ -125,7 +121,7 @@ public final class MemoryTier: CacheTier {
 
     @discardableResult
     public func remove(_ key: String) -> Int {
-        shard(KeyTable.hash(key)).change { $0.remove(key) }
+        shard(KeyTable.hash(key)).change({ $0.remove(key) }, changed: { $0 > 0 })
     }
 
     /// Removes (or, `soft`, marks stale) what `scope` matches; the number of

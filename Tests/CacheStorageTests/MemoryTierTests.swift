@@ -262,6 +262,8 @@ final class LocalHitsTests: XCTestCase {
         XCTAssertFalse(tier.wouldAdmit(entry("/c")))
         XCTAssertFalse(tier.insert(entry("/c"), promoted: true))
         XCTAssertEqual(tier.shardVersion(of: "/a"), before, "nothing changed, so the copies stay valid")
+        XCTAssertEqual(tier.remove("/absent-a"), 0)
+        XCTAssertEqual(tier.shardVersion(of: "/a"), before, "nor does removing a key it does not hold (a POST's invalidation)")
         XCTAssertTrue(tier.insert(entry("/c")), "a store is not a promotion")
         XCTAssertGreaterThan(tier.shardVersion(of: "/a"), before)
     }

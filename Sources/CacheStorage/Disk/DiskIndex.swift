@@ -120,7 +120,8 @@ struct DiskIndex: ~Copyable {
         let removed = files.shard(key).withLock { files -> (item: Item, left: Set<String>)? in
             guard let item = files[key]?.removeValue(forKey: name) else { return nil }
             if files[key]?.isEmpty == true { files[key] = nil }
-            return (item, Set((files[key]?.values).map { $0.flatMap(\.tags) } ?? []))
+            // (Only a tagged file needs to know: most have no tags.)
+            return (item, item.tags.isEmpty ? [] : Set((files[key]?.values).map { $0.flatMap(\.tags) } ?? []))
         }
         guard let (item, left) = removed else { return }
         totalBytes -= item.bytes

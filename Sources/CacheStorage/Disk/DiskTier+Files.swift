@@ -13,7 +13,9 @@ extension DiskTier {
 
     /// A stored file's path (its name starts with the key's hash, whose
     /// first byte names the sub-directory).
-    func path(of name: String) -> String { directory + "/" + name.prefix(2) + "/" + name }
+    func path(of name: String) -> String { subdirectoryPath(of: name) + "/" + name }
+
+    private func subdirectoryPath(of name: String) -> String { directory + "/" + name.prefix(2) }
 
     /// A stored file opened for reading, relative to its sub-directory's
     /// kept descriptor (one path component for the kernel to resolve).
@@ -25,7 +27,7 @@ extension DiskTier {
         let handle = subdirectories[high << 4 | low]
         var dir = handle.fd.load(ordering: .acquiring)
         if dir < 0 {
-            guard let opened = try? DiskIO.openDirectory(directory + "/" + name.prefix(2)) else { return nil }
+            guard let opened = try? DiskIO.openDirectory(subdirectoryPath(of: name)) else { return nil }
             let (exchanged, current) = handle.fd.compareExchange(expected: -1, desired: opened.rawValue, ordering: .acquiringAndReleasing)
             if exchanged { dir = opened.rawValue } else { DiskIO.close(opened); dir = current }
         }
@@ -38,7 +40,7 @@ extension DiskTier {
             // directory is kept for next time (the old descriptor stays
             // open: another thread may be using it).
             guard let fd = try? DiskIO.openForReading(path(of: name)) else { return nil }
-            if let fresh = try? DiskIO.openDirectory(directory + "/" + name.prefix(2)),
+            if let fresh = try? DiskIO.openDirectory(subdirectoryPath(of: name)),
                !handle.fd.compareExchange(expected: dir, desired: fresh.rawValue, ordering: .acquiringAndReleasing).exchanged {
                 DiskIO.close(fresh)
             }

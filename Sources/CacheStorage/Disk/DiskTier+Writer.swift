@@ -113,7 +113,7 @@ extension DiskTier {
         let victims = state.withLock { index -> [(String, String)] in
             switch index.verdict(key: key, tags: tags, seq: seq) {
             case .refuse: return [(key, name)]  // removed meanwhile
-            case .storeStale: _ = markStale(directory + "/" + Self.subdirectory(Self.keyHash(key)) + "/" + name)
+            case .storeStale: _ = markStale(path(of: name))
             case .store: break
             }
             index.put(key: key, name: name, bytes: Self.charged(fileBytes), storedAt: storedAt, tags: tags)
@@ -144,7 +144,7 @@ extension DiskTier {
     }
 
     func deleteFiles(_ files: [(key: String, name: String)]) {
-        for (key, name) in files { try? DiskIO.remove(directory + "/" + Self.subdirectory(Self.keyHash(key)) + "/" + name) }
+        for (_, name) in files { try? DiskIO.remove(path(of: name)) }
     }
 
     private func write(_ record: DiskRecord, seq: UInt64) {

@@ -341,7 +341,6 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
     /// Removes every stored variant of `key` now; queued writes of it are dropped.
     @discardableResult
     public func remove(_ key: String) -> Int {
-        let hash = Self.keyHash(key)
         let names = state.withLock { index -> [String] in
             index.sequence += 1
             index.tombstones[key] = index.sequence
@@ -349,7 +348,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
             for name in names { index.remove(key: key, name: name) }
             return names
         }
-        for name in names { try? DiskIO.remove(directory + "/" + Self.subdirectory(hash) + "/" + name) }
+        for name in names { try? DiskIO.remove(path(of: name)) }
         return names.count
     }
 
@@ -389,10 +388,10 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
     func applyPurge(_ files: [(key: String, name: String)], soft: Bool) -> [String] {
         var failures = retryUndeleted()
         for file in files {
-            let path = directory + "/" + Self.subdirectory(Self.keyHash(file.key)) + "/" + file.name
+            let filePath = path(of: file.name)
             if soft {
-                if let failure = markStale(path) { failures.append(failure) }
-            } else if let failure = delete(path) {
+                if let failure = markStale(filePath) { failures.append(failure) }
+            } else if let failure = delete(filePath) {
                 failures.append(failure)
             }
         }
