@@ -62,6 +62,14 @@ public protocol TierStream: AnyObject {
     func commit()
     /// The body will not complete: nothing is kept.
     func abort()
+    /// When the tier is behind with writing: keeps `resume`, called from
+    /// any thread once it has caught up, and returns true (the caller
+    /// should stop appending until then). Otherwise returns false.
+    func pauseIfBacklogged(_ resume: @escaping @Sendable () -> Void) -> Bool
+}
+
+extension TierStream {
+    public func pauseIfBacklogged(_ resume: @escaping @Sendable () -> Void) -> Bool { false }
 }
 
 /// The quick half of a purge (what it matched, per key) and the slow half,

@@ -78,6 +78,13 @@ public struct StoreWriter {
         return !abandoned
     }
 
+    /// When the tier being streamed to is behind with writing: keeps
+    /// `resume` (called from any thread once it caught up) and returns true;
+    /// the caller holds further bytes until then.
+    public func pauseIfBacklogged(_ resume: @escaping @Sendable () -> Void) -> Bool {
+        stream?.pauseIfBacklogged(resume) ?? false
+    }
+
     /// The body is complete: stores the response. Returns whether a tier took it.
     @discardableResult
     public mutating func commit() -> Bool {

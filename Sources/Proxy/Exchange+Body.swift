@@ -13,6 +13,17 @@ extension Exchange {
         if !store!.writer.append(bytes) { store = nil }
     }
 
+    /// A disk slower than the upstream: the transfer pauses until the
+    /// store's writer has caught up (as a slow client pauses it), rather
+    /// than the queue growing or the object being dropped.
+    func waitsForStore() -> Bool {
+        guard let store, store.writer.isStreaming, !finished || orphaned else { return false }
+        let loop = worker.loop
+        guard store.writer.pauseIfBacklogged({ [weak self] in loop.execute { self?.outputDrained() } }) else { return false }
+        upstreamPaused = true
+        return true
+    }
+
     /// Stores the completed response. Called as soon as the body is known to
     /// be complete, before its last bytes go to the client, so a client that
     /// asks again at once (on another connection) finds it stored.

@@ -216,6 +216,7 @@ extension Exchange {
     }
 
     func upstreamDidReceiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        if waitsForStore() { return false }
         if orphaned {
             receivedBody += bytes.count
             broadcast?.append(Bytes(bytes))

@@ -246,7 +246,7 @@ final class Exchange: UpstreamTransferDelegate {
                          cache: cache.isEmpty ? "-" : String(decoding: cache, as: UTF8.self))
     }
 
-    /// The client caught up: let a paused upstream continue.
+    /// The client (or the store's writer) caught up: let a paused upstream continue.
     func outputDrained() {
         if upstreamPaused, let transfer {
             upstreamPaused = false

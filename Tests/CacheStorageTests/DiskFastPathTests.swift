@@ -28,8 +28,8 @@ final class DiskFastPathTests: XCTestCase {
         return sub + "/" + name
     }
 
-    private func openTier() throws -> DiskTier {
-        let tier = try DiskTier(directory: directory, limitBytes: 100 << 20) { _ in }
+    private func openTier(limitBytes: Int = 100 << 20) throws -> DiskTier {
+        let tier = try DiskTier(directory: directory, limitBytes: limitBytes) { _ in }
         tier.waitForIndex(timeoutSeconds: 10)
         return tier
     }
@@ -60,14 +60,10 @@ final class DiskFastPathTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: file), "not taken for a corrupt one")
     }
 
-    func testAHitTakesNoTierWideLock() throws {
-        // Hits go through their key's shard of the file map only: one held
-        // by a long purge, the writer or eviction, keeps no worker waiting.
-        let tier = try openTier()
-        tier.store(record("/free"))
-        tier.flush(timeoutSeconds: 10)
-        XCTAssertEqual(tier.lookup("/free").first?.bodyLength, 1000, "read and verified once")
-        let held = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0), served = DispatchSemaphore(value: 0)
+    /// Holds the tier's index lock on a thread of its own (at most 20 s)
+    /// until the returned function is called.
+    private func holdIndexLock(of tier: DiskTier) -> () -> Void {
+        let held = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
         let holder = Thread {
             tier.state.withLock { _ in
                 held.signal()
@@ -76,6 +72,17 @@ final class DiskFastPathTests: XCTestCase {
         }
         holder.start()
         XCTAssertEqual(held.wait(timeout: .now() + 10), .success)
+        return { release.signal() }
+    }
+
+    func testAHitTakesNoTierWideLock() throws {
+        // Hits go through their key's shard of the file map only: one held
+        // by a long purge, the writer or eviction, keeps no worker waiting.
+        let tier = try openTier()
+        tier.store(record("/free"))
+        tier.flush(timeoutSeconds: 10)
+        XCTAssertEqual(tier.lookup("/free").first?.bodyLength, 1000, "read and verified once")
+        let release = holdIndexLock(of: tier), served = DispatchSemaphore(value: 0)
         let found = Locked(0)
         let reader = Thread {
             found.withLock { $0 = tier.lookup("/free").first?.bodyLength ?? -1 }
@@ -83,10 +90,46 @@ final class DiskFastPathTests: XCTestCase {
         }
         reader.start()
         let result = served.wait(timeout: .now() + 5)
-        release.signal()
+        release()
         XCTAssertEqual(result, .success, "the hit did not wait for the index lock")
         if result == .timedOut { _ = served.wait(timeout: .now() + 10) }  // it goes on once the lock is free
         XCTAssertEqual(found.withLock { $0 }, 1000)
+    }
+
+    func testAStreamFasterThanTheDiskPausesAndIsStoredWhole() throws {
+        // The writer is held up (sealing another stream needs the index lock,
+        // held here); an 80 MiB body streamed meanwhile, more than the queue
+        // holds, must be asked to pause rather than be dropped once the queue
+        // is full, and be stored whole once the writer has caught up.
+        let disk = try openTier(limitBytes: 400 << 20)
+        let store = TieredStore(tiers: [MemoryTier(limitBytes: 1 << 20, maxObjectBytes: 1024), disk])
+        let other = try XCTUnwrap(disk.beginStream(record("/other")))
+        var writer = StoreWriter(testHead("/large"), into: store, fetchedSince: store.fetchToken, storedAt: 1,
+                                 firstTierOnly: false, expectedLength: nil)
+        let piece = [UInt8](repeating: 0x6C, count: 256 << 10)
+        XCTAssertTrue(piece.withUnsafeBytes { writer.append($0) })
+        XCTAssertTrue(writer.isStreaming)
+        let release = holdIndexLock(of: disk), resumed = DispatchSemaphore(value: 0)
+        disk.finish(other)  // the writer now waits for the lock
+        var sent = piece.count, pauses = 0
+        while sent < 80 << 20 && !writer.abandoned {
+            if writer.pauseIfBacklogged({ resumed.signal() }) {
+                pauses += 1
+                if pauses == 1 {
+                    XCTAssertLessThanOrEqual(sent, 20 << 20, "paused soon after 16 MiB were queued")
+                    release()
+                }
+                XCTAssertEqual(resumed.wait(timeout: .now() + 20), .success, "told to go on once the writer caught up")
+                continue
+            }
+            XCTAssertTrue(piece.withUnsafeBytes { writer.append($0) }, "not dropped after \(sent) bytes")
+            sent += piece.count
+        }
+        if pauses == 0 { release() }
+        XCTAssertGreaterThan(pauses, 0, "asked to pause while the writer was held up")
+        XCTAssertTrue(writer.commit())
+        store.flush(timeoutSeconds: 20)
+        XCTAssertEqual(disk.lookup("/large").first?.bodyLength, 80 << 20)
     }
 
     func testAHitFindsItsFileAfterTheSubdirectoryIsReplaced() throws {

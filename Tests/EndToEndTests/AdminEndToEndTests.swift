@@ -293,7 +293,7 @@ final class AdminEndToEndTests: XCTestCase {
         let child = try ChildProcess(Paths.larder, arguments, environment: environment)
         let status = child.waitForExit(timeout: 30)
         if status == nil { child.stop() }
-        _ = child.waitFor("$^", timeout: 0.3)  // let the pipes drain
+        child.drainOutput()
         return (status, child.stdout, child.stderr)
     }
 

@@ -180,7 +180,7 @@ final class CommandLineTests: XCTestCase {
         let child = try ChildProcess(Paths.larder, arguments)
         let status = child.waitForExit(timeout: 20)
         if status == nil { child.stop() }
-        _ = child.waitFor("$^", timeout: 0.3)  // let the pipes drain
+        child.drainOutput()
         return (status, child.stdout, child.stderr)
     }
 

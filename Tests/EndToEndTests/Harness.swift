@@ -73,7 +73,6 @@ final class ChildProcess {
         let deadline = Date().addingTimeInterval(timeout)
         lock.lock()
         defer { lock.unlock() }
-        var looksAfterExit = 0
         while true {
             for text in [stdoutText, stderrText] {
                 let range = NSRange(text.startIndex..., in: text)
@@ -82,8 +81,8 @@ final class ChildProcess {
                     return Range(r, in: text).map { String(text[$0]) }
                 }
             }
-            // After exit, give the pipe readers a moment to deliver the rest.
-            if !process.isRunning { looksAfterExit += 1; if looksAfterExit > 3 { return nil } }
+            // After exit, no more can come once both pipes are at end of file.
+            if !process.isRunning && readers.allSatisfy(\.isFinished) { return nil }
             if Date() >= deadline { return nil }
             _ = lock.wait(until: min(deadline, Date().addingTimeInterval(0.1)))
         }
@@ -94,6 +93,14 @@ final class ChildProcess {
         let deadline = Date().addingTimeInterval(timeout)
         while process.isRunning && Date() < deadline { usleep(20_000) }
         return process.isRunning ? nil : process.terminationStatus
+    }
+
+    /// Waits (bounded) until everything the exited child wrote has been
+    /// read: both pipes at end of file. Call after `waitForExit`.
+    func drainOutput(timeout: TimeInterval = 5) {
+        guard !process.isRunning else { return }
+        let deadline = Date().addingTimeInterval(timeout)
+        for reader in readers { _ = reader.waitUntilStopped(timeout: max(0, deadline.timeIntervalSinceNow)) }
     }
 
     /// SIGTERM, then SIGKILL if it does not exit in time; then the rest of
@@ -130,9 +137,9 @@ final class ChildProcess {
 /// Reads a pipe on a thread of its own until end of file or `stop()`
 /// (then once nothing more is waiting), handing each piece to `deliver`.
 final class PipeReader: @unchecked Sendable {
-    private let stopped = DispatchSemaphore(value: 0)
-    private let stopLock = NSLock()
+    private let state = NSCondition()
     private var stopping = false
+    private var finished = false
 
     init(_ fd: Int32, deliver: @escaping (Data) -> Void) {
         let thread = Thread { [self] in
@@ -150,18 +157,27 @@ final class PipeReader: @unchecked Sendable {
                 guard count > 0 else { break }  // end of file (or an error)
                 deliver(Data(chunk[0..<count]))
             }
-            stopped.signal()
+            state.lock(); finished = true; state.broadcast(); state.unlock()
         }
         thread.name = "child-output"
         thread.start()
     }
 
-    private var isStopping: Bool { stopLock.lock(); defer { stopLock.unlock() }; return stopping }
+    private var isStopping: Bool { state.lock(); defer { state.unlock() }; return stopping }
 
-    func stop() { stopLock.lock(); stopping = true; stopLock.unlock() }
+    var isFinished: Bool { state.lock(); defer { state.unlock() }; return finished }
 
-    /// Whether the thread has finished (it no longer touches the descriptor).
-    func waitUntilStopped(timeout: TimeInterval) -> Bool { stopped.wait(timeout: .now() + timeout) == .success }
+    func stop() { state.lock(); stopping = true; state.unlock() }
+
+    /// Whether the thread has finished (it no longer touches the descriptor):
+    /// end of file was read, or `stop()` was called and nothing more came.
+    func waitUntilStopped(timeout: TimeInterval) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        state.lock()
+        defer { state.unlock() }
+        while !finished && state.wait(until: deadline) {}
+        return finished
+    }
 }
 
 /// The python origin server of origin.py.

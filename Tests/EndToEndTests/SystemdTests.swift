@@ -106,7 +106,7 @@ final class SystemdTests: XCTestCase {
         }
         let verify = try ChildProcess("/usr/bin/systemd-analyze", ["verify"] + units.map { dir + "/" + $0 })
         XCTAssertEqual(verify.waitForExit(timeout: 60), 0, verify.stderr)
-        _ = verify.waitFor("$^", timeout: 0.3)  // let the pipes drain
+        verify.drainOutput()
         XCTAssertEqual(verify.stderr, "", "no warnings")
         let service = try String(contentsOfFile: dir + "/larder.service", encoding: .utf8)
         for line in ["Type=notify", "WatchdogSec=", "DynamicUser=yes", "CacheDirectory=larder", "ProtectSystem=strict",
@@ -274,7 +274,7 @@ final class SystemdTests: XCTestCase {
             let child = try ChildProcess("/usr/bin/env", ["make", "-C", Paths.packageRoot.path, target, "DESTDIR=\(stage)",
                                                           "BIN=\(Paths.larder)"])
             let status = child.waitForExit(timeout: 60)
-            _ = child.waitFor("$^", timeout: 0.3)
+            child.drainOutput()
             return (status, child.stdout + child.stderr)
         }
         var (status, output) = try make("install")

@@ -296,6 +296,9 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
         public func append(_ bytes: UnsafeRawBufferPointer) -> Bool { tier.append(self, bytes) }
         public func commit() { tier.finish(self) }
         public func abort() { tier.abort(self) }
+        public func pauseIfBacklogged(_ resume: @escaping @Sendable () -> Void) -> Bool {
+            !failed && tier.queue.waitIfBacklogged(resume)
+        }
     }
 
     /// Starts writing `record` (its metadata; the body follows with `append`).

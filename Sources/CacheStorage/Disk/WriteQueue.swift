@@ -19,8 +19,15 @@ final class WriteQueue: @unchecked Sendable {
     private var head = 0
     private var queuedBytes = 0
     private var busy = false
+    private var drainWaiters: [@Sendable () -> Void] = []
     static let maxOps = 10_000
     static let maxBytes = 64 << 20
+    /// Streams pause their source above this many queued bytes and go on
+    /// once the writer is down to `lowWater`: a disk slower than the
+    /// upstream slows the fetch instead of losing the object (or holding
+    /// the queue's whole 64 MiB in memory).
+    static let highWater = 16 << 20
+    static let lowWater = 4 << 20
 
     /// `force`: queued even when full (small control ops that must not be lost).
     func push(_ op: Op, bytes: Int, force: Bool = false) -> Bool {
@@ -35,7 +42,6 @@ final class WriteQueue: @unchecked Sendable {
 
     func pop() -> Op {
         condition.lock()
-        defer { condition.unlock() }
         while head == ops.count { condition.wait() }
         let op = ops[head]
         head += 1
@@ -46,7 +52,22 @@ final class WriteQueue: @unchecked Sendable {
         default: break
         }
         busy = true
+        var drained: [@Sendable () -> Void] = []
+        if queuedBytes <= Self.lowWater && !drainWaiters.isEmpty { swap(&drained, &drainWaiters) }
+        condition.unlock()
+        for waiter in drained { waiter() }
         return op
+    }
+
+    /// When more than `highWater` bytes are queued: keeps `waiter`, called
+    /// (on the writer thread) once the queue is down to `lowWater`, and
+    /// returns true. Otherwise returns false and keeps nothing.
+    func waitIfBacklogged(_ waiter: @escaping @Sendable () -> Void) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        guard queuedBytes > Self.highWater else { return false }
+        drainWaiters.append(waiter)
+        return true
     }
 
     /// Marks the popped op finished; returns whether the queue is now empty.
