@@ -76,6 +76,8 @@ let package = Package(
         .testTarget(name: "CacheStorageTests", dependencies: ["CacheStorage", "HTTP1"], swiftSettings: swift5),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"], swiftSettings: swift5),
         .testTarget(name: "AdminTests", dependencies: ["Admin", "CacheStorage", "Proxy"], swiftSettings: swift5),
+        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "CacheSemantics", "CacheStorage", "HTTP1", "EventLoop"],
+                    swiftSettings: swift5),
         .testTarget(
             name: "EndToEndTests",
             dependencies: ["larder"],

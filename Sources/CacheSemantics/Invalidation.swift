@@ -1,5 +1,16 @@
 /// RFC 9111 section 4.4: which stored URLs an unsafe request invalidates.
 public enum Invalidation {
+    /// Whether a response invalidates its target: a non-error status
+    /// (2xx, 3xx) to a method that is not safe (a GET with a body counts
+    /// as safe: it changes nothing either).
+    public static func invalidates(method: String, status: Int) -> Bool {
+        guard status >= 200 && status < 400 else { return false }
+        switch method {
+        case "GET", "HEAD", "OPTIONS", "TRACE": return false
+        default: return true
+        }
+    }
+
     /// The cache key (path and query as clients send it) a Location or
     /// Content-Location value names, when it is on the same origin; nil for
     /// another origin (section 4.4 forbids invalidating those).

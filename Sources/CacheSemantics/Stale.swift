@@ -8,6 +8,13 @@ public enum Stale {
             || (shared && (response.proxyRevalidate || response.sMaxAge != nil))
     }
 
+    /// Section 4.2.4 / 5.2.2.2 and 5.2.2.8: must-revalidate (and, in a
+    /// shared cache, proxy-revalidate): when validation fails, a 504 rather
+    /// than the stale response or the error.
+    public static func mustRevalidate(_ response: CacheControl, shared: Bool) -> Bool {
+        response.mustRevalidate || (shared && response.proxyRevalidate)
+    }
+
     /// RFC 5861 section 3: within `stale-while-revalidate` seconds past
     /// expiry, the stale response may be served while it is revalidated in
     /// the background.

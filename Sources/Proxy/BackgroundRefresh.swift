@@ -14,8 +14,8 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
     private let request: RequestHead
     private var transfer: UpstreamTransfer?
     private var requestTime: Int64 = 0
-    private var pending: (status: Int, reason: String?, headers: [(name: String, value: String)], timing: ResponseTiming,
-                          tags: [String])?
+    /// A storable response whose body is being collected.
+    private var pending: UpstreamResponse?
     /// The store's purge number when the refresh began: a purge since wins.
     private var fetchToken: UInt64 = 0
     private var body = ByteAccumulator()
@@ -44,29 +44,16 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
     }
 
     func upstreamDidReceiveHead(status: Int, reason: String?, headers: [(name: String, value: String)]) {
-        let timing = ResponseTiming(requestTime: requestTime, responseTime: EventLoop.wallSeconds(),
-                                    dateValue: StoredResponseBuilder.value("date", in: headers).flatMap(HTTPDate.parse),
-                                    ageValue: Freshness.parseAge(StoredResponseBuilder.value("age", in: headers)) ?? 0)
-        // Most responses have no Connection field: skip building the set.
-        let nominated = HopByHop.nominated(inFields: headers)
-        let strip = worker.configuration.stripTagHeaders
-        let passed = headers.filter {
-            !HopByHop.isHopByHop($0.name) && (nominated.isEmpty || !nominated.contains($0.name))
-                && !(strip && ($0.name == "surrogate-key" || $0.name == "cache-tag"))
-        }
+        let response = UpstreamResponse(status: status, reason: reason, headers: headers, requestTime: requestTime,
+                                        responseTime: EventLoop.wallSeconds(), stripTagHeaders: worker.configuration.stripTagHeaders)
+        if case .invalid = response.framing { return }  // the stored response stays as it was
         if status == 304 {
-            let etag = StoredResponseBuilder.value("etag", in: passed)
-            guard let selected = Validation.selectValidated(
-                etag: etag, lastModified: StoredResponseBuilder.value("last-modified", in: passed),
-                candidates: variants.map { (etag: $0.etag, lastModified: $0.lastModified) }).map({ variants[$0] })
-                ?? (etag == nil ? entry : nil)
-            else { return }
-            let refreshed = worker.builder.refresh(selected, with: passed, timing: timing)
-            if !refreshed.cacheControl.noStore { worker.store.insert(refreshed, firstTierOnly: !toDisk, fetchedSince: fetchToken) }
+            guard let (refreshed, storable) = response.refreshing(entry, among: variants, builder: worker.builder), storable else { return }
+            worker.store.insert(refreshed, firstTierOnly: !toDisk, fetchedSince: fetchToken)
             return
         }
-        if worker.builder.decide(request: request, status: status, headers: passed, timing: timing) == .store {
-            pending = (status, reason, passed, timing, worker.builder.tags(headers, key: entry.key))
+        if worker.builder.decide(request: request, status: status, headers: response.fields, timing: response.timing) == .store {
+            pending = response
         }
     }
 
@@ -88,14 +75,13 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
             body.discard()
             return
         }
-        let expected = StoredResponseBuilder.value("content-length", in: pending.headers).flatMap { Int($0) }
-        if let expected, expected != body.count {
+        if let expected = pending.length, expected != body.count {
             body.discard()
             return
         }
         let stored = worker.builder.build(key: entry.key, status: pending.status, reason: pending.reason,
-                                          headers: pending.headers, body: body.buffer,
-                                          timing: pending.timing, tags: pending.tags,
+                                          headers: pending.fields, body: body.buffer, timing: pending.timing,
+                                          tags: worker.builder.tags(pending.received, key: entry.key),
                                           varyFrom: { [request] in request.combinedHeader($0) })
         body.discard()
         if worker.store.insert(stored, firstTierOnly: !toDisk, fetchedSince: fetchToken) { WorkerStats.bump(worker.counters.stored) }

@@ -80,12 +80,9 @@ extension Exchange {
                 return
             }
             worker.logger.info("upstream error for \(request.method) \(key): \(error.message)")
-            if serveStaleOnError() { return }
-            if let validating, validating.cacheControl.mustRevalidate || (shared && validating.cacheControl.proxyRevalidate) {
-                sendGatewayError(504, "upstream unavailable to revalidate a must-revalidate response: \(error.message)")
-                return
-            }
-            if case .timedOut = error { sendGatewayError(504, error.message) } else { sendGatewayError(502, error.message) }
+            let kind: UpstreamFailure.Kind
+            if case .timedOut = error { kind = .timedOut } else { kind = .unreachable }
+            _ = answerUpstreamFailure(kind, detail: error.message)
             return
         }
         if framing == .length, let expectedLength, receivedBody != expectedLength {
@@ -115,29 +112,45 @@ extension Exchange {
         complete()
     }
 
-    /// RFC 5861 section 4: the upstream failed; serve the stale response
-    /// instead when its (or the request's) stale-if-error window allows.
-    func serveStaleOnError() -> Bool {
+    /// The upstream failed before anything was sent: the policy's fallback,
+    /// the stale response, or a 502/504, as `UpstreamFailure` decides.
+    /// Returns false when the upstream's own response should go through.
+    func answerUpstreamFailure(_ kind: UpstreamFailure.Kind, detail: String) -> Bool {
         guard !responseStarted else { return false }
-        let now = EventLoop.wallSeconds()
-        if let fallback = policyFallback {
-            // networkElseCache: any stored response rather than an error.
-            let age = fallback.currentAge(now: now)
-            if serveStored(fallback, age: age, now: now, cacheStatus: CacheStatus.hit(ttl: fallback.lifetime - age)) {
+        var hasFallback = policyFallback != nil
+        while true {
+            let now = EventLoop.wallSeconds()
+            let stale = staleCandidate.map {
+                UpstreamFailure.StaleCandidate(lifetime: $0.entry.lifetime, currentAge: $0.entry.currentAge(now: now),
+                                               response: $0.entry.cacheControl, request: $0.request)
+            }
+            switch UpstreamFailure.answer(kind, hasFallback: hasFallback, stale: stale, validating: validating?.cacheControl,
+                                          shared: shared) {
+            case .serveFallback:
+                let fallback = policyFallback!
+                let age = fallback.currentAge(now: now)
+                if serveStored(fallback, age: age, now: now, cacheStatus: CacheStatus.hit(ttl: fallback.lifetime - age)) {
+                    answeredFromStore = true
+                    WorkerStats.bump(worker.counters.staleHits)
+                    return true
+                }
+                hasFallback = false  // its body file is gone
+            case .serveStale:
+                let entry = staleCandidate!.entry
+                let age = entry.currentAge(now: now)
                 answeredFromStore = true
                 WorkerStats.bump(worker.counters.staleHits)
+                serveStored(entry, age: age, now: now, cacheStatus: CacheStatus.hit(ttl: entry.lifetime - age))
                 return true
+            case .gatewayError(let status):
+                answeredFromStore = true  // the rest of an upstream response is ignored
+                let revalidating = validating.map { Stale.mustRevalidate($0.cacheControl, shared: shared) } ?? false
+                sendGatewayError(status, revalidating ? "upstream failed to revalidate a must-revalidate response: \(detail)" : detail)
+                return true
+            case .passThrough:
+                return false
             }
-            return false
         }
-        guard let (entry, requestCC) = staleCandidate else { return false }
-        let age = entry.currentAge(now: now)
-        guard Stale.mayServeOnError(lifetime: entry.lifetime, currentAge: age, response: entry.cacheControl,
-                                    request: requestCC, shared: shared) else { return false }
-        answeredFromStore = true
-        WorkerStats.bump(worker.counters.staleHits)
-        serveStored(entry, age: age, now: now, cacheStatus: CacheStatus.hit(ttl: entry.lifetime - age))
-        return true
     }
 
     /// 502/504 generated here, when nothing was sent yet.

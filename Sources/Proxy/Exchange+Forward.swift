@@ -93,13 +93,9 @@ extension Exchange {
         (transfer?.bufferedBodyBytes ?? 0) >= worker.configuration.clientBufferBytes
     }
 
-    /// RFC 9110 section 9.2.2: idempotent methods may be retried when the
-    /// connection fails; a streamed request body cannot be replayed.
+    /// Whether a failed connection may be tried again (`Retry`).
     var mayRetry: Bool {
-        guard !responseStarted, failedAttempts < worker.configuration.upstreamRetries, request.framing == .none else { return false }
-        switch request.method {
-        case "GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE": return true
-        default: return false
-        }
+        !responseStarted && Retry.mayRetry(method: request.method, hasBody: request.framing != .none,
+                                           failedAttempts: failedAttempts, limit: worker.configuration.upstreamRetries)
     }
 }

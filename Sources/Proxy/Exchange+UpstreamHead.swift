@@ -12,7 +12,9 @@ extension Exchange {
     func upstreamDidReceiveHead(status: Int, reason: String?, headers: [(name: String, value: String)]) {
         guard !finished, !answeredFromStore else { return }
         let responseTime = EventLoop.wallSeconds()
-        let upstreamFraming = ResponseFraming.of(headers)
+        let response = UpstreamResponse(status: status, reason: reason, headers: headers, requestTime: requestTime,
+                                        responseTime: responseTime, stripTagHeaders: worker.configuration.stripTagHeaders)
+        let upstreamFraming = response.framing
         if case .invalid(let why) = upstreamFraming {
             // RFC 9112 section 6.3: discard the response, close the upstream
             // connection, 502 (the body's end cannot be known).
@@ -20,42 +22,16 @@ extension Exchange {
             transfer = nil
             WorkerStats.bump(worker.counters.upstreamErrors)
             worker.logger.warning("invalid upstream response for \(request.method) \(key): \(why)")
-            if serveStaleOnError() { return }
-            if let validating, validating.cacheControl.mustRevalidate || (shared && validating.cacheControl.proxyRevalidate) {
-                sendGatewayError(504, "upstream failed to revalidate a must-revalidate response: \(why)")
-                return
-            }
-            sendGatewayError(502, "invalid upstream response: \(why)")
+            _ = answerUpstreamFailure(.invalidResponse, detail: "invalid upstream response: \(why)")
             return
         }
-        let transferCoded = upstreamFraming == .transferCoded
-        let nominated = HopByHop.nominated(inFields: headers)
-        var passed: [(name: String, value: String)] = []
-        passed.reserveCapacity(headers.count)
-        let strip = worker.configuration.stripTagHeaders
-        for field in headers {
-            if HopByHop.isHopByHop(field.name) || (!nominated.isEmpty && nominated.contains(field.name)) { continue }
-            // Transfer-Encoding wins: its Content-Length describes nothing.
-            if transferCoded && field.name.isField("content-length") { continue }
-            if strip && (field.name.isField("surrogate-key") || field.name.isField("cache-tag")) { continue }
-            passed.append(field)
-        }
-        let timing = ResponseTiming(requestTime: requestTime, responseTime: responseTime,
-                                    dateValue: StoredResponseBuilder.value("date", in: headers).flatMap(HTTPDate.parse),
-                                    ageValue: Freshness.parseAge(StoredResponseBuilder.value("age", in: headers)) ?? 0)
+        let passed = response.fields
+        let timing = response.timing
 
-        if Stale.isErrorStatus(status), serveStaleOnError() { return }
-        if let validating {
-            if status == 304 {
-                refreshFromNotModified(passed, timing: timing, fallback: validating)
-                return
-            }
-            if status >= 500, validating.cacheControl.mustRevalidate || (shared && validating.cacheControl.proxyRevalidate) {
-                // Section 4.2.4 / 5.2.2.2: never stale, and no error passed off as fresh.
-                answeredFromStore = true
-                sendGatewayError(504, "upstream failed to revalidate a must-revalidate response (status \(status))")
-                return
-            }
+        if status >= 500, answerUpstreamFailure(.status(status), detail: "upstream answered \(status)") { return }
+        if let validating, status == 304 {
+            refreshFromNotModified(response, validated: validating)
+            return
         }
         responseStarted = true
 
@@ -96,7 +72,7 @@ extension Exchange {
                 lastModified: StoredResponseBuilder.value("last-modified", in: passed), dateValue: timing.dateValue)
         } else {
             cacheStatus = CacheStatus.forward(.method, stored: false)
-            if status < 400 { invalidateAfterUnsafe(headers) }
+            if Invalidation.invalidates(method: request.method, status: status) { invalidateAfterUnsafe(headers) }
         }
 
         noteAnswer(answerNotModified ? 304 : status, cache: Array(cacheStatus.utf8), bodyBytes: answerNotModified ? 0 : nil)
@@ -149,14 +125,8 @@ extension Exchange {
 
     /// A 304 answered our conditional request: update the variant it selects
     /// and serve that (section 4.3.4).
-    func refreshFromNotModified(_ headers: [(name: String, value: String)], timing: ResponseTiming,
-                                        fallback: CachedResponse) {
-        let candidates = variants.map { (etag: $0.etag, lastModified: $0.lastModified) }
-        let selected = Validation.selectValidated(etag: StoredResponseBuilder.value("etag", in: headers),
-                                                  lastModified: StoredResponseBuilder.value("last-modified", in: headers),
-                                                  candidates: candidates).map { variants[$0] }
-            ?? (StoredResponseBuilder.value("etag", in: headers) == nil ? fallback : nil)
-        guard let entry = selected else {
+    func refreshFromNotModified(_ response: UpstreamResponse, validated: CachedResponse) {
+        guard let (refreshed, storable) = response.refreshing(validated, among: variants, builder: builder) else {
             // The 304 names nothing we hold: ask again without validators, on
             // a later loop turn (libcurl must not be re-entered from its callback).
             validating = nil
@@ -169,12 +139,12 @@ extension Exchange {
             return
         }
         answeredFromStore = true
-        let refreshed = builder.refresh(entry, with: headers, timing: timing)
-        let noStore = refreshed.cacheControl.noStore && !refreshed.cacheControl.mustUnderstand
-        if !noStore, worker.store.insert(refreshed, firstTierOnly: !toDisk, fetchedSince: fetchToken) { WorkerStats.bump(worker.counters.stored) }
+        if storable, worker.store.insert(refreshed, firstTierOnly: !toDisk, fetchedSince: fetchToken) {
+            WorkerStats.bump(worker.counters.stored)
+        }
         WorkerStats.bump(worker.counters.revalidations)
         let now = EventLoop.wallSeconds()
-        let status = CacheStatus.forward(forwardReason, stored: !noStore, fwdStatus: 304)
+        let status = CacheStatus.forward(forwardReason, stored: storable, fwdStatus: 304)
         serveStored(refreshed, age: refreshed.currentAge(now: now), now: now,
                     cacheStatus: Array("Cache-Status: \(status)\r\n".utf8))
     }
@@ -200,10 +170,6 @@ extension Exchange {
     /// RFC 9111 section 4.4: a successful unsafe request invalidates the
     /// target and the same-origin Location and Content-Location.
     func invalidateAfterUnsafe(_ headers: [(name: String, value: String)]) {
-        switch request.method {
-        case "GET", "HEAD", "OPTIONS", "TRACE": return  // safe methods (a GET with a body comes here)
-        default: break
-        }
         worker.store.remove(key)
         let upstream = worker.configuration.upstreamOrigin
         for name in ["location", "content-location"] {

@@ -1,0 +1,68 @@
+import CacheSemantics
+import CacheStorage
+import HTTP1
+
+/// An upstream response head as every fetch sees it, a client's or a
+/// background refresh's: one path, so the two cannot drift. The fields
+/// passed on and stored lose the hop-by-hop ones and those Connection
+/// nominates, a transfer-coded response's Content-Length, and (when so
+/// configured) the tag fields.
+struct UpstreamResponse {
+    let status: Int
+    let reason: String?
+    /// RFC 9112 section 6.3; `.invalid` when the body's end cannot be known.
+    let framing: ResponseFraming
+    let fields: [(name: String, value: String)]
+    /// The fields as received (tags are read from them before stripping).
+    let received: [(name: String, value: String)]
+    let timing: ResponseTiming
+
+    init(status: Int, reason: String?, headers: [(name: String, value: String)], requestTime: Int64, responseTime: Int64,
+         stripTagHeaders: Bool) {
+        self.status = status
+        self.reason = reason
+        received = headers
+        framing = ResponseFraming.of(headers)
+        let transferCoded = framing == .transferCoded
+        // Most responses have no Connection field: no set built then.
+        let nominated = HopByHop.nominated(inFields: headers)
+        var passed: [(name: String, value: String)] = []
+        passed.reserveCapacity(headers.count)
+        for field in headers {
+            if HopByHop.isHopByHop(field.name) || (!nominated.isEmpty && nominated.contains(field.name)) { continue }
+            // Transfer-Encoding wins: its Content-Length describes nothing.
+            if transferCoded && field.name.isField("content-length") { continue }
+            if stripTagHeaders && (field.name.isField("surrogate-key") || field.name.isField("cache-tag")) { continue }
+            passed.append(field)
+        }
+        fields = passed
+        timing = ResponseTiming(requestTime: requestTime, responseTime: responseTime,
+                                dateValue: StoredResponseBuilder.value("date", in: headers).flatMap(HTTPDate.parse),
+                                ageValue: Freshness.parseAge(StoredResponseBuilder.value("age", in: headers)) ?? 0)
+    }
+
+    func value(_ name: String) -> String? { StoredResponseBuilder.value(name, in: fields) }
+
+    /// The body's length when the head states it.
+    var length: Int? {
+        if case .length(let n) = framing { return n }
+        return nil
+    }
+
+    /// A 304 to a conditional request (section 4.3.4): the stored response
+    /// its validators select among `variants`, or, when it names no
+    /// entity tag, the one that was being validated; nil when it names
+    /// nothing held (the request must go again without validators). The
+    /// refreshed response, and whether it may be stored (a response
+    /// whose status is understood ignores no-store under must-understand).
+    func refreshing(_ validated: CachedResponse, among variants: Variants,
+                    builder: StoredResponseBuilder) -> (response: CachedResponse, store: Bool)? {
+        let etag = value("etag")
+        let candidates = variants.map { (etag: $0.etag, lastModified: $0.lastModified) }
+        guard let entry = Validation.selectValidated(etag: etag, lastModified: value("last-modified"), candidates: candidates)
+            .map({ variants[$0] }) ?? (etag == nil ? validated : nil)
+        else { return nil }
+        let refreshed = builder.refresh(entry, with: fields, timing: timing)
+        return (refreshed, !refreshed.cacheControl.noStore || refreshed.cacheControl.mustUnderstand)
+    }
+}

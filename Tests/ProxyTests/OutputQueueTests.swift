@@ -1,0 +1,77 @@
+import XCTest
+import CacheStorage
+import EventLoop
+@testable import Proxy
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Bytes queued for a client go out in order, across short writes, from
+/// memory, stored responses and files alike.
+final class OutputQueueTests: XCTestCase {
+    /// A non-blocking pipe of one page: writes come up short quickly.
+    private func smallPipe() throws -> (read: Int32, write: Int32) {
+        var fds: [Int32] = [0, 0]
+        XCTAssertEqual(pipe(&fds), 0)
+        _ = fcntl(fds[1], 1031 /* F_SETPIPE_SZ */, 4096)
+        _ = fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK)
+        addTeardownBlock { close(fds[0]); close(fds[1]) }
+        return (fds[0], fds[1])
+    }
+
+    private func drain(_ fd: Int32, into out: inout [UInt8]) {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        while poll(&ready, 1, 0) > 0 {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            guard n > 0 else { return }
+            out.append(contentsOf: buffer[0..<n])
+        }
+    }
+
+    func testSegmentsGoOutInOrderAcrossShortWrites() throws {
+        let (r, w) = try smallPipe()
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("larder-oq-\(UUID().uuidString)").path
+        let fileBytes = (0..<20_000).map { UInt8($0 % 251) }
+        try Data(fileBytes).write(to: URL(fileURLWithPath: path))
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: path) }
+        let fd = open(path, O_RDONLY)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+
+        var queue = OutputQueue()
+        let head = Array("HTTP/1.1 200 OK\r\n\r\n".utf8)
+        let big = [UInt8](repeating: 0x61, count: 10_000)
+        queue.append(head)
+        queue.append(Bytes(big), from: 100, to: 9_000)
+        queue.append(file: OpenFile(fd: fd), from: 500, to: 20_000)
+        queue.append([])  // nothing: no segment
+        XCTAssertEqual(queue.pendingBytes, head.count + 8_900 + 19_500)
+
+        var received: [UInt8] = []
+        var rounds = 0
+        while try !queue.flush(to: w) {
+            drain(r, into: &received)
+            rounds += 1
+            XCTAssertLessThan(rounds, 1_000, "bounded")
+            if rounds >= 1_000 { break }
+        }
+        drain(r, into: &received)
+        XCTAssertGreaterThan(rounds, 1, "the pipe took it in several writes")
+        XCTAssertTrue(queue.isEmpty)
+        XCTAssertEqual(received, head + big[100..<9_000] + fileBytes[500..<20_000])
+    }
+
+    func testAClosedReaderIsAnError() {
+        var fds: [Int32] = [0, 0]
+        XCTAssertEqual(pipe(&fds), 0)
+        close(fds[0])
+        defer { close(fds[1]) }
+        let w = fds[1]
+        signal(SIGPIPE, SIG_IGN)
+        var queue = OutputQueue()
+        queue.append(Array("data".utf8))
+        XCTAssertThrowsError(try queue.flush(to: w))
+        queue.removeAll()
+        XCTAssertTrue(queue.isEmpty)
+    }
+}
