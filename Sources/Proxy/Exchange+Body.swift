@@ -16,12 +16,10 @@ extension Exchange {
     /// A disk slower than the upstream: the transfer pauses until the
     /// store's writer has caught up (as a slow client pauses it), rather
     /// than the queue growing or the object being dropped.
-    func waitsForStore() -> Bool {
-        guard let store, store.writer.isStreaming, !finished || orphaned else { return false }
+    func storeIsBacklogged() -> Bool {
+        guard let store, store.writer.isStreaming else { return false }
         let loop = worker.loop
-        guard store.writer.pauseIfBacklogged({ [weak self] in loop.execute { self?.outputDrained() } }) else { return false }
-        upstreamPaused = true
-        return true
+        return store.writer.pauseIfBacklogged { [weak self] in loop.execute { self?.outputDrained() } }
     }
 
     /// Stores the completed response. Called as soon as the body is known to
@@ -41,8 +39,13 @@ extension Exchange {
     }
 
     func upstreamDidComplete(_ error: UpstreamError?) {
-        if orphaned {
-            transfer = nil
+        transfer = nil
+        var retryable = false
+        if case .unreachable = error { retryable = mayRetry }
+        switch machine.upstreamComplete(failed: error != nil, retryable: retryable) {
+        case .ignore:
+            return
+        case .endOrphan:
             if error == nil, expectedLength == nil || receivedBody == expectedLength {
                 commitStore()
                 broadcast?.finish(.complete)
@@ -51,45 +54,43 @@ extension Exchange {
             }
             abandonOrphan()
             return
-        }
-        guard !finished else { return }
-        transfer = nil
-        if answeredFromStore { return }
-        if case .unreachable(let message) = error, mayRetry {
+        case .retry:
             // The connection failed before any response byte: an idempotent
             // request without a body can safely go again (on a later loop
             // turn: libcurl must not be re-entered from its callback).
-            failedAttempts += 1
-            worker.logger.info("upstream connection failed for \(request.method) \(key) (\(message)); retry \(failedAttempts)")
+            worker.logger.info("upstream connection failed for \(request.method) \(key) (\(error?.message ?? "")); retry \(machine.failedAttempts)")
             worker.loop.schedule(after: 0) { [weak self] in
-                guard let self, !self.finished else { return }
+                guard let self, !self.machine.clientDone else { return }
                 self.forward()
             }
             return
-        }
-        if let error {
+        case .answerFailure:
+            let message = error?.message ?? "upstream closed without a response"
             WorkerStats.bump(worker.counters.upstreamErrors)
             dropStore()
             broadcast?.finish(.failed)
-            if responseStarted {
-                worker.logger.warning("upstream failed mid-response for \(request.method) \(key): \(error.message)")
-                finished = true
-                releaseLeadership()
-                logAccess()
-                connection.exchangeAborted()
-                return
-            }
-            worker.logger.info("upstream error for \(request.method) \(key): \(error.message)")
+            worker.logger.info("upstream error for \(request.method) \(key): \(message)")
             let kind: UpstreamFailure.Kind
             if case .timedOut = error { kind = .timedOut } else { kind = .unreachable }
-            _ = answerUpstreamFailure(kind, detail: error.message)
+            _ = answerUpstreamFailure(kind, detail: message)
             return
+        case .cutResponse:
+            WorkerStats.bump(worker.counters.upstreamErrors)
+            dropStore()
+            broadcast?.finish(.failed)
+            worker.logger.warning("upstream failed mid-response for \(request.method) \(key): \(error?.message ?? "")")
+            releaseLeadership()
+            logAccess()
+            connection.exchangeAborted()
+            return
+        case .endResponse:
+            break
         }
         if framing == .length, let expectedLength, receivedBody != expectedLength {
             // The upstream promised more (or less) than it sent.
             broadcast?.finish(.failed)
             dropStore()
-            finished = true
+            machine.finish()
             releaseLeadership()
             logAccess()
             connection.exchangeAborted()
@@ -103,7 +104,7 @@ extension Exchange {
         commitStore()
         broadcast?.finish(.complete)
         if framing == .untilClose {
-            finished = true
+            machine.finish()
             releaseLeadership()
             logAccess()
             connection.exchangeAborted()  // close-delimited: closing ends the body
@@ -116,7 +117,7 @@ extension Exchange {
     /// the stale response, or a 502/504, as `UpstreamFailure` decides.
     /// Returns false when the upstream's own response should go through.
     func answerUpstreamFailure(_ kind: UpstreamFailure.Kind, detail: String) -> Bool {
-        guard !responseStarted else { return false }
+        guard !machine.responseStarted else { return false }
         var hasFallback = policyFallback != nil
         while true {
             let now = EventLoop.wallSeconds()
@@ -130,7 +131,6 @@ extension Exchange {
                 let fallback = policyFallback!
                 let age = fallback.currentAge(now: now)
                 if serveStored(fallback, age: age, now: now, cacheStatus: CacheStatus.hit(ttl: fallback.lifetime - age)) {
-                    answeredFromStore = true
                     WorkerStats.bump(worker.counters.staleHits)
                     return true
                 }
@@ -138,12 +138,12 @@ extension Exchange {
             case .serveStale:
                 let entry = staleCandidate!.entry
                 let age = entry.currentAge(now: now)
-                answeredFromStore = true
-                WorkerStats.bump(worker.counters.staleHits)
-                serveStored(entry, age: age, now: now, cacheStatus: CacheStatus.hit(ttl: entry.lifetime - age))
-                return true
+                if serveStored(entry, age: age, now: now, cacheStatus: CacheStatus.hit(ttl: entry.lifetime - age)) {
+                    WorkerStats.bump(worker.counters.staleHits)
+                    return true
+                }
+                staleCandidate = nil  // its body file is gone
             case .gatewayError(let status):
-                answeredFromStore = true  // the rest of an upstream response is ignored
                 let revalidating = validating.map { Stale.mustRevalidate($0.cacheControl, shared: shared) } ?? false
                 sendGatewayError(status, revalidating ? "upstream failed to revalidate a must-revalidate response: \(detail)" : detail)
                 return true
@@ -155,7 +155,6 @@ extension Exchange {
 
     /// 502/504 generated here, when nothing was sent yet.
     func sendGatewayError(_ status: Int, _ message: String) {
-        responseStarted = true
         var extra: [HeaderField] = []
         if isCacheLookup {
             extra.append(HeaderField(name: "cache-status",

@@ -13,26 +13,16 @@ extension Exchange {
     /// response small enough (finish_store_limit) is completed and stored,
     /// so the work is not wasted and collapsed waiters still get it.
     var shouldFinishWithoutClient: Bool {
-        guard transfer != nil, !answeredFromStore else { return false }
+        guard transfer != nil else { return false }
         if broadcast?.hasFollowers ?? false { return true }  // collapsed requests are streaming it
         guard store != nil else { return false }
         let limit = worker.configuration.finishStoreLimitBytes
         return limit > 0 && max(expectedLength ?? 0, receivedBody) <= limit
     }
 
-    func becomeOrphan() {
-        orphaned = true
-        worker.adopt(self)
-        if upstreamPaused {
-            upstreamPaused = false
-            transfer?.resume()
-        }
-    }
-
     /// The orphaned fetch is over (stored or not): waiters may go on.
     func abandonOrphan() {
-        guard orphaned else { return }
-        orphaned = false
+        machine.finish()
         broadcast?.finish(.failed)  // no-op when it completed
         transfer?.cancel()
         transfer = nil
@@ -62,7 +52,7 @@ extension Exchange {
         case .waiting:
             break
         }
-        waitingForLeader = true
+        machine.waitForLeader()
         WorkerStats.bump(worker.counters.collapsed)
         // Bounded: a leader that takes too long stops being waited for.
         waitTimer = loop.schedule(after: UInt64(worker.configuration.upstream.responseTimeoutMilliseconds)) { [weak self] in
@@ -74,14 +64,14 @@ extension Exchange {
     /// The leader finished (or the wait timed out): serve what it stored
     /// when it suits this request, else fetch on our own.
     func leaderDone(_ fetch: SharedFetch? = nil) {
-        guard waitingForLeader, !finished else { return }
-        waitingForLeader = false
+        // The leader's response is streaming in: take it as it arrives,
+        // unless it is another variant than this request's.
+        let suitable = fetch.map(suits) ?? false
+        guard machine.leaderDone(streaming: suitable) != .ignore else { return }
         collapsed = true
         worker.loop.cancel(waitTimer)
         if let fetch {
-            // The leader's response is streaming in: take it as it arrives,
-            // unless it is another variant than this request's.
-            if suits(fetch) { follow(fetch) } else { forward() }
+            if suitable { follow(fetch) } else { forward() }
             return
         }
         let requestCC = CacheControl(request.combinedHeader("cache-control"))
@@ -141,7 +131,7 @@ extension Exchange {
     /// piece as it arrives.
     func follow(_ fetch: SharedFetch) {
         following = fetch
-        responseStarted = true
+        machine.follow()
         let head = fetch.head
         let noBody = head.status == 204 || head.status == 304 || head.status < 200
         if noBody { framing = .none }
@@ -175,7 +165,7 @@ extension Exchange {
 
     /// Queues what arrived since the last pull; finishes with the fetch.
     func pullShared() {
-        guard let fetch = following, !finished else { return }
+        guard let fetch = following, !machine.clientDone else { return }
         let (chunks, state) = fetch.read(ObjectIdentifier(self), from: followedChunks)
         for chunk in chunks {
             enqueueBody(chunk)
@@ -195,7 +185,7 @@ extension Exchange {
             // closing the connection ends (or cuts) the body.
             fetch.unfollow(ObjectIdentifier(self))
             following = nil
-            finished = true
+            machine.finish()
             logAccess()
             connection.exchangeAborted()
         }

@@ -10,6 +10,7 @@ extension Exchange {
     // MARK: forward
 
     func forward() {
+        machine.forward()
         var headers = UpstreamHeaders.forward(request, peer: connection.peer, forwardHost: worker.configuration.forwardHost,
                                               passed: worker.configuration.passRequestHeaders)
         if let validating { UpstreamHeaders.addValidators(for: validating, among: variants, to: &headers) }
@@ -80,7 +81,7 @@ extension Exchange {
 
     func requestBodyEnd() {
         requestBodyComplete = true
-        if heldBody != nil, transfer == nil, !finished {
+        if heldBody != nil, transfer == nil, !machine.clientDone {
             forward()
         } else {
             transfer?.finishBody()
@@ -95,7 +96,8 @@ extension Exchange {
 
     /// Whether a failed connection may be tried again (`Retry`).
     var mayRetry: Bool {
-        !responseStarted && Retry.mayRetry(method: request.method, hasBody: request.framing != .none,
-                                           failedAttempts: failedAttempts, limit: worker.configuration.upstreamRetries)
+        !machine.responseStarted && Retry.mayRetry(method: request.method, hasBody: request.framing != .none,
+                                                   failedAttempts: machine.failedAttempts,
+                                                   limit: worker.configuration.upstreamRetries)
     }
 }

@@ -19,7 +19,6 @@ extension Exchange {
         // Validators are read from the stored head only when the client sent a conditional.
         if hasClientConditional, entry.status == 200,
            clientIsNotModified(etag: entry.etag, lastModified: entry.lastModified, dateValue: entry.timing.dateValue) {
-            responseStarted = true
             noteAnswer(304, cache: cacheStatus, bodyBytes: 0)
             sendNotModified(entry.headers, age: age, now: now, cacheStatus: cacheStatus)
             complete()
@@ -37,7 +36,6 @@ extension Exchange {
                 return false
             }
         }
-        responseStarted = true
         if request.method == "GET", entry.status == 200, request.header("range") != nil {
             switch ByteRange.evaluate(range: request.combinedHeader("range"), ifRange: request.header("if-range"),
                                       length: entry.bodyLength, etag: entry.etag, lastModified: entry.lastModified) {

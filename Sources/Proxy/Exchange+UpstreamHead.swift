@@ -10,7 +10,7 @@ extension Exchange {
     // MARK: UpstreamTransferDelegate
 
     func upstreamDidReceiveHead(status: Int, reason: String?, headers: [(name: String, value: String)]) {
-        guard !finished, !answeredFromStore else { return }
+        guard machine.takesUpstreamHead else { return }
         let responseTime = EventLoop.wallSeconds()
         let response = UpstreamResponse(status: status, reason: reason, headers: headers, requestTime: requestTime,
                                         responseTime: responseTime, stripTagHeaders: worker.configuration.stripTagHeaders)
@@ -33,7 +33,7 @@ extension Exchange {
             refreshFromNotModified(response, validated: validating)
             return
         }
-        responseStarted = true
+        machine.responseHeadSent()
 
         let noBody = request.method == "HEAD" || status == 204 || status == 304 || status < 200
         if case .length(let n) = upstreamFraming { expectedLength = n }
@@ -127,26 +127,32 @@ extension Exchange {
     /// and serve that (section 4.3.4).
     func refreshFromNotModified(_ response: UpstreamResponse, validated: CachedResponse) {
         guard let (refreshed, storable) = response.refreshing(validated, among: variants, builder: builder) else {
-            // The 304 names nothing we hold: ask again without validators, on
-            // a later loop turn (libcurl must not be re-entered from its callback).
-            validating = nil
-            transfer?.cancel()
-            transfer = nil
-            worker.loop.schedule(after: 0) { [weak self] in
-                guard let self, !self.finished else { return }
-                self.forward()
-            }
+            forwardWithoutValidators()  // the 304 names nothing we hold
             return
         }
-        answeredFromStore = true
         if storable, worker.store.insert(refreshed, firstTierOnly: !toDisk, fetchedSince: fetchToken) {
             WorkerStats.bump(worker.counters.stored)
         }
         WorkerStats.bump(worker.counters.revalidations)
         let now = EventLoop.wallSeconds()
         let status = CacheStatus.forward(forwardReason, stored: storable, fwdStatus: 304)
-        serveStored(refreshed, age: refreshed.currentAge(now: now), now: now,
-                    cacheStatus: Array("Cache-Status: \(status)\r\n".utf8))
+        if !serveStored(refreshed, age: refreshed.currentAge(now: now), now: now,
+                        cacheStatus: Array("Cache-Status: \(status)\r\n".utf8)) {
+            worker.store.remove(key)
+            forwardWithoutValidators()  // its body file is gone
+        }
+    }
+
+    /// Asks again without validators, on a later loop turn (libcurl must
+    /// not be re-entered from its callback).
+    func forwardWithoutValidators() {
+        validating = nil
+        transfer?.cancel()
+        transfer = nil
+        worker.loop.schedule(after: 0) { [weak self] in
+            guard let self, !self.machine.clientDone else { return }
+            self.forward()
+        }
     }
 
     /// RFC 9111 section 4.3.5: a 200 to HEAD updates the stored GET response
@@ -182,21 +188,24 @@ extension Exchange {
     }
 
     func upstreamDidReceiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        if waitsForStore() { return false }
-        if orphaned {
+        // A slow client pauses the upstream, unless collapsed requests are
+        // streaming the same response (they hold the pieces anyway); so does
+        // a disk slower than the upstream.
+        switch machine.upstreamBody(clientCongested: { framing != .none && connection.isCongested && !(broadcast?.hasFollowers ?? false) },
+                                    storeBacklogged: storeIsBacklogged) {
+        case .pause:
+            return false
+        case .discard:
+            return true
+        case .storeOnly:
             receivedBody += bytes.count
             broadcast?.append(Bytes(bytes))
             storeBody(bytes)
             if let expectedLength, receivedBody == expectedLength { broadcast?.finish(.complete) }
             if store == nil && !(broadcast?.hasFollowers ?? false) { abandonOrphan() }
             return true
-        }
-        guard !finished, !answeredFromStore else { return true }
-        // A slow client pauses the upstream, unless collapsed requests are
-        // streaming the same response (they hold the pieces anyway).
-        if framing != .none && connection.isCongested && !(broadcast?.hasFollowers ?? false) {
-            upstreamPaused = true
-            return false
+        case .deliver:
+            break
         }
         if let broadcast {
             // One copy, queued to this client and every follower.

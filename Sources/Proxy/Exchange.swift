@@ -12,12 +12,10 @@ final class Exchange: UpstreamTransferDelegate {
     let request: RequestHead
     let worker: Worker
     var transfer: UpstreamTransfer?
-    var responseStarted = false
-    var finished = false
-    var upstreamPaused = false
-    /// The answer came from the store (after a 304, or instead of a 5xx):
-    /// the rest of the upstream response is ignored.
-    var answeredFromStore = false
+    /// Where the request's life stands (ExchangeMachine): this class carries
+    /// out what its events call for.
+    var machine = ExchangeMachine()
+    var responseStarted: Bool { machine.responseStarted }
 
     // Cache bookkeeping.
     let isCacheLookup: Bool
@@ -52,11 +50,6 @@ final class Exchange: UpstreamTransferDelegate {
     var following: SharedFetch?
     var followedChunks = 0
 
-    /// Upstream attempts that failed to connect, for bounded retries.
-    var failedAttempts = 0
-    /// The client went away but the response is being fetched to the end
-    /// and stored (finish_store_limit); the worker keeps this alive.
-    var orphaned = false
 
     /// A request body held back until it is complete (request_buffer_size):
     /// a slow upload then holds no upstream connection, and upstream_timeout
@@ -65,10 +58,10 @@ final class Exchange: UpstreamTransferDelegate {
     var pendingHeaders: [(name: String, value: String)] = []
     var requestBodyComplete = false
 
-    /// Whether this exchange leads a collapsed fetch of its key, or waits
-    /// for the one that does (Exchange+Collapsing).
+    /// Whether this exchange leads a collapsed fetch of its key (a claim
+    /// to release), and whether it went through collapsing already
+    /// (Exchange+Collapsing).
     var leading = false
-    var waitingForLeader = false
     var collapsed = false
     var waitTimer: TimerID = .none
 
@@ -118,7 +111,6 @@ final class Exchange: UpstreamTransferDelegate {
         if route?.allowClientPolicy ?? worker.configuration.allowClientPolicy,
            let name = request.combinedHeader("larder-cache-policy") {
             guard let chosen = RequestPolicy(name: name) else {
-                responseStarted = true
                 noteAnswer(400, cache: [], bodyBytes: 0)
                 connection.enqueue(ResponseSerializer.simple(
                     status: 400, body: "unknown Larder-Cache-Policy \"\(name)\"; valid names: "
@@ -197,7 +189,6 @@ final class Exchange: UpstreamTransferDelegate {
 
     /// 504 without asking the upstream (only-if-cached, cacheOnly).
     func sendCacheOnlyMiss(detail: String, _ message: String) {
-        responseStarted = true
         let status = HeaderField(name: "cache-status", value: "larder; detail=\(detail)")
         noteAnswer(504, cache: Array(status.value.utf8), bodyBytes: message.utf8.count + 1)
         connection.enqueue(ResponseSerializer.simple(status: 504, body: message, close: !keepAlive, extra: [status]))
@@ -213,7 +204,7 @@ final class Exchange: UpstreamTransferDelegate {
     }
 
     func complete() {
-        finished = true
+        machine.finish()
         releaseLeadership()
         logAccess()
         connection.exchangeFinished(keepAlive: keepAlive)
@@ -248,19 +239,22 @@ final class Exchange: UpstreamTransferDelegate {
 
     /// The client (or the store's writer) caught up: let a paused upstream continue.
     func outputDrained() {
-        if upstreamPaused, let transfer {
-            upstreamPaused = false
-            transfer.resume()
-        }
+        if machine.caughtUp(), let transfer { transfer.resume() }
     }
 
+    /// The client connection went away.
     func cancel() {
         logAccess()
-        finished = true
         worker.loop.cancel(waitTimer)
-        if shouldFinishWithoutClient {
-            becomeOrphan()
+        switch machine.clientGone(mayFinishWithoutClient: shouldFinishWithoutClient) {
+        case .none:
             return
+        case .keepFetching(let resume):
+            worker.adopt(self)  // kept alive until the fetch ends (abandonOrphan)
+            if resume { transfer?.resume() }
+            return
+        case .cancel:
+            break
         }
         broadcast?.finish(.failed)
         following?.unfollow(ObjectIdentifier(self))

@@ -149,6 +149,35 @@ final class DiskTierEndToEndTests: XCTestCase {
         XCTAssertEqual(try origin.count("/dttl?size=10"), 2)
     }
 
+    /// A stale response stored as a file, revalidated with a 304 whose
+    /// arrival finds the file gone: fetched again in full, not left
+    /// unanswered (the refreshed response could not be served).
+    func testA304ForAResponseWhoseFileVanishedMeanwhileIsFetchedAgain() throws {
+        let l = try start(["--config", try config("max_object_size = \"1MiB\"\n")])
+        let target = "/vanish?size=2097152&cc=max-age=1&etag=v1&delay=0.5"
+        XCTAssertEqual(try l.client().get(target).body.count, 2_097_152)
+        let deadline = Date().addingTimeInterval(10)
+        while cacheFiles().isEmpty && Date() < deadline { usleep(20_000) }
+        XCTAssertEqual(cacheFiles().count, 1)
+        letTimePass(1.5)  // stale now
+        let answered = expectation(description: "the revalidating request is answered")
+        let port = l.port
+        let result = Locked<(Int, Int)?>(nil)
+        Thread {
+            if let r = try? HTTPClient(port: port).get(target) { result.withLock { $0 = (r.status, r.body.count) } }
+            answered.fulfill()
+        }.start()
+        // The conditional request is at the origin (counted before its delay): the file goes now.
+        while try origin.count(target) < 2 && Date() < deadline.addingTimeInterval(10) { usleep(10_000) }
+        XCTAssertEqual(try origin.count(target), 2)
+        for file in cacheFiles() { try FileManager.default.removeItem(atPath: file) }
+        wait(for: [answered], timeout: 20)
+        XCTAssertEqual(result.withLock { $0?.0 }, 200)
+        XCTAssertEqual(result.withLock { $0?.1 }, 2_097_152)
+        XCTAssertEqual(try origin.count(target), 3, "the response was fetched again without validators")
+        XCTAssertEqual(try origin.lastRequest(target)["headers"].map { "\($0)".contains("if-none-match") }, false)
+    }
+
     /// A 100 MiB response: too large for memory, streamed to disk while it
     /// streams to the client, then served from the file (sendfile).
     func testAHundredMebibyteObjectIsCachedOnDiskAndServedWithFlatMemory() throws {

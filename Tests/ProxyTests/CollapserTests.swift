@@ -1,0 +1,113 @@
+import XCTest
+import CacheSemantics
+import CacheStorage
+import EventLoop
+@testable import Proxy
+
+/// Request collapsing without sockets: who leads, who waits, who follows a
+/// shared response, and that every waiter is woken exactly once on its loop.
+final class CollapserTests: XCTestCase {
+    private var loop: EventLoop!
+
+    override func setUpWithError() throws {
+        loop = try EventLoop()
+    }
+
+    /// Runs what was queued to the loop (bounded).
+    private func runQueued() {
+        for _ in 0..<3 { loop.runOnce(maxWaitMilliseconds: 0) }
+    }
+
+    private func fetch(limit: Int = 1 << 20) -> SharedFetch {
+        SharedFetch(head: SharedFetch.Head(status: 200, reason: nil, headers: [("content-type", "text/plain")],
+                                           timing: ResponseTiming(requestTime: 1, responseTime: 1, dateValue: 1, ageValue: 0),
+                                           contentLength: nil, varyNames: [], varyValues: []),
+                    limitBytes: limit)
+    }
+
+    func testTheFirstLeadsTheNextWaitAndAreWokenOnceWhenItEnds() {
+        let collapser = Collapser()
+        var woken: [String] = []
+        guard case .leader = collapser.lead("/k", loop: loop, wake: { _ in woken.append("leader?") }) else { return XCTFail() }
+        for name in ["a", "b"] {
+            guard case .waiting = collapser.lead("/k", loop: loop, wake: { f in woken.append(name + (f == nil ? "" : "+fetch")) })
+            else { return XCTFail("\(name) waits") }
+        }
+        guard case .leader = collapser.lead("/other", loop: loop, wake: { _ in }) else { return XCTFail("keys are separate") }
+        runQueued()
+        XCTAssertEqual(woken, [], "nobody woken while the leader fetches")
+        collapser.release("/k")
+        runQueued()
+        XCTAssertEqual(woken.sorted(), ["a", "b"], "each waiter woken once, without a fetch to follow")
+        collapser.release("/k")
+        runQueued()
+        XCTAssertEqual(woken.count, 2, "a second release wakes nobody")
+        guard case .leader = collapser.lead("/k", loop: loop, wake: { _ in }) else { return XCTFail("the key is free again") }
+    }
+
+    func testAnOfferIsTakenUpByTheFirstWaiterAndThePublishedFetchIsFollowed() {
+        let collapser = Collapser()
+        _ = collapser.lead("/k", loop: loop, wake: { _ in })
+        var shareAsked = 0
+        XCTAssertFalse(collapser.offer("/k", loop: loop, share: { shareAsked += 1 }), "no one waits yet: nothing published")
+        var got: SharedFetch?
+        _ = collapser.lead("/k", loop: loop, wake: { got = $0 })
+        runQueued()
+        XCTAssertEqual(shareAsked, 1, "the first waiter asks the leader to share")
+        _ = collapser.lead("/k", loop: loop, wake: { _ in })
+        runQueued()
+        XCTAssertEqual(shareAsked, 1, "asked once")
+        let shared = fetch()
+        collapser.publish("/k", shared)
+        runQueued()
+        XCTAssertTrue(got === shared, "waiters get the fetch")
+        guard case .following(let later) = collapser.lead("/k", loop: loop, wake: { _ in }), later === shared else {
+            return XCTFail("a request arriving while it streams follows it")
+        }
+    }
+
+    func testAnOfferWithWaitersAlreadyQueuedPublishesAtOnce() {
+        let collapser = Collapser()
+        _ = collapser.lead("/k", loop: loop, wake: { _ in })
+        _ = collapser.lead("/k", loop: loop, wake: { _ in })
+        XCTAssertTrue(collapser.offer("/k", loop: loop, share: { XCTFail("not needed") }))
+        runQueued()
+        XCTAssertFalse(collapser.offer("/gone", loop: loop, share: {}), "no fetch of that key")
+    }
+
+    func testFollowersReadPiecesInOrderAndAreNotifiedOncePerRead() {
+        let shared = fetch()
+        let follower = NSObject(), id = ObjectIdentifier(follower)
+        var notified = 0
+        shared.follow(id, loop: loop) { notified += 1 }
+        XCTAssertTrue(shared.hasFollowers)
+        shared.append(Bytes(Array("one".utf8)))
+        shared.append(Bytes(Array("two".utf8)))
+        runQueued()
+        XCTAssertEqual(notified, 1, "one notification until the follower reads")
+        var (chunks, state) = shared.read(id, from: 0)
+        XCTAssertEqual(chunks.map { Array($0.buffer) }, [Array("one".utf8), Array("two".utf8)])
+        XCTAssertEqual(state, .streaming)
+        shared.finish(.complete)
+        runQueued()
+        XCTAssertEqual(notified, 2)
+        (chunks, state) = shared.read(id, from: 2)
+        XCTAssertTrue(chunks.isEmpty)
+        XCTAssertEqual(state, .complete)
+        shared.finish(.failed)
+        XCTAssertEqual(shared.read(id, from: 2).state, .complete, "the first outcome stands")
+        shared.unfollow(id)
+        XCTAssertFalse(shared.hasFollowers)
+    }
+
+    func testAFetchLargerThanItsLimitFailsForFollowersAndNewcomers() {
+        let shared = fetch(limit: 5)
+        shared.append(Bytes(Array("1234".utf8)))
+        XCTAssertTrue(shared.isJoinable)
+        shared.append(Bytes(Array("5678".utf8)))
+        XCTAssertFalse(shared.isJoinable, "no newcomer could get the whole response")
+        let (chunks, state) = shared.read(ObjectIdentifier(self), from: 0)
+        XCTAssertTrue(chunks.isEmpty, "what was kept is freed")
+        XCTAssertEqual(state, .failed)
+    }
+}
