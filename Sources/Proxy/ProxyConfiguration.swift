@@ -76,8 +76,14 @@ public struct ProxyConfiguration: Sendable {
     }
 
     public init(upstreamBase: String) {
-        var base = upstreamBase
+        self.upstreamBase = ""
+        setUpstreamBase(upstreamBase)
+    }
+
+    /// The upstream base URL, without trailing slashes.
+    public mutating func setUpstreamBase(_ url: String) {
+        var base = url
         while base.hasSuffix("/") { base.removeLast() }
-        self.upstreamBase = base
+        upstreamBase = base
     }
 }

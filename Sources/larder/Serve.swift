@@ -255,39 +255,12 @@ struct Serve: ParsableCommand {
 
     /// The proxy's view of the settings.
     static func proxyConfiguration(_ settings: Settings, upstream: String) -> ProxyConfiguration {
-        var proxyConfig = ProxyConfiguration(upstreamBase: upstream)
-        proxyConfig.maxObjectBytes = settings.maxObjectBytes
-        proxyConfig.sharedCache = settings.sharedCache
-        proxyConfig.targetedCacheControl = settings.targetedCacheControl
-        proxyConfig.defaultPolicy = settings.policy
-        proxyConfig.allowClientPolicy = settings.allowClientPolicy
+        var proxyConfig = settings.proxy
+        proxyConfig.setUpstreamBase(upstream)
         proxyConfig.routes = RouteTable(settings.routes)
-        proxyConfig.stripTagHeaders = settings.stripTagHeaders
-        proxyConfig.storeSetCookie = settings.storeSetCookie
-        proxyConfig.forwardHost = settings.forwardHost
-        proxyConfig.passRequestHeaders = settings.passRequestHeaders
-        proxyConfig.upstreamRetries = settings.upstreamRetries
-        proxyConfig.finishStoreLimitBytes = settings.finishStoreLimitBytes
-        proxyConfig.keepAliveTimeoutMilliseconds = UInt64(settings.keepAliveTimeoutMilliseconds)
-        proxyConfig.headerTimeoutMilliseconds = UInt64(settings.headerTimeoutMilliseconds)
-        proxyConfig.limits.maxHeaderBytes = settings.maxHeaderBytes
-        proxyConfig.limits.maxHeaderCount = settings.maxHeaderCount
-        proxyConfig.pipelineBufferBytes = settings.pipelineBufferBytes
-        proxyConfig.bodyTimeoutMilliseconds = UInt64(settings.bodyTimeoutMilliseconds)
-        proxyConfig.sendTimeoutMilliseconds = UInt64(settings.sendTimeoutMilliseconds)
-        proxyConfig.requestBufferBytes = settings.requestBufferBytes
-        proxyConfig.limits.maxTargetBytes = settings.maxTargetBytes
-        proxyConfig.limits.maxBodyBytes = settings.maxBodyBytes
-        proxyConfig.upstream.connectTimeoutMilliseconds = settings.upstreamConnectTimeoutMilliseconds
-        proxyConfig.upstream.responseTimeoutMilliseconds = settings.upstreamTimeoutMilliseconds
-        proxyConfig.upstream.idleTimeoutSeconds = max(1, settings.upstreamIdleTimeoutMilliseconds / 1000)
-        proxyConfig.upstream.totalTimeoutMilliseconds = settings.upstreamTotalTimeoutMilliseconds
-        proxyConfig.upstream.caFile = settings.upstreamCAFile
-        proxyConfig.upstream.verifyTLS = settings.upstreamTLSVerify
         // Connection limits are shared out over the workers.
         let workers = settings.effectiveWorkers
         proxyConfig.upstream.maxConnectionsPerHost = max(1, (settings.upstreamMaxConnections + workers - 1) / workers)
-        proxyConfig.maxConnections = settings.maxConnections
         return proxyConfig
     }
 
@@ -380,7 +353,7 @@ final class Reloader {
             ("workers", next.workers != running.workers),
             ("memory_limit", next.memoryLimitBytes != running.memoryLimitBytes),
             // It sizes the memory tier's shards, fixed when the tier is made.
-            ("max_object_size", next.maxObjectBytes != running.maxObjectBytes),
+            ("max_object_size", next.proxy.maxObjectBytes != running.proxy.maxObjectBytes),
             ("cache_dir", next.cacheDirectory != running.cacheDirectory),
             ("disk_limit", next.diskLimitBytes != running.diskLimitBytes),
             ("memory_ttl", next.memoryTTLSeconds != running.memoryTTLSeconds),

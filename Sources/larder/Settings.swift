@@ -8,6 +8,11 @@ import Proxy
 /// The daemon's settings after defaults, the config file and flags are merged
 /// (flags win over the file, the file over defaults).
 struct Settings {
+    /// What the workers get (their defaults are ProxyConfiguration's):
+    /// config keys and flags write straight into it, so an option reaches
+    /// the proxy in one place. Serve adds the upstream URL, the routes and
+    /// the per-worker share of upstream connections.
+    var proxy = ProxyConfiguration(upstreamBase: "")
     var listenHost = "127.0.0.1"
     var listenPort: UInt16 = 8080
     var upstream: String?
@@ -20,61 +25,23 @@ struct Settings {
     var memoryTTLSeconds: Int?
     var diskTTLSeconds: Int?
     var diskMirrorsMemory = false
-    var maxObjectBytes = 8 << 20
     var workers = 0  // 0: one per core
     var logLevel: Logger.Level = .info
-    var sharedCache = true
-    var targetedCacheControl = "Larder-Cache-Control"
-    var policy: RequestPolicy = .useProtocolCachePolicy
     /// `[[route]]` tables, in file order.
     var routes: [Route] = []
     /// Preset lifetimes by name (short, medium, long, max).
     var presets = Units.defaultPresets
-    var allowClientPolicy = true
-    var upstreamConnectTimeoutMilliseconds = 5_000
-    var upstreamTimeoutMilliseconds = 30_000
-    var upstreamIdleTimeoutMilliseconds = 60_000
-    var upstreamCAFile: String?
-    var upstreamTLSVerify = true
-    var keepAliveTimeoutMilliseconds = 60_000
-    var headerTimeoutMilliseconds = 15_000
-    var maxHeaderBytes = 32 * 1024
-    var maxHeaderCount = 100
-    var pipelineBufferBytes = 256 * 1024
-    var bodyTimeoutMilliseconds = 30_000
-    /// A client that reads none of its queued answers for this long is dropped.
-    var sendTimeoutMilliseconds = 60_000
-    /// Request bodies up to this size are received whole before going upstream.
-    var requestBufferBytes = 1 << 20
-    /// Request fields normally dropped towards the upstream (they could
-    /// change its answer unkeyed) that go along, and then key responses.
-    var passRequestHeaders: [String] = []
-    /// Open admin connections; more are answered 503 and closed.
-    var adminMaxConnections = 64
-    /// Open client connections, all workers together.
-    var maxConnections = 10_000
-    var maxTargetBytes = 8 * 1024
-    var maxBodyBytes = 64 << 20
     var drainTimeoutMilliseconds = 10_000
     /// Admin listener; nil host: disabled (`none`).
     var adminHost: String? = "127.0.0.1"
     var adminPort: UInt16 = 8081
     var adminToken: String?
     var adminTokenFile: String?
-    var stripTagHeaders = true
-    var storeSetCookie = true
-    var forwardHost = false
-    /// Retries of idempotent requests without a body when the upstream
-    /// connection fails before any response byte.
-    var upstreamRetries = 2
-    /// 0: none.
-    var upstreamTotalTimeoutMilliseconds = 0
+    /// Open admin connections; more are answered 503 and closed.
+    var adminMaxConnections = 64
     /// Concurrent upstream connections, all workers together; more
     /// requests queue (inside libcurl) until one is free.
     var upstreamMaxConnections = 512
-    /// A storable response whose client disconnects is still fetched and
-    /// stored when it is at most this large (0: never).
-    var finishStoreLimitBytes = 8 << 20
     /// nil: off; "stdout", "stderr" or a file path.
     var accessLog: String?
 }
@@ -147,10 +114,10 @@ extension Settings {
     /// Integer keys: the values they accept and the setting each sets.
     static let integerKeys: [ConfigKey: (ClosedRange<Int>, WritableKeyPath<Settings, Int>)] = [
         .workers: (0...256, \.workers),
-        .upstream_retries: (0...10, \.upstreamRetries),
+        .upstream_retries: (0...10, \.proxy.upstreamRetries),
         .upstream_max_connections: (1...100_000, \.upstreamMaxConnections),
-        .max_connections: (1...1_000_000, \.maxConnections),
-        .max_header_count: (8...10_000, \.maxHeaderCount),
+        .max_connections: (1...1_000_000, \.proxy.maxConnections),
+        .max_header_count: (8...10_000, \.proxy.limits.maxHeaderCount),
         .admin_max_connections: (1...10_000, \.adminMaxConnections),
     ]
 
@@ -174,42 +141,42 @@ extension Settings {
             case .disk_limit:
                 guard bytes >= 1 << 20 else { return "must be at least 1MiB" }
                 diskLimitBytes = bytes
-            case .max_object_size: maxObjectBytes = bytes
+            case .max_object_size: proxy.maxObjectBytes = bytes
             case .max_header_size:
                 guard bytes >= 1024 else { return "must be at least 1KiB" }
-                maxHeaderBytes = bytes
+                proxy.limits.maxHeaderBytes = bytes
             case .max_target_size:
                 guard bytes >= 256 else { return "must be at least 256 bytes" }
-                maxTargetBytes = bytes
-            case .max_body_size: maxBodyBytes = bytes
-            case .finish_store_limit: finishStoreLimitBytes = bytes
+                proxy.limits.maxTargetBytes = bytes
+            case .max_body_size: proxy.limits.maxBodyBytes = bytes
+            case .finish_store_limit: proxy.finishStoreLimitBytes = bytes
             case .request_buffer_size:
                 guard bytes <= 64 << 20 else { return "must be at most 64MiB (bodies are held in memory)" }
-                requestBufferBytes = bytes
+                proxy.requestBufferBytes = bytes
             case .max_pipeline_buffer:
                 guard bytes >= 4096 else { return "must be at least 4KiB" }
-                pipelineBufferBytes = bytes
+                proxy.pipelineBufferBytes = bytes
             default: break
             }
         case .duration:
             if key == .upstream_total_timeout, let t = text(), ["none", "off", "0"].contains(t.lowercased()) {
-                upstreamTotalTimeoutMilliseconds = 0
+                proxy.upstream.totalTimeoutMilliseconds = 0
                 return nil
             }
             guard let t = text(), let ms = Units.parseDurationMilliseconds(t) else { return "expected a duration such as 90s, 5m, 2h or 7d" }
             guard ms > 0 else { return "must be longer than 0" }
             switch key {
-            case .upstream_connect_timeout: upstreamConnectTimeoutMilliseconds = ms
-            case .upstream_timeout: upstreamTimeoutMilliseconds = ms
+            case .upstream_connect_timeout: proxy.upstream.connectTimeoutMilliseconds = ms
+            case .upstream_timeout: proxy.upstream.responseTimeoutMilliseconds = ms
             case .upstream_idle_timeout:
                 guard ms >= 1000 else { return "must be at least 1s" }
-                upstreamIdleTimeoutMilliseconds = ms
-            case .keepalive_timeout: keepAliveTimeoutMilliseconds = ms
-            case .header_timeout: headerTimeoutMilliseconds = ms
+                proxy.upstream.idleTimeoutSeconds = ms / 1000
+            case .keepalive_timeout: proxy.keepAliveTimeoutMilliseconds = UInt64(ms)
+            case .header_timeout: proxy.headerTimeoutMilliseconds = UInt64(ms)
             case .drain_timeout: drainTimeoutMilliseconds = ms
-            case .upstream_total_timeout: upstreamTotalTimeoutMilliseconds = ms
-            case .body_timeout: bodyTimeoutMilliseconds = ms
-            case .send_timeout: sendTimeoutMilliseconds = ms
+            case .upstream_total_timeout: proxy.upstream.totalTimeoutMilliseconds = ms
+            case .body_timeout: proxy.bodyTimeoutMilliseconds = UInt64(ms)
+            case .send_timeout: proxy.sendTimeoutMilliseconds = UInt64(ms)
             default: break
             }
         case .integer:
@@ -226,18 +193,18 @@ extension Settings {
         case .bool:
             guard case .bool(let b) = value else { return "expected true or false" }
             switch key {
-            case .allow_client_policy: allowClientPolicy = b
-            case .strip_tag_headers: stripTagHeaders = b
-            case .store_set_cookie: storeSetCookie = b
-            case .forward_host: forwardHost = b
-            default: upstreamTLSVerify = b
+            case .allow_client_policy: proxy.allowClientPolicy = b
+            case .strip_tag_headers: proxy.stripTagHeaders = b
+            case .store_set_cookie: proxy.storeSetCookie = b
+            case .forward_host: proxy.forwardHost = b
+            default: proxy.upstream.verifyTLS = b
             }
         case .list:
             guard case .list(let names) = value,
                   names.allSatisfy({ !$0.isEmpty && $0.utf8.allSatisfy { Self.isTokenByte($0) } }) else {
                 return "expected a list of request header names, e.g. [\"Forwarded\"]"
             }
-            passRequestHeaders = names.map { $0.lowercased() }
+            proxy.passRequestHeaders = names.map { $0.lowercased() }
         case .lifetime:
             guard case .string(let s) = value else { return "expected a duration or preset string" }
             if key == .disk_ttl && s.lowercased() == "mirror" {
@@ -266,16 +233,16 @@ extension Settings {
                 logLevel = level
             case .cache_mode:
                 switch s.lowercased() {
-                case "shared": sharedCache = true
-                case "private": sharedCache = false
+                case "shared": proxy.sharedCache = true
+                case "private": proxy.sharedCache = false
                 default: return "expected \"shared\" or \"private\""
                 }
-            case .upstream_ca_file: upstreamCAFile = s
+            case .upstream_ca_file: proxy.upstream.caFile = s
             case .policy:
                 guard let chosen = RequestPolicy(name: s) else {
                     return "unknown policy; valid names: " + RequestPolicy.validNames.joined(separator: ", ")
                 }
-                policy = chosen
+                proxy.defaultPolicy = chosen
             case .cache_dir:
                 guard !s.isEmpty else { return "expected a directory, or \"none\" for memory only" }
                 cacheDirectory = s == "none" ? nil : s
@@ -283,7 +250,7 @@ extension Settings {
                 guard !s.isEmpty, s.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: ":") }) else {
                     return "expected a header field name, e.g. Larder-Cache-Control"
                 }
-                targetedCacheControl = s
+                proxy.targetedCacheControl = s
             case .admin_listen:
                 if s.lowercased() == "none" {
                     adminHost = nil
