@@ -6,26 +6,18 @@ import Glibc
 
 /// The admin API and `larder purge` / `larder stats` with the real binary.
 /// Origin request counts prove what a purge removed.
-final class AdminEndToEndTests: XCTestCase {
+final class AdminEndToEndTests: ConfiguredTestCase {
     var origin: Origin!
     var directory = ""
-    var running: [LarderProcess] = []
 
     override func setUpWithError() throws {
-        origin = try Origin()
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-e2e-admin-\(UUID().uuidString)").path
-    }
-
-    override func tearDown() {
-        for l in running { l.stop() }
-        origin?.stop()
-        try? FileManager.default.removeItem(atPath: directory)
+        try super.setUpWithError()
+        origin = try startOrigin()
+        directory = temporaryPath("larder-e2e-admin")
     }
 
     private func start(_ extra: [String] = [], environment: [String: String] = [:]) throws -> LarderProcess {
-        let l = try LarderProcess(upstream: origin.url, extra: ["--cache-dir", directory] + extra, environment: environment)
-        running.append(l)
-        return l
+        try startLarder(upstream: origin.url, ["--cache-dir", directory] + extra, environment: environment)
     }
 
     private func restart(_ l: LarderProcess) throws -> LarderProcess {

@@ -5,26 +5,18 @@ import Glibc
 #endif
 
 /// The disk tier with the real binary: restarts, crashes, corruption, limits.
-final class DiskTierEndToEndTests: XCTestCase {
+final class DiskTierEndToEndTests: ConfiguredTestCase {
     var origin: Origin!
     var directory = ""
-    var running: [LarderProcess] = []
 
     override func setUpWithError() throws {
-        origin = try Origin()
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-e2e-disk-\(UUID().uuidString)").path
-    }
-
-    override func tearDown() {
-        for l in running { l.stop() }
-        origin?.stop()
-        try? FileManager.default.removeItem(atPath: directory)
+        try super.setUpWithError()
+        origin = try startOrigin()
+        directory = temporaryPath("larder-e2e-disk")
     }
 
     private func start(_ extra: [String] = []) throws -> LarderProcess {
-        let l = try LarderProcess(upstream: origin.url, extra: ["--cache-dir", directory] + extra)
-        running.append(l)
-        return l
+        try startLarder(upstream: origin.url, ["--cache-dir", directory] + extra)
     }
 
     private func stop(_ l: LarderProcess) {
@@ -92,8 +84,7 @@ final class DiskTierEndToEndTests: XCTestCase {
     }
 
     func testAnUnusableCacheDirectoryStillServesFromMemory() throws {
-        let l = try LarderProcess(upstream: origin.url, extra: ["--cache-dir", "/dev/null/larder"])
-        running.append(l)
+        let l = try startLarder(upstream: origin.url, ["--cache-dir", "/dev/null/larder"])
         XCTAssertNotNil(l.child.waitFor("disk tier disabled", timeout: 5))
         let c = try l.client()
         _ = try c.get("/mem?size=10")
@@ -127,8 +118,7 @@ final class DiskTierEndToEndTests: XCTestCase {
 
     /// memory_ttl drops an entry from memory while HTTP still calls it fresh.
     func testMemoryLifetimeEndsAMemoryOnlyEntry() throws {
-        let l = try LarderProcess(upstream: origin.url, extra: ["--config", try config("memory_ttl = \"1s\"\n")])
-        running.append(l)
+        let l = try startLarder(upstream: origin.url, ["--config", try config("memory_ttl = \"1s\"\n")])
         let c = try l.client()
         _ = try c.get("/mttl?size=10")
         XCTAssertTrue(try c.get("/mttl?size=10").header("cache-status")?.contains("hit") ?? false)

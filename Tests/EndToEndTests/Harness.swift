@@ -419,8 +419,9 @@ final class HTTPClient {
     }
 }
 
-/// A test case that starts its own origin and larder with settings of its
-/// own; everything it started is stopped at teardown.
+/// The end-to-end fixture: a test case that starts its own origins and
+/// larders with settings of its own; everything it started is stopped (by
+/// PID) and every directory it made is removed at teardown.
 class ConfiguredTestCase: XCTestCase {
     var processes: [() -> Void] = []
 
@@ -435,10 +436,18 @@ class ConfiguredTestCase: XCTestCase {
         return o
     }
 
-    func startLarder(upstream: String, _ extra: [String] = []) throws -> LarderProcess {
-        let l = try LarderProcess(upstream: upstream, extra: extra)
+    func startLarder(upstream: String, _ extra: [String] = [], environment: [String: String] = [:]) throws -> LarderProcess {
+        let l = try LarderProcess(upstream: upstream, extra: extra, environment: environment)
         processes.append(l.stop)
         return l
+    }
+
+    /// A fresh directory path under the temporary directory (not created),
+    /// removed at teardown, after the processes using it stopped.
+    func temporaryPath(_ prefix: String) -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)").path
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: path) }
+        return path
     }
 
     func writeConfig(_ text: String) throws -> String {

@@ -90,23 +90,9 @@ final class PolicyTests: ProxyTestCase {
 }
 
 /// Policies set by configuration.
-final class ConfiguredPolicyTests: XCTestCase {
-    var processes: [() -> Void] = []
-
-    override func tearDown() {
-        for stop in processes.reversed() { stop() }
-        processes = []
-    }
-
+final class ConfiguredPolicyTests: ConfiguredTestCase {
     private func start(_ config: String) throws -> (Origin, LarderProcess) {
-        let origin = try Origin()
-        processes.append(origin.stop)
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("larder-policy-\(UUID().uuidString).toml").path
-        try config.write(toFile: path, atomically: true, encoding: .utf8)
-        addTeardownBlock { try? FileManager.default.removeItem(atPath: path) }
-        let larder = try LarderProcess(upstream: origin.url, extra: ["--config", path])
-        processes.append(larder.stop)
-        return (origin, larder)
+        try start(config: config)
     }
 
     func testClientPolicyIgnoredWhenNotAllowed() throws {

@@ -5,31 +5,16 @@ import Glibc
 #endif
 
 /// `[[route]]` tables end to end.
-final class RouteTests: XCTestCase {
-    var processes: [() -> Void] = []
+final class RouteTests: ConfiguredTestCase {
     var origin: Origin!
 
     override func setUpWithError() throws {
-        origin = try Origin()
-        processes.append(origin.stop)
-    }
-
-    override func tearDown() {
-        for stop in processes.reversed() { stop() }
-        processes = []
-    }
-
-    private func configFile(_ text: String) throws -> String {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("larder-routes-\(UUID().uuidString).toml").path
-        try text.write(toFile: path, atomically: true, encoding: .utf8)
-        addTeardownBlock { try? FileManager.default.removeItem(atPath: path) }
-        return path
+        try super.setUpWithError()
+        origin = try startOrigin()
     }
 
     private func start(_ config: String, _ extra: [String] = []) throws -> LarderProcess {
-        let larder = try LarderProcess(upstream: origin.url, extra: ["--config", try configFile(config)] + extra)
-        processes.append(larder.stop)
-        return larder
+        try startLarder(upstream: origin.url, ["--config", try writeConfig(config)] + extra)
     }
 
     func testLongestPrefixPicksThePolicy() throws {
@@ -191,7 +176,7 @@ final class RouteTests: XCTestCase {
 
     func testRouteErrorsNameFileLineAndKey() throws {
         func check(_ text: String, _ expected: String) throws {
-            let path = try configFile(text)
+            let path = try writeConfig(text)
             let child = try ChildProcess(Paths.larder, ["check-config", "--config", path])
             XCTAssertEqual(child.waitForExit(timeout: 20), 78, text)
             XCTAssertNotNil(child.waitFor(NSRegularExpression.escapedPattern(for: path + expected), timeout: 2), child.stderr)
