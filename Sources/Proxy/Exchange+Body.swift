@@ -42,7 +42,8 @@ extension Exchange {
         transfer = nil
         var retryable = false
         if case .unreachable = error { retryable = mayRetry }
-        switch machine.upstreamComplete(failed: error != nil, retryable: retryable) {
+        let completion = machine.upstreamComplete(failed: error != nil, retryable: retryable)
+        switch completion {
         case .ignore:
             return
         case .endOrphan:
@@ -64,24 +65,20 @@ extension Exchange {
                 self.forward()
             }
             return
-        case .answerFailure:
+        case .answerFailure, .cutResponse:
             let message = error?.message ?? "upstream closed without a response"
             WorkerStats.bump(worker.counters.upstreamErrors)
             dropStore()
             broadcast?.finish(.failed)
+            if completion == .cutResponse {
+                worker.logger.warning("upstream failed mid-response for \(request.method) \(key): \(message)")
+                endByClosing()
+                return
+            }
             worker.logger.info("upstream error for \(request.method) \(key): \(message)")
             let kind: UpstreamFailure.Kind
             if case .timedOut = error { kind = .timedOut } else { kind = .unreachable }
             _ = answerUpstreamFailure(kind, detail: message)
-            return
-        case .cutResponse:
-            WorkerStats.bump(worker.counters.upstreamErrors)
-            dropStore()
-            broadcast?.finish(.failed)
-            worker.logger.warning("upstream failed mid-response for \(request.method) \(key): \(error?.message ?? "")")
-            releaseLeadership()
-            logAccess()
-            connection.exchangeAborted()
             return
         case .endResponse:
             break
@@ -90,10 +87,7 @@ extension Exchange {
             // The upstream promised more (or less) than it sent.
             broadcast?.finish(.failed)
             dropStore()
-            machine.finish()
-            releaseLeadership()
-            logAccess()
-            connection.exchangeAborted()
+            endByClosing()
             return
         }
         if framing == .chunked { connection.enqueue(Array("0\r\n\r\n".utf8)) }
@@ -104,10 +98,7 @@ extension Exchange {
         commitStore()
         broadcast?.finish(.complete)
         if framing == .untilClose {
-            machine.finish()
-            releaseLeadership()
-            logAccess()
-            connection.exchangeAborted()  // close-delimited: closing ends the body
+            endByClosing()  // close-delimited: closing ends the body
             return
         }
         complete()
@@ -125,24 +116,18 @@ extension Exchange {
                 UpstreamFailure.StaleCandidate(lifetime: $0.entry.lifetime, currentAge: $0.entry.currentAge(now: now),
                                                response: $0.entry.cacheControl, request: $0.request)
             }
-            switch UpstreamFailure.answer(kind, hasFallback: hasFallback, stale: stale, validating: validating?.cacheControl,
-                                          shared: shared) {
-            case .serveFallback:
-                let fallback = policyFallback!
-                let age = fallback.currentAge(now: now)
-                if serveStored(fallback, age: age, now: now, cacheStatus: CacheStatus.hit(ttl: fallback.lifetime - age)) {
-                    WorkerStats.bump(worker.counters.staleHits)
-                    return true
-                }
-                hasFallback = false  // its body file is gone
-            case .serveStale:
-                let entry = staleCandidate!.entry
+            let answer = UpstreamFailure.answer(kind, hasFallback: hasFallback, stale: stale, validating: validating?.cacheControl,
+                                                shared: shared)
+            switch answer {
+            case .serveFallback, .serveStale:
+                let entry = answer == .serveFallback ? policyFallback! : staleCandidate!.entry
                 let age = entry.currentAge(now: now)
                 if serveStored(entry, age: age, now: now, cacheStatus: CacheStatus.hit(ttl: entry.lifetime - age)) {
                     WorkerStats.bump(worker.counters.staleHits)
                     return true
                 }
-                staleCandidate = nil  // its body file is gone
+                // Its body file is gone: the next answer down.
+                if answer == .serveFallback { hasFallback = false } else { staleCandidate = nil }
             case .gatewayError(let status):
                 let revalidating = validating.map { Stale.mustRevalidate($0.cacheControl, shared: shared) } ?? false
                 sendGatewayError(status, revalidating ? "upstream failed to revalidate a must-revalidate response: \(detail)" : detail)

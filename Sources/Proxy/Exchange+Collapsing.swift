@@ -185,9 +185,7 @@ extension Exchange {
             // closing the connection ends (or cuts) the body.
             fetch.unfollow(ObjectIdentifier(self))
             following = nil
-            machine.finish()
-            logAccess()
-            connection.exchangeAborted()
+            endByClosing()
         }
     }
 

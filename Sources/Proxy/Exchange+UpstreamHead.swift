@@ -14,8 +14,7 @@ extension Exchange {
         let responseTime = EventLoop.wallSeconds()
         let response = UpstreamResponse(status: status, reason: reason, headers: headers, requestTime: requestTime,
                                         responseTime: responseTime, stripTagHeaders: worker.configuration.stripTagHeaders)
-        let upstreamFraming = response.framing
-        if case .invalid(let why) = upstreamFraming {
+        if case .invalid(let why) = response.framing {
             // RFC 9112 section 6.3: discard the response, close the upstream
             // connection, 502 (the body's end cannot be known).
             transfer?.cancel()
@@ -36,7 +35,7 @@ extension Exchange {
         machine.responseHeadSent()
 
         let noBody = request.method == "HEAD" || status == 204 || status == 304 || status < 200
-        if case .length(let n) = upstreamFraming { expectedLength = n }
+        expectedLength = response.length
         if noBody { framing = .none }
         else if expectedLength != nil { framing = .length }
         else if request.minorVersion == 1 { framing = .chunked }

@@ -210,6 +210,15 @@ final class Exchange: UpstreamTransferDelegate {
         connection.exchangeFinished(keepAlive: keepAlive)
     }
 
+    /// Ends the exchange by closing the client connection: a close-delimited
+    /// body, or one cut short after its head was sent.
+    func endByClosing() {
+        machine.finish()
+        releaseLeadership()
+        logAccess()
+        connection.exchangeAborted()
+    }
+
     // MARK: access log
 
     /// Remembers what the client is being sent, for the access log.
