@@ -36,18 +36,20 @@ let package = Package(
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
         .target(name: "EventLoop", dependencies: ["CEventLoop"], swiftSettings: swift5),
-        .target(name: "HTTP1", swiftSettings: swift5),
-        .target(name: "CacheSemantics", swiftSettings: swift5),
+        // The one header-field type every HTTP module shares.
+        .target(name: "HTTPHeaders", swiftSettings: swift5),
+        .target(name: "HTTP1", dependencies: ["HTTPHeaders"], swiftSettings: swift5),
+        .target(name: "CacheSemantics", dependencies: ["HTTPHeaders"], swiftSettings: swift5),
         .target(
             name: "CacheStorage",
-            dependencies: ["CacheSemantics", "HTTP1", .product(name: "SystemPackage", package: "swift-system")],
+            dependencies: ["CacheSemantics", "HTTP1", "HTTPHeaders", .product(name: "SystemPackage", package: "swift-system")],
             swiftSettings: swift5
         ),
-        .target(name: "Upstream", dependencies: ["CCurl", "EventLoop", "HTTP1"], swiftSettings: swift5),
+        .target(name: "Upstream", dependencies: ["CCurl", "EventLoop", "HTTP1", "HTTPHeaders"], swiftSettings: swift5),
         .target(
             name: "Proxy",
             dependencies: [
-                "EventLoop", "HTTP1", "CacheSemantics", "CacheStorage", "Upstream",
+                "EventLoop", "HTTP1", "HTTPHeaders", "CacheSemantics", "CacheStorage", "Upstream",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swift5
@@ -56,7 +58,7 @@ let package = Package(
         .target(
             name: "Admin",
             dependencies: [
-                "EventLoop", "HTTP1", "CacheStorage", "Proxy",
+                "EventLoop", "HTTP1", "HTTPHeaders", "CacheStorage", "Proxy",
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: swift5
@@ -71,12 +73,13 @@ let package = Package(
             ],
             swiftSettings: swift5
         ),
-        .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1"], swiftSettings: swift5),
-        .testTarget(name: "CacheSemanticsTests", dependencies: ["CacheSemantics"], swiftSettings: swift5),
-        .testTarget(name: "CacheStorageTests", dependencies: ["CacheStorage", "HTTP1"], swiftSettings: swift5),
+        .testTarget(name: "HTTPHeadersTests", dependencies: ["HTTPHeaders"], swiftSettings: swift5),
+        .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "HTTPHeaders"], swiftSettings: swift5),
+        .testTarget(name: "CacheSemanticsTests", dependencies: ["CacheSemantics", "HTTPHeaders"], swiftSettings: swift5),
+        .testTarget(name: "CacheStorageTests", dependencies: ["CacheStorage", "HTTP1", "HTTPHeaders"], swiftSettings: swift5),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"], swiftSettings: swift5),
-        .testTarget(name: "AdminTests", dependencies: ["Admin", "CacheStorage", "Proxy"], swiftSettings: swift5),
-        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "CacheSemantics", "CacheStorage", "HTTP1", "EventLoop"],
+        .testTarget(name: "AdminTests", dependencies: ["Admin", "CacheStorage", "Proxy", "HTTPHeaders"], swiftSettings: swift5),
+        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "CacheSemantics", "CacheStorage", "HTTP1", "HTTPHeaders", "EventLoop"],
                     swiftSettings: swift5),
         .testTarget(
             name: "EndToEndTests",

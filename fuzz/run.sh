@@ -20,28 +20,36 @@ OUT=.build-fuzz
 FLAGS="-O -g -sanitize=fuzzer,address -parse-as-library"
 mkdir -p "$OUT" fuzz/crashes
 
+# A module compiled once for the targets that import it.
+module() {
+    # shellcheck disable=SC2086
+    swiftc $FLAGS -wmo -module-name "$1" -emit-module -emit-module-path "$OUT/$1.swiftmodule" -I "$OUT" \
+        -c Sources/"$1"/*.swift -o "$OUT/$1.o"
+}
+
 build() {
     case $1 in
         request_parser|chunked_decoder)
+            module HTTPHeaders
             # shellcheck disable=SC2086
-            swiftc $FLAGS -module-name HTTP1 Sources/HTTP1/*.swift "fuzz/targets/$1.swift" -o "$OUT/$1" ;;
+            swiftc $FLAGS -module-name HTTP1 -I "$OUT" Sources/HTTP1/*.swift "fuzz/targets/$1.swift" \
+                "$OUT/HTTPHeaders.o" -o "$OUT/$1" ;;
         cache_headers)
+            module HTTPHeaders
             # shellcheck disable=SC2086
-            swiftc $FLAGS -module-name CacheSemantics Sources/CacheSemantics/*.swift "fuzz/targets/$1.swift" -o "$OUT/$1" ;;
+            swiftc $FLAGS -module-name CacheSemantics -I "$OUT" Sources/CacheSemantics/*.swift "fuzz/targets/$1.swift" \
+                "$OUT/HTTPHeaders.o" -o "$OUT/$1" ;;
         config_values)
             # shellcheck disable=SC2086
             swiftc $FLAGS -module-name larder_units Sources/larder/Units.swift "fuzz/targets/$1.swift" -o "$OUT/$1" ;;
         disk_record)
-            # CacheStorage imports CacheSemantics and HTTP1: build those modules first.
-            for module in CacheSemantics HTTP1; do
-                # shellcheck disable=SC2086
-                swiftc $FLAGS -wmo -module-name $module -emit-module -emit-module-path "$OUT/$module.swiftmodule" \
-                    -c Sources/$module/*.swift -o "$OUT/$module.o"
-            done
+            # CacheStorage imports CacheSemantics, HTTP1 and HTTPHeaders:
+            # build those modules first. The record format needs no disk
+            # tier (nor swift-system, which it uses).
+            for m in HTTPHeaders CacheSemantics HTTP1; do module $m; done
             # shellcheck disable=SC2086
-            # The record format needs no disk tier (nor swift-system, which it uses).
             swiftc $FLAGS -module-name CacheStorage -I "$OUT" Sources/CacheStorage/*.swift "fuzz/targets/$1.swift" \
-                "$OUT/CacheSemantics.o" "$OUT/HTTP1.o" -o "$OUT/$1" ;;
+                "$OUT/HTTPHeaders.o" "$OUT/CacheSemantics.o" "$OUT/HTTP1.o" -o "$OUT/$1" ;;
         *) echo "unknown target $1" >&2; exit 64 ;;
     esac
 }

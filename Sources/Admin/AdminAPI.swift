@@ -1,5 +1,6 @@
 import CacheStorage
 import Proxy
+import HTTPHeaders
 
 /// The admin endpoints (INTERFACE.md's admin table): a request in, an
 /// answer out. No sockets here, so every endpoint is testable directly.
@@ -9,7 +10,7 @@ public final class AdminAPI {
         public var status: Int
         public var contentType: String
         public var body: String
-        public var extraHeaders: [(String, String)] = []
+        public var extraHeaders: HeaderFields = []
 
         static func json(_ status: Int, _ body: String) -> Response {
             Response(status: status, contentType: "application/json", body: body + "\n")
@@ -46,7 +47,7 @@ public final class AdminAPI {
     public func handle(method: String, target: String, authorization: String?) -> Response {
         guard authorized(authorization) else {
             var response = Response.error(401, "missing or wrong admin token: send Authorization: Bearer TOKEN")
-            response.extraHeaders = [("WWW-Authenticate", "Bearer realm=\"larder\"")]
+            response.extraHeaders = ["www-authenticate": "Bearer realm=\"larder\""]
             return response
         }
         let (path, query) = Self.split(target)
@@ -77,7 +78,7 @@ public final class AdminAPI {
     private func expect(_ allowed: String, _ method: String) -> Response? {
         if method == allowed || (allowed == "GET" && method == "HEAD") { return nil }
         var response = Response.error(405, "use \(allowed) here")
-        response.extraHeaders = [("Allow", allowed)]
+        response.extraHeaders = ["allow": allowed]
         return response
     }
 

@@ -2,6 +2,7 @@ import EventLoop
 import HTTP1
 #if canImport(Glibc)
 import Glibc
+import HTTPHeaders
 #endif
 
 /// The admin listener: HTTP/1.1 on its own thread and event loop, so a slow
@@ -85,7 +86,7 @@ public final class AdminServer: IOHandler {
     }
 
     private static let busy = ResponseSerializer.simple(status: 503, body: "too many admin connections; retry", close: true,
-                                                        extra: [HeaderField(name: "retry-after", value: "1")])
+                                                        extra: ["retry-after": "1"])
 
     fileprivate func answer(_ head: RequestHead) -> AdminAPI.Response {
         api.handle(method: head.method, target: head.target, authorization: head.header("authorization"))
@@ -197,7 +198,7 @@ final class AdminConnection: IOHandler {
         ResponseSerializer.appendField("content-type", response.contentType, to: &out)
         ResponseSerializer.appendField("content-length", String(response.body.utf8.count), to: &out)
         ResponseSerializer.appendField("cache-control", "no-store", to: &out)
-        for (name, value) in response.extraHeaders { ResponseSerializer.appendField(name, value, to: &out) }
+        for field in response.extraHeaders { ResponseSerializer.appendField(field.name, field.value, to: &out) }
         if close { ResponseSerializer.appendField("connection", "close", to: &out) }
         out.append(contentsOf: [0x0D, 0x0A])
         if !head { out.append(contentsOf: response.body.utf8) }

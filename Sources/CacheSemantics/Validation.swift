@@ -1,3 +1,5 @@
+import HTTPHeaders
+
 /// Conditional requests (RFC 9110 section 13) and updating a stored
 /// response from a 304 (RFC 9111 sections 3.2 and 4.3.4).
 public enum Validation {
@@ -59,8 +61,7 @@ public enum Validation {
     /// The stored fields updated with those of a 304 (or of a HEAD response,
     /// section 4.3.5): each field present in the update replaces every stored
     /// field of that name; the others are kept.
-    public static func merge(stored: [(name: String, value: String)],
-                             update: [(name: String, value: String)]) -> [(name: String, value: String)] {
+    public static func merge(stored: HeaderFields, update: HeaderFields) -> HeaderFields {
         let replacing = Set(update.map(\.name).filter { !notUpdated.contains($0) })
         var merged = stored.filter { !replacing.contains($0.name) }
         merged.append(contentsOf: update.filter { replacing.contains($0.name) })

@@ -1,5 +1,6 @@
 import CacheSemantics
 import HTTP1
+import HTTPHeaders
 
 /// A stored response, immutable once built and shared between workers.
 ///
@@ -52,11 +53,11 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
 
     final class Rare {
         let bodyFile: FileBody?
-        let otherFields: [(name: String, value: String)]
+        let otherFields: HeaderFields
         let varyNames: [String]
         let varyValues: [String?]
         let tags: [String]
-        init(bodyFile: FileBody?, otherFields: [(name: String, value: String)], varyNames: [String], varyValues: [String?],
+        init(bodyFile: FileBody?, otherFields: HeaderFields, varyNames: [String], varyValues: [String?],
              tags: [String]) {
             self.bodyFile = bodyFile
             self.otherFields = otherFields
@@ -75,7 +76,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     /// body and `bodyFile` instead (hits send it with sendfile).
     public static func make(key: String, status: Int, headPrefix: UnsafeRawBufferPointer,
                             body: UnsafeRawBufferPointer, bodyFile: FileBody? = nil,
-                            otherFields: [(name: String, value: String)] = [],
+                            otherFields: HeaderFields = [],
                             timing: ResponseTiming, lifetime: Int, cacheControl: CacheControl,
                             varyNames: [String], varyValues: [String?], tags: [String] = [],
                             hasValidator known: Bool? = nil) -> CachedResponse {
@@ -90,7 +91,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
         head.headPrefix.withUnsafeBytes { prefix in
             make(key: head.key, status: head.status, headPrefix: prefix,
                  contentLength: head.hasLengthField ? (bodyFile?.length ?? body.count) : nil, body: body, bodyFile: bodyFile,
-                 otherFields: head.otherFields.map { ($0.name, $0.value) }, timing: head.timing, lifetime: head.lifetime,
+                 otherFields: head.otherFields, timing: head.timing, lifetime: head.lifetime,
                  directives: head.directives, varyNames: head.varyNames, varyValues: head.varyValues, tags: head.tags,
                  hasValidator: head.hasValidator)
         }
@@ -99,7 +100,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     /// The one that builds the block (`contentLength`: the Content-Length
     /// field to write after the prefix, nil for none).
     static func make(key: String, status: Int, headPrefix: UnsafeRawBufferPointer, contentLength: Int?,
-                             body: UnsafeRawBufferPointer, bodyFile: FileBody?, otherFields: [(name: String, value: String)],
+                             body: UnsafeRawBufferPointer, bodyFile: FileBody?, otherFields: HeaderFields,
                              timing: ResponseTiming, lifetime: Int, directives: PackedCacheControl,
                              varyNames: [String], varyValues: [String?], tags: [String], hasValidator known: Bool?) -> CachedResponse {
         // Callers that have the fields at hand say; otherwise the head is scanned.
@@ -159,14 +160,14 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     public var storedHead: StoredHead {
         let prefix = UnsafeRawBufferPointer(rebasing: headPrefix[..<(headLength - Int(storage.header.lengthFieldBytes))])
         return StoredHead(key: key, status: status, headPrefix: Array(prefix),
-                          otherFields: (storage.header.rare?.otherFields ?? []).map { DiskRecord.HeaderPair($0.name, $0.value) },
+                          otherFields: storage.header.rare?.otherFields ?? [],
                           timing: timing, lifetime: lifetime, directives: storage.header.directives, hasValidator: hasValidator,
                           varyNames: varyNames, varyValues: varyValues, tags: tags)
     }
 
     /// The same with the head prefix and body given as arrays (tests, small responses).
     public static func make(key: String, status: Int, headPrefix: [UInt8], body: [UInt8],
-                            bodyFile: FileBody? = nil, otherFields: [(name: String, value: String)] = [],
+                            bodyFile: FileBody? = nil, otherFields: HeaderFields = [],
                             timing: ResponseTiming, lifetime: Int, cacheControl: CacheControl,
                             varyNames: [String], varyValues: [String?], tags: [String] = []) -> CachedResponse {
         headPrefix.withUnsafeBytes { head in
@@ -305,9 +306,9 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     /// Stored response fields (lowercased names), read back from the head
     /// prefix: every field but the Content-Length Larder wrote there, then
     /// the other stored fields.
-    public var headers: [(name: String, value: String)] {
+    public var headers: HeaderFields {
         var fields = HeadFields.all(in: headPrefix).filter { $0.name != "content-length" }
-        if let other = storage.header.rare?.otherFields { fields += other }
+        if let other = storage.header.rare?.otherFields { fields.append(contentsOf: other) }
         return fields
     }
 
@@ -393,10 +394,10 @@ enum HeadFields {
         return found
     }
 
-    static func all(in head: UnsafeRawBufferPointer) -> [(name: String, value: String)] {
-        var fields: [(name: String, value: String)] = []
+    static func all(in head: UnsafeRawBufferPointer) -> HeaderFields {
+        var fields = HeaderFields()
         forEach(in: head) { n, v in
-            fields.append((String(decoding: n.map(lowercase), as: UTF8.self), FieldBytes.string(v)))
+            fields.append(String(decoding: n.map(lowercase), as: UTF8.self), FieldBytes.string(v))
             return true
         }
         return fields

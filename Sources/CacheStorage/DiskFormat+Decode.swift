@@ -1,6 +1,7 @@
 import CacheSemantics
 #if canImport(Glibc)
 import Glibc
+import HTTPHeaders
 #endif
 
 /// Reading the on-disk format: one parser over raw bytes, read in place.
@@ -58,7 +59,7 @@ extension DiskFormat {
         let body = UnsafeRawBufferPointer(rebasing: raw[metaEnd...])
         let entry = CachedResponse.make(key: key, status: m.status, headPrefix: m.prefix,
                                         contentLength: m.status != 204 && m.status != 304 ? body.count : nil,
-                                        body: body, bodyFile: nil, otherFields: m.otherFields.map { ($0.name, $0.value) },
+                                        body: body, bodyFile: nil, otherFields: m.otherFields,
                                         timing: m.timing, lifetime: h.flags & staleFlag != 0 ? 0 : m.lifetime,
                                         directives: m.directives, varyNames: m.varyNames, varyValues: m.varyValues,
                                         tags: m.tags, hasValidator: m.hasValidator)
@@ -97,7 +98,7 @@ extension DiskFormat {
         var hasValidator: Bool
         var directives: PackedCacheControl
         var prefix: UnsafeRawBufferPointer
-        var otherFields: [DiskRecord.HeaderPair]
+        var otherFields: HeaderFields
         var varyNames: [String]
         var varyValues: [String?]
         var tags: [String]
@@ -132,8 +133,8 @@ extension DiskFormat {
         let flags = try r.u32()
         let values = (try r.u32(), try r.u32(), try r.u32(), try r.u32(), try r.u32(), try r.u32())
         let prefix = try r.take(Int(try r.u32()))
-        var otherFields: [DiskRecord.HeaderPair] = []
-        for _ in 0..<(try r.count()) { otherFields.append(DiskRecord.HeaderPair(try r.string(), try r.string())) }
+        var otherFields = HeaderFields()
+        for _ in 0..<(try r.count()) { otherFields.append(try r.string(), try r.string()) }
         var varyNames: [String] = []
         for _ in 0..<(try r.count()) { varyNames.append(try r.string()) }
         var varyValues: [String?] = []

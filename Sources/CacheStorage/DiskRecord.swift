@@ -20,15 +20,6 @@ public struct DiskRecord: Equatable, Sendable {
     public var tags: [String] { head.tags }
     public var varyValues: [String?] { head.varyValues }
 
-    public struct HeaderPair: Equatable, Sendable {
-        public var name: String
-        public var value: String
-        public init(_ name: String, _ value: String) {
-            self.name = name
-            self.value = value
-        }
-    }
-
     public init(head: StoredHead, storedAt: Int64, body: [UInt8]) {
         self.head = head
         self.storedAt = storedAt

@@ -1,4 +1,5 @@
 import CacheSemantics
+import HTTPHeaders
 
 /// Everything stored about a response but its body, decided once when the
 /// response arrives (`StoredResponseBuilder` in Proxy): the head a hit
@@ -12,7 +13,7 @@ public struct StoredHead: Equatable, Sendable {
     /// (written beside it once the body's length is known).
     public var headPrefix: [UInt8]
     /// Stored fields a hit does not send (targeted cache-control fields).
-    public var otherFields: [DiskRecord.HeaderPair]
+    public var otherFields: HeaderFields
     public var timing: ResponseTiming
     /// Freshness lifetime in seconds (0: none left, as after a soft purge).
     public var lifetime: Int
@@ -24,7 +25,7 @@ public struct StoredHead: Equatable, Sendable {
     /// Purge tags, sorted.
     public var tags: [String]
 
-    public init(key: String, status: Int, headPrefix: [UInt8], otherFields: [DiskRecord.HeaderPair] = [], timing: ResponseTiming,
+    public init(key: String, status: Int, headPrefix: [UInt8], otherFields: HeaderFields = [], timing: ResponseTiming,
                 lifetime: Int, directives: PackedCacheControl, hasValidator: Bool, varyNames: [String] = [],
                 varyValues: [String?] = [], tags: [String] = []) {
         self.key = key

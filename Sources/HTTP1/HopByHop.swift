@@ -1,3 +1,5 @@
+import HTTPHeaders
+
 /// Hop-by-hop header fields (RFC 9110 section 7.6.1): never forwarded.
 public enum HopByHop {
     public static let names: Set<String> = [
@@ -21,14 +23,14 @@ public enum HopByHop {
     }
 
     /// The lowercased field names a message's Connection header nominates.
-    public static func nominated(by headers: [HeaderField]) -> Set<String> {
+    public static func nominated(by headers: HeaderFields) -> Set<String> {
         nominated(byConnectionValues: headers.lazy.filter { $0.name == "connection" }.map(\.value))
     }
 
     /// The lowercased names a response's Connection fields nominate (fields
     /// as curl reports them). Not generic, and nothing built for the usual
     /// "keep-alive": this runs for every upstream response.
-    public static func nominated(inFields fields: [(name: String, value: String)]) -> Set<String> {
+    public static func nominated(inFields fields: HeaderFields) -> Set<String> {
         var result: Set<String> = []
         for field in fields where field.name.utf8.count == 10 && field.name == "connection" {
             if isPlainConnectionValue(field.value) { continue }
@@ -69,7 +71,7 @@ public enum HopByHop {
     }
 
     /// `headers` without hop-by-hop fields and without those `Connection` names.
-    public static func strip(_ headers: [HeaderField]) -> [HeaderField] {
+    public static func strip(_ headers: HeaderFields) -> HeaderFields {
         let nominated = nominated(by: headers)
         return headers.filter { !isHopByHop($0.name) && !nominated.contains($0.name) }
     }

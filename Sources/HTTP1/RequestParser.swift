@@ -1,3 +1,5 @@
+import HTTPHeaders
+
 /// The outcome of feeding bytes to the request parser.
 public enum ParseResult: Equatable, Sendable {
     /// A whole head was parsed; `consumed` bytes belong to it.
@@ -131,7 +133,7 @@ public struct RequestParser: Sendable {
         }
 
         // ---- header fields
-        var headers: [HeaderField] = []
+        var headers = HeaderFields()
         headers.reserveCapacity(16)
         while true {
             if b[i] == LF { i += 1; break }
@@ -160,7 +162,7 @@ public struct RequestParser: Sendable {
             // obs-text (0x80-0xFF) is kept byte for byte (FieldBytes), not read as UTF-8.
             let value = high < 0x80 ? string(b, valueStart, valueEnd)
                 : FieldBytes.string(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: b[valueStart..<valueEnd])))
-            headers.append(HeaderField(name: name, value: value))
+            headers.append(HeaderField(lowercasedName: name, value: value))
             if headers.count > limits.maxHeaderCount { return .failure(.headerFieldsTooLarge) }
             if i >= end { return .failure(.badRequest("unterminated header section")) }
         }

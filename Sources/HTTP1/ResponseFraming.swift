@@ -1,3 +1,5 @@
+import HTTPHeaders
+
 /// How an upstream response's body is delimited, as RFC 9112 section 6.3
 /// tells a proxy to decide it: Transfer-Encoding wins over Content-Length
 /// (which must then be removed, or the next hop would frame the body by a
@@ -12,7 +14,7 @@ public enum ResponseFraming: Equatable, Sendable {
     case unspecified
     case invalid(String)
 
-    public static func of(_ fields: [(name: String, value: String)]) -> ResponseFraming {
+    public static func of(_ fields: HeaderFields) -> ResponseFraming {
         var length = -1
         for field in fields {
             if field.name.isField("transfer-encoding") { return .transferCoded }
@@ -47,7 +49,7 @@ public enum ResponseFraming: Equatable, Sendable {
     }
 
     /// A Transfer-Encoding later in the fields still wins over a bad length.
-    private static func scanForTransferEncoding(_ fields: [(name: String, value: String)]) -> ResponseFraming? {
+    private static func scanForTransferEncoding(_ fields: HeaderFields) -> ResponseFraming? {
         fields.contains { $0.name.isField("transfer-encoding") } ? .transferCoded : nil
     }
 }

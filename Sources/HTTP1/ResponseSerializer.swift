@@ -1,10 +1,12 @@
+import HTTPHeaders
+
 /// Builds response heads as bytes. Used when a response is stored (once) and
 /// for error answers; a cache hit only appends its per-request fields.
 public enum ResponseSerializer {
     /// "HTTP/1.1 200 OK\r\n" followed by each field; no terminating blank line,
     /// so the caller can append more fields.
     /// `reason`: the upstream's reason phrase, kept when it is safe to repeat.
-    public static func headPrefix(status: Int, reason: String? = nil, headers: [HeaderField]) -> [UInt8] {
+    public static func headPrefix(status: Int, reason: String? = nil, headers: HeaderFields) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(256)
         appendStatusLine(status, reason: reason, to: &out)
@@ -84,7 +86,7 @@ public enum ResponseSerializer {
     }
 
     /// A complete small response with a text body (errors, 100 Continue not included).
-    public static func simple(status: Int, body: String, close: Bool, extra: [HeaderField] = []) -> [UInt8] {
+    public static func simple(status: Int, body: String, close: Bool, extra: HeaderFields = []) -> [UInt8] {
         var out = headPrefix(status: status, headers: extra)
         appendField("content-type", "text/plain; charset=utf-8", to: &out)
         appendField("content-length", String(body.utf8.count + 1), to: &out)
@@ -277,12 +279,12 @@ public enum ResponseLine {
             if b < SP && b != HTAB || b == DEL { control = true }
         }
         if !control {
-            return HeaderField(name: name, value: high < 0x80 ? String(decoding: value, as: UTF8.self) : FieldBytes.string(value))
+            return HeaderField(lowercasedName: name, value: high < 0x80 ? String(decoding: value, as: UTF8.self) : FieldBytes.string(value))
         }
         // RFC 9110 section 5.5: CR, LF and NUL in a value are dangerous (a
         // bare CR ends a line for some clients: response splitting); each
         // control byte is replaced by SP before the field goes anywhere.
         let cleaned = value.map { $0 < SP && $0 != HTAB || $0 == DEL ? SP : $0 }
-        return HeaderField(name: name, value: cleaned.withUnsafeBytes { FieldBytes.string($0) })
+        return HeaderField(lowercasedName: name, value: cleaned.withUnsafeBytes { FieldBytes.string($0) })
     }
 }

@@ -3,6 +3,7 @@ import CacheStorage
 import EventLoop
 import HTTP1
 import Upstream
+import HTTPHeaders
 
 /// Revalidates a stored response with no client waiting (stale-while-
 /// revalidate): a conditional GET; a 304 refreshes the stored response, a
@@ -43,7 +44,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
             delegate: self)
     }
 
-    func upstreamDidReceiveHead(status: Int, reason: String?, headers: [(name: String, value: String)]) {
+    func upstreamDidReceiveHead(status: Int, reason: String?, headers: HeaderFields) {
         let response = UpstreamResponse(status: status, reason: reason, headers: headers, requestTime: requestTime,
                                         responseTime: EventLoop.wallSeconds(), stripTagHeaders: worker.configuration.stripTagHeaders)
         if case .invalid = response.framing { return }  // the stored response stays as it was

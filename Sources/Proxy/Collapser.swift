@@ -2,6 +2,7 @@ import CacheSemantics
 import CacheStorage
 import EventLoop
 import Synchronization
+import HTTPHeaders
 
 /// Request collapsing across workers: while one request (the leader) fetches
 /// a URL from the upstream, other cacheable requests for it wait instead of
@@ -123,7 +124,7 @@ final class SharedFetch: @unchecked Sendable {
         let status: Int
         let reason: String?
         /// The fields clients get (hop-by-hop and tag fields removed).
-        let headers: [(name: String, value: String)]
+        let headers: HeaderFields
         let timing: ResponseTiming
         let contentLength: Int?
         /// The request fields that select this response (Vary), and the

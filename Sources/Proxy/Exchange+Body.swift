@@ -3,6 +3,7 @@ import CacheStorage
 import EventLoop
 import HTTP1
 import Upstream
+import HTTPHeaders
 
 /// The upstream's body (to the client, to followers, into the store) and
 /// the end of the transfer: completion, failure, stale-if-error, 502/504.
@@ -140,10 +141,9 @@ extension Exchange {
 
     /// 502/504 generated here, when nothing was sent yet.
     func sendGatewayError(_ status: Int, _ message: String) {
-        var extra: [HeaderField] = []
+        var extra = HeaderFields()
         if isCacheLookup {
-            extra.append(HeaderField(name: "cache-status",
-                                     value: CacheStatus.forward(forwardReason, stored: false, detail: "upstream-error")))
+            extra.append("cache-status", CacheStatus.forward(forwardReason, stored: false, detail: "upstream-error"))
         }
         noteAnswer(status, cache: Array((extra.first?.value ?? "").utf8), bodyBytes: message.utf8.count + 1)
         connection.enqueue(ResponseSerializer.simple(status: status, body: message, close: !keepAlive, extra: extra))

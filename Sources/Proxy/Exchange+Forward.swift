@@ -3,6 +3,7 @@ import CacheStorage
 import EventLoop
 import HTTP1
 import Upstream
+import HTTPHeaders
 
 /// Going upstream: the request's fields and target, a request body held
 /// until complete or streamed, and which requests may be retried.
@@ -16,8 +17,8 @@ extension Exchange {
         if let validating { UpstreamHeaders.addValidators(for: validating, among: variants, to: &headers) }
         if askUpstreamCachesToReload {
             headers.removeAll { $0.name == "cache-control" || $0.name == "pragma" }
-            headers.append(("cache-control", "no-cache"))
-            headers.append(("pragma", "no-cache"))
+            headers.append("cache-control", "no-cache")
+            headers.append("pragma", "no-cache")
         }
 
         var body: UpstreamRequest.Body
@@ -37,7 +38,7 @@ extension Exchange {
         startTransfer(headers: headers, body: body)
     }
 
-    func startTransfer(headers: [(name: String, value: String)], body: UpstreamRequest.Body) {
+    func startTransfer(headers: HeaderFields, body: UpstreamRequest.Body) {
         // OPTIONS *: the upstream gets the asterisk form too.
         let asterisk = request.target == "*"
         let upstreamRequest = UpstreamRequest(method: request.method,

@@ -3,6 +3,7 @@ import CacheStorage
 import EventLoop
 import HTTP1
 import Upstream
+import HTTPHeaders
 
 /// Answers from the store: a hit, a 304 to the client's conditional, a
 /// 206/416 for a range, the fields that close a stored head.
@@ -116,7 +117,7 @@ extension Exchange {
 
     /// A 304 for the client (RFC 9110 section 15.4.5): the fields a 200 would
     /// have had that describe the representation, no body.
-    func sendNotModified(_ headers: [(name: String, value: String)], age: Int, now: Int64, cacheStatus: [UInt8]) {
+    func sendNotModified(_ headers: HeaderFields, age: Int, now: Int64, cacheStatus: [UInt8]) {
         var head = Array("HTTP/1.1 304 Not Modified\r\n".utf8)
         var hasDate = false
         for field in headers {

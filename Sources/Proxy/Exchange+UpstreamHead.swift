@@ -3,13 +3,14 @@ import CacheStorage
 import EventLoop
 import HTTP1
 import Upstream
+import HTTPHeaders
 
 /// The upstream's head: framing, storability, 304 refreshes, HEAD updates,
 /// invalidation, and the head written to the client.
 extension Exchange {
     // MARK: UpstreamTransferDelegate
 
-    func upstreamDidReceiveHead(status: Int, reason: String?, headers: [(name: String, value: String)]) {
+    func upstreamDidReceiveHead(status: Int, reason: String?, headers: HeaderFields) {
         guard machine.takesUpstreamHead else { return }
         let responseTime = EventLoop.wallSeconds()
         let response = UpstreamResponse(status: status, reason: reason, headers: headers, requestTime: requestTime,
@@ -67,8 +68,8 @@ extension Exchange {
             }
             cacheStatus = CacheStatus.forward(forwardReason, stored: store != nil, fwdStatus: validating != nil ? status : nil)
             answerNotModified = status == 200 && clientIsNotModified(
-                etag: StoredResponseBuilder.value("etag", in: passed),
-                lastModified: StoredResponseBuilder.value("last-modified", in: passed), dateValue: timing.dateValue)
+                etag: passed["etag"],
+                lastModified: passed["last-modified"], dateValue: timing.dateValue)
         } else {
             cacheStatus = CacheStatus.forward(.method, stored: false)
             if Invalidation.invalidates(method: request.method, status: status) { invalidateAfterUnsafe(headers) }
@@ -157,15 +158,15 @@ extension Exchange {
     /// RFC 9111 section 4.3.5: a 200 to HEAD updates the stored GET response
     /// it describes (selected by validator); a changed length means the
     /// stored one is outdated, so it goes.
-    func updateFromHead(_ headers: [(name: String, value: String)], timing: ResponseTiming) {
+    func updateFromHead(_ headers: HeaderFields, timing: ResponseTiming) {
         guard !variants.isEmpty else { return }
-        let etag = StoredResponseBuilder.value("etag", in: headers)
-        let lastModified = StoredResponseBuilder.value("last-modified", in: headers)
+        let etag = headers["etag"]
+        let lastModified = headers["last-modified"]
         guard let index = Validation.selectValidated(etag: etag, lastModified: lastModified,
                                                      candidates: variants.map { (etag: $0.etag, lastModified: $0.lastModified) })
         else { return }
         let entry = variants[index]
-        if let length = StoredResponseBuilder.value("content-length", in: headers).flatMap({ Int($0) }), length != entry.bodyLength {
+        if let length = headers["content-length"].flatMap({ Int($0) }), length != entry.bodyLength {
             worker.store.remove(key)
             return
         }
@@ -174,11 +175,11 @@ extension Exchange {
 
     /// RFC 9111 section 4.4: a successful unsafe request invalidates the
     /// target and the same-origin Location and Content-Location.
-    func invalidateAfterUnsafe(_ headers: [(name: String, value: String)]) {
+    func invalidateAfterUnsafe(_ headers: HeaderFields) {
         worker.store.remove(key)
         let upstream = worker.configuration.upstreamOrigin
         for name in ["location", "content-location"] {
-            guard let reference = StoredResponseBuilder.value(name, in: headers),
+            guard let reference = headers[name],
                   let target = Invalidation.key(for: reference, requestKey: request.pathAndQuery, upstreamAuthority: upstream.authority,
                                                 upstreamPathPrefix: upstream.pathPrefix, clientAuthority: request.header("host"))
             else { continue }

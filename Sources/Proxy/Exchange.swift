@@ -3,6 +3,7 @@ import CacheStorage
 import EventLoop
 import HTTP1
 import Upstream
+import HTTPHeaders
 
 /// One request and its answer: from the cache, or from upstream while the
 /// response streams to the client and, when storable, into the memory tier.
@@ -55,7 +56,7 @@ final class Exchange: UpstreamTransferDelegate {
     /// a slow upload then holds no upstream connection, and upstream_timeout
     /// starts when the upstream has the whole request (Exchange+Forward).
     var heldBody: [UInt8]?
-    var pendingHeaders: [(name: String, value: String)] = []
+    var pendingHeaders = HeaderFields()
     var requestBodyComplete = false
 
     /// Whether this exchange leads a collapsed fetch of its key (a claim
@@ -79,7 +80,7 @@ final class Exchange: UpstreamTransferDelegate {
     struct PendingStore {
         var status: Int
         var reason: String?
-        var headers: [(name: String, value: String)]
+        var headers: HeaderFields
         var timing: ResponseTiming
         var writer: StoreWriter
     }
@@ -128,7 +129,7 @@ final class Exchange: UpstreamTransferDelegate {
         let requestCC = CacheControl(request.combinedHeader("cache-control"))
         let pragma = request.combinedHeader("pragma")?.lowercased().contains("no-cache") ?? false
         let facts = RequestFacts(cacheControl: requestCC, pragmaNoCache: pragma) { [headers = request.headers] in
-            RequestHead.combined($0, in: headers)
+            headers.combined($0)
         }
         let now = EventLoop.wallSeconds()
         variants = worker.store.lookup(key, local: worker.localHits)
@@ -189,7 +190,7 @@ final class Exchange: UpstreamTransferDelegate {
 
     /// 504 without asking the upstream (only-if-cached, cacheOnly).
     func sendCacheOnlyMiss(detail: String, _ message: String) {
-        let status = HeaderField(name: "cache-status", value: "larder; detail=\(detail)")
+        let status = HeaderField(lowercasedName: "cache-status", value: "larder; detail=\(detail)")
         noteAnswer(504, cache: Array(status.value.utf8), bodyBytes: message.utf8.count + 1)
         connection.enqueue(ResponseSerializer.simple(status: 504, body: message, close: !keepAlive, extra: [status]))
         complete()

@@ -1,6 +1,7 @@
 import CacheSemantics
 import CacheStorage
 import HTTP1
+import HTTPHeaders
 
 /// Turns an upstream response into a `CachedResponse`: the storage decision,
 /// the freshness lifetime, and the head prefix serialized once.
@@ -55,7 +56,7 @@ struct StoredResponseBuilder: Sendable {
     /// The directives Larder obeys for `key`: a route that ignores the
     /// upstream's Cache-Control gets `max-age=default_ttl` (keeping no-store
     /// unless the route ignores that too); otherwise as `cacheControl(_:)`.
-    func cacheControl(_ headers: [(name: String, value: String)], key: String) -> (CacheControl, targeted: Bool) {
+    func cacheControl(_ headers: HeaderFields, key: String) -> (CacheControl, targeted: Bool) {
         let (upstream, targeted) = cacheControl(headers)
         guard let route = routes.match(key), route.ignoreUpstreamCacheControl else { return (upstream, targeted) }
         var cc = CacheControl()
@@ -66,28 +67,28 @@ struct StoredResponseBuilder: Sendable {
 
     /// The directives Larder obeys: a targeted field's when one is present
     /// (RFC 9213 section 2.1), else Cache-Control.
-    func cacheControl(_ headers: [(name: String, value: String)]) -> (CacheControl, targeted: Bool) {
+    func cacheControl(_ headers: HeaderFields) -> (CacheControl, targeted: Bool) {
         for name in targetedFields {
             // An empty or unparsable targeted field is ignored (RFC 9213 section 2.1).
-            if let value = Self.combined(name, in: headers), let cc = CacheControl(targeted: value) { return (cc, true) }
+            if let value = headers.combined(name), let cc = CacheControl(targeted: value) { return (cc, true) }
         }
-        return (CacheControl(Self.combined("cache-control", in: headers)), false)
+        return (CacheControl(headers.combined("cache-control")), false)
     }
 
     /// The freshness lifetime: explicit (section 4.2.1) or heuristic (4.2.2).
     /// A route's negative_ttl, then default_ttl, stand in for missing
     /// explicit freshness before any heuristic.
-    func lifetime(status: Int, headers: [(name: String, value: String)], timing: ResponseTiming, key: String) -> Int? {
+    func lifetime(status: Int, headers: HeaderFields, timing: ResponseTiming, key: String) -> Int? {
         let (cc, targeted) = cacheControl(headers, key: key)
         return lifetime(status: status, headers: headers, timing: timing, key: key, cc: cc, targeted: targeted)
     }
 
     /// The same with the directives already parsed (they are parsed once per
     /// response: this runs on every miss).
-    func lifetime(status: Int, headers: [(name: String, value: String)], timing: ResponseTiming, key: String,
+    func lifetime(status: Int, headers: HeaderFields, timing: ResponseTiming, key: String,
                   cc: CacheControl, targeted: Bool) -> Int? {
         // A targeted field replaces Cache-Control and Expires alike.
-        let expires = targeted ? nil : Self.value("expires", in: headers)
+        let expires = targeted ? nil : headers["expires"]
         if let explicit = Freshness.lifetime(cc, dateValue: timing.dateValue, expires: expires,
                                              responseTime: timing.responseTime, shared: shared) {
             return explicit
@@ -98,7 +99,7 @@ struct StoredResponseBuilder: Sendable {
             if let ttl = route.defaultTTL { return ttl }
         }
         if targeted { return nil }
-        return Freshness.heuristicLifetime(status: status, cc, lastModified: Self.value("last-modified", in: headers),
+        return Freshness.heuristicLifetime(status: status, cc, lastModified: headers["last-modified"],
                                            dateValue: timing.dateValue, responseTime: timing.responseTime)
     }
 
@@ -107,27 +108,27 @@ struct StoredResponseBuilder: Sendable {
     typealias Directives = (cc: CacheControl, targeted: Bool)
 
     /// Whether a response to `request` may be stored (RFC 9111 section 3).
-    func decide(request: RequestHead, status: Int, headers: [(name: String, value: String)],
+    func decide(request: RequestHead, status: Int, headers: HeaderFields,
                 timing: ResponseTiming) -> StoreDecision {
         decision(request: request, status: status, headers: headers, timing: timing).decision
     }
 
     /// The same, with the directives it parsed (routes match on the path,
     /// which the cache key shares with the request target).
-    func decision(request: RequestHead, status: Int, headers: [(name: String, value: String)],
+    func decision(request: RequestHead, status: Int, headers: HeaderFields,
                   timing: ResponseTiming) -> (decision: StoreDecision, directives: Directives) {
         let directives = cacheControl(headers, key: request.pathAndQuery)
         return (decide(request: request, status: status, headers: headers, timing: timing, directives: directives), directives)
     }
 
-    private func decide(request: RequestHead, status: Int, headers: [(name: String, value: String)],
+    private func decide(request: RequestHead, status: Int, headers: HeaderFields,
                         timing: ResponseTiming, directives: Directives) -> StoreDecision {
         let key = request.pathAndQuery
         let (cc, targeted) = directives
-        let hasValidator = Self.value("etag", in: headers) != nil || Self.value("last-modified", in: headers) != nil
+        let hasValidator = headers["etag"] != nil || headers["last-modified"] != nil
         let reusable = hasValidator || cc.noCache
             || lifetime(status: status, headers: headers, timing: timing, key: key, cc: cc, targeted: targeted) != nil
-        if Vary.fieldNames(Self.combined("vary", in: headers)) == nil { return .doNotStore("Vary: *") }
+        if Vary.fieldNames(headers.combined("vary")) == nil { return .doNotStore("Vary: *") }
         if !storeSetCookie && headers.contains(where: { $0.name.isField("set-cookie") }) { return .doNotStore("Set-Cookie") }
         return Storability.decide(method: request.method, status: status,
                                   request: CacheControl(request.combinedHeader("cache-control")), response: cc,
@@ -137,7 +138,7 @@ struct StoredResponseBuilder: Sendable {
 
     /// The purge tags of a response stored under `key`: its Surrogate-Key
     /// and Cache-Tag fields (`headers` as received) and the route's tags.
-    func tags(_ headers: [(name: String, value: String)], key: String) -> [String] {
+    func tags(_ headers: HeaderFields, key: String) -> [String] {
         let route = routes.match(key)?.tags ?? []
         guard route.isEmpty == false || headers.contains(where: { $0.name.isField("surrogate-key") || $0.name.isField("cache-tag") })
         else { return [] }
@@ -147,7 +148,7 @@ struct StoredResponseBuilder: Sendable {
 
     /// Builds the stored form. `varyFrom` supplies the request's values of
     /// the fields the response's Vary names. The body is copied into the entry.
-    func build(key: String, status: Int, reason: String?, headers: [(name: String, value: String)], body: UnsafeRawBufferPointer,
+    func build(key: String, status: Int, reason: String?, headers: HeaderFields, body: UnsafeRawBufferPointer,
                bodyFile: FileBody? = nil, timing: ResponseTiming, tags: [String], directives: Directives? = nil,
                varyFrom request: (String) -> String?) -> CachedResponse {
         let head = storedHead(key: key, status: status, reason: reason, headers: headers, timing: timing, tags: tags,
@@ -157,7 +158,7 @@ struct StoredResponseBuilder: Sendable {
 
     /// What every tier keeps of a response but its body: the head prefix a
     /// hit sends (serialized once), lifetime, directives, Vary and tags.
-    func storedHead(key: String, status: Int, reason: String?, headers: [(name: String, value: String)], timing: ResponseTiming,
+    func storedHead(key: String, status: Int, reason: String?, headers: HeaderFields, timing: ResponseTiming,
                     tags: [String], directives: Directives? = nil, varyFrom request: (String) -> String?) -> StoredHead {
         let (cc, targeted) = directives ?? cacheControl(headers, key: key)
         // Fields named by no-cache="..." are not stored (RFC 9111 section
@@ -174,13 +175,13 @@ struct StoredResponseBuilder: Sendable {
         ResponseSerializer.appendStatusLine(status, reason: reason, to: &prefix)
         // Fields kept for Larder only (targeted cache-control): stored beside
         // the head, never sent. Framing and per-request fields are rebuilt.
-        var otherFields: [DiskRecord.HeaderPair] = []
+        var otherFields: HeaderFields = []
         var hasDate = false, hasValidator = false
         for field in kept where !Self.isPerRequest(field.name) {
             if field.name.isField("date") { hasDate = true }
             if field.name.isField("etag") || field.name.isField("last-modified") { hasValidator = true }
             if isHidden(field.name) {
-                otherFields.append(DiskRecord.HeaderPair(field.name, field.value))
+                otherFields.append(field)
             } else {
                 ResponseSerializer.appendField(field.name, field.value, to: &prefix)
             }
@@ -198,7 +199,7 @@ struct StoredResponseBuilder: Sendable {
 
     /// The lifetime of the stored copy: computed from the kept fields, with
     /// the already parsed directives when no field was dropped (the usual case).
-    private func keptLifetime(status: Int, headers: [(name: String, value: String)], kept: [(name: String, value: String)],
+    private func keptLifetime(status: Int, headers: HeaderFields, kept: HeaderFields,
                               timing: ResponseTiming, key: String, cc: CacheControl, targeted: Bool) -> Int? {
         guard kept.count == headers.count else { return lifetime(status: status, headers: kept, timing: timing, key: key) }
         return lifetime(status: status, headers: kept, timing: timing, key: key, cc: cc, targeted: targeted)
@@ -206,7 +207,7 @@ struct StoredResponseBuilder: Sendable {
 
     /// The fields a stored copy keeps: without those no-cache="..." names
     /// and, in a shared cache, those private="..." names.
-    private func storedFields(_ headers: [(name: String, value: String)], _ cc: CacheControl) -> [(name: String, value: String)] {
+    private func storedFields(_ headers: HeaderFields, _ cc: CacheControl) -> HeaderFields {
         var dropped = Set(cc.noCacheFields)
         if shared { dropped.formUnion(cc.privateFields) }
         return dropped.isEmpty ? headers : headers.filter { !dropped.contains($0.name) }
@@ -214,7 +215,7 @@ struct StoredResponseBuilder: Sendable {
 
     /// A stored response refreshed by a 304 (or HEAD) response (section 4.3.4):
     /// merged header fields, the new response's timing, the same body.
-    func refresh(_ entry: CachedResponse, with update: [(name: String, value: String)], timing: ResponseTiming) -> CachedResponse {
+    func refresh(_ entry: CachedResponse, with update: HeaderFields, timing: ResponseTiming) -> CachedResponse {
         let merged = Validation.merge(stored: entry.headers, update: update)
         let names = entry.varyNames, values = entry.varyValues
         return build(key: entry.key, status: entry.status, reason: entry.reason, headers: merged, body: entry.body,
@@ -225,8 +226,8 @@ struct StoredResponseBuilder: Sendable {
 
     /// The request fields that select a variant: the response's Vary plus
     /// the route's key_headers (a route-made Vary that clients never see).
-    func variantFields(_ headers: [(name: String, value: String)], key: String) -> [String] {
-        let vary = Vary.fieldNames(Self.combined("vary", in: headers)) ?? []
+    func variantFields(_ headers: HeaderFields, key: String) -> [String] {
+        let vary = Vary.fieldNames(headers.combined("vary")) ?? []
         let extra = routes.match(key)?.keyHeaders ?? []
         guard hostIsKeyed || !extra.isEmpty || !passedKeyed.isEmpty else { return vary }
         var fields = Set(vary).union(extra).union(passedKeyed)
@@ -236,19 +237,5 @@ struct StoredResponseBuilder: Sendable {
         // answer is never served for another.
         if hostIsKeyed { fields.insert("host") }
         return fields.sorted()
-    }
-
-    static func value(_ name: String, in headers: [(name: String, value: String)]) -> String? {
-        headers.first { $0.name.isField(name) }?.value
-    }
-
-    /// Every value of a field joined by ", " (RFC 9110 section 5.3); the
-    /// usual single field is returned without building anything.
-    static func combined(_ name: String, in headers: [(name: String, value: String)]) -> String? {
-        var result: String?
-        for field in headers where field.name.isField(name) {
-            if result == nil { result = field.value } else { result! += ", " + field.value }
-        }
-        return result
     }
 }

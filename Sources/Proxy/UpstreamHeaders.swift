@@ -1,5 +1,6 @@
 import CacheStorage
 import HTTP1
+import HTTPHeaders
 
 /// The header fields Larder sends upstream for a client's request.
 enum UpstreamHeaders {
@@ -32,8 +33,8 @@ enum UpstreamHeaders {
                                 "x-forwarded-port", "x-forwarded-server", "x-forwarded-scheme", "x-forwarded-prefix"]
 
     static func forward(_ request: RequestHead, peer: String, forwardHost: Bool = false,
-                        passed: [String] = []) -> [(name: String, value: String)] {
-        var headers: [(name: String, value: String)] = []
+                        passed: [String] = []) -> HeaderFields {
+        var headers: HeaderFields = []
         headers.reserveCapacity(request.headers.count + 4)
         var forwardedFor: String?
         for field in HopByHop.strip(request.headers) {
@@ -48,22 +49,22 @@ enum UpstreamHeaders {
             case "x-forwarded-for": forwardedFor = forwardedFor.map { $0 + ", " + field.value } ?? field.value
             default:
                 if isOverride(field.name) && !passed.contains(field.name) { continue }
-                headers.append((field.name, field.value))
+                headers.append(field)
             }
         }
-        headers.append(("x-forwarded-for", forwardedFor.map { $0 + ", " + peer } ?? peer))
-        if forwardHost, let host = request.header("host") { headers.append(("x-forwarded-host", host)) }
-        headers.append(("x-forwarded-proto", "http"))
+        headers.append("x-forwarded-for", forwardedFor.map { $0 + ", " + peer } ?? peer)
+        if forwardHost, let host = request.header("host") { headers.append("x-forwarded-host", host) }
+        headers.append("x-forwarded-proto", "http")
         return headers
     }
 
     /// RFC 9111 section 4.3.1: every stored ETag of the URL's variants, so a
     /// 304 can select any of them, and the Last-Modified of the one validated.
     static func addValidators(for entry: CachedResponse, among variants: Variants,
-                              to headers: inout [(name: String, value: String)]) {
+                              to headers: inout HeaderFields) {
         var tags: [String] = []
         for v in variants { if let t = v.etag, !tags.contains(t) { tags.append(t) } }
-        if !tags.isEmpty { headers.append(("if-none-match", tags.joined(separator: ", "))) }
-        if let lm = entry.lastModified { headers.append(("if-modified-since", lm)) }
+        if !tags.isEmpty { headers.append("if-none-match", tags.joined(separator: ", ")) }
+        if let lm = entry.lastModified { headers.append("if-modified-since", lm) }
     }
 }

@@ -1,6 +1,7 @@
 import CacheSemantics
 import CacheStorage
 import HTTP1
+import HTTPHeaders
 
 /// An upstream response head as every fetch sees it, a client's or a
 /// background refresh's: one path, so the two cannot drift. The fields
@@ -12,12 +13,12 @@ struct UpstreamResponse {
     let reason: String?
     /// RFC 9112 section 6.3; `.invalid` when the body's end cannot be known.
     let framing: ResponseFraming
-    let fields: [(name: String, value: String)]
+    let fields: HeaderFields
     /// The fields as received (tags are read from them before stripping).
-    let received: [(name: String, value: String)]
+    let received: HeaderFields
     let timing: ResponseTiming
 
-    init(status: Int, reason: String?, headers: [(name: String, value: String)], requestTime: Int64, responseTime: Int64,
+    init(status: Int, reason: String?, headers: HeaderFields, requestTime: Int64, responseTime: Int64,
          stripTagHeaders: Bool) {
         self.status = status
         self.reason = reason
@@ -26,7 +27,7 @@ struct UpstreamResponse {
         let transferCoded = framing == .transferCoded
         // Most responses have no Connection field: no set built then.
         let nominated = HopByHop.nominated(inFields: headers)
-        var passed: [(name: String, value: String)] = []
+        var passed: HeaderFields = []
         passed.reserveCapacity(headers.count)
         for field in headers {
             if HopByHop.isHopByHop(field.name) || (!nominated.isEmpty && nominated.contains(field.name)) { continue }
@@ -37,11 +38,10 @@ struct UpstreamResponse {
         }
         fields = passed
         timing = ResponseTiming(requestTime: requestTime, responseTime: responseTime,
-                                dateValue: StoredResponseBuilder.value("date", in: headers).flatMap(HTTPDate.parse),
-                                ageValue: Freshness.parseAge(StoredResponseBuilder.value("age", in: headers)) ?? 0)
+                                dateValue: headers["date"].flatMap(HTTPDate.parse),
+                                ageValue: Freshness.parseAge(headers["age"]) ?? 0)
     }
 
-    func value(_ name: String) -> String? { StoredResponseBuilder.value(name, in: fields) }
 
     /// The body's length when the head states it.
     var length: Int? {
@@ -57,9 +57,9 @@ struct UpstreamResponse {
     /// whose status is understood ignores no-store under must-understand).
     func refreshing(_ validated: CachedResponse, among variants: Variants,
                     builder: StoredResponseBuilder) -> (response: CachedResponse, store: Bool)? {
-        let etag = value("etag")
+        let etag = fields["etag"]
         let candidates = variants.map { (etag: $0.etag, lastModified: $0.lastModified) }
-        guard let entry = Validation.selectValidated(etag: etag, lastModified: value("last-modified"), candidates: candidates)
+        guard let entry = Validation.selectValidated(etag: etag, lastModified: fields["last-modified"], candidates: candidates)
             .map({ variants[$0] }) ?? (etag == nil ? validated : nil)
         else { return nil }
         let refreshed = builder.refresh(entry, with: fields, timing: timing)

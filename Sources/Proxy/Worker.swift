@@ -7,6 +7,7 @@ import HTTP1
 import Logging
 import Synchronization
 import Upstream
+import HTTPHeaders
 
 /// One event loop on one thread: its own listener (SO_REUSEPORT), its own
 /// curl multi handle, its connections. Workers share only the memory tier
@@ -111,7 +112,7 @@ public final class Worker: IOHandler {
 
     private var lastRefusalLog: UInt64 = 0
     private static let busy = ResponseSerializer.simple(status: 503, body: "too many connections; retry", close: true,
-                                                        extra: [HeaderField(name: "retry-after", value: "1")])
+                                                        extra: ["retry-after": "1"])
 
     /// New settings for new requests (SIGHUP). Safe from any thread.
     public func reconfigure(_ configuration: ProxyConfiguration) {

@@ -1,6 +1,7 @@
 import CCurl
 import EventLoop
 import HTTP1
+import HTTPHeaders
 
 /// One upstream exchange: an easy handle on the worker's multi handle.
 public final class UpstreamTransfer {
@@ -13,7 +14,7 @@ public final class UpstreamTransfer {
 
     private var status = 0
     private var reason: String?
-    private var headers: [(name: String, value: String)] = []
+    private var headers = HeaderFields()
     private var headDelivered = false
     /// Whether any byte of a response arrived: a failure after that is not
     /// a connection failure, and the request must not be sent again.
@@ -309,7 +310,7 @@ public final class UpstreamTransfer {
         // Field lines go straight from bytes to name and value strings.
         let isStatusLine = end >= 5 && bytes[0] == 0x48 && bytes[1] == 0x54 && bytes[2] == 0x54 && bytes[3] == 0x50 && bytes[4] == 0x2F  // "HTTP/"
         if !isStatusLine {
-            if let field = ResponseLine.field(bytes: content) { headers.append((field.name, field.value)) }
+            if let field = ResponseLine.field(bytes: content) { headers.append(field) }
             return line.count
         }
         // A status line: a new head (after a 1xx, or the first): start over.
@@ -317,7 +318,7 @@ public final class UpstreamTransfer {
         status = statusLine.status
         reason = statusLine.reason
         // Room for a typical head at once instead of growing 1, 2, 4, 8, 16.
-        if headers.capacity == 0 { headers.reserveCapacity(16) } else { headers.removeAll(keepingCapacity: true) }
+        if headers.fields.capacity == 0 { headers.reserveCapacity(16) } else { headers.removeAll(keepingCapacity: true) }
         return line.count
     }
 

@@ -1,3 +1,5 @@
+import HTTPHeaders
+
 /// A request to send upstream. The proxy has already removed hop-by-hop
 /// fields and added forwarding fields.
 public struct UpstreamRequest: Sendable {
@@ -10,12 +12,12 @@ public struct UpstreamRequest: Sendable {
 
     public var method: String
     public var url: String
-    public var headers: [(name: String, value: String)]
+    public var headers: HeaderFields
     public var body: Body
     /// Sent instead of the URL's path when set ("*" for OPTIONS *).
     public var requestTarget: String?
 
-    public init(method: String, url: String, headers: [(name: String, value: String)], body: Body,
+    public init(method: String, url: String, headers: HeaderFields, body: Body,
                 requestTarget: String? = nil) {
         self.method = method
         self.url = url
@@ -73,7 +75,7 @@ public struct UpstreamSettings: Sendable {
 public protocol UpstreamTransferDelegate: AnyObject {
     /// The final response head (after any 1xx); `reason` is the HTTP/1.x
     /// reason phrase (HTTP/2 has none).
-    func upstreamDidReceiveHead(status: Int, reason: String?, headers: [(name: String, value: String)])
+    func upstreamDidReceiveHead(status: Int, reason: String?, headers: HeaderFields)
     /// A piece of the body. Return false to leave it unconsumed and pause the
     /// transfer; call `resume()` later and the same bytes come again.
     func upstreamDidReceiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool

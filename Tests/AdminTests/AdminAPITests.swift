@@ -47,7 +47,7 @@ final class AdminAPITests: XCTestCase {
         for (method, target) in [("GET", "/healthz"), ("GET", "/stats"), ("POST", "/purge?all=true"), ("PURGE", "/x")] {
             let r = admin.handle(method: method, target: target, authorization: nil)
             XCTAssertEqual(r.status, 401, target)
-            XCTAssertTrue(r.extraHeaders.contains { $0.0 == "WWW-Authenticate" })
+            XCTAssertEqual(r.extraHeaders["www-authenticate"], "Bearer realm=\"larder\"")
         }
         XCTAssertEqual(admin.handle(method: "GET", target: "/healthz", authorization: "Bearer wrong").status, 401)
         XCTAssertEqual(admin.handle(method: "GET", target: "/healthz", authorization: "Bearer s3cret-token-and-more").status, 401)

@@ -1,3 +1,4 @@
+import HTTPHeaders
 import XCTest
 @testable import CacheSemantics
 
@@ -25,10 +26,10 @@ final class ValidationTests: XCTestCase {
 
     /// RFC 9111 section 3.2: a 304's fields replace the stored ones, except framing.
     func testMergeFromNotModified() {
-        let stored: [(name: String, value: String)] = [("etag", "\"1\""), ("cache-control", "max-age=1"), ("x-a", "old"),
-                                                      ("content-length", "10"), ("content-type", "text/plain")]
-        let update: [(name: String, value: String)] = [("cache-control", "max-age=100"), ("x-a", "new"), ("x-b", "added"),
-                                                      ("content-length", "0")]
+        let stored: HeaderFields = ["etag": "\"1\"", "cache-control": "max-age=1", "x-a": "old",
+                                    "content-length": "10", "content-type": "text/plain"]
+        let update: HeaderFields = ["cache-control": "max-age=100", "x-a": "new", "x-b": "added",
+                                    "content-length": "0"]
         let merged = Validation.merge(stored: stored, update: update)
         func value(_ n: String) -> [String] { merged.filter { $0.name == n }.map(\.value) }
         XCTAssertEqual(value("cache-control"), ["max-age=100"])

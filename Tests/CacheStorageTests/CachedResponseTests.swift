@@ -1,3 +1,4 @@
+import HTTPHeaders
 import XCTest
 import CacheSemantics
 @testable import CacheStorage
@@ -5,7 +6,7 @@ import CacheSemantics
 final class CachedResponseTests: XCTestCase {
     private let timing = ResponseTiming(requestTime: 10, responseTime: 12, dateValue: 11, ageValue: 5)
 
-    private func entry(head: String, body: String = "hello", other: [(name: String, value: String)] = [],
+    private func entry(head: String, body: String = "hello", other: HeaderFields = [],
                        vary: [String] = [], tags: [String] = []) -> CachedResponse {
         CachedResponse.make(key: "/k", status: 200, headPrefix: Array(head.utf8), body: Array(body.utf8), otherFields: other,
                             timing: timing, lifetime: 60, cacheControl: CacheControl("max-age=60, stale-if-error=5"),
@@ -42,7 +43,7 @@ final class CachedResponseTests: XCTestCase {
     func testFieldsAreReadBackFromTheHead() {
         let e = entry(head: "HTTP/1.1 200 Fine Thanks\r\nDate: Sun, 22 Nov 2026 12:00:00 GMT\r\nETag: \"v1\"\r\n"
                           + "X-Multi: a\r\nX-Multi: b\r\nContent-Length: 5\r\n",
-                      other: [("cdn-cache-control", "max-age=600")])
+                      other: ["cdn-cache-control": "max-age=600"])
         XCTAssertEqual(e.headers.map { "\($0.name)=\($0.value)" },
                        ["date=Sun, 22 Nov 2026 12:00:00 GMT", "etag=\"v1\"", "x-multi=a", "x-multi=b", "cdn-cache-control=max-age=600"])
         XCTAssertEqual(e.etag, "\"v1\"")

@@ -1,13 +1,14 @@
+import HTTPHeaders
 import XCTest
 import CacheSemantics
 @testable import CacheStorage
 
 final class DiskFormatTests: XCTestCase {
     private func record(_ key: String = "/a?b=1", body: [UInt8] = Array("hello world".utf8)) -> DiskRecord {
-        var head = testHead(key, fields: [("cache-control", "max-age=60"), ("etag", "\"x\""), ("x-\u{FC}", "v\u{E4}lue")],
+        var head = testHead(key, fields: ["cache-control": "max-age=60", "etag": "\"x\"", "x-\u{FC}": "v\u{E4}lue"],
                             timing: ResponseTiming(requestTime: 100, responseTime: 101, dateValue: nil, ageValue: 3),
                             varyNames: ["accept-language"], varyValues: [nil])
-        head.otherFields = [.init("cdn-cache-control", "max-age=5")]
+        head.otherFields = ["cdn-cache-control": "max-age=5"]
         head.hasValidator = true
         return DiskRecord(head: head, storedAt: 102, body: body)
     }

@@ -1,3 +1,4 @@
+import HTTPHeaders
 import XCTest
 import Foundation
 import CacheSemantics
@@ -16,7 +17,7 @@ final class PurgeTests: XCTestCase {
 
     private func entry(_ key: String, tags: [String] = [], vary: String? = nil, responseTime: Int64 = 0) -> CachedResponse {
         CachedResponse.make(key: key, status: 200, headPrefix: Array("HTTP/1.1 200 OK\r\n".utf8),
-                       body: Array("body of \(key)".utf8), otherFields: [("cache-control", "max-age=60")],
+                       body: Array("body of \(key)".utf8), otherFields: ["cache-control": "max-age=60"],
                        timing: ResponseTiming(requestTime: responseTime, responseTime: responseTime, dateValue: nil, ageValue: 0),
                        lifetime: 60, cacheControl: CacheControl("max-age=60"),
                        varyNames: vary == nil ? [] : ["accept"], varyValues: vary == nil ? [] : [vary], tags: tags)

@@ -1,3 +1,4 @@
+import HTTPHeaders
 import XCTest
 @testable import HTTP1
 
@@ -85,16 +86,16 @@ final class ResponseFramingTests: XCTestCase {
     }
 
     func testTransferEncodingWinsAndBadLengthsAreInvalid() {
-        XCTAssertEqual(ResponseFraming.of([("content-length", "3"), ("transfer-encoding", "chunked")]), .transferCoded)
-        XCTAssertEqual(ResponseFraming.of([("transfer-encoding", "chunked"), ("content-length", "x")]), .transferCoded)
-        XCTAssertEqual(ResponseFraming.of([("content-length", "5")]), .length(5))
-        XCTAssertEqual(ResponseFraming.of([("content-length", "5"), ("content-length", "5, 5")]), .length(5))
-        XCTAssertEqual(ResponseFraming.of([("content-length", " 0 ")]), .length(0))
-        XCTAssertEqual(ResponseFraming.of([("content-length", "999999999999999999")]), .length(999_999_999_999_999_999))
-        XCTAssertEqual(ResponseFraming.of([("content-type", "text/plain")]), .unspecified)
+        XCTAssertEqual(ResponseFraming.of(["content-length": "3", "transfer-encoding": "chunked"]), .transferCoded)
+        XCTAssertEqual(ResponseFraming.of(["transfer-encoding": "chunked", "content-length": "x"]), .transferCoded)
+        XCTAssertEqual(ResponseFraming.of(["content-length": "5"]), .length(5))
+        XCTAssertEqual(ResponseFraming.of(["content-length": "5", "content-length": "5, 5"]), .length(5))
+        XCTAssertEqual(ResponseFraming.of(["content-length": " 0 "]), .length(0))
+        XCTAssertEqual(ResponseFraming.of(["content-length": "999999999999999999"]), .length(999_999_999_999_999_999))
+        XCTAssertEqual(ResponseFraming.of(["content-type": "text/plain"]), .unspecified)
         for bad in ["3, 5", "+3", "-1", "", "0x10", "1 2", "99999999999999999999", "9999999999999999999", "5,", ",5", "5,,5"] {
-            guard case .invalid = ResponseFraming.of([("content-length", bad)]) else { return XCTFail(bad) }
+            guard case .invalid = ResponseFraming.of(["content-length": bad]) else { return XCTFail(bad) }
         }
-        guard case .invalid = ResponseFraming.of([("content-length", "3"), ("content-length", "4")]) else { return XCTFail() }
+        guard case .invalid = ResponseFraming.of(["content-length": "3", "content-length": "4"]) else { return XCTFail() }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPHeaders
 import XCTest
 @testable import HTTP1
 
@@ -27,7 +28,7 @@ final class FuzzCorpusTests: XCTestCase {
                     var bytes: [UInt8] = []
                     FieldBytes.append(field.value, to: &bytes)
                     XCTAssertFalse(bytes.contains { $0 < 0x20 && $0 != 0x09 || $0 == 0x7F }, "control byte in a value")
-                    _ = ResponseFraming.of([("content-length", field.value)])
+                    _ = ResponseFraming.of(["content-length": field.value])
                 }
                 guard raw.count > 1 else { return }
                 var pieces = RequestParser()

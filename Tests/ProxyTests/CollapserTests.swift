@@ -1,3 +1,4 @@
+import HTTPHeaders
 import XCTest
 import CacheSemantics
 import CacheStorage
@@ -19,7 +20,7 @@ final class CollapserTests: XCTestCase {
     }
 
     private func fetch(limit: Int = 1 << 20) -> SharedFetch {
-        SharedFetch(head: SharedFetch.Head(status: 200, reason: nil, headers: [("content-type", "text/plain")],
+        SharedFetch(head: SharedFetch.Head(status: 200, reason: nil, headers: ["content-type": "text/plain"],
                                            timing: ResponseTiming(requestTime: 1, responseTime: 1, dateValue: 1, ageValue: 0),
                                            contentLength: nil, varyNames: [], varyValues: []),
                     limitBytes: limit)

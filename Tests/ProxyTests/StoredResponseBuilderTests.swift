@@ -1,3 +1,4 @@
+import HTTPHeaders
 import XCTest
 import CacheSemantics
 import CacheStorage
@@ -18,32 +19,32 @@ final class StoredResponseBuilderTests: XCTestCase {
         return head
     }
 
-    private func decide(_ builder: StoredResponseBuilder, _ headers: [(name: String, value: String)], status: Int = 200,
+    private func decide(_ builder: StoredResponseBuilder, _ headers: HeaderFields, status: Int = 200,
                         request lines: String = "") throws -> StoreDecision {
         builder.decide(request: try request(lines), status: status, headers: headers, timing: timing)
     }
 
     func testTheStorageDecision() throws {
         let shared = StoredResponseBuilder(shared: true, targetedField: "larder-cache-control")
-        XCTAssertEqual(try decide(shared, [("cache-control", "max-age=60")]), .store)
-        XCTAssertNotEqual(try decide(shared, [("cache-control", "max-age=60, private")]), .store, "private, in a shared cache")
-        XCTAssertEqual(try decide(StoredResponseBuilder(shared: false, targetedField: "x"), [("cache-control", "max-age=60, private")]),
+        XCTAssertEqual(try decide(shared, ["cache-control": "max-age=60"]), .store)
+        XCTAssertNotEqual(try decide(shared, ["cache-control": "max-age=60, private"]), .store, "private, in a shared cache")
+        XCTAssertEqual(try decide(StoredResponseBuilder(shared: false, targetedField: "x"), ["cache-control": "max-age=60, private"]),
                        .store, "a private cache keeps it")
-        XCTAssertEqual(try decide(shared, [("cache-control", "max-age=60"), ("vary", "*")]), .doNotStore("Vary: *"))
-        XCTAssertNotEqual(try decide(shared, [("cache-control", "no-store")]), .store)
-        XCTAssertNotEqual(try decide(shared, [("cache-control", "max-age=60")], request: "Authorization: Basic eDp5\r\n"), .store,
+        XCTAssertEqual(try decide(shared, ["cache-control": "max-age=60", "vary": "*"]), .doNotStore("Vary: *"))
+        XCTAssertNotEqual(try decide(shared, ["cache-control": "no-store"]), .store)
+        XCTAssertNotEqual(try decide(shared, ["cache-control": "max-age=60"], request: "Authorization: Basic eDp5\r\n"), .store,
                           "authorized requests are not shared without public or s-maxage")
         var noCookies = shared
         noCookies.storeSetCookie = false
-        XCTAssertEqual(try decide(noCookies, [("cache-control", "max-age=60"), ("set-cookie", "a=1")]), .doNotStore("Set-Cookie"))
+        XCTAssertEqual(try decide(noCookies, ["cache-control": "max-age=60", "set-cookie": "a=1"]), .doNotStore("Set-Cookie"))
     }
 
     func testTargetedFieldsWinAndAreNeverSent() {
         let builder = StoredResponseBuilder(shared: true, targetedField: "Larder-Cache-Control")
-        let headers: [(name: String, value: String)] = [("cache-control", "max-age=5"), ("cdn-cache-control", "max-age=50"),
-                                                        ("larder-cache-control", "max-age=500"), ("x-a", "1")]
+        let headers: HeaderFields = ["cache-control": "max-age=5", "cdn-cache-control": "max-age=50",
+                                   "larder-cache-control": "max-age=500", "x-a": "1"]
         XCTAssertEqual(builder.lifetime(status: 200, headers: headers, timing: timing, key: "/r"), 500, "the most specific field")
-        XCTAssertEqual(builder.lifetime(status: 200, headers: Array(headers.dropLast(2)), timing: timing, key: "/r"), 50)
+        XCTAssertEqual(builder.lifetime(status: 200, headers: HeaderFields(headers.dropLast(2)), timing: timing, key: "/r"), 50)
         XCTAssertTrue(builder.isHidden("larder-cache-control"))
         XCTAssertTrue(builder.isHidden("cdn-cache-control"))
         let head = builder.storedHead(key: "/r", status: 200, reason: nil, headers: headers, timing: timing, tags: [],
@@ -57,14 +58,14 @@ final class StoredResponseBuilderTests: XCTestCase {
     func testTheHeadPrefixLeavesOutPerRequestFieldsAndKeepsTheOriginsDate() {
         let builder = StoredResponseBuilder(shared: true, targetedField: "x")
         let head = builder.storedHead(key: "/r", status: 200, reason: "Fine",
-                                      headers: [("date", "Sun, 06 Nov 1994 08:49:37 GMT"), ("age", "3"), ("connection", "close"),
-                                                ("content-length", "5"), ("cache-control", "max-age=60")],
+                                      headers: ["date": "Sun, 06 Nov 1994 08:49:37 GMT", "age": "3", "connection": "close",
+                                                "content-length": "5", "cache-control": "max-age=60"],
                                       timing: timing, tags: [], varyFrom: { _ in nil })
         let text = String(decoding: head.headPrefix, as: UTF8.self)
         XCTAssertTrue(text.hasPrefix("HTTP/1.1 200 Fine\r\n"), text)
         XCTAssertTrue(text.contains("Sun, 06 Nov 1994 08:49:37 GMT"))
         for name in ["Age:", "Connection:", "Content-Length:"] { XCTAssertFalse(text.contains(name), "\(name) is written per hit") }
-        let undated = builder.storedHead(key: "/r", status: 200, reason: nil, headers: [("cache-control", "max-age=60")],
+        let undated = builder.storedHead(key: "/r", status: 200, reason: nil, headers: ["cache-control": "max-age=60"],
                                          timing: timing, tags: [], varyFrom: { _ in nil })
         XCTAssertTrue(String(decoding: undated.headPrefix, as: UTF8.self).contains(HTTPDate.formatString(1_000)),
                       "no Date from the origin: the time it was received")
@@ -73,8 +74,8 @@ final class StoredResponseBuilderTests: XCTestCase {
     func testFieldsNamedByNoCacheOrPrivateAreNotStored() {
         let builder = StoredResponseBuilder(shared: true, targetedField: "x")
         let head = builder.storedHead(key: "/r", status: 200, reason: nil,
-                                      headers: [("cache-control", "max-age=60, no-cache=\"x-secret\", private=\"x-user\""),
-                                                ("x-secret", "s"), ("x-user", "u"), ("x-kept", "k")],
+                                      headers: ["cache-control": "max-age=60, no-cache=\"x-secret\", private=\"x-user\"",
+                                                "x-secret": "s", "x-user": "u", "x-kept": "k"],
                                       timing: timing, tags: [], varyFrom: { _ in nil })
         let text = String(decoding: head.headPrefix, as: UTF8.self).lowercased()
         XCTAssertFalse(text.contains("\r\nx-secret:"), text)
@@ -86,7 +87,7 @@ final class StoredResponseBuilderTests: XCTestCase {
         var route = Route(prefix: "/r")
         route.keyHeaders = ["x-tenant"]
         let builder = StoredResponseBuilder(shared: true, targetedField: "x", routes: RouteTable([route]))
-        let headers: [(name: String, value: String)] = [("cache-control", "max-age=60"), ("vary", "Accept-Encoding")]
+        let headers: HeaderFields = ["cache-control": "max-age=60", "vary": "Accept-Encoding"]
         XCTAssertEqual(builder.variantFields(headers, key: "/r"), ["accept-encoding", "x-tenant"])
         let head = builder.storedHead(key: "/r", status: 200, reason: nil, headers: headers, timing: timing, tags: [],
                                       varyFrom: { ["accept-encoding": "gzip", "x-tenant": "t1"][$0] })
@@ -98,9 +99,9 @@ final class StoredResponseBuilderTests: XCTestCase {
         var route = Route(prefix: "/r")
         route.tags = ["route-tag"]
         let builder = StoredResponseBuilder(shared: true, targetedField: "x", routes: RouteTable([route]))
-        let tags = builder.tags([("surrogate-key", "a b"), ("cache-tag", "c,d")], key: "/r/1")
+        let tags = builder.tags(["surrogate-key": "a b", "cache-tag": "c,d"], key: "/r/1")
         XCTAssertEqual(Set(tags), ["a", "b", "c", "d", "route-tag"])
-        XCTAssertEqual(builder.tags([("x", "1")], key: "/elsewhere"), [])
+        XCTAssertEqual(builder.tags(["x": "1"], key: "/elsewhere"), [])
     }
 
     func testA304RefreshMergesFieldsAndKeepsTheBody() {
@@ -108,11 +109,11 @@ final class StoredResponseBuilderTests: XCTestCase {
         let body = Array("hello".utf8)
         let stored = body.withUnsafeBytes {
             builder.build(key: "/r", status: 200, reason: nil,
-                          headers: [("cache-control", "max-age=10"), ("etag", "\"1\""), ("x-a", "old"), ("content-type", "text/plain")],
+                          headers: ["cache-control": "max-age=10", "etag": "\"1\"", "x-a": "old", "content-type": "text/plain"],
                           body: $0, timing: timing, tags: ["t"], varyFrom: { _ in nil })
         }
         let later = ResponseTiming(requestTime: 2_000, responseTime: 2_000, dateValue: 2_000, ageValue: 0)
-        let refreshed = builder.refresh(stored, with: [("cache-control", "max-age=600"), ("x-a", "new")], timing: later)
+        let refreshed = builder.refresh(stored, with: ["cache-control": "max-age=600", "x-a": "new"], timing: later)
         XCTAssertEqual(refreshed.lifetime, 600)
         XCTAssertEqual(refreshed.header("x-a"), "new")
         XCTAssertEqual(refreshed.header("content-type"), "text/plain", "fields the 304 does not name stay")

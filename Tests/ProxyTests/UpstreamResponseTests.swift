@@ -1,3 +1,4 @@
+import HTTPHeaders
 import XCTest
 import CacheSemantics
 import CacheStorage
@@ -9,41 +10,41 @@ import HTTP1
 final class UpstreamResponseTests: XCTestCase {
     private let builder = StoredResponseBuilder(shared: true, targetedField: "cdn-cache-control")
 
-    private func response(_ status: Int = 200, _ headers: [(name: String, value: String)], strip: Bool = false) -> UpstreamResponse {
+    private func response(_ status: Int = 200, _ headers: HeaderFields, strip: Bool = false) -> UpstreamResponse {
         UpstreamResponse(status: status, reason: nil, headers: headers, requestTime: 1_000, responseTime: 1_002,
                          stripTagHeaders: strip)
     }
 
     private func stored(etag: String?, lastModified: String? = nil, cacheControl: String = "max-age=60") -> CachedResponse {
-        var headers: [(name: String, value: String)] = [("cache-control", cacheControl), ("x-version", "old")]
-        if let etag { headers.append(("etag", etag)) }
-        if let lastModified { headers.append(("last-modified", lastModified)) }
+        var headers: HeaderFields = ["cache-control": cacheControl, "x-version": "old"]
+        if let etag { headers.append("etag", etag) }
+        if let lastModified { headers.append("last-modified", lastModified) }
         return builder.build(key: "/r", status: 200, reason: nil, headers: headers, body: UnsafeRawBufferPointer(start: nil, count: 0),
                              timing: ResponseTiming(requestTime: 1, responseTime: 1, dateValue: 1, ageValue: 0), tags: [],
                              varyFrom: { _ in nil })
     }
 
     func testHopByHopFieldsAndTheirNomineesAreNotPassedOn() {
-        let r = response(200, [("connection", "x-private, close"), ("x-private", "1"), ("keep-alive", "timeout=5"),
-                               ("transfer-encoding", "chunked"), ("content-type", "text/plain"), ("x-private", "2")])
+        let r = response(200, ["connection": "x-private, close", "x-private": "1", "keep-alive": "timeout=5",
+                               "transfer-encoding": "chunked", "content-type": "text/plain", "x-private": "2"])
         XCTAssertEqual(r.fields.map(\.name), ["content-type"])
         XCTAssertEqual(r.received.count, 6, "what came is kept for the tags")
     }
 
     func testTransferEncodingWinsOverContentLength() {
-        let r = response(200, [("content-length", "5"), ("transfer-encoding", "chunked")])
+        let r = response(200, ["content-length": "5", "transfer-encoding": "chunked"])
         XCTAssertEqual(r.framing, .transferCoded)
         XCTAssertNil(r.length)
         XCTAssertFalse(r.fields.contains { $0.name == "content-length" })
-        XCTAssertEqual(response(200, [("content-length", "5")]).length, 5)
-        guard case .invalid = response(200, [("content-length", "5"), ("content-length", "6")]).framing else {
+        XCTAssertEqual(response(200, ["content-length": "5"]).length, 5)
+        guard case .invalid = response(200, ["content-length": "5", "content-length": "6"]).framing else {
             return XCTFail("conflicting lengths are invalid")
         }
     }
 
     func testTagFieldsAreStrippedWhenConfigured() {
         // (Names arrive lowercased from the upstream layer.)
-        let headers: [(name: String, value: String)] = [("surrogate-key", "a b"), ("cache-tag", "c"), ("x-other", "1")]
+        let headers: HeaderFields = ["surrogate-key": "a b", "cache-tag": "c", "x-other": "1"]
         XCTAssertEqual(response(200, headers, strip: true).fields.map(\.name), ["x-other"])
         XCTAssertEqual(response(200, headers, strip: false).fields.count, 3)
         XCTAssertEqual(builder.tags(response(200, headers, strip: true).received, key: "/r").sorted(), ["a", "b", "c"],
@@ -51,42 +52,42 @@ final class UpstreamResponseTests: XCTestCase {
     }
 
     func testTimingFromDateAndAge() {
-        let r = response(200, [("date", "Sun, 06 Nov 1994 08:49:37 GMT"), ("age", "30")])
+        let r = response(200, ["date": "Sun, 06 Nov 1994 08:49:37 GMT", "age": "30"])
         XCTAssertEqual(r.timing.requestTime, 1_000)
         XCTAssertEqual(r.timing.responseTime, 1_002)
         XCTAssertEqual(r.timing.dateValue, 784_111_777)
         XCTAssertEqual(r.timing.ageValue, 30)
-        XCTAssertEqual(response(200, [("age", "soon")]).timing.ageValue, 0, "an invalid Age counts as none")
+        XCTAssertEqual(response(200, ["age": "soon"]).timing.ageValue, 0, "an invalid Age counts as none")
     }
 
     func testA304RefreshesTheVariantItsEntityTagSelects() throws {
         let one = stored(etag: "\"1\""), two = stored(etag: "\"2\"")
-        let r = response(304, [("etag", "\"2\""), ("cache-control", "max-age=300"), ("x-version", "new")])
+        let r = response(304, ["etag": "\"2\"", "cache-control": "max-age=300", "x-version": "new"])
         let (refreshed, store) = try XCTUnwrap(r.refreshing(one, among: Variants([one, two]), builder: builder))
         XCTAssertEqual(refreshed.etag, "\"2\"")
         XCTAssertEqual(refreshed.lifetime, 300)
-        XCTAssertEqual(StoredResponseBuilder.value("x-version", in: refreshed.headers), "new")
+        XCTAssertEqual(refreshed.headers["x-version"], "new")
         XCTAssertTrue(store)
     }
 
     func testA304WithoutAnEntityTagRefreshesTheOneValidated() throws {
         let lm = "Sun, 06 Nov 1994 08:49:37 GMT"
         let validated = stored(etag: nil, lastModified: lm)
-        let r = response(304, [("cache-control", "max-age=120")])
+        let r = response(304, ["cache-control": "max-age=120"])
         XCTAssertEqual(try XCTUnwrap(r.refreshing(validated, among: Variants([validated]), builder: builder)).response.lifetime, 120)
     }
 
     func testA304NamingNothingHeldRefreshesNothing() {
         let one = stored(etag: "\"1\"")
-        XCTAssertNil(response(304, [("etag", "\"9\"")]).refreshing(one, among: Variants([one]), builder: builder))
+        XCTAssertNil(response(304, ["etag": "\"9\""]).refreshing(one, among: Variants([one]), builder: builder))
     }
 
     func testNoStoreIsObeyedUnlessMustUnderstandComesWithIt() throws {
         // The rule a client fetch and a background refresh once disagreed on.
         let entry = stored(etag: "\"1\"")
-        let noStore = response(304, [("etag", "\"1\""), ("cache-control", "no-store")])
+        let noStore = response(304, ["etag": "\"1\"", "cache-control": "no-store"])
         XCTAssertFalse(try XCTUnwrap(noStore.refreshing(entry, among: Variants([entry]), builder: builder)).store)
-        let understood = response(304, [("etag", "\"1\""), ("cache-control", "max-age=60, no-store, must-understand")])
+        let understood = response(304, ["etag": "\"1\"", "cache-control": "max-age=60, no-store, must-understand"])
         XCTAssertTrue(try XCTUnwrap(understood.refreshing(entry, among: Variants([entry]), builder: builder)).store)
     }
 }

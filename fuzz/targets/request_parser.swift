@@ -5,6 +5,7 @@
 // its target has no dot segment left, and
 // feeding the same bytes in two pieces (as a socket would) gives the same
 // answer as feeding them at once.
+import HTTPHeaders
 @_cdecl("LLVMFuzzerTestOneInput")
 public func requestParserFuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let input = UnsafeRawBufferPointer(start: data, count: size)
@@ -21,7 +22,7 @@ public func requestParserFuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt
         var bytes: [UInt8] = []
         FieldBytes.append(field.value, to: &bytes)
         precondition(!bytes.contains { $0 < 0x20 && $0 != 0x09 || $0 == 0x7F }, "control byte in a value")
-        _ = ResponseFraming.of([("content-length", field.value)])
+        _ = ResponseFraming.of(["content-length": field.value])
     }
     guard size > 1 else { return 0 }
     var pieces = RequestParser()
