@@ -134,31 +134,15 @@ extension Exchange {
         machine.follow()
         let head = fetch.head
         let noBody = head.status == 204 || head.status == 304 || head.status < 200
-        if noBody { framing = .none }
-        else if head.contentLength != nil { framing = .length }
-        else if request.minorVersion == 1 { framing = .chunked }
-        else { framing = .untilClose }
+        framing = ClientFraming.choose(noBody: noBody, length: head.contentLength, minorVersion: request.minorVersion)
         let cacheStatus = CacheStatus.forward(forwardReason, stored: false) + "; collapsed"
         noteAnswer(head.status, cache: Array(cacheStatus.utf8), bodyBytes: nil)
-        var out: [UInt8] = []
-        out.reserveCapacity(512)
-        ResponseSerializer.appendStatusLine(head.status, reason: head.reason, to: &out)
-        for field in head.headers {
-            if field.name.isField("age") || builder.isHidden(field.name) || field.name.isField("content-length") { continue }
-            ResponseSerializer.appendField(field.name, field.value, to: &out)
-        }
-        if let length = head.contentLength, framing == .length || noBody && head.status != 204 {
-            ResponseSerializer.appendContentLength(length, to: &out)
-        }
         let now = EventLoop.wallSeconds()
-        ResponseSerializer.appendField("age", String(Freshness.correctedInitialAge(head.timing) + max(0, Int(now - head.timing.responseTime))),
-                                       to: &out)
-        ResponseSerializer.appendField("cache-status", cacheStatus, to: &out)
-        if !head.headers.contains(where: { $0.name.isField("date") }) { out.append(contentsOf: worker.dateHeader.current(now: now)) }
-        if framing == .chunked { out.append(contentsOf: "Transfer-Encoding: chunked\r\n".utf8) }
-        if framing == .untilClose { out.append(contentsOf: "Connection: close\r\n".utf8) } else { appendConnectionField(to: &out) }
-        out.append(contentsOf: [0x0D, 0x0A])
-        connection.enqueue(out)
+        connection.enqueue(ClientHead.forwarded(
+            status: head.status, reason: head.reason, fields: head.headers, framing: framing, length: head.contentLength,
+            noBody: noBody, age: Freshness.correctedInitialAge(head.timing) + max(0, Int(now - head.timing.responseTime)),
+            cacheStatus: cacheStatus, dateLine: worker.dateHeader.current(now: now), connection: connectionField,
+            isHidden: builder.isHidden))
         fetch.follow(ObjectIdentifier(self), loop: worker.loop) { [weak self] in self?.pullShared() }
         pullShared()
     }

@@ -25,94 +25,42 @@ extension Exchange {
             _ = answerUpstreamFailure(.invalidResponse, detail: "invalid upstream response: \(why)")
             return
         }
-        let passed = response.fields
-        let timing = response.timing
-
         if status >= 500, answerUpstreamFailure(.status(status), detail: "upstream answered \(status)") { return }
         if let validating, status == 304 {
             refreshFromNotModified(response, validated: validating)
             return
         }
         machine.responseHeadSent()
-
         let noBody = request.method == "HEAD" || status == 204 || status == 304 || status < 200
         expectedLength = response.length
-        if noBody { framing = .none }
-        else if expectedLength != nil { framing = .length }
-        else if request.minorVersion == 1 { framing = .chunked }
-        else { framing = .untilClose }
-
-        var cacheStatus: String
-        var ageValue: Int?
-        var answerNotModified = false
-        if isCacheLookup {
-            ageValue = Freshness.correctedInitialAge(timing)
-            if request.method == "GET",
-               case let (decision, directives) = builder.decision(request: request, status: status, headers: passed, timing: timing),
-               decision == .store,
-               (expectedLength ?? 0) <= StoreWriter.largestBody(in: worker.store, firstTierOnly: !toDisk) {
-                let head = builder.storedHead(key: key, status: status, reason: reason, headers: passed, timing: timing,
-                                              tags: builder.tags(headers, key: key), directives: directives,
-                                              varyFrom: { [request] in request.combinedHeader($0) })
-                let writer = StoreWriter(head, into: worker.store, fetchedSince: fetchToken, storedAt: EventLoop.wallSeconds(),
-                                         firstTierOnly: !toDisk, expectedLength: expectedLength)
-                // A body too large for every tier, or a purge that won already: not stored.
-                if !writer.abandoned {
-                    store = PendingStore(status: status, reason: reason, headers: passed, timing: timing, writer: writer)
-                }
-            } else if request.method == "GET" && status < 400 && status != 206 && status != 304 {
-                // A current answer that cannot be stored: drop what it supersedes.
-                worker.store.remove(key)
-            } else if request.method == "HEAD" && status == 200 {
-                updateFromHead(passed, timing: timing)
-            }
-            cacheStatus = CacheStatus.forward(forwardReason, stored: store != nil, fwdStatus: validating != nil ? status : nil)
-            answerNotModified = status == 200 && clientIsNotModified(
-                etag: passed["etag"],
-                lastModified: passed["last-modified"], dateValue: timing.dateValue)
-        } else {
-            cacheStatus = CacheStatus.forward(.method, stored: false)
-            if Invalidation.invalidates(method: request.method, status: status) { invalidateAfterUnsafe(headers) }
-        }
-
-        noteAnswer(answerNotModified ? 304 : status, cache: Array(cacheStatus.utf8), bodyBytes: answerNotModified ? 0 : nil)
+        framing = ClientFraming.choose(noBody: noBody, length: expectedLength, minorVersion: request.minorVersion)
+        applyCacheEffect(of: response)
         if isCacheLookup && leading && store == nil {
             // Not storable: waiters need not wait for it, they fetch on their own.
             releaseLeadership()
         }
-        if answerNotModified {
+        let cacheStatus = isCacheLookup
+            ? CacheStatus.forward(forwardReason, stored: store != nil, fwdStatus: validating != nil ? status : nil)
+            : CacheStatus.forward(.method, stored: false)
+        let age = isCacheLookup ? Freshness.correctedInitialAge(response.timing) : nil
+        let passed = response.fields
+        if isCacheLookup, status == 200, StoredAnswer.clientIsNotModified(
+            request, etag: passed["etag"], lastModified: passed["last-modified"], dateValue: response.timing.dateValue) {
             // The body still streams into the store; the client gets a 304.
+            noteAnswer(304, cache: Array(cacheStatus.utf8), bodyBytes: 0)
             offerToShare()
             framing = .none
-            var tail = Array("Cache-Status: \(cacheStatus)\r\n".utf8)
-            tail.reserveCapacity(tail.count)
-            sendNotModified(passed, age: ageValue ?? 0, now: responseTime, cacheStatus: tail)
+            let tail = ClientHead.Tail(age: age ?? 0, dateLine: worker.dateHeader.current(now: responseTime),
+                                       cacheStatus: Array("Cache-Status: \(cacheStatus)\r\n".utf8), connection: connectionField)
+            connection.enqueue(ClientHead.notModified(fields: passed, tail: tail))
             connection.flush()
             return
         }
-
-        var head: [UInt8] = []
-        head.reserveCapacity(512)
-        ResponseSerializer.appendStatusLine(status, reason: reason, to: &head)
-        for field in passed {
-            if field.name.isField("age") && ageValue != nil { continue }
-            if builder.isHidden(field.name) { continue }
-            // One Content-Length, the one the body is framed by (below).
-            if field.name.isField("content-length") { continue }
-            ResponseSerializer.appendField(field.name, field.value, to: &head)
-        }
-        // (None on a 204: RFC 9110 section 8.6.)
-        if let expectedLength, framing == .length || noBody && status != 204 {
-            ResponseSerializer.appendContentLength(expectedLength, to: &head)
-        }
-        if let ageValue { ResponseSerializer.appendField("age", String(ageValue), to: &head) }
-        ResponseSerializer.appendField("cache-status", cacheStatus, to: &head)
-        // RFC 9110 section 6.6.1: a forwarded response without Date gets one.
-        if !passed.contains(where: { $0.name.isField("date") }) { head.append(contentsOf: worker.dateHeader.current(now: responseTime)) }
-        if framing == .chunked { head.append(contentsOf: "Transfer-Encoding: chunked\r\n".utf8) }
-        if framing == .untilClose { head.append(contentsOf: "Connection: close\r\n".utf8) }
-        else { appendConnectionField(to: &head) }
-        head.append(contentsOf: [0x0D, 0x0A])
+        noteAnswer(status, cache: Array(cacheStatus.utf8), bodyBytes: nil)
+        let head = ClientHead.forwarded(status: status, reason: reason, fields: passed, framing: framing, length: expectedLength,
+                                        noBody: noBody, age: age, cacheStatus: cacheStatus,
+                                        dateLine: worker.dateHeader.current(now: responseTime), connection: connectionField,
+                                        isHidden: builder.isHidden)
         offerToShare()
         // Nothing more will come (204, Content-Length: 0): store before the client has it all.
         if store != nil && (noBody || expectedLength == 0) {
@@ -121,6 +69,36 @@ extension Exchange {
         }
         connection.enqueue(head)
         connection.flushSoon()
+    }
+
+    /// Carries out what the response does to the cache (`UpstreamResponse.cacheEffect`).
+    func applyCacheEffect(of response: UpstreamResponse) {
+        switch response.cacheEffect(of: request, isCacheLookup: isCacheLookup, builder: builder,
+                                    largestBody: StoreWriter.largestBody(in: worker.store, firstTierOnly: !toDisk)) {
+        case .store(let directives):
+            let head = builder.storedHead(key: key, status: response.status, reason: response.reason, headers: response.fields,
+                                          timing: response.timing, tags: builder.tags(response.received, key: key),
+                                          directives: directives, varyFrom: { [request] in request.combinedHeader($0) })
+            let writer = StoreWriter(head, into: worker.store, fetchedSince: fetchToken, storedAt: EventLoop.wallSeconds(),
+                                     firstTierOnly: !toDisk, expectedLength: expectedLength)
+            // A body too large for every tier, or a purge that won already: not stored.
+            if !writer.abandoned {
+                store = PendingStore(status: response.status, reason: response.reason, headers: response.fields,
+                                     timing: response.timing, writer: writer)
+            }
+        case .removeSuperseded:
+            worker.store.remove(key)
+        case .updateStored:
+            switch response.headUpdate(of: variants, builder: builder) {
+            case .none: break
+            case .remove: worker.store.remove(key)
+            case .replace(let refreshed): worker.store.insert(refreshed, firstTierOnly: !toDisk, fetchedSince: fetchToken)
+            }
+        case .invalidate:
+            invalidateAfterUnsafe(response.received)
+        case .none:
+            break
+        }
     }
 
     /// A 304 answered our conditional request: update the variant it selects
@@ -153,24 +131,6 @@ extension Exchange {
             guard let self, !self.machine.clientDone else { return }
             self.forward()
         }
-    }
-
-    /// RFC 9111 section 4.3.5: a 200 to HEAD updates the stored GET response
-    /// it describes (selected by validator); a changed length means the
-    /// stored one is outdated, so it goes.
-    func updateFromHead(_ headers: HeaderFields, timing: ResponseTiming) {
-        guard !variants.isEmpty else { return }
-        let etag = headers["etag"]
-        let lastModified = headers["last-modified"]
-        guard let index = Validation.selectValidated(etag: etag, lastModified: lastModified,
-                                                     candidates: variants.map { (etag: $0.etag, lastModified: $0.lastModified) })
-        else { return }
-        let entry = variants[index]
-        if let length = headers["content-length"].flatMap({ Int($0) }), length != entry.bodyLength {
-            worker.store.remove(key)
-            return
-        }
-        worker.store.insert(builder.refresh(entry, with: headers, timing: timing), firstTierOnly: !toDisk, fetchedSince: fetchToken)
     }
 
     /// RFC 9111 section 4.4: a successful unsafe request invalidates the

@@ -35,7 +35,6 @@ final class Exchange: UpstreamTransferDelegate {
     var askUpstreamCachesToReload = false
 
     // Response streaming.
-    enum ClientFraming { case none, length, chunked, untilClose }
     var framing: ClientFraming = .none
     var expectedLength: Int?
     var receivedBody = 0
@@ -133,59 +132,36 @@ final class Exchange: UpstreamTransferDelegate {
         }
         let now = EventLoop.wallSeconds()
         variants = worker.store.lookup(key, local: worker.localHits)
-        var candidate: CachedResponse?
-        let outcome = Lookup.decide(facts, variants, now: now, shared: shared)
-        switch policy.action(for: outcome) {
-        case .serveStored(let index, let age, let ttl), .serveStoredAndRefresh(let index, let age, let ttl):
+        var plan = LookupPlan.make(policy.action(for: Lookup.decide(facts, variants, now: now, shared: shared)),
+                                   chosenByClient: chosenByClient, onlyIfCached: requestCC.onlyIfCached)
+        if case .serve(let index, let age, let ttl, let stale, let refresh) = plan {
             if serveStored(variants[index], age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl)) {
-                if ttl > 0 { WorkerStats.bump(worker.counters.hits) } else { WorkerStats.bump(worker.counters.staleHits) }
-                if policy == .cacheThenFetch {
+                if stale { WorkerStats.bump(worker.counters.staleHits) } else { WorkerStats.bump(worker.counters.hits) }
+                if refresh {
                     worker.revalidateInBackground(variants[index], among: variants, request: request, peer: connection.peer)
                 }
                 return
             }
-            bodyFileVanished()
-        case .gatewayTimeout:
-            sendCacheOnlyMiss(detail: "cache-only", "nothing stored for this URL and the policy forbids asking the upstream")
+            // The stored body file went away (evicted or removed meanwhile): forget it, fetch as on a miss.
+            worker.store.remove(key)
+            variants = Variants()
+            plan = .afterVanishedBody(onlyIfCached: requestCC.onlyIfCached)
+        }
+        switch plan {
+        case .serve:
             return
-        case .forward(let validate, let noCacheUpstream, let fallback):
-            // A reload the client asked for, or one the configuration imposes.
-            forwardReason = chosenByClient ? .request : .bypass
-            if let validate, variants[validate].hasValidator, request.method == "GET" { validating = variants[validate] }
-            askUpstreamCachesToReload = noCacheUpstream
-            if let fallback { policyFallback = variants[fallback] }
-            WorkerStats.bump(worker.counters.misses)
+        case .cacheOnlyMiss(let detail, let message):
+            sendCacheOnlyMiss(detail: detail, message)
+        case .forward(let how):
+            forwardReason = how.reason
+            if let index = how.validate, variants[index].hasValidator, request.method == "GET" { validating = variants[index] }
+            if let index = how.staleCandidate { staleCandidate = (variants[index], requestCC) }
+            if let index = how.fallback { policyFallback = variants[index] }
+            askUpstreamCachesToReload = how.noCacheUpstream
+            if how.reason == .stale { WorkerStats.bump(worker.counters.staleForwards) } else { WorkerStats.bump(worker.counters.misses) }
+            if how.collapse, waitForLeader() { return }
             forward()
-            return
-        case .followProtocol(.fresh(let index, let age, let ttl)):
-            if serveStored(variants[index], age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl)) {
-                WorkerStats.bump(worker.counters.hits)
-                return
-            }
-            bodyFileVanished()
-        case .followProtocol(.staleWhileRevalidate(let index, let age, let ttl)):
-            if serveStored(variants[index], age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl)) {
-                WorkerStats.bump(worker.counters.staleHits)
-                worker.revalidateInBackground(variants[index], among: variants, request: request, peer: connection.peer)
-                return
-            }
-            bodyFileVanished()
-        case .followProtocol(.stale(let index, _, _, let forced)):
-            forwardReason = forced ? .request : .stale
-            candidate = variants[index]
-            staleCandidate = (variants[index], requestCC)
-        case .followProtocol(.miss(let varyMiss)):
-            forwardReason = varyMiss ? .varyMiss : .uriMiss
         }
-        if requestCC.onlyIfCached {
-            // Section 5.2.1.7: nothing usable stored and the client forbids going upstream.
-            sendCacheOnlyMiss(detail: "only-if-cached", "only-if-cached: no usable stored response")
-            return
-        }
-        if forwardReason == .stale { WorkerStats.bump(worker.counters.staleForwards) } else { WorkerStats.bump(worker.counters.misses) }
-        if let candidate, candidate.hasValidator, request.method == "GET" { validating = candidate }
-        if waitForLeader() { return }
-        forward()
     }
 
     /// 504 without asking the upstream (only-if-cached, cacheOnly).
@@ -194,14 +170,6 @@ final class Exchange: UpstreamTransferDelegate {
         noteAnswer(504, cache: Array(status.value.utf8), bodyBytes: message.utf8.count + 1)
         connection.enqueue(ResponseSerializer.simple(status: 504, body: message, close: !keepAlive, extra: [status]))
         complete()
-    }
-
-    /// A stored body file went away (evicted or removed meanwhile): forget
-    /// the entry and fetch as on a miss.
-    func bodyFileVanished() {
-        worker.store.remove(key)
-        variants = Variants()
-        forwardReason = .uriMiss
     }
 
     func complete() {

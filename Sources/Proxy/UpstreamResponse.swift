@@ -65,4 +65,50 @@ struct UpstreamResponse {
         let refreshed = builder.refresh(entry, with: fields, timing: timing)
         return (refreshed, !refreshed.cacheControl.noStore || refreshed.cacheControl.mustUnderstand)
     }
+
+    /// What a response does to the cache (RFC 9111): stored, with the
+    /// directives that decided it; the stored response it supersedes
+    /// removed; a HEAD's update of the stored GET response (section
+    /// 4.3.5); the targets of a successful unsafe request invalidated
+    /// (section 4.4); or nothing.
+    enum CacheEffect {
+        case store(StoredResponseBuilder.Directives)
+        case removeSuperseded
+        case updateStored
+        case invalidate
+        case none
+    }
+
+    func cacheEffect(of request: RequestHead, isCacheLookup: Bool, builder: StoredResponseBuilder,
+                     largestBody: @autoclosure () -> Int) -> CacheEffect {
+        guard isCacheLookup else {
+            return Invalidation.invalidates(method: request.method, status: status) ? .invalidate : .none
+        }
+        if request.method == "GET" {
+            let (decision, directives) = builder.decision(request: request, status: status, headers: fields, timing: timing)
+            if decision == .store, (length ?? 0) <= largestBody() { return .store(directives) }
+            // A current answer that cannot be stored: what it supersedes goes.
+            return status < 400 && status != 206 && status != 304 ? .removeSuperseded : .none
+        }
+        return request.method == "HEAD" && status == 200 ? .updateStored : .none
+    }
+
+    /// A 200 to HEAD and the stored GET responses (section 4.3.5): the one
+    /// its validators select is refreshed with its fields, or removed when
+    /// the length differs (the stored one is outdated).
+    enum HeadUpdate {
+        case none
+        case remove
+        case replace(CachedResponse)
+    }
+
+    func headUpdate(of variants: Variants, builder: StoredResponseBuilder) -> HeadUpdate {
+        guard !variants.isEmpty,
+              let index = Validation.selectValidated(etag: fields["etag"], lastModified: fields["last-modified"],
+                                                     candidates: variants.map { (etag: $0.etag, lastModified: $0.lastModified) })
+        else { return .none }
+        let entry = variants[index]
+        if let length = fields["content-length"].flatMap({ Int($0) }), length != entry.bodyLength { return .remove }
+        return .replace(builder.refresh(entry, with: fields, timing: timing))
+    }
 }

@@ -90,4 +90,53 @@ final class UpstreamResponseTests: XCTestCase {
         let understood = response(304, ["etag": "\"1\"", "cache-control": "max-age=60, no-store, must-understand"])
         XCTAssertTrue(try XCTUnwrap(understood.refreshing(entry, among: Variants([entry]), builder: builder)).store)
     }
+
+    private struct Unparsed: Error {}
+
+    private func request(_ method: String, body: Bool = false) throws -> RequestHead {
+        var parser = RequestParser()
+        let text = "\(method) /r HTTP/1.1\r\nHost: example\r\n" + (body ? "Content-Length: 1\r\n\r\nx" : "\r\n")
+        guard case .complete(let head, _) = Array(text.utf8).withUnsafeBytes({ parser.parse($0) }) else { throw Unparsed() }
+        return head
+    }
+
+    private func effect(_ method: String, _ status: Int, _ headers: HeaderFields = ["cache-control": "max-age=60"],
+                        largest: Int = 1 << 20) throws -> String {
+        let lookup = (method == "GET" || method == "HEAD")
+        switch response(status, headers).cacheEffect(of: try request(method, body: !lookup), isCacheLookup: lookup,
+                                                     builder: builder, largestBody: largest) {
+        case .store: return "store"
+        case .removeSuperseded: return "remove"
+        case .updateStored: return "update"
+        case .invalidate: return "invalidate"
+        case .none: return "none"
+        }
+    }
+
+    func testWhatAResponseDoesToTheCache() throws {
+        XCTAssertEqual(try effect("GET", 200), "store")
+        XCTAssertEqual(try effect("GET", 200, ["cache-control": "no-store"]), "remove", "a current answer supersedes the stored one")
+        XCTAssertEqual(try effect("GET", 200, ["cache-control": "max-age=60", "content-length": "2000"], largest: 1000), "remove",
+                       "too large for every tier")
+        XCTAssertEqual(try effect("GET", 404, ["cache-control": "no-store"]), "none", "an error leaves what is stored")
+        XCTAssertEqual(try effect("GET", 206, ["cache-control": "no-store"]), "none")
+        XCTAssertEqual(try effect("HEAD", 200), "update", "section 4.3.5")
+        XCTAssertEqual(try effect("HEAD", 404), "none")
+        XCTAssertEqual(try effect("POST", 201), "invalidate", "section 4.4")
+        XCTAssertEqual(try effect("POST", 500), "none", "only a successful unsafe request invalidates")
+    }
+
+    func testAHeadAnswerRefreshesTheVariantItSelectsOrRemovesItWhenTheLengthChanged() {
+        let one = stored(etag: "\"1\""), two = stored(etag: "\"2\"")
+        guard case .replace(let refreshed) = response(200, ["etag": "\"2\"", "cache-control": "max-age=900", "content-length": "0"])
+            .headUpdate(of: Variants([one, two]), builder: builder) else { return XCTFail("the second variant is refreshed") }
+        XCTAssertEqual(refreshed.etag, "\"2\"")
+        XCTAssertEqual(refreshed.lifetime, 900)
+        guard case .remove = response(200, ["etag": "\"1\"", "content-length": "7"]).headUpdate(of: Variants([one]), builder: builder)
+        else { return XCTFail("another length: the stored response is outdated") }
+        guard case .none = response(200, ["etag": "\"9\""]).headUpdate(of: Variants([one]), builder: builder)
+        else { return XCTFail("selects nothing") }
+        guard case .none = response(200, ["etag": "\"1\""]).headUpdate(of: Variants(), builder: builder)
+        else { return XCTFail("nothing stored") }
+    }
 }

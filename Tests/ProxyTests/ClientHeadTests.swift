@@ -1,0 +1,83 @@
+import HTTPHeaders
+import XCTest
+@testable import Proxy
+
+/// The heads written to a client, byte for byte, without a socket.
+final class ClientHeadTests: XCTestCase {
+    private let dateLine = Array("Date: Tue, 24 Nov 2026 10:00:00 GMT\r\n".utf8)
+
+    private func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
+
+    private func forwarded(_ fields: HeaderFields, status: Int = 200, framing: ClientFraming = .length, length: Int? = 5,
+                           noBody: Bool = false, age: Int? = 3, connection: ConnectionField = .implicit) -> String {
+        text(ClientHead.forwarded(status: status, reason: nil, fields: fields, framing: framing, length: length, noBody: noBody,
+                                  age: age, cacheStatus: "larder; fwd=miss", dateLine: dateLine, connection: connection,
+                                  isHidden: { $0 == "cdn-cache-control" }))
+    }
+
+    func testAForwardedHeadHasOneLengthLarderSAgeAndNoHiddenField() {
+        let head = forwarded(["content-type": "text/plain", "content-length": "999", "age": "100",
+                              "cdn-cache-control": "max-age=9", "date": "Mon, 23 Nov 2026 10:00:00 GMT"])
+        XCTAssertEqual(head, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nDate: Mon, 23 Nov 2026 10:00:00 GMT\r\n"
+                       + "Content-Length: 5\r\nAge: 3\r\nCache-Status: larder; fwd=miss\r\n\r\n")
+    }
+
+    func testAForwardedHeadWithoutDateGetsTheCurrentOneAndKeepsTheUpstreamsAgeWhenLarderHasNone() {
+        let head = forwarded(["age": "100"], age: nil)
+        XCTAssertTrue(head.contains("Age: 100\r\n"), head)
+        XCTAssertTrue(head.contains("Date: Tue, 24 Nov 2026 10:00:00 GMT\r\n"), head)
+    }
+
+    func testFramingFieldsFollowTheClientFraming() {
+        let chunked = forwarded([:], framing: .chunked, length: nil)
+        XCTAssertTrue(chunked.contains("Transfer-Encoding: chunked\r\n"))
+        XCTAssertFalse(chunked.contains("Content-Length"))
+        let untilClose = forwarded([:], framing: .untilClose, length: nil, connection: .keepAlive)
+        XCTAssertTrue(untilClose.contains("Connection: close\r\n"), "a close-delimited body ends with the connection")
+        XCTAssertFalse(untilClose.contains("keep-alive"))
+        XCTAssertFalse(forwarded([:], status: 204, framing: .none, length: 0, noBody: true).contains("Content-Length"),
+                       "RFC 9110 section 8.6: none on a 204")
+        XCTAssertTrue(forwarded([:], framing: .none, length: 7, noBody: true).contains("Content-Length: 7\r\n"),
+                      "a HEAD answer says the length the GET would have")
+    }
+
+    func testTheChoiceOfFramingAndConnectionField() {
+        XCTAssertEqual(ClientFraming.choose(noBody: true, length: 5, minorVersion: 1), .none)
+        XCTAssertEqual(ClientFraming.choose(noBody: false, length: 5, minorVersion: 0), .length)
+        XCTAssertEqual(ClientFraming.choose(noBody: false, length: nil, minorVersion: 1), .chunked)
+        XCTAssertEqual(ClientFraming.choose(noBody: false, length: nil, minorVersion: 0), .untilClose)
+        XCTAssertEqual(ConnectionField(keepAlive: true, minorVersion: 1), .implicit)
+        XCTAssertEqual(ConnectionField(keepAlive: true, minorVersion: 0), .keepAlive)
+        XCTAssertEqual(ConnectionField(keepAlive: false, minorVersion: 1), .close)
+    }
+
+    private let tail = ClientHead.Tail(age: 7, dateLine: Array("Date: Tue, 24 Nov 2026 10:00:00 GMT\r\n".utf8),
+                                       cacheStatus: Array("Cache-Status: larder; hit\r\n".utf8), connection: .close)
+
+    func testANotModifiedHeadKeepsOnlyTheFieldsThatDescribeTheRepresentation() {
+        let head = text(ClientHead.notModified(fields: ["etag": "\"1\"", "content-type": "text/plain", "content-length": "5",
+                                                        "cache-control": "max-age=60", "x-other": "1"], tail: tail))
+        XCTAssertEqual(head, "HTTP/1.1 304 Not Modified\r\nETag: \"1\"\r\nCache-Control: max-age=60\r\n"
+                       + "Date: Tue, 24 Nov 2026 10:00:00 GMT\r\nAge: 7\r\nCache-Status: larder; hit\r\nConnection: close\r\n\r\n")
+    }
+
+    func testAPartialHeadNamesItsRangeAndAnUnsatisfiableOneTheWholeLength() {
+        let fields: HeaderFields = ["content-type": "text/plain", "content-length": "100", "age": "1", "cdn-cache-control": "x",
+                                    "date": "Mon, 23 Nov 2026 10:00:00 GMT"]
+        let partial = text(ClientHead.partial(fields: fields, range: 10...19, length: 100, tail: tail,
+                                              isHidden: { $0 == "cdn-cache-control" }))
+        XCTAssertEqual(partial, "HTTP/1.1 206 Partial Content\r\nContent-Type: text/plain\r\nDate: Mon, 23 Nov 2026 10:00:00 GMT\r\n"
+                       + "Content-Range: bytes 10-19/100\r\nContent-Length: 10\r\n"
+                       + "Age: 7\r\nCache-Status: larder; hit\r\nConnection: close\r\n\r\n")
+        let unsatisfiable = text(ClientHead.partial(fields: fields, range: nil, length: 100, tail: tail, isHidden: { _ in false }))
+        XCTAssertTrue(unsatisfiable.hasPrefix("HTTP/1.1 416 Range Not Satisfiable\r\n"))
+        XCTAssertTrue(unsatisfiable.contains("Content-Range: bytes */100\r\nContent-Length: 0\r\n"))
+        XCTAssertTrue(unsatisfiable.contains("Cdn-Cache-Control: x\r\n"), "not hidden here: kept")
+    }
+
+    func testAHitTailEndsTheHead() {
+        var out: [UInt8] = []
+        ClientHead.appendHitTail(age: 0, cacheStatus: Array("Cache-Status: larder; hit\r\n".utf8), connection: .keepAlive, to: &out)
+        XCTAssertEqual(text(out), "Age: 0\r\nCache-Status: larder; hit\r\nConnection: keep-alive\r\n\r\n")
+    }
+}

@@ -1,0 +1,61 @@
+import XCTest
+import CacheSemantics
+@testable import Proxy
+
+/// A lookup's outcome under each policy, as what Larder does next.
+final class LookupPlanTests: XCTestCase {
+    private func plan(_ policy: RequestPolicy, _ outcome: LookupOutcome, byClient: Bool = false,
+                      onlyIfCached: Bool = false) -> LookupPlan {
+        LookupPlan.make(policy.action(for: outcome), chosenByClient: byClient, onlyIfCached: onlyIfCached)
+    }
+
+    private let fresh = LookupOutcome.fresh(index: 1, age: 5, ttl: 55)
+    private let stale = LookupOutcome.stale(index: 0, age: 90, ttl: -30, requestForced: false)
+    private let miss = LookupOutcome.miss(varyMiss: false)
+
+    func testTheProtocolServesFreshAndStaleWhileRevalidateAndForwardsTheRest() {
+        XCTAssertEqual(plan(.useProtocolCachePolicy, fresh), .serve(index: 1, age: 5, ttl: 55, stale: false, refresh: false))
+        XCTAssertEqual(plan(.useProtocolCachePolicy, .staleWhileRevalidate(index: 0, age: 70, ttl: -10)),
+                       .serve(index: 0, age: 70, ttl: -10, stale: true, refresh: true))
+        XCTAssertEqual(plan(.useProtocolCachePolicy, stale),
+                       .forward(.init(reason: .stale, validate: 0, staleCandidate: 0)), "validated, and a stand-in if the upstream fails")
+        XCTAssertEqual(plan(.useProtocolCachePolicy, .stale(index: 0, age: 1, ttl: 59, requestForced: true)),
+                       .forward(.init(reason: .request, validate: 0, staleCandidate: 0)), "the client's no-cache or max-age=0")
+        XCTAssertEqual(plan(.useProtocolCachePolicy, miss), .forward(.init(reason: .uriMiss)))
+        XCTAssertEqual(plan(.useProtocolCachePolicy, .miss(varyMiss: true)), .forward(.init(reason: .varyMiss)))
+    }
+
+    func testOnlyIfCachedTurnsEveryTripUpstreamOfTheProtocolInto504() {
+        XCTAssertEqual(plan(.useProtocolCachePolicy, miss, onlyIfCached: true),
+                       .cacheOnlyMiss(detail: "only-if-cached", message: "only-if-cached: no usable stored response"))
+        XCTAssertEqual(plan(.useProtocolCachePolicy, stale, onlyIfCached: true),
+                       .cacheOnlyMiss(detail: "only-if-cached", message: "only-if-cached: no usable stored response"))
+        XCTAssertEqual(plan(.useProtocolCachePolicy, fresh, onlyIfCached: true),
+                       .serve(index: 1, age: 5, ttl: 55, stale: false, refresh: false))
+        XCTAssertEqual(LookupPlan.afterVanishedBody(onlyIfCached: true),
+                       .cacheOnlyMiss(detail: "only-if-cached", message: "only-if-cached: no usable stored response"))
+        XCTAssertEqual(LookupPlan.afterVanishedBody(onlyIfCached: false), .forward(.init(reason: .uriMiss)))
+    }
+
+    func testReloadsAreNotCollapsedAndSayWhoAskedForThem() {
+        XCTAssertEqual(plan(.reloadIgnoringLocalCacheData, fresh, byClient: true),
+                       .forward(.init(reason: .request, collapse: false)))
+        XCTAssertEqual(plan(.reloadIgnoringLocalAndRemoteCacheData, fresh),
+                       .forward(.init(reason: .bypass, noCacheUpstream: true, collapse: false)))
+        XCTAssertEqual(plan(.reloadRevalidatingCacheData, fresh), .forward(.init(reason: .bypass, validate: 1, collapse: false)))
+        XCTAssertEqual(plan(.networkElseCache, stale), .forward(.init(reason: .bypass, fallback: 0, collapse: false)))
+        XCTAssertEqual(plan(.reloadIgnoringLocalCacheData, fresh, onlyIfCached: true),
+                       .forward(.init(reason: .bypass, collapse: false)), "a configured reload is not a protocol trip")
+    }
+
+    func testCachePoliciesServeWhateverIsStored() {
+        XCTAssertEqual(plan(.returnCacheDataElseLoad, stale), .serve(index: 0, age: 90, ttl: -30, stale: true, refresh: false))
+        XCTAssertEqual(plan(.returnCacheDataElseLoad, miss), .forward(.init(reason: .uriMiss)))
+        XCTAssertEqual(plan(.returnCacheDataDontLoad, fresh), .serve(index: 1, age: 5, ttl: 55, stale: false, refresh: false))
+        XCTAssertEqual(plan(.returnCacheDataDontLoad, miss),
+                       .cacheOnlyMiss(detail: "cache-only",
+                                      message: "nothing stored for this URL and the policy forbids asking the upstream"))
+        XCTAssertEqual(plan(.cacheThenFetch, fresh), .serve(index: 1, age: 5, ttl: 55, stale: false, refresh: true))
+        XCTAssertEqual(plan(.cacheThenFetch, miss), .forward(.init(reason: .uriMiss)))
+    }
+}
