@@ -119,3 +119,40 @@ struct AccessLogBuffer {
             + two(parts.tm_sec) + [UInt8(ascii: "Z")]
     }
 }
+
+/// What the access log says of one exchange: noted as its answer is
+/// decided (only while the log is on), written once when it ends.
+struct AccessRecord {
+    private(set) var status = 0
+    /// The Cache-Status sent: a whole "Cache-Status: ...\r\n" line (hits)
+    /// or the value (forwards).
+    private(set) var cacheStatus: [UInt8] = []
+    /// Body bytes of an answer made here; nil for a forwarded body (the
+    /// bytes received count then).
+    private(set) var bodyBytes: Int?
+    private var written = false
+
+    mutating func note(status: Int, cacheStatus: [UInt8], bodyBytes: Int?) {
+        self.status = status
+        self.cacheStatus = cacheStatus
+        self.bodyBytes = bodyBytes
+    }
+
+    /// True the first time only: an exchange that ends twice (cancelled,
+    /// then completed) logs one line.
+    mutating func takeTurnToWrite() -> Bool {
+        defer { written = true }
+        return !written
+    }
+
+    /// The log's cache column: the Cache-Status value without field name,
+    /// cache name or line end ("hit; ttl=55"), "-" when none was sent.
+    var cacheColumn: String {
+        var cache = cacheStatus[...]
+        let prefix = Array("Cache-Status: ".utf8), name = Array("larder; ".utf8)
+        if cache.starts(with: prefix) { cache = cache.dropFirst(prefix.count) }
+        if cache.starts(with: name) { cache = cache.dropFirst(name.count) }
+        while let last = cache.last, last == 0x0D || last == 0x0A { cache = cache.dropLast() }
+        return cache.isEmpty ? "-" : String(decoding: cache, as: UTF8.self)
+    }
+}

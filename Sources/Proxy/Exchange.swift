@@ -67,12 +67,7 @@ final class Exchange: UpstreamTransferDelegate {
 
     // Access log (only filled in when it is on).
     let startMilliseconds: UInt64
-    var accessStatus = 0
-    /// The Cache-Status sent: a whole "Cache-Status: ...\r\n" line or the value.
-    var accessCache: [UInt8] = []
-    /// Body bytes of an answer from the store (forwarded ones count `receivedBody`).
-    var accessBodyBytes: Int?
-    var accessLogged = false
+    var access = AccessRecord()
 
     /// A response on its way into the store: the head as received (to
     /// share with collapsed requests) and the writer that takes the body.
@@ -194,25 +189,16 @@ final class Exchange: UpstreamTransferDelegate {
     @inline(__always)
     func noteAnswer(_ status: Int, cache: @autoclosure () -> [UInt8], bodyBytes: Int?) {
         guard worker.accessLog != nil else { return }
-        accessStatus = status
-        accessCache = cache()
-        accessBodyBytes = bodyBytes
+        access.note(status: status, cacheStatus: cache(), bodyBytes: bodyBytes)
     }
 
     /// One line per request, when the access log is on: at completion, or
     /// when the exchange ends early (status 0 if nothing was sent).
     func logAccess() {
-        guard worker.accessLog != nil, !accessLogged else { return }
-        accessLogged = true
-        var cache = accessCache[...]
-        let prefix = Array("Cache-Status: ".utf8), name = Array("larder; ".utf8)
-        if cache.starts(with: prefix) { cache = cache.dropFirst(prefix.count) }
-        if cache.starts(with: name) { cache = cache.dropFirst(name.count) }
-        while let last = cache.last, last == 0x0D || last == 0x0A { cache = cache.dropLast() }
-        worker.logAccess(client: connection.peer, method: request.method, target: request.target, status: accessStatus,
-                         bodyBytes: accessBodyBytes ?? receivedBody,
-                         milliseconds: EventLoop.nowMilliseconds() &- startMilliseconds,
-                         cache: cache.isEmpty ? "-" : String(decoding: cache, as: UTF8.self))
+        guard worker.accessLog != nil, access.takeTurnToWrite() else { return }
+        worker.logAccess(client: connection.peer, method: request.method, target: request.target, status: access.status,
+                         bodyBytes: access.bodyBytes ?? receivedBody, milliseconds: EventLoop.nowMilliseconds() &- startMilliseconds,
+                         cache: access.cacheColumn)
     }
 
     /// The client (or the store's writer) caught up: let a paused upstream continue.
