@@ -6,12 +6,17 @@ import CacheSemantics
 
 final class PurgeTests: XCTestCase {
     private var directory = ""
+    /// Stores with a disk tier: their writer threads finish before the
+    /// directory goes (else a queued write made it again after teardown).
+    private var stores: [TieredStore] = []
 
     override func setUp() {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-purge-\(UUID().uuidString)").path
     }
 
     override func tearDown() {
+        for store in stores { store.flush(timeoutSeconds: 10) }
+        stores = []
         try? FileManager.default.removeItem(atPath: directory)
     }
 
@@ -26,7 +31,9 @@ final class PurgeTests: XCTestCase {
     private func tiered(memoryLimit: Int = 1 << 20) throws -> TieredStore {
         let disk = try DiskTier(directory: directory, limitBytes: 100 << 20) { _ in }
         disk.waitForIndex(timeoutSeconds: 10)
-        return TieredStore(memory: MemoryTier(limitBytes: memoryLimit), disk: disk)
+        let store = TieredStore(memory: MemoryTier(limitBytes: memoryLimit), disk: disk)
+        stores.append(store)
+        return store
     }
 
     // MARK: tags from headers

@@ -330,16 +330,12 @@ final class AdminEndToEndTests: ConfiguredTestCase {
 }
 
 /// The access log: one line per request, to a file (reopened on SIGHUP).
-final class AccessLogTests: XCTestCase {
+final class AccessLogTests: ConfiguredTestCase {
     func testOneLinePerRequestWithTheCacheResult() throws {
-        let origin = try Origin()
-        defer { origin.stop() }
-        let base = FileManager.default.temporaryDirectory.appendingPathComponent("larder-access-\(UUID().uuidString)").path
-        let config = base + ".toml", log = base + ".log"
-        defer { for p in [config, log, log + ".1"] { try? FileManager.default.removeItem(atPath: p) } }
-        try "access_log = \"\(log)\"\n".write(toFile: config, atomically: true, encoding: .utf8)
-        let l = try LarderProcess(upstream: origin.url, extra: ["--config", config])
-        defer { l.stop() }
+        let log = temporaryPath("larder-access") + ".log"
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: log + ".1") }
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: log) }
+        let l = try start(config: "access_log = \"\(log)\"\n").larder
         let c = try l.client()
         _ = try c.get("/logged?size=100")
         _ = try c.get("/logged?size=100")
@@ -377,11 +373,9 @@ final class AccessLogTests: XCTestCase {
     }
 
     func testAnUnwritableAccessLogIsAClearError() throws {
-        let config = FileManager.default.temporaryDirectory.appendingPathComponent("larder-access-\(UUID().uuidString).toml").path
-        defer { try? FileManager.default.removeItem(atPath: config) }
-        try "access_log = \"/nonexistent-dir/access.log\"\n".write(toFile: config, atomically: true, encoding: .utf8)
-        let child = try ChildProcess(Paths.larder, ["serve", "--config", config, "--upstream", "http://127.0.0.1:1",
-                                                    "--listen", "127.0.0.1:0", "--admin-listen", "none"])
+        let config = try writeConfig("access_log = \"/nonexistent-dir/access.log\"\n")
+        let child = try startChild(Paths.larder, ["serve", "--config", config, "--upstream", "http://127.0.0.1:1",
+                                                  "--listen", "127.0.0.1:0", "--admin-listen", "none"])
         XCTAssertEqual(child.waitForExit(timeout: 15), 1)
         XCTAssertNotNil(child.waitFor("cannot open the access log /nonexistent-dir/access.log", timeout: 2), child.stderr)
     }

@@ -278,39 +278,25 @@ final class CommandLineTests: XCTestCase {
 }
 
 /// An https upstream with a private CA, as Larder users of internal APIs have.
-final class TLSUpstreamTests: XCTestCase {
-    var origin: Origin?
-    var larder: LarderProcess?
-    var dir: String = ""
+final class TLSUpstreamTests: ConfiguredTestCase {
+    var origin: Origin!
+    var dir = ""
 
     override func setUpWithError() throws {
-        dir = FileManager.default.temporaryDirectory.appendingPathComponent("larder-tls-\(UUID().uuidString)").path
+        dir = temporaryPath("larder-tls")
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        let openssl = try ChildProcess("/usr/bin/env", ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
-                                                         "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem", "-days", "2",
-                                                         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"])
+        let openssl = try startChild("/usr/bin/env", ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                                                      "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem", "-days", "2",
+                                                      "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"])
         XCTAssertEqual(openssl.waitForExit(timeout: 30), 0, openssl.stderr)
         origin = try Origin(tls: (dir + "/cert.pem", dir + "/key.pem"))
-    }
-
-    override func tearDown() {
-        larder?.stop()
-        origin?.stop()
-        try? FileManager.default.removeItem(atPath: dir)
-    }
-
-    private func config(_ text: String) throws -> String {
-        let path = dir + "/larder-\(UUID().uuidString).toml"
-        try text.write(toFile: path, atomically: true, encoding: .utf8)
-        return path
+        addTeardownBlock { [origin] in origin?.stop() }
     }
 
     func testHttpsUpstreamWithPrivateCAIsProxiedAndCached() throws {
-        let origin = try XCTUnwrap(origin)
         XCTAssertTrue(origin.url.hasPrefix("https://"))
-        let path = try config("upstream_ca_file = \"\(dir)/cert.pem\"\n")
-        larder = try LarderProcess(upstream: origin.url, extra: ["--config", path])
-        let c = try XCTUnwrap(larder).client()
+        let larder = try startLarder(upstream: origin.url, ["--config", try writeConfig("upstream_ca_file = \"\(dir)/cert.pem\"\n")])
+        let c = try larder.client()
         let miss = try c.get("/tls?size=2000")
         XCTAssertEqual(miss.status, 200)
         XCTAssertEqual(miss.body.count, 2000)
@@ -320,9 +306,7 @@ final class TLSUpstreamTests: XCTestCase {
     }
 
     func testUntrustedCertificateIs502() throws {
-        let origin = try XCTUnwrap(origin)
-        larder = try LarderProcess(upstream: origin.url)
-        let r = try XCTUnwrap(larder).client().get("/tls")
+        let r = try startLarder(upstream: origin.url).client().get("/tls")
         XCTAssertEqual(r.status, 502)
         XCTAssertTrue(r.text.contains("SSL") || r.text.contains("certificate"), r.text)
     }

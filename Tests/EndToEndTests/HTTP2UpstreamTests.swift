@@ -7,16 +7,8 @@ import Glibc
 /// HTTP/2 towards an upstream that offers it: nginx from Debian with
 /// `listen ... ssl http2` and a certificate made here. nginx answers with
 /// the protocol it saw, and logs which connection carried each request.
-final class HTTP2UpstreamTests: XCTestCase {
+final class HTTP2UpstreamTests: ConfiguredTestCase {
     var dir = ""
-    var nginx: ChildProcess?
-    var larder: LarderProcess?
-
-    override func tearDown() {
-        larder?.stop()
-        nginx?.stop()
-        try? FileManager.default.removeItem(atPath: dir)
-    }
 
     private static var nginxBinary: String? {
         ["/usr/sbin/nginx", "/usr/bin/nginx", "/usr/local/sbin/nginx"].first { FileManager.default.isExecutableFile(atPath: $0) }
@@ -26,11 +18,11 @@ final class HTTP2UpstreamTests: XCTestCase {
         guard let binary = Self.nginxBinary else {
             throw HarnessError("nginx is not installed: run .ci/install-deps --test (the README's test command does)")
         }
-        dir = FileManager.default.temporaryDirectory.appendingPathComponent("larder-h2-\(UUID().uuidString)").path
+        dir = temporaryPath("larder-h2")
         try FileManager.default.createDirectory(atPath: dir + "/tmp", withIntermediateDirectories: true)
-        let openssl = try ChildProcess("/usr/bin/env", ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
-                                                         "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem", "-days", "2",
-                                                         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"])
+        let openssl = try startChild("/usr/bin/env", ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                                                      "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem", "-days", "2",
+                                                      "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"])
         XCTAssertEqual(openssl.waitForExit(timeout: 30), 0, openssl.stderr)
         let port = unusedPort()
         try """
@@ -55,8 +47,7 @@ final class HTTP2UpstreamTests: XCTestCase {
                 }
             }
             """.write(toFile: dir + "/nginx.conf", atomically: true, encoding: .utf8)
-        let child = try ChildProcess(binary, ["-p", dir, "-c", dir + "/nginx.conf", "-e", dir + "/error.log"])
-        nginx = child
+        let child = try startChild(binary, ["-p", dir, "-c", dir + "/nginx.conf", "-e", dir + "/error.log"])
         // Ready when it accepts connections (bounded).
         let deadline = Date().addingTimeInterval(15)
         while Date() < deadline {
@@ -69,10 +60,8 @@ final class HTTP2UpstreamTests: XCTestCase {
 
     func testRequestsGoUpstreamOverHTTP2AndShareConnections() throws {
         let port = try startNginx()
-        let config = dir + "/larder.toml"
-        try "upstream_ca_file = \"\(dir)/cert.pem\"\n".write(toFile: config, atomically: true, encoding: .utf8)
-        let l = try LarderProcess(upstream: "https://127.0.0.1:\(port)", extra: ["--config", config])
-        larder = l
+        let l = try startLarder(upstream: "https://127.0.0.1:\(port)",
+                                ["--config", try writeConfig("upstream_ca_file = \"\(dir)/cert.pem\"\n")])
         let c = try l.client()
         let first = try c.get("/h2")
         XCTAssertEqual(first.status, 200)

@@ -422,24 +422,30 @@ final class HTTPClient {
 /// The end-to-end fixture: a test case that starts its own origins and
 /// larders with settings of its own; everything it started is stopped (by
 /// PID) and every directory it made is removed at teardown.
+///
+/// Everything a test starts or creates is undone by teardown blocks, which
+/// run last-in first-out: a process is stopped before the paths it was
+/// given (made before it started) are removed.
 class ConfiguredTestCase: XCTestCase {
-    var processes: [() -> Void] = []
-
-    override func tearDown() {
-        for stop in processes.reversed() { stop() }
-        processes = []
-    }
 
     func startOrigin() throws -> Origin {
         let o = try Origin()
-        processes.append(o.stop)
+        addTeardownBlock(o.stop)
         return o
     }
 
     func startLarder(upstream: String, _ extra: [String] = [], environment: [String: String] = [:]) throws -> LarderProcess {
         let l = try LarderProcess(upstream: upstream, extra: extra, environment: environment)
-        processes.append(l.stop)
+        addTeardownBlock(l.stop)
         return l
+    }
+
+    /// Any other program a test needs (nginx, openssl, a socket
+    /// activator), stopped at teardown.
+    func startChild(_ path: String, _ arguments: [String], environment: [String: String] = [:]) throws -> ChildProcess {
+        let child = try ChildProcess(path, arguments, environment: environment)
+        addTeardownBlock(child.stop)
+        return child
     }
 
     /// A fresh directory path under the temporary directory (not created),
@@ -465,18 +471,13 @@ class ConfiguredTestCase: XCTestCase {
 }
 
 /// A test case with a fresh origin and a larder in front of it for each test.
-class ProxyTestCase: XCTestCase {
+class ProxyTestCase: ConfiguredTestCase {
     var origin: Origin!
     var larder: LarderProcess!
 
     override func setUpWithError() throws {
-        origin = try Origin()
-        larder = try LarderProcess(upstream: origin.url)
-    }
-
-    override func tearDown() {
-        larder?.stop()
-        origin?.stop()
+        origin = try startOrigin()
+        larder = try startLarder(upstream: origin.url)
     }
 
     /// The header fields of the last request the origin saw for `target`.

@@ -77,15 +77,11 @@ final class NotifySocket {
     }
 }
 
-final class SystemdTests: XCTestCase {
+final class SystemdTests: ConfiguredTestCase {
     var origin: Origin!
 
     override func setUpWithError() throws {
-        origin = try Origin()
-    }
-
-    override func tearDown() {
-        origin?.stop()
+        origin = try startOrigin()
     }
 
     // MARK: units
