@@ -14,6 +14,27 @@ enum ClientFraming: Equatable {
     }
 }
 
+/// What the end of a forwarded body means (RFC 9112 section 6.3, RFC 9111
+/// section 3.3): a body framed by a length it did not reach is cut (the
+/// connection closes, nothing is stored); otherwise the response ends,
+/// with the chunked terminator or by closing a close-delimited body, and
+/// is stored only when complete.
+enum BodyEnd: Equatable {
+    case cut
+    case end(store: Bool, terminator: Bool, close: Bool)
+
+    static func decide(framing: ClientFraming, expected: Int?, received: Int) -> BodyEnd {
+        let whole = isWhole(expected: expected, received: received)
+        if framing == .length && !whole { return .cut }
+        return .end(store: whole, terminator: framing == .chunked, close: framing == .untilClose)
+    }
+
+    /// Whether the body is all there: as long as announced, or of no announced length.
+    static func isWhole(expected: Int?, received: Int) -> Bool {
+        expected.map { $0 == received } ?? true
+    }
+}
+
 /// What a head says about the connection: nothing for an HTTP/1.1 client
 /// that stays (persistence is its default), keep-alive for an HTTP/1.0 one,
 /// close when Larder will close it.

@@ -48,7 +48,7 @@ extension Exchange {
         case .ignore:
             return
         case .endOrphan:
-            if error == nil, expectedLength == nil || receivedBody == expectedLength {
+            if error == nil, BodyEnd.isWhole(expected: expectedLength, received: receivedBody) {
                 commitStore()
                 broadcast?.finish(.complete)
             } else {
@@ -84,25 +84,24 @@ extension Exchange {
         case .endResponse:
             break
         }
-        if framing == .length, let expectedLength, receivedBody != expectedLength {
+        switch BodyEnd.decide(framing: framing, expected: expectedLength, received: receivedBody) {
+        case .cut:
             // The upstream promised more (or less) than it sent.
             broadcast?.finish(.failed)
             dropStore()
             endByClosing()
-            return
+        case .end(let whole, let terminator, let close):
+            if terminator { connection.enqueue(Array("0\r\n\r\n".utf8)) }
+            if whole {
+                commitStore()
+                broadcast?.finish(.complete)
+            } else {
+                dropStore()  // incomplete: never stored (section 3.3)
+                broadcast?.finish(.failed)
+            }
+            // A close-delimited body ends by closing.
+            if close { endByClosing() } else { complete() }
         }
-        if framing == .chunked { connection.enqueue(Array("0\r\n\r\n".utf8)) }
-        if let expectedLength, receivedBody != expectedLength {
-            dropStore()  // incomplete: never stored (section 3.3)
-            broadcast?.finish(.failed)
-        }
-        commitStore()
-        broadcast?.finish(.complete)
-        if framing == .untilClose {
-            endByClosing()  // close-delimited: closing ends the body
-            return
-        }
-        complete()
     }
 
     /// The upstream failed before anything was sent: the policy's fallback,
