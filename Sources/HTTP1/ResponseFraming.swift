@@ -50,6 +50,6 @@ public enum ResponseFraming: Equatable, Sendable {
 
     /// A Transfer-Encoding later in the fields still wins over a bad length.
     private static func scanForTransferEncoding(_ fields: HeaderFields) -> ResponseFraming? {
-        fields.contains { $0.name.isField("transfer-encoding") } ? .transferCoded : nil
+        fields.contains("transfer-encoding") ? .transferCoded : nil
     }
 }

@@ -8,7 +8,7 @@ public struct HeaderFields: Equatable, Hashable, Sendable {
     public var fields: [HeaderField]
 
     @inlinable
-    public init(_ fields: [HeaderField] = []) { self.fields = fields }
+    public init(_ fields: [HeaderField]) { self.fields = fields }
 
     /// The first value of the field `name` (lowercase), or nil.
     @inlinable

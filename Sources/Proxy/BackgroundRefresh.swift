@@ -35,7 +35,8 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
     func start(peer: String) {
         var headers = UpstreamHeaders.forward(request, peer: peer, forwardHost: worker.configuration.forwardHost,
                                               passed: worker.configuration.passRequestHeaders)
-        headers.removeAll { $0.name == "cache-control" || $0.name == "pragma" }
+        headers.remove("cache-control")
+        headers.remove("pragma")
         UpstreamHeaders.addValidators(for: entry, among: variants, to: &headers)
         requestTime = EventLoop.wallSeconds()
         fetchToken = worker.store.fetchToken

@@ -116,8 +116,9 @@ extension Exchange {
     /// Publishes the response with the body received so far.
     func share() {
         guard let pending = store else { return }
-        let names = builder.variantFields(pending.headers, key: key)
-        let head = SharedFetch.Head(status: pending.status, reason: pending.reason, headers: pending.headers, timing: pending.timing,
+        let response = pending.response
+        let names = builder.variantFields(response.fields, key: key)
+        let head = SharedFetch.Head(status: response.status, reason: response.reason, headers: response.fields, timing: response.timing,
                                     contentLength: expectedLength, varyNames: names,
                                     varyValues: names.map { Vary.normalize(request.combinedHeader($0), field: $0) })
         let fetch = SharedFetch(head: head, limitBytes: 2 * max(worker.configuration.maxObjectBytes, 1 << 20))

@@ -16,7 +16,8 @@ extension Exchange {
                                               passed: worker.configuration.passRequestHeaders)
         if let validating { UpstreamHeaders.addValidators(for: validating, among: variants, to: &headers) }
         if askUpstreamCachesToReload {
-            headers.removeAll { $0.name == "cache-control" || $0.name == "pragma" }
+            headers.remove("cache-control")
+            headers.remove("pragma")
             headers.append("cache-control", "no-cache")
             headers.append("pragma", "no-cache")
         }

@@ -83,8 +83,7 @@ extension Exchange {
                                      firstTierOnly: !toDisk, expectedLength: expectedLength)
             // A body too large for every tier, or a purge that won already: not stored.
             if !writer.abandoned {
-                store = PendingStore(status: response.status, reason: response.reason, headers: response.fields,
-                                     timing: response.timing, writer: writer)
+                store = PendingStore(response: response, writer: writer)
             }
         case .removeSuperseded:
             worker.store.remove(key)

@@ -69,13 +69,10 @@ final class Exchange: UpstreamTransferDelegate {
     let startMilliseconds: UInt64
     var access = AccessRecord()
 
-    /// A response on its way into the store: the head as received (to
-    /// share with collapsed requests) and the writer that takes the body.
+    /// A response on its way into the store: its head (to share with
+    /// collapsed requests) and the writer that takes the body.
     struct PendingStore {
-        var status: Int
-        var reason: String?
-        var headers: HeaderFields
-        var timing: ResponseTiming
+        var response: UpstreamResponse
         var writer: StoreWriter
     }
 

@@ -129,7 +129,7 @@ struct StoredResponseBuilder: Sendable {
         let reusable = hasValidator || cc.noCache
             || lifetime(status: status, headers: headers, timing: timing, key: key, cc: cc, targeted: targeted) != nil
         if Vary.fieldNames(headers.combined("vary")) == nil { return .doNotStore("Vary: *") }
-        if !storeSetCookie && headers.contains(where: { $0.name.isField("set-cookie") }) { return .doNotStore("Set-Cookie") }
+        if !storeSetCookie && headers.contains("set-cookie") { return .doNotStore("Set-Cookie") }
         return Storability.decide(method: request.method, status: status,
                                   request: CacheControl(request.combinedHeader("cache-control")), response: cc,
                                   hasAuthorization: request.header("authorization") != nil, shared: shared,
@@ -140,10 +140,10 @@ struct StoredResponseBuilder: Sendable {
     /// and Cache-Tag fields (`headers` as received) and the route's tags.
     func tags(_ headers: HeaderFields, key: String) -> [String] {
         let route = routes.match(key)?.tags ?? []
-        guard route.isEmpty == false || headers.contains(where: { $0.name.isField("surrogate-key") || $0.name.isField("cache-tag") })
+        guard route.isEmpty == false || headers.contains("surrogate-key") || headers.contains("cache-tag")
         else { return [] }
-        return PurgeTags.from(surrogateKey: headers.filter { $0.name == "surrogate-key" }.map(\.value),
-                              cacheTag: headers.filter { $0.name == "cache-tag" }.map(\.value), route: route)
+        return PurgeTags.from(surrogateKey: headers.values("surrogate-key"),
+                              cacheTag: headers.values("cache-tag"), route: route)
     }
 
     /// Builds the stored form. `varyFrom` supplies the request's values of
