@@ -119,7 +119,9 @@ public final class Collapser: Sendable {
 /// arrives: the head, then body pieces kept (as immutable `Bytes`, queued
 /// to every client without copying) until the fetch ends. Followers on any
 /// worker are notified on their own loop, at most once per pending read.
-final class SharedFetch: @unchecked Sendable {
+final class SharedFetch: @unchecked Sendable, Equatable {
+    static func == (lhs: SharedFetch, rhs: SharedFetch) -> Bool { lhs === rhs }
+
     struct Head {
         let status: Int
         let reason: String?

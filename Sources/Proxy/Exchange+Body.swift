@@ -91,7 +91,7 @@ extension Exchange {
             dropStore()
             endByClosing()
         case .end(let whole, let terminator, let close):
-            if terminator { connection.enqueue(Array("0\r\n\r\n".utf8)) }
+            if terminator { connection.enqueueLastChunk() }
             if whole {
                 commitStore()
                 broadcast?.finish(.complete)

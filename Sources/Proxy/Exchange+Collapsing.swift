@@ -35,14 +35,13 @@ extension Exchange {
     /// A cacheable fetch is about to go upstream: lead it, or wait for the
     /// request already fetching this URL. Returns true when waiting.
     func waitForLeader() -> Bool {
-        guard request.method == "GET", !collapsed else { return false }
+        guard request.method == "GET" else { return false }
         let loop = worker.loop
         switch worker.collapser.lead(key, loop: loop, wake: { [weak self] (fetch: SharedFetch?) in self?.leaderDone(fetch) }) {
         case .leader:
-            leading = true
+            machine.lead()
             return false
         case .following(let fetch):
-            collapsed = true
             if suits(fetch) {
                 WorkerStats.bump(worker.counters.collapsed)
                 follow(fetch)
@@ -68,7 +67,6 @@ extension Exchange {
         // unless it is another variant than this request's.
         let suitable = fetch.map(suits) ?? false
         guard machine.leaderDone(streaming: suitable) != .ignore else { return }
-        collapsed = true
         worker.loop.cancel(waitTimer)
         if let fetch {
             if suitable { follow(fetch) } else { forward() }
@@ -104,7 +102,7 @@ extension Exchange {
 
     /// Still leading, not yet shared, and the body so far is in memory.
     var canShare: Bool {
-        guard leading, broadcast == nil, let pending = store else { return false }
+        guard machine.mayPublish, let pending = store else { return false }
         return !pending.writer.isStreaming
     }
 
@@ -124,15 +122,14 @@ extension Exchange {
         let fetch = SharedFetch(head: head, limitBytes: 2 * max(worker.configuration.maxObjectBytes, 1 << 20))
         let soFar = pending.writer.collected
         if soFar.count > 0 { fetch.append(Bytes(soFar)) }
-        broadcast = fetch
+        machine.publish(fetch)
         worker.collapser.publish(key, fetch)
     }
 
     /// A collapsed request: answer with the leader's response, piece by
     /// piece as it arrives.
     func follow(_ fetch: SharedFetch) {
-        following = fetch
-        machine.follow()
+        machine.follow(fetch)
         let head = fetch.head
         let noBody = head.status == 204 || head.status == 304 || head.status < 200
         framing = ClientFraming.choose(noBody: noBody, length: head.contentLength, minorVersion: request.minorVersion)
@@ -150,33 +147,29 @@ extension Exchange {
 
     /// Queues what arrived since the last pull; finishes with the fetch.
     func pullShared() {
-        guard let fetch = following, !machine.clientDone else { return }
-        let (chunks, state) = fetch.read(ObjectIdentifier(self), from: followedChunks)
+        guard let (fetch, read) = machine.followed else { return }
+        let (chunks, state) = fetch.read(ObjectIdentifier(self), from: read)
         for chunk in chunks {
-            enqueueBody(chunk)
+            connection.enqueueBody(chunk, framing: framing)
             receivedBody += chunk.count
         }
-        followedChunks += chunks.count
+        machine.read(chunks.count)
         switch state {
         case .streaming:
             connection.flush()
         case .complete where framing != .untilClose:
             fetch.unfollow(ObjectIdentifier(self))
-            following = nil
-            if framing == .chunked { connection.enqueue(Array("0\r\n\r\n".utf8)) }
+            if framing == .chunked { connection.enqueueLastChunk() }
             complete()
         case .complete, .failed:
             // Close-delimited, or the fetch broke after the head was sent:
             // closing the connection ends (or cuts) the body.
             fetch.unfollow(ObjectIdentifier(self))
-            following = nil
             endByClosing()
         }
     }
 
     func releaseLeadership() {
-        guard leading else { return }
-        leading = false
-        worker.collapser.release(key)
+        if machine.endLeadership() { worker.collapser.release(key) }
     }
 }

@@ -22,21 +22,7 @@ extension Exchange {
             headers.append("pragma", "no-cache")
         }
 
-        var body: UpstreamRequest.Body
-        switch request.framing {
-        case .none: body = .none
-        case .contentLength(let n): body = .streamed(length: n)
-        case .chunked: body = .streamed(length: nil)
-        }
-        if !requestBodyComplete, shouldHoldBody {
-            // The transfer starts once the body is here (requestBodyEnd).
-            pendingHeaders = headers
-            heldBody = []
-            if case .contentLength(let n) = request.framing { heldBody!.reserveCapacity(n) }
-            return
-        }
-        if let held = heldBody, requestBodyComplete { body = .streamed(length: held.count) }
-        startTransfer(headers: headers, body: body)
+        if case .start(let body) = requestBody.forward(fields: headers) { startTransfer(headers: headers, body: body) }
     }
 
     func startTransfer(headers: HeaderFields, body: UpstreamRequest.Body) {
@@ -49,42 +35,25 @@ extension Exchange {
         fetchToken = worker.store.fetchToken
         transfer = worker.upstream.start(upstreamRequest, delegate: self)
         if request.framing != .none { transfer?.onBodyDrained = { [weak connection] in connection?.uploadDrained() } }
-        if let held = heldBody {
-            heldBody = nil
-            pendingHeaders = []
+        if let (held, complete) = requestBody.transferStarted() {
             held.withUnsafeBytes { transfer?.supply($0) }
-            if requestBodyComplete { transfer?.finishBody() }
+            if complete { transfer?.finishBody() }
         }
     }
 
     // MARK: request body
 
-    var shouldHoldBody: Bool {
-        let limit = worker.configuration.requestBufferBytes
-        guard limit > 0 else { return false }
-        switch request.framing {
-        case .none: return false
-        case .contentLength(let n): return n <= limit
-        case .chunked: return true  // until it outgrows the limit
-        }
-    }
-
     func requestBody(_ bytes: UnsafeRawBufferPointer) {
-        guard heldBody != nil, transfer == nil else {
-            transfer?.supply(bytes)
-            return
-        }
-        heldBody!.append(contentsOf: bytes)
-        if heldBody!.count > worker.configuration.requestBufferBytes {
-            // Too large to hold: stream it from here on.
-            startTransfer(headers: pendingHeaders, body: .streamed(length: nil))
+        switch requestBody.append(bytes) {
+        case .held: break
+        case .supply: transfer?.supply(bytes)
+        case .startStreaming(let headers): startTransfer(headers: headers, body: .streamed(length: nil))
         }
     }
 
     func requestBodyEnd() {
-        requestBodyComplete = true
-        if heldBody != nil, transfer == nil, !machine.clientDone {
-            forward()
+        if requestBody.end() {
+            if !machine.clientDone { forward() }
         } else {
             transfer?.finishBody()
         }

@@ -35,7 +35,7 @@ extension Exchange {
         expectedLength = response.length
         framing = ClientFraming.choose(noBody: noBody, length: expectedLength, minorVersion: request.minorVersion)
         applyCacheEffect(of: response)
-        if isCacheLookup && leading && store == nil {
+        if isCacheLookup && machine.leadership != .none && store == nil {
             // Not storable: waiters need not wait for it, they fetch on their own.
             releaseLeadership()
         }
@@ -150,6 +150,8 @@ extension Exchange {
         // A slow client pauses the upstream, unless collapsed requests are
         // streaming the same response (they hold the pieces anyway); so does
         // a disk slower than the upstream.
+        // (The questions may not read `machine`: it is being changed.)
+        let broadcast = self.broadcast
         switch machine.upstreamBody(clientCongested: { framing != .none && connection.isCongested && !(broadcast?.hasFollowers ?? false) },
                                     storeBacklogged: storeIsBacklogged) {
         case .pause:
@@ -170,17 +172,9 @@ extension Exchange {
             // One copy, queued to this client and every follower.
             let chunk = Bytes(bytes)
             broadcast.append(chunk)
-            enqueueBody(chunk)
+            connection.enqueueBody(chunk, framing: framing)
         } else {
-            switch framing {
-            case .none: break
-            case .chunked:
-                connection.enqueue(ResponseSerializer.chunkHeader(bytes.count))
-                connection.enqueue(copying: bytes)
-                connection.enqueue([0x0D, 0x0A])
-            case .length, .untilClose:
-                connection.enqueue(copying: bytes)
-            }
+            connection.enqueueBody(copying: bytes, framing: framing)
         }
         receivedBody += bytes.count
         storeBody(bytes)
@@ -190,18 +184,5 @@ extension Exchange {
         }
         if framing != .none { connection.flushSoon() }
         return true
-    }
-
-    /// Queues a body piece in this request's framing.
-    func enqueueBody(_ chunk: Bytes) {
-        switch framing {
-        case .none: break
-        case .chunked:
-            connection.enqueue(ResponseSerializer.chunkHeader(chunk.count))
-            connection.enqueue(chunk)
-            connection.enqueue([0x0D, 0x0A])
-        case .length, .untilClose:
-            connection.enqueue(chunk)
-        }
     }
 }

@@ -43,26 +43,12 @@ final class Exchange: UpstreamTransferDelegate {
     /// since then that matches keeps this response out of the cache.
     var fetchToken: UInt64 = 0
 
-    /// The leader's response as published to collapsed requests.
-    var broadcast: SharedFetch?
-    /// The shared response this (collapsed) request streams from, and how
-    /// many of its pieces were queued so far.
-    var following: SharedFetch?
-    var followedChunks = 0
+    /// The response as published to collapsed requests, while leading.
+    var broadcast: SharedFetch? { machine.published }
+    /// The request's body, held until complete when small (HeldRequestBody).
+    var requestBody: HeldRequestBody
 
-
-    /// A request body held back until it is complete (request_buffer_size):
-    /// a slow upload then holds no upstream connection, and upstream_timeout
-    /// starts when the upstream has the whole request (Exchange+Forward).
-    var heldBody: [UInt8]?
-    var pendingHeaders = HeaderFields()
-    var requestBodyComplete = false
-
-    /// Whether this exchange leads a collapsed fetch of its key (a claim
-    /// to release), and whether it went through collapsing already
-    /// (Exchange+Collapsing).
-    var leading = false
-    var collapsed = false
+    /// Bounds the wait for a leader (Exchange+Collapsing).
     var waitTimer: TimerID = .none
 
     // Access log (only filled in when it is on).
@@ -82,6 +68,7 @@ final class Exchange: UpstreamTransferDelegate {
         self.worker = connection.worker
         // A GET with a body may be answered by what the body says: never
         // looked up or stored under the URL alone (it goes through as is).
+        requestBody = HeldRequestBody(framing: head.framing, limit: connection.worker.configuration.requestBufferBytes)
         isCacheLookup = (head.method == "GET" || head.method == "HEAD") && head.framing == .none
         key = connection.worker.configuration.routes.cacheKey(head.pathAndQuery)
         startMilliseconds = connection.worker.accessLog == nil ? 0 : EventLoop.nowMilliseconds()
@@ -214,12 +201,10 @@ final class Exchange: UpstreamTransferDelegate {
             worker.adopt(self)  // kept alive until the fetch ends (abandonOrphan)
             if resume { transfer?.resume() }
             return
-        case .cancel:
-            break
+        case .cancel(let followed):
+            followed?.unfollow(ObjectIdentifier(self))
         }
         broadcast?.finish(.failed)
-        following?.unfollow(ObjectIdentifier(self))
-        following = nil
         releaseLeadership()
         dropStore()
         transfer?.cancel()

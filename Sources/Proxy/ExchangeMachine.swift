@@ -1,8 +1,9 @@
 /// One request's life as states and the events that move it: which event
-/// may happen in which state, and what the driver (`Exchange`) must do
-/// about it. A value with no sockets, store or curl, driven event by event
-/// in ProxyTests; the content of answers (heads, stored bodies, the cache
-/// decisions of `CacheSemantics`) stays with the driver.
+/// may happen in which state, what the driver (`Exchange`) must do about
+/// it, and the exchange's part in request collapsing. A value with no
+/// sockets, store or curl, driven event by event in ProxyTests; the content
+/// of answers (heads, stored bodies, the cache decisions of
+/// `CacheSemantics`) stays with the driver.
 ///
 ///     lookingUp ──► waitingForLeader ──► following ──► done
 ///         │               │                              ▲
@@ -17,8 +18,9 @@ struct ExchangeMachine: Equatable {
         case lookingUp
         /// Collapsed onto the request already fetching this key.
         case waitingForLeader
-        /// Streaming that leader's response as it arrives.
-        case following
+        /// Streaming that leader's response as it arrives; `read`: how many
+        /// of its pieces were queued so far.
+        case following(SharedFetch, read: Int)
         /// Gone upstream, no response head yet (also while validating).
         case forwarding
         /// The upstream's response streams to the client (and the store).
@@ -30,7 +32,18 @@ struct ExchangeMachine: Equatable {
         case done
     }
 
+    /// This exchange's claim on its key while it fetches (Collapser):
+    /// requests for the key wait for it instead of fetching themselves.
+    enum Leadership: Equatable {
+        case none
+        case leading
+        /// Leading, and the response is published to the waiting
+        /// requests as it arrives.
+        case publishing(SharedFetch)
+    }
+
     private(set) var state = State.lookingUp
+    private(set) var leadership = Leadership.none
     /// The upstream transfer is held (a slow client, or a store behind with writing).
     private(set) var upstreamPaused = false
     /// Connection failures so far (bounded retries).
@@ -46,6 +59,43 @@ struct ExchangeMachine: Equatable {
 
     /// The client's part is over: nothing more is sent to it.
     var clientDone: Bool { state == .done || state == .orphaned }
+
+    // MARK: collapsing
+
+    /// This exchange fetches the key for every request that asks meanwhile.
+    mutating func lead() {
+        leadership = .leading
+    }
+
+    /// Whether the response may still be published to waiting requests.
+    var mayPublish: Bool { leadership == .leading }
+
+    mutating func publish(_ fetch: SharedFetch) {
+        if leadership == .leading { leadership = .publishing(fetch) }
+    }
+
+    /// The published response, while leading.
+    var published: SharedFetch? {
+        if case .publishing(let fetch) = leadership { return fetch }
+        return nil
+    }
+
+    /// True when there is a claim to release (once).
+    mutating func endLeadership() -> Bool {
+        defer { leadership = .none }
+        return leadership != .none
+    }
+
+    /// The shared response being followed and how much of it was read.
+    var followed: (fetch: SharedFetch, read: Int)? {
+        if case .following(let fetch, let read) = state { return (fetch, read) }
+        return nil
+    }
+
+    /// `count` more pieces of the followed response were queued.
+    mutating func read(_ count: Int) {
+        if case .following(let fetch, let read) = state { state = .following(fetch, read: read + count) }
+    }
 
     // MARK: before the upstream
 
@@ -66,13 +116,13 @@ struct ExchangeMachine: Equatable {
     /// The leader finished, published its response, or the wait timed out.
     mutating func leaderDone(streaming: Bool) -> LeaderDone {
         guard state == .waitingForLeader else { return .ignore }
-        state = streaming ? .following : .lookingUp
+        state = .lookingUp
         return streaming ? .follow : .lookUpAgain
     }
 
     /// Streams a shared response (the driver writes its head).
-    mutating func follow() {
-        if state == .lookingUp || state == .waitingForLeader { state = .following }
+    mutating func follow(_ fetch: SharedFetch) {
+        if state == .lookingUp || state == .waitingForLeader { state = .following(fetch, read: 0) }
     }
 
     /// The request goes upstream (again, after a retry or a 304 that named
@@ -182,8 +232,9 @@ struct ExchangeMachine: Equatable {
     enum ClientGone: Equatable {
         /// Keep fetching with no client (resuming a paused transfer).
         case keepFetching(resume: Bool)
-        /// Stop everything: transfer, store, collapsing.
-        case cancel
+        /// Stop everything: transfer, store, collapsing (and stop following
+        /// `unfollow`).
+        case cancel(unfollow: SharedFetch?)
         /// Already fetching without it.
         case none
     }
@@ -198,8 +249,9 @@ struct ExchangeMachine: Equatable {
             state = .orphaned
             return .keepFetching(resume: caughtUp())
         default:
+            let unfollow = followed?.fetch
             finish()
-            return .cancel
+            return .cancel(unfollow: unfollow)
         }
     }
 }

@@ -1,3 +1,4 @@
+import CacheSemantics
 import XCTest
 @testable import Proxy
 
@@ -5,6 +6,10 @@ import XCTest
 /// sockets make hard to force.
 final class ExchangeMachineTests: XCTestCase {
     private let never: () -> Bool = { XCTFail("not to be asked here"); return false }
+
+    private let fetch = SharedFetch(head: SharedFetch.Head(
+        status: 200, reason: nil, headers: [:], timing: ResponseTiming(requestTime: 0, responseTime: 0, dateValue: nil, ageValue: 0),
+        contentLength: nil, varyNames: [], varyValues: []), limitBytes: 1 << 20)
 
     private func streaming() -> ExchangeMachine {
         var m = ExchangeMachine()
@@ -98,10 +103,10 @@ final class ExchangeMachineTests: XCTestCase {
     func testAClientLeavingBeforeTheHeadCancelsTheFetch() {
         var m = ExchangeMachine()
         m.forward()
-        XCTAssertEqual(m.clientGone(mayFinishWithoutClient: true), .cancel, "nothing to keep fetching for yet")
+        XCTAssertEqual(m.clientGone(mayFinishWithoutClient: true), .cancel(unfollow: nil), "nothing to keep fetching for yet")
         XCTAssertEqual(m.upstreamComplete(failed: true, retryable: true), .ignore)
         var unstorable = streaming()
-        XCTAssertEqual(unstorable.clientGone(mayFinishWithoutClient: false), .cancel)
+        XCTAssertEqual(unstorable.clientGone(mayFinishWithoutClient: false), .cancel(unfollow: nil))
     }
 
     func testWaitingForALeaderThenFollowingItsResponse() {
@@ -110,8 +115,12 @@ final class ExchangeMachineTests: XCTestCase {
         XCTAssertEqual(m.state, .waitingForLeader)
         XCTAssertFalse(m.responseStarted)
         XCTAssertEqual(m.leaderDone(streaming: true), .follow)
-        XCTAssertEqual(m.state, .following)
+        m.follow(fetch)
+        XCTAssertEqual(m.state, .following(fetch, read: 0))
         XCTAssertTrue(m.responseStarted)
+        m.read(2)
+        m.read(1)
+        XCTAssertEqual(m.followed?.read, 3, "the next read starts after the pieces queued")
         XCTAssertEqual(m.leaderDone(streaming: false), .ignore, "a second wake-up (the timer) does nothing")
         XCTAssertEqual(m.upstreamBody(clientCongested: never, storeBacklogged: never), .discard, "no transfer of its own")
     }
@@ -128,14 +137,17 @@ final class ExchangeMachineTests: XCTestCase {
     func testTheClientLeavingMidCollapseThenTheLeaderFinishing() {
         var waiting = ExchangeMachine()
         waiting.waitForLeader()
-        XCTAssertEqual(waiting.clientGone(mayFinishWithoutClient: false), .cancel)
+        XCTAssertEqual(waiting.clientGone(mayFinishWithoutClient: false), .cancel(unfollow: nil))
         XCTAssertEqual(waiting.leaderDone(streaming: true), .ignore, "the leader's wake-up after the client left")
         XCTAssertEqual(waiting.state, .done)
 
         var following = ExchangeMachine()
         following.waitForLeader()
         _ = following.leaderDone(streaming: true)
-        XCTAssertEqual(following.clientGone(mayFinishWithoutClient: false), .cancel)
+        following.follow(fetch)
+        XCTAssertEqual(following.clientGone(mayFinishWithoutClient: false), .cancel(unfollow: fetch),
+                       "the shared response stops notifying this request")
+        XCTAssertNil(following.followed)
         following.forward()
         XCTAssertEqual(following.state, .done, "nothing goes upstream for a client that left")
     }
@@ -147,6 +159,40 @@ final class ExchangeMachineTests: XCTestCase {
         m.finish()  // served what the leader stored
         XCTAssertEqual(m.leaderDone(streaming: false), .ignore)
         m.forward()  // a retry scheduled before the answer
+        XCTAssertEqual(m.state, .done)
+    }
+
+    func testALeaderPublishesOnceAndReleasesItsClaimOnce() {
+        var m = ExchangeMachine()
+        XCTAssertFalse(m.mayPublish, "not leading")
+        m.publish(fetch)
+        XCTAssertNil(m.published, "only a leader publishes")
+        m.lead()
+        m.forward()
+        m.responseHeadSent()
+        XCTAssertTrue(m.mayPublish)
+        m.publish(fetch)
+        XCTAssertEqual(m.published, fetch)
+        XCTAssertFalse(m.mayPublish, "published once")
+        XCTAssertEqual(m.clientGone(mayFinishWithoutClient: true), .keepFetching(resume: false))
+        XCTAssertEqual(m.published, fetch, "an orphaned leader still feeds its followers")
+        XCTAssertEqual(m.upstreamComplete(failed: false, retryable: false), .endOrphan)
+        XCTAssertTrue(m.endLeadership(), "the claim is released")
+        XCTAssertFalse(m.endLeadership(), "once")
+        XCTAssertNil(m.published)
+    }
+
+    func testAFollowerDoesNotLead() {
+        var m = ExchangeMachine()
+        m.waitForLeader()
+        _ = m.leaderDone(streaming: true)
+        m.follow(fetch)
+        XCTAssertFalse(m.endLeadership(), "no claim to release")
+        m.follow(fetch)
+        XCTAssertEqual(m.followed?.read, 0)
+        m.finish()
+        XCTAssertNil(m.followed)
+        m.read(1)
         XCTAssertEqual(m.state, .done)
     }
 }

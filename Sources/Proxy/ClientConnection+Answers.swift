@@ -1,0 +1,104 @@
+import CacheStorage
+import EventLoop
+import HTTP1
+
+/// Answers queued on the connection as the exchange decided them: a stored
+/// response (`StoredAnswer` chooses whole, 304, 206 or 416; `ClientHead`
+/// writes the head) and body pieces in the client's framing.
+extension ClientConnection {
+    /// What was queued, for the access log.
+    struct Sent {
+        let status: Int
+        let bodyBytes: Int
+    }
+
+    /// Queues a stored response for `request`. Nil, having queued nothing,
+    /// when its body is a disk file that can no longer be opened.
+    func sendStored(_ entry: CachedResponse, for request: RequestHead, age: Int, now: Int64, cacheStatus: [UInt8],
+                    connection field: ConnectionField) -> Sent? {
+        let answer = StoredAnswer.choose(for: request, entry: entry)
+        var tail: ClientHead.Tail {
+            ClientHead.Tail(age: age, dateLine: worker.dateHeader.current(now: now), cacheStatus: cacheStatus, connection: field)
+        }
+        var file: OpenFile?
+        if let bodyFile = entry.bodyFile, answer != .unsatisfiable, answer != .notModified, request.method != "HEAD" {
+            guard let opened = openBody(bodyFile, of: entry) else { return nil }
+            file = opened
+        }
+        switch answer {
+        case .notModified:
+            enqueue(ClientHead.notModified(fields: entry.headers, tail: tail))
+            return Sent(status: 304, bodyBytes: 0)
+        case .partial(let range):
+            enqueue(ClientHead.partial(fields: entry.headers, range: range, length: entry.bodyLength, tail: tail,
+                                       isHidden: worker.builder.isHidden))
+            if let file, let bodyFile = entry.bodyFile {
+                enqueue(file: file, from: bodyFile.offset + range.lowerBound, to: bodyFile.offset + range.upperBound + 1)
+            } else {
+                enqueue(entry, from: entry.headLength + range.lowerBound, to: entry.headLength + range.upperBound + 1)
+            }
+            return Sent(status: 206, bodyBytes: range.count)
+        case .unsatisfiable:
+            enqueue(ClientHead.partial(fields: entry.headers, range: nil, length: entry.bodyLength, tail: tail,
+                                       isHidden: worker.builder.isHidden))
+            return Sent(status: 416, bodyBytes: 0)
+        case .whole:
+            // The stored head as is, then the per-request tail from a buffer the worker reuses.
+            worker.headScratch.removeAll(keepingCapacity: true)
+            ClientHead.appendHitTail(age: age, cacheStatus: cacheStatus, connection: field, to: &worker.headScratch)
+            let headLength = entry.headLength
+            enqueue(entry, from: 0, to: headLength)
+            worker.headScratch.withUnsafeBytes { enqueue(copying: $0) }
+            if let file, let bodyFile = entry.bodyFile {
+                enqueue(file: file, from: bodyFile.offset, to: bodyFile.offset + bodyFile.length)
+            } else if request.method != "HEAD" {
+                enqueue(entry, from: headLength, to: headLength + entry.bodyLength)
+            }
+            return Sent(status: entry.status, bodyBytes: request.method == "HEAD" ? 0 : entry.bodyLength)
+        }
+    }
+
+    /// The body file of a stored response, or nil when it is gone or was
+    /// cut short behind Larder's back (sent as is, every hit would be a
+    /// short body and a cut connection).
+    private func openBody(_ bodyFile: FileBody, of entry: CachedResponse) -> OpenFile? {
+        guard let fd = try? Socket.openForReading(bodyFile.path) else { return nil }
+        let file = OpenFile(fd: fd)
+        if let size = Socket.fileSize(fd), size < bodyFile.offset + bodyFile.length {
+            worker.logger.warning("stored body \(bodyFile.path) is \(size) bytes, shorter than recorded (\(bodyFile.offset + bodyFile.length)): entry dropped, fetching \(entry.key) again")
+            return nil
+        }
+        return file
+    }
+
+    /// Queues a body piece in the client's framing.
+    func enqueueBody(_ chunk: Bytes, framing: ClientFraming) {
+        switch framing {
+        case .none: break
+        case .chunked:
+            enqueue(ResponseSerializer.chunkHeader(chunk.count))
+            enqueue(chunk)
+            enqueue([0x0D, 0x0A])
+        case .length, .untilClose:
+            enqueue(chunk)
+        }
+    }
+
+    /// Queues a copy of a body piece in the client's framing.
+    func enqueueBody(copying bytes: UnsafeRawBufferPointer, framing: ClientFraming) {
+        switch framing {
+        case .none: break
+        case .chunked:
+            enqueue(ResponseSerializer.chunkHeader(bytes.count))
+            enqueue(copying: bytes)
+            enqueue([0x0D, 0x0A])
+        case .length, .untilClose:
+            enqueue(copying: bytes)
+        }
+    }
+
+    /// The last chunk of a chunked body.
+    func enqueueLastChunk() {
+        enqueue(Array("0\r\n\r\n".utf8))
+    }
+}
