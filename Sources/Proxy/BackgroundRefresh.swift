@@ -6,8 +6,11 @@ import Upstream
 import HTTPHeaders
 
 /// Revalidates a stored response with no client waiting (stale-while-
-/// revalidate): a conditional GET; a 304 refreshes the stored response, a
-/// storable 200 replaces it, anything else leaves it as it was.
+/// revalidate): a conditional GET. Its answer does to the cache what it
+/// would do to a client's (`Worker.applyCacheEffect`): a 304 refreshes the
+/// stored response, a storable 200 replaces it (streamed to disk when
+/// large), a current answer that cannot be stored removes it; an error
+/// leaves it as it was.
 final class BackgroundRefresh: UpstreamTransferDelegate {
     private unowned let worker: Worker
     private let entry: CachedResponse
@@ -15,11 +18,11 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
     private let request: RequestHead
     private var transfer: UpstreamTransfer?
     private var requestTime: Int64 = 0
-    /// A storable response whose body is being collected.
-    private var pending: UpstreamResponse?
     /// The store's purge number when the refresh began: a purge since wins.
     private var fetchToken: UInt64 = 0
-    private var body = ByteAccumulator()
+    /// A storable response whose body is on its way into the store.
+    private var pending: PendingStore?
+    private var received = 0
     private let onFinish: () -> Void
     private var toDisk: Bool { worker.configuration.routes.match(entry.key)?.disk ?? true }
 
@@ -51,41 +54,32 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
         if case .invalid = response.framing { return }  // the stored response stays as it was
         if status == 304 {
             guard let (refreshed, storable) = response.refreshing(entry, among: variants, builder: worker.builder), storable else { return }
-            worker.store.insert(refreshed, firstTierOnly: !toDisk, fetchedSince: fetchToken)
+            worker.storeRefreshed(refreshed, fetchedSince: fetchToken, toDisk: toDisk)
             return
         }
-        if worker.builder.decide(request: request, status: status, headers: response.fields, timing: response.timing) == .store {
-            pending = response
-        }
+        if status >= 500 { return }  // stale-if-error keeps serving what is stored
+        pending = worker.applyCacheEffect(of: response, to: request, key: entry.key, isCacheLookup: true, variants: variants,
+                                          fetchedSince: fetchToken, toDisk: toDisk)
     }
 
     func upstreamDidReceiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard pending != nil else { return true }
-        if body.count + bytes.count > worker.configuration.maxObjectBytes {
-            pending = nil
-            body.discard()
-        } else {
-            body.append(bytes)
-        }
+        // A disk slower than the upstream holds the transfer, as for a client's fetch.
+        if pending!.pauseIfBacklogged(on: worker.loop, resume: { [weak self] in self?.transfer?.resume() }) { return false }
+        received += bytes.count
+        if !pending!.append(bytes) { pending = nil }
         return true
     }
 
     func upstreamDidComplete(_ error: UpstreamError?) {
         transfer = nil
         defer { onFinish() }
-        guard error == nil, let pending else {
-            body.discard()
-            return
+        guard var pending else { return }
+        self.pending = nil
+        if error == nil, BodyEnd.isWhole(expected: pending.response.length, received: received) {
+            if pending.commit() { WorkerStats.bump(worker.counters.stored) }
+        } else {
+            pending.abort()  // incomplete: never stored (section 3.3)
         }
-        if let expected = pending.length, expected != body.count {
-            body.discard()
-            return
-        }
-        let stored = worker.builder.build(key: entry.key, status: pending.status, reason: pending.reason,
-                                          headers: pending.fields, body: body.buffer, timing: pending.timing,
-                                          tags: worker.builder.tags(pending.received, key: entry.key),
-                                          varyFrom: { [request] in request.combinedHeader($0) })
-        body.discard()
-        if worker.store.insert(stored, firstTierOnly: !toDisk, fetchedSince: fetchToken) { WorkerStats.bump(worker.counters.stored) }
     }
 }

@@ -1,6 +1,7 @@
 import CacheSemantics
 import CacheStorage
 import EventLoop
+import HTTP1
 import Synchronization
 import HTTPHeaders
 
@@ -133,9 +134,26 @@ final class SharedFetch: @unchecked Sendable, Equatable {
         /// leader's normalized values for them: a follower must match.
         let varyNames: [String]
         let varyValues: [String?]
+
+        /// Whether `request` selects this response: its Vary fields match
+        /// the leader's (else it fetches on its own).
+        func suits(_ request: RequestHead) -> Bool {
+            for (name, value) in zip(varyNames, varyValues) where Vary.normalize(request.combinedHeader(name), field: name) != value {
+                return false
+            }
+            return true
+        }
     }
 
     enum State { case streaming, complete, failed }
+
+    /// The leader's response as shared (`varyNames`: the request fields it
+    /// varies on, taken from the leader's request).
+    static func head(of response: UpstreamResponse, varyNames: [String], leader request: RequestHead) -> Head {
+        Head(status: response.status, reason: response.reason, headers: response.fields, timing: response.timing,
+             contentLength: response.length, varyNames: varyNames,
+             varyValues: varyNames.map { Vary.normalize(request.combinedHeader($0), field: $0) })
+    }
 
     private struct Follower {
         let loop: EventLoop

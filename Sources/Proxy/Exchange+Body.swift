@@ -11,16 +11,14 @@ extension Exchange {
     /// Keeps a body piece for storing (the writer decides where it goes).
     func storeBody(_ bytes: UnsafeRawBufferPointer) {
         guard store != nil else { return }
-        if !store!.writer.append(bytes) { store = nil }
+        if !store!.append(bytes) { store = nil }
     }
 
     /// A disk slower than the upstream: the transfer pauses until the
     /// store's writer has caught up (as a slow client pauses it), rather
     /// than the queue growing or the object being dropped.
     func storeIsBacklogged() -> Bool {
-        guard let store, store.writer.isStreaming else { return false }
-        let loop = worker.loop
-        return store.writer.pauseIfBacklogged { [weak self] in loop.execute { self?.outputDrained() } }
+        store?.pauseIfBacklogged(on: worker.loop) { [weak self] in self?.outputDrained() } ?? false
     }
 
     /// Stores the completed response. Called as soon as the body is known to
@@ -29,13 +27,13 @@ extension Exchange {
     func commitStore() {
         guard var pending = store else { return }
         store = nil
-        if pending.writer.commit() { WorkerStats.bump(worker.counters.stored) }
+        if pending.commit() { WorkerStats.bump(worker.counters.stored) }
     }
 
     /// Gives up storing this response (too large, incomplete, failed).
     func dropStore() {
         guard store != nil else { return }
-        store!.writer.abort()
+        store!.abort()
         store = nil
     }
 
@@ -140,12 +138,7 @@ extension Exchange {
 
     /// 502/504 generated here, when nothing was sent yet.
     func sendGatewayError(_ status: Int, _ message: String) {
-        var extra = HeaderFields()
-        if isCacheLookup {
-            extra.append("cache-status", CacheStatus.forward(forwardReason, stored: false, detail: "upstream-error"))
-        }
-        noteAnswer(status, cache: Array((extra.first?.value ?? "").utf8), bodyBytes: message.utf8.count + 1)
-        connection.enqueue(ResponseSerializer.simple(status: status, body: message, close: !keepAlive, extra: extra))
-        complete()
+        sendMadeHere(status, message,
+                     cacheStatus: isCacheLookup ? CacheStatus.forward(forwardReason, stored: false, detail: "upstream-error") : nil)
     }
 }

@@ -42,7 +42,7 @@ extension Exchange {
             machine.lead()
             return false
         case .following(let fetch):
-            if suits(fetch) {
+            if fetch.head.suits(request) {
                 WorkerStats.bump(worker.counters.collapsed)
                 follow(fetch)
                 return true
@@ -65,7 +65,7 @@ extension Exchange {
     func leaderDone(_ fetch: SharedFetch? = nil) {
         // The leader's response is streaming in: take it as it arrives,
         // unless it is another variant than this request's.
-        let suitable = fetch.map(suits) ?? false
+        let suitable = fetch?.head.suits(request) ?? false
         guard machine.leaderDone(streaming: suitable) != .ignore else { return }
         worker.loop.cancel(waitTimer)
         if let fetch {
@@ -84,15 +84,6 @@ extension Exchange {
         forward()
     }
 
-    /// Whether the shared response is the variant this request selects.
-    func suits(_ fetch: SharedFetch) -> Bool {
-        for (name, value) in zip(fetch.head.varyNames, fetch.head.varyValues)
-        where Vary.normalize(request.combinedHeader(name), field: name) != value {
-            return false
-        }
-        return true
-    }
-
     /// The leader, once its response is known storable: offer to share it
     /// with collapsed requests (published at once when some already wait).
     func offerToShare() {
@@ -103,7 +94,7 @@ extension Exchange {
     /// Still leading, not yet shared, and the body so far is in memory.
     var canShare: Bool {
         guard machine.mayPublish, let pending = store else { return false }
-        return !pending.writer.isStreaming
+        return !pending.isStreaming
     }
 
     /// A request now waits for this key (on this loop): share if still possible.
@@ -114,13 +105,10 @@ extension Exchange {
     /// Publishes the response with the body received so far.
     func share() {
         guard let pending = store else { return }
-        let response = pending.response
-        let names = builder.variantFields(response.fields, key: key)
-        let head = SharedFetch.Head(status: response.status, reason: response.reason, headers: response.fields, timing: response.timing,
-                                    contentLength: expectedLength, varyNames: names,
-                                    varyValues: names.map { Vary.normalize(request.combinedHeader($0), field: $0) })
+        let head = SharedFetch.head(of: pending.response, varyNames: builder.variantFields(pending.response.fields, key: key),
+                                    leader: request)
         let fetch = SharedFetch(head: head, limitBytes: 2 * max(worker.configuration.maxObjectBytes, 1 << 20))
-        let soFar = pending.writer.collected
+        let soFar = pending.collected
         if soFar.count > 0 { fetch.append(Bytes(soFar)) }
         machine.publish(fetch)
         worker.collapser.publish(key, fetch)

@@ -34,7 +34,8 @@ extension Exchange {
         let noBody = request.method == "HEAD" || status == 204 || status == 304 || status < 200
         expectedLength = response.length
         framing = ClientFraming.choose(noBody: noBody, length: expectedLength, minorVersion: request.minorVersion)
-        applyCacheEffect(of: response)
+        store = worker.applyCacheEffect(of: response, to: request, key: key, isCacheLookup: isCacheLookup, variants: variants,
+                                        fetchedSince: fetchToken, toDisk: toDisk)
         if isCacheLookup && machine.leadership != .none && store == nil {
             // Not storable: waiters need not wait for it, they fetch on their own.
             releaseLeadership()
@@ -71,35 +72,6 @@ extension Exchange {
         connection.flushSoon()
     }
 
-    /// Carries out what the response does to the cache (`UpstreamResponse.cacheEffect`).
-    func applyCacheEffect(of response: UpstreamResponse) {
-        switch response.cacheEffect(of: request, isCacheLookup: isCacheLookup, builder: builder,
-                                    largestBody: StoreWriter.largestBody(in: worker.store, firstTierOnly: !toDisk)) {
-        case .store(let directives):
-            let head = builder.storedHead(key: key, status: response.status, reason: response.reason, headers: response.fields,
-                                          timing: response.timing, tags: builder.tags(response.received, key: key),
-                                          directives: directives, varyFrom: { [request] in request.combinedHeader($0) })
-            let writer = StoreWriter(head, into: worker.store, fetchedSince: fetchToken, storedAt: EventLoop.wallSeconds(),
-                                     firstTierOnly: !toDisk, expectedLength: expectedLength)
-            // A body too large for every tier, or a purge that won already: not stored.
-            if !writer.abandoned {
-                store = PendingStore(response: response, writer: writer)
-            }
-        case .removeSuperseded:
-            worker.store.remove(key)
-        case .updateStored:
-            switch response.headUpdate(of: variants, builder: builder) {
-            case .none: break
-            case .remove: worker.store.remove(key)
-            case .replace(let refreshed): worker.store.insert(refreshed, firstTierOnly: !toDisk, fetchedSince: fetchToken)
-            }
-        case .invalidate:
-            invalidateAfterUnsafe(response.received)
-        case .none:
-            break
-        }
-    }
-
     /// A 304 answered our conditional request: update the variant it selects
     /// and serve that (section 4.3.4).
     func refreshFromNotModified(_ response: UpstreamResponse, validated: CachedResponse) {
@@ -107,9 +79,7 @@ extension Exchange {
             forwardWithoutValidators()  // the 304 names nothing we hold
             return
         }
-        if storable, worker.store.insert(refreshed, firstTierOnly: !toDisk, fetchedSince: fetchToken) {
-            WorkerStats.bump(worker.counters.stored)
-        }
+        if storable { worker.storeRefreshed(refreshed, fetchedSince: fetchToken, toDisk: toDisk) }
         WorkerStats.bump(worker.counters.revalidations)
         let now = EventLoop.wallSeconds()
         let status = CacheStatus.forward(forwardReason, stored: storable, fwdStatus: 304)
@@ -129,20 +99,6 @@ extension Exchange {
         worker.loop.schedule(after: 0) { [weak self] in
             guard let self, !self.machine.clientDone else { return }
             self.forward()
-        }
-    }
-
-    /// RFC 9111 section 4.4: a successful unsafe request invalidates the
-    /// target and the same-origin Location and Content-Location.
-    func invalidateAfterUnsafe(_ headers: HeaderFields) {
-        worker.store.remove(key)
-        let upstream = worker.configuration.upstreamOrigin
-        for name in ["location", "content-location"] {
-            guard let reference = headers[name],
-                  let target = Invalidation.key(for: reference, requestKey: request.pathAndQuery, upstreamAuthority: upstream.authority,
-                                                upstreamPathPrefix: upstream.pathPrefix, clientAuthority: request.header("host"))
-            else { continue }
-            worker.store.remove(worker.configuration.routes.cacheKey(target))
         }
     }
 

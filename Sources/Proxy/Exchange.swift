@@ -55,13 +55,6 @@ final class Exchange: UpstreamTransferDelegate {
     let startMilliseconds: UInt64
     var access = AccessRecord()
 
-    /// A response on its way into the store: its head (to share with
-    /// collapsed requests) and the writer that takes the body.
-    struct PendingStore {
-        var response: UpstreamResponse
-        var writer: StoreWriter
-    }
-
     init(head: RequestHead, connection: ClientConnection) {
         self.request = head
         self.connection = connection
@@ -83,22 +76,15 @@ final class Exchange: UpstreamTransferDelegate {
     var builder: StoredResponseBuilder { worker.builder }
 
     func start() {
-        // The request's policy: the client's Larder-Cache-Policy when allowed,
-        // else the configured default.
-        var policy = route?.policy ?? worker.configuration.defaultPolicy
-        var chosenByClient = false
-        if route?.allowClientPolicy ?? worker.configuration.allowClientPolicy,
-           let name = request.combinedHeader("larder-cache-policy") {
-            guard let chosen = RequestPolicy(name: name) else {
-                noteAnswer(400, cache: [], bodyBytes: 0)
-                connection.enqueue(ResponseSerializer.simple(
-                    status: 400, body: "unknown Larder-Cache-Policy \"\(name)\"; valid names: "
-                        + RequestPolicy.validNames.joined(separator: ", "), close: !keepAlive))
-                complete()
-                return
-            }
-            policy = chosen
-            chosenByClient = true
+        let policy: RequestPolicy, chosenByClient: Bool
+        switch PolicyChoice.make(clientMayChoose: route?.allowClientPolicy ?? worker.configuration.allowClientPolicy,
+                                 header: request.combinedHeader("larder-cache-policy"),
+                                 configured: route?.policy ?? worker.configuration.defaultPolicy) {
+        case .unknown(let message):
+            sendMadeHere(400, message)
+            return
+        case .chosen(let chosen, let byClient):
+            (policy, chosenByClient) = (chosen, byClient)
         }
         guard isCacheLookup else {
             forward()
@@ -145,9 +131,14 @@ final class Exchange: UpstreamTransferDelegate {
 
     /// 504 without asking the upstream (only-if-cached, cacheOnly).
     func sendCacheOnlyMiss(detail: String, _ message: String) {
-        let status = HeaderField(lowercasedName: "cache-status", value: "larder; detail=\(detail)")
-        noteAnswer(504, cache: Array(status.value.utf8), bodyBytes: message.utf8.count + 1)
-        connection.enqueue(ResponseSerializer.simple(status: 504, body: message, close: !keepAlive, extra: [status]))
+        sendMadeHere(504, message, cacheStatus: "larder; detail=\(detail)")
+    }
+
+    /// An answer made here (400, 502, 504): noted, queued, done.
+    func sendMadeHere(_ status: Int, _ message: String, cacheStatus: String? = nil) {
+        let extra: HeaderFields = cacheStatus.map { [HeaderField(lowercasedName: "cache-status", value: $0)] } ?? []
+        noteAnswer(status, cache: Array((cacheStatus ?? "").utf8), bodyBytes: message.utf8.count + 1)
+        connection.enqueue(ResponseSerializer.simple(status: status, body: message, close: !keepAlive, extra: extra))
         complete()
     }
 

@@ -66,3 +66,20 @@ enum LookupPlan: Equatable {
         onlyIfCached ? .cacheOnlyMiss(detail: "only-if-cached", message: "only-if-cached: no usable stored response") : .forward(forward)
     }
 }
+
+/// The request's policy: the client's Larder-Cache-Policy where the route
+/// (or the configuration) lets clients choose, else the configured one.
+enum PolicyChoice: Equatable {
+    case chosen(RequestPolicy, byClient: Bool)
+    /// An unknown name: answered 400 with this message.
+    case unknown(message: String)
+
+    static func make(clientMayChoose: Bool, header: @autoclosure () -> String?, configured: RequestPolicy) -> PolicyChoice {
+        guard clientMayChoose, let name = header() else { return .chosen(configured, byClient: false) }
+        guard let chosen = RequestPolicy(name: name) else {
+            return .unknown(message: "unknown Larder-Cache-Policy \"\(name)\"; valid names: "
+                + RequestPolicy.validNames.joined(separator: ", "))
+        }
+        return .chosen(chosen, byClient: true)
+    }
+}

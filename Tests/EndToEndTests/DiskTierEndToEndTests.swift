@@ -139,6 +139,33 @@ final class DiskTierEndToEndTests: ConfiguredTestCase {
         XCTAssertEqual(try origin.count("/dttl?size=10"), 2)
     }
 
+    /// stale-while-revalidate of a response too large for the memory tier:
+    /// the background refresh stores the new response (streamed to the
+    /// disk tier, as a client's fetch is), not only small ones.
+    func testABackgroundRefreshReplacesAResponseKeptOnDisk() throws {
+        let l = try start(["--config", try config("max_object_size = \"64KiB\"\n")])
+        let target = "/swr-large?cc=max-age=1,stale-while-revalidate=60&size=300000"
+        let c = try l.client()
+        XCTAssertEqual(try c.get(target).body.count, 300_000)
+        // The disk tier writes behind: asked until the stored copy answers (a miss fetches again).
+        let deadline = Date().addingTimeInterval(10)
+        var hit = try c.get(target)
+        while !(hit.header("cache-status")?.hasPrefix("larder; hit") ?? false) && Date() < deadline { hit = try c.get(target) }
+        XCTAssertTrue(hit.header("cache-status")?.hasPrefix("larder; hit") ?? false)
+        letTimePass(1.5)  // stale now
+        let fetched = try origin.count(target)
+        let stale = try c.get(target)
+        XCTAssertTrue(stale.header("cache-status")?.hasPrefix("larder; hit") ?? false, "served stale at once")
+        XCTAssertEqual(stale.body.count, 300_000)
+        XCTAssertEqual(try origin.waitForCount(target, atLeast: fetched + 1), fetched + 1, "one background revalidation")
+        var refreshed = try c.get(target)
+        while refreshed.header("x-origin-count") != "\(fetched + 1)" && Date() < deadline.addingTimeInterval(10) {
+            refreshed = try c.get(target)
+        }
+        XCTAssertEqual(refreshed.header("x-origin-count"), "\(fetched + 1)", "the refreshed response replaced the stale one")
+        XCTAssertEqual(refreshed.body.count, 300_000)
+    }
+
     /// A stale response stored as a file, revalidated with a 304 whose
     /// arrival finds the file gone: fetched again in full, not left
     /// unanswered (the refreshed response could not be served).

@@ -209,6 +209,17 @@ final class Origin {
         return Int(r.text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
     }
 
+    /// Waits (bounded) until `n` requests for `pathAndQuery` came; returns how many did.
+    func waitForCount(_ pathAndQuery: String, atLeast n: Int) throws -> Int {
+        let deadline = Date().addingTimeInterval(10)
+        var seen = try count(pathAndQuery)
+        while seen < n && Date() < deadline {
+            usleep(20_000)
+            seen = try count(pathAndQuery)
+        }
+        return seen
+    }
+
     /// The last request the origin saw for this path-and-query.
     func lastRequest(_ pathAndQuery: String) throws -> [String: Any] {
         let key = pathAndQuery.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? pathAndQuery
@@ -488,12 +499,6 @@ class ProxyTestCase: ConfiguredTestCase {
 
     /// Waits (bounded) until the origin has seen `n` requests for `target`.
     func waitForOriginCount(_ target: String, atLeast n: Int) throws -> Int {
-        let deadline = Date().addingTimeInterval(10)
-        var count = try origin.count(target)
-        while count < n && Date() < deadline {
-            usleep(20_000)
-            count = try origin.count(target)
-        }
-        return count
+        try origin.waitForCount(target, atLeast: n)
     }
 }

@@ -3,6 +3,7 @@ import XCTest
 import CacheSemantics
 import CacheStorage
 import EventLoop
+import HTTP1
 @testable import Proxy
 
 /// Request collapsing without sockets: who leads, who waits, who follows a
@@ -110,5 +111,29 @@ final class CollapserTests: XCTestCase {
         let (chunks, state) = shared.read(ObjectIdentifier(self), from: 0)
         XCTAssertTrue(chunks.isEmpty, "what was kept is freed")
         XCTAssertEqual(state, .failed)
+    }
+
+    private func request(_ lines: String) throws -> RequestHead {
+        var parser = RequestParser()
+        guard case .complete(let head, _) = Array("GET /a HTTP/1.1\r\nHost: x\r\n\(lines)\r\n".utf8).withUnsafeBytes({ parser.parse($0) })
+        else { throw XCTSkip("unparsed") }
+        return head
+    }
+
+    /// A shared response suits a collapsed request only when its Vary
+    /// fields match the leader's (normalized as the store compares them).
+    func testASharedResponseSuitsOnlyRequestsOfItsVariant() throws {
+        let response = UpstreamResponse(status: 200, reason: "OK",
+                                        headers: ["content-length": "5", "vary": "Accept-Encoding"],
+                                        requestTime: 1, responseTime: 1, stripTagHeaders: false)
+        let head = SharedFetch.head(of: response, varyNames: ["accept-encoding"],
+                                    leader: try request("Accept-Encoding: gzip, br\r\n"))
+        XCTAssertEqual(head.contentLength, 5)
+        XCTAssertTrue(head.suits(try request("Accept-Encoding: gzip, br\r\n")))
+        XCTAssertTrue(head.suits(try request("Accept-Encoding: gzip,  br\r\n")), "the same list, spaced otherwise")
+        XCTAssertFalse(head.suits(try request("Accept-Encoding: identity\r\n")))
+        XCTAssertFalse(head.suits(try request("")), "absent is another variant")
+        let plain = SharedFetch.head(of: response, varyNames: [], leader: try request(""))
+        XCTAssertTrue(plain.suits(try request("Accept-Encoding: identity\r\n")), "no Vary: every request")
     }
 }

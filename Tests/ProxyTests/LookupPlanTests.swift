@@ -58,4 +58,17 @@ final class LookupPlanTests: XCTestCase {
         XCTAssertEqual(plan(.cacheThenFetch, fresh), .serve(index: 1, age: 5, ttl: 55, stale: false, refresh: true))
         XCTAssertEqual(plan(.cacheThenFetch, miss), .forward(.init(reason: .uriMiss)))
     }
+
+    func testTheClientChoosesThePolicyOnlyWhereAllowed() {
+        XCTAssertEqual(PolicyChoice.make(clientMayChoose: true, header: "cacheOnly", configured: .useProtocolCachePolicy),
+                       .chosen(.returnCacheDataDontLoad, byClient: true), "aliases are accepted")
+        XCTAssertEqual(PolicyChoice.make(clientMayChoose: true, header: nil, configured: .networkElseCache),
+                       .chosen(.networkElseCache, byClient: false))
+        XCTAssertEqual(PolicyChoice.make(clientMayChoose: false, header: "nonsense", configured: .cacheThenFetch),
+                       .chosen(.cacheThenFetch, byClient: false), "a header clients may not use is ignored, even a bad one")
+        guard case .unknown(let message) = PolicyChoice.make(clientMayChoose: true, header: "fastest", configured: .useProtocolCachePolicy)
+        else { return XCTFail("an unknown name is refused") }
+        XCTAssertTrue(message.contains("\"fastest\""), message)
+        XCTAssertTrue(message.contains("returnCacheDataElseLoad"), "the valid names are listed")
+    }
 }

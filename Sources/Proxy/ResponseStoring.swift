@@ -1,0 +1,96 @@
+import CacheSemantics
+import CacheStorage
+import EventLoop
+import HTTP1
+import HTTPHeaders
+
+/// A response on its way into the store: the upstream response (its head
+/// is what collapsed requests are shared) and the writer taking its body.
+struct PendingStore {
+    let response: UpstreamResponse
+    private var writer: StoreWriter
+
+    fileprivate init?(_ response: UpstreamResponse, head: StoredHead, worker: Worker, fetchedSince: UInt64, toDisk: Bool) {
+        self.response = response
+        writer = StoreWriter(head, into: worker.store, fetchedSince: fetchedSince, storedAt: EventLoop.wallSeconds(),
+                             firstTierOnly: !toDisk, expectedLength: response.length)
+        // A body too large for every tier, or a purge that won already: not stored.
+        if writer.abandoned { return nil }
+    }
+
+    /// Whether the body goes to a streaming tier (not collected in memory).
+    var isStreaming: Bool { writer.isStreaming }
+    /// The body collected so far (empty once streaming).
+    var collected: UnsafeRawBufferPointer { writer.collected }
+
+    /// Takes body bytes; false once it has given up.
+    mutating func append(_ bytes: UnsafeRawBufferPointer) -> Bool { writer.append(bytes) }
+
+    /// A disk slower than the upstream: true, keeping `resume` (run on
+    /// `loop` once it caught up), when the transfer should pause.
+    func pauseIfBacklogged(on loop: EventLoop, resume: @escaping () -> Void) -> Bool {
+        guard writer.isStreaming else { return false }
+        return writer.pauseIfBacklogged { loop.execute { resume() } }
+    }
+
+    /// The body is whole: stores the response (true when a tier took it).
+    mutating func commit() -> Bool { writer.commit() }
+
+    /// Nothing will be stored (too large, incomplete, failed).
+    mutating func abort() { writer.abort() }
+}
+
+/// What an upstream response does to the cache (`UpstreamResponse.cacheEffect`),
+/// carried out against the store: the same for a client's fetch and a
+/// background refresh, so the two cannot drift.
+extension Worker {
+    /// Returns where the body goes when the response is to be stored.
+    /// `fetchedSince`: the store's purge number when the request went out
+    /// (a purge since then that matches keeps it out).
+    func applyCacheEffect(of response: UpstreamResponse, to request: RequestHead, key: String, isCacheLookup: Bool,
+                          variants: Variants, fetchedSince: UInt64, toDisk: Bool) -> PendingStore? {
+        switch response.cacheEffect(of: request, isCacheLookup: isCacheLookup, builder: builder,
+                                    largestBody: StoreWriter.largestBody(in: store, firstTierOnly: !toDisk)) {
+        case .store(let directives):
+            let head = builder.storedHead(key: key, status: response.status, reason: response.reason, headers: response.fields,
+                                          timing: response.timing, tags: builder.tags(response.received, key: key),
+                                          directives: directives, varyFrom: { request.combinedHeader($0) })
+            return PendingStore(response, head: head, worker: self, fetchedSince: fetchedSince, toDisk: toDisk)
+        case .removeSuperseded:
+            store.remove(key)
+        case .updateStored:
+            switch response.headUpdate(of: variants, builder: builder) {
+            case .none: break
+            case .remove: store.remove(key)
+            case .replace(let refreshed): store.insert(refreshed, firstTierOnly: !toDisk, fetchedSince: fetchedSince)
+            }
+        case .invalidate:
+            invalidate(after: request, key: key, response.received)
+        case .none:
+            break
+        }
+        return nil
+    }
+
+    /// RFC 9111 section 4.4: a successful unsafe request invalidates the
+    /// target and the same-origin Location and Content-Location.
+    private func invalidate(after request: RequestHead, key: String, _ headers: HeaderFields) {
+        store.remove(key)
+        let upstream = configuration.upstreamOrigin
+        for name in ["location", "content-location"] {
+            guard let reference = headers[name],
+                  let target = Invalidation.key(for: reference, requestKey: request.pathAndQuery, upstreamAuthority: upstream.authority,
+                                                upstreamPathPrefix: upstream.pathPrefix, clientAuthority: request.header("host"))
+            else { continue }
+            store.remove(configuration.routes.cacheKey(target))
+        }
+    }
+
+    /// Stores a response refreshed by a 304 (true when a tier took it).
+    @discardableResult
+    func storeRefreshed(_ refreshed: CachedResponse, fetchedSince: UInt64, toDisk: Bool) -> Bool {
+        guard store.insert(refreshed, firstTierOnly: !toDisk, fetchedSince: fetchedSince) else { return false }
+        WorkerStats.bump(counters.stored)
+        return true
+    }
+}
