@@ -145,6 +145,24 @@ final class ValidationEndToEndTests: ProxyTestCase {
         XCTAssertNotEqual(refreshed.header("x-origin-count"), "1")
     }
 
+    /// A background refresh answered with a response that may not be
+    /// stored removes the stale copy (as a client's fetch would): the
+    /// next request goes upstream instead of being served what the origin
+    /// no longer lets caches keep.
+    func testABackgroundRefreshAnsweredNoStoreRemovesTheStaleCopy() throws {
+        let target = "/swr-nostore?cc=max-age=0,stale-while-revalidate=60&cc_then=no-store&size=16"
+        let c = try larder.client()
+        XCTAssertEqual(try c.get(target).header("x-origin-count"), "1")
+        let stale = try c.get(target)
+        XCTAssertTrue(stale.header("cache-status")?.hasPrefix("larder; hit") ?? false, "served stale, refreshed in the background")
+        XCTAssertEqual(try waitForOriginCount(target, atLeast: 2), 2)
+        let deadline = Date().addingTimeInterval(10)
+        var next = try c.get(target)
+        while next.header("cache-status")?.hasPrefix("larder; hit") ?? false && Date() < deadline { next = try c.get(target) }
+        XCTAssertEqual(next.header("cache-status"), "larder; fwd=uri-miss", "the stale copy is gone")
+        XCTAssertEqual(next.header("cache-control"), "no-store")
+    }
+
     /// RFC 5861 section 4: a 500 or a dead origin yields the stale response within the window.
     func testStaleIfErrorServesStaleWhenTheOriginFails() throws {
         let c = try larder.client()

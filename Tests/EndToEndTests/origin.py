@@ -140,6 +140,9 @@ class Handler(BaseHTTPRequestHandler):
         headers = {}
         if q.get("cc", "") != "none":
             headers["Cache-Control"] = q.get("cc", "max-age=60")
+        if "cc_then" in q and counts[self.path] > 1:
+            # Cache-Control from the second request on.
+            headers["Cache-Control"] = q["cc_then"]
         if "tcc" in q:
             headers["Larder-Cache-Control"] = q["tcc"]
         if "cdn" in q:
