@@ -18,7 +18,7 @@ extension Exchange {
     /// store's writer has caught up (as a slow client pauses it), rather
     /// than the queue growing or the object being dropped.
     func storeIsBacklogged() -> Bool {
-        store?.pauseIfBacklogged(on: worker.loop) { [weak self] in self?.outputDrained() } ?? false
+        store?.pauseIfBacklogged(on: worker.loop, resume: { [weak self] in self?.outputDrained() }) ?? false
     }
 
     /// Stores the completed response. Called as soon as the body is known to
@@ -56,13 +56,9 @@ extension Exchange {
             return
         case .retry:
             // The connection failed before any response byte: an idempotent
-            // request without a body can safely go again (on a later loop
-            // turn: libcurl must not be re-entered from its callback).
+            // request without a body can safely go again.
             worker.logger.info("upstream connection failed for \(request.method) \(key) (\(error?.message ?? "")); retry \(machine.failedAttempts)")
-            worker.loop.schedule(after: 0) { [weak self] in
-                guard let self, !self.machine.clientDone else { return }
-                self.forward()
-            }
+            forwardOnNextTurn()
             return
         case .answerFailure, .cutResponse:
             let message = error?.message ?? "upstream closed without a response"

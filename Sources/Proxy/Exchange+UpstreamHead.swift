@@ -90,12 +90,17 @@ extension Exchange {
         }
     }
 
-    /// Asks again without validators, on a later loop turn (libcurl must
-    /// not be re-entered from its callback).
+    /// Asks again without validators.
     func forwardWithoutValidators() {
         validating = nil
         transfer?.cancel()
         transfer = nil
+        forwardOnNextTurn()
+    }
+
+    /// Goes upstream again on a later loop turn (libcurl must not be
+    /// re-entered from its callback), unless the client left meanwhile.
+    func forwardOnNextTurn() {
         worker.loop.schedule(after: 0) { [weak self] in
             guard let self, !self.machine.clientDone else { return }
             self.forward()

@@ -6,7 +6,7 @@ import Upstream
 import HTTPHeaders
 
 /// One request and its answer: from the cache, or from upstream while the
-/// response streams to the client and, when storable, into the memory tier.
+/// response streams to the client and, when storable, into the store.
 /// Every caching decision is asked of `CacheSemantics`; this type obeys.
 final class Exchange: UpstreamTransferDelegate {
     unowned let connection: ClientConnection
@@ -59,9 +59,9 @@ final class Exchange: UpstreamTransferDelegate {
         self.request = head
         self.connection = connection
         self.worker = connection.worker
+        requestBody = HeldRequestBody(framing: head.framing, limit: connection.worker.configuration.requestBufferBytes)
         // A GET with a body may be answered by what the body says: never
         // looked up or stored under the URL alone (it goes through as is).
-        requestBody = HeldRequestBody(framing: head.framing, limit: connection.worker.configuration.requestBufferBytes)
         isCacheLookup = (head.method == "GET" || head.method == "HEAD") && head.framing == .none
         key = connection.worker.configuration.routes.cacheKey(head.pathAndQuery)
         startMilliseconds = connection.worker.accessLog == nil ? 0 : EventLoop.nowMilliseconds()

@@ -27,9 +27,11 @@ struct PendingStore {
     mutating func append(_ bytes: UnsafeRawBufferPointer) -> Bool { writer.append(bytes) }
 
     /// A disk slower than the upstream: true, keeping `resume` (run on
-    /// `loop` once it caught up), when the transfer should pause.
-    func pauseIfBacklogged(on loop: EventLoop, resume: @escaping () -> Void) -> Bool {
+    /// `loop` once it caught up), when the transfer should pause. `resume`
+    /// is made only for a streamed body (asked for every piece).
+    func pauseIfBacklogged(on loop: EventLoop, resume: @autoclosure () -> () -> Void) -> Bool {
         guard writer.isStreaming else { return false }
+        let resume = resume()
         return writer.pauseIfBacklogged { loop.execute { resume() } }
     }
 
