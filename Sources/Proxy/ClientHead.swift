@@ -14,19 +14,18 @@ enum ClientFraming: Equatable {
     }
 }
 
-/// What the end of a forwarded body means (RFC 9112 section 6.3, RFC 9111
-/// section 3.3): a body framed by a length it did not reach is cut (the
-/// connection closes, nothing is stored); otherwise the response ends,
-/// with the chunked terminator or by closing a close-delimited body, and
-/// is stored only when complete.
+/// What the end of a forwarded body means to the client (RFC 9112 section
+/// 6.3): a body framed by a length it did not reach is cut (the connection
+/// closes); otherwise the response ends, with the chunked terminator or by
+/// closing a close-delimited body. (Only a whole one is stored: RFC 9111
+/// section 3.3, `UpstreamFetch`.)
 enum BodyEnd: Equatable {
     case cut
-    case end(store: Bool, terminator: Bool, close: Bool)
+    case end(terminator: Bool, close: Bool)
 
-    static func decide(framing: ClientFraming, expected: Int?, received: Int) -> BodyEnd {
-        let whole = isWhole(expected: expected, received: received)
+    static func decide(framing: ClientFraming, whole: Bool) -> BodyEnd {
         if framing == .length && !whole { return .cut }
-        return .end(store: whole, terminator: framing == .chunked, close: framing == .untilClose)
+        return .end(terminator: framing == .chunked, close: framing == .untilClose)
     }
 
     /// Whether the body is all there: as long as announced, or of no announced length.

@@ -4,50 +4,32 @@ import EventLoop
 import HTTP1
 import Upstream
 
-/// Finishing a fetch whose client left, and request collapsing: leading,
-/// waiting for a leader, sharing and following a response as it streams.
+/// Request collapsing, the waiting side: leading the key's fetch, waiting
+/// for the request already fetching it, following its response as it
+/// streams (the leader's fetch shares it: `UpstreamFetch`).
 extension Exchange {
-    // MARK: finishing a store without its client
-
-    /// Whether the fetch should go on after the client left: a storable
-    /// response small enough (finish_store_limit) is completed and stored,
-    /// so the work is not wasted and collapsed waiters still get it.
-    var shouldFinishWithoutClient: Bool {
-        guard transfer != nil else { return false }
-        if broadcast?.hasFollowers ?? false { return true }  // collapsed requests are streaming it
-        guard store != nil else { return false }
-        let limit = worker.configuration.finishStoreLimitBytes
-        return limit > 0 && max(expectedLength ?? 0, receivedBody) <= limit
+    enum Collapse {
+        /// Another request fetches the key: wait for it.
+        case waiting
+        /// This request's fetch is the one others wait for.
+        case leading
+        /// Fetch without collapsing (not a GET, or another variant).
+        case fetchAlone
     }
-
-    /// The orphaned fetch is over (stored or not): waiters may go on.
-    func abandonOrphan() {
-        machine.finish()
-        broadcast?.finish(.failed)  // no-op when it completed
-        transfer?.cancel()
-        transfer = nil
-        releaseLeadership()
-        worker.release(self)
-    }
-
-    // MARK: collapsing
 
     /// A cacheable fetch is about to go upstream: lead it, or wait for the
-    /// request already fetching this URL. Returns true when waiting.
-    func waitForLeader() -> Bool {
-        guard request.method == "GET" else { return false }
+    /// request already fetching this URL.
+    func collapse() -> Collapse {
+        guard request.method == "GET" else { return .fetchAlone }
         let loop = worker.loop
         switch worker.collapser.lead(key, loop: loop, wake: { [weak self] (fetch: SharedFetch?) in self?.leaderDone(fetch) }) {
         case .leader:
-            machine.lead()
-            return false
+            return .leading
         case .following(let fetch):
-            if fetch.head.suits(request) {
-                WorkerStats.bump(worker.counters.collapsed)
-                follow(fetch)
-                return true
-            }
-            return false
+            guard fetch.head.suits(request) else { return .fetchAlone }
+            WorkerStats.bump(worker.counters.collapsed)
+            follow(fetch)
+            return .waiting
         case .waiting:
             break
         }
@@ -57,7 +39,7 @@ extension Exchange {
         waitTimer = loop.schedule(after: UInt64(worker.configuration.upstream.responseTimeoutMilliseconds)) { [weak self] in
             self?.leaderDone()
         }
-        return true
+        return .waiting
     }
 
     /// The leader finished (or the wait timed out): serve what it stored
@@ -84,51 +66,15 @@ extension Exchange {
         forward()
     }
 
-    /// The leader, once its response is known storable: offer to share it
-    /// with collapsed requests (published at once when some already wait).
-    func offerToShare() {
-        guard canShare, request.method == "GET" else { return }
-        if worker.collapser.offer(key, loop: worker.loop, share: { [weak self] in self?.shareRequested() }) { share() }
-    }
-
-    /// Still leading, not yet shared, and the body so far is in memory.
-    var canShare: Bool {
-        guard machine.mayPublish, let pending = store else { return false }
-        return !pending.isStreaming
-    }
-
-    /// A request now waits for this key (on this loop): share if still possible.
-    func shareRequested() {
-        if canShare { share() }
-    }
-
-    /// Publishes the response with the body received so far.
-    func share() {
-        guard let pending = store else { return }
-        let head = SharedFetch.head(of: pending.response, varyNames: builder.variantFields(pending.response.fields, key: key),
-                                    leader: request)
-        let fetch = SharedFetch(head: head, limitBytes: 2 * max(worker.configuration.maxObjectBytes, 1 << 20))
-        let soFar = pending.collected
-        if soFar.count > 0 { fetch.append(Bytes(soFar)) }
-        machine.publish(fetch)
-        worker.collapser.publish(key, fetch)
-    }
-
     /// A collapsed request: answer with the leader's response, piece by
     /// piece as it arrives.
     func follow(_ fetch: SharedFetch) {
         machine.follow(fetch)
-        let head = fetch.head
-        let noBody = head.status == 204 || head.status == 304 || head.status < 200
-        framing = ClientFraming.choose(noBody: noBody, length: head.contentLength, minorVersion: request.minorVersion)
-        let cacheStatus = CacheStatus.forward(forwardReason, stored: false) + "; collapsed"
-        noteAnswer(head.status, cache: Array(cacheStatus.utf8), bodyBytes: nil)
-        let now = EventLoop.wallSeconds()
-        connection.enqueue(ClientHead.forwarded(
-            status: head.status, reason: head.reason, fields: head.headers, framing: framing, length: head.contentLength,
-            noBody: noBody, age: Freshness.correctedInitialAge(head.timing) + max(0, Int(now - head.timing.responseTime)),
-            cacheStatus: cacheStatus, dateLine: worker.dateHeader.current(now: now), connection: connectionField,
-            isHidden: builder.isHidden))
+        let head = fetch.head, now = EventLoop.wallSeconds()
+        sendPassedOnHead(status: head.status, reason: head.reason, fields: head.headers, length: head.contentLength,
+                         noBody: head.status == 204 || head.status == 304 || head.status < 200,
+                         age: Freshness.correctedInitialAge(head.timing) + max(0, Int(now - head.timing.responseTime)),
+                         cacheStatus: CacheStatus.forward(forwardReason, stored: false) + "; collapsed", now: now)
         fetch.follow(ObjectIdentifier(self), loop: worker.loop) { [weak self] in self?.pullShared() }
         pullShared()
     }
@@ -139,7 +85,7 @@ extension Exchange {
         let (chunks, state) = fetch.read(ObjectIdentifier(self), from: read)
         for chunk in chunks {
             connection.enqueueBody(chunk, framing: framing)
-            receivedBody += chunk.count
+            bodyBytesSent += chunk.count
         }
         machine.read(chunks.count)
         switch state {
@@ -155,9 +101,5 @@ extension Exchange {
             fetch.unfollow(ObjectIdentifier(self))
             endByClosing()
         }
-    }
-
-    func releaseLeadership() {
-        if machine.endLeadership() { worker.collapser.release(key) }
     }
 }

@@ -5,12 +5,14 @@ import HTTP1
 import Upstream
 import HTTPHeaders
 
-/// Going upstream: the request's fields and target, a request body held
-/// until complete or streamed, and which requests may be retried.
+/// Going upstream: the request's fields and target, and a request body
+/// held until complete or streamed.
 extension Exchange {
     // MARK: forward
 
-    func forward() {
+    /// `leading`: this request holds the key's claim (Collapser), which
+    /// the fetch keeps.
+    func forward(leading: Bool = false) {
         machine.forward()
         var headers = UpstreamHeaders.forward(request, peer: connection.peer, forwardHost: worker.configuration.forwardHost,
                                               passed: worker.configuration.passRequestHeaders)
@@ -22,22 +24,24 @@ extension Exchange {
             headers.append("pragma", "no-cache")
         }
 
-        if case .start(let body) = requestBody.forward(fields: headers) { startTransfer(headers: headers, body: body) }
+        // (A looked-up request has no body: it starts here, leading or not.)
+        if case .start(let body) = requestBody.forward(fields: headers) { startFetch(headers: headers, body: body, leading: leading) }
     }
 
-    func startTransfer(headers: HeaderFields, body: UpstreamRequest.Body) {
+    func startFetch(headers: HeaderFields, body: UpstreamRequest.Body, leading: Bool = false) {
         // OPTIONS *: the upstream gets the asterisk form too.
         let asterisk = request.target == "*"
         let upstreamRequest = UpstreamRequest(method: request.method,
                                               url: worker.configuration.upstreamBase + (asterisk ? "/" : request.pathAndQuery),
                                               headers: headers, body: body, requestTarget: asterisk ? "*" : nil)
-        requestTime = EventLoop.wallSeconds()
-        fetchToken = worker.store.fetchToken
-        transfer = worker.upstream.start(upstreamRequest, delegate: self)
-        if request.framing != .none { transfer?.onBodyDrained = { [weak connection] in connection?.uploadDrained() } }
+        let fetch = UpstreamFetch(upstreamRequest, for: self, leading: leading)
+        self.fetch = fetch
+        fetch.start()
+        guard let transfer = fetch.transfer, request.framing != .none else { return }
+        transfer.onBodyDrained = { [weak connection] in connection?.uploadDrained() }
         if let (held, complete) = requestBody.transferStarted() {
-            held.withUnsafeBytes { transfer?.supply($0) }
-            if complete { transfer?.finishBody() }
+            held.withUnsafeBytes { transfer.supply($0) }
+            if complete { transfer.finishBody() }
         }
     }
 
@@ -46,8 +50,8 @@ extension Exchange {
     func requestBody(_ bytes: UnsafeRawBufferPointer) {
         switch requestBody.append(bytes) {
         case .held: break
-        case .supply: transfer?.supply(bytes)
-        case .startStreaming(let headers): startTransfer(headers: headers, body: .streamed(length: nil))
+        case .supply: fetch?.transfer?.supply(bytes)
+        case .startStreaming(let headers): startFetch(headers: headers, body: .streamed(length: nil))
         }
     }
 
@@ -55,20 +59,13 @@ extension Exchange {
         if requestBody.end() {
             if !machine.clientDone { forward() }
         } else {
-            transfer?.finishBody()
+            fetch?.transfer?.finishBody()
         }
     }
 
     /// Whether request-body bytes are piling up faster than the upstream reads
     /// them; the connection stops reading from the client meanwhile.
     var isUploadCongested: Bool {
-        (transfer?.bufferedBodyBytes ?? 0) >= worker.configuration.clientBufferBytes
-    }
-
-    /// Whether a failed connection may be tried again (`Retry`).
-    var mayRetry: Bool {
-        !machine.responseStarted && Retry.mayRetry(method: request.method, hasBody: request.framing != .none,
-                                                   failedAttempts: machine.failedAttempts,
-                                                   limit: worker.configuration.upstreamRetries)
+        (fetch?.transfer?.bufferedBodyBytes ?? 0) >= worker.configuration.clientBufferBytes
     }
 }

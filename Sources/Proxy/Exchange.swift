@@ -5,14 +5,16 @@ import HTTP1
 import Upstream
 import HTTPHeaders
 
-/// One request and its answer: from the cache, or from upstream while the
-/// response streams to the client and, when storable, into the store.
-/// Every caching decision is asked of `CacheSemantics`; this type obeys.
-final class Exchange: UpstreamTransferDelegate {
+/// One request and its answer: from the cache, from the request already
+/// fetching it (collapsed), or from the upstream (an `UpstreamFetch`,
+/// which also stores and shares the response). Every caching decision is
+/// asked of `CacheSemantics`; this type obeys.
+final class Exchange {
     unowned let connection: ClientConnection
     let request: RequestHead
     let worker: Worker
-    var transfer: UpstreamTransfer?
+    /// The upstream request answering this one, while it runs.
+    var fetch: UpstreamFetch?
     /// Where the request's life stands (ExchangeMachine): this class carries
     /// out what its events call for.
     var machine = ExchangeMachine()
@@ -22,29 +24,17 @@ final class Exchange: UpstreamTransferDelegate {
     let isCacheLookup: Bool
     let key: String
     var forwardReason: CacheStatus.Forward = .method
-    var requestTime: Int64 = 0
     var variants = Variants()
     /// The stored response a conditional upstream request is validating.
     var validating: CachedResponse?
-    /// A stale stored response that may stand in if the upstream fails
-    /// (stale-if-error), with the request's directives.
-    var staleCandidate: (entry: CachedResponse, request: CacheControl)?
-    /// networkElseCache: what to serve, however stale, when the upstream fails.
-    var policyFallback: CachedResponse?
+    /// What may answer if the upstream fails before a response.
+    var standIns = StandIns()
     /// reloadIgnoringLocalAndRemoteCacheData: Cache-Control: no-cache upstream.
     var askUpstreamCachesToReload = false
 
-    // Response streaming.
+    /// How the body goes to the client, and how much of it went.
     var framing: ClientFraming = .none
-    var expectedLength: Int?
-    var receivedBody = 0
-    var store: PendingStore?
-    /// The store's purge number when the upstream request began: a purge
-    /// since then that matches keeps this response out of the cache.
-    var fetchToken: UInt64 = 0
-
-    /// The response as published to collapsed requests, while leading.
-    var broadcast: SharedFetch? { machine.published }
+    var bodyBytesSent = 0
     /// The request's body, held until complete when small (HeldRequestBody).
     var requestBody: HeldRequestBody
 
@@ -120,12 +110,15 @@ final class Exchange: UpstreamTransferDelegate {
         case .forward(let how):
             forwardReason = how.reason
             if let index = how.validate, variants[index].hasValidator, request.method == "GET" { validating = variants[index] }
-            if let index = how.staleCandidate { staleCandidate = (variants[index], requestCC) }
-            if let index = how.fallback { policyFallback = variants[index] }
+            if let index = how.staleCandidate { (standIns.stale, standIns.request) = (variants[index], requestCC) }
+            if let index = how.fallback { standIns.fallback = variants[index] }
             askUpstreamCachesToReload = how.noCacheUpstream
             if how.reason == .stale { WorkerStats.bump(worker.counters.staleForwards) } else { WorkerStats.bump(worker.counters.misses) }
-            if how.collapse, waitForLeader() { return }
-            forward()
+            switch how.collapse ? collapse() : .fetchAlone {
+            case .waiting: return
+            case .leading: forward(leading: true)
+            case .fetchAlone: forward()
+            }
         }
     }
 
@@ -143,19 +136,24 @@ final class Exchange: UpstreamTransferDelegate {
     }
 
     func complete() {
-        machine.finish()
-        releaseLeadership()
-        logAccess()
+        finish()
         connection.exchangeFinished(keepAlive: keepAlive)
     }
 
     /// Ends the exchange by closing the client connection: a close-delimited
     /// body, or one cut short after its head was sent.
     func endByClosing() {
-        machine.finish()
-        releaseLeadership()
-        logAccess()
+        finish()
         connection.exchangeAborted()
+    }
+
+    /// Nothing more goes to the client: a fetch still running (answered
+    /// otherwise) stops.
+    private func finish() {
+        machine.finish()
+        fetch?.cancel()
+        fetch = nil
+        logAccess()
     }
 
     // MARK: access log
@@ -172,33 +170,22 @@ final class Exchange: UpstreamTransferDelegate {
     func logAccess() {
         guard worker.accessLog != nil, access.takeTurnToWrite() else { return }
         worker.logAccess(client: connection.peer, method: request.method, target: request.target, status: access.status,
-                         bodyBytes: access.bodyBytes ?? receivedBody, milliseconds: EventLoop.nowMilliseconds() &- startMilliseconds,
+                         bodyBytes: access.bodyBytes ?? bodyBytesSent, milliseconds: EventLoop.nowMilliseconds() &- startMilliseconds,
                          cache: access.cacheColumn)
     }
 
-    /// The client (or the store's writer) caught up: let a paused upstream continue.
+    /// The client caught up: a paused upstream continues.
     func outputDrained() {
-        if machine.caughtUp(), let transfer { transfer.resume() }
+        fetch?.resume()
     }
 
-    /// The client connection went away.
+    /// The client connection went away: the fetch decides whether to
+    /// finish without it.
     func cancel() {
         logAccess()
         worker.loop.cancel(waitTimer)
-        switch machine.clientGone(mayFinishWithoutClient: shouldFinishWithoutClient) {
-        case .none:
-            return
-        case .keepFetching(let resume):
-            worker.adopt(self)  // kept alive until the fetch ends (abandonOrphan)
-            if resume { transfer?.resume() }
-            return
-        case .cancel(let followed):
-            followed?.unfollow(ObjectIdentifier(self))
-        }
-        broadcast?.finish(.failed)
-        releaseLeadership()
-        dropStore()
-        transfer?.cancel()
-        transfer = nil
+        machine.clientGone()?.unfollow(ObjectIdentifier(self))
+        fetch?.clientLeft()
+        fetch = nil
     }
 }

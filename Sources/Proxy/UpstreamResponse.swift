@@ -42,6 +42,11 @@ struct UpstreamResponse {
                                 ageValue: Freshness.parseAge(headers["age"]) ?? 0)
     }
 
+    /// Whether no body follows this head (RFC 9112 section 6.3): the
+    /// answer to a HEAD, a 1xx, 204 or 304.
+    func hasNoBody(answering method: String) -> Bool {
+        method == "HEAD" || status == 204 || status == 304 || status < 200
+    }
 
     /// The body's length when the head states it.
     var length: Int? {

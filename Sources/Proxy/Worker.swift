@@ -151,15 +151,17 @@ public final class Worker: IOHandler {
         loop.execute { [weak self] in self?.heartbeat.store(stamp, ordering: .releasing) }
     }
 
-    /// Exchanges whose client left while their response is still being
-    /// fetched to be stored; held here until they finish.
-    private var orphans: [ObjectIdentifier: Exchange] = [:]
+    /// Fetches whose client left while their response is still being
+    /// stored or shared; held here until they finish.
+    private var orphans: [ObjectIdentifier: UpstreamFetch] = [:]
 
-    func adopt(_ exchange: Exchange) { orphans[ObjectIdentifier(exchange)] = exchange }
+    func adopt(_ fetch: UpstreamFetch) { orphans[ObjectIdentifier(fetch)] = fetch }
 
-    /// Deferred: the exchange is still on the stack when it lets go.
-    func release(_ exchange: Exchange) {
-        let id = ObjectIdentifier(exchange)
+    /// Deferred: the fetch is still on the stack when it lets go. (Most
+    /// fetches end with their client and were never held.)
+    func release(_ fetch: UpstreamFetch) {
+        let id = ObjectIdentifier(fetch)
+        guard !orphans.isEmpty, orphans[id] != nil else { return }
         loop.execute { [weak self] in self?.orphans[id] = nil }
     }
 

@@ -82,12 +82,12 @@ final class ClientHeadTests: XCTestCase {
     }
 
     func testTheEndOfAForwardedBody() {
-        XCTAssertEqual(BodyEnd.decide(framing: .length, expected: 10, received: 10), .end(store: true, terminator: false, close: false))
-        XCTAssertEqual(BodyEnd.decide(framing: .length, expected: 10, received: 7), .cut, "short of its length: the client must see it cut")
-        XCTAssertEqual(BodyEnd.decide(framing: .chunked, expected: nil, received: 7), .end(store: true, terminator: true, close: false))
-        XCTAssertEqual(BodyEnd.decide(framing: .untilClose, expected: nil, received: 7), .end(store: true, terminator: false, close: true))
-        XCTAssertEqual(BodyEnd.decide(framing: .none, expected: 10, received: 4), .end(store: false, terminator: false, close: false),
-                       "a 304 sent to the client while the body went on into the store: incomplete, not stored")
+        XCTAssertEqual(BodyEnd.decide(framing: .length, whole: true), .end(terminator: false, close: false))
+        XCTAssertEqual(BodyEnd.decide(framing: .length, whole: false), .cut, "short of its length: the client must see it cut")
+        XCTAssertEqual(BodyEnd.decide(framing: .chunked, whole: true), .end(terminator: true, close: false))
+        XCTAssertEqual(BodyEnd.decide(framing: .untilClose, whole: true), .end(terminator: false, close: true))
+        XCTAssertEqual(BodyEnd.decide(framing: .none, whole: false), .end(terminator: false, close: false),
+                       "a 304 sent to the client while the body went on into the store: the client's answer is whole")
         XCTAssertTrue(BodyEnd.isWhole(expected: nil, received: 3))
         XCTAssertFalse(BodyEnd.isWhole(expected: 4, received: 3))
     }

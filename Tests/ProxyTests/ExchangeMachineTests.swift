@@ -2,21 +2,12 @@ import CacheSemantics
 import XCTest
 @testable import Proxy
 
-/// One request's life driven event by event, including orderings that
-/// sockets make hard to force.
+/// One request's life as the client sees it, driven event by event,
+/// including orderings that sockets make hard to force.
 final class ExchangeMachineTests: XCTestCase {
-    private let never: () -> Bool = { XCTFail("not to be asked here"); return false }
-
     private let fetch = SharedFetch(head: SharedFetch.Head(
         status: 200, reason: nil, headers: [:], timing: ResponseTiming(requestTime: 0, responseTime: 0, dateValue: nil, ageValue: 0),
         contentLength: nil, varyNames: [], varyValues: []), limitBytes: 1 << 20)
-
-    private func streaming() -> ExchangeMachine {
-        var m = ExchangeMachine()
-        m.forward()
-        m.responseHeadSent()
-        return m
-    }
 
     func testAMissForwardsStreamsAndFinishes() {
         var m = ExchangeMachine()
@@ -28,9 +19,8 @@ final class ExchangeMachineTests: XCTestCase {
         XCTAssertFalse(m.responseStarted, "a failure now can still be answered with a stand-in")
         m.responseHeadSent()
         XCTAssertEqual(m.state, .streaming)
-        XCTAssertFalse(m.takesUpstreamHead)
-        XCTAssertEqual(m.upstreamBody(clientCongested: { false }, storeBacklogged: { false }), .deliver)
-        XCTAssertEqual(m.upstreamComplete(failed: false, retryable: false), .endResponse)
+        XCTAssertTrue(m.responseStarted)
+        XCTAssertFalse(m.takesUpstreamHead, "one head per answer")
         m.finish()
         XCTAssertEqual(m.state, .done)
         XCTAssertTrue(m.clientDone)
@@ -41,72 +31,25 @@ final class ExchangeMachineTests: XCTestCase {
         m.finish()
         XCTAssertTrue(m.responseStarted)
         XCTAssertFalse(m.takesUpstreamHead)
-        XCTAssertEqual(m.upstreamComplete(failed: true, retryable: true), .ignore)
     }
 
-    func testAConnectionFailureIsRetriedThenAnswered() {
-        var m = ExchangeMachine()
-        m.forward()
-        XCTAssertEqual(m.upstreamComplete(failed: true, retryable: true), .retry)
-        XCTAssertEqual(m.failedAttempts, 1)
-        m.forward()
-        XCTAssertEqual(m.upstreamComplete(failed: true, retryable: false), .answerFailure)
-        XCTAssertEqual(m.state, .forwarding, "the driver answers, then finishes")
-        m.finish()
-        XCTAssertEqual(m.upstreamComplete(failed: false, retryable: false), .ignore)
-    }
-
-    func testAFailureAfterTheHeadCutsTheResponse() {
-        var m = streaming()
-        XCTAssertEqual(m.upstreamComplete(failed: true, retryable: true), .cutResponse, "no retry once bytes went out")
-        XCTAssertEqual(m.state, .done)
-    }
-
-    func testTheRestOfAResponseAnsweredFromTheStoreIsDiscarded() {
-        // A 5xx answered with the stale response, or a 304 refresh: the
-        // upstream's body may still come.
+    func testAnAnswerFromTheStoreWhileForwardingTakesNoUpstreamHead() {
+        // A 5xx answered with the stale response, or a 304's refresh: the
+        // exchange is done before the upstream's head could be written.
         var m = ExchangeMachine()
         m.forward()
         m.finish()
         XCTAssertFalse(m.takesUpstreamHead)
-        XCTAssertEqual(m.upstreamBody(clientCongested: never, storeBacklogged: never), .discard)
-        XCTAssertEqual(m.upstreamComplete(failed: false, retryable: false), .ignore)
-    }
-
-    func testASlowClientOrASlowStorePausesUntilCaughtUp() {
-        var m = streaming()
-        XCTAssertEqual(m.upstreamBody(clientCongested: { true }, storeBacklogged: { false }), .pause)
-        XCTAssertTrue(m.upstreamPaused)
-        XCTAssertTrue(m.caughtUp())
-        XCTAssertFalse(m.caughtUp(), "resumed once")
-        XCTAssertEqual(m.upstreamBody(clientCongested: never, storeBacklogged: { true }), .pause,
-                       "the store is asked first; the client need not be")
-        XCTAssertTrue(m.caughtUp())
-        XCTAssertEqual(m.upstreamBody(clientCongested: { false }, storeBacklogged: { false }), .deliver)
-    }
-
-    func testAClientLeavingMidResponseKeepsAStorableFetchGoing() {
-        var m = streaming()
-        XCTAssertEqual(m.upstreamBody(clientCongested: { true }, storeBacklogged: { false }), .pause)
-        XCTAssertEqual(m.clientGone(mayFinishWithoutClient: true), .keepFetching(resume: true), "paused for the client: resumed")
-        XCTAssertEqual(m.state, .orphaned)
-        XCTAssertTrue(m.clientDone)
-        XCTAssertEqual(m.upstreamBody(clientCongested: never, storeBacklogged: { false }), .storeOnly,
-                       "the connection is gone: never asked")
-        XCTAssertEqual(m.upstreamBody(clientCongested: never, storeBacklogged: { true }), .pause, "a slow store still pauses")
-        XCTAssertTrue(m.caughtUp())
-        XCTAssertEqual(m.clientGone(mayFinishWithoutClient: true), .none)
-        XCTAssertEqual(m.upstreamComplete(failed: false, retryable: false), .endOrphan)
+        m.responseHeadSent()
         XCTAssertEqual(m.state, .done)
     }
 
-    func testAClientLeavingBeforeTheHeadCancelsTheFetch() {
+    func testAskingAgainWithoutValidators() {
         var m = ExchangeMachine()
         m.forward()
-        XCTAssertEqual(m.clientGone(mayFinishWithoutClient: true), .cancel(unfollow: nil), "nothing to keep fetching for yet")
-        XCTAssertEqual(m.upstreamComplete(failed: true, retryable: true), .ignore)
-        var unstorable = streaming()
-        XCTAssertEqual(unstorable.clientGone(mayFinishWithoutClient: false), .cancel(unfollow: nil))
+        m.forward()  // the 304 named nothing held
+        XCTAssertEqual(m.state, .forwarding)
+        XCTAssertTrue(m.takesUpstreamHead)
     }
 
     func testWaitingForALeaderThenFollowingItsResponse() {
@@ -118,11 +61,11 @@ final class ExchangeMachineTests: XCTestCase {
         m.follow(fetch)
         XCTAssertEqual(m.state, .following(fetch, read: 0))
         XCTAssertTrue(m.responseStarted)
+        XCTAssertFalse(m.takesUpstreamHead, "no fetch of its own")
         m.read(2)
         m.read(1)
         XCTAssertEqual(m.followed?.read, 3, "the next read starts after the pieces queued")
         XCTAssertEqual(m.leaderDone(streaming: false), .ignore, "a second wake-up (the timer) does nothing")
-        XCTAssertEqual(m.upstreamBody(clientCongested: never, storeBacklogged: never), .discard, "no transfer of its own")
     }
 
     func testALeaderDoneWithoutSharingSendsTheWaiterBackToTheStore() {
@@ -137,7 +80,7 @@ final class ExchangeMachineTests: XCTestCase {
     func testTheClientLeavingMidCollapseThenTheLeaderFinishing() {
         var waiting = ExchangeMachine()
         waiting.waitForLeader()
-        XCTAssertEqual(waiting.clientGone(mayFinishWithoutClient: false), .cancel(unfollow: nil))
+        XCTAssertNil(waiting.clientGone(), "nothing followed yet")
         XCTAssertEqual(waiting.leaderDone(streaming: true), .ignore, "the leader's wake-up after the client left")
         XCTAssertEqual(waiting.state, .done)
 
@@ -145,8 +88,7 @@ final class ExchangeMachineTests: XCTestCase {
         following.waitForLeader()
         _ = following.leaderDone(streaming: true)
         following.follow(fetch)
-        XCTAssertEqual(following.clientGone(mayFinishWithoutClient: false), .cancel(unfollow: fetch),
-                       "the shared response stops notifying this request")
+        XCTAssertEqual(following.clientGone(), fetch, "the shared response stops notifying this request")
         XCTAssertNil(following.followed)
         following.forward()
         XCTAssertEqual(following.state, .done, "nothing goes upstream for a client that left")
@@ -158,38 +100,18 @@ final class ExchangeMachineTests: XCTestCase {
         _ = m.leaderDone(streaming: false)
         m.finish()  // served what the leader stored
         XCTAssertEqual(m.leaderDone(streaming: false), .ignore)
-        m.forward()  // a retry scheduled before the answer
+        m.forward()  // a refetch scheduled before the answer
         XCTAssertEqual(m.state, .done)
     }
 
-    func testALeaderPublishesOnceAndReleasesItsClaimOnce() {
-        var m = ExchangeMachine()
-        XCTAssertFalse(m.mayPublish, "not leading")
-        m.publish(fetch)
-        XCTAssertNil(m.published, "only a leader publishes")
-        m.lead()
-        m.forward()
-        m.responseHeadSent()
-        XCTAssertTrue(m.mayPublish)
-        m.publish(fetch)
-        XCTAssertEqual(m.published, fetch)
-        XCTAssertFalse(m.mayPublish, "published once")
-        XCTAssertEqual(m.clientGone(mayFinishWithoutClient: true), .keepFetching(resume: false))
-        XCTAssertEqual(m.published, fetch, "an orphaned leader still feeds its followers")
-        XCTAssertEqual(m.upstreamComplete(failed: false, retryable: false), .endOrphan)
-        XCTAssertTrue(m.endLeadership(), "the claim is released")
-        XCTAssertFalse(m.endLeadership(), "once")
-        XCTAssertNil(m.published)
-    }
-
-    func testAFollowerDoesNotLead() {
+    func testFollowingOnceAndNothingAfterTheEnd() {
         var m = ExchangeMachine()
         m.waitForLeader()
         _ = m.leaderDone(streaming: true)
         m.follow(fetch)
-        XCTAssertFalse(m.endLeadership(), "no claim to release")
+        m.read(1)
         m.follow(fetch)
-        XCTAssertEqual(m.followed?.read, 0)
+        XCTAssertEqual(m.followed?.read, 1, "a second follow does not start over")
         m.finish()
         XCTAssertNil(m.followed)
         m.read(1)

@@ -1,0 +1,268 @@
+import CacheSemantics
+import CacheStorage
+import EventLoop
+import HTTP1
+import Upstream
+import HTTPHeaders
+
+/// One request to the upstream and where its response goes: to the client
+/// (its `Exchange`, while there is one), into the store, and to the
+/// requests collapsed onto it (while it leads). The client keeps the
+/// answer's decisions (stand-ins for failures, 304 refreshes, its head and
+/// framing); this keeps the response's. It goes on without its client
+/// when the response is worth finishing: orphaned, held by the worker.
+final class UpstreamFetch: UpstreamTransferDelegate {
+    private unowned let worker: Worker
+    /// Nil once the client left or the fetch is over. (Unowned: the
+    /// exchange lets go of it, by `clientLeft` or `cancel`, before it
+    /// goes; a weak reference would cost every miss a side table.)
+    private unowned var client: Exchange?
+    private let request: RequestHead
+    private let key: String
+    private let isCacheLookup: Bool
+    private let variants: Variants
+    private let toDisk: Bool
+    private let upstreamRequest: UpstreamRequest
+    private var machine: FetchMachine
+    /// Also the request body's way upstream (the client streams it).
+    private(set) var transfer: UpstreamTransfer?
+    private var store: PendingStore?
+    private var expectedLength: Int?
+    private var receivedBody = 0
+    private var requestTime: Int64 = 0
+    /// The store's purge number when the request went out: a purge since
+    /// then that matches keeps this response out of the cache.
+    private(set) var fetchToken: UInt64 = 0
+
+    init(_ upstreamRequest: UpstreamRequest, for client: Exchange, leading: Bool) {
+        worker = client.worker
+        self.client = client
+        request = client.request
+        key = client.key
+        isCacheLookup = client.isCacheLookup
+        variants = client.variants
+        toDisk = client.toDisk
+        self.upstreamRequest = upstreamRequest
+        machine = FetchMachine(leading: leading)
+    }
+
+    func start() {
+        requestTime = EventLoop.wallSeconds()
+        fetchToken = worker.store.fetchToken
+        transfer = worker.upstream.start(upstreamRequest, delegate: self)
+    }
+
+    // MARK: the response
+
+    func upstreamDidReceiveHead(status: Int, reason: String?, headers: HeaderFields) {
+        guard machine.takesHead else { return }
+        let response = UpstreamResponse(status: status, reason: reason, headers: headers, requestTime: requestTime,
+                                        responseTime: EventLoop.wallSeconds(), stripTagHeaders: worker.configuration.stripTagHeaders)
+        if case .invalid(let why) = response.framing {
+            // RFC 9112 section 6.3: discard the response, close the upstream
+            // connection, 502 (the body's end cannot be known).
+            WorkerStats.bump(worker.counters.upstreamErrors)
+            worker.logger.warning("invalid upstream response for \(request.method) \(key): \(why)")
+            let client = self.client
+            cancel()
+            client?.fetchFailed(.invalidResponse, detail: "invalid upstream response: \(why)")
+            return
+        }
+        // Answered otherwise (a 5xx's stand-in, a 304 refresh): the rest is not wanted.
+        guard let client, client.takes(response) else { return cancel() }
+        machine.headTaken()
+        expectedLength = response.length
+        store = worker.applyCacheEffect(of: response, to: request, key: key, isCacheLookup: isCacheLookup, variants: variants,
+                                        fetchedSince: fetchToken, toDisk: toDisk)
+        // Not storable: waiters need not wait for it, they fetch on their own.
+        if store == nil { releaseClaim() }
+        offerToShare()
+        let stored = store != nil
+        // Nothing more will come (204, Content-Length: 0): stored before the client has it all.
+        if stored && (response.hasNoBody(answering: request.method) || expectedLength == 0) { settle(whole: true) }
+        client.streams(response, stored: stored)
+    }
+
+    func upstreamDidReceiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        // A slow client pauses the upstream, unless collapsed requests are
+        // streaming the same response (they hold the pieces anyway); so does
+        // a disk slower than the upstream.
+        // (The questions may not read `machine`: it is being changed.)
+        let broadcast = machine.published, client = self.client
+        switch machine.body(clientCongested: { (client?.isCongested ?? false) && !(broadcast?.hasFollowers ?? false) },
+                            storeBacklogged: storeIsBacklogged) {
+        case .pause: return false
+        case .discard: return true
+        case .take: break
+        }
+        receivedBody += bytes.count
+        if let broadcast {
+            // One copy, queued to the client and every follower.
+            let chunk = Bytes(bytes)
+            broadcast.append(chunk)
+            client?.deliver(chunk)
+        } else {
+            client?.deliver(copying: bytes)
+        }
+        if store != nil, !store!.append(bytes) { store = nil }
+        if let expectedLength, receivedBody == expectedLength { settle(whole: true) }
+        // Orphaned, and nobody wants the rest any more.
+        if client == nil && store == nil && !(broadcast?.hasFollowers ?? false) { cancel() }
+        return true
+    }
+
+    func upstreamDidComplete(_ error: UpstreamError?) {
+        transfer = nil
+        var retryable = false
+        if case .unreachable = error {
+            retryable = Retry.mayRetry(method: request.method, hasBody: request.framing != .none,
+                                       failedAttempts: machine.failedAttempts, limit: worker.configuration.upstreamRetries)
+        }
+        let message = error?.message ?? "upstream closed without a response"
+        let client = self.client
+        switch machine.complete(failed: error != nil, retryable: retryable) {
+        case .ignore:
+            return
+        case .retry:
+            // The connection failed before any response byte: an idempotent
+            // request without a body can safely go again (on a later loop
+            // turn: libcurl must not be re-entered from its callback).
+            worker.logger.info("upstream connection failed for \(request.method) \(key) (\(message)); retry \(machine.failedAttempts)")
+            worker.loop.schedule(after: 0) { [weak self] in
+                guard let self, self.machine.state == .requesting else { return }
+                self.start()
+            }
+            return
+        case .failed:
+            WorkerStats.bump(worker.counters.upstreamErrors)
+            worker.logger.info("upstream error for \(request.method) \(key): \(message)")
+            end()
+            if case .timedOut = error {
+                client?.fetchFailed(.timedOut, detail: message)
+            } else {
+                client?.fetchFailed(.unreachable, detail: message)
+            }
+        case .cut:
+            WorkerStats.bump(worker.counters.upstreamErrors)
+            worker.logger.warning("upstream failed mid-response for \(request.method) \(key): \(message)")
+            settle(whole: false)
+            end()
+            client?.responseCut()
+        case .ended:
+            // Incomplete: never stored (RFC 9111 section 3.3).
+            let whole = BodyEnd.isWhole(expected: expectedLength, received: receivedBody)
+            settle(whole: whole)
+            end()
+            client?.responseEnded(whole: whole)
+        }
+    }
+
+    /// A disk slower than the upstream: the transfer pauses until the
+    /// store's writer has caught up (as a slow client pauses it), rather
+    /// than the queue growing or the object being dropped.
+    private func storeIsBacklogged() -> Bool {
+        store?.pauseIfBacklogged(on: worker.loop, resume: { [weak self] in self?.resume() }) ?? false
+    }
+
+    /// The client (or the store's writer) caught up: a paused transfer goes on.
+    func resume() {
+        if machine.caughtUp() { transfer?.resume() }
+    }
+
+    /// The response is over: stored and shared when `whole`, else dropped
+    /// (followers' connections are cut). Called as soon as the body is
+    /// known whole, before its last bytes reach the client, so a client
+    /// asking again at once (on another connection) finds it stored.
+    private func settle(whole: Bool) {
+        if whole {
+            if var pending = store {
+                store = nil
+                if pending.commit() { WorkerStats.bump(worker.counters.stored) }
+            }
+            machine.published?.finish(.complete)
+        } else {
+            store?.abort()
+            store = nil
+            machine.published?.finish(.failed)  // no-op once complete
+        }
+    }
+
+    // MARK: the end
+
+    /// The client went away: the response is finished without it when
+    /// worth it (a storable one within finish_store_limit, or one that
+    /// followers stream), else the fetch stops.
+    func clientLeft() {
+        client = nil
+        switch machine.clientGone(mayFinishWithoutClient: mayFinishWithoutClient) {
+        case .none:
+            return
+        case .keepFetching(let resume):
+            worker.adopt(self)  // held until it ends
+            if resume { transfer?.resume() }
+        case .cancel:
+            cancel()
+        }
+    }
+
+    private var mayFinishWithoutClient: Bool {
+        guard transfer != nil else { return false }
+        if machine.published?.hasFollowers ?? false { return true }
+        guard store != nil else { return false }
+        let limit = worker.configuration.finishStoreLimitBytes
+        return limit > 0 && max(expectedLength ?? 0, receivedBody) <= limit
+    }
+
+    /// Stops: nothing (more) is stored or shared. Nothing happens when
+    /// it is over already.
+    func cancel() {
+        machine.finish()
+        settle(whole: false)
+        transfer?.cancel()
+        transfer = nil
+        end()
+    }
+
+    /// Over: the claim on the key released; an orphan let go.
+    private func end() {
+        releaseClaim()
+        if client == nil { worker.release(self) }
+        client = nil
+    }
+
+    private func releaseClaim() {
+        if machine.endLeadership() { worker.collapser.release(key) }
+    }
+
+    // MARK: sharing with collapsed requests
+
+    /// Offers the response to collapsed requests once it is known storable
+    /// (published at once when some already wait).
+    private func offerToShare() {
+        guard canShare, request.method == "GET" else { return }
+        if worker.collapser.offer(key, loop: worker.loop, share: { [weak self] in self?.shareRequested() }) { share() }
+    }
+
+    /// Still leading, not yet shared, and the body so far is in memory.
+    private var canShare: Bool {
+        guard machine.mayPublish, let pending = store else { return false }
+        return !pending.isStreaming
+    }
+
+    /// A request now waits for this key (on this loop): share if still possible.
+    private func shareRequested() {
+        if canShare { share() }
+    }
+
+    /// Publishes the response with the body received so far.
+    private func share() {
+        guard let pending = store else { return }
+        let head = SharedFetch.head(of: pending.response, varyNames: worker.builder.variantFields(pending.response.fields, key: key),
+                                    leader: request)
+        let fetch = SharedFetch(head: head, limitBytes: 2 * max(worker.configuration.maxObjectBytes, 1 << 20))
+        let soFar = pending.collected
+        if soFar.count > 0 { fetch.append(Bytes(soFar)) }
+        machine.publish(fetch)
+        worker.collapser.publish(key, fetch)
+    }
+}
