@@ -72,7 +72,7 @@ extension Exchange {
         machine.follow(fetch)
         let head = fetch.head, now = EventLoop.wallSeconds()
         sendPassedOnHead(status: head.status, reason: head.reason, fields: head.headers, length: head.contentLength,
-                         noBody: head.status == 204 || head.status == 304 || head.status < 200,
+                         noBody: UpstreamResponse.hasNoBody(status: head.status, answering: request.method),
                          age: Freshness.correctedInitialAge(head.timing) + max(0, Int(now - head.timing.responseTime)),
                          cacheStatus: CacheStatus.forward(forwardReason, stored: false) + "; collapsed", now: now)
         fetch.follow(ObjectIdentifier(self), loop: worker.loop) { [weak self] in self?.pullShared() }

@@ -213,8 +213,8 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         return limit > 0 && max(expectedLength ?? 0, receivedBody) <= limit
     }
 
-    /// Stops: nothing (more) is stored or shared. Nothing happens when
-    /// it is over already.
+    /// Stops: nothing (more) is stored or shared. Harmless when it is over
+    /// already (every part is then empty): the exchange calls it as it ends.
     func cancel() {
         machine.finish()
         settle(whole: false)

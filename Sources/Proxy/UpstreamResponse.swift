@@ -44,7 +44,9 @@ struct UpstreamResponse {
 
     /// Whether no body follows this head (RFC 9112 section 6.3): the
     /// answer to a HEAD, a 1xx, 204 or 304.
-    func hasNoBody(answering method: String) -> Bool {
+    func hasNoBody(answering method: String) -> Bool { Self.hasNoBody(status: status, answering: method) }
+
+    static func hasNoBody(status: Int, answering method: String) -> Bool {
         method == "HEAD" || status == 204 || status == 304 || status < 200
     }
 
