@@ -79,7 +79,8 @@ let package = Package(
         .testTarget(name: "CacheStorageTests", dependencies: ["CacheStorage", "HTTP1", "HTTPHeaders"], swiftSettings: swift5),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"], swiftSettings: swift5),
         .testTarget(name: "AdminTests", dependencies: ["Admin", "CacheStorage", "Proxy", "HTTPHeaders"], swiftSettings: swift5),
-        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "CacheSemantics", "CacheStorage", "HTTP1", "HTTPHeaders", "EventLoop"],
+        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "CacheSemantics", "CacheStorage", "HTTP1", "HTTPHeaders", "EventLoop",
+                                                  "Upstream", .product(name: "Logging", package: "swift-log")],
                     swiftSettings: swift5),
         .testTarget(
             name: "EndToEndTests",

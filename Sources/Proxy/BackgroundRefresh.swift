@@ -16,7 +16,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
     private let entry: CachedResponse
     private let variants: Variants
     private let request: RequestHead
-    private var transfer: UpstreamTransfer?
+    private var transfer: (any UpstreamTransferControl)?
     private var requestTime: Int64 = 0
     /// The store's purge number when the refresh began: a purge since wins.
     private var fetchToken: UInt64 = 0

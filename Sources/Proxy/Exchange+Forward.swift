@@ -34,7 +34,7 @@ extension Exchange {
         let upstreamRequest = UpstreamRequest(method: request.method,
                                               url: worker.configuration.upstreamBase + (asterisk ? "/" : request.pathAndQuery),
                                               headers: headers, body: body, requestTarget: asterisk ? "*" : nil)
-        let fetch = UpstreamFetch(upstreamRequest, for: self, leading: leading)
+        let fetch = UpstreamFetch(upstreamRequest, for: self, worker: worker, leading: leading)
         self.fetch = fetch
         fetch.start()
         guard let transfer = fetch.transfer, request.framing != .none else { return }

@@ -8,7 +8,7 @@ import HTTPHeaders
 /// What the fetch tells the exchange, and the answer the client gets: the
 /// upstream's head (or a stand-in for a failure, or a 304's refresh), the
 /// body in the client's framing, and its end.
-extension Exchange {
+extension Exchange: FetchClient {
     // MARK: the head
 
     /// The upstream's head: true when it is the answer; false when this

@@ -5,8 +5,34 @@ import HTTP1
 import Upstream
 import HTTPHeaders
 
+/// Whom a fetch answers (an `Exchange`; a stand-in in ProxyTests): the
+/// request it is for, and the five things it is told.
+protocol FetchClient: AnyObject {
+    var request: RequestHead { get }
+    var key: String { get }
+    var isCacheLookup: Bool { get }
+    /// What the lookup found (validators, the variants a response replaces).
+    var variants: Variants { get }
+    var toDisk: Bool { get }
+    /// The upstream's head: false when the client answered otherwise (a
+    /// stand-in for a 5xx, a 304's refresh) and wants no more of it.
+    func takes(_ response: UpstreamResponse) -> Bool
+    /// The head goes to the client (`stored`: the response is being stored).
+    func streams(_ response: UpstreamResponse, stored: Bool)
+    /// Whether the client is behind (the fetch pauses, unless followers stream it).
+    var isCongested: Bool { get }
+    func deliver(_ chunk: Bytes)
+    func deliver(copying bytes: UnsafeRawBufferPointer)
+    /// The body ended; `whole`: as long as it said.
+    func responseEnded(whole: Bool)
+    /// The response broke off after its head.
+    func responseCut()
+    /// The upstream failed before any response.
+    func fetchFailed(_ kind: UpstreamFailure.Kind, detail: String)
+}
+
 /// One request to the upstream and where its response goes: to the client
-/// (its `Exchange`, while there is one), into the store, and to the
+/// (its `FetchClient`, while there is one), into the store, and to the
 /// requests collapsed onto it (while it leads). The client keeps the
 /// answer's decisions (stand-ins for failures, 304 refreshes, its head and
 /// framing); this keeps the response's. It goes on without its client
@@ -16,7 +42,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     /// Nil once the client left or the fetch is over. (Unowned: the
     /// exchange lets go of it, by `clientLeft` or `cancel`, before it
     /// goes; a weak reference would cost every miss a side table.)
-    private unowned var client: Exchange?
+    private unowned var client: (any FetchClient)?
     private let request: RequestHead
     private let key: String
     private let isCacheLookup: Bool
@@ -25,7 +51,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     private let upstreamRequest: UpstreamRequest
     private var machine: FetchMachine
     /// Also the request body's way upstream (the client streams it).
-    private(set) var transfer: UpstreamTransfer?
+    private(set) var transfer: (any UpstreamTransferControl)?
     private var store: PendingStore?
     private var expectedLength: Int?
     private var receivedBody = 0
@@ -34,8 +60,8 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     /// then that matches keeps this response out of the cache.
     private(set) var fetchToken: UInt64 = 0
 
-    init(_ upstreamRequest: UpstreamRequest, for client: Exchange, leading: Bool) {
-        worker = client.worker
+    init(_ upstreamRequest: UpstreamRequest, for client: any FetchClient, worker: Worker, leading: Bool) {
+        self.worker = worker
         self.client = client
         request = client.request
         key = client.key

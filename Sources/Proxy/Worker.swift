@@ -24,7 +24,7 @@ public final class Worker: IOHandler {
     /// This worker's own counters (only its thread writes them).
     let counters: WorkerStats
     let logger: Logger
-    let upstream: UpstreamClient
+    let upstream: any UpstreamRequester
     /// nil: access logging is off.
     let accessLog: AccessLog?
     private var accessBuffer = AccessLogBuffer()
@@ -42,8 +42,17 @@ public final class Worker: IOHandler {
     private(set) var draining = false
     private var onDrained: (() -> Void)?
 
-    public init(listener: Int32, configuration: ProxyConfiguration, store: TieredStore, collapser: Collapser, stats: ProxyStats,
+    public convenience init(listener: Int32, configuration: ProxyConfiguration, store: TieredStore, collapser: Collapser, stats: ProxyStats,
                 logger: Logger, accessLog: AccessLog? = nil) throws(SystemError) {
+        try self.init(listener: listener, configuration: configuration, store: store, collapser: collapser, stats: stats,
+                      logger: logger, accessLog: accessLog) { UpstreamClient(loop: $0, settings: $1) }
+    }
+
+    /// `upstream`: how the worker reaches the upstream, made on its loop
+    /// (ProxyTests give a stand-in; otherwise libcurl).
+    init(listener: Int32, configuration: ProxyConfiguration, store: TieredStore, collapser: Collapser, stats: ProxyStats,
+         logger: Logger, accessLog: AccessLog?,
+         upstream: (EventLoop, UpstreamSettings) -> any UpstreamRequester) throws(SystemError) {
         self.accessLog = accessLog
         loop = try EventLoop()
         self.listener = listener
@@ -53,7 +62,7 @@ public final class Worker: IOHandler {
         self.stats = stats
         counters = stats.makeWorkerStats()
         self.logger = logger
-        upstream = UpstreamClient(loop: loop, settings: configuration.upstream)
+        self.upstream = upstream(loop, configuration.upstream)
         builder = StoredResponseBuilder(configuration)
     }
 

@@ -57,8 +57,9 @@ public final class UpstreamClient {
     /// epoll while idle in curl's pool.
     private var connectionSockets: Set<Int32> = []
 
-    /// Starts a transfer. The delegate hears about it on this loop's thread.
-    public func start(_ request: UpstreamRequest, delegate: UpstreamTransferDelegate) -> UpstreamTransfer {
+    /// Starts a transfer (`UpstreamRequester.start`). The delegate hears
+    /// about it on this loop's thread.
+    func startTransfer(_ request: UpstreamRequest, delegate: UpstreamTransferDelegate) -> UpstreamTransfer {
         let pooled = idleHandles.popLast()
         let easy = pooled ?? curl_easy_init()!
         let transfer = UpstreamTransfer(client: self, easy: easy, request: request, delegate: delegate)
