@@ -1,6 +1,7 @@
 import CacheStorage
 import EventLoop
 import HTTP1
+import HTTPHeaders
 
 /// Answers queued on the connection as the exchange decided them: a stored
 /// response (`StoredAnswer` chooses whole, 304, 206 or 416; `ClientHead`
@@ -71,10 +72,30 @@ extension ClientConnection {
         return file
     }
 
-    /// Queues a body piece in the client's framing.
-    func enqueueBody(_ chunk: Bytes, framing: ClientFraming) {
-        switch framing {
-        case .none: break
+    /// Queues a head passed on (the upstream's, or a shared fetch's) and
+    /// chooses how its body is framed for this client.
+    func sendHead(status: Int, reason: String?, fields: HeaderFields, length: Int?, noBody: Bool, age: Int?, cacheStatus: String,
+                  now: Int64, for request: RequestHead, connection field: ConnectionField) {
+        answerFraming = ClientFraming.choose(noBody: noBody, length: length, minorVersion: request.minorVersion)
+        enqueue(ClientHead.forwarded(status: status, reason: reason, fields: fields, framing: answerFraming, length: length,
+                                     noBody: noBody, age: age, cacheStatus: cacheStatus, dateLine: worker.dateHeader.current(now: now),
+                                     connection: field, isHidden: worker.builder.isHidden))
+    }
+
+    /// Queues a 304 for a conditional request that an upstream 200 satisfies.
+    func sendNotModified(fields: HeaderFields, age: Int, cacheStatus: String, now: Int64, connection field: ConnectionField) {
+        let tail = ClientHead.Tail(age: age, dateLine: worker.dateHeader.current(now: now),
+                                   cacheStatus: Array("Cache-Status: \(cacheStatus)\r\n".utf8), connection: field)
+        enqueue(ClientHead.notModified(fields: fields, tail: tail))
+    }
+
+    /// Whether the client is behind with a body being passed on.
+    var isBodyCongested: Bool { answerFraming != .none && isCongested }
+
+    /// Queues a body piece in the answer's framing (nothing for a bodiless one).
+    func sendBody(_ chunk: Bytes) {
+        switch answerFraming {
+        case .none: return
         case .chunked:
             enqueue(ResponseSerializer.chunkHeader(chunk.count))
             enqueue(chunk)
@@ -82,12 +103,14 @@ extension ClientConnection {
         case .length, .untilClose:
             enqueue(chunk)
         }
+        answerBodyBytes += chunk.count
+        flushSoon()
     }
 
-    /// Queues a copy of a body piece in the client's framing.
-    func enqueueBody(copying bytes: UnsafeRawBufferPointer, framing: ClientFraming) {
-        switch framing {
-        case .none: break
+    /// Queues a copy of a body piece in the answer's framing.
+    func sendBody(copying bytes: UnsafeRawBufferPointer) {
+        switch answerFraming {
+        case .none: return
         case .chunked:
             enqueue(ResponseSerializer.chunkHeader(bytes.count))
             enqueue(copying: bytes)
@@ -95,10 +118,20 @@ extension ClientConnection {
         case .length, .untilClose:
             enqueue(copying: bytes)
         }
+        answerBodyBytes += bytes.count
+        flushSoon()
     }
 
-    /// The last chunk of a chunked body.
-    func enqueueLastChunk() {
-        enqueue(Array("0\r\n\r\n".utf8))
+    /// The answer's body is over (`whole`: as long as it said): true when
+    /// the connection must close, to end a close-delimited body or to cut
+    /// one short of its length (`BodyEnd`).
+    func endBody(whole: Bool) -> Bool {
+        switch BodyEnd.decide(framing: answerFraming, whole: whole) {
+        case .cut:
+            return true
+        case .end(let terminator, let close):
+            if terminator { enqueue(Array("0\r\n\r\n".utf8)) }
+            return close
+        }
     }
 }

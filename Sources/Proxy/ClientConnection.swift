@@ -21,6 +21,10 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     private var parser: RequestParser
     @exclusivity(unchecked) private(set) var output = OutputQueue()
     private var exchange: Exchange?
+    /// The answer being passed on: its body's framing for this client and
+    /// how much of the body was queued (ClientConnection+Answers).
+    var answerFraming = ClientFraming.none
+    var answerBodyBytes = 0
     private var body: RequestBodyReader?
     private var readEOF = false
     private var closeWhenFlushed = false
@@ -170,6 +174,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         if head.expectsContinue && head.minorVersion == 1 {
             output.append(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
         }
+        (answerFraming, answerBodyBytes) = (.none, 0)
         let exchange = Exchange(head: head, connection: self)
         self.exchange = exchange
         exchange.start()

@@ -60,7 +60,7 @@ extension Exchange {
         variants = worker.store.lookup(key, local: worker.localHits)
         if case .fresh(let index, let age, _) = Lookup.decide(facts, variants, now: now, shared: shared),
            serveStored(variants[index], age: age, now: now,
-                       cacheStatus: Array("Cache-Status: \(CacheStatus.forward(forwardReason, stored: false)); collapsed\r\n".utf8)) {
+                       cacheStatus: Array("Cache-Status: \(forwarding.cacheStatus(stored: false)); collapsed\r\n".utf8)) {
             return
         }
         forward()
@@ -71,10 +71,12 @@ extension Exchange {
     func follow(_ fetch: SharedFetch) {
         machine.follow(fetch)
         let head = fetch.head, now = EventLoop.wallSeconds()
-        sendPassedOnHead(status: head.status, reason: head.reason, fields: head.headers, length: head.contentLength,
-                         noBody: UpstreamResponse.hasNoBody(status: head.status, answering: request.method),
-                         age: Freshness.correctedInitialAge(head.timing) + max(0, Int(now - head.timing.responseTime)),
-                         cacheStatus: CacheStatus.forward(forwardReason, stored: false) + "; collapsed", now: now)
+        let cacheStatus = forwarding.cacheStatus(stored: false) + "; collapsed"
+        noteAnswer(head.status, cache: Array(cacheStatus.utf8), bodyBytes: nil)
+        connection.sendHead(status: head.status, reason: head.reason, fields: head.headers, length: head.contentLength,
+                            noBody: UpstreamResponse.hasNoBody(status: head.status, answering: request.method),
+                            age: Freshness.correctedInitialAge(head.timing) + max(0, Int(now - head.timing.responseTime)),
+                            cacheStatus: cacheStatus, now: now, for: request, connection: connectionField)
         fetch.follow(ObjectIdentifier(self), loop: worker.loop) { [weak self] in self?.pullShared() }
         pullShared()
     }
@@ -83,23 +85,11 @@ extension Exchange {
     func pullShared() {
         guard let (fetch, read) = machine.followed else { return }
         let (chunks, state) = fetch.read(ObjectIdentifier(self), from: read)
-        for chunk in chunks {
-            connection.enqueueBody(chunk, framing: framing)
-            bodyBytesSent += chunk.count
-        }
+        for chunk in chunks { connection.sendBody(chunk) }
         machine.read(chunks.count)
-        switch state {
-        case .streaming:
-            connection.flush()
-        case .complete where framing != .untilClose:
-            fetch.unfollow(ObjectIdentifier(self))
-            if framing == .chunked { connection.enqueueLastChunk() }
-            complete()
-        case .complete, .failed:
-            // Close-delimited, or the fetch broke after the head was sent:
-            // closing the connection ends (or cuts) the body.
-            fetch.unfollow(ObjectIdentifier(self))
-            endByClosing()
-        }
+        guard state != .streaming else { return connection.flush() }
+        fetch.unfollow(ObjectIdentifier(self))
+        // The fetch broke after the head was sent: closing the connection cuts the body.
+        if state == .failed { endByClosing() } else { responseEnded(whole: true) }
     }
 }

@@ -23,20 +23,9 @@ final class Exchange {
     // Cache bookkeeping.
     let isCacheLookup: Bool
     let key: String
-    var forwardReason: CacheStatus.Forward = .method
     var variants = Variants()
-    /// The stored response a conditional upstream request is validating.
-    var validating: CachedResponse?
-    /// What may answer if the upstream fails before a response.
-    var standIns = StandIns()
-    /// reloadIgnoringLocalAndRemoteCacheData: Cache-Control: no-cache upstream.
-    var askUpstreamCachesToReload = false
-
-    /// How the body goes to the client, and how much of it went.
-    var framing: ClientFraming = .none
-    var bodyBytesSent = 0
-    /// The request's body, held until complete when small (HeldRequestBody).
-    var requestBody: HeldRequestBody
+    /// Why and how it went upstream (validating, stand-ins, reload).
+    var forwarding = Forwarding()
 
     /// Bounds the wait for a leader (Exchange+Collapsing).
     var waitTimer: TimerID = .none
@@ -49,7 +38,6 @@ final class Exchange {
         self.request = head
         self.connection = connection
         self.worker = connection.worker
-        requestBody = HeldRequestBody(framing: head.framing, limit: connection.worker.configuration.requestBufferBytes)
         // A GET with a body may be answered by what the body says: never
         // looked up or stored under the URL alone (it goes through as is).
         isCacheLookup = (head.method == "GET" || head.method == "HEAD") && head.framing == .none
@@ -108,11 +96,7 @@ final class Exchange {
         case .cacheOnlyMiss(let detail, let message):
             sendCacheOnlyMiss(detail: detail, message)
         case .forward(let how):
-            forwardReason = how.reason
-            if let index = how.validate, variants[index].hasValidator, request.method == "GET" { validating = variants[index] }
-            if let index = how.staleCandidate { (standIns.stale, standIns.request) = (variants[index], requestCC) }
-            if let index = how.fallback { standIns.fallback = variants[index] }
-            askUpstreamCachesToReload = how.noCacheUpstream
+            forwarding = Forwarding(how, variants: variants, method: request.method, requestDirectives: requestCC)
             if how.reason == .stale { WorkerStats.bump(worker.counters.staleForwards) } else { WorkerStats.bump(worker.counters.misses) }
             switch how.collapse ? collapse() : .fetchAlone {
             case .waiting: return
@@ -170,7 +154,7 @@ final class Exchange {
     func logAccess() {
         guard worker.accessLog != nil, access.takeTurnToWrite() else { return }
         worker.logAccess(client: connection.peer, method: request.method, target: request.target, status: access.status,
-                         bodyBytes: access.bodyBytes ?? bodyBytesSent, milliseconds: EventLoop.nowMilliseconds() &- startMilliseconds,
+                         bodyBytes: access.bodyBytes ?? connection.answerBodyBytes, milliseconds: EventLoop.nowMilliseconds() &- startMilliseconds,
                          cache: access.cacheColumn)
     }
 

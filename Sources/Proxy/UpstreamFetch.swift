@@ -29,6 +29,8 @@ protocol FetchClient: AnyObject {
     func responseCut()
     /// The upstream failed before any response.
     func fetchFailed(_ kind: UpstreamFailure.Kind, detail: String)
+    /// The upstream took every request-body byte supplied: more may come.
+    func requestBodyDrained()
 }
 
 /// One request to the upstream and where its response goes: to the client
@@ -48,7 +50,10 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     private let isCacheLookup: Bool
     private let variants: Variants
     private let toDisk: Bool
-    private let upstreamRequest: UpstreamRequest
+    /// The upstream request's fields; it goes out once its body allows.
+    private let fields: HeaderFields
+    private var requestBody: HeldRequestBody
+    private var upstreamRequest: UpstreamRequest?
     private var machine: FetchMachine
     /// Also the request body's way upstream (the client streams it).
     private(set) var transfer: (any UpstreamTransferControl)?
@@ -60,7 +65,9 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     /// then that matches keeps this response out of the cache.
     private(set) var fetchToken: UInt64 = 0
 
-    init(_ upstreamRequest: UpstreamRequest, for client: any FetchClient, worker: Worker, leading: Bool) {
+    /// `fields`: what the upstream request carries. `leading`: the
+    /// client holds the key's claim (Collapser), which the fetch keeps.
+    init(fields: HeaderFields, for client: any FetchClient, worker: Worker, leading: Bool) {
         self.worker = worker
         self.client = client
         request = client.request
@@ -68,14 +75,58 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         isCacheLookup = client.isCacheLookup
         variants = client.variants
         toDisk = client.toDisk
-        self.upstreamRequest = upstreamRequest
+        self.fields = fields
+        requestBody = HeldRequestBody(framing: request.framing, limit: worker.configuration.requestBufferBytes)
         machine = FetchMachine(leading: leading)
     }
 
+    /// Sends the request, or holds it until its body is complete (small
+    /// bodies: `HeldRequestBody`).
     func start() {
+        if case .start(let body) = requestBody.forward(fields: fields) { send(fields, body: body) }
+    }
+
+    private func send(_ fields: HeaderFields, body: UpstreamRequest.Body) {
+        // OPTIONS *: the upstream gets the asterisk form too.
+        let asterisk = request.target == "*"
+        upstreamRequest = UpstreamRequest(method: request.method,
+                                          url: worker.configuration.upstreamBase + (asterisk ? "/" : request.pathAndQuery),
+                                          headers: fields, body: body, requestTarget: asterisk ? "*" : nil)
+        attempt()
+        guard let transfer, request.framing != .none else { return }
+        transfer.onBodyDrained = { [weak self] in self?.client?.requestBodyDrained() }
+        if let (held, complete) = requestBody.transferStarted() {
+            held.withUnsafeBytes { transfer.supply($0) }
+            if complete { transfer.finishBody() }
+        }
+    }
+
+    private func attempt() {
+        guard let upstreamRequest else { return }
         requestTime = EventLoop.wallSeconds()
         fetchToken = worker.store.fetchToken
         transfer = worker.upstream.start(upstreamRequest, delegate: self)
+    }
+
+    // MARK: the request body
+
+    /// A piece of the request body from the client.
+    func requestBody(_ bytes: UnsafeRawBufferPointer) {
+        switch requestBody.append(bytes) {
+        case .held: break
+        case .supply: transfer?.supply(bytes)
+        case .startStreaming(let fields): send(fields, body: .streamed(length: nil))
+        }
+    }
+
+    /// The client sent the whole request body.
+    func requestBodyEnd() {
+        if requestBody.end() { start() } else { transfer?.finishBody() }
+    }
+
+    /// Whether request-body bytes pile up faster than the upstream reads them.
+    var isUploadCongested: Bool {
+        (transfer?.bufferedBodyBytes ?? 0) >= worker.configuration.clientBufferBytes
     }
 
     // MARK: the response
@@ -156,7 +207,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
             worker.logger.info("upstream connection failed for \(request.method) \(key) (\(message)); retry \(machine.failedAttempts)")
             worker.loop.schedule(after: 0) { [weak self] in
                 guard let self, self.machine.state == .requesting else { return }
-                self.start()
+                self.attempt()
             }
             return
         case .failed:

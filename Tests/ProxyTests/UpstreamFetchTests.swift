@@ -39,21 +39,23 @@ final class UpstreamFetchTests: XCTestCase {
         (worker, store, upstream, clients) = (nil, nil, nil, [])
     }
 
-    private func request(_ lines: String = "") throws -> RequestHead {
+    private func request(_ method: String = "GET", _ lines: String = "") throws -> RequestHead {
         var parser = RequestParser()
-        guard case .complete(let head, _) = Array("GET \(key) HTTP/1.1\r\nHost: x\r\n\(lines)\r\n".utf8).withUnsafeBytes({ parser.parse($0) })
-        else { throw XCTSkip("unparsed") }
+        let text = "\(method) \(key) HTTP/1.1\r\nHost: x\r\n\(lines)\r\n"
+        guard case .complete(let head, _) = Array(text.utf8).withUnsafeBytes({ parser.parse($0) }) else { throw XCTSkip("unparsed") }
         return head
     }
 
     /// A fetch for a stand-in client, started.
     private func startFetch(leading: Bool = false) throws -> (UpstreamFetch, StandInClient) {
-        let client = StandInClient(request: try request(), key: key)
+        try startFetch(for: request(), leading: leading)
+    }
+
+    private func startFetch(for request: RequestHead, leading: Bool = false) throws -> (UpstreamFetch, StandInClient) {
+        let client = StandInClient(request: request, key: key)
         clients.append(client)
-        let fetch = UpstreamFetch(UpstreamRequest(method: "GET", url: "http://127.0.0.1:1/a", headers: [:], body: .none),
-                                  for: client, worker: worker, leading: leading)
+        let fetch = UpstreamFetch(fields: [:], for: client, worker: worker, leading: leading)
         fetch.start()
-        XCTAssertEqual(upstream.started.count, 1)
         return (fetch, client)
     }
 
@@ -70,6 +72,7 @@ final class UpstreamFetchTests: XCTestCase {
 
     func testAStorableResponseGoesToTheClientAndIntoTheStore() throws {
         let (fetch, client) = try startFetch()
+        XCTAssertEqual(upstream.requests.map(\.url), ["http://127.0.0.1:1/a"], "a GET goes at once")
         fetch.upstreamDidReceiveHead(status: 200, reason: "OK", headers: ["cache-control": "max-age=60", "content-length": "5"])
         XCTAssertEqual(client.events, ["head 200 stored"])
         XCTAssertTrue(body(fetch, "hel"))
@@ -217,6 +220,41 @@ final class UpstreamFetchTests: XCTestCase {
         shared.unfollow(ObjectIdentifier(self))
     }
 
+    func testASmallRequestBodyIsHeldUntilCompleteThenSentWhole() throws {
+        let (fetch, _) = try startFetch(for: request("POST", "Content-Length: 5\r\n"))
+        XCTAssertEqual(upstream.started.count, 0, "no upstream request while the body is coming")
+        Array("hel".utf8).withUnsafeBytes { fetch.requestBody($0) }
+        XCTAssertEqual(upstream.started.count, 0)
+        Array("lo".utf8).withUnsafeBytes { fetch.requestBody($0) }
+        fetch.requestBodyEnd()
+        XCTAssertEqual(upstream.requests.map(\.body), [.streamed(length: 5)])
+        XCTAssertEqual(upstream.started.first?.supplied, Array("hello".utf8))
+        XCTAssertEqual(upstream.started.first?.bodyFinished, true)
+    }
+
+    func testARequestBodyLargerThanTheBufferStreamsAsItComes() throws {
+        try makeWorker { $0.requestBufferBytes = 4 }
+        let (fetch, client) = try startFetch(for: request("POST", "Transfer-Encoding: chunked\r\n"))
+        Array("hel".utf8).withUnsafeBytes { fetch.requestBody($0) }
+        XCTAssertEqual(upstream.started.count, 0)
+        Array("lo".utf8).withUnsafeBytes { fetch.requestBody($0) }
+        XCTAssertEqual(upstream.requests.map(\.body), [.streamed(length: nil)], "outgrew the buffer: sent at once, streaming")
+        XCTAssertEqual(upstream.started[0].supplied, Array("hello".utf8))
+        Array("!".utf8).withUnsafeBytes { fetch.requestBody($0) }
+        fetch.requestBodyEnd()
+        XCTAssertEqual(upstream.started[0].supplied, Array("hello!".utf8))
+        XCTAssertTrue(upstream.started[0].bodyFinished)
+        upstream.started[0].onBodyDrained?()
+        XCTAssertEqual(client.events, ["body drained"], "the client is told to send more")
+    }
+
+    func testAClientLeavingWhileItsBodyIsHeldSendsNothing() throws {
+        let (fetch, _) = try startFetch(for: request("POST", "Content-Length: 5\r\n"))
+        Array("hel".utf8).withUnsafeBytes { fetch.requestBody($0) }
+        fetch.clientLeft()
+        XCTAssertEqual(upstream.started.count, 0)
+    }
+
     /// The role a new request for the key gets.
     private func lead(wake: @escaping (SharedFetch?) -> Void = { _ in }) -> Role {
         switch worker.collapser.lead(key, loop: worker.loop, wake: wake) {
@@ -233,10 +271,12 @@ final class UpstreamFetchTests: XCTestCase {
 private final class StandInUpstream: UpstreamRequester {
     var settings = UpstreamSettings()
     var started: [StandInTransfer] = []
+    var requests: [UpstreamRequest] = []
 
     func start(_ request: UpstreamRequest, delegate: UpstreamTransferDelegate) -> any UpstreamTransferControl {
         let transfer = StandInTransfer()
         started.append(transfer)
+        requests.append(request)
         return transfer
     }
 }
@@ -246,8 +286,10 @@ private final class StandInTransfer: UpstreamTransferControl {
     var onBodyDrained: (() -> Void)?
     var cancelled = false
     var resumes = 0
-    func supply(_ bytes: UnsafeRawBufferPointer) { bufferedBodyBytes += bytes.count }
-    func finishBody() {}
+    var supplied: [UInt8] = []
+    var bodyFinished = false
+    func supply(_ bytes: UnsafeRawBufferPointer) { supplied += bytes }
+    func finishBody() { bodyFinished = true }
     func resume() { resumes += 1 }
     func cancel() { cancelled = true }
 }
@@ -256,7 +298,7 @@ private final class StandInTransfer: UpstreamTransferControl {
 private final class StandInClient: FetchClient {
     let request: RequestHead
     let key: String
-    let isCacheLookup = true
+    var isCacheLookup: Bool { request.method == "GET" }
     let variants = Variants()
     let toDisk = false
     var takesHead = true
@@ -276,4 +318,5 @@ private final class StandInClient: FetchClient {
     func responseEnded(whole: Bool) { events.append(whole ? "ended whole" : "ended short") }
     func responseCut() { events.append("cut") }
     func fetchFailed(_ kind: UpstreamFailure.Kind, detail: String) { events.append("failed \(kind)") }
+    func requestBodyDrained() { events.append("body drained") }
 }

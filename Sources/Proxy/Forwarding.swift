@@ -1,0 +1,52 @@
+import CacheSemantics
+import CacheStorage
+import HTTP1
+import HTTPHeaders
+
+/// Why and how a request goes upstream, as its lookup decided
+/// (`LookupPlan.Forward`): the reason Cache-Status gives, the stored
+/// response being validated, what may stand in if the upstream fails, and
+/// the fields that go with it. A request that is not looked up goes with
+/// the defaults (`fwd=method`, nothing validated or standing in).
+struct Forwarding {
+    var reason: CacheStatus.Forward = .method
+    /// The stored response a conditional upstream request validates.
+    var validating: CachedResponse?
+    /// What may answer if the upstream fails before a response.
+    var standIns = StandIns()
+    /// reloadIgnoringLocalAndRemoteCacheData: Cache-Control: no-cache upstream.
+    var noCacheUpstream = false
+
+    init() {}
+
+    /// `requestDirectives`: the request's Cache-Control (its stale-if-error
+    /// counts for a stale stand-in).
+    init(_ how: LookupPlan.Forward, variants: Variants, method: String, requestDirectives: CacheControl) {
+        reason = how.reason
+        // Only a GET is sent conditionally (a HEAD's 304 would refresh nothing).
+        if let index = how.validate, variants[index].hasValidator, method == "GET" { validating = variants[index] }
+        if let index = how.staleCandidate { (standIns.stale, standIns.request) = (variants[index], requestDirectives) }
+        if let index = how.fallback { standIns.fallback = variants[index] }
+        noCacheUpstream = how.noCacheUpstream
+    }
+
+    /// The upstream request's fields: the client's as forwarded
+    /// (`UpstreamHeaders.forward`), with the validators of what is
+    /// validated, and no-cache for a reload through remote caches.
+    func upstreamFields(_ forwarded: HeaderFields, among variants: Variants) -> HeaderFields {
+        var fields = forwarded
+        if let validating { UpstreamHeaders.addValidators(for: validating, among: variants, to: &fields) }
+        if noCacheUpstream {
+            fields.remove("cache-control")
+            fields.remove("pragma")
+            fields.append("cache-control", "no-cache")
+            fields.append("pragma", "no-cache")
+        }
+        return fields
+    }
+
+    /// The Cache-Status value of an answer from upstream.
+    func cacheStatus(stored: Bool, fwdStatus: Int? = nil, detail: String? = nil) -> String {
+        CacheStatus.forward(reason, stored: stored, fwdStatus: fwdStatus, detail: detail)
+    }
+}
