@@ -6,7 +6,8 @@ import Upstream
 
 /// Request collapsing, the waiting side: leading the key's fetch, waiting
 /// for the request already fetching it, following its response as it
-/// streams (the leader's fetch shares it: `UpstreamFetch`).
+/// streams (the leader's fetch shares it: `UpstreamFetch`; this request
+/// reads it: `SharedFetchReader`).
 extension Exchange {
     enum Collapse {
         /// Another request fetches the key: wait for it.
@@ -67,9 +68,9 @@ extension Exchange {
     }
 
     /// A collapsed request: answer with the leader's response, piece by
-    /// piece as it arrives.
+    /// piece as it arrives (`SharedFetchReader` hands them over as a fetch would).
     func follow(_ fetch: SharedFetch) {
-        machine.follow(fetch)
+        machine.follow()
         let head = fetch.head, now = EventLoop.wallSeconds()
         let cacheStatus = forwarding.cacheStatus(stored: false) + "; collapsed"
         noteAnswer(head.status, cache: Array(cacheStatus.utf8), bodyBytes: nil)
@@ -77,19 +78,8 @@ extension Exchange {
                             noBody: UpstreamResponse.hasNoBody(status: head.status, answering: request.method),
                             age: Freshness.correctedInitialAge(head.timing) + max(0, Int(now - head.timing.responseTime)),
                             cacheStatus: cacheStatus, now: now, for: request, connection: connectionField)
-        fetch.follow(ObjectIdentifier(self), loop: worker.loop) { [weak self] in self?.pullShared() }
-        pullShared()
-    }
-
-    /// Queues what arrived since the last pull; finishes with the fetch.
-    func pullShared() {
-        guard let (fetch, read) = machine.followed else { return }
-        let (chunks, state) = fetch.read(ObjectIdentifier(self), from: read)
-        for chunk in chunks { connection.sendBody(chunk) }
-        machine.read(chunks.count)
-        guard state != .streaming else { return connection.flush() }
-        fetch.unfollow(ObjectIdentifier(self))
-        // The fetch broke after the head was sent: closing the connection cuts the body.
-        if state == .failed { endByClosing() } else { responseEnded(whole: true) }
+        let reader = SharedFetchReader(fetch, for: self, loop: worker.loop)
+        self.reader = reader
+        reader.pull()
     }
 }

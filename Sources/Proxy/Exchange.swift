@@ -15,6 +15,8 @@ final class Exchange {
     let worker: Worker
     /// The upstream request answering this one, while it runs.
     var fetch: UpstreamFetch?
+    /// The leader's shared response, when collapsed onto another request.
+    var reader: SharedFetchReader?
     /// Where the request's life stands (ExchangeMachine): this class carries
     /// out what its events call for.
     var machine = ExchangeMachine()
@@ -135,6 +137,7 @@ final class Exchange {
     /// otherwise) stops.
     private func finish() {
         machine.finish()
+        reader?.stop()
         fetch?.cancel()
         fetch = nil
         logAccess()
@@ -168,7 +171,8 @@ final class Exchange {
     func cancel() {
         logAccess()
         worker.loop.cancel(waitTimer)
-        machine.clientGone()?.unfollow(ObjectIdentifier(self))
+        machine.finish()
+        reader?.stop()
         fetch?.clientLeft()
         fetch = nil
     }

@@ -18,9 +18,8 @@ struct ExchangeMachine: Equatable {
         case lookingUp
         /// Collapsed onto the request already fetching this key.
         case waitingForLeader
-        /// Streaming that leader's response as it arrives; `read`: how many
-        /// of its pieces were queued so far.
-        case following(SharedFetch, read: Int)
+        /// Streaming that leader's response as it arrives.
+        case following
         /// Gone upstream, no response head yet (also while validating).
         case forwarding
         /// The upstream's response streams to the client.
@@ -67,19 +66,8 @@ struct ExchangeMachine: Equatable {
     }
 
     /// Streams a shared response (the driver writes its head).
-    mutating func follow(_ fetch: SharedFetch) {
-        if state == .lookingUp || state == .waitingForLeader { state = .following(fetch, read: 0) }
-    }
-
-    /// The shared response being followed and how much of it was read.
-    var followed: (fetch: SharedFetch, read: Int)? {
-        if case .following(let fetch, let read) = state { return (fetch, read) }
-        return nil
-    }
-
-    /// `count` more pieces of the followed response were queued.
-    mutating func read(_ count: Int) {
-        if case .following(let fetch, let read) = state { state = .following(fetch, read: read + count) }
+    mutating func follow() {
+        if state == .lookingUp || state == .waitingForLeader { state = .following }
     }
 
     // MARK: the upstream
@@ -102,13 +90,5 @@ struct ExchangeMachine: Equatable {
     /// the end of a streamed one), or the exchange is cut off.
     mutating func finish() {
         state = .done
-    }
-
-    /// The client connection went away: done, and no longer following the
-    /// shared response it returns (if any).
-    mutating func clientGone() -> SharedFetch? {
-        let unfollow = followed?.fetch
-        finish()
-        return unfollow
     }
 }

@@ -6,7 +6,9 @@ import Upstream
 import HTTPHeaders
 
 /// Whom a fetch answers (an `Exchange`; a stand-in in ProxyTests): the
-/// request it is for, and the five things it is told.
+/// request it is for, and what it is told. A collapsed request hears the
+/// body and its end the same way from the leader's shared response
+/// (`SharedFetchReader`).
 protocol FetchClient: AnyObject {
     var request: RequestHead { get }
     var key: String { get }

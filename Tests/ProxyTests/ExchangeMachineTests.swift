@@ -5,10 +5,6 @@ import XCTest
 /// One request's life as the client sees it, driven event by event,
 /// including orderings that sockets make hard to force.
 final class ExchangeMachineTests: XCTestCase {
-    private let fetch = SharedFetch(head: SharedFetch.Head(
-        status: 200, reason: nil, headers: [:], timing: ResponseTiming(requestTime: 0, responseTime: 0, dateValue: nil, ageValue: 0),
-        contentLength: nil, varyNames: [], varyValues: []), limitBytes: 1 << 20)
-
     func testAMissForwardsStreamsAndFinishes() {
         var m = ExchangeMachine()
         XCTAssertEqual(m.state, .lookingUp)
@@ -58,13 +54,10 @@ final class ExchangeMachineTests: XCTestCase {
         XCTAssertEqual(m.state, .waitingForLeader)
         XCTAssertFalse(m.responseStarted)
         XCTAssertEqual(m.leaderDone(streaming: true), .follow)
-        m.follow(fetch)
-        XCTAssertEqual(m.state, .following(fetch, read: 0))
+        m.follow()
+        XCTAssertEqual(m.state, .following)
         XCTAssertTrue(m.responseStarted)
         XCTAssertFalse(m.takesUpstreamHead, "no fetch of its own")
-        m.read(2)
-        m.read(1)
-        XCTAssertEqual(m.followed?.read, 3, "the next read starts after the pieces queued")
         XCTAssertEqual(m.leaderDone(streaming: false), .ignore, "a second wake-up (the timer) does nothing")
     }
 
@@ -80,16 +73,15 @@ final class ExchangeMachineTests: XCTestCase {
     func testTheClientLeavingMidCollapseThenTheLeaderFinishing() {
         var waiting = ExchangeMachine()
         waiting.waitForLeader()
-        XCTAssertNil(waiting.clientGone(), "nothing followed yet")
+        waiting.finish()  // the client left
         XCTAssertEqual(waiting.leaderDone(streaming: true), .ignore, "the leader's wake-up after the client left")
         XCTAssertEqual(waiting.state, .done)
 
         var following = ExchangeMachine()
         following.waitForLeader()
         _ = following.leaderDone(streaming: true)
-        following.follow(fetch)
-        XCTAssertEqual(following.clientGone(), fetch, "the shared response stops notifying this request")
-        XCTAssertNil(following.followed)
+        following.follow()
+        following.finish()  // the client left
         following.forward()
         XCTAssertEqual(following.state, .done, "nothing goes upstream for a client that left")
     }
@@ -108,13 +100,9 @@ final class ExchangeMachineTests: XCTestCase {
         var m = ExchangeMachine()
         m.waitForLeader()
         _ = m.leaderDone(streaming: true)
-        m.follow(fetch)
-        m.read(1)
-        m.follow(fetch)
-        XCTAssertEqual(m.followed?.read, 1, "a second follow does not start over")
+        m.follow()
         m.finish()
-        XCTAssertNil(m.followed)
-        m.read(1)
-        XCTAssertEqual(m.state, .done)
+        m.follow()
+        XCTAssertEqual(m.state, .done, "nothing is followed after the end")
     }
 }
