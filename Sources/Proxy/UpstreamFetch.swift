@@ -89,6 +89,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     }
 
     private func send(_ fields: HeaderFields, body: UpstreamRequest.Body) {
+        guard machine.state == .requesting, transfer == nil else { return }  // over, or sent already
         // OPTIONS *: the upstream gets the asterisk form too.
         let asterisk = request.target == "*"
         upstreamRequest = UpstreamRequest(method: request.method,

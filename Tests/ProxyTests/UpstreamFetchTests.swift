@@ -255,6 +255,14 @@ final class UpstreamFetchTests: XCTestCase {
         XCTAssertEqual(upstream.started.count, 0)
     }
 
+    func testAFetchStoppedWhileItsBodyIsHeldSendsNothingWhenTheBodyEnds() throws {
+        let (fetch, _) = try startFetch(for: request("POST", "Content-Length: 5\r\n"))
+        Array("hello".utf8).withUnsafeBytes { fetch.requestBody($0) }
+        fetch.cancel()
+        fetch.requestBodyEnd()
+        XCTAssertEqual(upstream.started.count, 0)
+    }
+
     /// The role a new request for the key gets.
     private func lead(wake: @escaping (SharedFetch?) -> Void = { _ in }) -> Role {
         switch worker.collapser.lead(key, loop: worker.loop, wake: wake) {
