@@ -92,33 +92,21 @@ extension ClientConnection {
     /// Whether the client is behind with a body being passed on.
     var isBodyCongested: Bool { answerFraming != .none && isCongested }
 
-    /// Queues a body piece in the answer's framing (nothing for a bodiless one).
-    func sendBody(_ chunk: Bytes) {
-        switch answerFraming {
-        case .none: return
-        case .chunked:
-            enqueue(ResponseSerializer.chunkHeader(chunk.count))
-            enqueue(chunk)
-            enqueue([0x0D, 0x0A])
-        case .length, .untilClose:
-            enqueue(chunk)
-        }
-        answerBodyBytes += chunk.count
-        flushSoon()
-    }
+    /// Queues a body piece in the answer's framing.
+    func sendBody(_ chunk: Bytes) { sendFramed(chunk.count) { enqueue(chunk) } }
 
     /// Queues a copy of a body piece in the answer's framing.
-    func sendBody(copying bytes: UnsafeRawBufferPointer) {
-        switch answerFraming {
-        case .none: return
-        case .chunked:
-            enqueue(ResponseSerializer.chunkHeader(bytes.count))
-            enqueue(copying: bytes)
-            enqueue([0x0D, 0x0A])
-        case .length, .untilClose:
-            enqueue(copying: bytes)
-        }
-        answerBodyBytes += bytes.count
+    func sendBody(copying bytes: UnsafeRawBufferPointer) { sendFramed(bytes.count) { enqueue(copying: bytes) } }
+
+    /// `count` bytes queued by `enqueueBytes`, in a chunk when chunked;
+    /// nothing for a bodiless answer.
+    private func sendFramed(_ count: Int, _ enqueueBytes: () -> Void) {
+        guard answerFraming != .none else { return }
+        let chunked = answerFraming == .chunked
+        if chunked { enqueue(ResponseSerializer.chunkHeader(count)) }
+        enqueueBytes()
+        if chunked { enqueue([0x0D, 0x0A]) }
+        answerBodyBytes += count
         flushSoon()
     }
 

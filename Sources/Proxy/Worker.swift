@@ -42,8 +42,8 @@ public final class Worker: IOHandler {
     private(set) var draining = false
     private var onDrained: (() -> Void)?
 
-    public convenience init(listener: Int32, configuration: ProxyConfiguration, store: TieredStore, collapser: Collapser, stats: ProxyStats,
-                logger: Logger, accessLog: AccessLog? = nil) throws(SystemError) {
+    public convenience init(listener: Int32, configuration: ProxyConfiguration, store: TieredStore, collapser: Collapser,
+                            stats: ProxyStats, logger: Logger, accessLog: AccessLog? = nil) throws(SystemError) {
         try self.init(listener: listener, configuration: configuration, store: store, collapser: collapser, stats: stats,
                       logger: logger, accessLog: accessLog) { UpstreamClient(loop: $0, settings: $1) }
     }
