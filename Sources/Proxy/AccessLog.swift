@@ -123,6 +123,9 @@ struct AccessLogBuffer {
 /// What the access log says of one exchange: noted as its answer is
 /// decided (only while the log is on), written once when it ends.
 struct AccessRecord {
+    /// Whether the access log is on: when off, nothing is noted or written.
+    let logging: Bool
+    private let startMilliseconds: UInt64
     private(set) var status = 0
     /// The Cache-Status sent: a whole "Cache-Status: ...\r\n" line (hits)
     /// or the value (forwards).
@@ -132,18 +135,28 @@ struct AccessRecord {
     private(set) var bodyBytes: Int?
     private var written = false
 
-    mutating func note(status: Int, cacheStatus: [UInt8], bodyBytes: Int?) {
+    init(logging: Bool = true) {
+        self.logging = logging
+        startMilliseconds = logging ? EventLoop.nowMilliseconds() : 0
+    }
+
+    @inline(__always)
+    mutating func note(status: Int, cacheStatus: @autoclosure () -> [UInt8], bodyBytes: Int?) {
+        guard logging else { return }
         self.status = status
-        self.cacheStatus = cacheStatus
+        self.cacheStatus = cacheStatus()
         self.bodyBytes = bodyBytes
     }
 
-    /// True the first time only: an exchange that ends twice (cancelled,
-    /// then completed) logs one line.
+    /// True the first time only, while logging: an exchange that ends
+    /// twice (cancelled, then completed) logs one line.
     mutating func takeTurnToWrite() -> Bool {
         defer { written = true }
-        return !written
+        return logging && !written
     }
+
+    /// Since the request began.
+    var milliseconds: UInt64 { EventLoop.nowMilliseconds() &- startMilliseconds }
 
     /// The log's cache column: the Cache-Status value without field name,
     /// cache name or line end ("hit; ttl=55"), "-" when none was sent.

@@ -45,6 +45,12 @@ struct Forwarding {
         return fields
     }
 
+    /// The upstream failed before a response: what answers in its place
+    /// (`StandIns`, told what was being validated).
+    mutating func standIn(_ kind: UpstreamFailure.Kind, detail: String, now: Int64, shared: Bool) -> StandIns.Answer {
+        standIns.answer(kind, detail: detail, validating: validating?.cacheControl, now: now, shared: shared)
+    }
+
     /// The Cache-Status value of an answer from upstream.
     func cacheStatus(stored: Bool, fwdStatus: Int? = nil, detail: String? = nil) -> String {
         CacheStatus.forward(reason, stored: stored, fwdStatus: fwdStatus, detail: detail)

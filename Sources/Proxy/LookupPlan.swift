@@ -1,4 +1,5 @@
 import CacheSemantics
+import HTTP1
 
 /// What a request that may be answered from the cache does after its
 /// lookup: the policy's action (`RequestPolicy.action`) turned into what
@@ -74,6 +75,12 @@ enum PolicyChoice: Equatable {
     /// An unknown name: answered 400 with this message.
     case unknown(message: String)
 
+    /// `route`'s policy and permission, else the configuration's.
+    static func make(for request: RequestHead, route: Route?, _ configuration: ProxyConfiguration) -> PolicyChoice {
+        make(clientMayChoose: route?.allowClientPolicy ?? configuration.allowClientPolicy,
+             header: request.combinedHeader("larder-cache-policy"), configured: route?.policy ?? configuration.defaultPolicy)
+    }
+
     static func make(clientMayChoose: Bool, header: @autoclosure () -> String?, configured: RequestPolicy) -> PolicyChoice {
         guard clientMayChoose, let name = header() else { return .chosen(configured, byClient: false) }
         guard let chosen = RequestPolicy(name: name) else {
@@ -81,5 +88,14 @@ enum PolicyChoice: Equatable {
                 + RequestPolicy.validNames.joined(separator: ", "))
         }
         return .chosen(chosen, byClient: true)
+    }
+}
+
+extension RequestFacts {
+    /// What a lookup needs of the request: its Cache-Control (`directives`,
+    /// parsed once by the caller), Pragma when honoured, its fields for Vary.
+    init(_ request: RequestHead, _ directives: CacheControl, honouringPragma: Bool) {
+        let pragma = honouringPragma && (request.combinedHeader("pragma")?.lowercased().contains("no-cache") ?? false)
+        self.init(cacheControl: directives, pragmaNoCache: pragma) { [headers = request.headers] in headers.combined($0) }
     }
 }

@@ -88,6 +88,18 @@ extension Worker {
         }
     }
 
+    /// A 304 answered a conditional request (a client's, or a background
+    /// refresh's): the stored variant it selects refreshed with its fields
+    /// (section 4.3.4), and stored again when it may be. Nil when it names
+    /// nothing held (ask again without validators).
+    func applyNotModified(_ response: UpstreamResponse, validated: CachedResponse, among variants: Variants,
+                          fetchedSince: UInt64, toDisk: Bool) -> (response: CachedResponse, stored: Bool)? {
+        guard let (refreshed, storable) = response.refreshing(validated, among: variants, builder: builder) else { return nil }
+        if storable { storeRefreshed(refreshed, fetchedSince: fetchedSince, toDisk: toDisk) }
+        WorkerStats.bump(counters.revalidations)
+        return (refreshed, storable)
+    }
+
     /// Stores a response refreshed by a 304 (true when a tier took it).
     @discardableResult
     func storeRefreshed(_ refreshed: CachedResponse, fetchedSince: UInt64, toDisk: Bool) -> Bool {

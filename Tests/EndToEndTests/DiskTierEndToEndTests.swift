@@ -49,7 +49,7 @@ final class DiskTierEndToEndTests: ConfiguredTestCase {
         for path in files {
             var bytes = [UInt8](FileManager.default.contents(atPath: path)!)
             bytes[bytes.count - 100] ^= 0x5A
-            FileManager.default.createFile(atPath: path, contents: Data(bytes))
+            XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(bytes)))
         }
         let second = try start()
         let again = try second.client().get("/corrupt?size=3000")

@@ -21,4 +21,12 @@ final class AccessRecordTests: XCTestCase {
         XCTAssertTrue(record.takeTurnToWrite())
         XCTAssertFalse(record.takeTurnToWrite(), "an exchange ended twice (cancelled, then completed) logs one line")
     }
+
+    func testWithTheLogOffNothingIsNotedOrWritten() {
+        var record = AccessRecord(logging: false)
+        record.note(status: 200, cacheStatus: Array("larder; hit".utf8), bodyBytes: 5)
+        XCTAssertEqual(record.status, 0)
+        XCTAssertEqual(record.cacheColumn, "-")
+        XCTAssertFalse(record.takeTurnToWrite())
+    }
 }

@@ -1,5 +1,6 @@
 import XCTest
 import CacheSemantics
+import HTTP1
 @testable import Proxy
 
 /// A lookup's outcome under each policy, as what Larder does next.
@@ -70,5 +71,39 @@ final class LookupPlanTests: XCTestCase {
         else { return XCTFail("an unknown name is refused") }
         XCTAssertTrue(message.contains("\"fastest\""), message)
         XCTAssertTrue(message.contains("returnCacheDataElseLoad"), "the valid names are listed")
+    }
+
+    private func head(_ fields: String) throws -> RequestHead {
+        var parser = RequestParser()
+        guard case .complete(let head, _) = Array("GET /r/a HTTP/1.1\r\nHost: x\r\n\(fields)\r\n".utf8).withUnsafeBytes({ parser.parse($0) })
+        else { throw XCTSkip("unparsed") }
+        return head
+    }
+
+    func testARoutesPolicyAndPermissionComeBeforeTheConfigurations() throws {
+        var configuration = ProxyConfiguration(upstreamBase: "http://127.0.0.1:1")
+        configuration.defaultPolicy = .networkElseCache
+        var route = Route(prefix: "/r")
+        route.policy = .returnCacheDataElseLoad
+        route.allowClientPolicy = false
+        let asking = try head("Larder-Cache-Policy: reloadIgnoringLocalCacheData\r\n")
+        XCTAssertEqual(PolicyChoice.make(for: asking, route: route, configuration), .chosen(.returnCacheDataElseLoad, byClient: false),
+                       "the route's policy, and its refusal of the client's choice")
+        XCTAssertEqual(PolicyChoice.make(for: asking, route: nil, configuration), .chosen(.reloadIgnoringLocalCacheData, byClient: true),
+                       "outside any route the configuration lets clients choose")
+        route.allowClientPolicy = nil
+        XCTAssertEqual(PolicyChoice.make(for: try head(""), route: route, configuration), .chosen(.returnCacheDataElseLoad, byClient: false))
+        configuration.allowClientPolicy = false
+        XCTAssertEqual(PolicyChoice.make(for: asking, route: route, configuration), .chosen(.returnCacheDataElseLoad, byClient: false),
+                       "a route that says nothing about permission follows the configuration")
+    }
+
+    func testPragmaNoCacheCountsOnlyWhereHonoured() throws {
+        let request = try head("Pragma: No-Cache\r\nAccept: text/a\r\nAccept: text/b\r\n")
+        XCTAssertTrue(RequestFacts(request, CacheControl(nil), honouringPragma: true).pragmaNoCache)
+        XCTAssertFalse(RequestFacts(request, CacheControl(nil), honouringPragma: false).pragmaNoCache,
+                       "a collapsed request looking up again takes what its leader stored")
+        XCTAssertEqual(RequestFacts(request, CacheControl(nil), honouringPragma: true).field("accept"), "text/a, text/b",
+                       "Vary compares combined values")
     }
 }

@@ -1,0 +1,79 @@
+import EventLoop
+import HTTP1
+
+/// Request collapsing, the waiting side. A request whose cacheable fetch
+/// is about to go upstream joins its key (`Collapser`): it leads the
+/// fetch, follows a response already streaming, or waits for the leader,
+/// bounded by a timer. A wait ends once: with the leader's response to
+/// follow, with another variant than the request's (fetch alone), or
+/// with nothing to share (look the key up again: the leader may have
+/// stored it).
+final class LeaderWait {
+    enum Joined {
+        /// This request's fetch is the one others wait for.
+        case leading
+        /// The leader's response streams and suits this request.
+        case following(SharedFetch)
+        /// Queued: `ended` runs once, on this loop, unless stopped first.
+        case waiting(LeaderWait)
+        /// Fetch without collapsing (not a GET, or another variant).
+        case fetchAlone
+    }
+
+    enum Ended {
+        case follow(SharedFetch)
+        case fetchAlone
+        case lookUpAgain
+
+        var follows: Bool {
+            if case .follow = self { return true }
+            return false
+        }
+    }
+
+    private let loop: EventLoop
+    private let request: RequestHead
+    private var ended: ((Ended) -> Void)?
+    private var timer: TimerID = .none
+
+    private init(loop: EventLoop, request: RequestHead, ended: @escaping (Ended) -> Void) {
+        self.loop = loop
+        self.request = request
+        self.ended = ended
+    }
+
+    /// `timeoutMilliseconds`: how long a leader is waited for (a slow one
+    /// stops being waited for; the request then looks up and fetches).
+    static func join(_ key: String, for request: RequestHead, collapser: Collapser, loop: EventLoop,
+                     timeoutMilliseconds: UInt64, ended: @escaping (Ended) -> Void) -> Joined {
+        guard request.method == "GET" else { return .fetchAlone }
+        let wait = LeaderWait(loop: loop, request: request, ended: ended)
+        switch collapser.lead(key, loop: loop, wake: { [weak wait] (fetch: SharedFetch?) in wait?.end(fetch) }) {
+        case .leader:
+            return .leading
+        case .following(let fetch):
+            return fetch.head.suits(request) ? .following(fetch) : .fetchAlone
+        case .waiting:
+            wait.timer = loop.schedule(after: timeoutMilliseconds) { [weak wait] in wait?.end(nil) }
+            return .waiting(wait)
+        }
+    }
+
+    /// The leader published its response (`fetch`), finished without one
+    /// to share, or the wait timed out (nil).
+    private func end(_ fetch: SharedFetch?) {
+        guard let ended else { return }
+        stop()
+        if let fetch {
+            ended(fetch.head.suits(request) ? .follow(fetch) : .fetchAlone)
+        } else {
+            ended(.lookUpAgain)
+        }
+    }
+
+    /// No longer waiting (the client left): nothing more is told.
+    func stop() {
+        ended = nil
+        loop.cancel(timer)
+    }
+}
