@@ -10,73 +10,82 @@ import HTTPHeaders
 /// connection queues it in its framing (`ClientConnection+Answers`); what
 /// to answer is the exchange's.
 struct ClientAnswer {
-    unowned let connection: ClientConnection
-    let request: RequestHead
+    /// Unsafe, and safe: the connection (of the worker) owns the exchange
+    /// that owns this; checked references would cost a hit about 2 % in
+    /// reference counting.
+    unowned(unsafe) let connection: ClientConnection
+    unowned(unsafe) let worker: Worker
     private var access: AccessRecord
 
-    init(_ request: RequestHead, on connection: ClientConnection) {
+    /// The request is the exchange's, passed to each call (a copy kept here
+    /// would cost every hit its reference counting).
+    init(on connection: ClientConnection) {
         self.connection = connection
-        self.request = request
-        access = AccessRecord(logging: connection.worker.accessLog != nil)
+        worker = connection.worker
+        access = AccessRecord(logging: worker.accessLog != nil)
     }
 
-    /// Whether the connection stays open after this answer.
-    var keepAlive: Bool { request.keepAlive && !connection.worker.draining }
-    var connectionField: ConnectionField { ConnectionField(keepAlive: keepAlive, minorVersion: request.minorVersion) }
+    /// Whether the connection stays open after answering `request`.
+    func keepAlive(_ request: RequestHead) -> Bool { request.keepAlive && !worker.draining }
+
+    private func connectionField(_ request: RequestHead) -> ConnectionField {
+        ConnectionField(keepAlive: keepAlive(request), minorVersion: request.minorVersion)
+    }
 
     /// Queues a stored response (a hit, a 304 to the client's conditional,
     /// a 206/416 for a range). False, having queued nothing, when its body
     /// is a disk file that can no longer be opened.
-    mutating func stored(_ entry: CachedResponse, age: Int, now: Int64, cacheStatus: [UInt8]) -> Bool {
+    mutating func stored(_ entry: CachedResponse, for request: RequestHead, age: Int, now: Int64, cacheStatus: [UInt8]) -> Bool {
         guard let sent = connection.sendStored(entry, for: request, age: age, now: now, cacheStatus: cacheStatus,
-                                               connection: connectionField) else { return false }
+                                               connection: connectionField(request)) else { return false }
         access.note(status: sent.status, cacheStatus: cacheStatus, bodyBytes: sent.bodyBytes)
         return true
     }
 
     /// A whole answer made here (400, 502, 504).
-    mutating func madeHere(_ status: Int, _ message: String, cacheStatus: String?) {
+    mutating func madeHere(_ status: Int, _ message: String, for request: RequestHead, cacheStatus: String?) {
         let extra: HeaderFields = cacheStatus.map { [HeaderField(lowercasedName: "cache-status", value: $0)] } ?? []
         access.note(status: status, cacheStatus: Array((cacheStatus ?? "").utf8), bodyBytes: message.utf8.count + 1)
-        connection.enqueue(ResponseSerializer.simple(status: status, body: message, close: !keepAlive, extra: extra))
+        connection.enqueue(ResponseSerializer.simple(status: status, body: message, close: !keepAlive(request), extra: extra))
     }
 
     /// The upstream's head, passed on; or a 304 when it is a 200 that the
     /// client's conditional request already has (the body still goes to
     /// the store, not to the client). `age`: nil when not looked up.
-    mutating func upstreamHead(_ response: UpstreamResponse, age: Int?, cacheStatus: String) {
+    mutating func upstreamHead(_ response: UpstreamResponse, for request: RequestHead, age: Int?, cacheStatus: String) {
         let fields = response.fields, now = response.timing.responseTime
         if let age, response.status == 200, StoredAnswer.clientIsNotModified(
             request, etag: fields["etag"], lastModified: fields["last-modified"], dateValue: response.timing.dateValue) {
             access.note(status: 304, cacheStatus: Array(cacheStatus.utf8), bodyBytes: 0)
-            connection.sendNotModified(fields: fields, age: age, cacheStatus: cacheStatus, now: now, connection: connectionField)
+            connection.sendNotModified(fields: fields, age: age, cacheStatus: cacheStatus, now: now,
+                                       connection: connectionField(request))
             connection.flush()
             return
         }
         access.note(status: response.status, cacheStatus: Array(cacheStatus.utf8), bodyBytes: nil)
         connection.sendHead(status: response.status, reason: response.reason, fields: fields, length: response.length,
                             noBody: response.hasNoBody(answering: request.method), age: age, cacheStatus: cacheStatus,
-                            now: now, for: request, connection: connectionField)
+                            now: now, for: request, connection: connectionField(request))
         connection.flushSoon()
     }
 
     /// The head of a leader's response shared with this collapsed request,
     /// aged by the time since it arrived.
-    mutating func sharedHead(_ head: SharedFetch.Head, cacheStatus: String) {
+    mutating func sharedHead(_ head: SharedFetch.Head, for request: RequestHead, cacheStatus: String) {
         let now = EventLoop.wallSeconds()
         access.note(status: head.status, cacheStatus: Array(cacheStatus.utf8), bodyBytes: nil)
         connection.sendHead(status: head.status, reason: head.reason, fields: head.headers, length: head.contentLength,
                             noBody: UpstreamResponse.hasNoBody(status: head.status, answering: request.method),
                             age: Freshness.correctedInitialAge(head.timing) + max(0, Int(now - head.timing.responseTime)),
-                            cacheStatus: cacheStatus, now: now, for: request, connection: connectionField)
+                            cacheStatus: cacheStatus, now: now, for: request, connection: connectionField(request))
     }
 
     /// The access-log line, once: when the exchange completes, or ends
     /// early (status 0 if nothing was sent).
-    mutating func log() {
+    mutating func log(_ request: RequestHead) {
         guard access.takeTurnToWrite() else { return }
-        connection.worker.logAccess(client: connection.peer, method: request.method, target: request.target,
-                                    status: access.status, bodyBytes: access.bodyBytes ?? connection.answerBodyBytes,
-                                    milliseconds: access.milliseconds, cache: access.cacheColumn)
+        worker.logAccess(client: connection.peer, method: request.method, target: request.target, status: access.status,
+                         bodyBytes: access.bodyBytes ?? connection.answerBodyBytes, milliseconds: access.milliseconds,
+                         cache: access.cacheColumn)
     }
 }

@@ -50,7 +50,7 @@ extension Exchange {
     /// Answers with the leader's response, piece by piece as it arrives.
     func follow(_ fetch: SharedFetch) {
         machine.follow()
-        answer.sharedHead(fetch.head, cacheStatus: forwarding.cacheStatus(stored: false) + "; collapsed")
+        answer.sharedHead(fetch.head, for: request, cacheStatus: forwarding.cacheStatus(stored: false) + "; collapsed")
         let reader = SharedFetchReader(fetch, for: self, loop: worker.loop)
         self.reader = reader
         reader.pull()

@@ -24,7 +24,7 @@ extension Exchange: FetchClient {
     func streams(_ response: UpstreamResponse, stored: Bool) {
         machine.responseHeadSent()
         let fwdStatus = forwarding.validating != nil ? response.status : nil
-        answer.upstreamHead(response, age: isCacheLookup ? Freshness.correctedInitialAge(response.timing) : nil,
+        answer.upstreamHead(response, for: request, age: isCacheLookup ? Freshness.correctedInitialAge(response.timing) : nil,
                             cacheStatus: forwarding.cacheStatus(stored: stored, fwdStatus: fwdStatus))
     }
 

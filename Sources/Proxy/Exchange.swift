@@ -33,7 +33,7 @@ final class Exchange {
         self.request = head
         self.connection = connection
         self.worker = connection.worker
-        answer = ClientAnswer(head, on: connection)
+        answer = ClientAnswer(on: connection)
         // A GET with a body may be answered by what the body says: never
         // looked up or stored under the URL alone (it goes through as is).
         isCacheLookup = (head.method == "GET" || head.method == "HEAD") && head.framing == .none
@@ -48,7 +48,8 @@ final class Exchange {
 
     func start() {
         let policy: RequestPolicy, chosenByClient: Bool
-        switch PolicyChoice.make(for: request, route: route, worker.configuration) {
+        switch PolicyChoice.make(for: request, route: route, configured: worker.configuration.defaultPolicy,
+                                 clientsMayChoose: worker.configuration.allowClientPolicy) {
         case .unknown(let message):
             return sendMadeHere(400, message)
         case .chosen(let chosen, let byClient):
@@ -113,14 +114,14 @@ final class Exchange {
     /// disk file that can no longer be opened).
     @discardableResult
     func serveStored(_ entry: CachedResponse, age: Int, now: Int64, cacheStatus: [UInt8]) -> Bool {
-        guard answer.stored(entry, age: age, now: now, cacheStatus: cacheStatus) else { return false }
+        guard answer.stored(entry, for: request, age: age, now: now, cacheStatus: cacheStatus) else { return false }
         complete()
         return true
     }
 
     /// An answer made here (400, 502, 504): queued, done.
     func sendMadeHere(_ status: Int, _ message: String, cacheStatus: String? = nil) {
-        answer.madeHere(status, message, cacheStatus: cacheStatus)
+        answer.madeHere(status, message, for: request, cacheStatus: cacheStatus)
         complete()
     }
 
@@ -132,8 +133,8 @@ final class Exchange {
         reader?.stop()
         fetch?.cancel()
         fetch = nil
-        answer.log()
-        if closing { connection.exchangeAborted() } else { connection.exchangeFinished(keepAlive: answer.keepAlive) }
+        answer.log(request)
+        if closing { connection.exchangeAborted() } else { connection.exchangeFinished(keepAlive: answer.keepAlive(request)) }
     }
 
     /// The client caught up: a paused upstream continues.
@@ -142,7 +143,7 @@ final class Exchange {
     /// The client connection went away: the fetch decides whether to
     /// finish without it.
     func cancel() {
-        answer.log()
+        answer.log(request)
         machine.finish()
         wait?.stop()
         reader?.stop()

@@ -75,10 +75,11 @@ enum PolicyChoice: Equatable {
     /// An unknown name: answered 400 with this message.
     case unknown(message: String)
 
-    /// `route`'s policy and permission, else the configuration's.
-    static func make(for request: RequestHead, route: Route?, _ configuration: ProxyConfiguration) -> PolicyChoice {
-        make(clientMayChoose: route?.allowClientPolicy ?? configuration.allowClientPolicy,
-             header: request.combinedHeader("larder-cache-policy"), configured: route?.policy ?? configuration.defaultPolicy)
+    /// `route`'s policy and permission, else the configuration's (its two
+    /// values passed alone: the whole configuration would be copied).
+    static func make(for request: RequestHead, route: Route?, configured: RequestPolicy, clientsMayChoose: Bool) -> PolicyChoice {
+        make(clientMayChoose: route?.allowClientPolicy ?? clientsMayChoose, header: request.combinedHeader("larder-cache-policy"),
+             configured: route?.policy ?? configured)
     }
 
     static func make(clientMayChoose: Bool, header: @autoclosure () -> String?, configured: RequestPolicy) -> PolicyChoice {

@@ -80,6 +80,11 @@ final class LookupPlanTests: XCTestCase {
         return head
     }
 
+    private func choose(_ request: RequestHead, _ route: Route?, _ configuration: ProxyConfiguration) -> PolicyChoice {
+        PolicyChoice.make(for: request, route: route, configured: configuration.defaultPolicy,
+                          clientsMayChoose: configuration.allowClientPolicy)
+    }
+
     func testARoutesPolicyAndPermissionComeBeforeTheConfigurations() throws {
         var configuration = ProxyConfiguration(upstreamBase: "http://127.0.0.1:1")
         configuration.defaultPolicy = .networkElseCache
@@ -87,14 +92,14 @@ final class LookupPlanTests: XCTestCase {
         route.policy = .returnCacheDataElseLoad
         route.allowClientPolicy = false
         let asking = try head("Larder-Cache-Policy: reloadIgnoringLocalCacheData\r\n")
-        XCTAssertEqual(PolicyChoice.make(for: asking, route: route, configuration), .chosen(.returnCacheDataElseLoad, byClient: false),
+        XCTAssertEqual(choose(asking, route, configuration), .chosen(.returnCacheDataElseLoad, byClient: false),
                        "the route's policy, and its refusal of the client's choice")
-        XCTAssertEqual(PolicyChoice.make(for: asking, route: nil, configuration), .chosen(.reloadIgnoringLocalCacheData, byClient: true),
+        XCTAssertEqual(choose(asking, nil, configuration), .chosen(.reloadIgnoringLocalCacheData, byClient: true),
                        "outside any route the configuration lets clients choose")
         route.allowClientPolicy = nil
-        XCTAssertEqual(PolicyChoice.make(for: try head(""), route: route, configuration), .chosen(.returnCacheDataElseLoad, byClient: false))
+        XCTAssertEqual(choose(try head(""), route, configuration), .chosen(.returnCacheDataElseLoad, byClient: false))
         configuration.allowClientPolicy = false
-        XCTAssertEqual(PolicyChoice.make(for: asking, route: route, configuration), .chosen(.returnCacheDataElseLoad, byClient: false),
+        XCTAssertEqual(choose(asking, route, configuration), .chosen(.returnCacheDataElseLoad, byClient: false),
                        "a route that says nothing about permission follows the configuration")
     }
 
