@@ -35,7 +35,12 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        // hiredis (Redis's protocol, for the fleet) from /usr/include/hiredis;
+        // not through pkg-config, whose -D_FILE_OFFSET_BITS SwiftPM refuses.
+        .systemLibrary(name: "CHiredis", providers: [.apt(["libhiredis-dev"])]),
         .target(name: "EventLoop", dependencies: ["CEventLoop"], swiftSettings: swift5),
+        // An asynchronous Redis connection driven by a worker's loop.
+        .target(name: "Redis", dependencies: ["CHiredis", "EventLoop"], swiftSettings: swift5),
         // The one header-field type every HTTP module shares.
         .target(name: "HTTPHeaders", swiftSettings: swift5),
         .target(name: "HTTP1", dependencies: ["HTTPHeaders"], swiftSettings: swift5),
@@ -78,13 +83,16 @@ let package = Package(
         .testTarget(name: "CacheSemanticsTests", dependencies: ["CacheSemantics", "HTTPHeaders"], swiftSettings: swift5),
         .testTarget(name: "CacheStorageTests", dependencies: ["CacheStorage", "HTTP1", "HTTPHeaders"], swiftSettings: swift5),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"], swiftSettings: swift5),
+        // What several test targets start: free loopback ports, redis-server.
+        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: swift5),
+        .testTarget(name: "RedisTests", dependencies: ["Redis", "EventLoop", "TestSupport"], swiftSettings: swift5),
         .testTarget(name: "AdminTests", dependencies: ["Admin", "CacheStorage", "Proxy", "HTTPHeaders"], swiftSettings: swift5),
         .testTarget(name: "ProxyTests", dependencies: ["Proxy", "CacheSemantics", "CacheStorage", "HTTP1", "HTTPHeaders", "EventLoop",
                                                   "Upstream", .product(name: "Logging", package: "swift-log")],
                     swiftSettings: swift5),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["larder"],
+            dependencies: ["larder", "TestSupport"],
             exclude: ["origin.py"],
             swiftSettings: swift5
         ),

@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -280,19 +281,6 @@ func memory(of pid: Int32) -> (rss: Int, peak: Int) {
     return (kB("VmRSS"), kB("VmHWM"))
 }
 
-/// A port nothing listens on: bind an ephemeral port, then close it.
-func unusedPort() -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    var addr = sockaddr_in()
-    addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafeMutablePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 ? getsockname(fd, $0, &length) : -1 }
-    }
-    return Int(UInt16(bigEndian: addr.sin_port))
-}
 
 struct HarnessError: Error, CustomStringConvertible {
     let description: String

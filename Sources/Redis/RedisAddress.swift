@@ -1,0 +1,88 @@
+/// Where Redis listens, from the `redis` setting: `redis://HOST[:PORT][/DB]`
+/// (IPv6 hosts in brackets; port 6379, database 0 by default) or
+/// `unix:/PATH`. A password never goes in the address (it would end up in
+/// logs and `ps`): it comes from `password_file`.
+public struct RedisAddress: Equatable, Sendable, CustomStringConvertible {
+    public enum Endpoint: Equatable, Sendable {
+        case tcp(host: String, port: Int)
+        case unix(path: String)
+    }
+
+    public let endpoint: Endpoint
+    public let database: Int
+
+    public init(endpoint: Endpoint, database: Int = 0) {
+        self.endpoint = endpoint
+        self.database = database
+    }
+
+    public struct ParseError: Error, Equatable, CustomStringConvertible {
+        public let description: String
+    }
+
+    public init(parsing text: String) throws(ParseError) {
+        func fail(_ why: String) -> ParseError {
+            ParseError(description: "redis address \"\(text)\": \(why) (expected redis://HOST[:PORT][/DB] or unix:/PATH)")
+        }
+        if text.hasPrefix("unix:") {
+            var path = Substring(text.dropFirst(5))
+            if path.hasPrefix("//") { path = path.dropFirst(2) }
+            guard path.first == "/", path.count > 1 else { throw fail("a unix socket needs an absolute path") }
+            self.init(endpoint: .unix(path: String(path)))
+            return
+        }
+        guard text.hasPrefix("redis://") else { throw fail("unknown scheme") }
+        var rest = Substring(text.dropFirst(8))
+        guard !rest.contains("@") else { throw fail("credentials do not go in the address; put the password in password_file") }
+        var database = 0
+        if let slash = rest.firstIndex(of: "/") {
+            let db = rest[rest.index(after: slash)...]
+            if !db.isEmpty {
+                guard let n = Int(db), n >= 0, n < 1 << 16 else { throw fail("the database must be a number") }
+                database = n
+            }
+            rest = rest[..<slash]
+        }
+        let host: Substring, portText: Substring?
+        if rest.first == "[" {
+            guard let close = rest.firstIndex(of: "]") else { throw fail("unclosed [ in the host") }
+            host = rest[rest.index(after: rest.startIndex)..<close]
+            let after = rest[rest.index(after: close)...]
+            guard after.isEmpty || after.first == ":" else { throw fail("unexpected text after the host") }
+            portText = after.isEmpty ? nil : after.dropFirst()
+        } else if let colon = rest.firstIndex(of: ":") {
+            host = rest[..<colon]
+            portText = rest[rest.index(after: colon)...]
+        } else {
+            (host, portText) = (rest, nil)
+        }
+        guard !host.isEmpty else { throw fail("no host") }
+        var port = 6379
+        if let portText {
+            guard let n = Int(portText), (1...65535).contains(n) else { throw fail("the port must be 1-65535") }
+            port = n
+        }
+        self.init(endpoint: .tcp(host: String(host), port: port), database: database)
+    }
+
+    /// Whether only this machine can reach it (a unix socket, a loopback
+    /// address): elsewhere Larder requires a password.
+    public var isLocal: Bool {
+        switch endpoint {
+        case .unix: return true
+        case .tcp(let host, _):
+            let octets = host.split(separator: ".", omittingEmptySubsequences: false)
+            let isIPv4 = octets.count == 4 && octets.allSatisfy { UInt8($0) != nil }
+            return host == "localhost" || host == "::1" || (isIPv4 && octets[0] == "127")
+        }
+    }
+
+    public var description: String {
+        switch endpoint {
+        case .unix(let path): return "unix:\(path)"
+        case .tcp(let host, let port):
+            let shown = host.contains(":") ? "[\(host)]" : host
+            return "redis://\(shown):\(port)" + (database == 0 ? "" : "/\(database)")
+        }
+    }
+}
