@@ -41,6 +41,8 @@ let package = Package(
         .target(name: "EventLoop", dependencies: ["CEventLoop"], swiftSettings: swift5),
         // An asynchronous Redis connection driven by a worker's loop.
         .target(name: "Redis", dependencies: ["CHiredis", "EventLoop"], swiftSettings: swift5),
+        // A fleet of nodes on one Redis: purges that reach every node.
+        .target(name: "Fleet", dependencies: ["Redis", "EventLoop", "CacheStorage"], swiftSettings: swift5),
         // The one header-field type every HTTP module shares.
         .target(name: "HTTPHeaders", swiftSettings: swift5),
         .target(name: "HTTP1", dependencies: ["HTTPHeaders"], swiftSettings: swift5),
@@ -86,6 +88,8 @@ let package = Package(
         // What several test targets start: free loopback ports, redis-server.
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: swift5),
         .testTarget(name: "RedisTests", dependencies: ["Redis", "EventLoop", "TestSupport"], swiftSettings: swift5),
+        .testTarget(name: "FleetTests", dependencies: ["Fleet", "Redis", "EventLoop", "CacheStorage", "TestSupport"],
+                    swiftSettings: swift5),
         .testTarget(name: "AdminTests", dependencies: ["Admin", "CacheStorage", "Proxy", "HTTPHeaders"], swiftSettings: swift5),
         .testTarget(name: "ProxyTests", dependencies: ["Proxy", "CacheSemantics", "CacheStorage", "HTTP1", "HTTPHeaders", "EventLoop",
                                                   "Upstream", .product(name: "Logging", package: "swift-log")],

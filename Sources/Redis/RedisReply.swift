@@ -28,11 +28,12 @@ public enum RedisReply: Equatable, Sendable {
         r.str.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: r.len), as: UTF8.self) } ?? ""
     }
 
-    /// A bulk string or status as text.
+    /// A bulk string, status or integer as text.
     public var text: String? {
         switch self {
         case .string(let bytes): return String(decoding: bytes, as: UTF8.self)
         case .status(let text): return text
+        case .integer(let n): return String(n)
         default: return nil
         }
     }

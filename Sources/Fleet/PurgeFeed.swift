@@ -1,0 +1,280 @@
+import EventLoop
+import Redis
+
+/// The fleet's purges through one Redis stream. `publish` appends a purge
+/// this node applied already (and says how many live nodes applied it
+/// within a short wait); the feed reads every other node's purges as they
+/// come (`XREAD BLOCK`) and hands them to `apply`. Each node records in
+/// Redis the last purge it applied: a node that was stopped or cut off
+/// replays what it missed when it comes back, and one that cannot know
+/// what it missed (trimmed from the stream, Redis lost its data) is told
+/// to drop everything first (`FeedStart`). Redis down: purges wait here
+/// (bounded) and go out when it is back. Loop thread only.
+public final class PurgeFeed {
+    public struct Settings: Sendable {
+        public var address: RedisAddress
+        public var password: String?
+        /// The fleet's name: the prefix of every key (two fleets may share a Redis).
+        public var name: String
+        public var node: String
+        public var connectTimeoutMilliseconds: UInt64 = 2_000
+        public var timeoutMilliseconds: UInt64 = 2_000
+        /// How long `publish` waits for the other nodes.
+        public var acknowledgeMilliseconds: UInt64 = 500
+        /// Purges the stream keeps (about): a node away for longer drops everything.
+        public var streamLength = 100_000
+
+        public init(address: RedisAddress, password: String?, name: String, node: String) {
+            self.address = address
+            self.password = password
+            self.name = name
+            self.node = node
+        }
+    }
+
+    /// How many nodes were live and how many had applied a purge when
+    /// `publish` stopped waiting; `queued`: Redis was unreachable, the purge
+    /// goes out when it is back.
+    public struct Delivery: Equatable, Sendable {
+        public var nodes: Int
+        public var acknowledged: Int
+        public var queued = false
+        public var error: String?
+    }
+
+    private let settings: Settings
+    private let loop: EventLoop
+    private let apply: (FleetPurge) -> Void
+    private let dropEverything: (String) -> Void
+    private let log: (String) -> Void
+    private var reader: RedisConnection?
+    private var writer: RedisConnection?
+    private var position: StreamID?
+    /// Entries read since the stream began (FeedStart).
+    private var consumed = 0
+    private var reading = false
+    private var waiting: [(FleetPurge, (Delivery) -> Void)] = []
+    private var retryMilliseconds: UInt64 = 100
+    private var stopped = false
+    private var lastError: (text: String, at: UInt64)?
+    public private(set) var received = 0
+    public private(set) var sent = 0
+
+    private var streamKey: String { "larder:\(settings.name):purges" }
+    private var positionsKey: String { "larder:\(settings.name):positions" }
+    private var aliveKey: String { "larder:\(settings.name):alive" }
+    /// A node heard from within this long counts as live.
+    static let liveMilliseconds: UInt64 = 5_000
+    static let maxWaiting = 10_000
+
+    /// `apply`: a purge from another node; `dropEverything`: this node
+    /// missed purges it cannot know (the reason, for the log).
+    public init(_ settings: Settings, loop: EventLoop, apply: @escaping (FleetPurge) -> Void,
+                dropEverything: @escaping (String) -> Void, log: @escaping (String) -> Void) {
+        self.settings = settings
+        self.loop = loop
+        self.apply = apply
+        self.dropEverything = dropEverything
+        self.log = log
+    }
+
+    public func start() {
+        stopped = false
+        connect()
+    }
+
+    public func stop() {
+        stopped = true
+        reader?.close()
+        writer?.close()
+        reader = nil
+        writer = nil
+    }
+
+    /// Whether both connections are up and reading.
+    public var isConnected: Bool { reading && writer?.isReady == true }
+
+    private func connect() {
+        guard !stopped else { return }
+        let make = { RedisConnection(self.settings.address, password: self.settings.password, loop: self.loop,
+                                     connectTimeoutMilliseconds: self.settings.connectTimeoutMilliseconds,
+                                     commandTimeoutMilliseconds: self.settings.timeoutMilliseconds) }
+        let reader = make(), writer = make()
+        (self.reader, self.writer) = (reader, writer)
+        for connection in [reader, writer] {
+            connection.onClosed = { [weak self, weak connection] error in
+                guard let self, let connection, connection === self.reader || connection === self.writer else { return }
+                self.lost(error)
+            }
+        }
+        reader.onReady = { [weak self] in self?.findPosition() }
+        writer.onReady = { [weak self] in self?.sendWaiting() }
+    }
+
+    /// One connection failed: both go, and come back after a pause.
+    private func lost(_ error: RedisError) {
+        reading = false
+        let (reader, writer) = (self.reader, self.writer)
+        (self.reader, self.writer) = (nil, nil)
+        reader?.close()
+        writer?.close()
+        note("fleet: Redis at \(settings.address): \(error.description); serving from this node alone, retrying")
+        guard !stopped else { return }
+        loop.schedule(after: retryMilliseconds) { [weak self] in self?.connect() }
+        retryMilliseconds = min(retryMilliseconds * 2, 5_000)
+    }
+
+    /// Logs a fault once per kind every 10 s.
+    private func note(_ text: String) {
+        let now = EventLoop.nowMilliseconds()
+        if let last = lastError, last.text == text, now &- last.at < 10_000 { return }
+        lastError = (text, now)
+        log(text)
+    }
+
+    // MARK: reading
+
+    private func findPosition() {
+        guard let reader else { return }
+        reader.send(["HGET", positionsKey, settings.node]) { [weak self] result in
+            guard let self, case .success(let reply) = result else { return }
+            let recorded = reply.text.flatMap(Self.place)
+            reader.send(["XINFO", "STREAM", self.streamKey]) { [weak self] result in
+                guard let self else { return }
+                let fields = Self.pairs(result)  // none when there is no stream yet
+                var stream: FeedStart.Stream?
+                if let last = fields["last-generated-id"].flatMap(StreamID.init), let added = fields["entries-added"].flatMap({ Int($0) }),
+                   let length = fields["length"].flatMap({ Int($0) }) {
+                    stream = FeedStart.Stream(lastGenerated: last, entriesAdded: added, length: length,
+                                              maxDeleted: fields["max-deleted-entry-id"].flatMap(StreamID.init) ?? .zero)
+                }
+                switch FeedStart.decide(place: recorded, stream: stream) {
+                case .from(let id, let consumed):
+                    (self.position, self.consumed) = (id, consumed)
+                case .dropEverythingThenFrom(let id, let consumed, let reason):
+                    self.log("fleet: dropping everything this node holds: \(reason)")
+                    self.dropEverything(reason)
+                    (self.position, self.consumed) = (id, consumed)
+                }
+                // Reading starts once the position is recorded: a node that
+                // stops at once still replays from here when it is back.
+                reader.send(["HSET", self.positionsKey, self.settings.node, self.placeText]) { [weak self] in
+                    guard let self, case .success = $0 else { return }
+                    self.retryMilliseconds = 100
+                    self.reading = true
+                    self.record()
+                    self.read()
+                }
+            }
+        }
+    }
+
+    private func read() {
+        guard let reader, let position, reading else { return }
+        let block: UInt64 = 1_000
+        reader.send(["XREAD", "COUNT", "256", "BLOCK", String(block), "STREAMS", streamKey, position.description],
+                    timeoutMilliseconds: block + settings.timeoutMilliseconds) { [weak self] result in
+            guard let self, case .success(let reply) = result else { return }
+            if case .error(let message) = reply {
+                // Not a stream Larder can read (another program's key?): say so, try again later.
+                self.note("fleet: cannot read the purge stream \(self.streamKey): \(message)")
+                self.loop.schedule(after: 1_000) { [weak self] in self?.read() }
+                return
+            }
+            for stream in reply.elements {
+                for entry in stream.elements.dropFirst().first?.elements ?? [] {
+                    let parts = entry.elements
+                    guard parts.count == 2, let id = parts[0].text.flatMap(StreamID.init) else { continue }
+                    self.position = id
+                    self.consumed += 1
+                    let fields = parts[1].elements.map { $0.text ?? "" }
+                    guard let purge = FleetPurge(fields: fields) else {
+                        self.note("fleet: skipping purge stream entry \(id): not a purge (\(fields.prefix(8)))")
+                        continue
+                    }
+                    if purge.node != self.settings.node {
+                        self.received += 1
+                        self.apply(purge)
+                    }
+                }
+            }
+            self.record()
+            self.read()
+        }
+    }
+
+    /// Tells the fleet where this node stands and that it is live.
+    private func record() {
+        guard let writer, position != nil else { return }
+        writer.send(["HSET", positionsKey, settings.node, placeText]) { _ in }
+        writer.send(["HSET", aliveKey, settings.node, String(EventLoop.wallSeconds() * 1000)]) { _ in }
+    }
+
+    // MARK: publishing
+
+    /// Sends a purge this node applied; `delivered` runs once on this loop.
+    public func publish(_ purge: FleetPurge, delivered: @escaping (Delivery) -> Void) {
+        guard let writer, writer.isReady else {
+            if waiting.count >= Self.maxWaiting { waiting.removeFirst() }
+            waiting.append((purge, { _ in }))
+            loop.execute { delivered(Delivery(nodes: 0, acknowledged: 0, queued: true, error: "Redis is unreachable")) }
+            return
+        }
+        writer.send(["XADD", streamKey, "MAXLEN", "~", String(settings.streamLength), "*"] + purge.fields) { [weak self] result in
+            guard let self else { return }
+            guard case .success(let reply) = result, let id = reply.text.flatMap(StreamID.init) else {
+                // Not sent: it goes again when Redis is back.
+                self.waiting.append((purge, { _ in }))
+                let why: String
+                if case .success(let reply) = result { why = "\(reply)" } else if case .failure(let error) = result { why = error.description } else { why = "" }
+                return delivered(Delivery(nodes: 0, acknowledged: 0, queued: true, error: why))
+            }
+            self.sent += 1
+            self.awaitAcknowledgements(of: id, until: EventLoop.nowMilliseconds() + self.settings.acknowledgeMilliseconds, delivered)
+        }
+    }
+
+    private func sendWaiting() {
+        let queued = waiting
+        waiting = []
+        for (purge, delivered) in queued { publish(purge, delivered: delivered) }
+    }
+
+    /// Counts the live nodes whose position reached `id`, again every few
+    /// milliseconds until all have or the wait is over.
+    private func awaitAcknowledgements(of id: StreamID, until deadline: UInt64, _ delivered: @escaping (Delivery) -> Void) {
+        guard let writer else { return delivered(Delivery(nodes: 0, acknowledged: 0, error: "Redis connection lost")) }
+        writer.send(["HGETALL", aliveKey]) { [weak self] alive in
+            writer.send(["HGETALL", self?.positionsKey ?? ""]) { [weak self] positions in
+                guard let self else { return }
+                let now = EventLoop.wallSeconds() * 1000
+                var live = Set(Self.pairs(alive).filter { now - (Int64($0.value) ?? 0) <= Int64(Self.liveMilliseconds) }.map(\.key))
+                live.insert(self.settings.node)  // it applied the purge before sending it
+                let at = Self.pairs(positions)
+                let acknowledged = live.filter { $0 == self.settings.node || (at[$0].flatMap(Self.place)?.id ?? .zero) >= id }
+                let delivery = Delivery(nodes: live.count, acknowledged: acknowledged.count)
+                if delivery.acknowledged >= delivery.nodes || EventLoop.nowMilliseconds() >= deadline { return delivered(delivery) }
+                self.loop.schedule(after: 2) { [weak self] in self?.awaitAcknowledgements(of: id, until: deadline, delivered) }
+            }
+        }
+    }
+
+    /// A node's place as recorded: "ID CONSUMED".
+    private var placeText: String { "\(position ?? .zero) \(consumed)" }
+
+    private static func place(_ text: String) -> (id: StreamID, consumed: Int)? {
+        let parts = text.split(separator: " ")
+        guard parts.count == 2, let id = StreamID(String(parts[0])), let consumed = Int(parts[1]) else { return nil }
+        return (id, consumed)
+    }
+
+    private static func pairs(_ result: Result<RedisReply, RedisError>) -> [String: String] {
+        guard case .success(let reply) = result else { return [:] }
+        let items = reply.elements
+        var out: [String: String] = [:]
+        for i in stride(from: 0, to: items.count - 1, by: 2) {
+            if let name = items[i].text, let value = items[i + 1].text { out[name] = value }
+        }
+        return out
+    }
+}
