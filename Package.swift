@@ -73,7 +73,7 @@ let package = Package(
         .executableTarget(
             name: "larder",
             dependencies: [
-                "Proxy", "Admin", "EventLoop", "Upstream", "CacheStorage", "CacheSemantics", "CCurl",
+                "Proxy", "Admin", "EventLoop", "Upstream", "CacheStorage", "CacheSemantics", "CCurl", "Fleet", "Redis",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),

@@ -11,6 +11,10 @@ public final class AdminAPI {
         public var contentType: String
         public var body: String
         public var extraHeaders: HeaderFields = []
+        /// Set when the final answer comes later (a purge waiting for the
+        /// fleet): called once with a function taking that answer, which
+        /// may be called on any thread.
+        public var later: ((@escaping (Response) -> Void) -> Void)?
 
         static func json(_ status: Int, _ body: String) -> Response {
             Response(status: status, contentType: "application/json", body: body + "\n")
@@ -29,9 +33,13 @@ public final class AdminAPI {
     private let clock: () -> Int64
     private let metrics: Metrics
     private let log: (String) -> Void
+    /// The other nodes of a fleet, told of every purge applied here.
+    private let fanOut: PurgeFanOut?
 
     public init(store: TieredStore, stats: ProxyStats, token: String?, startedAt: Int64,
-                clock: @escaping () -> Int64, cacheKey: @escaping (String) -> String, log: @escaping (String) -> Void) {
+                clock: @escaping () -> Int64, cacheKey: @escaping (String) -> String, fanOut: PurgeFanOut? = nil,
+                log: @escaping (String) -> Void) {
+        self.fanOut = fanOut
         self.store = store
         self.stats = stats
         self.token = token.map { Array($0.utf8) }
@@ -134,22 +142,8 @@ public final class AdminAPI {
     }
 
     private func purge(scope: PurgeScope, soft: Bool) -> Response {
-        var count: Int
-        var failures: [String]
-        if case .key(let target) = scope {
-            guard target.hasPrefix("/") else { return .error(400, "PURGE needs a path target such as /a/b") }
-            // The stored key is the target after the route's key options
-            // (ignored or sorted query parameters); purge the target as given too.
-            let key = cacheKey(target)
-            (count, failures) = store.purgeReportingFailures(.key(key), soft: soft)
-            if key != target {
-                let more = store.purgeReportingFailures(.key(target), soft: soft)
-                count += more.purged
-                failures += more.failures
-            }
-        } else {
-            (count, failures) = store.purgeReportingFailures(scope, soft: soft)
-        }
+        if case .key(let target) = scope, !target.hasPrefix("/") { return .error(400, "PURGE needs a path target such as /a/b") }
+        let (count, failures) = Self.apply(scope, soft: soft, to: store, cacheKey: cacheKey)
         metrics.purged += count
         guard failures.isEmpty else {
             // Files that stay would be served again after a restart: the
@@ -160,7 +154,29 @@ public final class AdminAPI {
             return .json(500, "{\"purged\": \(count), \"failed\": \(failures.count), \"error\": \(error)}")
         }
         log("admin: \(soft ? "soft-" : "")purged \(scope) (\(count) responses)")
-        return .json(200, "{\"purged\": \(count)}")
+        guard let fanOut else { return .json(200, "{\"purged\": \(count)}") }
+        var response = Response.json(200, "{\"purged\": \(count)}")
+        response.later = { reply in
+            fanOut.send(scope, soft: soft) { delivery in reply(.json(200, "{\"purged\": \(count), \"fleet\": \(delivery.json)}")) }
+        }
+        return response
+    }
+
+    /// A purge applied to this node's store, from the admin API or from
+    /// another node of the fleet. A URL's stored key is the target after
+    /// its route's key options (ignored or sorted query parameters): both
+    /// are purged.
+    public static func apply(_ scope: PurgeScope, soft: Bool, to store: TieredStore,
+                             cacheKey: (String) -> String) -> (purged: Int, failures: [String]) {
+        guard case .key(let target) = scope else { return store.purgeReportingFailures(scope, soft: soft) }
+        let key = cacheKey(target)
+        var (count, failures) = store.purgeReportingFailures(.key(key), soft: soft)
+        if key != target {
+            let more = store.purgeReportingFailures(.key(target), soft: soft)
+            count += more.purged
+            failures += more.failures
+        }
+        return (count, failures)
     }
 
     private func prune(_ query: [(name: String, value: String)]) -> Response {
@@ -184,7 +200,7 @@ public final class AdminAPI {
             outputPauses: stats.total(.outputPauses), sendTimeouts: stats.total(.sendTimeouts),
             adminRefusedConnections: stats.adminRefusedConnections.load(ordering: .relaxed),
             openConnections: stats.openConnections.load(ordering: .relaxed), purged: metrics.purged,
-            tiers: store.stats, uptimeSeconds: max(0, clock() - startedAt))
+            tiers: store.stats, uptimeSeconds: max(0, clock() - startedAt), fleet: fanOut?.status)
     }
 
     // MARK: parsing

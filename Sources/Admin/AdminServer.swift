@@ -113,6 +113,9 @@ final class AdminConnection: IOHandler {
     /// Whether a request on it was authorized; until then it is closed
     /// after a short idle time.
     private var authorized = false
+    /// An answer that comes later (a purge waiting for the fleet): later
+    /// requests on the connection wait their turn.
+    private var awaiting = false
 
     init(fd: Int32, server: AdminServer) {
         self.fd = fd
@@ -160,7 +163,7 @@ final class AdminConnection: IOHandler {
     }
 
     private func processInput() {
-        while !isClosed && !closeAfterWrite {
+        while !isClosed && !closeAfterWrite && !awaiting {
             if skipping > 0 {
                 let n = min(skipping, input.count)
                 input.removeFirst(n)
@@ -187,7 +190,27 @@ final class AdminConnection: IOHandler {
                 let response = server.answer(head)
                 if response.status != 401 { authorized = true }
                 armIdleTimer()
+                if let later = response.later {
+                    answerLater(later, close: !head.keepAlive, head: head.method == "HEAD")
+                    return
+                }
                 respond(response, close: !head.keepAlive, head: head.method == "HEAD")
+            }
+        }
+    }
+
+    /// Waits for the final answer (its wait is bounded by whoever gives it),
+    /// then answers and goes on with the requests behind it.
+    private func answerLater(_ later: (@escaping (AdminAPI.Response) -> Void) -> Void, close: Bool, head: Bool) {
+        awaiting = true
+        let loop = server.loop
+        later { [weak self] final in
+            loop.execute {
+                guard let self, !self.isClosed else { return }
+                self.awaiting = false
+                self.armIdleTimer()
+                self.respond(final, close: close, head: head)
+                self.processInput()
             }
         }
     }

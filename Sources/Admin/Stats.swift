@@ -24,6 +24,8 @@ public struct StatsSnapshot: Equatable, Sendable {
     /// Every tier's figures, fastest first (the first is the memory tier).
     public var tiers: [TierStats]
     public var uptimeSeconds: Int64
+    /// nil for a node on its own.
+    public var fleet: FleetStatus? = nil
 
     public var memory: TierStats { tiers[0] }
     public var disk: TierStats? { tiers.first { $0.name == "disk" } }
@@ -50,7 +52,8 @@ public struct StatsSnapshot: Equatable, Sendable {
             "refused_connections": \(refusedConnections), "output_pauses": \(outputPauses), \
             "send_timeouts": \(sendTimeouts), "admin_refused_connections": \(adminRefusedConnections), \
             "open_connections": \(openConnections), "purged": \(purged), \
-            "hit_ratio": \(ratio), \(sections.joined(separator: ", ")), "uptime_seconds": \(uptimeSeconds)}
+            "hit_ratio": \(ratio), \(sections.joined(separator: ", ")), "fleet": \(fleet?.json ?? "null"), \
+            "uptime_seconds": \(uptimeSeconds)}
             """
     }
 }

@@ -53,12 +53,19 @@ public final class PurgeFeed {
     /// Entries read since the stream began (FeedStart).
     private var consumed = 0
     private var reading = false
+    /// The first read reached the stream's end: what this node missed is applied.
+    private var caughtUp = false
     private var waiting: [(FleetPurge, (Delivery) -> Void)] = []
     private var retryMilliseconds: UInt64 = 100
     private var stopped = false
     private var lastError: (text: String, at: UInt64)?
     public private(set) var received = 0
     public private(set) var sent = 0
+    /// Told when this node has caught up with the stream (true: what it
+    /// missed is applied) and when Redis is lost (false).
+    public var onConnectionChange: ((Bool) -> Void)?
+    public var queued: Int { waiting.count }
+    public var lastErrorText: String? { lastError?.text }
 
     private var streamKey: String { "larder:\(settings.name):purges" }
     private var positionsKey: String { "larder:\(settings.name):positions" }
@@ -92,7 +99,7 @@ public final class PurgeFeed {
     }
 
     /// Whether both connections are up and reading.
-    public var isConnected: Bool { reading && writer?.isReady == true }
+    public var isConnected: Bool { reading && caughtUp && writer?.isReady == true }
 
     private func connect() {
         guard !stopped else { return }
@@ -114,6 +121,8 @@ public final class PurgeFeed {
     /// One connection failed: both go, and come back after a pause.
     private func lost(_ error: RedisError) {
         reading = false
+        caughtUp = false
+        onConnectionChange?(false)
         let (reader, writer) = (self.reader, self.writer)
         (self.reader, self.writer) = (nil, nil)
         reader?.close()
@@ -171,8 +180,10 @@ public final class PurgeFeed {
 
     private func read() {
         guard let reader, let position, reading else { return }
-        let block: UInt64 = 1_000
-        reader.send(["XREAD", "COUNT", "256", "BLOCK", String(block), "STREAMS", streamKey, position.description],
+        // Until caught up, no BLOCK: an empty answer means nothing was missed.
+        let block: UInt64 = 1_000, batch = 256
+        let waiting = caughtUp ? ["BLOCK", String(block)] : []
+        reader.send(["XREAD", "COUNT", String(batch)] + waiting + ["STREAMS", streamKey, position.description],
                     timeoutMilliseconds: block + settings.timeoutMilliseconds) { [weak self] result in
             guard let self, case .success(let reply) = result else { return }
             if case .error(let message) = reply {
@@ -181,8 +192,10 @@ public final class PurgeFeed {
                 self.loop.schedule(after: 1_000) { [weak self] in self?.read() }
                 return
             }
+            var entries = 0
             for stream in reply.elements {
                 for entry in stream.elements.dropFirst().first?.elements ?? [] {
+                    entries += 1
                     let parts = entry.elements
                     guard parts.count == 2, let id = parts[0].text.flatMap(StreamID.init) else { continue }
                     self.position = id
@@ -199,6 +212,10 @@ public final class PurgeFeed {
                 }
             }
             self.record()
+            if !self.caughtUp && entries < batch {
+                self.caughtUp = true
+                self.onConnectionChange?(true)
+            }
             self.read()
         }
     }

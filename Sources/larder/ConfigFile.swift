@@ -32,6 +32,15 @@ enum ConfigFile {
                 settings.routes = try routes(value, path: path, lines: lines, presets: settings.presets)
                 continue
             }
+            if key == "fleet" {
+                guard value.type == .table, let table = value.table else {
+                    throw ConfigError(file: path, line: lines["fleet"], key: "fleet", message: "expected a [fleet] table")
+                }
+                settings.fleet = try FleetConfig.parse(table) { key, message in
+                    ConfigError(file: path, line: lines["fleet.\(key)"] ?? lines["fleet"], key: "fleet.\(key)", message: message)
+                }
+                continue
+            }
             guard let known = ConfigKey(rawValue: key) else {
                 throw ConfigError(file: path, line: lines[key], key: key,
                                   message: "unknown key (known keys: \(ConfigKey.allCases.map(\.rawValue).joined(separator: ", ")))")
@@ -220,9 +229,9 @@ enum ConfigFile {
                     scope = "route.\(routeIndex)"
                     result[scope!] = index + 1
                     if result["route"] == nil { result["route"] = index + 1 }
-                } else if name == "presets" {
-                    scope = "presets"
-                    result["presets"] = index + 1
+                } else if name == "presets" || name == "fleet" {
+                    scope = name
+                    result[name] = index + 1
                 } else {
                     scope = nil
                 }

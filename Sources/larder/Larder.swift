@@ -140,5 +140,13 @@ struct CheckConfig: ParsableCommand {
         print("cache_dir = \(settings.cacheDirectory ?? "none (memory only)")")
         print("disk_limit = \(settings.diskLimitBytes) bytes")
         print("workers = \(settings.workers == 0 ? "one per core" : String(settings.workers))")
+        if let fleet = settings.fleet {
+            print("fleet = \(fleet.name), node \(fleet.node), redis \(fleet.address)"
+                  + (fleet.passwordFile.map { ", password from \($0)" } ?? ""))
+            if fleet.passwordFile == nil, let refusal = fleet.refusal(password: nil) {
+                complain("\(config): \(refusal)")
+                throw Exit.config
+            }
+        }
     }
 }

@@ -108,13 +108,14 @@ struct Serve: ParsableCommand {
         }
 
         let routesForAdmin = Locked(proxyConfig.routes)
+        let fleet = try Self.startFleet(settings, store: store, logger: logger) { target in routesForAdmin.withLock { $0.cacheKey(target) } }
         var adminNote = ", admin API off"
         if let (fd, shown) = listeners.admin {
             do {
                 let adminLogger = logger
                 let api = AdminAPI(store: store, stats: stats, token: adminToken, startedAt: EventLoop.wallSeconds(),
                                    clock: { EventLoop.wallSeconds() },
-                                   cacheKey: { target in routesForAdmin.withLock { $0.cacheKey(target) } },
+                                   cacheKey: { target in routesForAdmin.withLock { $0.cacheKey(target) } }, fanOut: fleet,
                                    log: { adminLogger.notice("\($0)") })
                 let admin = try AdminServer(listener: fd, api: api, maxConnections: settings.adminMaxConnections) { adminLogger.warning("\($0)") }
                 let thread = Thread { admin.run() }
@@ -135,7 +136,8 @@ struct Serve: ParsableCommand {
         // Tests and scripts read this line to learn the port.
         let diskNote = tiers.compactMap { $0 as? DiskTier }.first.map { ", disk tier \($0.directory) limit \($0.limitBytes) bytes" }
             ?? ", memory only"
-        complain("listening on \(listeners.shown) with \(workerCount) workers, upstream \(upstream), memory limit \(settings.memoryLimitBytes) bytes\(diskNote)\(adminNote)", priority: 5)
+        let fleetNote = fleet.map { ", fleet \($0.config.name) as node \($0.config.node) on \($0.config.address)" } ?? ""
+        complain("listening on \(listeners.shown) with \(workerCount) workers, upstream \(upstream), memory limit \(settings.memoryLimitBytes) bytes\(diskNote)\(adminNote)\(fleetNote)", priority: 5)
 
         let reload = Reloader(options: options, running: settings, workers: workers, store: store, logger: logger) { routes in
             routesForAdmin.withLock { $0 = routes }
@@ -150,8 +152,40 @@ struct Serve: ParsableCommand {
             if let problem = accessLog?.reopen() { logger.error("SIGHUP: \(problem); still writing to the old file") }
             service.ready()
         }
+        fleet?.stop()
         // Leave the disk tier with every completed write in place.
         store.flush(timeoutSeconds: 10)
+    }
+
+    /// `[fleet]`: the purge stream on its own thread. Refuses (exit 78) a
+    /// Redis other machines can reach without a password.
+    static func startFleet(_ settings: Settings, store: TieredStore, logger: Logger,
+                           cacheKey: @escaping (String) -> String) throws -> FleetNode? {
+        guard let config = settings.fleet else { return nil }
+        let password: String?
+        do {
+            password = try config.password()
+        } catch {
+            complain("\(error)")
+            throw Exit.config
+        }
+        if let refusal = config.refusal(password: password) {
+            complain(refusal)
+            throw Exit.config
+        }
+        do {
+            let node = try FleetNode(config, password: password, store: store, cacheKey: cacheKey, logger: logger)
+            node.start()
+            // Purges missed while this node was away apply before it serves (bounded: Redis may be down).
+            let bound = config.connectTimeoutMilliseconds + config.timeoutMilliseconds
+            if !node.waitUntilJoined(milliseconds: bound) {
+                logger.warning("fleet: Redis at \(config.address) did not answer within \(bound) ms; serving from this node alone until it does")
+            }
+            return node
+        } catch {
+            complain("cannot start the fleet: \(error)")
+            throw Exit.failure
+        }
     }
 
     /// The proxy listener for each worker and the admin listener, with the
@@ -364,6 +398,7 @@ final class Reloader {
             ("access_log", next.accessLog != running.accessLog),
             ("upstream_max_connections", next.upstreamMaxConnections != running.upstreamMaxConnections),
             ("admin_max_connections", next.adminMaxConnections != running.adminMaxConnections),
+            ("fleet", next.fleet != running.fleet),
         ]
         for (key, changed) in restartOnly where changed {
             logger.warning("SIGHUP: \(key) changed in \(file); it takes effect after a restart")

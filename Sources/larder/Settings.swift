@@ -17,6 +17,8 @@ struct Settings {
     var listenPort: UInt16 = 8080
     var upstream: String?
     var memoryLimitBytes = 256 << 20
+    /// `[fleet]`: nil for a node on its own.
+    var fleet: FleetConfig?
     /// nil: memory only.
     var cacheDirectory: String?
     var diskLimitBytes = 1 << 30

@@ -1,0 +1,60 @@
+import CacheStorage
+
+/// The other nodes of a fleet: every purge applied through this node's
+/// admin API goes to them (`larder serve` implements it with the fleet's
+/// purge stream). `delivered` may run on any thread.
+public protocol PurgeFanOut: AnyObject, Sendable {
+    func send(_ scope: PurgeScope, soft: Bool, delivered: @escaping @Sendable (PurgeDelivery) -> Void)
+    /// For `/stats`; any thread.
+    var status: FleetStatus { get }
+}
+
+/// `/stats`' `fleet` section.
+public struct FleetStatus: Equatable, Sendable {
+    public var name: String
+    public var node: String
+    /// Whether this node reads the fleet's purges now.
+    public var connected: Bool
+    public var purgesSent: Int
+    public var purgesReceived: Int
+    /// Purges waiting for Redis to come back.
+    public var purgesQueued: Int
+    public var lastError: String?
+
+    public init(name: String, node: String, connected: Bool, purgesSent: Int, purgesReceived: Int, purgesQueued: Int,
+                lastError: String?) {
+        (self.name, self.node, self.connected) = (name, node, connected)
+        (self.purgesSent, self.purgesReceived, self.purgesQueued, self.lastError) = (purgesSent, purgesReceived, purgesQueued, lastError)
+    }
+
+    var json: String {
+        "{\"name\": \(JSON.string(name)), \"node\": \(JSON.string(node)), \"connected\": \(connected), "
+            + "\"purges_sent\": \(purgesSent), \"purges_received\": \(purgesReceived), \"purges_queued\": \(purgesQueued), "
+            + "\"last_error\": \(lastError.map(JSON.string) ?? "null")}"
+    }
+}
+
+/// What the admin answer says of a purge's way through the fleet.
+public struct PurgeDelivery: Equatable, Sendable {
+    /// Live nodes, this one included, and how many of them applied it
+    /// before the answer stopped waiting.
+    public var nodes: Int
+    public var acknowledged: Int
+    /// Redis was unreachable: the purge goes out when it is back.
+    public var queued: Bool
+    public var error: String?
+
+    public init(nodes: Int, acknowledged: Int, queued: Bool = false, error: String? = nil) {
+        self.nodes = nodes
+        self.acknowledged = acknowledged
+        self.queued = queued
+        self.error = error
+    }
+
+    var json: String {
+        var text = "{\"nodes\": \(nodes), \"acknowledged\": \(acknowledged)"
+        if queued { text += ", \"queued\": true" }
+        if let error { text += ", \"error\": \(JSON.string(error))" }
+        return text + "}"
+    }
+}

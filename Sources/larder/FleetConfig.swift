@@ -1,0 +1,94 @@
+import Foundation
+import Redis
+import TOMLKit
+
+/// The `[fleet]` table: this node's place in a fleet of Larder nodes that
+/// share one Redis (purges applied on any node reach every node).
+struct FleetConfig: Equatable {
+    var address: RedisAddress
+    /// The prefix of every Redis key: two fleets may share a Redis.
+    var name = "larder"
+    /// This node's name in the fleet (default: the host name).
+    var node = FleetConfig.hostName
+    var passwordFile: String?
+    var connectTimeoutMilliseconds: UInt64 = 2_000
+    var timeoutMilliseconds: UInt64 = 2_000
+
+    static let keys = ["redis", "name", "node", "password_file", "connect_timeout", "timeout"]
+
+    static var hostName: String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "larder" }
+        let name = String(cString: buffer)
+        return name.isEmpty ? "larder" : name
+    }
+
+    /// Names go into Redis keys and log lines: letters, digits and . _ -.
+    static func isName(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 64
+            && text.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "._-".unicodeScalars.contains($0)) }
+    }
+
+    /// Reads `[fleet]`; `fail(key, message)` makes the error for a key.
+    static func parse(_ table: TOMLTable, fail: (String, String) -> ConfigError) throws(ConfigError) -> FleetConfig {
+        for key in table.keys where !keys.contains(key) {
+            throw fail(key, "unknown fleet key (known: \(keys.joined(separator: ", ")))")
+        }
+        guard let text = table["redis"]?.string else {
+            throw fail("redis", "[fleet] needs redis = \"redis://HOST[:PORT][/DB]\" or \"unix:/PATH\"")
+        }
+        var config: FleetConfig
+        do {
+            config = FleetConfig(address: try RedisAddress(parsing: text))
+        } catch {
+            throw fail("redis", error.description)
+        }
+        for key in ["name", "node"] {
+            guard let item = table[key] else { continue }
+            guard let value = item.string, isName(value) else {
+                throw fail(key, "expected a name of letters, digits, '.', '_' or '-' (at most 64)")
+            }
+            if key == "name" { config.name = value } else { config.node = value }
+        }
+        if let item = table["password_file"] {
+            guard let path = item.string, !path.isEmpty else { throw fail("password_file", "expected a file path string") }
+            config.passwordFile = path
+        }
+        for key in ["connect_timeout", "timeout"] {
+            guard let item = table[key] else { continue }
+            guard let text = item.string, let ms = Units.parseDurationMilliseconds(text), ms >= 10, ms <= 60_000 else {
+                throw fail(key, "expected a duration string from \"10ms\" to \"60s\", such as \"2s\"")
+            }
+            if key == "timeout" { config.timeoutMilliseconds = UInt64(ms) } else { config.connectTimeoutMilliseconds = UInt64(ms) }
+        }
+        return config
+    }
+
+    /// The password for AUTH: systemd's `redis-password` credential, else
+    /// `password_file` (its first line). Nil when neither is set.
+    func password() throws(ConfigError) -> String? {
+        let environment = ProcessInfo.processInfo.environment
+        var file = passwordFile
+        if let credentials = environment["CREDENTIALS_DIRECTORY"],
+           FileManager.default.fileExists(atPath: credentials + "/redis-password") {
+            file = credentials + "/redis-password"
+        }
+        guard let file else { return nil }
+        guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+            throw ConfigError(file: file, line: nil, key: "fleet.password_file", message: "cannot read the Redis password file")
+        }
+        let password = text.split(separator: "\n", omittingEmptySubsequences: false).first.map(String.init) ?? ""
+        guard !password.isEmpty else {
+            throw ConfigError(file: file, line: nil, key: "fleet.password_file", message: "the Redis password file is empty")
+        }
+        return password
+    }
+
+    /// Redis reachable from other machines needs a password (as the admin
+    /// API needs a token): nil when fine, else the reason to refuse.
+    func refusal(password: String?) -> String? {
+        guard !address.isLocal, password == nil else { return nil }
+        return "[fleet] redis = \(address) is not a loopback address or unix socket and no password is set; "
+            + "set password_file (or the redis-password credential), or use a local Redis"
+    }
+}
