@@ -65,7 +65,6 @@ public final class PurgeFeed {
     /// missed is applied) and when Redis is lost (false).
     public var onConnectionChange: ((Bool) -> Void)?
     public var queued: Int { waiting.count }
-    public var lastErrorText: String? { lastError?.text }
 
     private var streamKey: String { "larder:\(settings.name):purges" }
     private var positionsKey: String { "larder:\(settings.name):positions" }
