@@ -145,19 +145,23 @@ public final class AdminAPI {
         if case .key(let target) = scope, !target.hasPrefix("/") { return .error(400, "PURGE needs a path target such as /a/b") }
         let (count, failures) = Self.apply(scope, soft: soft, to: store, cacheKey: cacheKey)
         metrics.purged += count
-        guard failures.isEmpty else {
+        let status: Int, fields: String
+        if failures.isEmpty {
+            log("admin: \(soft ? "soft-" : "")purged \(scope) (\(count) responses)")
+            (status, fields) = (200, "\"purged\": \(count)")
+        } else {
             // Files that stay would be served again after a restart: the
             // purge did not fully hold, and the caller must know.
             log("admin: \(soft ? "soft-" : "")purge of \(scope) incomplete: \(failures.count) files failed (\(failures[0]))")
             let error = JSON.string(failures[0] + "; these responses are gone until a restart finds their files again: "
                                     + "fix the cache directory (later purges and a sweep every minute delete them)")
-            return .json(500, "{\"purged\": \(count), \"failed\": \(failures.count), \"error\": \(error)}")
+            (status, fields) = (500, "\"purged\": \(count), \"failed\": \(failures.count), \"error\": \(error)")
         }
-        log("admin: \(soft ? "soft-" : "")purged \(scope) (\(count) responses)")
-        guard let fanOut else { return .json(200, "{\"purged\": \(count)}") }
-        var response = Response.json(200, "{\"purged\": \(count)}")
+        var response = Response.json(status, "{\(fields)}")
+        guard let fanOut else { return response }
+        // The other nodes get it whatever happened to this node's files.
         response.later = { reply in
-            fanOut.send(scope, soft: soft) { delivery in reply(.json(200, "{\"purged\": \(count), \"fleet\": \(delivery.json)}")) }
+            fanOut.send(scope, soft: soft) { delivery in reply(.json(status, "{\(fields), \"fleet\": \(delivery.json)}")) }
         }
         return response
     }
