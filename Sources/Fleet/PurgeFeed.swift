@@ -260,18 +260,19 @@ public final class PurgeFeed {
     /// milliseconds until all have or the wait is over.
     private func awaitAcknowledgements(of id: StreamID, until deadline: UInt64, _ delivered: @escaping (Delivery) -> Void) {
         guard let writer else { return delivered(Delivery(nodes: 0, acknowledged: 0, error: "Redis connection lost")) }
-        writer.send(["HGETALL", aliveKey]) { [weak self] alive in
-            writer.send(["HGETALL", self?.positionsKey ?? ""]) { [weak self] positions in
-                guard let self else { return }
-                let now = EventLoop.wallSeconds() * 1000
-                var live = Set(Self.pairs(alive).filter { now - (Int64($0.value) ?? 0) <= Int64(Self.liveMilliseconds) }.map(\.key))
-                live.insert(self.settings.node)  // it applied the purge before sending it
-                let at = Self.pairs(positions)
-                let acknowledged = live.filter { $0 == self.settings.node || (at[$0].flatMap(Self.place)?.id ?? .zero) >= id }
-                let delivery = Delivery(nodes: live.count, acknowledged: acknowledged.count)
-                if delivery.acknowledged >= delivery.nodes || EventLoop.nowMilliseconds() >= deadline { return delivered(delivery) }
-                self.loop.schedule(after: 2) { [weak self] in self?.awaitAcknowledgements(of: id, until: deadline, delivered) }
-            }
+        // Both sent at once; replies come in order, so `alive` is in when `positions` arrives.
+        var alive: Result<RedisReply, RedisError> = .failure(RedisError("no reply"))
+        writer.send(["HGETALL", aliveKey]) { alive = $0 }
+        writer.send(["HGETALL", positionsKey]) { [weak self] positions in
+            guard let self else { return }
+            let now = EventLoop.wallSeconds() * 1000
+            var live = Set(Self.pairs(alive).filter { now - (Int64($0.value) ?? 0) <= Int64(Self.liveMilliseconds) }.map(\.key))
+            live.insert(self.settings.node)  // it applied the purge before sending it
+            let at = Self.pairs(positions)
+            let acknowledged = live.filter { $0 == self.settings.node || (at[$0].flatMap(Self.place)?.id ?? .zero) >= id }
+            let delivery = Delivery(nodes: live.count, acknowledged: acknowledged.count)
+            if delivery.acknowledged >= delivery.nodes || EventLoop.nowMilliseconds() >= deadline { return delivered(delivery) }
+            self.loop.schedule(after: 2) { [weak self] in self?.awaitAcknowledgements(of: id, until: deadline, delivered) }
         }
     }
 

@@ -69,12 +69,12 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
         current.withLock { $0 }
     }
 
-    /// After each purge in or out, from the fleet's loop.
+    /// After each purge sent, from the fleet's loop (received ones are
+    /// counted as they are applied).
     private func refresh() {
-        let (sent, received, queued) = (feed.sent, feed.received, feed.queued)
+        let (sent, queued) = (feed.sent, feed.queued)
         current.withLock {
             $0.purgesSent = sent
-            $0.purgesReceived = received
             $0.purgesQueued = queued
         }
     }
