@@ -19,6 +19,21 @@ public struct FleetStatus: Equatable, Sendable {
     public var purgesReceived: Int
     /// Purges waiting for Redis to come back.
     public var purgesQueued: Int
+    /// Purges missed while away, applied when this node came back.
+    public var purgesReplayed = 0
+    /// Live nodes (heard from within 5 s), this one included; 0 until known.
+    public var nodes = 0
+    /// The last Redis round trip of the purge stream's connection.
+    public var roundTripMicroseconds: Int?
+    /// The shared tier, all workers together: lookups, those that found
+    /// something, responses offered, offers refused (a purge came first).
+    public var sharedLookups = 0
+    public var sharedHits = 0
+    public var sharedStores = 0
+    public var sharedStoresRefused = 0
+    public var sharedErrors = 0
+    /// Workers whose shared-tier connection to Redis is up.
+    public var sharedConnections = 0
     public var lastError: String?
 
     public init(name: String, node: String, connected: Bool, purgesSent: Int, purgesReceived: Int, purgesQueued: Int,
@@ -29,8 +44,11 @@ public struct FleetStatus: Equatable, Sendable {
 
     var json: String {
         "{\"name\": \(JSON.string(name)), \"node\": \(JSON.string(node)), \"connected\": \(connected), "
+            + "\"nodes\": \(nodes), \"redis_rtt_ms\": \(roundTripMicroseconds.map { String(Double($0) / 1000) } ?? "null"), "
             + "\"purges_sent\": \(purgesSent), \"purges_received\": \(purgesReceived), \"purges_queued\": \(purgesQueued), "
-            + "\"last_error\": \(lastError.map(JSON.string) ?? "null")}"
+            + "\"purges_replayed\": \(purgesReplayed), \"shared_lookups\": \(sharedLookups), \"shared_hits\": \(sharedHits), "
+            + "\"shared_stores\": \(sharedStores), \"shared_stores_refused\": \(sharedStoresRefused), "
+            + "\"shared_errors\": \(sharedErrors), \"shared_connections\": \(sharedConnections), \"last_error\": \(lastError.map(JSON.string) ?? "null")}"
     }
 }
 

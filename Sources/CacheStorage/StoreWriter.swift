@@ -16,6 +16,9 @@ public struct StoreWriter {
     public private(set) var bodyBytes = 0
     /// Gave up (too large, a tier failed, a purge won): nothing will be stored.
     public private(set) var abandoned = false
+    /// The response as committed, when its body was held in memory and a
+    /// tier took it (what a fleet's shared tier is offered).
+    public private(set) var committed: CachedResponse?
 
     /// `expectedLength`: the body's length when the upstream said it (room
     /// is made once, or it streams from the first byte).
@@ -97,7 +100,9 @@ public struct StoreWriter {
         }
         let entry = CachedResponse.make(head: head, body: body.buffer)
         body.discard()
-        return store.insert(entry, firstTierOnly: firstTierOnly, fetchedSince: fetchedSince)
+        guard store.insert(entry, firstTierOnly: firstTierOnly, fetchedSince: fetchedSince) else { return false }
+        committed = entry
+        return true
     }
 
     /// Nothing will be stored: frees the body, abandons a stream.

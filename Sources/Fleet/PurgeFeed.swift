@@ -1,3 +1,4 @@
+import Dispatch
 import EventLoop
 import Redis
 
@@ -55,12 +56,20 @@ public final class PurgeFeed {
     private var reading = false
     /// The first read reached the stream's end: what this node missed is applied.
     private var caughtUp = false
-    private var waiting: [(FleetPurge, (Delivery) -> Void)] = []
+    private var waiting: [(Outgoing, (Delivery) -> Void)] = []
     private var retryMilliseconds: UInt64 = 100
     private var stopped = false
     private var lastError: (text: String, at: UInt64)?
     public private(set) var received = 0
+    /// Of those, the ones missed while away (read before catching up).
+    public private(set) var replayed = 0
+    /// Live nodes seen at the last count (this one included) and that
+    /// count's round trip.
+    public private(set) var liveNodes = 0
+    public private(set) var roundTripMicroseconds: Int?
     public private(set) var sent = 0
+    /// Where this node stands in the stream, for the shared tier's stores.
+    public var mark: FleetMark?
     /// Told when this node has caught up with the stream (true: what it
     /// missed is applied) and when Redis is lost (false).
     public var onConnectionChange: ((Bool) -> Void)?
@@ -159,10 +168,12 @@ public final class PurgeFeed {
                 switch FeedStart.decide(place: recorded, stream: stream) {
                 case .from(let id, let consumed):
                     (self.position, self.consumed) = (id, consumed)
+                    self.mark?.set(id)
                 case .dropEverythingThenFrom(let id, let consumed, let reason):
                     self.log("fleet: dropping everything this node holds: \(reason)")
                     self.dropEverything(reason)
                     (self.position, self.consumed) = (id, consumed)
+                    self.mark?.set(id)
                 }
                 // Reading starts once the position is recorded: a node that
                 // stops at once still replays from here when it is back.
@@ -198,6 +209,7 @@ public final class PurgeFeed {
                     let parts = entry.elements
                     guard parts.count == 2, let id = parts[0].text.flatMap(StreamID.init) else { continue }
                     self.position = id
+                    self.mark?.set(id)
                     self.consumed += 1
                     let fields = parts[1].elements.map { $0.text ?? "" }
                     guard let purge = FleetPurge(fields: fields) else {
@@ -206,6 +218,7 @@ public final class PurgeFeed {
                     }
                     if purge.node != self.settings.node {
                         self.received += 1
+                        if !self.caughtUp { self.replayed += 1 }
                         self.apply(purge)
                     }
                 }
@@ -219,28 +232,53 @@ public final class PurgeFeed {
         }
     }
 
-    /// Tells the fleet where this node stands and that it is live.
+    /// Tells the fleet where this node stands and that it is live, and
+    /// counts the live nodes (timing that round trip).
     private func record() {
         guard let writer, position != nil else { return }
         writer.send(["HSET", positionsKey, settings.node, placeText]) { _ in }
         writer.send(["HSET", aliveKey, settings.node, String(EventLoop.wallSeconds() * 1000)]) { _ in }
+        let sent = DispatchTime.now().uptimeNanoseconds
+        writer.send(["HGETALL", aliveKey]) { [weak self] result in
+            guard let self, case .success = result else { return }
+            self.roundTripMicroseconds = Int((DispatchTime.now().uptimeNanoseconds - sent) / 1000)
+            self.liveNodes = Self.live(Self.pairs(result)).count
+        }
+    }
+
+    /// The nodes heard from within `liveMilliseconds`.
+    private static func live(_ alive: [String: String]) -> Set<String> {
+        let now = EventLoop.wallSeconds() * 1000
+        return Set(alive.filter { now - (Int64($0.value) ?? 0) <= Int64(liveMilliseconds) }.map(\.key))
     }
 
     // MARK: publishing
 
-    /// Sends a purge this node applied; `delivered` runs once on this loop.
-    public func publish(_ purge: FleetPurge, delivered: @escaping (Delivery) -> Void) {
+    /// A purge on its way out, with the stored keys a URL purge names.
+    private struct Outgoing {
+        var purge: FleetPurge
+        var keys: [String]
+    }
+
+    /// Sends a purge this node applied (`keys`: the stored keys a URL purge
+    /// names, its target's and its route's); it leaves the shared tier in
+    /// the same step. `delivered` runs once on this loop.
+    public func publish(_ purge: FleetPurge, keys: [String] = [], delivered: @escaping (Delivery) -> Void) {
+        send(Outgoing(purge: purge, keys: keys), delivered: delivered)
+    }
+
+    private func send(_ outgoing: Outgoing, delivered: @escaping (Delivery) -> Void) {
         guard let writer, writer.isReady else {
             if waiting.count >= Self.maxWaiting { waiting.removeFirst() }
-            waiting.append((purge, { _ in }))
+            waiting.append((outgoing, { _ in }))
             loop.execute { delivered(Delivery(nodes: 0, acknowledged: 0, queued: true, error: "Redis is unreachable")) }
             return
         }
-        writer.send(["XADD", streamKey, "MAXLEN", "~", String(settings.streamLength), "*"] + purge.fields) { [weak self] result in
+        writer.send(purgeCommand(outgoing)) { [weak self] result in
             guard let self else { return }
             guard case .success(let reply) = result, let id = reply.text.flatMap(StreamID.init) else {
                 // Not sent: it goes again when Redis is back.
-                self.waiting.append((purge, { _ in }))
+                self.waiting.append((outgoing, { _ in }))
                 let why: String
                 if case .success(let reply) = result { why = "\(reply)" } else if case .failure(let error) = result { why = error.description } else { why = "" }
                 return delivered(Delivery(nodes: 0, acknowledged: 0, queued: true, error: why))
@@ -250,10 +288,27 @@ public final class PurgeFeed {
         }
     }
 
+    /// The purge script's command (SharedScripts.purge).
+    private func purgeCommand(_ outgoing: Outgoing) -> [[UInt8]] {
+        var kind = "all", target: [UInt8] = [], upper: [UInt8] = Array("+".utf8), keys: [String] = []
+        switch outgoing.purge.scope {
+        case .key(let key): (kind, keys) = ("keys", outgoing.keys.isEmpty ? [key] : outgoing.keys)
+        case .prefix(let prefix):
+            (kind, target) = ("prefix", Array(prefix.utf8))
+            if let next = SharedKeys.successor(of: target) { upper = Array("(".utf8) + next }
+        case .tag(let tag): (kind, target) = ("tag", Array(tag.utf8))
+        case .all: break
+        }
+        let head: [[UInt8]] = [Array("EVAL".utf8), Array(SharedScripts.purge.utf8), Array("0".utf8),
+                               Array(SharedKeys.prefix(settings.name).utf8), Array(kind.utf8), target, upper,
+                               Array(String(settings.streamLength).utf8), Array(String(keys.count).utf8)]
+        return head + keys.map { Array($0.utf8) } + outgoing.purge.fields.map { Array($0.utf8) }
+    }
+
     private func sendWaiting() {
         let queued = waiting
         waiting = []
-        for (purge, delivered) in queued { publish(purge, delivered: delivered) }
+        for (outgoing, delivered) in queued { send(outgoing, delivered: delivered) }
     }
 
     /// Counts the live nodes whose position reached `id`, again every few
@@ -265,8 +320,7 @@ public final class PurgeFeed {
         writer.send(["HGETALL", aliveKey]) { alive = $0 }
         writer.send(["HGETALL", positionsKey]) { [weak self] positions in
             guard let self else { return }
-            let now = EventLoop.wallSeconds() * 1000
-            var live = Set(Self.pairs(alive).filter { now - (Int64($0.value) ?? 0) <= Int64(Self.liveMilliseconds) }.map(\.key))
+            var live = Self.live(Self.pairs(alive))
             live.insert(self.settings.node)  // it applied the purge before sending it
             let at = Self.pairs(positions)
             let acknowledged = live.filter { $0 == self.settings.node || (at[$0].flatMap(Self.place)?.id ?? .zero) >= id }

@@ -20,6 +20,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
     private var requestTime: Int64 = 0
     /// The store's purge number when the refresh began: a purge since wins.
     private var fetchToken: UInt64 = 0
+    private var sharedMark: SharedMark?
     /// A storable response whose body is on its way into the store.
     private var pending: PendingStore?
     private var received = 0
@@ -43,6 +44,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
         UpstreamHeaders.addValidators(for: entry, among: variants, to: &headers)
         requestTime = EventLoop.wallSeconds()
         fetchToken = worker.store.fetchToken
+        sharedMark = worker.sharedTier?.fetchMark()
         transfer = worker.upstream.start(
             UpstreamRequest(method: "GET", url: worker.configuration.upstreamBase + request.pathAndQuery, headers: headers, body: .none),
             delegate: self)
@@ -76,7 +78,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
         guard var pending else { return }
         self.pending = nil
         if error == nil, BodyEnd.isWhole(expected: pending.response.length, received: received) {
-            if pending.commit() { WorkerStats.bump(worker.counters.stored) }
+            if pending.commit(on: worker, sharedMark: sharedMark) { WorkerStats.bump(worker.counters.stored) }
         } else {
             pending.abort()  // incomplete: never stored (section 3.3)
         }

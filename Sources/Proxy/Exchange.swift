@@ -57,12 +57,18 @@ final class Exchange {
         }
         guard isCacheLookup else { return forward() }
         let requestCC = CacheControl(request.combinedHeader("cache-control"))
-        let now = EventLoop.wallSeconds()
         variants = worker.store.lookup(key, local: worker.localHits)
+        decide(policy, chosenByClient: chosenByClient, requestCC, now: EventLoop.wallSeconds(), fromFleet: false)
+    }
+
+    /// What the variants found lead to under the request's policy, carried
+    /// out. `fromFleet`: the fleet's shared tier was asked already (after
+    /// the local tiers missed), and what it had is among `variants`.
+    func decide(_ policy: RequestPolicy, chosenByClient: Bool, _ requestCC: CacheControl, now: Int64, fromFleet: Bool) {
         let outcome = Lookup.decide(RequestFacts(request, requestCC, honouringPragma: true), variants, now: now, shared: shared)
         var plan = LookupPlan.make(policy.action(for: outcome), chosenByClient: chosenByClient, onlyIfCached: requestCC.onlyIfCached)
         if case .serve(let index, let age, let ttl, let stale, let refresh) = plan {
-            if serveHit(variants[index], age: age, ttl: ttl, stale: stale, now: now) {
+            if serveHit(variants[index], age: age, ttl: ttl, stale: stale, now: now, fromFleet: fromFleet) {
                 if refresh { worker.revalidateInBackground(variants[index], among: variants, request: request, peer: connection.peer) }
                 return
             }
@@ -70,6 +76,14 @@ final class Exchange {
             worker.store.remove(key)
             variants = Variants()
             plan = .afterVanishedBody(onlyIfCached: requestCC.onlyIfCached)
+        }
+        if !fromFleet, plan.mayAskFleet, let tier = worker.sharedTier,
+           SharedLookup.ask(tier, key: key, into: worker.store, toDisk: toDisk, found: { [self, policy] found in
+               guard machine.fleetAnswered() else { return }
+               if !found.isEmpty { variants = Variants(Array(variants) + found) }
+               decide(policy, chosenByClient: chosenByClient, requestCC, now: EventLoop.wallSeconds(), fromFleet: true)
+           }) {
+            return machine.askFleet()
         }
         switch plan {
         case .serve:
@@ -104,9 +118,11 @@ final class Exchange {
 
     /// A stored response as a hit (`stale`: counted as a stale hit). False,
     /// having sent nothing, when its body is a disk file that is gone.
-    func serveHit(_ entry: CachedResponse, age: Int, ttl: Int, stale: Bool, now: Int64) -> Bool {
-        guard serveStored(entry, age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl)) else { return false }
+    /// `fromFleet`: found in the fleet's shared tier.
+    func serveHit(_ entry: CachedResponse, age: Int, ttl: Int, stale: Bool, now: Int64, fromFleet: Bool = false) -> Bool {
+        guard serveStored(entry, age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl, fleet: fromFleet)) else { return false }
         if stale { WorkerStats.bump(worker.counters.staleHits) } else { WorkerStats.bump(worker.counters.hits) }
+        if fromFleet { WorkerStats.bump(worker.counters.fleetHits) }
         return true
     }
 

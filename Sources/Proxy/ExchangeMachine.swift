@@ -6,6 +6,9 @@
 /// event in ProxyTests; the content of answers (heads, stored bodies, the
 /// cache decisions of `CacheSemantics`) stays with the driver.
 ///
+///     askingFleet
+///       ▲    │
+///       │    ▼
 ///     lookingUp ──► waitingForLeader ──► following ──► done
 ///         │               │                              ▲
 ///         ├───────────────┴──► forwarding ──► streaming ─┤
@@ -16,6 +19,8 @@ struct ExchangeMachine: Equatable {
     enum State: Equatable {
         /// Choosing the policy and looking the key up; nothing sent yet.
         case lookingUp
+        /// The local tiers missed: asking the fleet's shared tier.
+        case askingFleet
         /// Collapsed onto the request already fetching this key.
         case waitingForLeader
         /// Streaming that leader's response as it arrives.
@@ -34,13 +39,27 @@ struct ExchangeMachine: Equatable {
     /// Whether the client has been sent, or is being sent, an answer.
     var responseStarted: Bool {
         switch state {
-        case .lookingUp, .waitingForLeader, .forwarding: return false
+        case .lookingUp, .askingFleet, .waitingForLeader, .forwarding: return false
         case .following, .streaming, .done: return true
         }
     }
 
     /// The client's part is over: nothing more is sent to it.
     var clientDone: Bool { state == .done }
+
+    // MARK: the fleet
+
+    /// The local tiers missed: ask the fleet's shared tier.
+    mutating func askFleet() {
+        if state == .lookingUp { state = .askingFleet }
+    }
+
+    /// The fleet answered; false when that no longer matters (the client left).
+    mutating func fleetAnswered() -> Bool {
+        guard state == .askingFleet else { return false }
+        state = .lookingUp
+        return true
+    }
 
     // MARK: collapsing
 

@@ -31,6 +31,17 @@ enum LookupPlan: Equatable {
         var collapse = true
     }
 
+    /// Whether the fleet's shared tier may answer instead: nothing usable
+    /// stored here, and the policy lets a stored response answer (a reload
+    /// does not; a validation does, since the fleet may hold a fresher copy).
+    var mayAskFleet: Bool {
+        switch self {
+        case .serve: return false
+        case .cacheOnlyMiss: return true
+        case .forward(let how): return how.collapse
+        }
+    }
+
     static func make(_ action: PolicyAction, chosenByClient: Bool, onlyIfCached: Bool) -> LookupPlan {
         switch action {
         case .serveStored(let index, let age, let ttl):

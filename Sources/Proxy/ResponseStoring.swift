@@ -35,8 +35,14 @@ struct PendingStore {
         return writer.pauseIfBacklogged { loop.execute { resume() } }
     }
 
-    /// The body is whole: stores the response (true when a tier took it).
-    mutating func commit() -> Bool { writer.commit() }
+    /// The body is whole: stores the response (true when a tier took it)
+    /// and offers it to the fleet's shared tier (`sharedMark`: taken when
+    /// the fetch began).
+    mutating func commit(on worker: Worker, sharedMark: SharedMark?) -> Bool {
+        guard writer.commit() else { return false }
+        if let tier = worker.sharedTier, let mark = sharedMark, let entry = writer.committed { tier.store(entry, fetchedAt: mark) }
+        return true
+    }
 
     /// Nothing will be stored (too large, incomplete, failed).
     mutating func abort() { writer.abort() }

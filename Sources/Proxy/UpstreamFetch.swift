@@ -66,6 +66,8 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     /// The store's purge number when the request went out: a purge since
     /// then that matches keeps this response out of the cache.
     private(set) var fetchToken: UInt64 = 0
+    /// The fleet's purge mark when the request went out (with `[fleet]`).
+    private var sharedMark: SharedMark?
 
     /// `fields`: what the upstream request carries. `leading`: the
     /// client holds the key's claim (Collapser), which the fetch keeps.
@@ -108,6 +110,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         guard let upstreamRequest else { return }
         requestTime = EventLoop.wallSeconds()
         fetchToken = worker.store.fetchToken
+        sharedMark = worker.sharedTier?.fetchMark()
         transfer = worker.upstream.start(upstreamRequest, delegate: self)
     }
 
@@ -257,7 +260,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         if whole {
             if var pending = store {
                 store = nil
-                if pending.commit() { WorkerStats.bump(worker.counters.stored) }
+                if pending.commit(on: worker, sharedMark: sharedMark) { WorkerStats.bump(worker.counters.stored) }
             }
             machine.published?.finish(.complete)
         } else {

@@ -25,6 +25,9 @@ public final class Worker: IOHandler {
     let counters: WorkerStats
     let logger: Logger
     let upstream: any UpstreamRequester
+    /// The fleet's shared tier (`[fleet]`), asked after the local tiers
+    /// miss; set before the worker runs.
+    public var sharedTier: (any SharedTier)?
     /// nil: access logging is off.
     let accessLog: AccessLog?
     private var accessBuffer = AccessLogBuffer()

@@ -13,8 +13,10 @@ struct FleetConfig: Equatable {
     var passwordFile: String?
     var connectTimeoutMilliseconds: UInt64 = 2_000
     var timeoutMilliseconds: UInt64 = 2_000
+    /// The largest body the shared tier keeps (larger ones stay local).
+    var maxObjectBytes = 1 << 20
 
-    static let keys = ["redis", "name", "node", "password_file", "connect_timeout", "timeout"]
+    static let keys = ["redis", "name", "node", "password_file", "max_object_size", "connect_timeout", "timeout"]
 
     static var hostName: String {
         var buffer = [CChar](repeating: 0, count: 256)
@@ -53,6 +55,13 @@ struct FleetConfig: Equatable {
         if let item = table["password_file"] {
             guard let path = item.string, !path.isEmpty else { throw fail("password_file", "expected a file path string") }
             config.passwordFile = path
+        }
+        if let item = table["max_object_size"] {
+            let bytes = item.int ?? item.string.flatMap(Units.parseSize)
+            guard let bytes, bytes >= 1, bytes <= 64 << 20 else {
+                throw fail("max_object_size", "expected a size from 1 byte to \"64MiB\", such as \"1MiB\"")
+            }
+            config.maxObjectBytes = bytes
         }
         for key in ["connect_timeout", "timeout"] {
             guard let item = table[key] else { continue }

@@ -17,14 +17,23 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
     private let joined = NSCondition()
     /// What `/stats` shows, kept current from the fleet's loop.
     private let current: Locked<FleetStatus>
+    private let password: String?
+    private let cacheKey: (String) -> String
+    private let logger: Logger
+    /// Where this node stands in the purge stream (for shared-tier stores).
+    let mark = FleetMark()
+    let sharedCounts = SharedTierCounts()
 
     init(_ config: FleetConfig, password: String?, store: TieredStore, cacheKey: @escaping (String) -> String,
          logger: Logger) throws {
         self.config = config
+        self.password = password
+        self.logger = logger
         loop = try EventLoop()
         let current = Locked(FleetStatus(name: config.name, node: config.node, connected: false, purgesSent: 0, purgesReceived: 0,
                                          purgesQueued: 0, lastError: nil))
         self.current = current
+        self.cacheKey = cacheKey
         var settings = PurgeFeed.Settings(address: config.address, password: password, name: config.name, node: config.node)
         settings.connectTimeoutMilliseconds = config.connectTimeoutMilliseconds
         settings.timeoutMilliseconds = config.timeoutMilliseconds
@@ -41,6 +50,7 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
             logger.warning("\(text)")
         })
         let feed = self.feed!
+        feed.mark = mark
         let joined = self.joined
         feed.onConnectionChange = { connected in
             current.withLock { $0.connected = connected }
@@ -66,23 +76,41 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
     }
 
     var status: FleetStatus {
-        current.withLock { $0 }
+        var status = current.withLock { $0 }
+        let counts = sharedCounts
+        status.sharedLookups = counts.lookups.load(ordering: .relaxed)
+        status.sharedHits = counts.found.load(ordering: .relaxed)
+        status.sharedStores = counts.stores.load(ordering: .relaxed)
+        status.sharedStoresRefused = counts.storesRefused.load(ordering: .relaxed)
+        status.sharedErrors = counts.errors.load(ordering: .relaxed)
+        status.sharedConnections = counts.connected.load(ordering: .relaxed)
+        return status
     }
 
     /// After each purge sent, from the fleet's loop (received ones are
     /// counted as they are applied).
     private func refresh() {
-        let (sent, queued) = (feed.sent, feed.queued)
+        let (sent, queued, replayed, nodes, rtt) = (feed.sent, feed.queued, feed.replayed, feed.liveNodes, feed.roundTripMicroseconds)
         current.withLock {
             $0.purgesSent = sent
             $0.purgesQueued = queued
+            $0.purgesReplayed = replayed
+            $0.nodes = nodes
+            $0.roundTripMicroseconds = rtt
         }
+    }
+
+    /// Copies the feed's figures for `/stats` every second (the fleet's loop).
+    private func keepStatusCurrent() {
+        refresh()
+        loop.schedule(after: 1_000) { [weak self] in self?.keepStatusCurrent() }
     }
 
     func start() {
         let (loop, feed) = (self.loop, self.feed!)
-        let thread = Thread {
+        let thread = Thread { [self] in
             feed.start()
+            keepStatusCurrent()
             loop.run()
         }
         thread.name = "larder-fleet"
@@ -97,10 +125,25 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
         }
     }
 
+    /// The shared tier for a worker's loop (connected once that loop runs).
+    func sharedTier(on loop: EventLoop) -> RedisSharedTier {
+        var settings = RedisSharedTier.Settings(address: config.address, password: password, name: config.name)
+        settings.connectTimeoutMilliseconds = config.connectTimeoutMilliseconds
+        settings.timeoutMilliseconds = config.timeoutMilliseconds
+        settings.maxObjectBytes = config.maxObjectBytes
+        let logger = self.logger
+        let tier = RedisSharedTier(settings, loop: loop, mark: mark, counts: sharedCounts) { logger.warning("\($0)") }
+        tier.start()
+        return tier
+    }
+
     func send(_ scope: PurgeScope, soft: Bool, delivered: @escaping @Sendable (PurgeDelivery) -> Void) {
         let (feed, node) = (self.feed!, config.node)
+        // A URL purge removes its target's stored key and its route's.
+        var keys: [String] = []
+        if case .key(let target) = scope { keys = Array(Set([target, cacheKey(target)])) }
         loop.execute { [self] in
-            feed.publish(FleetPurge(scope: scope, soft: soft, node: node)) { [self] delivery in
+            feed.publish(FleetPurge(scope: scope, soft: soft, node: node), keys: keys) { [self] delivery in
                 refresh()
                 delivered(PurgeDelivery(nodes: delivery.nodes, acknowledged: delivery.acknowledged, queued: delivery.queued,
                                         error: delivery.error))

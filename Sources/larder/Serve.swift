@@ -128,6 +128,7 @@ struct Serve: ParsableCommand {
             }
         }
 
+        for worker in workers { worker.sharedTier = fleet?.sharedTier(on: worker.loop) }
         for (index, worker) in workers.enumerated() {
             let thread = Thread { worker.run() }
             thread.name = "larder-worker-\(index)"

@@ -22,6 +22,26 @@ final class ExchangeMachineTests: XCTestCase {
         XCTAssertTrue(m.clientDone)
     }
 
+    func testAskingTheFleetThenGoingOn() {
+        var m = ExchangeMachine()
+        m.askFleet()
+        XCTAssertEqual(m.state, .askingFleet)
+        XCTAssertFalse(m.responseStarted)
+        XCTAssertTrue(m.fleetAnswered())
+        XCTAssertEqual(m.state, .lookingUp, "decides again with what the fleet had")
+        XCTAssertFalse(m.fleetAnswered(), "once")
+        m.forward()
+        XCTAssertEqual(m.state, .forwarding)
+    }
+
+    func testTheClientLeavingWhileTheFleetIsAsked() {
+        var m = ExchangeMachine()
+        m.askFleet()
+        m.finish()
+        XCTAssertFalse(m.fleetAnswered(), "a late answer does nothing")
+        XCTAssertEqual(m.state, .done)
+    }
+
     func testAHitIsAnsweredWithoutGoingUpstream() {
         var m = ExchangeMachine()
         m.finish()

@@ -26,6 +26,16 @@ final class LookupPlanTests: XCTestCase {
         XCTAssertEqual(plan(.useProtocolCachePolicy, .miss(varyMiss: true)), .forward(.init(reason: .varyMiss)))
     }
 
+    func testTheFleetIsAskedWhenAStoredResponseCouldStillAnswer() {
+        XCTAssertTrue(plan(.useProtocolCachePolicy, miss).mayAskFleet)
+        XCTAssertTrue(plan(.useProtocolCachePolicy, stale).mayAskFleet, "another node may hold a fresher copy")
+        XCTAssertTrue(plan(.returnCacheDataDontLoad, miss).mayAskFleet, "before a 504")
+        XCTAssertTrue(plan(.useProtocolCachePolicy, miss, onlyIfCached: true).mayAskFleet)
+        XCTAssertFalse(plan(.useProtocolCachePolicy, fresh).mayAskFleet, "a local hit never waits on Redis")
+        XCTAssertFalse(plan(.reloadIgnoringLocalCacheData, miss).mayAskFleet, "a reload goes upstream")
+        XCTAssertFalse(plan(.networkElseCache, stale).mayAskFleet)
+    }
+
     func testOnlyIfCachedTurnsEveryTripUpstreamOfTheProtocolInto504() {
         XCTAssertEqual(plan(.useProtocolCachePolicy, miss, onlyIfCached: true),
                        .cacheOnlyMiss(detail: "only-if-cached", message: "only-if-cached: no usable stored response"))

@@ -1,0 +1,41 @@
+/// The tier behind the local ones that a fleet's nodes share (memory ->
+/// disk -> fleet -> upstream). Unlike a `CacheTier` it lives across the
+/// network, so it is asked asynchronously, only after the local tiers
+/// missed, and never waited on when it cannot answer now. One per worker,
+/// used on that worker's loop only.
+public protocol SharedTier: AnyObject {
+    /// The largest body it takes.
+    var maxObjectBytes: Int { get }
+    /// Taken when a fetch starts and handed back to `store`: a purge the
+    /// fleet published since then keeps the fetched response out.
+    func fetchMark() -> SharedMark
+    /// Looks `key` up: `found` runs once, later, on the worker's loop, with
+    /// every stored variant (empty: none, or the tier failed meanwhile).
+    /// Returns false, calling nothing, when it cannot be asked now (Redis
+    /// unreachable): the caller goes on as if it had missed.
+    func lookup(_ key: String, found: @escaping (Variants) -> Void) -> Bool
+    /// Offers a response just stored locally (fire and forget; one too
+    /// large, with a body file or without lifetime left is not taken).
+    func store(_ entry: CachedResponse, fetchedAt mark: SharedMark)
+}
+
+/// Where the fleet's purges stood (the last purge this node applied) when
+/// a fetch began.
+public struct SharedMark: Equatable, Sendable {
+    public var milliseconds: UInt64
+    public var sequence: UInt64
+    public init(milliseconds: UInt64, sequence: UInt64) {
+        self.milliseconds = milliseconds
+        self.sequence = sequence
+    }
+    public static let zero = SharedMark(milliseconds: 0, sequence: 0)
+}
+
+extension DiskFormat {
+    /// A record in this format (the disk tier's, which the fleet's shared
+    /// tier also keeps) as the response it stores; nil when it holds
+    /// another key. Throws for bytes that are not a whole, intact record.
+    public static func response(_ bytes: [UInt8], key: String) throws(Failure) -> CachedResponse? {
+        try decodeEntry(bytes, key: key, verify: true)?.entry
+    }
+}

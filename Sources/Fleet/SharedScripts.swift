@@ -1,0 +1,65 @@
+/// The Lua scripts the shared tier runs in Redis, each one round trip and
+/// atomic (see `SharedKeys` for what they touch).
+enum SharedScripts {
+    /// Stores a variant. ARGV: prefix, key, variant field, record, lifetime
+    /// (ms), the fetch's mark (ms, sequence), tags... Refused (0) when a
+    /// purge entered the stream after the mark: the response may predate it.
+    static let store = """
+        local p, key = ARGV[1], ARGV[2]
+        local last = redis.call('XREVRANGE', p .. 'purges', '+', '-', 'COUNT', 1)
+        if #last > 0 then
+          local ms, seq = string.match(last[1][1], '^(%d+)%-(%d+)$')
+          ms, seq = tonumber(ms), tonumber(seq)
+          local mms, mseq = tonumber(ARGV[6]), tonumber(ARGV[7])
+          if ms > mms or (ms == mms and seq > mseq) then return 0 end
+        end
+        local obj = p .. 'obj:' .. key
+        local ttl = tonumber(ARGV[5])
+        redis.call('HSET', obj, ARGV[3], ARGV[4])
+        if redis.call('PTTL', obj) < ttl then redis.call('PEXPIRE', obj, ttl) end
+        local t = redis.call('TIME')
+        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        redis.call('ZADD', p .. 'keys', 0, key)
+        if tonumber(redis.call('ZSCORE', p .. 'expiry', key) or '0') < now + ttl then
+          redis.call('ZADD', p .. 'expiry', now + ttl, key)
+        end
+        for i = 8, #ARGV do
+          local tag = p .. 'tag:' .. ARGV[i]
+          redis.call('SADD', tag, key)
+          if redis.call('PTTL', tag) < ttl then redis.call('PEXPIRE', tag, ttl) end
+        end
+        local gone = redis.call('ZRANGEBYSCORE', p .. 'expiry', '-inf', now, 'LIMIT', 0, 8)
+        for _, k in ipairs(gone) do
+          if redis.call('EXISTS', p .. 'obj:' .. k) == 0 then redis.call('ZREM', p .. 'keys', k) end
+          redis.call('ZREM', p .. 'expiry', k)
+        end
+        return 1
+        """
+
+    /// Removes what a purge matches from the shared tier and appends the
+    /// purge to the stream, at once: no node reads the purge while the
+    /// tier still holds what it removes. ARGV: prefix, kind (keys, prefix,
+    /// tag, all), target, the range's upper bound, stream length, number
+    /// of keys, keys..., the stream entry's fields... Returns the entry's ID.
+    static let purge = """
+        local p, kind, target = ARGV[1], ARGV[2], ARGV[3]
+        local n = tonumber(ARGV[6])
+        local keys = {}
+        if kind == 'keys' then
+          for i = 7, 6 + n do keys[#keys + 1] = ARGV[i] end
+        elseif kind == 'prefix' then
+          keys = redis.call('ZRANGEBYLEX', p .. 'keys', '[' .. target, ARGV[4])
+        elseif kind == 'tag' then
+          keys = redis.call('SMEMBERS', p .. 'tag:' .. target)
+          redis.call('DEL', p .. 'tag:' .. target)
+        elseif kind == 'all' then
+          keys = redis.call('ZRANGE', p .. 'keys', 0, -1)
+        end
+        for _, k in ipairs(keys) do
+          redis.call('DEL', p .. 'obj:' .. k)
+          redis.call('ZREM', p .. 'keys', k)
+          redis.call('ZREM', p .. 'expiry', k)
+        end
+        return redis.call('XADD', p .. 'purges', 'MAXLEN', '~', ARGV[5], '*', unpack(ARGV, 7 + n))
+        """
+}

@@ -1,0 +1,102 @@
+import Foundation
+import TestSupport
+import XCTest
+
+/// The fleet's shared tier with real nodes and a real redis-server: what
+/// one node fetched is a hit on the others (the upstream asked once),
+/// purges take it out of Redis too, a purge during a fetch keeps that
+/// fetch out, and Redis speaking another protocol or answering errors
+/// costs nothing but the shared tier.
+final class FleetSharedTierTests: FleetTestCase {
+    private func cacheStatus(_ r: HTTPResponse) -> String { r.header("cache-status") ?? "" }
+
+    func testAMissOnOneNodeIsAFleetHitOnTheOthersAndTheUpstreamIsAskedOnce() throws {
+        let a = try node("a"), b = try node("b"), c = try node("c")
+        let path = "/shared/one?tags=red"
+        let first = try a.client().get(path)
+        XCTAssertEqual(first.status, 200)
+        XCTAssertFalse(isHit(first))
+        XCTAssertTrue(waitForSharedStores(a, 1), "a offered it to the fleet")
+
+        let fromFleet = try b.client().get(path)
+        XCTAssertEqual(fromFleet.status, 200)
+        XCTAssertEqual(fromFleet.body, first.body)
+        XCTAssertTrue(isFleetHit(fromFleet), cacheStatus(fromFleet))
+        let promoted = try b.client().get(path)
+        XCTAssertTrue(isHit(promoted) && !isFleetHit(promoted), "then a local hit on b: \(cacheStatus(promoted))")
+        XCTAssertTrue(isFleetHit(try c.client().get(path)))
+        XCTAssertEqual(try origin.count(path), 1, "one upstream request for three nodes")
+        XCTAssertEqual(try fleetStats(c)?["shared_hits"] as? Int, 1)
+
+        // A tag purge on any node takes it out of Redis too: a node that never held it misses.
+        XCTAssertEqual((try purge(b, "tag=red")["fleet"] as? [String: Any])?["acknowledged"] as? Int, 3)
+        let d = try node("d")
+        XCTAssertFalse(isHit(try d.client().get(path)))
+        XCTAssertEqual(try origin.count(path), 2)
+    }
+
+    func testEveryKindOfPurgeRemovesFromTheSharedTier() throws {
+        let a = try node("a"), b = try node("b")
+        let kinds: [(query: String, target: String)] = [
+            ("url=%2Fs%2Furl%3Fx%3D1", "/s/url?x=1"), ("prefix=%2Fs%2Fpre", "/s/prefix/1"), ("tag=green", "/s/tagged?tags=green"),
+            ("all=true", "/s/all"), ("url=%2Fs%2Fsoft&soft=true", "/s/soft"),
+        ]
+        for (index, (query, target)) in kinds.enumerated() {
+            _ = try a.client().get(target)
+            XCTAssertTrue(waitForSharedStores(a, index + 1), "\(target) in the shared tier")
+            _ = try purge(a, query)
+            let after = try b.client().get(target)
+            XCTAssertFalse(isHit(after), "\(query): b, which never held \(target), finds nothing in Redis: \(cacheStatus(after))")
+            XCTAssertEqual(try origin.count(target), 2, query)
+        }
+    }
+
+    func testOnlyWhatFitsTheSharedTierAndIsStillUsableIsShared() throws {
+        let a = try node("a", extra: "max_object_size = \"1KiB\""), b = try node("b", extra: "max_object_size = \"1KiB\"")
+        _ = try a.client().get("/big?size=4000")
+        _ = try a.client().get("/no-lifetime?cc=no-cache&etag=v1")
+        _ = try a.client().get("/small?size=100")
+        XCTAssertTrue(waitForSharedStores(a, 1))
+        XCTAssertEqual(try fleetStats(a)?["shared_stores"] as? Int, 1, "only /small went to Redis")
+        XCTAssertFalse(isHit(try b.client().get("/big?size=4000")))
+        XCTAssertTrue(isFleetHit(try b.client().get("/small?size=100")))
+        // Redis drops it when its lifetime (plus stale windows) is over.
+        let ttl = Int(try redisCLI(["PTTL", "larder:e2e:obj:/small?size=100"]).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        XCTAssertTrue(ttl > 50_000 && ttl <= 60_000, "expires with its max-age=60: \(ttl) ms")
+    }
+
+    func testAPurgeDuringAFetchKeepsThatFetchOutOfTheSharedTier() throws {
+        let a = try node("a"), b = try node("b"), c = try node("c")
+        let path = "/slow?delay=1"
+        let done = DispatchSemaphore(value: 0)
+        let client = try a.client()
+        DispatchQueue.global().async {
+            _ = try? client.get(path)
+            done.signal()
+        }
+        XCTAssertTrue(waitUntil { (try? self.origin.count(path)) == 1 }, "a's fetch reached the origin")
+        _ = try purge(b, "url=%2Fslow")
+        XCTAssertEqual(done.wait(timeout: .now() + 15), .success)
+        XCTAssertTrue(waitUntil { (try? self.fleetStats(a))?["shared_stores_refused"] as? Int == 1 },
+                      "Redis refused what a fetched before the purge")
+        XCTAssertFalse(isHit(try c.client().get(path)))
+    }
+
+    func testRedisErrorsAndAnotherProtocolCostOnlyTheSharedTier() throws {
+        // Another program's value under a key Larder reads: an error reply, then a miss.
+        let a = try node("a")
+        try redisCLI(["SET", "larder:e2e:obj:/taken", "not a hash"])
+        let r = try a.client().get("/taken")
+        XCTAssertEqual(r.status, 200)
+        XCTAssertFalse(isHit(r))
+        XCTAssertTrue(isHit(try a.client().get("/taken")), "stored here all the same")
+        XCTAssertTrue(waitUntil { (try? self.fleetStats(a))?["shared_errors"] as? Int ?? 0 >= 1 })
+
+        // Something that is not Redis on the port (the origin's HTTP): the node serves alone and says why.
+        let config = try writeConfig("[fleet]\nredis = \"redis://127.0.0.1:\(origin.port)\"\nname = \"e2e\"\nnode = \"lost\"\n")
+        let alone = try startLarder(upstream: origin.url, ["--config", config])
+        XCTAssertEqual(try alone.client().get("/alone").status, 200)
+        XCTAssertTrue(isHit(try alone.client().get("/alone")))
+        XCTAssertTrue(waitUntil { ((try? self.fleetStats(alone))?["last_error"] as? String)?.isEmpty == false })
+    }
+}
