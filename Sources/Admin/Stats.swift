@@ -71,9 +71,8 @@ final class Metrics {
     var purged = 0
 
     init() {
-        // Names are larder_<metric>_<unit>: the unit (total, bytes, ...) is part of the name.
         func describe(_ metric: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
-            MetricNameDescriptor(namespace: "larder", metricName: metric, unitName: unit, helpText: help)
+            metricName(nil, metric, unit, help)
         }
         let counterSpecs: [(String, String, KeyPath<StatsSnapshot, Int>)] = [
             ("hits", "Requests answered with a fresh stored response", \.hits),
@@ -121,6 +120,60 @@ final class Metrics {
         gauges.diskLimit.set(Double(snapshot.disk?.limitBytes ?? 0))
         gauges.uptime.set(Double(snapshot.uptimeSeconds))
         gauges.hitRatio.set(snapshot.hitRatio)
+        if let fleet = snapshot.fleet {
+            if fleetMetrics == nil { fleetMetrics = FleetMetrics(registry) }
+            fleetMetrics?.update(fleet)
+        }
         return registry.emitToString()
+    }
+
+    /// Made at the first scrape of a node in a fleet (a node alone shows none).
+    private var fleetMetrics: FleetMetrics?
+}
+
+/// Names are larder_[subsystem_]<metric>_<unit>: the unit (total, bytes,
+/// ...) is part of the name.
+private func metricName(_ subsystem: String?, _ metric: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
+    MetricNameDescriptor(namespace: "larder", subsystem: subsystem, metricName: metric, unitName: unit, helpText: help)
+}
+
+/// `larder_fleet_*`: the fleet section of `/stats` for Prometheus.
+private final class FleetMetrics {
+    private var counters: [(Counter, KeyPath<FleetStatus, Int>, last: Int)] = []
+    private let connected: Gauge, nodes: Gauge, roundTrip: Gauge, queued: Gauge, sharedConnections: Gauge
+
+    init(_ registry: PrometheusCollectorRegistry) {
+        func describe(_ metric: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
+            metricName("fleet", metric, unit, help)
+        }
+        let specs: [(String, String, KeyPath<FleetStatus, Int>)] = [
+            ("purges_sent", "Purges this node sent to the fleet", \.purgesSent),
+            ("purges_received", "Purges from other nodes applied here", \.purgesReceived),
+            ("purges_replayed", "Purges missed while away, applied on return", \.purgesReplayed),
+            ("shared_lookups", "Lookups in the fleet's shared tier", \.sharedLookups),
+            ("shared_hits", "Shared-tier lookups that found the URL", \.sharedHits),
+            ("shared_stores", "Responses stored in the shared tier", \.sharedStores),
+            ("shared_stores_refused", "Shared-tier stores refused: a purge came first", \.sharedStoresRefused),
+            ("shared_errors", "Shared-tier faults (Redis errors, lost connections)", \.sharedErrors),
+        ]
+        counters = specs.map { (registry.makeCounter(descriptor: describe($0.0, "total", $0.1)), $0.2, 0) }
+        connected = registry.makeGauge(descriptor: describe("connected", "", "1 while this node reads the fleet's purges"))
+        nodes = registry.makeGauge(descriptor: describe("nodes", "", "Live nodes seen, this one included"))
+        roundTrip = registry.makeGauge(descriptor: describe("redis_rtt", "seconds", "The last Redis round trip"))
+        queued = registry.makeGauge(descriptor: describe("purges_queued", "", "Purges waiting for Redis"))
+        sharedConnections = registry.makeGauge(descriptor: describe("shared_connections", "", "Workers connected to Redis"))
+    }
+
+    func update(_ status: FleetStatus) {
+        for i in counters.indices {
+            let value = status[keyPath: counters[i].1]
+            if value > counters[i].last { counters[i].0.increment(by: Int64(value - counters[i].last)) }
+            counters[i].last = value
+        }
+        connected.set(Double(status.connected ? 1 : 0))
+        nodes.set(Double(status.nodes))
+        roundTrip.set(Double(status.roundTripMicroseconds ?? 0) / 1_000_000)
+        queued.set(Double(status.purgesQueued))
+        sharedConnections.set(Double(status.sharedConnections))
     }
 }

@@ -17,6 +17,25 @@ public protocol SharedTier: AnyObject {
     /// Offers a response just stored locally (fire and forget; one too
     /// large, with a body file or without lifetime left is not taken).
     func store(_ entry: CachedResponse, fetchedAt mark: SharedMark)
+    /// Claims the fetch of `key` for this node (a short lock in Redis that
+    /// other nodes wait on), bounded by `milliseconds`: `outcome` runs
+    /// once, later, on the worker's loop. False, calling nothing, when it
+    /// cannot be asked now (the caller fetches alone).
+    func claim(_ key: String, milliseconds: UInt64, outcome: @escaping (FleetClaim) -> Void) -> Bool
+    /// Gives a claim up once its response is stored (or will not be),
+    /// waking the nodes that wait on it.
+    func release(_ key: String)
+}
+
+/// How a claim on a key's fetch across the fleet turned out.
+public enum FleetClaim: Equatable, Sendable {
+    /// This node fetches it (and then calls `release`).
+    case claimed
+    /// Another node stored it meanwhile: look it up again.
+    case stored
+    /// Another node fetched it, or the wait ended (or failed): look it up
+    /// again, and fetch alone if it is not there.
+    case waited
 }
 
 /// Where the fleet's purges stood (the last purge this node applied) when

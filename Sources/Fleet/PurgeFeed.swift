@@ -277,10 +277,15 @@ public final class PurgeFeed {
         writer.send(purgeCommand(outgoing)) { [weak self] result in
             guard let self else { return }
             guard case .success(let reply) = result, let id = reply.text.flatMap(StreamID.init) else {
-                // Not sent: it goes again when Redis is back.
+                // Not sent: it goes again when Redis is back, or (an error reply, such as
+                // LOADING while Redis starts) in a second.
                 self.waiting.append((outgoing, { _ in }))
                 let why: String
                 if case .success(let reply) = result { why = "\(reply)" } else if case .failure(let error) = result { why = error.description } else { why = "" }
+                if case .success = result {
+                    self.note("fleet: Redis refused a purge: \(why); trying again")
+                    self.loop.schedule(after: 1_000) { [weak self] in self?.sendWaiting() }
+                }
                 return delivered(Delivery(nodes: 0, acknowledged: 0, queued: true, error: why))
             }
             self.sent += 1

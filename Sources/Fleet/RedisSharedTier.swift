@@ -14,6 +14,8 @@ public final class RedisSharedTier: SharedTier {
         public var address: RedisAddress
         public var password: String?
         public var name: String
+        /// This node's name (its claims carry it).
+        public var node = "larder"
         public var connectTimeoutMilliseconds: UInt64 = 2_000
         public var timeoutMilliseconds: UInt64 = 2_000
         public var maxObjectBytes = 1 << 20
@@ -31,6 +33,19 @@ public final class RedisSharedTier: SharedTier {
     private let log: (String) -> Void
     private let prefix: String
     private var connection: RedisConnection?
+    /// Subscribed to the fleet's wake-ups (`larder:NAME:fetched`).
+    private var subscriber: RedisConnection?
+    private var subscribed = false
+    private var countedReady = false
+    /// Requests waiting for a key another node fetches, by key.
+    private var waiting: [String: [UInt64: Waiter]] = [:]
+    /// This worker's claims: key -> the claim's token.
+    private var held: [String: String] = [:]
+    private var nextWaiter: UInt64 = 0
+    private struct Waiter {
+        let outcome: (FleetClaim) -> Void
+        let timer: TimerID
+    }
     private var retryMilliseconds: UInt64 = 100
     private var stopped = false
     private var lastNote: (text: String, at: UInt64)?
@@ -56,30 +71,57 @@ public final class RedisSharedTier: SharedTier {
     public func stop() {
         stopped = true
         connection?.close()
-        connection = nil
+        subscriber?.close()
+        (connection, subscriber) = (nil, nil)
     }
 
     private func connect() {
         guard !stopped else { return }
-        let connection = RedisConnection(settings.address, password: settings.password, loop: loop,
-                                         connectTimeoutMilliseconds: settings.connectTimeoutMilliseconds,
-                                         commandTimeoutMilliseconds: settings.timeoutMilliseconds)
-        self.connection = connection
-        connection.onReady = { [weak self] in
-            guard let self else { return }
-            self.retryMilliseconds = 100
-            self.counts.connected.wrappingAdd(1, ordering: .relaxed)
+        let make = { RedisConnection(self.settings.address, password: self.settings.password, loop: self.loop,
+                                     connectTimeoutMilliseconds: self.settings.connectTimeoutMilliseconds,
+                                     commandTimeoutMilliseconds: self.settings.timeoutMilliseconds) }
+        let connection = make(), subscriber = make()
+        (self.connection, self.subscriber) = (connection, subscriber)
+        connection.onReady = { [weak self] in self?.readyChanged() }
+        subscriber.onReady = { [weak self, weak subscriber] in
+            subscriber?.subscribe(SharedKeys.prefix(self?.settings.name ?? "") + "fetched",
+                                  subscribed: { self?.subscribed = true; self?.readyChanged() },
+                                  message: { self?.wake(String(decoding: $0, as: UTF8.self)) })
         }
-        connection.onClosed = { [weak self, weak connection] error in
-            guard let self, let connection, connection === self.connection else { return }
-            if connection.wasReady { self.counts.connected.wrappingSubtract(1, ordering: .relaxed) }
-            self.connection = nil
-            self.counts.errors.wrappingAdd(1, ordering: .relaxed)
-            self.note("fleet: shared tier: Redis at \(self.settings.address): \(error.description); serving from this node alone, retrying")
-            guard !self.stopped else { return }
-            self.loop.schedule(after: self.retryMilliseconds) { [weak self] in self?.connect() }
-            self.retryMilliseconds = min(self.retryMilliseconds * 2, 5_000)
+        for each in [connection, subscriber] {
+            each.onClosed = { [weak self, weak each] error in
+                guard let self, let each, each === self.connection || each === self.subscriber else { return }
+                self.lost(error)
+            }
         }
+    }
+
+    /// Both connections up (and subscribed): counted as connected.
+    public var isReady: Bool { connection?.isReady == true && subscribed }
+
+    private func readyChanged() {
+        guard isReady, !countedReady else { return }
+        countedReady = true
+        retryMilliseconds = 100
+        counts.connected.wrappingAdd(1, ordering: .relaxed)
+    }
+
+    /// One connection failed: both go (waiting requests fetch alone), and
+    /// come back after a pause.
+    private func lost(_ error: RedisError) {
+        if countedReady { counts.connected.wrappingSubtract(1, ordering: .relaxed) }
+        countedReady = false
+        let (connection, subscriber) = (self.connection, self.subscriber)
+        (self.connection, self.subscriber, subscribed) = (nil, nil, false)
+        connection?.close()
+        subscriber?.close()
+        held = [:]
+        for key in Array(waiting.keys) { wake(key) }
+        counts.errors.wrappingAdd(1, ordering: .relaxed)
+        note("fleet: shared tier: Redis at \(settings.address): \(error.description); serving from this node alone, retrying")
+        guard !stopped else { return }
+        loop.schedule(after: retryMilliseconds) { [weak self] in self?.connect() }
+        retryMilliseconds = min(retryMilliseconds * 2, 5_000)
     }
 
     private func note(_ text: String) {
@@ -148,6 +190,56 @@ public final class RedisSharedTier: SharedTier {
     }
 }
 
+// MARK: claims: collapsing across the fleet
+
+extension RedisSharedTier {
+    public func claim(_ key: String, milliseconds: UInt64, outcome: @escaping (FleetClaim) -> Void) -> Bool {
+        guard let connection, isReady, held[key] == nil else { return false }
+        // Waiting from before the claim is sent: the wake-up may come before its reply.
+        nextWaiter &+= 1
+        let id = nextWaiter
+        let timer = loop.schedule(after: milliseconds) { [weak self] in self?.end(key, id, .waited) }
+        waiting[key, default: [:]][id] = Waiter(outcome: outcome, timer: timer)
+        let token = settings.node + ":" + String(UInt64.random(in: 1...UInt64.max), radix: 36)
+        connection.send(["EVAL", SharedScripts.claim, "0", prefix, key, token, settings.node + ":", String(milliseconds)]) { [weak self] result in
+            guard let self else { return }
+            switch result {
+            case .success(.integer(1)):
+                // Claimed; if this request stopped waiting meanwhile, give the claim back at once.
+                self.held[key] = token
+                if !self.end(key, id, .claimed) { self.release(key) }
+            case .success(.integer(0)):
+                self.counts.waits.wrappingAdd(1, ordering: .relaxed)  // woken by the claimant's release, or the timer
+            case .success(.integer(2)):
+                self.end(key, id, .stored)
+            default:
+                self.end(key, id, .waited)
+            }
+        }
+        return true
+    }
+
+    public func release(_ key: String) {
+        guard let token = held.removeValue(forKey: key), let connection else { return }
+        connection.send(["EVAL", SharedScripts.release, "0", prefix, key, token]) { _ in }
+    }
+
+    /// Another node's claim on `key` was released (or Redis was lost).
+    private func wake(_ key: String) {
+        for id in Array((waiting[key] ?? [:]).keys) { end(key, id, .waited) }
+    }
+
+    /// Tells a waiting request, once; false when it was told already.
+    @discardableResult
+    private func end(_ key: String, _ id: UInt64, _ outcome: FleetClaim) -> Bool {
+        guard let waiter = waiting[key]?.removeValue(forKey: id) else { return false }
+        if waiting[key]?.isEmpty == true { waiting[key] = nil }
+        loop.cancel(waiter.timer)
+        waiter.outcome(outcome)
+        return true
+    }
+}
+
 /// What the shared tiers of one node's workers did, together (misses
 /// only: no hit touches these).
 public final class SharedTierCounts: Sendable {
@@ -159,6 +251,8 @@ public final class SharedTierCounts: Sendable {
     /// Stores Redis refused: a purge was published while they were fetched.
     public let storesRefused = Atomic<Int>(0)
     public let errors = Atomic<Int>(0)
+    /// Misses that waited for another node's fetch.
+    public let waits = Atomic<Int>(0)
     /// Workers connected to Redis now.
     public let connected = Atomic<Int>(0)
     public init() {}

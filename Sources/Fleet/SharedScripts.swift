@@ -62,4 +62,36 @@ enum SharedScripts {
         end
         return redis.call('XADD', p .. 'purges', 'MAXLEN', '~', ARGV[5], '*', unpack(ARGV, 7 + n))
         """
+
+    /// Claims the fetch of a key across the fleet. ARGV: prefix, key, this
+    /// claim's token ("NODE:RANDOM"), this node's prefix of it ("NODE:"),
+    /// how long it may hold (ms). 1: claimed; 2: stored meanwhile (look
+    /// again); 0: another node fetches it (this one is noted as waiting,
+    /// so that node's release publishes a wake-up). A claim this node
+    /// holds already is left over (a node claims a key once at a time: a
+    /// release Redis lost, a node restarted): taken over.
+    static let claim = """
+        local p, key = ARGV[1], ARGV[2]
+        if redis.call('EXISTS', p .. 'obj:' .. key) == 1 then return 2 end
+        local lock = p .. 'lock:' .. key
+        if redis.call('SET', lock, ARGV[3], 'NX', 'PX', ARGV[5]) then return 1 end
+        local holder = redis.call('GET', lock)
+        if holder and string.sub(holder, 1, #ARGV[4]) == ARGV[4] then
+          redis.call('SET', lock, ARGV[3], 'PX', ARGV[5])
+          return 1
+        end
+        redis.call('SET', lock .. ':waiting', '1', 'PX', ARGV[5])
+        return 0
+        """
+
+    /// Releases a claim (only this claim's: one that expired and was taken
+    /// by another node stays) and wakes the nodes waiting for it. ARGV:
+    /// prefix, key, token.
+    static let release = """
+        local p, key = ARGV[1], ARGV[2]
+        local lock = p .. 'lock:' .. key
+        if redis.call('GET', lock) == ARGV[3] then redis.call('DEL', lock) end
+        if redis.call('DEL', lock .. ':waiting') == 1 then redis.call('PUBLISH', p .. 'fetched', key) end
+        return 1
+        """
 }

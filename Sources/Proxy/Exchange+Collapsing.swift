@@ -5,13 +5,14 @@ import EventLoop
 /// already fetching it (`LeaderWait`) and then follow its response as it
 /// streams (the leader's fetch shares it; `SharedFetchReader` reads it).
 extension Exchange {
-    /// A cacheable fetch is about to go upstream.
-    func collapse() {
+    /// A cacheable fetch is about to go upstream (`askedFleet`: the
+    /// fleet's shared tier missed, so its claim is asked for first).
+    func collapse(askedFleet: Bool = false) {
         switch LeaderWait.join(key, for: request, collapser: worker.collapser, loop: worker.loop,
                                timeoutMilliseconds: UInt64(worker.configuration.upstream.responseTimeoutMilliseconds),
                                ended: { [weak self] in self?.leaderDone($0) }) {
         case .leading:
-            forward(leading: true)
+            if !askedFleet || !leadAcrossFleet() { forward(leading: true) }
         case .fetchAlone:
             forward()
         case .following(let fetch):

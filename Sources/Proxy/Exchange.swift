@@ -77,13 +77,14 @@ final class Exchange {
             variants = Variants()
             plan = .afterVanishedBody(onlyIfCached: requestCC.onlyIfCached)
         }
-        if !fromFleet, plan.mayAskFleet, let tier = worker.sharedTier,
-           SharedLookup.ask(tier, key: key, into: worker.store, toDisk: toDisk, found: { [self, policy] found in
-               guard machine.fleetAnswered() else { return }
-               if !found.isEmpty { variants = Variants(Array(variants) + found) }
-               decide(policy, chosenByClient: chosenByClient, requestCC, now: EventLoop.wallSeconds(), fromFleet: true)
-           }) {
-            return machine.askFleet()
+        if !fromFleet, plan.mayAskFleet, let tier = worker.sharedTier {
+            machine.askFleet()  // before asking: a failure may answer at once
+            if SharedLookup.ask(tier, key: key, into: worker.store, toDisk: toDisk, found: { [self, policy] found in
+                guard machine.fleetAnswered() else { return }
+                if !found.isEmpty { variants = Variants(Array(variants) + found) }
+                decide(policy, chosenByClient: chosenByClient, requestCC, now: EventLoop.wallSeconds(), fromFleet: true)
+            }) { return }
+            _ = machine.fleetAnswered()
         }
         switch plan {
         case .serve:
@@ -93,19 +94,21 @@ final class Exchange {
         case .forward(let how):
             forwarding = Forwarding(how, variants: variants, method: request.method, requestDirectives: requestCC)
             if how.reason == .stale { WorkerStats.bump(worker.counters.staleForwards) } else { WorkerStats.bump(worker.counters.misses) }
-            if how.collapse { collapse() } else { forward() }
+            if how.collapse { collapse(askedFleet: fromFleet) } else { forward() }
         }
     }
 
     /// Goes upstream: the fetch carries the request, and its body (held or
     /// streamed). `leading`: this request holds the key's claim
-    /// (Collapser), which the fetch keeps.
-    func forward(leading: Bool = false) {
+    /// (Collapser), which the fetch keeps, as it keeps the fleet's
+    /// (`claimedInFleet`).
+    func forward(leading: Bool = false, claimedInFleet: Bool = false) {
         machine.forward()
         let forwarded = UpstreamHeaders.forward(request, peer: connection.peer, forwardHost: worker.configuration.forwardHost,
                                                 passed: worker.configuration.passRequestHeaders)
         let fetch = UpstreamFetch(fields: forwarding.upstreamFields(forwarded, among: variants), for: self, worker: worker,
                                   leading: leading)
+        fetch.claimedInFleet = claimedInFleet
         self.fetch = fetch
         fetch.start()
     }

@@ -68,6 +68,9 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     private(set) var fetchToken: UInt64 = 0
     /// The fleet's purge mark when the request went out (with `[fleet]`).
     private var sharedMark: SharedMark?
+    /// This fetch holds the key's claim across the fleet: released (after
+    /// the shared store) as the local one is.
+    var claimedInFleet = false
 
     /// `fields`: what the upstream request carries. `leading`: the
     /// client holds the key's claim (Collapser), which the fetch keeps.
@@ -315,6 +318,10 @@ final class UpstreamFetch: UpstreamTransferDelegate {
 
     private func releaseClaim() {
         if machine.endLeadership() { worker.collapser.release(key) }
+        if claimedInFleet {
+            claimedInFleet = false
+            worker.sharedTier?.release(key)
+        }
     }
 
     // MARK: sharing with collapsed requests

@@ -23,6 +23,8 @@ public final class RedisConnection: IOHandler {
     private var interest: IOEvents = []
     private var watched = false
     private var waiting: [UInt64: Waiting] = [:]
+    /// Subscriptions: their handlers hear every message, not one reply.
+    private var subscriptions: [UInt64: (RedisReply) -> Void] = [:]
     private var nextToken: UInt64 = 1
     private var connectTimer: TimerID = .none
     private var failure: RedisError?
@@ -139,7 +141,27 @@ public final class RedisConnection: IOHandler {
                 me.answered(UInt64(UInt(bitPattern: privdata)), reply?.assumingMemoryBound(to: redisReply.self), ac)
             }, UnsafeMutableRawPointer(bitPattern: UInt(token)), Int32(arguments.count), argv, lengths)
         }
-        if status != REDIS_OK { close(RedisError("cannot send to Redis: \(Self.errorText(context))")) }
+        if status != REDIS_OK {
+            // Its reply (the failure) comes on a later turn, as every reply does.
+            let error = RedisError("cannot send to Redis: \(Self.errorText(context))")
+            loop.execute { [weak self] in self?.close(error) }
+        }
+    }
+
+    /// Subscribes to `channel` (the connection is then for subscriptions
+    /// only): `subscribed` runs once Redis confirmed it, `message` with each
+    /// message's payload. A failure of the
+    /// connection ends it (`onClosed`).
+    public func subscribe(_ channel: String, subscribed: @escaping () -> Void, message: @escaping ([UInt8]) -> Void) {
+        let token = nextToken
+        subscriptions[token] = { reply in
+            // ["message", channel, payload]; the first reply confirms the subscription.
+            let parts = reply.elements
+            guard parts.count == 3 else { return }
+            if parts[0].text == "message", case .string(let payload) = parts[2] { message(payload) }
+            if parts[0].text == "subscribe" { subscribed() }
+        }
+        send(["SUBSCRIBE", channel]) { _ in }
     }
 
     private func withArgv<T>(_ arguments: [[UInt8]], _ body: (UnsafeMutablePointer<UnsafePointer<CChar>?>, UnsafePointer<Int>) -> T) -> T {
@@ -162,6 +184,10 @@ public final class RedisConnection: IOHandler {
     /// No reply: the connection is going (every waiting command hears why).
     private func answered(_ token: UInt64, _ reply: UnsafeMutablePointer<redisReply>?, _ ac: UnsafePointer<redisAsyncContext>) {
         guard let reply else { return failAll(failure ?? Self.lost(ac)) }
+        if let subscription = subscriptions[token] {
+            if let waiter = waiting.removeValue(forKey: token) { loop.cancel(waiter.timer) }
+            return subscription(RedisReply(reply))
+        }
         guard let waiter = waiting.removeValue(forKey: token) else { return }
         loop.cancel(waiter.timer)
         waiter.reply(.success(RedisReply(reply)))
@@ -234,6 +260,7 @@ public final class RedisConnection: IOHandler {
         loop.cancel(connectTimer)
         let left = waiting
         waiting = [:]
+        subscriptions = [:]
         for (_, waiter) in left.sorted(by: { $0.key < $1.key }) {  // in the order sent
             loop.cancel(waiter.timer)
             waiter.reply(.failure(error))

@@ -131,6 +131,7 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
         settings.connectTimeoutMilliseconds = config.connectTimeoutMilliseconds
         settings.timeoutMilliseconds = config.timeoutMilliseconds
         settings.maxObjectBytes = config.maxObjectBytes
+        settings.node = config.node
         let logger = self.logger
         let tier = RedisSharedTier(settings, loop: loop, mark: mark, counts: sharedCounts) { logger.warning("\($0)") }
         tier.start()

@@ -82,6 +82,43 @@ final class FleetSharedTierTests: FleetTestCase {
         XCTAssertFalse(isHit(try c.client().get(path)))
     }
 
+    private func cli(_ arguments: [String]) throws -> (status: Int32?, out: String, err: String) {
+        let child = try startChild(Paths.larder, arguments)
+        let status = child.waitForExit(timeout: 30)
+        child.drainOutput()
+        return (status, child.stdout, child.stderr)
+    }
+
+    func testFleetStatusAndMetricsShowTheFleet() throws {
+        let a = try node("a"), b = try node("b")
+        _ = try a.client().get("/m")
+        XCTAssertTrue(waitForSharedStores(a, 1))
+        XCTAssertTrue(isFleetHit(try b.client().get("/m")))
+        XCTAssertTrue(waitUntil { (try? self.fleetStats(b))?["nodes"] as? Int == 2 }, "b sees both nodes live")
+        let status = try cli(["fleet", "status", "--admin", b.adminURL])
+        XCTAssertEqual(status.status, 0, status.err)
+        XCTAssertTrue(status.out.contains("fleet e2e, node b: connected to Redis"), status.out)
+        XCTAssertTrue(status.out.contains("2 live nodes"), status.out)
+        XCTAssertTrue(status.out.contains("lookups 1, found 1"), status.out)
+        let json = try cli(["fleet", "status", "--json", "--admin", a.adminURL])
+        let section = try JSONSerialization.jsonObject(with: Data(json.out.utf8)) as? [String: Any]
+        XCTAssertEqual(section?["shared_stores"] as? Int, 1, json.out)
+
+        let metrics = try b.adminClient().request("GET", "/metrics").text
+        func value(_ name: String) -> Double? {
+            metrics.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ")[1]) }
+        }
+        let expected: [(String, Double)] = [("larder_fleet_shared_hits_total", 1), ("larder_fleet_connected", 1), ("larder_fleet_nodes", 2),
+                                            ("larder_fleet_shared_connections", 2), ("larder_fleet_purges_sent_total", 0)]
+        for (name, wanted) in expected { XCTAssertEqual(value(name), wanted, "\(name) in /metrics") }
+        XCTAssertGreaterThan(value("larder_fleet_redis_rtt_seconds") ?? 0, 0)
+        let alone = try startLarder(upstream: origin.url)
+        XCTAssertFalse(try alone.adminClient().request("GET", "/metrics").text.contains("larder_fleet"), "a node alone has no fleet metrics")
+        let notInFleet = try cli(["fleet", "status", "--admin", alone.adminURL])
+        XCTAssertEqual(notInFleet.status, 1)
+        XCTAssertTrue(notInFleet.err.contains("not in a fleet"), notInFleet.err)
+    }
+
     func testRedisErrorsAndAnotherProtocolCostOnlyTheSharedTier() throws {
         // Another program's value under a key Larder reads: an error reply, then a miss.
         let a = try node("a")
@@ -98,5 +135,38 @@ final class FleetSharedTierTests: FleetTestCase {
         XCTAssertEqual(try alone.client().get("/alone").status, 200)
         XCTAssertTrue(isHit(try alone.client().get("/alone")))
         XCTAssertTrue(waitUntil { ((try? self.fleetStats(alone))?["last_error"] as? String)?.isEmpty == false })
+        let status = try cli(["fleet", "status", "--admin", alone.adminURL])
+        XCTAssertEqual(status.status, 1, "not connected: exit 1")
+        XCTAssertTrue(status.out.contains("NOT connected"), status.out)
     }
+}
+
+/// Collapsing across nodes: concurrent misses for one slow URL on three
+/// nodes reach the upstream once.
+final class FleetCollapsingTests: FleetTestCase {
+    func testConcurrentMissesSpreadOverThreeNodesReachTheUpstreamOnce() throws {
+        let nodes = try ["a", "b", "c"].map { try node($0) }
+        let path = "/slow-for-all?delay=0.5&size=2000"
+        let clients = try (0..<30).map { try nodes[$0 % 3].client() }
+        let group = DispatchGroup(), answers = Answers()
+        for client in clients {
+            group.enter()
+            DispatchQueue.global().async {
+                if let r = try? client.get(path), r.status == 200 { answers.add(r.body) }
+                group.leave()
+            }
+        }
+        XCTAssertEqual(group.wait(timeout: .now() + 30), .success)
+        XCTAssertEqual(answers.bodies.count, 30, "every request answered")
+        XCTAssertEqual(Set(answers.bodies).count, 1, "with the same body")
+        XCTAssertEqual(try origin.count(path), 1, "one upstream request for the whole fleet")
+    }
+}
+
+/// Bodies collected from several threads.
+private final class Answers: @unchecked Sendable {
+    private let lock = NSLock()
+    private var collected: [[UInt8]] = []
+    func add(_ body: [UInt8]) { lock.lock(); collected.append(body); lock.unlock() }
+    var bodies: [[UInt8]] { lock.lock(); defer { lock.unlock() }; return collected }
 }

@@ -35,11 +35,12 @@ final class SharedTierTests: XCTestCase {
 
     private func tier(maxObjectBytes: Int = 1 << 20) -> RedisSharedTier {
         var settings = RedisSharedTier.Settings(address: address, password: nil, name: "t")
+        settings.node = "n\(tiers.count)"
         settings.maxObjectBytes = maxObjectBytes
         let tier = RedisSharedTier(settings, loop: loop, mark: mark, counts: counts, log: { _ in })
         tiers.append(tier)
         tier.start()
-        run { self.counts.connected.load(ordering: .relaxed) == self.tiers.count }
+        run { tier.isReady }
         return tier
     }
 
@@ -134,11 +135,40 @@ final class SharedTierTests: XCTestCase {
         XCTAssertEqual(lookup(a, "/late")?.count, 1, "a fetch begun after the purge is stored")
     }
 
+    func testAClaimMakesOtherNodesWaitUntilItIsReleased() {
+        let a = tier(), b = tier()
+        var first: FleetClaim?, second: FleetClaim?, third: FleetClaim?
+        XCTAssertTrue(a.claim("/k", milliseconds: 60_000) { first = $0 })
+        run { first != nil }
+        XCTAssertEqual(first, .claimed)
+        XCTAssertTrue(b.claim("/k", milliseconds: 60_000) { second = $0 })
+        run { self.counts.waits.load(ordering: .relaxed) == 1 }
+        XCTAssertNil(second, "b waits while a fetches")
+        store(a, [entry("/k")])
+        a.release("/k")
+        run { second != nil }
+        XCTAssertEqual(second, .waited, "woken by a's release (its timer is a minute away)")
+        XCTAssertTrue(b.claim("/k", milliseconds: 60_000) { third = $0 })
+        run { third != nil }
+        XCTAssertEqual(third, .stored, "stored meanwhile: look it up")
+    }
+
+    func testAWaitEndsWhenTheClaimantNeverReleases() {
+        let a = tier(), b = tier()
+        var first: FleetClaim?, second: FleetClaim?
+        XCTAssertTrue(a.claim("/stuck", milliseconds: 60_000) { first = $0 })
+        run { first != nil }
+        XCTAssertTrue(b.claim("/stuck", milliseconds: 200) { second = $0 })
+        run { second != nil }
+        XCTAssertEqual(second, .waited, "bounded: b fetches alone")
+    }
+
     func testAnUnreachableRedisIsNeverWaitedOn() {
         let a = tier()
         server.stop()
         run { self.counts.connected.load(ordering: .relaxed) == 0 }
         XCTAssertNil(lookup(a, "/any"), "no lookup while Redis is gone: the caller goes on at once")
+        XCTAssertFalse(a.claim("/any", milliseconds: 1_000) { _ in XCTFail("never called") })
         XCTAssertGreaterThanOrEqual(counts.errors.load(ordering: .relaxed), 1)
     }
 
