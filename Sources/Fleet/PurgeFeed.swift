@@ -106,6 +106,21 @@ public final class PurgeFeed {
         writer = nil
     }
 
+    /// Stops after telling the fleet this node is gone (so purges sent
+    /// meanwhile are not counted as waiting on it); `done` runs once, on
+    /// this loop, within the command timeout.
+    public func leave(_ done: @escaping () -> Void) {
+        guard let writer, writer.isReady else {
+            stop()
+            return done()
+        }
+        stopped = true
+        writer.send(["HDEL", aliveKey, settings.node]) { [weak self] _ in
+            self?.stop()
+            done()
+        }
+    }
+
     /// Whether both connections are up and reading.
     public var isConnected: Bool { reading && caughtUp && writer?.isReady == true }
 

@@ -23,6 +23,8 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
     /// Where this node stands in the purge stream (for shared-tier stores).
     let mark = FleetMark()
     let sharedCounts = SharedTierCounts()
+    /// When each shared-tier fault was last logged (all workers together).
+    private let sharedNotes = Locked<[String: UInt64]>([:])
 
     init(_ config: FleetConfig, password: String?, store: TieredStore, cacheKey: @escaping (String) -> String,
          logger: Logger) throws {
@@ -117,12 +119,17 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
         thread.start()
     }
 
+    /// Leaves the fleet (bounded: Redis may be gone) and stops the thread.
     func stop() {
         let (loop, feed) = (self.loop, self.feed!)
+        let left = DispatchSemaphore(value: 0)
         loop.execute {
-            feed.stop()
-            loop.stop()
+            feed.leave {
+                loop.stop()
+                left.signal()
+            }
         }
+        _ = left.wait(timeout: .now() + .milliseconds(Int(config.timeoutMilliseconds) + 500))
     }
 
     /// The shared tier for a worker's loop (connected once that loop runs).
@@ -132,8 +139,17 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
         settings.timeoutMilliseconds = config.timeoutMilliseconds
         settings.maxObjectBytes = config.maxObjectBytes
         settings.node = config.node
-        let logger = self.logger
-        let tier = RedisSharedTier(settings, loop: loop, mark: mark, counts: sharedCounts) { logger.warning("\($0)") }
+        let (logger, notes) = (self.logger, sharedNotes)
+        let tier = RedisSharedTier(settings, loop: loop, mark: mark, counts: sharedCounts) { text in
+            // Every worker meets the same fault: logged once for all every 10 s.
+            let now = EventLoop.nowMilliseconds()
+            let due = notes.withLock { last in
+                guard now &- (last[text] ?? 0) >= 10_000 || last[text] == nil else { return false }
+                last[text] = now
+                return true
+            }
+            if due { logger.warning("\(text)") }
+        }
         tier.start()
         return tier
     }

@@ -53,6 +53,7 @@ final class FleetEndToEndTests: FleetTestCase {
 
         let answer = try purge(a, "url=%2Fgone")
         XCTAssertEqual((answer["fleet"] as? [String: Any])?["acknowledged"] as? Int, 1, "only a applied it: \(answer)")
+        XCTAssertEqual((answer["fleet"] as? [String: Any])?["nodes"] as? Int, 1, "b left the fleet as it stopped: \(answer)")
 
         let before = try origin.count("/gone")
         b = try node("b", cacheDir: directory)
