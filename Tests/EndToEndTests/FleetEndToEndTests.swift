@@ -95,6 +95,8 @@ final class FleetEndToEndTests: FleetTestCase {
         XCTAssertTrue(try refusal("[fleet]\nredis = \"redis://127.0.0.1\"\nnode = \"a b\"\n").contains("fleet.node"))
         XCTAssertTrue(try refusal("[fleet]\nredis = \"redis://127.0.0.1\"\ntimeout = \"forever\"\n").contains("fleet.timeout"))
         XCTAssertTrue(try refusal("[fleet]\nredis = \"redis://127.0.0.1\"\nreplicas = 3\n").contains("unknown fleet key"))
+        XCTAssertTrue(try refusal("[fleet]\nredis = \"redis://127.0.0.1\"\nmax_object_size = \"huge\"\n").contains("fleet.max_object_size"))
+        XCTAssertTrue(try refusal("[fleet]\nredis = \"redis://127.0.0.1\"\nmax_object_size = \"1GiB\"\n").contains("64MiB"))
         XCTAssertTrue(try refusal("[fleet]\nredis = \"redis://10.1.2.3\"\n").contains("no password"),
                       "Redis other machines reach needs a password")
 
