@@ -121,11 +121,11 @@ final class Exchange {
 
     /// A stored response as a hit (`stale`: counted as a stale hit). False,
     /// having sent nothing, when its body is a disk file that is gone.
-    /// `fromFleet`: found in the fleet's shared tier.
+    /// `fromFleet`: found in the fleet's shared tier (counted there too,
+    /// as `shared_hits`).
     func serveHit(_ entry: CachedResponse, age: Int, ttl: Int, stale: Bool, now: Int64, fromFleet: Bool = false) -> Bool {
         guard serveStored(entry, age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl, fleet: fromFleet)) else { return false }
         if stale { WorkerStats.bump(worker.counters.staleHits) } else { WorkerStats.bump(worker.counters.hits) }
-        if fromFleet { WorkerStats.bump(worker.counters.fleetHits) }
         return true
     }
 

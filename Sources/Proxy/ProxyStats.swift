@@ -33,7 +33,7 @@ public final class ProxyStats: Sendable {
 public final class WorkerStats: Sendable {
     public enum Counter: CaseIterable, Sendable {
         case hits, misses, staleForwards, stored, revalidations, staleHits, backgroundRefreshes, collapsed
-        case upstreamErrors, clientErrors, refusedConnections, outputPauses, sendTimeouts, fleetHits
+        case upstreamErrors, clientErrors, refusedConnections, outputPauses, sendTimeouts
     }
 
     // Padding on both sides: workers' counters are allocated one after
@@ -56,8 +56,6 @@ public final class WorkerStats: Sendable {
     let outputPauses = Atomic<Int>(0)
     /// Connections closed because the client took no output for send_timeout.
     let sendTimeouts = Atomic<Int>(0)
-    /// Hits found in the fleet's shared tier (also counted in `hits`).
-    let fleetHits = Atomic<Int>(0)
     private let padAfter = (0, 0, 0, 0, 0, 0, 0, 0)
 
     fileprivate init() {}
@@ -83,7 +81,6 @@ public final class WorkerStats: Sendable {
         case .refusedConnections: refusedConnections.load(ordering: .relaxed)
         case .outputPauses: outputPauses.load(ordering: .relaxed)
         case .sendTimeouts: sendTimeouts.load(ordering: .relaxed)
-        case .fleetHits: fleetHits.load(ordering: .relaxed)
         }
     }
 }
