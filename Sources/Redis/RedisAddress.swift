@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Where Redis listens, from the `redis` setting: `redis://HOST[:PORT][/DB]`
 /// (IPv6 hosts in brackets; port 6379, database 0 by default) or
 /// `unix:/PATH`. A password never goes in the address (it would end up in
@@ -84,5 +88,24 @@ public struct RedisAddress: Equatable, Sendable, CustomStringConvertible {
             let shown = host.contains(":") ? "[\(host)]" : host
             return "redis://\(shown):\(port)" + (database == 0 ? "" : "/\(database)")
         }
+    }
+}
+
+extension RedisAddress {
+    /// The same address with its host name resolved to a numeric address
+    /// (the first getaddrinfo gives), so that connecting never waits on a
+    /// name server: a worker's loop connects with it. Unchanged when the
+    /// host is numeric already, a unix socket, or cannot be resolved now.
+    public func resolved() -> RedisAddress {
+        guard case .tcp(let host, let port) = endpoint else { return self }
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var found: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, nil, &hints, &found) == 0, let first = found else { return self }
+        defer { freeaddrinfo(found) }
+        var text = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+        guard getnameinfo(first.pointee.ai_addr, first.pointee.ai_addrlen, &text, socklen_t(text.count), nil, 0, NI_NUMERICHOST) == 0
+        else { return self }
+        return RedisAddress(endpoint: .tcp(host: String(cString: text), port: port), database: database)
     }
 }

@@ -51,4 +51,14 @@ final class RedisAddressTests: XCTestCase {
         XCTAssertFalse(try parse("redis://10.0.0.5").isLocal)
         XCTAssertFalse(try parse("redis://127.0.0.1.evil.example").isLocal, "a name that starts like loopback is not")
     }
+
+    func testAHostNameIsResolvedOnceToANumericAddress() throws {
+        let local = try parse("redis://localhost:7000/2").resolved()
+        guard case .tcp(let host, let port) = local.endpoint else { return XCTFail("still tcp") }
+        XCTAssertTrue(host == "127.0.0.1" || host == "::1", host)
+        XCTAssertEqual(port, 7000)
+        XCTAssertEqual(local.database, 2)
+        XCTAssertEqual(try parse("redis://10.0.0.5").resolved(), try parse("redis://10.0.0.5"))
+        XCTAssertEqual(try parse("unix:/run/redis.sock").resolved(), try parse("unix:/run/redis.sock"))
+    }
 }
