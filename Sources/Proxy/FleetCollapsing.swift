@@ -33,9 +33,11 @@ extension Exchange {
             let now = EventLoop.wallSeconds(), requestCC = CacheControl(request.combinedHeader("cache-control"))
             if case .fresh(let index, let age, let ttl) = Lookup.decide(RequestFacts(request, requestCC, honouringPragma: true),
                                                                         found, now: now, shared: shared) {
-                // This node's waiters find it stored now.
+                // This node's waiters find it stored now. Counted as a miss
+                // already, and collapsed, as a request that waited locally is.
                 worker.collapser.release(key)
-                if serveHit(found[index], age: age, ttl: ttl, stale: false, now: now, fromFleet: true) { return }
+                WorkerStats.bump(worker.counters.collapsed)
+                if serveStored(found[index], age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl, fleet: true)) { return }
                 return forward()
             }
             forward(leading: true)
