@@ -55,7 +55,8 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
                                         responseTime: EventLoop.wallSeconds(), stripTagHeaders: worker.configuration.stripTagHeaders)
         if case .invalid = response.framing { return }  // the stored response stays as it was
         if status == 304 {
-            _ = worker.applyNotModified(response, validated: entry, among: variants, fetchedSince: fetchToken, toDisk: toDisk)
+            _ = worker.applyNotModified(response, validated: entry, among: variants, fetchedSince: fetchToken, sharedMark: sharedMark,
+                                        toDisk: toDisk)
             return
         }
         if status >= 500 { return }  // stale-if-error keeps serving what is stored

@@ -31,7 +31,8 @@ extension Exchange: FetchClient {
     /// A 304 answered our conditional request: serve the variant it refreshed.
     func refreshFromNotModified(_ response: UpstreamResponse, validated: CachedResponse) {
         guard let (refreshed, stored) = worker.applyNotModified(response, validated: validated, among: variants,
-                                                                fetchedSince: fetch?.fetchToken ?? 0, toDisk: toDisk) else {
+                                                                fetchedSince: fetch?.fetchToken ?? 0, sharedMark: fetch?.sharedMark,
+                                                                toDisk: toDisk) else {
             return forwardWithoutValidators()  // the 304 names nothing we hold
         }
         let now = EventLoop.wallSeconds(), status = forwarding.cacheStatus(stored: stored, fwdStatus: 304)

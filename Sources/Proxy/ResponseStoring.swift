@@ -97,11 +97,16 @@ extension Worker {
     /// A 304 answered a conditional request (a client's, or a background
     /// refresh's): the stored variant it selects refreshed with its fields
     /// (section 4.3.4), and stored again when it may be. Nil when it names
-    /// nothing held (ask again without validators).
+    /// nothing held (ask again without validators). In a fleet the
+    /// refreshed response is offered to the shared tier too (`sharedMark`:
+    /// taken when the request went out).
     func applyNotModified(_ response: UpstreamResponse, validated: CachedResponse, among variants: Variants,
-                          fetchedSince: UInt64, toDisk: Bool) -> (response: CachedResponse, stored: Bool)? {
+                          fetchedSince: UInt64, sharedMark: SharedMark?, toDisk: Bool) -> (response: CachedResponse, stored: Bool)? {
         guard let (refreshed, storable) = response.refreshing(validated, among: variants, builder: builder) else { return nil }
-        if storable { storeRefreshed(refreshed, fetchedSince: fetchedSince, toDisk: toDisk) }
+        if storable, storeRefreshed(refreshed, fetchedSince: fetchedSince, toDisk: toDisk), let tier = sharedTier,
+           let sharedMark, refreshed.bodyFile == nil {
+            tier.store(refreshed, fetchedAt: sharedMark)
+        }
         WorkerStats.bump(counters.revalidations)
         return (refreshed, storable)
     }

@@ -67,7 +67,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     /// then that matches keeps this response out of the cache.
     private(set) var fetchToken: UInt64 = 0
     /// The fleet's purge mark when the request went out (with `[fleet]`).
-    private var sharedMark: SharedMark?
+    private(set) var sharedMark: SharedMark?
     /// This fetch holds the key's claim across the fleet: released (after
     /// the shared store) as the local one is.
     var claimedInFleet = false

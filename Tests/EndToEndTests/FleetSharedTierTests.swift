@@ -65,6 +65,19 @@ final class FleetSharedTierTests: FleetTestCase {
         XCTAssertTrue(ttl > 50_000 && ttl <= 60_000, "expires with its max-age=60: \(ttl) ms")
     }
 
+    func testAResponseRefreshedByA304IsSharedAgain() throws {
+        let a = try node("a"), b = try node("b")
+        let path = "/refreshed?cc=max-age%3D2&etag=v1"
+        _ = try a.client().get(path)
+        XCTAssertTrue(waitForSharedStores(a, 1))
+        // Once stale on a (and gone from Redis), a's next request revalidates it: the 304's refresh goes to Redis.
+        XCTAssertTrue(waitUntil { (try? a.client().get(path))?.header("cache-status")?.contains("fwd-status=304") ?? false })
+        XCTAssertTrue(waitForSharedStores(a, 2))
+        let onB = try b.client().get(path)
+        XCTAssertTrue(isFleetHit(onB), onB.header("cache-status") ?? "")
+        XCTAssertEqual(try origin.count(path), 2, "the first fetch and the revalidation")
+    }
+
     func testAPurgeDuringAFetchKeepsThatFetchOutOfTheSharedTier() throws {
         let a = try node("a"), b = try node("b"), c = try node("c")
         let path = "/slow?delay=1"
