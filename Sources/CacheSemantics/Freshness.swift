@@ -65,8 +65,14 @@ public enum Freshness {
 
     /// An Age header value: non-negative digits, else nil; saturates at 2^31.
     public static func parseAge(_ value: String?) -> Int? {
-        guard let value, !value.isEmpty, value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
-        return CacheControl.seconds(Substring(value))
+        // RFC 9111 section 5.1: a list-based value ("7200, 0", or two Age
+        // lines joined) counts by its first member; an invalid one is ignored.
+        guard let value else { return nil }
+        var first = value.prefix { $0 != "," }
+        while first.first == " " || first.first == "\t" { first = first.dropFirst() }
+        while first.last == " " || first.last == "\t" { first = first.dropLast() }
+        guard !first.isEmpty, first.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        return CacheControl.seconds(first)
     }
 }
 

@@ -7,7 +7,14 @@ public enum HTTPDate {
     /// Parses IMF-fixdate, the obsolete RFC 850 form and asctime. nil when invalid.
     public static func parse(_ value: String) -> Int64? {
         if let fixed = parseFixdate(value) { return fixed }
-        let parts = value.split(separator: " ", omittingEmptySubsequences: true)
+        // One space between parts, as the grammar has it (RFC 9110 section
+        // 5.6.7): a date with doubled spaces is invalid, and an invalid
+        // Expires means "already expired". asctime pads a one-digit day with
+        // a space ("Nov  6"), its only double space.
+        var parts = value.split(separator: " ", omittingEmptySubsequences: false)
+        if parts.count == 6, parts[2].isEmpty, parts[3].count == 1, parts[0].count == 3 { parts.remove(at: 2) }
+        else if parts.count == 5, parts[2].count != 2 { return nil }
+        guard !parts.contains(where: \.isEmpty) else { return nil }
         // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
         if parts.count == 6, parts[0].hasSuffix(","), parts[5] == "GMT",
            let day = Int(parts[1]), let month = monthIndex(parts[2]), let year = Int(parts[3]), parts[3].count == 4,

@@ -54,6 +54,19 @@ final class HTTPDateTests: XCTestCase {
         XCTAssertNil(HTTPDate.parse("yesterday"))
     }
 
+    /// One space between the parts, as the grammar has it; an Expires with
+    /// a doubled space is invalid, so already expired.
+    func testDoubledSpacesMakeADateInvalid() {
+        XCTAssertNil(HTTPDate.parse("Sun,  06 Nov 1994 08:49:37 GMT"))
+        XCTAssertNil(HTTPDate.parse("Sun, 06 Nov  1994 08:49:37 GMT"))
+        XCTAssertNil(HTTPDate.parse("Sunday,  06-Nov-94 08:49:37 GMT"))
+        XCTAssertNil(HTTPDate.parse("Sun Nov 6 08:49:37 1994"), "asctime pads a one-digit day with a space")
+        XCTAssertNil(HTTPDate.parse("Sun Nov   6 08:49:37 1994"))
+        XCTAssertEqual(HTTPDate.parse("Sun Nov 16 08:49:37 1994"), 784111777 + 10 * 86_400)
+        XCTAssertEqual(Freshness.lifetime(CacheControl(""), dateValue: 100, expires: "Thu,  01 Dec 2094 16:00:00 GMT",
+                                          responseTime: 100, shared: true), 0, "an invalid Expires: already expired")
+    }
+
     /// The 29-byte fast path and the general reading agree: same-length
     /// variants the fast path leaves alone are still read (or refused) the
     /// general way.
@@ -101,6 +114,10 @@ final class FreshnessTests: XCTestCase {
         XCTAssertEqual(Freshness.parseAge("12"), 12)
         XCTAssertNil(Freshness.parseAge("-1"))
         XCTAssertNil(Freshness.parseAge("1.5"))
+        XCTAssertEqual(Freshness.parseAge("7200, 0"), 7200, "a list counts by its first member (RFC 9111 section 5.1)")
+        XCTAssertEqual(Freshness.parseAge(" 30 ,5"), 30)
+        XCTAssertNil(Freshness.parseAge("soon, 5"), "an invalid first member: ignored")
+        XCTAssertNil(Freshness.parseAge(""))
     }
 
     func testStorability() {
