@@ -33,6 +33,9 @@ public struct ProxyConfiguration: Sendable {
     /// Remove Surrogate-Key and Cache-Tag (purge tags) from responses before
     /// clients see them.
     public var stripTagHeaders = true
+    /// Whether targeted cache-control fields (RFC 9213) are removed before
+    /// clients see them (default: passed on, for caches further down).
+    public var stripTargetedFields = false
     /// Retries of idempotent, bodiless requests whose upstream connection
     /// failed before any response byte arrived.
     public var upstreamRetries = 2

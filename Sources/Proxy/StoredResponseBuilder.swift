@@ -11,6 +11,7 @@ struct StoredResponseBuilder: Sendable {
     /// Targeted cache-control fields (RFC 9213) that apply to Larder, most
     /// specific first; the first present replaces Cache-Control.
     let targetedFields: [String]
+    private let hiddenFields: [String]
 
     /// Per-route storage rules.
     let routes: RouteTable
@@ -22,18 +23,20 @@ struct StoredResponseBuilder: Sendable {
     var passedKeyed: [String] = []
 
     init(_ configuration: ProxyConfiguration) {
-        self.init(shared: configuration.sharedCache, targetedField: configuration.targetedCacheControl, routes: configuration.routes)
+        self.init(shared: configuration.sharedCache, targetedField: configuration.targetedCacheControl, routes: configuration.routes,
+                  stripTargetedFields: configuration.stripTargetedFields)
         storeSetCookie = configuration.storeSetCookie
         hostIsKeyed = configuration.forwardHost
         passedKeyed = configuration.passRequestHeaders
     }
 
-    init(shared: Bool, targetedField: String, routes: RouteTable = RouteTable()) {
+    init(shared: Bool, targetedField: String, routes: RouteTable = RouteTable(), stripTargetedFields: Bool = false) {
         self.shared = shared
         self.routes = routes
         var fields = [targetedField.lowercased()]
         if !fields.contains("cdn-cache-control") { fields.append("cdn-cache-control") }
         targetedFields = fields
+        hiddenFields = stripTargetedFields ? fields : []
     }
 
     /// Header fields never stored in the head prefix: per-request fields
@@ -50,8 +53,10 @@ struct StoredResponseBuilder: Sendable {
         }
     }
 
-    /// Whether a response field is for Larder only and never reaches clients.
-    func isHidden(_ name: String) -> Bool { targetedFields.contains { $0.isField(name) } }
+    /// Whether a response field never reaches clients: the targeted
+    /// fields with `strip_targeted_fields` (RFC 9213 section 3 lets a cache
+    /// pass them on, for caches further down, which is the default).
+    func isHidden(_ name: String) -> Bool { hiddenFields.contains { $0.isField(name) } }
 
     /// The directives Larder obeys for `key`: a route that ignores the
     /// upstream's Cache-Control gets `max-age=default_ttl` (keeping no-store

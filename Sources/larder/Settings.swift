@@ -71,7 +71,7 @@ enum ConfigKey: String, CaseIterable {
     case targeted_cache_control, memory_ttl, disk_ttl, policy, allow_client_policy
     case upstream_connect_timeout, upstream_timeout, upstream_idle_timeout, upstream_ca_file, upstream_tls_verify
     case keepalive_timeout, header_timeout, max_header_size, max_target_size, max_body_size, drain_timeout
-    case admin_listen, admin_token, admin_token_file, strip_tag_headers, access_log
+    case admin_listen, admin_token, admin_token_file, strip_tag_headers, strip_targeted_fields, access_log
     case upstream_retries, upstream_max_connections, finish_store_limit, upstream_total_timeout, store_set_cookie
     case max_connections, body_timeout, max_header_count, forward_host, max_pipeline_buffer
     case send_timeout, admin_max_connections, request_buffer_size, pass_request_headers
@@ -89,7 +89,8 @@ enum ConfigKey: String, CaseIterable {
              .header_timeout, .drain_timeout, .upstream_total_timeout, .body_timeout, .send_timeout: return .duration
         case .workers, .upstream_retries, .upstream_max_connections, .max_connections, .max_header_count, .admin_max_connections:
             return .integer
-        case .upstream_tls_verify, .allow_client_policy, .strip_tag_headers, .store_set_cookie, .forward_host: return .bool
+        case .upstream_tls_verify, .allow_client_policy, .strip_tag_headers, .strip_targeted_fields, .store_set_cookie, .forward_host:
+            return .bool
         case .memory_ttl, .disk_ttl: return .lifetime
         case .pass_request_headers: return .list
         }
@@ -197,6 +198,7 @@ extension Settings {
             switch key {
             case .allow_client_policy: proxy.allowClientPolicy = b
             case .strip_tag_headers: proxy.stripTagHeaders = b
+            case .strip_targeted_fields: proxy.stripTargetedFields = b
             case .store_set_cookie: proxy.storeSetCookie = b
             case .forward_host: proxy.forwardHost = b
             default: proxy.upstream.verifyTLS = b

@@ -80,22 +80,37 @@ final class ValidationEndToEndTests: ProxyTestCase {
         XCTAssertEqual(try origin.count(target), 1)
     }
 
-    /// RFC 9213: the targeted field wins over Cache-Control and stays private to Larder.
+    /// RFC 9213: the targeted field wins over Cache-Control and is passed
+    /// on (section 3), on a miss and on a hit.
     func testTargetedCacheControlTakesPrecedence() throws {
         let c = try larder.client()
-        for target in ["/tcc?cc=no-store&tcc=max-age=60", "/cdn?cc=no-store&cdn=max-age=60"] {
+        for (target, name) in [("/tcc?cc=no-store&tcc=max-age=60", "larder-cache-control"), ("/cdn?cc=no-store&cdn=max-age=60", "cdn-cache-control")] {
             let first = try c.get(target)
-            XCTAssertNil(first.header("larder-cache-control"))
-            XCTAssertNil(first.header("cdn-cache-control"))
+            XCTAssertEqual(first.header(name), "max-age=60", target)
             XCTAssertEqual(first.header("cache-control"), "no-store")
             let second = try c.get(target)
             XCTAssertTrue(second.header("cache-status")?.contains("hit") ?? false, target)
-            XCTAssertNil(second.header("larder-cache-control"))
+            XCTAssertEqual(second.header(name), "max-age=60", target)
             XCTAssertEqual(try origin.count(target), 1, target)
         }
         _ = try c.get("/tcc2?cc=max-age=60&tcc=no-store")
         _ = try c.get("/tcc2?cc=max-age=60&tcc=no-store")
         XCTAssertEqual(try origin.count("/tcc2?cc=max-age=60&tcc=no-store"), 2)
+    }
+
+    /// strip_targeted_fields: Larder obeys the targeted fields and keeps them from clients.
+    func testTargetedFieldsAreRemovedWhenConfiguredSo() throws {
+        let l = try startLarder(upstream: origin.url, ["--config", try writeConfig("strip_targeted_fields = true\n")])
+        let c = try l.client()
+        for target in ["/tcc-s?cc=no-store&tcc=max-age=60", "/cdn-s?cc=no-store&cdn=max-age=60"] {
+            let first = try c.get(target)
+            XCTAssertNil(first.header("larder-cache-control"))
+            XCTAssertNil(first.header("cdn-cache-control"))
+            let second = try c.get(target)
+            XCTAssertTrue(second.header("cache-status")?.contains("hit") ?? false, target)
+            XCTAssertNil(second.header("larder-cache-control"))
+            XCTAssertNil(second.header("cdn-cache-control"))
+        }
     }
 
     /// Set-Cookie is stored and replayed (RFC 9111 section 7.3) and updated by

@@ -39,8 +39,17 @@ final class StoredResponseBuilderTests: XCTestCase {
         XCTAssertEqual(try decide(noCookies, ["cache-control": "max-age=60", "set-cookie": "a=1"]), .doNotStore("Set-Cookie"))
     }
 
-    func testTargetedFieldsWinAndAreNeverSent() {
-        let builder = StoredResponseBuilder(shared: true, targetedField: "Larder-Cache-Control")
+    func testTargetedFieldsArePassedOnUnlessStripped() {
+        let passing = StoredResponseBuilder(shared: true, targetedField: "Larder-Cache-Control")
+        XCTAssertFalse(passing.isHidden("larder-cache-control"))
+        XCTAssertFalse(passing.isHidden("cdn-cache-control"))
+        let passed = passing.storedHead(key: "/r", status: 200, reason: nil, headers: ["cdn-cache-control": "max-age=50"],
+                                        timing: timing, tags: [], varyFrom: { _ in nil })
+        XCTAssertTrue(String(decoding: passed.headPrefix, as: UTF8.self).lowercased().contains("cdn-cache-control: max-age=50"))
+    }
+
+    func testTargetedFieldsWinAndAreNotSentWhenStripped() {
+        let builder = StoredResponseBuilder(shared: true, targetedField: "Larder-Cache-Control", stripTargetedFields: true)
         let headers: HeaderFields = ["cache-control": "max-age=5", "cdn-cache-control": "max-age=50",
                                    "larder-cache-control": "max-age=500", "x-a": "1"]
         XCTAssertEqual(builder.lifetime(status: 200, headers: headers, timing: timing, key: "/r"), 500, "the most specific field")
