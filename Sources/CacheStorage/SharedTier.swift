@@ -4,8 +4,6 @@
 /// missed, and never waited on when it cannot answer now. One per worker,
 /// used on that worker's loop only.
 public protocol SharedTier: AnyObject {
-    /// The largest body it takes.
-    var maxObjectBytes: Int { get }
     /// Taken when a fetch starts and handed back to `store`: a purge the
     /// fleet published since then keeps the fetched response out.
     func fetchMark() -> SharedMark

@@ -47,7 +47,9 @@ public final class PurgeFeed {
     private let loop: EventLoop
     private let apply: (FleetPurge) -> Void
     private let dropEverything: (String) -> Void
-    private let log: (String) -> Void
+    private let log: @Sendable (String) -> Void
+    /// Faults: each kind logged once every 10 s.
+    private let faults: FaultLog
     private var reader: RedisConnection?
     private var writer: RedisConnection?
     private var position: StreamID?
@@ -57,9 +59,8 @@ public final class PurgeFeed {
     /// The first read reached the stream's end: what this node missed is applied.
     private var caughtUp = false
     private var waiting: [(Outgoing, (Delivery) -> Void)] = []
-    private var retryMilliseconds: UInt64 = 100
+    private var backoff = Backoff()
     private var stopped = false
-    private var lastError: (text: String, at: UInt64)?
     public private(set) var received = 0
     /// Of those, the ones missed while away (read before catching up).
     public private(set) var replayed = 0
@@ -85,12 +86,13 @@ public final class PurgeFeed {
     /// `apply`: a purge from another node; `dropEverything`: this node
     /// missed purges it cannot know (the reason, for the log).
     public init(_ settings: Settings, loop: EventLoop, apply: @escaping (FleetPurge) -> Void,
-                dropEverything: @escaping (String) -> Void, log: @escaping (String) -> Void) {
+                dropEverything: @escaping (String) -> Void, log: @escaping @Sendable (String) -> Void) {
         self.settings = settings
         self.loop = loop
         self.apply = apply
         self.dropEverything = dropEverything
         self.log = log
+        faults = FaultLog(log)
     }
 
     public func start() {
@@ -152,17 +154,10 @@ public final class PurgeFeed {
         writer?.close()
         note("fleet: Redis at \(settings.address): \(error.description); serving from this node alone, retrying")
         guard !stopped else { return }
-        loop.schedule(after: retryMilliseconds) { [weak self] in self?.connect() }
-        retryMilliseconds = min(retryMilliseconds * 2, 5_000)
+        loop.schedule(after: backoff.take()) { [weak self] in self?.connect() }
     }
 
-    /// Logs a fault once per kind every 10 s.
-    private func note(_ text: String) {
-        let now = EventLoop.nowMilliseconds()
-        if let last = lastError, last.text == text, now &- last.at < 10_000 { return }
-        lastError = (text, now)
-        log(text)
-    }
+    private func note(_ text: String) { faults.note(text) }
 
     // MARK: reading
 
@@ -194,7 +189,7 @@ public final class PurgeFeed {
                 // stops at once still replays from here when it is back.
                 reader.send(["HSET", self.positionsKey, self.settings.node, self.placeText]) { [weak self] in
                     guard let self, case .success = $0 else { return }
-                    self.retryMilliseconds = 100
+                    self.backoff.reset()
                     self.reading = true
                     self.record()
                     self.read()

@@ -30,7 +30,7 @@ public final class RedisSharedTier: SharedTier {
     private let settings: Settings
     private let loop: EventLoop
     private let mark: FleetMark
-    private let log: (String) -> Void
+    private let faults: FaultLog
     private let prefix: String
     private var connection: RedisConnection?
     /// Subscribed to the fleet's wake-ups (`larder:NAME:fetched`).
@@ -46,20 +46,18 @@ public final class RedisSharedTier: SharedTier {
         let outcome: (FleetClaim) -> Void
         let timer: TimerID
     }
-    private var retryMilliseconds: UInt64 = 100
+    private var backoff = Backoff()
     private var stopped = false
-    private var lastNote: (text: String, at: UInt64)?
-    public var maxObjectBytes: Int { settings.maxObjectBytes }
     private let counts: SharedTierCounts
 
-    /// `mark`: the fleet thread's place in the purge stream; `log`: faults,
-    /// once per kind every 10 s.
-    public init(_ settings: Settings, loop: EventLoop, mark: FleetMark, counts: SharedTierCounts, log: @escaping (String) -> Void) {
+    /// `mark`: the fleet thread's place in the purge stream; `counts` and
+    /// `faults`: shared by the node's workers.
+    public init(_ settings: Settings, loop: EventLoop, mark: FleetMark, counts: SharedTierCounts, faults: FaultLog) {
         self.settings = settings
         self.counts = counts
         self.loop = loop
         self.mark = mark
-        self.log = log
+        self.faults = faults
         prefix = SharedKeys.prefix(settings.name)
     }
 
@@ -102,7 +100,7 @@ public final class RedisSharedTier: SharedTier {
     private func readyChanged() {
         guard isReady, !countedReady else { return }
         countedReady = true
-        retryMilliseconds = 100
+        backoff.reset()
         counts.connected.wrappingAdd(1, ordering: .relaxed)
     }
 
@@ -120,16 +118,10 @@ public final class RedisSharedTier: SharedTier {
         counts.errors.wrappingAdd(1, ordering: .relaxed)
         note("fleet: shared tier: Redis at \(settings.address): \(error.description); serving from this node alone, retrying")
         guard !stopped else { return }
-        loop.schedule(after: retryMilliseconds) { [weak self] in self?.connect() }
-        retryMilliseconds = min(retryMilliseconds * 2, 5_000)
+        loop.schedule(after: backoff.take()) { [weak self] in self?.connect() }
     }
 
-    private func note(_ text: String) {
-        let now = EventLoop.nowMilliseconds()
-        if let last = lastNote, last.text == text, now &- last.at < 10_000 { return }
-        lastNote = (text, now)
-        log(text)
-    }
+    private func note(_ text: String) { faults.note(text) }
 
     public func fetchMark() -> SharedMark { mark.current }
 

@@ -35,8 +35,6 @@ public final class RedisConnection: IOHandler {
     /// Runs once, when connected (and AUTH and SELECT were accepted).
     public var onReady: (() -> Void)?
     public private(set) var isReady = false
-    /// Whether it was ever ready (it stays true once closed).
-    public private(set) var wasReady = false
 
     private struct Waiting {
         let reply: Reply
@@ -93,7 +91,6 @@ public final class RedisConnection: IOHandler {
             if case .error(let message) = reply { return self.close(RedisError("Redis refused the connection: \(message)")) }
             self.loop.cancel(self.connectTimer)
             self.isReady = true
-            self.wasReady = true
             self.onReady?()
         }
     }

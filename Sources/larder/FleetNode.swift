@@ -24,8 +24,8 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
     /// Where this node stands in the purge stream (for shared-tier stores).
     let mark = FleetMark()
     let sharedCounts = SharedTierCounts()
-    /// When each shared-tier fault was last logged (all workers together).
-    private let sharedNotes = Locked<[String: UInt64]>([:])
+    /// Every worker meets the same fault: logged once for all every 10 s.
+    private lazy var sharedFaults = FaultLog { [logger] in logger.warning("\($0)") }
 
     init(_ config: FleetConfig, password: String?, store: TieredStore, cacheKey: @escaping (String) -> String,
          logger: Logger) throws {
@@ -141,17 +141,7 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
         settings.timeoutMilliseconds = config.timeoutMilliseconds
         settings.maxObjectBytes = config.maxObjectBytes
         settings.node = config.node
-        let (logger, notes) = (self.logger, sharedNotes)
-        let tier = RedisSharedTier(settings, loop: loop, mark: mark, counts: sharedCounts) { text in
-            // Every worker meets the same fault: logged once for all every 10 s.
-            let now = EventLoop.nowMilliseconds()
-            let due = notes.withLock { last in
-                guard now &- (last[text] ?? 0) >= 10_000 || last[text] == nil else { return false }
-                last[text] = now
-                return true
-            }
-            if due { logger.warning("\(text)") }
-        }
+        let tier = RedisSharedTier(settings, loop: loop, mark: mark, counts: sharedCounts, faults: sharedFaults)
         tier.start()
         return tier
     }

@@ -37,7 +37,7 @@ final class SharedTierTests: XCTestCase {
         var settings = RedisSharedTier.Settings(address: address, password: nil, name: "t")
         settings.node = "n\(tiers.count)"
         settings.maxObjectBytes = maxObjectBytes
-        let tier = RedisSharedTier(settings, loop: loop, mark: mark, counts: counts, log: { _ in })
+        let tier = RedisSharedTier(settings, loop: loop, mark: mark, counts: counts, faults: FaultLog { _ in })
         tiers.append(tier)
         tier.start()
         run { tier.isReady }
