@@ -35,6 +35,15 @@ public enum Stale {
         return window >= 0 && currentAge - lifetime <= window
     }
 
+    /// Section 4.2.4 ("disconnected"): when the upstream cannot be reached
+    /// at all (no connection, reset or timeout before any response byte),
+    /// a response stale by at most `grace` seconds may be served unless
+    /// its directives forbid serving it stale (0: never).
+    public static func mayServeDisconnected(lifetime: Int, currentAge: Int, response: CacheControl, shared: Bool,
+                                            grace: Int) -> Bool {
+        grace > 0 && !forbidden(response, shared: shared) && currentAge - lifetime <= grace
+    }
+
     /// Status codes that count as an upstream error for stale-if-error.
     public static func isErrorStatus(_ status: Int) -> Bool {
         status == 500 || status == 502 || status == 503 || status == 504

@@ -33,6 +33,9 @@ public enum UpstreamFailure {
         case serveFallback
         /// The stale candidate (stale-if-error).
         case serveStale
+        /// The stale candidate, because the upstream cannot be reached
+        /// (section 4.2.4, within the configured grace).
+        case serveDisconnected
         /// An error generated here: 504 or 502.
         case gatewayError(Int)
         /// Not a failure to stand in for: the upstream's response goes to the client.
@@ -43,14 +46,21 @@ public enum UpstreamFailure {
     ///   (when serving it fails, ask again with false).
     /// - validating: the directives of the stored response this request
     ///   was revalidating, if any.
+    /// - disconnectedGrace: how stale (seconds) a response may be served
+    ///   when the upstream is unreachable or timed out (0: not at all).
     public static func answer(_ kind: Kind, hasFallback: Bool, stale: StaleCandidate?, validating: CacheControl?,
-                              shared: Bool) -> Answer {
+                              shared: Bool, disconnectedGrace: Int = 0) -> Answer {
         if case .status(let status) = kind, !Stale.isErrorStatus(status) {
             // 501, 505, ...: no stand-in, but never passed off as a revalidation.
             if status >= 500, let validating, Stale.mustRevalidate(validating, shared: shared) { return .gatewayError(504) }
             return .passThrough
         }
         if hasFallback { return .serveFallback }
+        if let stale, kind == .unreachable || kind == .timedOut,
+           Stale.mayServeDisconnected(lifetime: stale.lifetime, currentAge: stale.currentAge, response: stale.response,
+                                      shared: shared, grace: disconnectedGrace) {
+            return .serveDisconnected
+        }
         if let stale, Stale.mayServeOnError(lifetime: stale.lifetime, currentAge: stale.currentAge, response: stale.response,
                                             request: stale.request, shared: shared) {
             return .serveStale

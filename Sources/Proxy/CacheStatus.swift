@@ -7,13 +7,17 @@ enum CacheStatus {
         case bypass, method, uriMiss = "uri-miss", varyMiss = "vary-miss", miss, request, stale
     }
 
-    /// `fleet`: found in the fleet's shared tier.
-    static func hit(ttl: Int, fleet: Bool = false) -> [UInt8] {
+    /// `detail`: "fleet" (found in the fleet's shared tier),
+    /// "upstream-unreachable" (served stale because the upstream is gone).
+    static func hit(ttl: Int, detail: String? = nil) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(64)  // room for the digits: one allocation per hit, not two
         out.append(contentsOf: "Cache-Status: larder; hit; ttl=".utf8)
         ResponseSerializer.appendDecimal(ttl, to: &out)
-        if fleet { out.append(contentsOf: "; detail=fleet".utf8) }
+        if let detail {
+            out.append(contentsOf: "; detail=".utf8)
+            out.append(contentsOf: detail.utf8)
+        }
         out.append(contentsOf: [0x0D, 0x0A])
         return out
     }

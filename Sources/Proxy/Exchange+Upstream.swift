@@ -72,10 +72,10 @@ extension Exchange: FetchClient {
         while true {
             let now = EventLoop.wallSeconds()
             switch forwarding.standIn(kind, detail: detail, now: now, shared: shared) {
-            case .serve(let entry):
+            case .serve(let entry, let cacheStatusDetail):
                 let age = entry.currentAge(now: now)
                 // Its body file may be gone: then the next answer down.
-                if serveHit(entry, age: age, ttl: entry.lifetime - age, stale: true, now: now) { return true }
+                if serveHit(entry, age: age, ttl: entry.lifetime - age, stale: true, now: now, detail: cacheStatusDetail) { return true }
             case .gatewayError(let status, let message):
                 sendMadeHere(status, message,
                              cacheStatus: isCacheLookup ? forwarding.cacheStatus(stored: false, detail: "upstream-error") : nil)

@@ -68,7 +68,7 @@ final class Exchange {
         let outcome = Lookup.decide(RequestFacts(request, requestCC, honouringPragma: true), variants, now: now, shared: shared)
         var plan = LookupPlan.make(policy.action(for: outcome), chosenByClient: chosenByClient, onlyIfCached: requestCC.onlyIfCached)
         if case .serve(let index, let age, let ttl, let stale, let refresh) = plan {
-            if serveHit(variants[index], age: age, ttl: ttl, stale: stale, now: now, fromFleet: fromFleet) {
+            if serveHit(variants[index], age: age, ttl: ttl, stale: stale, now: now, detail: fromFleet ? "fleet" : nil) {
                 if refresh { worker.revalidateInBackground(variants[index], among: variants, request: request, peer: connection.peer) }
                 return
             }
@@ -92,7 +92,8 @@ final class Exchange {
         case .cacheOnlyMiss(let detail, let message):
             sendMadeHere(504, message, cacheStatus: "larder; detail=\(detail)")
         case .forward(let how):
-            forwarding = Forwarding(how, variants: variants, method: request.method, requestDirectives: requestCC)
+            forwarding = Forwarding(how, variants: variants, method: request.method, requestDirectives: requestCC,
+                                    disconnectedGrace: route?.staleOnDisconnect ?? worker.configuration.staleOnDisconnectSeconds)
             if how.reason == .stale { WorkerStats.bump(worker.counters.staleForwards) } else { WorkerStats.bump(worker.counters.misses) }
             if how.collapse { collapse(askedFleet: fromFleet) } else { forward() }
         }
@@ -121,10 +122,10 @@ final class Exchange {
 
     /// A stored response as a hit (`stale`: counted as a stale hit). False,
     /// having sent nothing, when its body is a disk file that is gone.
-    /// `fromFleet`: found in the fleet's shared tier (counted there too,
-    /// as `shared_hits`).
-    func serveHit(_ entry: CachedResponse, age: Int, ttl: Int, stale: Bool, now: Int64, fromFleet: Bool = false) -> Bool {
-        guard serveStored(entry, age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl, fleet: fromFleet)) else { return false }
+    /// `detail`: Cache-Status's detail ("fleet": found in the fleet's
+    /// shared tier; "upstream-unreachable": a stale stand-in).
+    func serveHit(_ entry: CachedResponse, age: Int, ttl: Int, stale: Bool, now: Int64, detail: String? = nil) -> Bool {
+        guard serveStored(entry, age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl, detail: detail)) else { return false }
         if stale { WorkerStats.bump(worker.counters.staleHits) } else { WorkerStats.bump(worker.counters.hits) }
         return true
     }

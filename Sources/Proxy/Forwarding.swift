@@ -20,12 +20,15 @@ struct Forwarding {
     init() {}
 
     /// `requestDirectives`: the request's Cache-Control (its stale-if-error
-    /// counts for a stale stand-in).
-    init(_ how: LookupPlan.Forward, variants: Variants, method: String, requestDirectives: CacheControl) {
+    /// counts for a stale stand-in); `disconnectedGrace`: how stale a
+    /// stand-in for an unreachable upstream may be (seconds).
+    init(_ how: LookupPlan.Forward, variants: Variants, method: String, requestDirectives: CacheControl, disconnectedGrace: Int) {
         reason = how.reason
         // Only a GET is sent conditionally (a HEAD's 304 would refresh nothing).
         if let index = how.validate, variants[index].hasValidator, method == "GET" { validating = variants[index] }
-        if let index = how.staleCandidate { (standIns.stale, standIns.request) = (variants[index], requestDirectives) }
+        if let index = how.staleCandidate {
+            (standIns.stale, standIns.request, standIns.disconnectedGrace) = (variants[index], requestDirectives, disconnectedGrace)
+        }
         if let index = how.fallback { standIns.fallback = variants[index] }
         noCacheUpstream = how.noCacheUpstream
     }

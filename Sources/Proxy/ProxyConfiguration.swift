@@ -36,6 +36,10 @@ public struct ProxyConfiguration: Sendable {
     /// Whether targeted cache-control fields (RFC 9213) are removed before
     /// clients see them (default: passed on, for caches further down).
     public var stripTargetedFields = false
+    /// RFC 9111 section 4.2.4 ("disconnected"), Varnish's grace: how stale
+    /// (seconds) a stored response may be served when the upstream cannot
+    /// be reached at all, unless its directives forbid it (0: off).
+    public var staleOnDisconnectSeconds = 3600
     /// Retries of idempotent, bodiless requests whose upstream connection
     /// failed before any response byte arrived.
     public var upstreamRetries = 2

@@ -33,6 +33,8 @@ public struct Route: Sendable, Equatable {
     public var ignoreNoStore = false
     /// Lifetime for 404, 410 and 5xx responses without explicit freshness.
     public var negativeTTL: Int?
+    /// `stale_on_disconnect` for this route (seconds; nil: the global one).
+    public var staleOnDisconnect: Int?
     /// Purge tags given to every response stored under this route.
     public var tags: [String] = []
     /// Whether responses under this route go to the disk tier.

@@ -4,7 +4,8 @@ import CacheStorage
 /// What may answer a request in the upstream's place when it fails before
 /// a response, as `UpstreamFailure` decides: the policy's fallback
 /// (networkElseCache, however stale), a stale response within
-/// stale-if-error, else a 502/504 whose message says when a
+/// stale-if-error or, when the upstream cannot be reached, within the
+/// route's `stale_on_disconnect` grace, else a 502/504 whose message says when a
 /// must-revalidate response failed to revalidate. Each stored response is
 /// offered once: when its body turns out to be gone, asking again gives
 /// the next answer down.
@@ -13,9 +14,12 @@ struct StandIns {
     var stale: CachedResponse?
     /// The request's directives (its stale-if-error counts too).
     var request = CacheControl()
+    /// How stale a response may stand in for an unreachable upstream (seconds; 0: off).
+    var disconnectedGrace = 0
 
     enum Answer {
-        case serve(CachedResponse)
+        /// `detail`: what Cache-Status says of it.
+        case serve(CachedResponse, detail: String?)
         case gatewayError(Int, message: String)
         /// Not a failure to stand in for: the upstream's response goes through.
         case passThrough
@@ -29,13 +33,17 @@ struct StandIns {
             UpstreamFailure.StaleCandidate(lifetime: $0.lifetime, currentAge: $0.currentAge(now: now), response: $0.cacheControl,
                                            request: request)
         }
-        switch UpstreamFailure.answer(kind, hasFallback: fallback != nil, stale: candidate, validating: validating, shared: shared) {
+        switch UpstreamFailure.answer(kind, hasFallback: fallback != nil, stale: candidate, validating: validating, shared: shared,
+                                      disconnectedGrace: disconnectedGrace) {
         case .serveFallback:
             defer { fallback = nil }
-            return .serve(fallback!)
+            return .serve(fallback!, detail: nil)
         case .serveStale:
             defer { stale = nil }
-            return .serve(stale!)
+            return .serve(stale!, detail: nil)
+        case .serveDisconnected:
+            defer { stale = nil }
+            return .serve(stale!, detail: "upstream-unreachable")
         case .gatewayError(let status):
             let revalidating = validating.map { Stale.mustRevalidate($0, shared: shared) } ?? false
             return .gatewayError(status, message: revalidating

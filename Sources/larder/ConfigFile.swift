@@ -61,7 +61,7 @@ enum ConfigFile {
                 throw ConfigError(file: path, line: lines[key], key: key, message: "wrong type \(value.type), \(expectation(known))")
             }
             if case .integer = raw, known.kind != .integer {
-                if known.kind != .size {
+                if known.kind != .size && known != .stale_on_disconnect {  // plain seconds; 0 is off
                     throw ConfigError(file: path, line: lines[key], key: key, message: "wrong type integer, \(expectation(known))")
                 }
             }
@@ -80,7 +80,7 @@ enum ConfigFile {
     /// The keys a `[[route]]` table may have.
     static let routeKeys = ["prefix", "policy", "allow_client_policy", "default_ttl", "ignore_upstream_cache_control",
                             "ignore_no_store", "negative_ttl", "disk", "ignore_query", "ignore_query_params", "sort_query",
-                            "memory_ttl", "disk_ttl", "methods", "glob", "key_headers", "tags"]
+                            "memory_ttl", "disk_ttl", "methods", "glob", "key_headers", "tags", "stale_on_disconnect"]
 
     /// `[[route]]` tables: every key checked, errors with file, line and key.
     /// `[presets]`: short, medium, long and max as durations.
@@ -171,6 +171,11 @@ enum ConfigFile {
                         throw fail(key, "expected a list of parameter names, e.g. [\"utm_source\", \"utm_medium\"]")
                     }
                     route.ignoredQueryParameters = Set(names)
+                case "stale_on_disconnect":
+                    guard let text = item.string ?? item.int.map({ String($0) }), let seconds = Units.parseGraceSeconds(text) else {
+                        throw fail(key, Units.graceExpectation)
+                    }
+                    route.staleOnDisconnect = seconds
                 case "default_ttl", "negative_ttl":
                     guard let text = item.string, let seconds = Units.parseLifetimeSeconds(text, presets: presets) else {
                         throw fail(key, "expected a duration string such as \"5m\" or short, medium, long, max, never")

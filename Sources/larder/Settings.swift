@@ -74,7 +74,7 @@ enum ConfigKey: String, CaseIterable {
     case admin_listen, admin_token, admin_token_file, strip_tag_headers, strip_targeted_fields, access_log
     case upstream_retries, upstream_max_connections, finish_store_limit, upstream_total_timeout, store_set_cookie
     case max_connections, body_timeout, max_header_count, forward_host, max_pipeline_buffer
-    case send_timeout, admin_max_connections, request_buffer_size, pass_request_headers
+    case send_timeout, admin_max_connections, request_buffer_size, pass_request_headers, stale_on_disconnect
 
     enum Kind { case string, size, duration, integer, bool, lifetime, list }
 
@@ -86,7 +86,8 @@ enum ConfigKey: String, CaseIterable {
         case .memory_limit, .disk_limit, .max_object_size, .max_header_size, .max_target_size, .max_body_size,
              .finish_store_limit, .max_pipeline_buffer, .request_buffer_size: return .size
         case .upstream_connect_timeout, .upstream_timeout, .upstream_idle_timeout, .keepalive_timeout,
-             .header_timeout, .drain_timeout, .upstream_total_timeout, .body_timeout, .send_timeout: return .duration
+             .header_timeout, .drain_timeout, .upstream_total_timeout, .body_timeout, .send_timeout, .stale_on_disconnect:
+            return .duration
         case .workers, .upstream_retries, .upstream_max_connections, .max_connections, .max_header_count, .admin_max_connections:
             return .integer
         case .upstream_tls_verify, .allow_client_policy, .strip_tag_headers, .strip_targeted_fields, .store_set_cookie, .forward_host:
@@ -162,6 +163,11 @@ extension Settings {
             default: break
             }
         case .duration:
+            if key == .stale_on_disconnect {
+                guard let t = text(), let seconds = Units.parseGraceSeconds(t) else { return Units.graceExpectation }
+                proxy.staleOnDisconnectSeconds = seconds
+                return nil
+            }
             if key == .upstream_total_timeout, let t = text(), ["none", "off", "0"].contains(t.lowercased()) {
                 proxy.upstream.totalTimeoutMilliseconds = 0
                 return nil

@@ -40,6 +40,14 @@ enum Units {
         return overflow ? nil : product
     }
 
+    static let graceExpectation = "expected a duration such as \"1h\" or \"30m\", or \"0\" (off)"
+
+    /// `stale_on_disconnect`: a duration in seconds, or `0`/`off` for none.
+    static func parseGraceSeconds(_ text: String) -> Int? {
+        if text.trimmingCharacters().lowercased() == "off" { return 0 }
+        return parseDurationMilliseconds(text).map { $0 / 1000 }
+    }
+
     /// The preset lifetimes, in seconds; a `[presets]` table changes them.
     static let defaultPresets: [String: Int] = ["short": 300, "medium": 3_600, "long": 86_400, "max": 30 * 86_400]
 

@@ -13,8 +13,36 @@ final class UpstreamFailureTests: XCTestCase {
     }
 
     private func answer(_ kind: UpstreamFailure.Kind, fallback: Bool = false, stale: UpstreamFailure.StaleCandidate? = nil,
-                        validating: CacheControl? = nil, shared: Bool = true) -> UpstreamFailure.Answer {
-        UpstreamFailure.answer(kind, hasFallback: fallback, stale: stale, validating: validating, shared: shared)
+                        validating: CacheControl? = nil, shared: Bool = true, grace: Int = 0) -> UpstreamFailure.Answer {
+        UpstreamFailure.answer(kind, hasFallback: fallback, stale: stale, validating: validating, shared: shared,
+                               disconnectedGrace: grace)
+    }
+
+    /// Section 4.2.4 "disconnected": an unreachable or silent upstream lets a
+    /// stale response stand in within the grace, unless its directives forbid it.
+    func testDisconnectedGrace() {
+        let hour = 3600
+        XCTAssertEqual(answer(.unreachable, stale: stale(by: 10, response: "max-age=60"), grace: hour), .serveDisconnected)
+        XCTAssertEqual(answer(.timedOut, stale: stale(by: hour, response: "max-age=60"), grace: hour), .serveDisconnected,
+                       "as stale as the grace allows")
+        XCTAssertEqual(answer(.unreachable, stale: stale(by: hour + 1, response: "max-age=60"), grace: hour), .gatewayError(502),
+                       "past the grace")
+        XCTAssertEqual(answer(.timedOut, stale: stale(by: 10, response: "max-age=60"), grace: 0), .gatewayError(504), "grace off")
+        XCTAssertEqual(answer(.unreachable, stale: stale(by: 10, response: "max-age=60"), validating: CacheControl("max-age=60"),
+                              grace: hour), .serveDisconnected, "while validating it")
+        for kind: UpstreamFailure.Kind in [.status(500), .status(503), .invalidResponse] {
+            XCTAssertNotEqual(answer(kind, stale: stale(by: 10, response: "max-age=60"), grace: hour), .serveDisconnected,
+                              "\(kind): the upstream answered; only stale-if-error covers it")
+        }
+        for forbidding in ["max-age=60, must-revalidate", "max-age=60, no-cache", "max-age=60, proxy-revalidate",
+                           "max-age=60, s-maxage=60"] {
+            XCTAssertNotEqual(answer(.unreachable, stale: stale(by: 10, response: forbidding), grace: hour), .serveDisconnected,
+                              forbidding)
+        }
+        XCTAssertEqual(answer(.unreachable, stale: stale(by: 10, response: "max-age=60, s-maxage=60"), shared: false, grace: hour),
+                       .serveDisconnected, "s-maxage binds shared caches only")
+        XCTAssertEqual(answer(.unreachable, fallback: true, stale: stale(by: 10, response: "max-age=60"), grace: hour),
+                       .serveFallback, "the policy's fallback first")
     }
 
     func testTransportFailuresAre502AndTimeouts504() {

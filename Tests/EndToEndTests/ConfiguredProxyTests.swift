@@ -261,6 +261,21 @@ final class CommandLineTests: XCTestCase {
         XCTAssertEqual(try run(["check-config", "--config", try config("memory_ttl = \"mirror\"\n")]).status, 78)
     }
 
+    func testStaleOnDisconnectTakesADurationOrZero() throws {
+        for good in ["stale_on_disconnect = \"30m\"\n", "stale_on_disconnect = 0\n", "stale_on_disconnect = \"off\"\n",
+                     "[[route]]\nprefix = \"/a/\"\nstale_on_disconnect = 0\n"] {
+            XCTAssertEqual(try run(["check-config", "--config", try config(good)]).status, 0, good)
+        }
+        for (bad, at) in [("stale_on_disconnect = \"forever\"\n", ":1: stale_on_disconnect: expected a duration"),
+                          ("stale_on_disconnect = -5\n", ":1: stale_on_disconnect: expected a duration"),
+                          ("[[route]]\nprefix = \"/a/\"\nstale_on_disconnect = \"soon\"\n", ":3: route.stale_on_disconnect: expected a duration")] {
+            let path = try config(bad)
+            let r = try run(["check-config", "--config", path])
+            XCTAssertEqual(r.status, 78, bad)
+            XCTAssertTrue(r.stderr.contains(path + at), r.stderr)
+        }
+    }
+
     func testAnUnknownConfiguredPolicyIsAConfigError() throws {
         let path = try config("# policies\npolicy = \"whenever\"\n")
         let r = try run(["check-config", "--config", path])

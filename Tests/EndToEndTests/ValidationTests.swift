@@ -199,6 +199,49 @@ final class ValidationEndToEndTests: ProxyTestCase {
         XCTAssertEqual(afterStop.body, kept.body)
     }
 
+    /// RFC 9111 section 4.2.4 "disconnected" (cache-tests `stale-close`):
+    /// an upstream that closes without answering, or is gone, gets the
+    /// stale stored response in its place, said so in Cache-Status, within
+    /// `stale_on_disconnect` and unless the response forbids it.
+    func testStaleOnDisconnectServesWhenTheUpstreamIsGone() throws {
+        let config = """
+        stale_on_disconnect = "10m"
+        [[route]]
+        prefix = "/nograce/"
+        stale_on_disconnect = "0"
+        """
+        let l = try startLarder(upstream: origin.url, ["--config", try writeConfig(config)])
+        let c = try l.client()
+        let dropping = "/grace?cc=max-age=0&drop_after=1&size=21"
+        let stored = try c.get(dropping)
+        let stale = try c.get(dropping)
+        XCTAssertEqual(stale.status, 200)
+        XCTAssertEqual(stale.body, stored.body)
+        let status = stale.header("cache-status") ?? ""
+        XCTAssertTrue(status.hasPrefix("larder; hit; ttl=") && status.hasSuffix("; detail=upstream-unreachable"), status)
+        XCTAssertGreaterThan(try origin.count(dropping), 1, "the upstream was asked first")
+        // What forbids serving stale, a route without grace, a response staler than the grace.
+        for (target, why) in [("/grace-mr?cc=max-age=0,must-revalidate&drop_after=1", "must-revalidate"),
+                              ("/grace-nc?cc=max-age=60,no-cache&drop_after=1", "no-cache"),
+                              ("/grace-sm?cc=max-age=0,s-maxage=0&drop_after=1", "s-maxage in a shared cache"),
+                              ("/nograce/x?cc=max-age=0&drop_after=1", "stale_on_disconnect = 0"),
+                              ("/grace-old?cc=max-age=0&extra=Age:900&drop_after=1", "15 minutes stale, grace 10")] {
+            XCTAssertEqual(try c.get(target).status, 200, why)
+            let answer = try c.get(target)
+            XCTAssertEqual(answer.status, 502, why)
+            XCTAssertFalse(answer.header("cache-status")?.contains("hit") ?? true, why)
+        }
+        // The origin gone altogether (connection refused).
+        let kept = "/grace-gone?cc=max-age=0&size=33"
+        let before = try c.get(kept)
+        origin.stop()
+        let after = try c.get(kept)
+        XCTAssertEqual(after.status, 200)
+        XCTAssertEqual(after.body, before.body)
+        XCTAssertTrue(after.header("cache-status")?.hasSuffix("detail=upstream-unreachable") ?? false)
+        XCTAssertEqual(try c.get("/grace-never-stored").status, 502, "nothing stored: nothing to stand in")
+    }
+
     /// RFC 9110 section 14: a range of a stored response, and If-Range.
     func testRangeRequestsAreAnsweredFromTheStoredResponse() throws {
         let target = "/range?etag=r1&size=1000"

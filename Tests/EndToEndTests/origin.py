@@ -27,6 +27,8 @@ Query parameters on any path:
   hop=1         add hop-by-hop fields (Connection: X-Hop-Secret, Keep-Alive, ...)
   reset=N       the first N requests to this path get the connection closed
                 without any response
+  drop_after=N  after N requests to this path, every one gets the connection
+                closed without any response (an origin gone away)
   cut=N         announce the whole body (Content-Length) but send only N
                 bytes of it, then close the connection
   garbage=1     answer with bytes that are not HTTP, then close
@@ -116,7 +118,8 @@ class Handler(BaseHTTPRequestHandler):
                 "body_sha256": hashlib.sha256(body_in).hexdigest(),
                 "peer_port": self.client_address[1],
             }
-        if "reset" in q and counts[self.path] <= int(q["reset"]):
+        if ("reset" in q and counts[self.path] <= int(q["reset"])) or \
+                ("drop_after" in q and counts[self.path] > int(q["drop_after"])):
             self.close_connection = True
             self.connection.shutdown(2)
             return

@@ -16,7 +16,7 @@ final class StandInsTests: XCTestCase {
     }
 
     private func served(_ answer: StandIns.Answer) -> CachedResponse? {
-        if case .serve(let entry) = answer { return entry }
+        if case .serve(let entry, _) = answer { return entry }
         return nil
     }
 
@@ -57,6 +57,16 @@ final class StandInsTests: XCTestCase {
         XCTAssertEqual(gatewayError(answer)?.1, "upstream failed to revalidate a must-revalidate response: down")
         XCTAssertEqual(gatewayError(standIns.answer(.status(501), detail: "upstream answered 501", validating: validating,
                                                     now: 120, shared: true))?.0, 504, "never passed off as its revalidation")
+    }
+
+    func testWithinTheGraceAnUnreachableUpstreamGetsTheStaleResponseSaidSo() {
+        var standIns = StandIns(stale: entry("max-age=1", body: "stale"), disconnectedGrace: 60)
+        guard case .serve(_, let detail) = standIns.answer(.unreachable, detail: "refused", validating: nil, now: 150,
+                                                           shared: true) else { return XCTFail("the stale response stands in") }
+        XCTAssertEqual(detail, "upstream-unreachable")
+        var beyond = StandIns(stale: entry("max-age=1"), disconnectedGrace: 60)
+        XCTAssertEqual(gatewayError(beyond.answer(.timedOut, detail: "slow", validating: nil, now: 170, shared: true))?.0, 504,
+                       "69 seconds stale: past the grace")
     }
 
     func testAnErrorStatusWithNothingToStandInGoesThrough() {
