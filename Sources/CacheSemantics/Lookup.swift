@@ -7,6 +7,13 @@ public protocol StoredResponseFacts {
     var cacheControl: CacheControl { get }
     var varyNames: [String] { get }
     var varyValues: [String?] { get }
+    /// Its Content-Language, read only when a request's Accept-Language
+    /// differs from the one that produced it.
+    var contentLanguage: String? { get }
+}
+
+extension StoredResponseFacts {
+    public var contentLanguage: String? { nil }
 }
 
 /// The parts of a request the lookup looks at.
@@ -67,9 +74,14 @@ public enum Lookup {
     }
 
     /// Section 4.1: every field the stored response's Vary names has the same
-    /// normalized value in the request as in the request that produced it.
+    /// normalized value in the request as in the request that produced it;
+    /// for Accept-Language, or the language the response is in is one the
+    /// request prefers most (`Vary.languageSelects`).
     public static func matches<S: StoredResponseFacts>(_ request: RequestFacts, _ stored: S) -> Bool {
-        for (i, name) in stored.varyNames.enumerated() where Vary.normalize(request.field(name), field: name) != stored.varyValues[i] {
+        for (i, name) in stored.varyNames.enumerated() {
+            let value = request.field(name)
+            if Vary.normalize(value, field: name) == stored.varyValues[i] { continue }
+            if name == "accept-language", Vary.languageSelects(value, contentLanguage: stored.contentLanguage) { continue }
             return false
         }
         return true

@@ -42,6 +42,40 @@ public enum Vary {
     }
 }
 
+extension Vary {
+    /// RFC 9110 section 12.5.4 (and RFC 4647 basic filtering): whether a
+    /// response in `contentLanguage` (one tag) is what `acceptLanguage`
+    /// asks for most: the tag equals, or starts with, one of the ranges
+    /// with the highest q-value (above 0). A `*` range selects nothing: the
+    /// origin might have a better match. So `fr;q=0.5, de` is answered by a
+    /// stored `de` response whatever request stored it.
+    public static func languageSelects(_ acceptLanguage: String?, contentLanguage: String?) -> Bool {
+        guard let acceptLanguage, let contentLanguage else { return false }
+        let tag = Substring(contentLanguage).trimmingWhitespace().lowercased()
+        guard !tag.isEmpty, !tag.contains(",") else { return false }
+        var best = 0.0, top: [String] = []
+        for member in acceptLanguage.split(separator: ",") {
+            let parts = member.split(separator: ";")
+            guard let first = parts.first else { continue }
+            let range = first.trimmingWhitespace().lowercased()
+            guard !range.isEmpty else { continue }
+            var q = 1.0
+            for parameter in parts.dropFirst() {
+                let p = parameter.trimmingWhitespace().lowercased()
+                if p.hasPrefix("q=") { q = qValue(p.dropFirst(2)) ?? 0 }
+            }
+            if q > best { (best, top) = (q, [range]) } else if q == best, q > 0 { top.append(range) }
+        }
+        return top.contains { $0 != "*" && (tag == $0 || tag.hasPrefix($0 + "-")) }
+    }
+
+    /// A qvalue (RFC 9110 section 12.4.2): 0 to 1 with up to three decimals.
+    static func qValue(_ text: Substring) -> Double? {
+        guard text.utf8.count <= 5, let value = Double(text), value >= 0, value <= 1 else { return nil }
+        return value
+    }
+}
+
 extension Substring {
     func trimmingWhitespace() -> String {
         var s = self

@@ -319,6 +319,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
 
     public var etag: String? { header("etag") }
     public var lastModified: String? { header("last-modified") }
+    public var contentLanguage: String? { header("content-language") }
 }
 
 /// Reads header fields back from a serialized head ("Status line\r\n"

@@ -55,7 +55,7 @@ struct ClientAnswer {
     mutating func upstreamHead(_ response: UpstreamResponse, for request: RequestHead, age: Int?, cacheStatus: String) {
         let fields = response.fields, now = response.timing.responseTime
         if let age, response.status == 200, StoredAnswer.clientIsNotModified(
-            request, etag: fields["etag"], lastModified: fields["last-modified"], dateValue: response.timing.dateValue) {
+            request, etag: fields["etag"], lastModified: fields["last-modified"], dateValue: response.timing.dateValue ?? response.timing.responseTime) {
             access.note(status: 304, cacheStatus: Array(cacheStatus.utf8), bodyBytes: 0)
             connection.sendNotModified(fields: fields, age: age, cacheStatus: cacheStatus, now: now,
                                        connection: connectionField(request))

@@ -15,7 +15,7 @@ enum StoredAnswer: Equatable {
     static func choose(for request: RequestHead, entry: CachedResponse) -> StoredAnswer {
         guard entry.status == 200 else { return .whole }
         if hasConditional(request),
-           clientIsNotModified(request, etag: entry.etag, lastModified: entry.lastModified, dateValue: entry.timing.dateValue) {
+           clientIsNotModified(request, etag: entry.etag, lastModified: entry.lastModified, dateValue: entry.timing.dateValue ?? entry.timing.responseTime) {
             return .notModified
         }
         guard request.method == "GET", request.header("range") != nil else { return .whole }

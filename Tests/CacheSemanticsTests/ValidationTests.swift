@@ -22,6 +22,13 @@ final class ValidationTests: XCTestCase {
         XCTAssertFalse(Validation.clientNotModified(ifNoneMatch: nil, ifModifiedSince: "Sat, 05 Nov 1994 08:49:37 GMT",
                                                     etag: nil, lastModified: lm, dateValue: nil))
         XCTAssertFalse(Validation.clientNotModified(ifNoneMatch: nil, ifModifiedSince: "garbage", etag: nil, lastModified: lm, dateValue: nil))
+        // RFC 9111 section 4.3.2: without Last-Modified, the stored Date stands in.
+        let date = HTTPDate.parse(lm)!
+        XCTAssertTrue(Validation.clientNotModified(ifNoneMatch: nil, ifModifiedSince: "Sun, 06 Nov 1994 09:39:37 GMT", etag: nil,
+                                                   lastModified: nil, dateValue: date), "stored Date older than the IMS date")
+        XCTAssertTrue(Validation.clientNotModified(ifNoneMatch: nil, ifModifiedSince: lm, etag: nil, lastModified: nil, dateValue: date))
+        XCTAssertFalse(Validation.clientNotModified(ifNoneMatch: nil, ifModifiedSince: "Sun, 06 Nov 1994 07:59:37 GMT", etag: nil,
+                                                    lastModified: nil, dateValue: date), "it may have changed after the IMS date")
     }
 
     /// RFC 9111 section 3.2: a 304's fields replace the stored ones, except framing.
@@ -60,6 +67,7 @@ final class LookupTests: XCTestCase {
         var cacheControl = CacheControl()
         var varyNames: [String] = []
         var varyValues: [String?] = []
+        var contentLanguage: String?
     }
 
     private func request(_ cc: String? = nil, pragma: Bool = false, _ fields: [String: String] = [:]) -> RequestFacts {
@@ -94,6 +102,31 @@ final class LookupTests: XCTestCase {
         XCTAssertEqual(Lookup.decide(request(nil, ["accept-language": "de"]), [en, fr], now: 1000), .miss(varyMiss: true))
         let absent = Stored(lifetime: 10, varyNames: ["accept-language"], varyValues: [nil])
         XCTAssertEqual(Lookup.decide(request(), [en, absent], now: 1000), .fresh(index: 1, age: 0, ttl: 10))
+    }
+
+    /// RFC 9110 section 12.5.4 (cache-tests vary-normalise-lang-select): a
+    /// stored response in the language a request prefers most answers it,
+    /// whatever Accept-Language stored it.
+    func testAcceptLanguageSelectsByContentLanguageAndQValues() {
+        let de = Stored(lifetime: 60, varyNames: ["accept-language"], varyValues: [Vary.normalize("en, de", field: "accept-language")],
+                        contentLanguage: "de")
+        func decide(_ acceptLanguage: String?) -> LookupOutcome {
+            Lookup.decide(request(nil, acceptLanguage.map { ["accept-language": $0] } ?? [:]), [de], now: 1000)
+        }
+        XCTAssertEqual(decide("fr;q=0.5, de;q=1.0"), .fresh(index: 0, age: 0, ttl: 60))
+        XCTAssertEqual(decide("DE"), .fresh(index: 0, age: 0, ttl: 60), "case does not matter")
+        XCTAssertEqual(decide("fr;q=0.5, de, en"), .fresh(index: 0, age: 0, ttl: 60), "one of the most preferred")
+        XCTAssertEqual(decide("fr, de;q=0.9"), .miss(varyMiss: true), "French is preferred: the origin may have it")
+        XCTAssertEqual(decide("*"), .miss(varyMiss: true), "a wildcard selects nothing")
+        XCTAssertEqual(decide("de;q=0"), .miss(varyMiss: true), "not acceptable")
+        XCTAssertEqual(decide(nil), .miss(varyMiss: true))
+        XCTAssertTrue(Vary.languageSelects("de", contentLanguage: "de-CH"), "a range matches the tags it prefixes")
+        XCTAssertFalse(Vary.languageSelects("de-CH", contentLanguage: "de"), "not the other way round")
+        XCTAssertFalse(Vary.languageSelects("de", contentLanguage: "de, en"), "a response in several languages")
+        XCTAssertFalse(Vary.languageSelects("fr;q=2, de", contentLanguage: "fr"), "an invalid qvalue counts as 0")
+        var noLanguage = de
+        noLanguage.contentLanguage = nil
+        XCTAssertEqual(Lookup.decide(request(nil, ["accept-language": "de"]), [noLanguage], now: 1000), .miss(varyMiss: true))
     }
 
     /// RFC 5861: stale-while-revalidate within its window, not past it, not with must-revalidate.
