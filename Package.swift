@@ -38,6 +38,9 @@ let package = Package(
         // hiredis (Redis's protocol, for the fleet) from /usr/include/hiredis;
         // not through pkg-config, whose -D_FILE_OFFSET_BITS SwiftPM refuses.
         .systemLibrary(name: "CHiredis", providers: [.apt(["libhiredis-dev"])]),
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        // gzip through zlib: stored gzip bodies decoded for clients that do not accept gzip.
+        .target(name: "Compression", dependencies: ["CZlib"], swiftSettings: swift5),
         .target(name: "EventLoop", dependencies: ["CEventLoop"], swiftSettings: swift5),
         // An asynchronous Redis connection driven by a worker's loop.
         .target(name: "Redis", dependencies: ["CHiredis", "EventLoop"], swiftSettings: swift5),
@@ -56,7 +59,7 @@ let package = Package(
         .target(
             name: "Proxy",
             dependencies: [
-                "EventLoop", "HTTP1", "HTTPHeaders", "CacheSemantics", "CacheStorage", "Upstream",
+                "EventLoop", "HTTP1", "HTTPHeaders", "CacheSemantics", "CacheStorage", "Upstream", "Compression",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swift5
@@ -85,6 +88,7 @@ let package = Package(
         .testTarget(name: "CacheSemanticsTests", dependencies: ["CacheSemantics", "HTTPHeaders"], swiftSettings: swift5),
         .testTarget(name: "CacheStorageTests", dependencies: ["CacheStorage", "HTTP1", "HTTPHeaders"], swiftSettings: swift5),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"], swiftSettings: swift5),
+        .testTarget(name: "CompressionTests", dependencies: ["Compression"], swiftSettings: swift5),
         // What several test targets start: free loopback ports, redis-server.
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: swift5),
         .testTarget(name: "RedisTests", dependencies: ["Redis", "EventLoop", "TestSupport"], swiftSettings: swift5),

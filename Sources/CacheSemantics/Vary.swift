@@ -28,9 +28,11 @@ public enum Vary {
 
     /// The normalized value of a request field for variant selection
     /// (RFC 9111 section 4.1 allows normalizing to equal semantics):
-    /// whitespace around list members removed, then for the Accept family
+    /// whitespace around list members removed, then for the rest of the Accept family
     /// tokens lowercased and members sorted.
+    /// Accept-Encoding becomes its variant key (`AcceptEncoding.variantKey`).
     public static func normalize(_ value: String?, field: String = "") -> String? {
+        if field == "accept-encoding" { return AcceptEncoding(value).variantKey }
         guard let value else { return nil }
         if field == "host" { return lowercasedIfNeeded(value) }
         var members = value.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingWhitespace() }

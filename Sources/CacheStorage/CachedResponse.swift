@@ -47,6 +47,8 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
         /// The Content-Length field at the end of the head prefix that
         /// `make(head:)` wrote (0: none), so `storedHead` can leave it out.
         let lengthFieldBytes: UInt8
+        /// Content-Encoding: gzip (a client that does not take it gets the body decoded).
+        let isGzip: Bool
         let directives: PackedCacheControl
         let rare: Rare?
     }
@@ -118,7 +120,8 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
         let parts = Parts(timing: timing, bodyCount: body.count, lifetime: clamped(lifetime),
                           correctedInitialAge: clamped(Freshness.correctedInitialAge(timing)),
                           headLength: UInt32(headLength), keyLength: UInt32(key.utf8.count), status: UInt16(clamping: status),
-                          hasValidator: hasValidator, lengthFieldBytes: UInt8(lengthField), directives: directives,
+                          hasValidator: hasValidator, lengthFieldBytes: UInt8(lengthField),
+                          isGzip: AcceptEncoding.isGzip(HeadFields.first("content-encoding", in: headPrefix)), directives: directives,
                           rare: plain ? nil : Rare(bodyFile: bodyFile, otherFields: otherFields, varyNames: varyNames,
                                                    varyValues: varyValues, tags: tags))
         let storage = unsafeDowncast(Storage.create(minimumCapacity: linkBytes + headLength + body.count + key.utf8.count) { _ in parts },
@@ -280,6 +283,24 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
                          hasValidator: hasValidator)
     }
 
+    /// The same response with `body` (the decoded form of a gzip body) in
+    /// memory: Content-Encoding removed, the ETag made weak (the bytes
+    /// differ from what the strong tag names, RFC 9110 section 8.8.1),
+    /// Content-Length the new body's. What a client that does not take
+    /// gzip is answered with, as if it were stored.
+    public func decoded(body: UnsafeRawBufferPointer) -> CachedResponse {
+        var head = storedHead
+        var prefix: [UInt8] = []
+        prefix.reserveCapacity(head.headPrefix.count)
+        ResponseSerializer.appendStatusLine(status, reason: reason, to: &prefix)
+        for field in HeadFields.all(in: headPrefix) where field.name != "content-length" && field.name != "content-encoding" {
+            let weak = field.name == "etag" && !field.value.hasPrefix("W/")
+            ResponseSerializer.appendField(field.name, weak ? "W/" + field.value : field.value, to: &prefix)
+        }
+        head.headPrefix = prefix
+        return Self.make(head: head, body: body)
+    }
+
     /// Bookkeeping bytes charged per entry beyond its head and body: the
     /// object's fields, its index slot and list links, the key, allocator
     /// rounding (measured with bench/memory.sh).
@@ -318,6 +339,8 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     }
 
     public var etag: String? { header("etag") }
+    /// Whether the body is gzip-encoded (Content-Encoding: gzip alone).
+    public var isGzip: Bool { storage.header.isGzip }
     public var lastModified: String? { header("last-modified") }
     public var contentLanguage: String? { header("content-language") }
 }

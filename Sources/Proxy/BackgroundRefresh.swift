@@ -41,6 +41,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
                                               passed: worker.configuration.passRequestHeaders)
         headers.remove("cache-control")
         headers.remove("pragma")
+        UpstreamHeaders.normalizeAcceptEncoding(&headers, for: request)
         UpstreamHeaders.addValidators(for: entry, among: variants, to: &headers)
         requestTime = EventLoop.wallSeconds()
         fetchToken = worker.store.fetchToken

@@ -136,12 +136,14 @@ final class SharedFetch: @unchecked Sendable, Equatable {
         let varyValues: [String?]
 
         /// Whether `request` selects this response: its Vary fields match
-        /// the leader's (else it fetches on its own).
+        /// the leader's and it takes the body's coding (else it fetches on
+        /// its own).
         func suits(_ request: RequestHead) -> Bool {
             for (name, value) in zip(varyNames, varyValues) where Vary.normalize(request.combinedHeader(name), field: name) != value {
                 return false
             }
-            return true
+            // A gzip body streams as it comes: only to clients that take it.
+            return AcceptEncoding(request.combinedHeader("accept-encoding")).takes(contentEncoding: headers["content-encoding"])
         }
     }
 

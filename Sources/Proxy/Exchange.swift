@@ -105,8 +105,9 @@ final class Exchange {
     /// (`claimedInFleet`).
     func forward(leading: Bool = false, claimedInFleet: Bool = false) {
         machine.forward()
-        let forwarded = UpstreamHeaders.forward(request, peer: connection.peer, forwardHost: worker.configuration.forwardHost,
+        var forwarded = UpstreamHeaders.forward(request, peer: connection.peer, forwardHost: worker.configuration.forwardHost,
                                                 passed: worker.configuration.passRequestHeaders)
+        if isCacheLookup { UpstreamHeaders.normalizeAcceptEncoding(&forwarded, for: request) }
         let fetch = UpstreamFetch(fields: forwarding.upstreamFields(forwarded, among: variants), for: self, worker: worker,
                                   leading: leading)
         fetch.claimedInFleet = claimedInFleet
@@ -130,10 +131,17 @@ final class Exchange {
         return true
     }
 
-    /// A stored response (false, having sent nothing, when its body is a
-    /// disk file that can no longer be opened).
+    /// A stored response, decoded for a client that does not take its
+    /// gzip (`ClientCoding`). False, having sent nothing, when its body is
+    /// a disk file that can no longer be opened, or cannot be decoded.
     @discardableResult
     func serveStored(_ entry: CachedResponse, age: Int, now: Int64, cacheStatus: [UInt8]) -> Bool {
+        var entry = entry
+        if ClientCoding.mustDecode(entry, for: request) {
+            // Not decodable here: the caller fetches it as if the body were gone.
+            guard let decoded = ClientCoding.decoded(entry) else { return false }
+            entry = decoded
+        }
         guard answer.stored(entry, for: request, age: age, now: now, cacheStatus: cacheStatus) else { return false }
         complete()
         return true

@@ -1,3 +1,4 @@
+import CacheSemantics
 import CacheStorage
 import HTTP1
 import HTTPHeaders
@@ -56,6 +57,14 @@ enum UpstreamHeaders {
         if forwardHost, let host = request.header("host") { headers.append("x-forwarded-host", host) }
         headers.append("x-forwarded-proto", "http")
         return headers
+    }
+
+    /// A cacheable request asks the upstream for its Accept-Encoding
+    /// variant's codings (`AcceptEncoding.upstreamValue`), not the client's
+    /// own list, so what is stored under the variant suits all its clients.
+    static func normalizeAcceptEncoding(_ headers: inout HeaderFields, for request: RequestHead) {
+        headers.remove("accept-encoding")
+        headers.append("accept-encoding", AcceptEncoding(request.combinedHeader("accept-encoding")).upstreamValue)
     }
 
     /// RFC 9111 section 4.3.1: every stored ETag of the URL's variants, so a

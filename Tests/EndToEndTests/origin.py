@@ -27,6 +27,8 @@ Query parameters on any path:
   hop=1         add hop-by-hop fields (Connection: X-Hop-Secret, Keep-Alive, ...)
   reset=N       the first N requests to this path get the connection closed
                 without any response
+  gzip=1        gzip the body when the request's Accept-Encoding names gzip
+                (with Vary: Accept-Encoding); gzip=always whatever it says
   drop_after=N  after N requests to this path, every one gets the connection
                 closed without any response (an origin gone away)
   cut=N         announce the whole body (Content-Length) but send only N
@@ -42,6 +44,7 @@ Special paths:
                       and max_concurrent: the most requests for PATH answered at once
   /echo               answers with the request body (any method)
 """
+import gzip
 import hashlib
 import json
 import sys
@@ -183,6 +186,12 @@ class Handler(BaseHTTPRequestHandler):
             headers["X-Hop-Secret"] = "1"
             headers["Keep-Alive"] = "timeout=5"
             headers["Upgrade"] = "h2c"
+        if "gzip" in q:
+            if q["gzip"] != "always":
+                headers["Vary"] = "Accept-Encoding"
+            if q["gzip"] == "always" or "gzip" in self.headers.get("Accept-Encoding", ""):
+                body = gzip.compress(body, mtime=0)
+                headers["Content-Encoding"] = "gzip"
         if "bighead" in q:
             headers["X-Big"] = "b" * int(q["bighead"])
         headers["X-Origin-Count"] = str(counts[self.path])

@@ -1,0 +1,60 @@
+import CacheSemantics
+import CacheStorage
+import Compression
+import HTTP1
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A stored gzip body for a client that does not take gzip (RFC 9110
+/// section 12.5.3; Varnish does the same): the client gets it decoded, as
+/// if the decoded response were stored, so a HEAD, a Range and a
+/// conditional request all see the decoded body (weak ETag, no
+/// Content-Encoding, its own Content-Length). One stored copy serves every
+/// client (`AcceptEncoding.variantKey` puts them in one variant).
+enum ClientCoding {
+    /// What one decoding may produce: beyond it the stored copy is not
+    /// used for this client (the request goes upstream as on a miss).
+    static let maxDecodedBytes = 64 << 20
+
+    /// Whether `request`'s client must get `entry` decoded. A hit on an
+    /// uncompressed entry pays one flag test.
+    @inline(__always)
+    static func mustDecode(_ entry: CachedResponse, for request: RequestHead) -> Bool {
+        entry.isGzip && !AcceptEncoding(request.combinedHeader("accept-encoding")).accepts("gzip")
+    }
+
+    /// The decoded copy; nil when the body cannot be read, is not valid
+    /// gzip, or decodes to more than `maxDecodedBytes`.
+    static func decoded(_ entry: CachedResponse) -> CachedResponse? {
+        guard entry.bodyLength > 0 else { return entry.decoded(body: UnsafeRawBufferPointer(start: nil, count: 0)) }
+        var decodedBody: [UInt8]
+        do {
+            if let file = entry.bodyFile {
+                guard let bytes = read(file) else { return nil }
+                decodedBody = try bytes.withUnsafeBytes { try Gzip.decompress($0, limit: maxDecodedBytes) }
+            } else {
+                decodedBody = try Gzip.decompress(entry.body, limit: maxDecodedBytes)
+            }
+        } catch {
+            return nil
+        }
+        return decodedBody.withUnsafeBytes { entry.decoded(body: $0) }
+    }
+
+    /// A body kept in a file, read whole.
+    private static func read(_ file: FileBody) -> [UInt8]? {
+        let fd = open(file.path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: file.length)
+        var done = 0
+        while done < file.length {
+            let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, file.length - done, off_t(file.offset + done)) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return nil }
+            done += n
+        }
+        return bytes
+    }
+}
