@@ -95,7 +95,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
                  contentLength: head.hasLengthField ? (bodyFile?.length ?? body.count) : nil, body: body, bodyFile: bodyFile,
                  otherFields: head.otherFields, timing: head.timing, lifetime: head.lifetime,
                  directives: head.directives, varyNames: head.varyNames, varyValues: head.varyValues, tags: head.tags,
-                 hasValidator: head.hasValidator)
+                 hasValidator: head.hasValidator, isGzip: head.isGzip)
         }
     }
 
@@ -104,7 +104,8 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     static func make(key: String, status: Int, headPrefix: UnsafeRawBufferPointer, contentLength: Int?,
                              body: UnsafeRawBufferPointer, bodyFile: FileBody?, otherFields: HeaderFields,
                              timing: ResponseTiming, lifetime: Int, directives: PackedCacheControl,
-                             varyNames: [String], varyValues: [String?], tags: [String], hasValidator known: Bool?) -> CachedResponse {
+                             varyNames: [String], varyValues: [String?], tags: [String], hasValidator known: Bool?,
+                             isGzip knownCoding: Bool? = nil) -> CachedResponse {
         // Callers that have the fields at hand say; otherwise the head is scanned.
         let hasValidator = known ?? (HeadFields.contains("etag", or: "last-modified", in: headPrefix)
             || otherFields.contains { $0.name == "etag" || $0.name == "last-modified" })
@@ -121,7 +122,8 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
                           correctedInitialAge: clamped(Freshness.correctedInitialAge(timing)),
                           headLength: UInt32(headLength), keyLength: UInt32(key.utf8.count), status: UInt16(clamping: status),
                           hasValidator: hasValidator, lengthFieldBytes: UInt8(lengthField),
-                          isGzip: AcceptEncoding.isGzip(HeadFields.first("content-encoding", in: headPrefix)), directives: directives,
+                          isGzip: knownCoding ?? AcceptEncoding.isGzip(HeadFields.first("content-encoding", in: headPrefix)),
+                          directives: directives,
                           rare: plain ? nil : Rare(bodyFile: bodyFile, otherFields: otherFields, varyNames: varyNames,
                                                    varyValues: varyValues, tags: tags))
         let storage = unsafeDowncast(Storage.create(minimumCapacity: linkBytes + headLength + body.count + key.utf8.count) { _ in parts },
@@ -165,7 +167,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
         return StoredHead(key: key, status: status, headPrefix: Array(prefix),
                           otherFields: storage.header.rare?.otherFields ?? [],
                           timing: timing, lifetime: lifetime, directives: storage.header.directives, hasValidator: hasValidator,
-                          varyNames: varyNames, varyValues: varyValues, tags: tags)
+                          varyNames: varyNames, varyValues: varyValues, tags: tags, isGzip: isGzip)
     }
 
     /// The same with the head prefix and body given as arrays (tests, small responses).
@@ -280,7 +282,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
                          contentLength: lengthField > 0 ? bodyLength : nil, body: body, bodyFile: bodyFile,
                          otherFields: storage.header.rare?.otherFields ?? [], timing: timing, lifetime: 0,
                          directives: storage.header.directives, varyNames: varyNames, varyValues: varyValues, tags: tags,
-                         hasValidator: hasValidator)
+                         hasValidator: hasValidator, isGzip: isGzip)
     }
 
     /// The same response with `body` (the decoded form of a gzip body) in
@@ -298,6 +300,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
             ResponseSerializer.appendField(field.name, weak ? "W/" + field.value : field.value, to: &prefix)
         }
         head.headPrefix = prefix
+        head.isGzip = false
         return Self.make(head: head, body: body)
     }
 

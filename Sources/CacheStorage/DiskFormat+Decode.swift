@@ -62,7 +62,7 @@ extension DiskFormat {
                                         body: body, bodyFile: nil, otherFields: m.otherFields,
                                         timing: m.timing, lifetime: h.flags & staleFlag != 0 ? 0 : m.lifetime,
                                         directives: m.directives, varyNames: m.varyNames, varyValues: m.varyValues,
-                                        tags: m.tags, hasValidator: m.hasValidator)
+                                        tags: m.tags, hasValidator: m.hasValidator, isGzip: m.isGzip)
         return (m.storedAt, entry)
     }
 
@@ -96,6 +96,7 @@ extension DiskFormat {
         var storedAt: Int64
         var lifetime: Int
         var hasValidator: Bool
+        var isGzip: Bool?
         var directives: PackedCacheControl
         var prefix: UnsafeRawBufferPointer
         var otherFields: HeaderFields
@@ -114,7 +115,8 @@ extension DiskFormat {
         func record(flags: UInt32) -> DiskRecord {
             let head = StoredHead(key: String(decoding: key, as: UTF8.self), status: status, headPrefix: Array(prefix),
                                   otherFields: otherFields, timing: timing, lifetime: lifetime, directives: directives,
-                                  hasValidator: hasValidator, varyNames: varyNames, varyValues: varyValues, tags: tags)
+                                  hasValidator: hasValidator, varyNames: varyNames, varyValues: varyValues, tags: tags,
+                                  isGzip: isGzip)
             var record = DiskRecord(head: head, storedAt: storedAt, body: [])
             record.markedStale = flags & staleFlag != 0
             return record
@@ -129,7 +131,8 @@ extension DiskFormat {
         let requestTime = try r.i64(), responseTime = try r.i64(), date = try r.i64(), age = try r.i64()
         let storedAt = try r.i64()
         let lifetime = try r.i64()
-        let hasValidator = try r.u8() != 0
+        let facts = try r.u8()
+        let hasValidator = facts & 1 != 0, isGzip: Bool? = facts & 4 != 0 ? facts & 2 != 0 : nil
         let flags = try r.u32()
         let values = (try r.u32(), try r.u32(), try r.u32(), try r.u32(), try r.u32(), try r.u32())
         let prefix = try r.take(Int(try r.u32()))
@@ -151,7 +154,7 @@ extension DiskFormat {
         let timing = ResponseTiming(requestTime: requestTime, responseTime: responseTime,
                                     dateValue: date == Int64.min ? nil : date, ageValue: Int(clamping: age))
         return Meta(key: key, status: status, timing: timing, storedAt: storedAt, lifetime: Int(lifetime), hasValidator: hasValidator,
-                    directives: PackedCacheControl(flags: UInt16(flags), values: values), prefix: prefix,
+                    isGzip: isGzip, directives: PackedCacheControl(flags: UInt16(flags), values: values), prefix: prefix,
                     otherFields: otherFields, varyNames: varyNames, varyValues: varyValues, tags: tags)
     }
 

@@ -110,7 +110,8 @@ public enum DiskFormat {
         meta.i64(Int64(head.timing.ageValue))
         meta.i64(record.storedAt)
         meta.i64(Int64(head.lifetime))
-        meta.u8(head.hasValidator ? 1 : 0)
+        // Bit 0: has a validator; bit 2: the coding is known, bit 1: gzip.
+        meta.u8((head.hasValidator ? 1 : 0) | (head.isGzip.map { $0 ? 6 : 4 } ?? 0))
         let words = head.directives.words
         meta.u32(UInt32(words.flags))
         for value in words.values { meta.u32(value) }

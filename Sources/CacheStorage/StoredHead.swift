@@ -19,6 +19,9 @@ public struct StoredHead: Equatable, Sendable {
     public var lifetime: Int
     public var directives: PackedCacheControl
     public var hasValidator: Bool
+    /// Content-Encoding: gzip; nil when not known (a file written before
+    /// this was recorded): the head is then read for it.
+    public var isGzip: Bool?
     /// Vary field names (sorted) and the request's normalized values for them.
     public var varyNames: [String]
     public var varyValues: [String?]
@@ -27,7 +30,7 @@ public struct StoredHead: Equatable, Sendable {
 
     public init(key: String, status: Int, headPrefix: [UInt8], otherFields: HeaderFields = [], timing: ResponseTiming,
                 lifetime: Int, directives: PackedCacheControl, hasValidator: Bool, varyNames: [String] = [],
-                varyValues: [String?] = [], tags: [String] = []) {
+                varyValues: [String?] = [], tags: [String] = [], isGzip: Bool? = nil) {
         self.key = key
         self.status = status
         self.headPrefix = headPrefix
@@ -39,6 +42,7 @@ public struct StoredHead: Equatable, Sendable {
         self.varyNames = varyNames
         self.varyValues = varyValues
         self.tags = tags
+        self.isGzip = isGzip
     }
 
     /// Whether a response with this status carries a Content-Length (RFC

@@ -181,8 +181,9 @@ struct StoredResponseBuilder: Sendable {
         // Fields kept for Larder only (targeted cache-control): stored beside
         // the head, never sent. Framing and per-request fields are rebuilt.
         var otherFields: HeaderFields = []
-        var hasDate = false, hasValidator = false
+        var hasDate = false, hasValidator = false, isGzip = false
         for field in kept where !Self.isPerRequest(field.name) {
+            if field.name.isField("content-encoding") { isGzip = AcceptEncoding.isGzip(field.value) }
             if field.name.isField("date") { hasDate = true }
             if field.name.isField("etag") || field.name.isField("last-modified") { hasValidator = true }
             if isHidden(field.name) {
@@ -199,7 +200,8 @@ struct StoredResponseBuilder: Sendable {
         let lifetime = keptLifetime(status: status, headers: headers, kept: kept, timing: timing, key: key, cc: cc, targeted: targeted)
         return StoredHead(key: key, status: status, headPrefix: prefix, otherFields: otherFields, timing: timing,
                           lifetime: lifetime ?? 0, directives: PackedCacheControl(cc), hasValidator: hasValidator,
-                          varyNames: names, varyValues: names.map { Vary.normalize(request($0), field: $0) }, tags: tags)
+                          varyNames: names, varyValues: names.map { Vary.normalize(request($0), field: $0) }, tags: tags,
+                          isGzip: isGzip)
     }
 
     /// The lifetime of the stored copy: computed from the kept fields, with

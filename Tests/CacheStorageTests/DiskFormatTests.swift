@@ -10,7 +10,23 @@ final class DiskFormatTests: XCTestCase {
                             varyNames: ["accept-language"], varyValues: [nil])
         head.otherFields = ["cdn-cache-control": "max-age=5"]
         head.hasValidator = true
+        head.isGzip = false
         return DiskRecord(head: head, storedAt: 102, body: body)
+    }
+
+    /// Whether the body is gzip travels in the record; a record written
+    /// before it did has its head read for it.
+    func testTheBodysCodingIsKeptOrReadFromTheHead() throws {
+        var gzip = record()
+        gzip.head = testHead("/g", fields: ["content-encoding": "gzip", "cache-control": "max-age=60"],
+                             timing: ResponseTiming(requestTime: 100, responseTime: 101, dateValue: nil, ageValue: 0))
+        for known: Bool? in [true, nil] {
+            gzip.head.isGzip = known
+            let entry = try DiskFormat.decode(DiskFormat.encode(gzip)).response
+            XCTAssertTrue(entry.isGzip, "known: \(String(describing: known))")
+            XCTAssertEqual(try DiskFormat.decode(DiskFormat.encode(gzip)).head.isGzip, known)
+        }
+        XCTAssertFalse(try DiskFormat.decode(DiskFormat.encode(record())).response.isGzip)
     }
 
     func testRoundTrip() throws {
