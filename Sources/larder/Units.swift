@@ -40,12 +40,13 @@ enum Units {
         return overflow ? nil : product
     }
 
-    static let graceExpectation = "expected a duration such as \"1h\" or \"30m\", or \"0\" (off)"
+    static let graceExpectation = "expected a duration of at least 1s such as \"1h\" or \"30m\", or \"0\" (off)"
 
     /// `stale_on_disconnect`: a duration in seconds, or `0`/`off` for none.
     static func parseGraceSeconds(_ text: String) -> Int? {
         if text.trimmingCharacters().lowercased() == "off" { return 0 }
-        return parseDurationMilliseconds(text).map { $0 / 1000 }
+        guard let ms = parseDurationMilliseconds(text), ms == 0 || ms >= 1000 else { return nil }  // 500ms is not "off"
+        return ms / 1000
     }
 
     /// The preset lifetimes, in seconds; a `[presets]` table changes them.

@@ -268,6 +268,7 @@ final class CommandLineTests: XCTestCase {
         }
         for (bad, at) in [("stale_on_disconnect = \"forever\"\n", ":1: stale_on_disconnect: expected a duration"),
                           ("stale_on_disconnect = -5\n", ":1: stale_on_disconnect: expected a duration"),
+                          ("stale_on_disconnect = \"500ms\"\n", ":1: stale_on_disconnect: expected a duration of at least 1s"),
                           ("[[route]]\nprefix = \"/a/\"\nstale_on_disconnect = \"soon\"\n", ":3: route.stale_on_disconnect: expected a duration")] {
             let path = try config(bad)
             let r = try run(["check-config", "--config", path])
