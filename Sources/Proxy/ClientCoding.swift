@@ -2,9 +2,6 @@ import CacheSemantics
 import CacheStorage
 import Compression
 import HTTP1
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// A stored gzip body for a client that does not take gzip (RFC 9110
 /// section 12.5.3; Varnish does the same): the client gets it decoded, as
@@ -31,7 +28,7 @@ enum ClientCoding {
         var decodedBody: [UInt8]
         do {
             if let file = entry.bodyFile {
-                guard let bytes = read(file) else { return nil }
+                guard let bytes = file.readWhole() else { return nil }
                 decodedBody = try bytes.withUnsafeBytes { try Gzip.decompress($0, limit: maxDecodedBytes) }
             } else {
                 decodedBody = try Gzip.decompress(entry.body, limit: maxDecodedBytes)
@@ -40,21 +37,5 @@ enum ClientCoding {
             return nil
         }
         return decodedBody.withUnsafeBytes { entry.decoded(body: $0) }
-    }
-
-    /// A body kept in a file, read whole.
-    private static func read(_ file: FileBody) -> [UInt8]? {
-        let fd = open(file.path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes = [UInt8](repeating: 0, count: file.length)
-        var done = 0
-        while done < file.length {
-            let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, file.length - done, off_t(file.offset + done)) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return nil }
-            done += n
-        }
-        return bytes
     }
 }

@@ -222,4 +222,20 @@ final class DiskTierEndToEndTests: ConfiguredTestCase {
         XCTAssertEqual(part.status, 206)
         XCTAssertTrue(part.body == Array(miss.body[104_857_500...]))
     }
+
+    /// A gzip body served from the disk tier (too large for the memory
+    /// tier) is decoded for a client that does not take gzip.
+    func testAGzipBodyServedFromDiskIsDecodedForAClientWithoutGzip() throws {
+        let target = "/gzdisk?gzip=always&size=6000000"
+        let l = try start(["--memory-limit", "64KiB"])
+        let gzipped = try l.client().get(target, headers: ["Accept-Encoding: gzip"])
+        XCTAssertGreaterThan(gzipped.body.count, 64 << 10, "larger than the memory tier")
+        let deadline = Date().addingTimeInterval(30)
+        while cacheFiles().isEmpty && Date() < deadline { usleep(20_000) }
+        let plain = try l.client().get(target)
+        XCTAssertTrue(plain.header("cache-status")?.contains("hit") ?? false, "\(plain.headers)")
+        XCTAssertNil(plain.header("content-encoding"))
+        XCTAssertEqual(plain.body.count, 6_000_000)
+        XCTAssertEqual(try origin.count(target), 1)
+    }
 }

@@ -182,3 +182,13 @@ enum DiskIO {
         }
     }
 }
+
+extension FileBody {
+    /// The body's bytes, read whole; nil when the file is gone or shorter
+    /// than recorded.
+    public func readWhole() -> [UInt8]? {
+        guard let fd = try? DiskIO.openForReading(path) else { return nil }
+        defer { DiskIO.close(fd) }
+        return (try? DiskIO.read(fd, count: length, at: offset)) ?? nil
+    }
+}
