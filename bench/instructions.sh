@@ -3,10 +3,14 @@
 # unlike timings on a shared VM (±20 % between runs) the count moves only
 # when the code does, so it shows what a small change bought.
 #
-#   bench/instructions.sh [misses|hot-1k|disk-hits] [seconds]
+#   bench/instructions.sh [misses|hot-1k|disk-hits|json-plain|json-gzip|json-decoded] [seconds]
 #
 # disk-hits: 1,000 keys of 1 KiB, a memory tier of 64 KiB (about 40 of
 # them) and a disk tier: nearly every hit is read from its file.
+# json-*: hits on one 10 KiB JSON response: stored as it came (json-plain),
+# stored with compress = ["application/json"] and asked for by a client
+# that takes gzip (json-gzip) or by one that does not (json-decoded: the
+# stored gzip is decoded on every hit).
 #
 # Counts everything in the Larder process (Larder, libcurl, libc, the Swift
 # runtime), not the kernel. Larder runs one worker under callgrind (about
@@ -23,12 +27,21 @@ strip -g -o "$WORK/larder" "$LARDER"
 LARDER="$WORK/larder"
 mkdir -p "$WORK/www"
 head -c 1024 /dev/urandom > "$WORK/www/1k"
-start_static_origin "location ~ ^/1k/ { add_header Cache-Control \"max-age=3600\"; try_files /1k =404; }"
+python3 bench/json-body.py 10240 > "$WORK/www/api.json"
+start_static_origin "location ~ ^/1k/ { add_header Cache-Control \"max-age=3600\"; try_files /1k =404; }
+        location ~ ^/j/ { types { application/json json; } add_header Cache-Control \"max-age=3600\"; try_files /api.json =404; }"
 if [ "$WORKLOAD" = disk-hits ]; then
     TIERS="--memory-limit 64KiB --cache-dir $WORK/cache"
 else
     TIERS="--memory-limit 2GiB"
 fi
+case $WORKLOAD in
+    json-gzip|json-decoded)
+        echo 'compress = ["application/json"]' > "$WORK/compress.toml"
+        TIERS="$TIERS --config $WORK/compress.toml" ;;
+esac
+ACCEPT=""
+[ "$WORKLOAD" = json-gzip ] && ACCEPT="Accept-Encoding: gzip"
 # shellcheck disable=SC2086
 LARDER_LAUNCH="valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=$WORK/callgrind.out" WORKERS=1 \
     start_larder $TIERS --admin-listen none --log-level error
@@ -42,6 +55,7 @@ write_misses_script "$WORK/misses.lua"
 case $WORKLOAD in
     misses) target="/"; script="-s $WORK/misses.lua" ;;
     hot-1k) target="/1k/hot"; script=""; curl -s -o /dev/null "http://127.0.0.1:$LARDER_PORT$target" ;;
+    json-*) target="/j/hot"; script=""; curl -s -o /dev/null "http://127.0.0.1:$LARDER_PORT$target" ;;
     disk-hits)
         target="/"; script="-s $WORK/keys.lua"
         # Every key stored first (in order, until all are), then random ones.
@@ -52,10 +66,10 @@ case $WORKLOAD in
 esac
 # Warm up uncounted (first-time paths, pools, table growth), then count.
 # shellcheck disable=SC2086
-wrk -t1 -c8 -d3s $script "http://127.0.0.1:$LARDER_PORT$target" > /dev/null
+wrk -t1 -c8 -d3s $script ${ACCEPT:+-H "$ACCEPT"} "http://127.0.0.1:$LARDER_PORT$target" > /dev/null
 callgrind_control -i on "$LARDER_PID" > /dev/null
 # shellcheck disable=SC2086
-wrk -t1 -c8 -d"${SECONDS_TO_RUN}s" $script "http://127.0.0.1:$LARDER_PORT$target" > "$WORK/wrk.txt"
+wrk -t1 -c8 -d"${SECONDS_TO_RUN}s" $script ${ACCEPT:+-H "$ACCEPT"} "http://127.0.0.1:$LARDER_PORT$target" > "$WORK/wrk.txt"
 callgrind_control -i off "$LARDER_PID" > /dev/null
 callgrind_control -d "$LARDER_PID" > /dev/null
 requests=$(awk '/requests in/ {print $1}' "$WORK/wrk.txt")

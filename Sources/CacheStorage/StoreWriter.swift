@@ -98,7 +98,20 @@ public struct StoreWriter {
             self.stream = nil
             return true
         }
-        let entry = CachedResponse.make(head: head, body: body.buffer)
+        return insert(CachedResponse.make(head: head, body: body.buffer))
+    }
+
+    /// The body is complete and held in memory (not `isStreaming`): stores
+    /// it recoded, as `head` and `recoded` say (a copy stored compressed),
+    /// instead of as collected.
+    @discardableResult
+    public mutating func commit(as head: StoredHead, body recoded: UnsafeRawBufferPointer) -> Bool {
+        guard !abandoned, stream == nil else { return commit() }
+        abandoned = true
+        return insert(CachedResponse.make(head: head, body: recoded))
+    }
+
+    private mutating func insert(_ entry: CachedResponse) -> Bool {
         body.discard()
         guard store.insert(entry, firstTierOnly: firstTierOnly, fetchedSince: fetchedSince) else { return false }
         committed = entry

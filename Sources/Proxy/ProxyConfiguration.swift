@@ -40,6 +40,9 @@ public struct ProxyConfiguration: Sendable {
     /// (seconds) a stored response may be served when the upstream cannot
     /// be reached at all, unless its directives forbid it (0: off).
     public var staleOnDisconnectSeconds = 3600
+    /// `compress`: uncompressed responses of these media types are stored
+    /// gzip encoded (empty: off, the default). Routes may override it.
+    public var compressTypes = MediaTypePatterns()
     /// Retries of idempotent, bodiless requests whose upstream connection
     /// failed before any response byte arrived.
     public var upstreamRetries = 2

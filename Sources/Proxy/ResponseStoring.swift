@@ -1,5 +1,6 @@
 import CacheSemantics
 import CacheStorage
+import Compression
 import EventLoop
 import HTTP1
 import HTTPHeaders
@@ -9,9 +10,14 @@ import HTTPHeaders
 struct PendingStore {
     let response: UpstreamResponse
     private var writer: StoreWriter
+    /// `compress`: the head of the copy stored gzip encoded, used when the
+    /// body was held in memory and compressing made it smaller.
+    private let compressedHead: StoredHead?
 
-    fileprivate init?(_ response: UpstreamResponse, head: StoredHead, worker: Worker, fetchedSince: UInt64, toDisk: Bool) {
+    fileprivate init?(_ response: UpstreamResponse, head: StoredHead, compressedHead: StoredHead?, worker: Worker,
+                      fetchedSince: UInt64, toDisk: Bool) {
         self.response = response
+        self.compressedHead = compressedHead
         writer = StoreWriter(head, into: worker.store, fetchedSince: fetchedSince, storedAt: EventLoop.wallSeconds(),
                              firstTierOnly: !toDisk, expectedLength: response.length)
         // A body too large for every tier, or a purge that won already: not stored.
@@ -39,9 +45,18 @@ struct PendingStore {
     /// and offers it to the fleet's shared tier (`sharedMark`: taken when
     /// the fetch began).
     mutating func commit(on worker: Worker, sharedMark: SharedMark?) -> Bool {
-        guard writer.commit() else { return false }
+        guard commitWhole() else { return false }
         if let tier = worker.sharedTier, let mark = sharedMark, let entry = writer.committed { tier.store(entry, fetchedAt: mark) }
         return true
+    }
+
+    /// Commits the body as collected, or compressed (`compress`) when that
+    /// is smaller. A body streamed to a tier is kept as it came.
+    private mutating func commitWhole() -> Bool {
+        guard let compressedHead, !writer.isStreaming, !writer.collected.isEmpty else { return writer.commit() }
+        let compressed = Gzip.compress(writer.collected)
+        guard compressed.count < writer.collected.count else { return writer.commit() }
+        return compressed.withUnsafeBytes { writer.commit(as: compressedHead, body: $0) }
     }
 
     /// Nothing will be stored (too large, incomplete, failed).
@@ -60,10 +75,21 @@ extension Worker {
         switch response.cacheEffect(of: request, isCacheLookup: isCacheLookup, builder: builder,
                                     largestBody: StoreWriter.largestBody(in: store, firstTierOnly: !toDisk)) {
         case .store(let directives):
+            let tags = builder.tags(response.received, key: key)
             let head = builder.storedHead(key: key, status: response.status, reason: response.reason, headers: response.fields,
-                                          timing: response.timing, tags: builder.tags(response.received, key: key),
-                                          directives: directives, varyFrom: { request.combinedHeader($0) })
-            return PendingStore(response, head: head, worker: self, fetchedSince: fetchedSince, toDisk: toDisk)
+                                          timing: response.timing, tags: tags, directives: directives,
+                                          varyFrom: { request.combinedHeader($0) })
+            var compressed: StoredHead?
+            if request.method == "GET",
+               StoredCompression.applies(status: response.status, headers: response.fields, cc: directives.cc,
+                                         types: builder.compression(for: key)) {
+                compressed = builder.storedHead(key: key, status: response.status, reason: response.reason,
+                                                headers: StoredCompression.fields(response.fields), timing: response.timing,
+                                                tags: tags, directives: directives, varyNames: head.varyNames,
+                                                varyFrom: { request.combinedHeader($0) })
+            }
+            return PendingStore(response, head: head, compressedHead: compressed, worker: self, fetchedSince: fetchedSince,
+                                toDisk: toDisk)
         case .removeSuperseded:
             store.remove(key)
         case .updateStored:

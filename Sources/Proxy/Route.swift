@@ -35,6 +35,8 @@ public struct Route: Sendable, Equatable {
     public var negativeTTL: Int?
     /// `stale_on_disconnect` for this route (seconds; nil: the global one).
     public var staleOnDisconnect: Int?
+    /// `compress` for this route (nil: the global list; empty: off here).
+    public var compress: MediaTypePatterns?
     /// Purge tags given to every response stored under this route.
     public var tags: [String] = []
     /// Whether responses under this route go to the disk tier.

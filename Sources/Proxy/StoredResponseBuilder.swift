@@ -21,6 +21,8 @@ struct StoredResponseBuilder: Sendable {
     var hostIsKeyed = false
     /// pass_request_headers: they reach the upstream, so they select responses.
     var passedKeyed: [String] = []
+    /// `compress`: the media types stored gzip encoded (routes override it).
+    var compressTypes = MediaTypePatterns()
 
     init(_ configuration: ProxyConfiguration) {
         self.init(shared: configuration.sharedCache, targetedField: configuration.targetedCacheControl, routes: configuration.routes,
@@ -28,7 +30,11 @@ struct StoredResponseBuilder: Sendable {
         storeSetCookie = configuration.storeSetCookie
         hostIsKeyed = configuration.forwardHost
         passedKeyed = configuration.passRequestHeaders
+        compressTypes = configuration.compressTypes
     }
+
+    /// The `compress` list that applies to `key`.
+    func compression(for key: String) -> MediaTypePatterns { routes.match(key)?.compress ?? compressTypes }
 
     init(shared: Bool, targetedField: String, routes: RouteTable = RouteTable(), stripTargetedFields: Bool = false) {
         self.shared = shared
@@ -155,16 +161,19 @@ struct StoredResponseBuilder: Sendable {
     /// the fields the response's Vary names. The body is copied into the entry.
     func build(key: String, status: Int, reason: String?, headers: HeaderFields, body: UnsafeRawBufferPointer,
                bodyFile: FileBody? = nil, timing: ResponseTiming, tags: [String], directives: Directives? = nil,
-               varyFrom request: (String) -> String?) -> CachedResponse {
+               varyNames: [String]? = nil, varyFrom request: (String) -> String?) -> CachedResponse {
         let head = storedHead(key: key, status: status, reason: reason, headers: headers, timing: timing, tags: tags,
-                              directives: directives, varyFrom: request)
+                              directives: directives, varyNames: varyNames, varyFrom: request)
         return CachedResponse.make(head: head, body: body, bodyFile: bodyFile)
     }
 
     /// What every tier keeps of a response but its body: the head prefix a
     /// hit sends (serialized once), lifetime, directives, Vary and tags.
+    /// `varyNames`: the fields that select it, when not the Vary of
+    /// `headers` (a copy stored compressed sends a Vary it does not select on).
     func storedHead(key: String, status: Int, reason: String?, headers: HeaderFields, timing: ResponseTiming,
-                    tags: [String], directives: Directives? = nil, varyFrom request: (String) -> String?) -> StoredHead {
+                    tags: [String], directives: Directives? = nil, varyNames: [String]? = nil,
+                    varyFrom request: (String) -> String?) -> StoredHead {
         let (cc, targeted) = directives ?? cacheControl(headers, key: key)
         // Fields named by no-cache="..." are not stored (RFC 9111 section
         // 5.2.2.4: they may not be reused unvalidated), nor, in a shared
@@ -196,7 +205,7 @@ struct StoredResponseBuilder: Sendable {
             // No Date from the origin: the one Larder added when it received the response.
             ResponseSerializer.appendField("date", HTTPDate.formatString(timing.responseTime), to: &prefix)
         }
-        let names = variantFields(headers, key: key)
+        let names = varyNames ?? variantFields(headers, key: key)
         let lifetime = keptLifetime(status: status, headers: headers, kept: kept, timing: timing, key: key, cc: cc, targeted: targeted)
         return StoredHead(key: key, status: status, headPrefix: prefix, otherFields: otherFields, timing: timing,
                           lifetime: lifetime ?? 0, directives: PackedCacheControl(cc), hasValidator: hasValidator,
@@ -221,12 +230,15 @@ struct StoredResponseBuilder: Sendable {
     }
 
     /// A stored response refreshed by a 304 (or HEAD) response (section 4.3.4):
-    /// merged header fields, the new response's timing, the same body.
+    /// merged header fields, the new response's timing, the same body,
+    /// selected as before.
     func refresh(_ entry: CachedResponse, with update: HeaderFields, timing: ResponseTiming) -> CachedResponse {
-        let merged = Validation.merge(stored: entry.headers, update: update)
+        let stored = entry.headers
+        var merged = Validation.merge(stored: stored, update: update)
+        if entry.isGzip { merged = StoredCompression.keepWeak(stored: stored["etag"], merged: merged) }
         let names = entry.varyNames, values = entry.varyValues
         return build(key: entry.key, status: entry.status, reason: entry.reason, headers: merged, body: entry.body,
-                     bodyFile: entry.bodyFile, timing: timing, tags: entry.tags) { name in
+                     bodyFile: entry.bodyFile, timing: timing, tags: entry.tags, varyNames: names) { name in
             names.firstIndex(of: name).flatMap { values[$0] }
         }
     }

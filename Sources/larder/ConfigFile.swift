@@ -80,7 +80,8 @@ enum ConfigFile {
     /// The keys a `[[route]]` table may have.
     static let routeKeys = ["prefix", "policy", "allow_client_policy", "default_ttl", "ignore_upstream_cache_control",
                             "ignore_no_store", "negative_ttl", "disk", "ignore_query", "ignore_query_params", "sort_query",
-                            "memory_ttl", "disk_ttl", "methods", "glob", "key_headers", "tags", "stale_on_disconnect"]
+                            "memory_ttl", "disk_ttl", "methods", "glob", "key_headers", "tags", "stale_on_disconnect",
+                            "compress"]
 
     /// `[[route]]` tables: every key checked, errors with file, line and key.
     /// `[presets]`: short, medium, long and max as durations.
@@ -171,6 +172,13 @@ enum ConfigFile {
                         throw fail(key, "expected a list of parameter names, e.g. [\"utm_source\", \"utm_medium\"]")
                     }
                     route.ignoredQueryParameters = Set(names)
+                case "compress":
+                    guard item.type == .array, let types = item.array?.compactMap({ $0.string }), types.count == item.array?.count
+                    else { throw fail(key, Settings.compressExpectation) }
+                    switch MediaTypePatterns.parse(types) {
+                    case .success(let patterns): route.compress = patterns
+                    case .failure(let error): throw fail(key, "\"\(error.entry)\" is not a media type; " + Settings.compressExpectation)
+                    }
                 case "stale_on_disconnect":
                     guard let text = item.string ?? item.int.map({ String($0) }), let seconds = Units.parseGraceSeconds(text) else {
                         throw fail(key, Units.graceExpectation)
@@ -213,7 +221,7 @@ enum ConfigFile {
         case .integer: return "expected an integer"
         case .bool: return "expected true or false"
         case .lifetime: return "expected a duration string such as \"1h\" or a preset"
-        case .list: return "expected a list of strings"
+        case .list: return key == .compress ? Settings.compressExpectation : "expected a list of strings"
         }
     }
 

@@ -75,6 +75,7 @@ enum ConfigKey: String, CaseIterable {
     case upstream_retries, upstream_max_connections, finish_store_limit, upstream_total_timeout, store_set_cookie
     case max_connections, body_timeout, max_header_count, forward_host, max_pipeline_buffer
     case send_timeout, admin_max_connections, request_buffer_size, pass_request_headers, stale_on_disconnect
+    case compress
 
     enum Kind { case string, size, duration, integer, bool, lifetime, list }
 
@@ -93,7 +94,7 @@ enum ConfigKey: String, CaseIterable {
         case .upstream_tls_verify, .allow_client_policy, .strip_tag_headers, .strip_targeted_fields, .store_set_cookie, .forward_host:
             return .bool
         case .memory_ttl, .disk_ttl: return .lifetime
-        case .pass_request_headers: return .list
+        case .pass_request_headers, .compress: return .list
         }
     }
 }
@@ -124,6 +125,9 @@ extension Settings {
         .max_header_count: (8...10_000, \.proxy.limits.maxHeaderCount),
         .admin_max_connections: (1...10_000, \.adminMaxConnections),
     ]
+
+    /// What `compress` takes (top level and in a route).
+    static let compressExpectation = "expected a list of media types such as [\"application/json\", \"text/*\"] ([] for none)"
 
     /// The disk tier's lifetime after resolving "mirror".
     var effectiveDiskTTLSeconds: Int? { diskMirrorsMemory ? memoryTTLSeconds : diskTTLSeconds }
@@ -208,6 +212,12 @@ extension Settings {
             case .store_set_cookie: proxy.storeSetCookie = b
             case .forward_host: proxy.forwardHost = b
             default: proxy.upstream.verifyTLS = b
+            }
+        case .list where key == .compress:
+            guard case .list(let types) = value else { return Self.compressExpectation }
+            switch MediaTypePatterns.parse(types) {
+            case .success(let patterns): proxy.compressTypes = patterns
+            case .failure(let error): return "\"\(error.entry)\" is not a media type; " + Self.compressExpectation
             }
         case .list:
             guard case .list(let names) = value,

@@ -277,6 +277,25 @@ final class CommandLineTests: XCTestCase {
         }
     }
 
+    func testCompressTakesAListOfMediaTypes() throws {
+        for good in ["compress = [\"application/json\", \"text/*\"]\n", "compress = []\n",
+                     "[[route]]\nprefix = \"/a/\"\ncompress = [\"Image/SVG+XML\"]\n"] {
+            XCTAssertEqual(try run(["check-config", "--config", try config(good)]).status, 0, good)
+        }
+        for (bad, at) in [("compress = \"application/json\"\n", ":1: compress: expected a list of media types"),
+                          ("compress = [\"json\"]\n", ":1: compress: \"json\" is not a media type"),
+                          ("compress = [\"*/*\"]\n", ":1: compress: \"*/*\" is not a media type"),
+                          ("compress = [\"text/\"]\n", ":1: compress: \"text/\" is not a media type"),
+                          ("compress = [1]\n", ":1: compress: expected a list of media types"),
+                          ("[[route]]\nprefix = \"/a/\"\ncompress = [\"text/html; charset=utf-8\"]\n",
+                           ":3: route.compress: \"text/html; charset=utf-8\" is not a media type")] {
+            let path = try config(bad)
+            let r = try run(["check-config", "--config", path])
+            XCTAssertEqual(r.status, 78, bad)
+            XCTAssertTrue(r.stderr.contains(path + at), r.stderr)
+        }
+    }
+
     func testAnUnknownConfiguredPolicyIsAConfigError() throws {
         let path = try config("# policies\npolicy = \"whenever\"\n")
         let r = try run(["check-config", "--config", path])

@@ -215,7 +215,9 @@ class Handler(BaseHTTPRequestHandler):
     def not_modified(self, headers):
         inm = self.headers.get("If-None-Match")
         if inm is not None:
-            return "ETag" in headers and headers["ETag"] in [t.strip() for t in inm.split(",")]
+            # Weak comparison, as RFC 9110 section 13.1.2 requires here.
+            tags = [t.strip().removeprefix("W/") for t in inm.split(",")]
+            return "ETag" in headers and (headers["ETag"].removeprefix("W/") in tags or "*" in tags)
         ims = self.headers.get("If-Modified-Since")
         if ims is not None and "Last-Modified" in headers:
             try:
