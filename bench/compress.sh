@@ -44,7 +44,8 @@ for mode in plain compress; do
         wrk -t2 -c32 -d5s -s "$WORK/fill.lua" "http://127.0.0.1:$LARDER_PORT/" -- "$round" > /dev/null
     done
     set -- $(stats); n=$(( $1 - base_objects ))
-    size=$(curl -s -H 'Accept-Encoding: gzip' -o /dev/null -w '%{size_download}' "http://127.0.0.1:$LARDER_PORT/j/1-1-1")
+    curl -s -o /dev/null "http://127.0.0.1:$LARDER_PORT/j/probe"
+    size=$(curl -s -H 'Accept-Encoding: gzip' -o /dev/null -w '%{size_download}' "http://127.0.0.1:$LARDER_PORT/j/probe")
     echo "$mode: $n entries; charged per entry $(( ($2 - base_bytes) / n )) bytes;" \
          "RSS per entry $(( ($(rss) - base_rss) / n )) bytes; a gzip-accepting client receives $size body bytes"
     kill "$LARDER_PID"; wait "$LARDER_PID" 2>/dev/null || true

@@ -200,6 +200,7 @@ public final class AdminAPI {
             staleHits: stats.total(.staleHits), revalidations: stats.total(.revalidations),
             collapsed: stats.total(.collapsed), upstreamErrors: stats.total(.upstreamErrors),
             stored: stats.total(.stored), backgroundRefreshes: stats.total(.backgroundRefreshes),
+            rangeFills: stats.total(.rangeFills),
             clientErrors: stats.total(.clientErrors), refusedConnections: stats.total(.refusedConnections),
             outputPauses: stats.total(.outputPauses), sendTimeouts: stats.total(.sendTimeouts),
             adminRefusedConnections: stats.adminRefusedConnections.load(ordering: .relaxed),

@@ -12,6 +12,8 @@ public struct StatsSnapshot: Equatable, Sendable {
     public var upstreamErrors: Int
     public var stored: Int
     public var backgroundRefreshes: Int
+    /// Whole responses fetched in the background after a range miss.
+    public var rangeFills = 0
     public var clientErrors: Int
     public var refusedConnections: Int
     /// Times a connection held back answers for a client leaving them unread.
@@ -48,7 +50,7 @@ public struct StatsSnapshot: Equatable, Sendable {
         return """
             {"hits": \(hits), "misses": \(misses), "stale_hits": \(staleHits), "revalidations": \(revalidations), \
             "collapsed": \(collapsed), "upstream_errors": \(upstreamErrors), "stored": \(stored), \
-            "background_refreshes": \(backgroundRefreshes), "client_errors": \(clientErrors), \
+            "background_refreshes": \(backgroundRefreshes), "range_fills": \(rangeFills), "client_errors": \(clientErrors), \
             "refused_connections": \(refusedConnections), "output_pauses": \(outputPauses), \
             "send_timeouts": \(sendTimeouts), "admin_refused_connections": \(adminRefusedConnections), \
             "open_connections": \(openConnections), "purged": \(purged), \
@@ -83,6 +85,7 @@ final class Metrics {
             ("upstream_errors", "Upstream transfers that failed", \.upstreamErrors),
             ("stored", "Responses stored", \.stored),
             ("background_refreshes", "Background refreshes started", \.backgroundRefreshes),
+            ("range_fills", "Whole responses fetched in the background after a range miss", \.rangeFills),
             ("client_errors", "Malformed or refused client requests", \.clientErrors),
             ("refused_connections", "Connections answered 503 over max_connections", \.refusedConnections),
             ("output_pauses", "Times a connection held back answers while its client left 1 MiB unread", \.outputPauses),

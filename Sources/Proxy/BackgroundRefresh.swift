@@ -5,15 +5,18 @@ import HTTP1
 import Upstream
 import HTTPHeaders
 
-/// Revalidates a stored response with no client waiting (stale-while-
-/// revalidate): a conditional GET. Its answer does to the cache what it
-/// would do to a client's (`Worker.applyCacheEffect`): a 304 refreshes the
-/// stored response, a storable 200 replaces it (streamed to disk when
-/// large), a current answer that cannot be stored removes it; an error
-/// leaves it as it was.
+/// A GET with no client waiting: it revalidates a stored response
+/// (stale-while-revalidate: a conditional GET), or fetches the whole of a
+/// response of which a range was asked (`entry` nil: the range's client
+/// got its 206 meanwhile). Its answer does to the cache what it would do
+/// to a client's (`Worker.applyCacheEffect`): a 304 refreshes the stored
+/// response, a storable 200 replaces it (streamed to disk when large), a
+/// current answer that cannot be stored removes it; an error leaves it as
+/// it was. It asks for the whole: a Range of the client's is not sent.
 final class BackgroundRefresh: UpstreamTransferDelegate {
     private unowned let worker: Worker
-    private let entry: CachedResponse
+    private let key: String
+    private let entry: CachedResponse?
     private let variants: Variants
     private let request: RequestHead
     private var transfer: (any UpstreamTransferControl)?
@@ -25,11 +28,12 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
     private var pending: PendingStore?
     private var received = 0
     private let onFinish: () -> Void
-    private var toDisk: Bool { worker.configuration.routes.match(entry.key)?.disk ?? true }
+    private var toDisk: Bool { worker.configuration.routes.match(key)?.disk ?? true }
 
-    init(worker: Worker, entry: CachedResponse, variants: Variants, request: RequestHead,
+    init(worker: Worker, key: String, validating entry: CachedResponse?, variants: Variants, request: RequestHead,
          onFinish: @escaping () -> Void) {
         self.worker = worker
+        self.key = key
         self.entry = entry
         self.variants = variants
         self.request = request
@@ -41,8 +45,10 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
                                               passed: worker.configuration.passRequestHeaders)
         headers.remove("cache-control")
         headers.remove("pragma")
+        headers.remove("range")
+        headers.remove("if-range")
         UpstreamHeaders.normalizeAcceptEncoding(&headers, for: request)
-        UpstreamHeaders.addValidators(for: entry, among: variants, to: &headers)
+        if let entry { UpstreamHeaders.addValidators(for: entry, among: variants, to: &headers) }
         requestTime = EventLoop.wallSeconds()
         fetchToken = worker.store.fetchToken
         sharedMark = worker.sharedTier?.fetchMark()
@@ -56,12 +62,13 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
                                         responseTime: EventLoop.wallSeconds(), stripTagHeaders: worker.configuration.stripTagHeaders)
         if case .invalid = response.framing { return }  // the stored response stays as it was
         if status == 304 {
+            guard let entry else { return }
             _ = worker.applyNotModified(response, validated: entry, among: variants, fetchedSince: fetchToken, sharedMark: sharedMark,
                                         toDisk: toDisk)
             return
         }
         if status >= 500 { return }  // stale-if-error keeps serving what is stored
-        pending = worker.applyCacheEffect(of: response, to: request, key: entry.key, isCacheLookup: true, variants: variants,
+        pending = worker.applyCacheEffect(of: response, to: request, key: key, isCacheLookup: true, variants: variants,
                                           fetchedSince: fetchToken, toDisk: toDisk)
     }
 

@@ -22,7 +22,7 @@ extension ClientConnection {
             ClientHead.Tail(age: age, dateLine: worker.dateHeader.current(now: now), cacheStatus: cacheStatus, connection: field)
         }
         var file: OpenFile?
-        if let bodyFile = entry.bodyFile, answer != .unsatisfiable, answer != .notModified, request.method != "HEAD" {
+        if let bodyFile = entry.bodyFile, answer.sendsBody, request.method != "HEAD" {
             guard let opened = openBody(bodyFile, of: entry) else { return nil }
             file = opened
         }
@@ -30,17 +30,18 @@ extension ClientConnection {
         case .notModified:
             enqueue(ClientHead.notModified(fields: entry.headers, tail: tail))
             return Sent(status: 304, bodyBytes: 0)
-        case .partial(let range):
-            enqueue(ClientHead.partial(fields: entry.headers, range: range, length: entry.bodyLength, tail: tail,
+        case .partial(let range, let length, let stored):
+            enqueue(ClientHead.partial(fields: entry.headers, range: range, length: length, tail: tail,
                                        isHidden: worker.builder.isHidden))
+            let first = range.lowerBound - stored, end = range.upperBound - stored + 1
             if let file, let bodyFile = entry.bodyFile {
-                enqueue(file: file, from: bodyFile.offset + range.lowerBound, to: bodyFile.offset + range.upperBound + 1)
+                enqueue(file: file, from: bodyFile.offset + first, to: bodyFile.offset + end)
             } else {
-                enqueue(entry, from: entry.headLength + range.lowerBound, to: entry.headLength + range.upperBound + 1)
+                enqueue(entry, from: entry.headLength + first, to: entry.headLength + end)
             }
             return Sent(status: 206, bodyBytes: range.count)
-        case .unsatisfiable:
-            enqueue(ClientHead.partial(fields: entry.headers, range: nil, length: entry.bodyLength, tail: tail,
+        case .unsatisfiable(let length):
+            enqueue(ClientHead.partial(fields: entry.headers, range: nil, length: length, tail: tail,
                                        isHidden: worker.builder.isHidden))
             return Sent(status: 416, bodyBytes: 0)
         case .whole:

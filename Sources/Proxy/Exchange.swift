@@ -44,6 +44,7 @@ final class Exchange {
     lazy var route: Route? = worker.configuration.routes.isEmpty ? nil
         : worker.configuration.routes.match(key, method: request.method == "HEAD" ? "GET" : request.method)
     var toDisk: Bool { route?.disk ?? true }
+    var peer: String { connection.peer }
     var shared: Bool { worker.configuration.sharedCache }
 
     func start() {
@@ -65,6 +66,7 @@ final class Exchange {
     /// out. `fromFleet`: the fleet's shared tier was asked already (after
     /// the local tiers missed), and what it had is among `variants`.
     func decide(_ policy: RequestPolicy, chosenByClient: Bool, _ requestCC: CacheControl, now: Int64, fromFleet: Bool) {
+        variants = StoredAnswer.usable(variants, for: request)
         let outcome = Lookup.decide(RequestFacts(request, requestCC, honouringPragma: true), variants, now: now, shared: shared)
         var plan = LookupPlan.make(policy.action(for: outcome), chosenByClient: chosenByClient, onlyIfCached: requestCC.onlyIfCached)
         if case .serve(let index, let age, let ttl, let stale, let refresh) = plan {

@@ -43,6 +43,10 @@ public struct ProxyConfiguration: Sendable {
     /// `compress`: uncompressed responses of these media types are stored
     /// gzip encoded (empty: off, the default). Routes may override it.
     public var compressTypes = MediaTypePatterns()
+    /// A range of a response not stored whole: the whole is fetched in the
+    /// background too (when it fits the tiers), so later ranges are hits.
+    /// false: only the ranges clients ask for are fetched (and stored).
+    public var rangeFill = true
     /// Retries of idempotent, bodiless requests whose upstream connection
     /// failed before any response byte arrived.
     public var upstreamRetries = 2

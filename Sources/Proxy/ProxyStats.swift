@@ -32,7 +32,7 @@ public final class ProxyStats: Sendable {
 /// store, no locked read-modify-write); any thread may read them.
 public final class WorkerStats: Sendable {
     public enum Counter: CaseIterable, Sendable {
-        case hits, misses, staleForwards, stored, revalidations, staleHits, backgroundRefreshes, collapsed
+        case hits, misses, staleForwards, stored, revalidations, staleHits, backgroundRefreshes, rangeFills, collapsed
         case upstreamErrors, clientErrors, refusedConnections, outputPauses, sendTimeouts
     }
 
@@ -46,6 +46,8 @@ public final class WorkerStats: Sendable {
     let revalidations = Atomic<Int>(0)
     let staleHits = Atomic<Int>(0)
     let backgroundRefreshes = Atomic<Int>(0)
+    /// Whole responses fetched in the background after a range of them was asked.
+    let rangeFills = Atomic<Int>(0)
     let collapsed = Atomic<Int>(0)
     let upstreamErrors = Atomic<Int>(0)
     let clientErrors = Atomic<Int>(0)
@@ -75,6 +77,7 @@ public final class WorkerStats: Sendable {
         case .revalidations: revalidations.load(ordering: .relaxed)
         case .staleHits: staleHits.load(ordering: .relaxed)
         case .backgroundRefreshes: backgroundRefreshes.load(ordering: .relaxed)
+        case .rangeFills: rangeFills.load(ordering: .relaxed)
         case .collapsed: collapsed.load(ordering: .relaxed)
         case .upstreamErrors: upstreamErrors.load(ordering: .relaxed)
         case .clientErrors: clientErrors.load(ordering: .relaxed)

@@ -45,7 +45,15 @@ struct PendingStore {
     /// and offers it to the fleet's shared tier (`sharedMark`: taken when
     /// the fetch began).
     mutating func commit(on worker: Worker, sharedMark: SharedMark?) -> Bool {
-        guard commitWhole() else { return false }
+        switch response.status == 206 && !writer.isStreaming ? joinedPiece(on: worker) : .alone {
+        case .joined(let head, let body):
+            guard body.withUnsafeBytes({ writer.commit(as: head, body: $0) }) else { return false }
+        case .keepWhole:
+            writer.abort()
+            return false
+        case .alone:
+            guard commitWhole() else { return false }
+        }
         if let tier = worker.sharedTier, let mark = sharedMark, let entry = writer.committed { tier.store(entry, fetchedAt: mark) }
         return true
     }
@@ -57,6 +65,51 @@ struct PendingStore {
         let compressed = Gzip.compress(writer.collected)
         guard compressed.count < writer.collected.count else { return writer.commit() }
         return compressed.withUnsafeBytes { writer.commit(as: compressedHead, body: $0) }
+    }
+
+    /// Where a 206's piece goes (RFC 9111 section 3.4).
+    private enum PieceFate {
+        /// Joined with what was stored: one piece, or the whole as a 200.
+        case joined(StoredHead, [UInt8])
+        /// A whole response of the variant is stored, which this piece
+        /// cannot join: the whole stays (it answers every range).
+        case keepWhole
+        /// Stored on its own, in place of a piece of the variant.
+        case alone
+    }
+
+    /// This 206's piece joined with a stored piece (or a stored whole
+    /// response) of the same representation that it touches: one piece, or
+    /// a 200 once they make up the whole, with this response's fields.
+    private func joinedPiece(on worker: Worker) -> PieceFate {
+        let head = writer.head, received = writer.collected
+        guard let new = PartialContent.piece(contentRange: response.fields["content-range"]), new.count == received.count
+        else { return .alone }
+        let etag = response.fields["etag"]
+        let variants = worker.store.lookup(head.key, local: worker.localHits).filter { $0.varyValues == head.varyValues }
+        for stored in variants.reversed() where stored.bodyFile == nil {
+            let old = stored.status == 200 ? PartialContent.Piece(first: 0, last: stored.bodyLength - 1, length: stored.bodyLength)
+                : stored.piece
+            guard let old, old.count == stored.body.count, PartialContent.mayJoin(old, etag: stored.etag, new, etag: etag)
+            else { continue }
+            let whole = PartialContent.joined(old, new)
+            var body = [UInt8](repeating: 0, count: whole.count)
+            body.withUnsafeMutableBytes { out in
+                out.baseAddress!.advanced(by: old.first - whole.first).copyMemory(from: stored.body.baseAddress!, byteCount: old.count)
+                out.baseAddress!.advanced(by: new.first - whole.first).copyMemory(from: received.baseAddress!, byteCount: new.count)
+            }
+            var fields = response.fields
+            fields.remove("content-range")
+            if !whole.isWhole { fields.append("content-range", whole.contentRange) }
+            let names = head.varyNames, values = head.varyValues
+            let joined = worker.builder.storedHead(key: head.key, status: whole.isWhole ? 200 : 206,
+                                                   reason: whole.isWhole ? "OK" : response.reason, headers: fields,
+                                                   timing: response.timing, tags: head.tags, varyNames: names) { name in
+                names.firstIndex(of: name).flatMap { values[$0] }
+            }
+            return .joined(joined, body)
+        }
+        return variants.contains { $0.status == 200 } ? .keepWhole : .alone
     }
 
     /// Nothing will be stored (too large, incomplete, failed).
@@ -73,23 +126,13 @@ extension Worker {
     func applyCacheEffect(of response: UpstreamResponse, to request: RequestHead, key: String, isCacheLookup: Bool,
                           variants: Variants, fetchedSince: UInt64, toDisk: Bool) -> PendingStore? {
         switch response.cacheEffect(of: request, isCacheLookup: isCacheLookup, builder: builder,
-                                    largestBody: StoreWriter.largestBody(in: store, firstTierOnly: !toDisk)) {
+                                    largestBody: StoreWriter.largestBody(in: store, firstTierOnly: !toDisk),
+                                    contentLocationKey: response.fields["content-location"].flatMap { cacheKey(of: $0, after: request) }) {
+        case .invalidateAndStore(let directives):
+            invalidate(after: request, key: key, response.received)
+            return pendingStore(response, to: request, key: key, directives: directives, fetchedSince: fetchedSince, toDisk: toDisk)
         case .store(let directives):
-            let tags = builder.tags(response.received, key: key)
-            let head = builder.storedHead(key: key, status: response.status, reason: response.reason, headers: response.fields,
-                                          timing: response.timing, tags: tags, directives: directives,
-                                          varyFrom: { request.combinedHeader($0) })
-            var compressed: StoredHead?
-            if request.method == "GET",
-               StoredCompression.applies(status: response.status, headers: response.fields, cc: directives.cc,
-                                         types: builder.compression(for: key)) {
-                compressed = builder.storedHead(key: key, status: response.status, reason: response.reason,
-                                                headers: StoredCompression.fields(response.fields), timing: response.timing,
-                                                tags: tags, directives: directives, varyNames: head.varyNames,
-                                                varyFrom: { request.combinedHeader($0) })
-            }
-            return PendingStore(response, head: head, compressedHead: compressed, worker: self, fetchedSince: fetchedSince,
-                                toDisk: toDisk)
+            return pendingStore(response, to: request, key: key, directives: directives, fetchedSince: fetchedSince, toDisk: toDisk)
         case .removeSuperseded:
             store.remove(key)
         case .updateStored:
@@ -106,18 +149,44 @@ extension Worker {
         return nil
     }
 
+    /// The response's way into the store (a copy of a `compress` type
+    /// gzip encoded when that is smaller).
+    private func pendingStore(_ response: UpstreamResponse, to request: RequestHead, key: String,
+                              directives: StoredResponseBuilder.Directives, fetchedSince: UInt64, toDisk: Bool) -> PendingStore? {
+        let tags = builder.tags(response.received, key: key)
+        let head = builder.storedHead(key: key, status: response.status, reason: response.reason, headers: response.fields,
+                                      timing: response.timing, tags: tags, directives: directives,
+                                      varyFrom: { request.combinedHeader($0) })
+        var compressed: StoredHead?
+        if request.method != "HEAD",
+           StoredCompression.applies(status: response.status, headers: response.fields, cc: directives.cc,
+                                     types: builder.compression(for: key)) {
+            compressed = builder.storedHead(key: key, status: response.status, reason: response.reason,
+                                            headers: StoredCompression.fields(response.fields), timing: response.timing,
+                                            tags: tags, directives: directives, varyNames: head.varyNames,
+                                            varyFrom: { request.combinedHeader($0) })
+        }
+        return PendingStore(response, head: head, compressedHead: compressed, worker: self, fetchedSince: fetchedSince,
+                            toDisk: toDisk)
+    }
+
     /// RFC 9111 section 4.4: a successful unsafe request invalidates the
     /// target and the same-origin Location and Content-Location.
     private func invalidate(after request: RequestHead, key: String, _ headers: HeaderFields) {
         store.remove(key)
-        let upstream = configuration.upstreamOrigin
         for name in ["location", "content-location"] {
-            guard let reference = headers[name],
-                  let target = Invalidation.key(for: reference, requestKey: request.pathAndQuery, upstreamAuthority: upstream.authority,
-                                                upstreamPathPrefix: upstream.pathPrefix, clientAuthority: request.header("host"))
-            else { continue }
-            store.remove(configuration.routes.cacheKey(target))
+            guard let reference = headers[name], let target = cacheKey(of: reference, after: request) else { continue }
+            store.remove(target)
         }
+    }
+
+    /// The cache key a Location or Content-Location value names, when it
+    /// is one of this upstream's (or the client's Host's) URLs.
+    private func cacheKey(of reference: String, after request: RequestHead) -> String? {
+        let upstream = configuration.upstreamOrigin
+        return Invalidation.key(for: reference, requestKey: request.pathAndQuery, upstreamAuthority: upstream.authority,
+                                upstreamPathPrefix: upstream.pathPrefix, clientAuthority: request.header("host"))
+            .map { configuration.routes.cacheKey($0) }
     }
 
     /// A 304 answered a conditional request (a client's, or a background

@@ -7,23 +7,66 @@ import HTTP1
 enum StoredAnswer: Equatable {
     case notModified
     case whole
-    case partial(ClosedRange<Int>)
-    case unsatisfiable
+    /// Bytes `range` of a representation of `length` bytes; the stored
+    /// body begins with byte `stored` of it (0 but for a stored piece).
+    case partial(ClosedRange<Int>, length: Int, stored: Int)
+    /// 416 for a representation of `length` bytes.
+    case unsatisfiable(length: Int)
 
     /// Validators are read from the stored head only when the client sent
-    /// a conditional, and the Range field only on a GET of a 200.
+    /// a conditional, and the Range field only on a GET of a 200 or of a
+    /// stored piece (206).
     static func choose(for request: RequestHead, entry: CachedResponse) -> StoredAnswer {
-        guard entry.status == 200 else { return .whole }
+        guard entry.status == 200 || entry.status == 206 else { return .whole }
         if hasConditional(request),
            clientIsNotModified(request, etag: entry.etag, lastModified: entry.lastModified, dateValue: entry.timing.dateValue ?? entry.timing.responseTime) {
             return .notModified
         }
+        if entry.status == 206 { return piece(for: request, entry: entry) }
         guard request.method == "GET", request.header("range") != nil else { return .whole }
         switch ByteRange.evaluate(range: request.combinedHeader("range"), ifRange: request.header("if-range"),
                                   length: entry.bodyLength, etag: entry.etag, lastModified: entry.lastModified) {
         case .full: return .whole
-        case .partial(let first, let last): return .partial(first...last)
-        case .unsatisfiable: return .unsatisfiable
+        case .partial(let first, let last): return .partial(first...last, length: entry.bodyLength, stored: 0)
+        case .unsatisfiable: return .unsatisfiable(length: entry.bodyLength)
+        }
+    }
+
+    /// A stored piece answers only the ranges it holds (`usable` left the
+    /// others out of the lookup); nothing else of it is ever sent.
+    private static func piece(for request: RequestHead, entry: CachedResponse) -> StoredAnswer {
+        guard let piece = entry.piece else { return .unsatisfiable(length: 0) }
+        switch answer(from: piece, of: entry, for: request) {
+        case .partial(let first, let last): return .partial(first...last, length: piece.length, stored: piece.first)
+        case .unsatisfiable, .notHeld: return .unsatisfiable(length: piece.length)
+        }
+    }
+
+    private static func answer(from piece: PartialContent.Piece, of entry: CachedResponse,
+                               for request: RequestHead) -> PartialContent.Answer {
+        guard request.method == "GET" else { return .notHeld }
+        return PartialContent.answer(range: request.combinedHeader("range"), ifRange: request.header("if-range"), piece: piece,
+                                     etag: entry.etag, lastModified: entry.lastModified)
+    }
+
+    /// The stored variants that may answer `request`: a stored piece (206)
+    /// only for a range it holds, and not to a client that would need its
+    /// gzip decoded (a piece of gzip cannot be). The usual lookup, with no
+    /// piece, is returned as it is.
+    static func usable(_ variants: Variants, for request: RequestHead) -> Variants {
+        guard variants.contains(where: { $0.status == 206 }) else { return variants }
+        return Variants(variants.filter { entry in
+            guard entry.status == 206 else { return true }
+            guard let piece = entry.piece, !ClientCoding.mustDecode(entry, for: request) else { return false }
+            return answer(from: piece, of: entry, for: request) != .notHeld
+        })
+    }
+
+    /// Whether a body follows (a file body is opened for it).
+    var sendsBody: Bool {
+        switch self {
+        case .whole, .partial: return true
+        case .notModified, .unsatisfiable: return false
         }
     }
 
@@ -39,5 +82,12 @@ enum StoredAnswer: Equatable {
         return Validation.clientNotModified(ifNoneMatch: request.combinedHeader("if-none-match"),
                                             ifModifiedSince: request.header("if-modified-since"),
                                             etag: etag, lastModified: lastModified, dateValue: dateValue)
+    }
+}
+
+extension CachedResponse {
+    /// The bytes a stored 206 holds, from its Content-Range.
+    var piece: PartialContent.Piece? {
+        status == 206 ? PartialContent.piece(contentRange: header("content-range")) : nil
     }
 }

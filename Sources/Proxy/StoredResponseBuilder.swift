@@ -132,6 +132,25 @@ struct StoredResponseBuilder: Sendable {
         return (decide(request: request, status: status, headers: headers, timing: timing, directives: directives), directives)
     }
 
+    /// A POST response may answer later GETs of its target (RFC 9110
+    /// section 9.3.3, RFC 9111 section 4) when its Content-Location names
+    /// that target (`contentLocationKey`, the key it resolves to), it has
+    /// explicit freshness, and it would be stored as a GET response. The
+    /// directives then; nil otherwise.
+    func postDecision(request: RequestHead, status: Int, headers: HeaderFields, timing: ResponseTiming,
+                      contentLocationKey: String?) -> Directives? {
+        guard status == 200 || status == 203, let contentLocationKey,
+              contentLocationKey == routes.cacheKey(request.pathAndQuery) else { return nil }
+        var asGET = request
+        asGET.method = "GET"
+        let (decision, directives) = decision(request: asGET, status: status, headers: headers, timing: timing)
+        guard decision == .store else { return nil }
+        let expires = directives.targeted ? nil : headers["expires"]
+        guard let explicit = Freshness.lifetime(directives.cc, dateValue: timing.dateValue, expires: expires,
+                                                responseTime: timing.responseTime, shared: shared), explicit > 0 else { return nil }
+        return directives
+    }
+
     private func decide(request: RequestHead, status: Int, headers: HeaderFields,
                         timing: ResponseTiming, directives: Directives) -> StoreDecision {
         let key = request.pathAndQuery
@@ -144,7 +163,8 @@ struct StoredResponseBuilder: Sendable {
         return Storability.decide(method: request.method, status: status,
                                   request: CacheControl(request.combinedHeader("cache-control")), response: cc,
                                   hasAuthorization: request.header("authorization") != nil, shared: shared,
-                                  reusable: reusable)
+                                  reusable: reusable,
+                                  storablePiece: status == 206 && PartialContent.piece(contentRange: headers.combined("content-range")) != nil)
     }
 
     /// The purge tags of a response stored under `key`: its Surrogate-Key

@@ -16,6 +16,8 @@ protocol FetchClient: AnyObject {
     /// What the lookup found (validators, the variants a response replaces).
     var variants: Variants { get }
     var toDisk: Bool { get }
+    /// The client's address (X-Forwarded-For of fetches made for it).
+    var peer: String { get }
     /// The upstream's head: false when the client answered otherwise (a
     /// stand-in for a 5xx, a 304's refresh) and wants no more of it.
     func takes(_ response: UpstreamResponse) -> Bool
@@ -162,6 +164,14 @@ final class UpstreamFetch: UpstreamTransferDelegate {
                                         fetchedSince: fetchToken, toDisk: toDisk)
         // Not storable: waiters need not wait for it, they fetch on their own.
         if store == nil { releaseClaim() }
+        // A stored piece of a response: the whole comes too, for the ranges that follow.
+        if store != nil, response.status == 206, worker.configuration.rangeFill,
+           let piece = PartialContent.piece(contentRange: response.fields["content-range"]), !piece.isWhole,
+           piece.length <= StoreWriter.largestBody(in: worker.store, firstTierOnly: !toDisk) {
+            // On a later loop turn: libcurl must not be re-entered from its callback.
+            let (worker, key, variants, request, peer) = (worker, key, variants, request, client.peer)
+            worker.loop.execute { worker.fetchWholeInBackground(key, among: variants, request: request, peer: peer) }
+        }
         offerToShare()
         let stored = store != nil
         // Nothing more will come (204, Content-Length: 0): stored before the client has it all.

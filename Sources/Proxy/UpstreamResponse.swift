@@ -83,13 +83,24 @@ struct UpstreamResponse {
         case removeSuperseded
         case updateStored
         case invalidate
+        /// A POST response that is a representation of its own target:
+        /// the target invalidated, then this stored for later GETs.
+        case invalidateAndStore(StoredResponseBuilder.Directives)
         case none
     }
 
+    /// `contentLocationKey`: the cache key the response's Content-Location
+    /// names (nil: none, or another origin's).
     func cacheEffect(of request: RequestHead, isCacheLookup: Bool, builder: StoredResponseBuilder,
-                     largestBody: @autoclosure () -> Int) -> CacheEffect {
+                     largestBody: @autoclosure () -> Int, contentLocationKey: @autoclosure () -> String? = nil) -> CacheEffect {
         guard isCacheLookup else {
-            return Invalidation.invalidates(method: request.method, status: status) ? .invalidate : .none
+            guard Invalidation.invalidates(method: request.method, status: status) else { return .none }
+            if request.method == "POST", let directives = builder.postDecision(request: request, status: status, headers: fields,
+                                                                               timing: timing, contentLocationKey: contentLocationKey()),
+               (length ?? 0) <= largestBody() {
+                return .invalidateAndStore(directives)
+            }
+            return .invalidate
         }
         if request.method == "GET" {
             let (decision, directives) = builder.decision(request: request, status: status, headers: fields, timing: timing)

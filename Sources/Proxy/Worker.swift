@@ -140,16 +140,27 @@ public final class Worker: IOHandler {
 
     /// Starts a background revalidation of `entry` unless one is running.
     func revalidateInBackground(_ entry: CachedResponse, among variants: Variants, request: RequestHead, peer: String) {
-        // One refresh per key across all workers.
-        guard refreshing[entry.key] == nil, !draining, collapser.beginRefresh(entry.key) else { return }
-        let key = entry.key
-        let refresh = BackgroundRefresh(worker: self, entry: entry, variants: variants, request: request) { [weak self] in
+        fetchInBackground(entry.key, validating: entry, among: variants, request: request, peer: peer)
+    }
+
+    /// A range of a response not stored whole was fetched for a client:
+    /// the whole is fetched too, with no client waiting, so that later
+    /// ranges are hits (one fetch per key across the workers).
+    func fetchWholeInBackground(_ key: String, among variants: Variants, request: RequestHead, peer: String) {
+        fetchInBackground(key, validating: nil, among: variants, request: request, peer: peer)
+    }
+
+    private func fetchInBackground(_ key: String, validating entry: CachedResponse?, among variants: Variants,
+                                   request: RequestHead, peer: String) {
+        // One background fetch per key across all workers.
+        guard refreshing[key] == nil, !draining, collapser.beginRefresh(key) else { return }
+        let refresh = BackgroundRefresh(worker: self, key: key, validating: entry, variants: variants, request: request) { [weak self] in
             self?.collapser.endRefresh(key)
             // Deferred: the refresh is still on the stack when it finishes.
             self?.loop.execute { self?.refreshing[key] = nil }
         }
         refreshing[key] = refresh
-        WorkerStats.bump(counters.backgroundRefreshes)
+        if entry == nil { WorkerStats.bump(counters.rangeFills) } else { WorkerStats.bump(counters.backgroundRefreshes) }
         refresh.start(peer: peer)
     }
 

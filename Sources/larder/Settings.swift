@@ -75,7 +75,7 @@ enum ConfigKey: String, CaseIterable {
     case upstream_retries, upstream_max_connections, finish_store_limit, upstream_total_timeout, store_set_cookie
     case max_connections, body_timeout, max_header_count, forward_host, max_pipeline_buffer
     case send_timeout, admin_max_connections, request_buffer_size, pass_request_headers, stale_on_disconnect
-    case compress
+    case compress, range_fill
 
     enum Kind { case string, size, duration, integer, bool, lifetime, list }
 
@@ -91,7 +91,8 @@ enum ConfigKey: String, CaseIterable {
             return .duration
         case .workers, .upstream_retries, .upstream_max_connections, .max_connections, .max_header_count, .admin_max_connections:
             return .integer
-        case .upstream_tls_verify, .allow_client_policy, .strip_tag_headers, .strip_targeted_fields, .store_set_cookie, .forward_host:
+        case .upstream_tls_verify, .allow_client_policy, .strip_tag_headers, .strip_targeted_fields, .store_set_cookie, .forward_host,
+             .range_fill:
             return .bool
         case .memory_ttl, .disk_ttl: return .lifetime
         case .pass_request_headers, .compress: return .list
@@ -211,6 +212,7 @@ extension Settings {
             case .strip_targeted_fields: proxy.stripTargetedFields = b
             case .store_set_cookie: proxy.storeSetCookie = b
             case .forward_host: proxy.forwardHost = b
+            case .range_fill: proxy.rangeFill = b
             default: proxy.upstream.verifyTLS = b
             }
         case .list where key == .compress:

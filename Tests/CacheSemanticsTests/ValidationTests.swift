@@ -280,3 +280,50 @@ final class RequestPolicyTests: XCTestCase {
         XCTAssertEqual(RequestPolicy.networkElseCache.action(for: miss), .forward(validate: nil, noCacheUpstream: false, fallback: nil))
     }
 }
+
+/// Stored 206 pieces (RFC 9111 sections 3.3 and 3.4).
+final class PartialContentTests: XCTestCase {
+    private typealias Piece = PartialContent.Piece
+
+    func testContentRangeOfOneRangeWithAKnownLength() {
+        XCTAssertEqual(PartialContent.piece(contentRange: "bytes 4-9/10"), Piece(first: 4, last: 9, length: 10))
+        XCTAssertEqual(PartialContent.piece(contentRange: " Bytes 0-0/1 "), Piece(first: 0, last: 0, length: 1))
+        for bad in [nil, "", "bytes 4-9/*", "bytes */10", "bytes 9-4/10", "bytes 4-10/10", "items 0-1/2", "bytes 0-4/10, bytes 5-9/10",
+                    "bytes -1-4/10", "bytes 0-4", "bytes 0x1-4/10", "bytes 0-99999999999999999999/100000000000000000000"] {
+            XCTAssertNil(PartialContent.piece(contentRange: bad), bad ?? "nil")
+        }
+        XCTAssertEqual(Piece(first: 4, last: 9, length: 10).contentRange, "bytes 4-9/10")
+        XCTAssertTrue(Piece(first: 0, last: 9, length: 10).isWhole)
+        XCTAssertFalse(Piece(first: 1, last: 9, length: 10).isWhole)
+    }
+
+    func testAPieceAnswersRangesItHolds() {
+        let piece = Piece(first: 4, last: 9, length: 10)
+        func answer(_ range: String?, ifRange: String? = nil) -> PartialContent.Answer {
+            PartialContent.answer(range: range, ifRange: ifRange, piece: piece, etag: "\"e\"", lastModified: nil)
+        }
+        XCTAssertEqual(answer("bytes=-5"), .partial(first: 5, last: 9))
+        XCTAssertEqual(answer("bytes=6-8"), .partial(first: 6, last: 8))
+        XCTAssertEqual(answer("bytes=6-"), .partial(first: 6, last: 9))
+        XCTAssertEqual(answer("bytes=4-100"), .partial(first: 4, last: 9))
+        XCTAssertEqual(answer("bytes=10-"), .unsatisfiable)
+        XCTAssertEqual(answer("bytes=3-5"), .notHeld)
+        XCTAssertEqual(answer("bytes=-7"), .notHeld)
+        XCTAssertEqual(answer(nil), .notHeld)
+        XCTAssertEqual(answer("bytes=0-1,5-6"), .notHeld, "several ranges: not answered from a piece")
+        XCTAssertEqual(answer("bytes=5-6", ifRange: "\"other\""), .notHeld)
+        XCTAssertEqual(answer("bytes=5-6", ifRange: "\"e\""), .partial(first: 5, last: 6))
+    }
+
+    func testPiecesOfOneRepresentationThatTouchJoin() {
+        let a = Piece(first: 0, last: 4, length: 10), b = Piece(first: 5, last: 9, length: 10)
+        XCTAssertTrue(PartialContent.mayJoin(a, etag: "\"e\"", b, etag: "\"e\""))
+        XCTAssertEqual(PartialContent.joined(a, b), Piece(first: 0, last: 9, length: 10))
+        XCTAssertTrue(PartialContent.mayJoin(Piece(first: 2, last: 7, length: 10), etag: "\"e\"", b, etag: "\"e\""), "overlap")
+        XCTAssertFalse(PartialContent.mayJoin(a, etag: "\"e\"", Piece(first: 6, last: 9, length: 10), etag: "\"e\""), "a gap")
+        XCTAssertFalse(PartialContent.mayJoin(a, etag: "\"e\"", b, etag: "\"f\""), "another representation")
+        XCTAssertFalse(PartialContent.mayJoin(a, etag: "W/\"e\"", b, etag: "W/\"e\""), "a weak tag may name other bytes")
+        XCTAssertFalse(PartialContent.mayJoin(a, etag: nil, b, etag: nil))
+        XCTAssertFalse(PartialContent.mayJoin(a, etag: "\"e\"", Piece(first: 5, last: 10, length: 11), etag: "\"e\""))
+    }
+}

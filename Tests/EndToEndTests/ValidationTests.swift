@@ -296,4 +296,35 @@ final class ValidationEndToEndTests: ProxyTestCase {
         XCTAssertTrue(text.contains("larder; hit"), text)
         XCTAssertEqual(try origin.count("/s299?status=299&reason=Whatever"), 1)
     }
+
+    /// RFC 9110 section 9.3.3: a POST response with explicit freshness whose
+    /// Content-Location is its own target answers later GETs (the
+    /// cache-tests' optimal `method-POST`).
+    func testAPostResponseNamingItselfInContentLocationAnswersLaterGets() throws {
+        let c = try larder.client()
+        func post(_ target: String) throws -> HTTPResponse {
+            try c.send("POST \(target) HTTP/1.1\r\nHost: t\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\n12345")
+            return try c.readResponse()
+        }
+        for target in ["/post/a?size=40&cl_self=1&cc=max-age=600", "/post/b?size=40&cl_self=abs&cc=none&extra=Expires:Thu,%2001%20Jan%202099%2000:00:00%20GMT"] {
+            _ = try c.get(target)  // a stored GET, which the POST replaces
+            let posted = try post(target)
+            XCTAssertEqual(posted.status, 200, target)
+            XCTAssertEqual(posted.header("cache-status"), "larder; fwd=method; stored", target)
+            let got = try c.get(target)
+            XCTAssertTrue(got.header("cache-status")?.hasPrefix("larder; hit") ?? false, target)
+            XCTAssertEqual(got.header("x-origin-count"), "2", "\(target): the POST's response, not the GET's before it")
+            XCTAssertEqual(got.body, posted.body, target)
+            XCTAssertEqual(try origin.count(target), 2, target)
+        }
+        // Not without Content-Location, another Content-Location, explicit
+        // freshness, or a storable GET response's other conditions.
+        for target in ["/post/c?size=40&cc=max-age=600", "/post/d?size=40&cc=max-age=600&extra=Content-Location:/post/other",
+                       "/post/e?size=40&cl_self=1&cc=none&lm=3600", "/post/f?size=40&cl_self=1&cc=max-age=600,%20private",
+                       "/post/g?size=40&cl_self=1&cc=max-age=600&status=201"] {
+            XCTAssertLessThan(try post(target).status, 300, target)
+            let got = try c.get(target)
+            XCTAssertEqual(got.header("x-origin-count"), "2", "\(target): the GET went upstream")
+        }
+    }
 }

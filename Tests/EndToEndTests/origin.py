@@ -31,6 +31,10 @@ Query parameters on any path:
                 (with Vary: Accept-Encoding); gzip=always whatever it says
   drop_after=N  after N requests to this path, every one gets the connection
                 closed without any response (an origin gone away)
+  cl_self=1     add Content-Location naming this very path and query
+                (cl_self=abs: as an absolute URL with the request's Host)
+  ranges=1      answer a single-range Range header (bytes=a-b, a-, -n) with
+                206 and Content-Range, as static file servers do
   cut=N         announce the whole body (Content-Length) but send only N
                 bytes of it, then close the connection
   garbage=1     answer with bytes that are not HTTP, then close
@@ -45,6 +49,7 @@ Special paths:
   /echo               answers with the request body (any method)
 """
 import gzip
+import re
 import hashlib
 import json
 import sys
@@ -160,6 +165,9 @@ class Handler(BaseHTTPRequestHandler):
                 headers[name] = value
         if q.get("cookie") == "1":
             headers["Set-Cookie"] = "session=%d" % counts[self.path]
+        if "cl_self" in q:
+            absolute = "http://" + self.headers.get("Host", "") if q["cl_self"] == "abs" else ""
+            headers["Content-Location"] = absolute + self.path
         if "etag" in q:
             headers["ETag"] = '"%s"' % q["etag"]
         if "lm" in q:
@@ -192,6 +200,18 @@ class Handler(BaseHTTPRequestHandler):
             if q["gzip"] == "always" or "gzip" in self.headers.get("Accept-Encoding", ""):
                 body = gzip.compress(body, mtime=0)
                 headers["Content-Encoding"] = "gzip"
+        if q.get("ranges") == "1" and status == 200 and "Range" in self.headers:
+            m = re.fullmatch(r"bytes=(\d*)-(\d*)", self.headers["Range"].strip())
+            n = len(body)
+            if m and (m.group(1) or m.group(2)):
+                if m.group(1):
+                    lo = int(m.group(1))
+                    hi = min(int(m.group(2)), n - 1) if m.group(2) else n - 1
+                else:
+                    lo, hi = max(0, n - int(m.group(2))), n - 1
+                if lo < n and lo <= hi:
+                    headers["Content-Range"] = "bytes %d-%d/%d" % (lo, hi, n)
+                    body, status = body[lo:hi + 1], 206
         if "bighead" in q:
             headers["X-Big"] = "b" * int(q["bighead"])
         headers["X-Origin-Count"] = str(counts[self.path])

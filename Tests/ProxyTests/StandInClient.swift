@@ -10,6 +10,7 @@ final class StandInClient: FetchClient {
     var isCacheLookup: Bool { request.method == "GET" }
     let variants = Variants()
     let toDisk = false
+    let peer = "127.0.0.1"
     var takesHead = true
     var congested = false
     private(set) var events: [String] = []

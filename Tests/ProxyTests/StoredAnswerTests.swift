@@ -47,12 +47,44 @@ final class StoredAnswerTests: XCTestCase {
     }
 
     func testARangeGetsA206OrA416AndAnIfRangeThatNoLongerMatchesTheWhole() throws {
-        XCTAssertEqual(StoredAnswer.choose(for: try request("GET", "Range: bytes=2-4\r\n"), entry: entry()), .partial(2...4))
-        XCTAssertEqual(StoredAnswer.choose(for: try request("GET", "Range: bytes=-3\r\n"), entry: entry()), .partial(7...9))
-        XCTAssertEqual(StoredAnswer.choose(for: try request("GET", "Range: bytes=50-\r\n"), entry: entry()), .unsatisfiable)
+        XCTAssertEqual(StoredAnswer.choose(for: try request("GET", "Range: bytes=2-4\r\n"), entry: entry()), .partial(2...4, length: 10, stored: 0))
+        XCTAssertEqual(StoredAnswer.choose(for: try request("GET", "Range: bytes=-3\r\n"), entry: entry()), .partial(7...9, length: 10, stored: 0))
+        XCTAssertEqual(StoredAnswer.choose(for: try request("GET", "Range: bytes=50-\r\n"), entry: entry()), .unsatisfiable(length: 10))
         XCTAssertEqual(StoredAnswer.choose(for: try request("GET", "Range: bytes=2-4\r\nIf-Range: \"v0\"\r\n"), entry: entry()), .whole)
         XCTAssertEqual(StoredAnswer.choose(for: try request("HEAD", "Range: bytes=2-4\r\n"), entry: entry()), .whole,
                        "a range applies to GET only")
         XCTAssertEqual(StoredAnswer.choose(for: try request("GET", "Range: bytes=2-4\r\n"), entry: entry(status: 203)), .whole)
+    }
+
+    /// A stored piece (206 of bytes 4-9 of 10) answers the ranges it
+    /// holds, from its own offset; the lookup leaves it out for others.
+    func testAStoredPieceAnswersOnlyTheRangesItHolds() throws {
+        let piece = entry(status: 206, ["etag": "\"v1\"", "content-range": "bytes 4-9/10"], body: "456789")
+        XCTAssertEqual(piece.piece, PartialContent.Piece(first: 4, last: 9, length: 10))
+        func answer(_ range: String?, method: String = "GET") throws -> StoredAnswer {
+            StoredAnswer.choose(for: try request(method, range.map { "Range: \($0)\r\n" } ?? ""), entry: piece)
+        }
+        XCTAssertEqual(try answer("bytes=-5"), .partial(5...9, length: 10, stored: 4))
+        XCTAssertEqual(try answer("bytes=6-8"), .partial(6...8, length: 10, stored: 4))
+        XCTAssertEqual(try answer("bytes=6-"), .partial(6...9, length: 10, stored: 4))
+        XCTAssertEqual(try answer("bytes=-1"), .partial(9...9, length: 10, stored: 4))
+        XCTAssertEqual(try answer("bytes=20-"), .unsatisfiable(length: 10))
+        XCTAssertEqual(StoredAnswer.choose(for: try request("GET", "If-None-Match: \"v1\"\r\n"), entry: piece), .notModified)
+
+        let whole = entry()
+        func usable(_ lines: String, method: String = "GET") throws -> [Int] {
+            StoredAnswer.usable(Variants([whole, piece]), for: try request(method, lines)).map(\.status)
+        }
+        XCTAssertEqual(try usable("Range: bytes=5-7\r\n"), [200, 206])
+        XCTAssertEqual(try usable("Range: bytes=20-\r\n"), [200, 206], "416 is known from the piece's length")
+        XCTAssertEqual(try usable("Range: bytes=0-7\r\n"), [200], "bytes the piece does not hold")
+        XCTAssertEqual(try usable(""), [200], "no range: never a piece")
+        XCTAssertEqual(try usable("Range: bytes=5-7\r\n", method: "HEAD"), [200])
+        XCTAssertEqual(try usable("Range: bytes=5-7\r\nIf-Range: \"v0\"\r\n"), [200], "If-Range asks for the whole")
+        let gzipPiece = entry(status: 206, ["content-encoding": "gzip", "content-range": "bytes 4-9/10"], body: "456789")
+        XCTAssertEqual(StoredAnswer.usable(Variants([gzipPiece]), for: try request("GET", "Range: bytes=5-7\r\n")).count, 0,
+                       "a piece of gzip cannot be decoded for a client without gzip")
+        XCTAssertEqual(StoredAnswer.usable(Variants([gzipPiece]),
+                                           for: try request("GET", "Range: bytes=5-7\r\nAccept-Encoding: gzip\r\n")).count, 1)
     }
 }

@@ -101,11 +101,12 @@ final class UpstreamResponseTests: XCTestCase {
     }
 
     private func effect(_ method: String, _ status: Int, _ headers: HeaderFields = ["cache-control": "max-age=60"],
-                        largest: Int = 1 << 20) throws -> String {
+                        largest: Int = 1 << 20, contentLocationKey: String? = nil) throws -> String {
         let lookup = (method == "GET" || method == "HEAD")
         switch response(status, headers).cacheEffect(of: try request(method, body: !lookup), isCacheLookup: lookup,
-                                                     builder: builder, largestBody: largest) {
+                                                     builder: builder, largestBody: largest, contentLocationKey: contentLocationKey) {
         case .store: return "store"
+        case .invalidateAndStore: return "invalidate+store"
         case .removeSuperseded: return "remove"
         case .updateStored: return "update"
         case .invalidate: return "invalidate"
@@ -124,6 +125,27 @@ final class UpstreamResponseTests: XCTestCase {
         XCTAssertEqual(try effect("HEAD", 404), "none")
         XCTAssertEqual(try effect("POST", 201), "invalidate", "section 4.4")
         XCTAssertEqual(try effect("POST", 500), "none", "only a successful unsafe request invalidates")
+    }
+
+    /// RFC 9110 section 9.3.3: a POST response is a representation of its
+    /// target, for later GETs, when its Content-Location names the target
+    /// and it has explicit freshness.
+    func testAPostResponseNamingItsTargetWithExplicitFreshnessIsStoredForGets() throws {
+        XCTAssertEqual(try effect("POST", 200, contentLocationKey: "/r"), "invalidate+store")
+        XCTAssertEqual(try effect("POST", 203, contentLocationKey: "/r"), "invalidate+store")
+        XCTAssertEqual(try effect("POST", 200, ["expires": "Thu, 01 Jan 2099 00:00:00 GMT"], contentLocationKey: "/r"),
+                       "invalidate+store")
+        XCTAssertEqual(try effect("POST", 200), "invalidate", "no Content-Location")
+        XCTAssertEqual(try effect("POST", 200, contentLocationKey: "/other"), "invalidate", "another resource")
+        XCTAssertEqual(try effect("POST", 201, contentLocationKey: "/r"), "invalidate")
+        XCTAssertEqual(try effect("POST", 200, ["last-modified": "Thu, 01 Jan 2015 00:00:00 GMT"], contentLocationKey: "/r"),
+                       "invalidate", "heuristic freshness is not explicit")
+        XCTAssertEqual(try effect("POST", 200, ["cache-control": "max-age=0"], contentLocationKey: "/r"), "invalidate")
+        XCTAssertEqual(try effect("POST", 200, ["cache-control": "max-age=60, no-store"], contentLocationKey: "/r"), "invalidate")
+        XCTAssertEqual(try effect("POST", 200, ["cache-control": "max-age=60, private"], contentLocationKey: "/r"), "invalidate")
+        XCTAssertEqual(try effect("POST", 200, ["cache-control": "max-age=60", "content-length": "2000"], largest: 1000,
+                                  contentLocationKey: "/r"), "invalidate", "too large for every tier")
+        XCTAssertEqual(try effect("PUT", 200, contentLocationKey: "/r"), "invalidate", "only POST")
     }
 
     func testAHeadAnswerRefreshesTheVariantItSelectsOrRemovesItWhenTheLengthChanged() {

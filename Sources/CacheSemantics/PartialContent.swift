@@ -1,0 +1,78 @@
+/// Stored partial content (RFC 9111 sections 3.3 and 3.4): a 206 with one
+/// byte range of a representation whose complete length it states is
+/// kept as a piece, answers the ranges it holds, and joins a later piece
+/// of the same representation (the same strong validator) that touches
+/// it; pieces that make up the whole representation become a 200.
+public enum PartialContent {
+    /// The bytes a stored 206 holds: `first...last` of `length`.
+    public struct Piece: Equatable, Sendable {
+        public var first: Int
+        public var last: Int
+        public var length: Int
+
+        public init(first: Int, last: Int, length: Int) {
+            self.first = first
+            self.last = last
+            self.length = length
+        }
+
+        public var count: Int { last - first + 1 }
+        /// The piece is the whole representation.
+        public var isWhole: Bool { first == 0 && last == length - 1 }
+        /// Its Content-Range value.
+        public var contentRange: String { "bytes \(first)-\(last)/\(length)" }
+    }
+
+    /// The piece a 206's Content-Range describes (`bytes 4-9/10`); nil for
+    /// anything else: no field, another unit, an unknown complete length
+    /// (`/*`), a range outside the length, or more than one field (a
+    /// multipart/byteranges 206 has none and is not stored).
+    public static func piece(contentRange: String?) -> Piece? {
+        guard let value = contentRange?.trimmingWhitespaceAndTabs(), value.lowercased().hasPrefix("bytes ") else { return nil }
+        let spec = value.dropFirst(6).trimmingWhitespace()
+        guard let dash = spec.firstIndex(of: "-"), let slash = spec.firstIndex(of: "/"), dash < slash,
+              let first = number(spec[..<dash]), let last = number(spec[spec.index(after: dash)..<slash]),
+              let length = number(spec[spec.index(after: slash)...]),
+              first <= last, last < length else { return nil }
+        return Piece(first: first, last: last, length: length)
+    }
+
+    /// What a stored piece does for a request's Range (and If-Range).
+    public enum Answer: Equatable, Sendable {
+        /// 206 with bytes `first...last` of the representation.
+        case partial(first: Int, last: Int)
+        /// 416: the range lies beyond the representation's length.
+        case unsatisfiable
+        /// The piece does not hold what is asked (or no range is asked):
+        /// the request goes upstream.
+        case notHeld
+    }
+
+    public static func answer(range: String?, ifRange: String?, piece: Piece, etag: String?, lastModified: String?) -> Answer {
+        guard range != nil else { return .notHeld }
+        switch ByteRange.evaluate(range: range, ifRange: ifRange, length: piece.length, etag: etag, lastModified: lastModified) {
+        case .full: return .notHeld
+        case .unsatisfiable: return .unsatisfiable
+        case .partial(let first, let last):
+            return first >= piece.first && last <= piece.last ? .partial(first: first, last: last) : .notHeld
+        }
+    }
+
+    /// Whether two pieces may be joined (section 3.4): the same complete
+    /// length and the same strong validator (a weak or missing ETag could
+    /// name different bytes), and no gap between them.
+    public static func mayJoin(_ a: Piece, etag aTag: String?, _ b: Piece, etag bTag: String?) -> Bool {
+        guard a.length == b.length, let aTag, let bTag, !aTag.hasPrefix("W/"), aTag == bTag else { return false }
+        return a.first <= b.last + 1 && b.first <= a.last + 1
+    }
+
+    /// The piece covering both (they may join).
+    public static func joined(_ a: Piece, _ b: Piece) -> Piece {
+        Piece(first: min(a.first, b.first), last: max(a.last, b.last), length: a.length)
+    }
+
+    private static func number(_ text: Substring) -> Int? {
+        guard !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        return Int(text)
+    }
+}

@@ -1,0 +1,125 @@
+import Foundation
+import XCTest
+
+/// Partial content end to end (RFC 9111 sections 3.3 and 3.4; the
+/// cache-tests' partial-store-* tests): a 206 the upstream sent is stored
+/// as a piece, answers the ranges it holds, and joins the other pieces of
+/// the same representation into the whole.
+final class PartialContentEndToEndTests: ProxyTestCase {
+    private func isHit(_ r: HTTPResponse) -> Bool { r.header("cache-status")?.contains("; hit") ?? false }
+
+    /// Asks (bounded) with a cache-only policy until `target` is stored
+    /// whole: the background fetch that follows a range miss has landed.
+    private func waitUntilStoredWhole(_ target: String, on l: LarderProcess) throws -> Bool {
+        let c = try l.client()
+        for _ in 0..<200 {
+            let r = try c.get(target, headers: ["Larder-Cache-Policy: returnCacheDataDontLoad"])
+            if r.status == 200 { return true }
+            usleep(20_000)
+        }
+        return false
+    }
+
+    /// A range miss: the client gets its range at once (the upstream is
+    /// asked for that range), the whole follows in the background, and
+    /// every later range is a hit.
+    func testARangeMissIsAnsweredAtOnceAndTheWholeFetchedForLaterRanges() throws {
+        let target = "/part/a?size=100000&etag=p1&ranges=1"
+        let c = try larder.client()
+        let first = try c.get(target, headers: ["Range: bytes=-5"])
+        XCTAssertEqual(first.status, 206)
+        XCTAssertEqual(first.header("content-range"), "bytes 99995-99999/100000")
+        XCTAssertEqual(first.body.count, 5)
+        XCTAssertEqual(try waitForOriginCount(target, atLeast: 2), 2, "the range, then the whole")
+        XCTAssertTrue(try waitUntilStoredWhole(target, on: larder))
+        XCTAssertNil(try originHeaders(target)["range"], "the whole was asked for")
+        let whole = try c.get(target).body
+        XCTAssertEqual(whole.count, 100000)
+        XCTAssertEqual(first.body, Array(whole[99995...]))
+        for (range, expected) in [("bytes=0-9", 0...9), ("bytes=50000-50099", 50000...50099), ("bytes=-1", 99999...99999)] {
+            let part = try c.get(target, headers: ["Range: \(range)"])
+            XCTAssertTrue(isHit(part), range)
+            XCTAssertEqual(part.status, 206, range)
+            XCTAssertEqual(part.body, Array(whole[expected]), range)
+        }
+        XCTAssertEqual(try origin.count(target), 2)
+        XCTAssertEqual(try stat("range_fills"), 1)
+    }
+
+    private func stat(_ name: String) throws -> Int? {
+        let r = try larder.adminClient().get("/stats")
+        return (try JSONSerialization.jsonObject(with: Data(r.body)) as? [String: Any])?[name] as? Int
+    }
+
+    /// With range_fill = false only the ranges asked for are fetched: a
+    /// stored piece answers the ranges it holds.
+    func testAStoredPieceAnswersTheRangesItHolds() throws {
+        let (origin, larder) = try start(config: "range_fill = false\n")
+        let target = "/part/b?size=100&etag=p1&ranges=1"
+        let c = try larder.client()
+        let first = try c.get(target, headers: ["Range: bytes=-5"])
+        XCTAssertEqual(first.status, 206)
+        let pairs = try origin.lastRequest(target)["headers"] as? [[String]] ?? []
+        XCTAssertTrue(pairs.contains(["range", "bytes=-5"]), "the client's range goes upstream")
+        XCTAssertEqual(first.header("content-range"), "bytes 95-99/100")
+        let tail = first.body
+        for (range, expected, contentRange) in [("bytes=-5", 0...4, "bytes 95-99/100"), ("bytes=96-98", 1...3, "bytes 96-98/100"),
+                                                ("bytes=97-", 2...4, "bytes 97-99/100"), ("bytes=-1", 4...4, "bytes 99-99/100")] {
+            let again = try c.get(target, headers: ["Range: \(range)"])
+            XCTAssertTrue(isHit(again), range)
+            XCTAssertEqual(again.status, 206, range)
+            XCTAssertEqual(again.header("content-range"), contentRange, range)
+            XCTAssertEqual(again.header("content-length"), String(expected.count), range)
+            XCTAssertEqual(again.body, Array(tail[expected]), range)
+        }
+        let beyond = try c.get(target, headers: ["Range: bytes=200-"])
+        XCTAssertEqual(beyond.status, 416)
+        XCTAssertEqual(beyond.header("content-range"), "bytes */100")
+        XCTAssertEqual(try origin.count(target), 1, "all of them from the piece")
+
+        // What the piece does not hold goes upstream; so does a request for the whole.
+        XCTAssertFalse(isHit(try c.get(target, headers: ["Range: bytes=0-9"])))
+        XCTAssertEqual(try origin.count(target), 2)
+        let full = try c.get(target)
+        XCTAssertEqual(full.status, 200)
+        XCTAssertFalse(isHit(full))
+        XCTAssertEqual(Array(full.body[95...]), tail)
+        XCTAssertEqual(try origin.count(target), 3)
+        XCTAssertTrue(isHit(try c.get(target)), "the whole response replaced the piece")
+        XCTAssertTrue(isHit(try c.get(target, headers: ["Range: bytes=0-1"])))
+    }
+
+    func testPiecesOfOneRepresentationJoinIntoTheWhole() throws {
+        let (origin, larder) = try start(config: "range_fill = false\n")
+        let target = "/part/c?size=100&etag=j1&ranges=1"
+        let whole = try larder.client().get(target.replacingOccurrences(of: "ranges=1", with: "ranges=0")).body
+        let c = try larder.client()
+        XCTAssertEqual(try c.get(target, headers: ["Range: bytes=0-39"]).status, 206)
+        XCTAssertEqual(try c.get(target, headers: ["Range: bytes=30-69"]).status, 206)
+        let joined = try c.get(target, headers: ["Range: bytes=10-59"])
+        XCTAssertTrue(isHit(joined), "bytes 0-69 held as one piece")
+        XCTAssertEqual(joined.body, Array(whole[10...59]))
+        XCTAssertEqual(try c.get(target, headers: ["Range: bytes=70-"]).status, 206)
+        XCTAssertEqual(try origin.count(target), 3)
+        let complete = try c.get(target)
+        XCTAssertTrue(isHit(complete), "the pieces made up the whole")
+        XCTAssertEqual(complete.status, 200)
+        XCTAssertNil(complete.header("content-range"))
+        XCTAssertEqual(complete.header("content-length"), "100")
+        XCTAssertEqual(complete.body, whole)
+        XCTAssertEqual(try origin.count(target), 3)
+    }
+
+    /// Without a strong validator two pieces may be of different bytes:
+    /// the later one replaces the earlier.
+    func testPiecesWithoutAStrongValidatorDoNotJoin() throws {
+        let (_, larder) = try start(config: "range_fill = false\n")
+        for target in ["/part/d?size=50&ranges=1", "/part/e?size=50&ranges=1&extra=ETag:W/%22w%22"] {
+            let c = try larder.client()
+            _ = try c.get(target, headers: ["Range: bytes=0-24"])
+            _ = try c.get(target, headers: ["Range: bytes=25-49"])
+            XCTAssertFalse(isHit(try c.get(target, headers: ["Range: bytes=0-9"])), "\(target): the first piece was replaced")
+            XCTAssertFalse(isHit(try c.get(target)), target)
+        }
+    }
+}
