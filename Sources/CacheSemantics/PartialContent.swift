@@ -71,6 +71,21 @@ public enum PartialContent {
         Piece(first: min(a.first, b.first), last: max(a.last, b.last), length: a.length)
     }
 
+    /// The fields that ask for the rest of a stored piece that starts the
+    /// representation (cache-tests' `partial-store-partial-complete`):
+    /// `Range` from its end, and `If-Range` with its strong ETag, so that a
+    /// changed representation comes whole (200) instead. Nil when the piece
+    /// cannot be completed so (not from byte 0, or no strong ETag).
+    public static func restRequest(for piece: Piece, etag: String?) -> (range: String, ifRange: String)? {
+        guard piece.first == 0, !piece.isWhole, let etag, !etag.hasPrefix("W/") else { return nil }
+        return ("bytes=\(piece.last + 1)-", etag)
+    }
+
+    /// Whether a 206's piece is exactly the rest `restRequest` asked for.
+    public static func isRest(_ answer: Piece, of piece: Piece) -> Bool {
+        answer.first == piece.last + 1 && answer.last == piece.length - 1 && answer.length == piece.length
+    }
+
     private static func number(_ text: Substring) -> Int? {
         guard !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
         return Int(text)

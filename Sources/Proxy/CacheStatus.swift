@@ -4,7 +4,7 @@ import HTTP1
 enum CacheStatus {
     /// The reason a request went upstream.
     enum Forward: String {
-        case bypass, method, uriMiss = "uri-miss", varyMiss = "vary-miss", miss, request, stale
+        case bypass, method, uriMiss = "uri-miss", varyMiss = "vary-miss", miss, request, stale, partial
     }
 
     /// `detail`: "fleet" (found in the fleet's shared tier),

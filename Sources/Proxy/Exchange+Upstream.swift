@@ -16,6 +16,13 @@ extension Exchange: FetchClient {
             refreshFromNotModified(response, validated: validating)
             return false
         }
+        if let piece = forwarding.completing?.piece, status == 416 || (status == 206
+            && !(PartialContent.piece(contentRange: response.fields["content-range"]).map { PartialContent.isRest($0, of: piece) } ?? false)) {
+            // Not the rest that was asked for: the whole, asked plainly.
+            forwarding.completing = nil
+            forwardWithoutValidators()
+            return false
+        }
         return true
     }
 
@@ -23,9 +30,16 @@ extension Exchange: FetchClient {
     /// is going into the store).
     func streams(_ response: UpstreamResponse, stored: Bool) {
         machine.responseHeadSent()
-        let fwdStatus = forwarding.validating != nil ? response.status : nil
-        answer.upstreamHead(response, for: request, age: isCacheLookup ? Freshness.correctedInitialAge(response.timing) : nil,
-                            cacheStatus: forwarding.cacheStatus(stored: stored, fwdStatus: fwdStatus))
+        let fwdStatus = forwarding.validating != nil || forwarding.completing != nil ? response.status : nil
+        let age = isCacheLookup ? Freshness.correctedInitialAge(response.timing) : nil
+        let cacheStatus = forwarding.cacheStatus(stored: stored, fwdStatus: fwdStatus)
+        if response.status == 206, let piece = forwarding.completing {
+            // The stored piece, then the rest as it comes: the whole, for a client that asked for it.
+            answer.upstreamHead(response.completed(length: piece.piece?.length ?? 0), for: request, age: age, cacheStatus: cacheStatus)
+            if request.method != "HEAD" { connection.sendBody(copying: piece.body) }
+            return
+        }
+        answer.upstreamHead(response, for: request, age: age, cacheStatus: cacheStatus)
     }
 
     /// A 304 answered our conditional request: serve the variant it refreshed.

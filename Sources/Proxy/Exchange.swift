@@ -66,6 +66,7 @@ final class Exchange {
     /// out. `fromFleet`: the fleet's shared tier was asked already (after
     /// the local tiers missed), and what it had is among `variants`.
     func decide(_ policy: RequestPolicy, chosenByClient: Bool, _ requestCC: CacheControl, now: Int64, fromFleet: Bool) {
+        let stored = variants
         variants = StoredAnswer.usable(variants, for: request)
         let outcome = Lookup.decide(RequestFacts(request, requestCC, honouringPragma: true), variants, now: now, shared: shared)
         var plan = LookupPlan.make(policy.action(for: outcome), chosenByClient: chosenByClient, onlyIfCached: requestCC.onlyIfCached)
@@ -97,6 +98,11 @@ final class Exchange {
             forwarding = Forwarding(how, variants: variants, method: request.method, requestDirectives: requestCC,
                                     disconnectedGrace: route?.staleOnDisconnect ?? worker.configuration.staleOnDisconnectSeconds)
             if how.reason == .stale { WorkerStats.bump(worker.counters.staleForwards) } else { WorkerStats.bump(worker.counters.misses) }
+            if how.reason == .uriMiss || how.reason == .varyMiss, let piece = Forwarding.completable(among: stored, for: request) {
+                // Not shared: a follower would get the rest alone.
+                (forwarding.completing, forwarding.reason) = (piece, .partial)
+                return forward()
+            }
             if how.collapse { collapse(askedFleet: fromFleet) } else { forward() }
         }
     }

@@ -16,8 +16,23 @@ struct Forwarding {
     var standIns = StandIns()
     /// reloadIgnoringLocalAndRemoteCacheData: Cache-Control: no-cache upstream.
     var noCacheUpstream = false
+    /// A stored piece from byte 0 that the upstream is asked to complete
+    /// (`PartialContent.restRequest`): the client gets it and the rest.
+    var completing: CachedResponse?
 
     init() {}
+
+    /// The stored piece a GET without Range may be answered from, with
+    /// the rest asked of the upstream (`fwd=partial`): one held in memory,
+    /// with a strong ETag, for a client that takes its coding.
+    static func completable(among variants: Variants, for request: RequestHead) -> CachedResponse? {
+        guard request.method == "GET", request.header("range") == nil else { return nil }
+        return variants.last { entry in
+            guard entry.status == 206, entry.bodyFile == nil, let piece = entry.piece,
+                  !ClientCoding.mustDecode(entry, for: request) else { return false }
+            return PartialContent.restRequest(for: piece, etag: entry.etag) != nil
+        }
+    }
 
     /// `requestDirectives`: the request's Cache-Control (its stale-if-error
     /// counts for a stale stand-in); `disconnectedGrace`: how stale a
@@ -39,6 +54,12 @@ struct Forwarding {
     func upstreamFields(_ forwarded: HeaderFields, among variants: Variants) -> HeaderFields {
         var fields = forwarded
         if let validating { UpstreamHeaders.addValidators(for: validating, among: variants, to: &fields) }
+        if let piece = completing?.piece, let (range, ifRange) = PartialContent.restRequest(for: piece, etag: completing?.etag) {
+            fields.remove("range")
+            fields.remove("if-range")
+            fields.append("range", range)
+            fields.append("if-range", ifRange)
+        }
         if noCacheUpstream {
             fields.remove("cache-control")
             fields.remove("pragma")

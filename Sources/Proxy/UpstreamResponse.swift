@@ -42,6 +42,20 @@ struct UpstreamResponse {
                                 ageValue: Freshness.parseAge(headers["age"]) ?? 0)
     }
 
+    /// A 206 with the rest of a stored piece as the 200 of the whole
+    /// representation (`length` bytes) a client gets: its fields without
+    /// Content-Range, the whole's Content-Length.
+    func completed(length: Int) -> UpstreamResponse {
+        var headers = fields
+        headers.remove("content-range")
+        headers.remove("content-length")
+        headers.remove("transfer-encoding")
+        headers.append("content-length", String(length))
+        // From the fields as passed on (hop-by-hop and, when so configured, tag fields gone).
+        return UpstreamResponse(status: 200, reason: "OK", headers: headers, requestTime: timing.requestTime,
+                                responseTime: timing.responseTime, stripTagHeaders: false)
+    }
+
     /// Whether no body follows this head (RFC 9112 section 6.3): the
     /// answer to a HEAD, a 1xx, 204 or 304.
     func hasNoBody(answering method: String) -> Bool { Self.hasNoBody(status: status, answering: method) }

@@ -327,3 +327,19 @@ final class PartialContentTests: XCTestCase {
         XCTAssertFalse(PartialContent.mayJoin(a, etag: "\"e\"", Piece(first: 5, last: 10, length: 11), etag: "\"e\""))
     }
 }
+
+extension PartialContentTests {
+    func testTheRestOfAPieceFromByteZeroIsAskedWithIfRange() {
+        let piece = PartialContent.Piece(first: 0, last: 39, length: 100)
+        XCTAssertEqual(PartialContent.restRequest(for: piece, etag: "\"e\"")?.range, "bytes=40-")
+        XCTAssertEqual(PartialContent.restRequest(for: piece, etag: "\"e\"")?.ifRange, "\"e\"")
+        XCTAssertNil(PartialContent.restRequest(for: piece, etag: "W/\"e\""), "If-Range needs a strong tag")
+        XCTAssertNil(PartialContent.restRequest(for: piece, etag: nil))
+        XCTAssertNil(PartialContent.restRequest(for: PartialContent.Piece(first: 5, last: 39, length: 100), etag: "\"e\""))
+        XCTAssertNil(PartialContent.restRequest(for: PartialContent.Piece(first: 0, last: 99, length: 100), etag: "\"e\""))
+        XCTAssertTrue(PartialContent.isRest(PartialContent.Piece(first: 40, last: 99, length: 100), of: piece))
+        XCTAssertFalse(PartialContent.isRest(PartialContent.Piece(first: 41, last: 99, length: 100), of: piece))
+        XCTAssertFalse(PartialContent.isRest(PartialContent.Piece(first: 40, last: 98, length: 100), of: piece))
+        XCTAssertFalse(PartialContent.isRest(PartialContent.Piece(first: 40, last: 100, length: 101), of: piece))
+    }
+}

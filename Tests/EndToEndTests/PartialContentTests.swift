@@ -123,3 +123,41 @@ final class PartialContentEndToEndTests: ProxyTestCase {
         }
     }
 }
+
+extension PartialContentEndToEndTests {
+    /// A stored piece from byte 0 and a request for the whole: the rest
+    /// is asked for (Range from the piece's end, If-Range with its ETag),
+    /// the client gets the piece and the rest as one 200, and the joined
+    /// whole is stored (cache-tests' optimal partial-store-partial-complete).
+    func testAStoredPieceIsCompletedWithTheRestForAClientAskingForTheWhole() throws {
+        let (origin, larder) = try start(config: "range_fill = false\n")
+        let target = "/part/f?size=100&etag=c1&ranges=1"
+        let whole = try larder.client().get(target.replacingOccurrences(of: "ranges=1", with: "ranges=0")).body
+        let c = try larder.client()
+        XCTAssertEqual(try c.get(target, headers: ["Range: bytes=0-39"]).status, 206)
+        let completed = try c.get(target)
+        XCTAssertEqual(completed.status, 200)
+        XCTAssertEqual(completed.header("content-length"), "100")
+        XCTAssertNil(completed.header("content-range"))
+        XCTAssertEqual(completed.header("cache-status"), "larder; fwd=partial; fwd-status=206; stored")
+        XCTAssertEqual(completed.body, whole)
+        let pairs = try origin.lastRequest(target)["headers"] as? [[String]] ?? []
+        XCTAssertTrue(pairs.contains(["range", "bytes=40-"]), "\(pairs)")
+        XCTAssertTrue(pairs.contains(["if-range", "\"c1\""]), "\(pairs)")
+        let hit = try c.get(target)
+        XCTAssertTrue(isHit(hit), "the joined whole is stored")
+        XCTAssertEqual(hit.body, whole)
+        XCTAssertEqual(try origin.count(target), 2)
+
+        // A piece of a representation that changed since: the upstream
+        // answers the whole (If-Range), which the client gets as is.
+        let changing = "/part/g?size=100&ranges=1&etag=v1&etag_then=v2"
+        XCTAssertEqual(try c.get(changing, headers: ["Range: bytes=0-9"]).status, 206)
+        let changed = try c.get(changing)
+        XCTAssertEqual(changed.status, 200)
+        XCTAssertEqual(changed.header("etag"), "\"v2\"")
+        XCTAssertEqual(changed.header("cache-status"), "larder; fwd=partial; fwd-status=200; stored")
+        XCTAssertEqual(changed.body.count, 100)
+        XCTAssertTrue(isHit(try c.get(changing)))
+    }
+}

@@ -8,6 +8,7 @@ counted by its path-and-query, so tests can check how many reached it.
 Query parameters on any path:
   cc=...        Cache-Control value (default: max-age=60; "none" for no header)
   etag=X        ETag "X"; a matching If-None-Match gets 304 (with X-Validated: n)
+  etag_then=Y   ETag "Y" from the second request on (a changed representation)
   lm=N          Last-Modified N seconds before the server started; a later
                 If-Modified-Since gets 304
   fail_after=N  after N requests to this path, answer 500
@@ -34,7 +35,8 @@ Query parameters on any path:
   cl_self=1     add Content-Location naming this very path and query
                 (cl_self=abs: as an absolute URL with the request's Host)
   ranges=1      answer a single-range Range header (bytes=a-b, a-, -n) with
-                206 and Content-Range, as static file servers do
+                206 and Content-Range, as static file servers do (not when
+                an If-Range names another ETag: then the whole, 200)
   cut=N         announce the whole body (Content-Length) but send only N
                 bytes of it, then close the connection
   garbage=1     answer with bytes that are not HTTP, then close
@@ -170,6 +172,9 @@ class Handler(BaseHTTPRequestHandler):
             headers["Content-Location"] = absolute + self.path
         if "etag" in q:
             headers["ETag"] = '"%s"' % q["etag"]
+        if "etag_then" in q and counts[self.path] > 1:
+            # Another representation from the second request on.
+            headers["ETag"] = '"%s"' % q["etag_then"]
         if "lm" in q:
             headers["Last-Modified"] = formatdate(START - int(q["lm"]), usegmt=True)
         if self.command in ("GET", "HEAD") and self.not_modified(headers):
@@ -200,7 +205,9 @@ class Handler(BaseHTTPRequestHandler):
             if q["gzip"] == "always" or "gzip" in self.headers.get("Accept-Encoding", ""):
                 body = gzip.compress(body, mtime=0)
                 headers["Content-Encoding"] = "gzip"
-        if q.get("ranges") == "1" and status == 200 and "Range" in self.headers:
+        if_range = self.headers.get("If-Range")
+        if q.get("ranges") == "1" and status == 200 and "Range" in self.headers and \
+                (if_range is None or if_range == headers.get("ETag")):
             m = re.fullmatch(r"bytes=(\d*)-(\d*)", self.headers["Range"].strip())
             n = len(body)
             if m and (m.group(1) or m.group(2)):
