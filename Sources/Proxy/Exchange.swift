@@ -66,8 +66,13 @@ final class Exchange {
     /// out. `fromFleet`: the fleet's shared tier was asked already (after
     /// the local tiers missed), and what it had is among `variants`.
     func decide(_ policy: RequestPolicy, chosenByClient: Bool, _ requestCC: CacheControl, now: Int64, fromFleet: Bool) {
-        let stored = variants
-        variants = StoredAnswer.usable(variants, for: request)
+        // Stored pieces that cannot answer this request are left out (kept
+        // aside: one may be completed). The usual lookup has none: no copy.
+        var pieces: Variants?
+        if StoredAnswer.hasPiece(variants) {
+            pieces = variants
+            variants = StoredAnswer.usable(variants, for: request)
+        }
         let outcome = Lookup.decide(RequestFacts(request, requestCC, honouringPragma: true), variants, now: now, shared: shared)
         var plan = LookupPlan.make(policy.action(for: outcome), chosenByClient: chosenByClient, onlyIfCached: requestCC.onlyIfCached)
         if case .serve(let index, let age, let ttl, let stale, let refresh) = plan {
@@ -98,7 +103,8 @@ final class Exchange {
             forwarding = Forwarding(how, variants: variants, method: request.method, requestDirectives: requestCC,
                                     disconnectedGrace: route?.staleOnDisconnect ?? worker.configuration.staleOnDisconnectSeconds)
             if how.reason == .stale { WorkerStats.bump(worker.counters.staleForwards) } else { WorkerStats.bump(worker.counters.misses) }
-            if how.reason == .uriMiss || how.reason == .varyMiss, let piece = Forwarding.completable(among: stored, for: request) {
+            if how.reason == .uriMiss || how.reason == .varyMiss, let pieces,
+               let piece = Forwarding.completable(among: pieces, for: request) {
                 // Not shared: a follower would get the rest alone.
                 (forwarding.completing, forwarding.reason) = (piece, .partial)
                 return forward()
@@ -115,7 +121,14 @@ final class Exchange {
         machine.forward()
         var forwarded = UpstreamHeaders.forward(request, peer: connection.peer, forwardHost: worker.configuration.forwardHost,
                                                 passed: worker.configuration.passRequestHeaders)
-        if isCacheLookup { UpstreamHeaders.normalizeAcceptEncoding(&forwarded, for: request) }
+        if isCacheLookup {
+            UpstreamHeaders.normalizeAcceptEncoding(&forwarded, for: request)
+            // Several ranges: the whole is fetched (and stored), as a hit answers them.
+            if ByteRange.asksSeveralRanges(request.combinedHeader("range")) {
+                forwarded.remove("range")
+                forwarded.remove("if-range")
+            }
+        }
         let fetch = UpstreamFetch(fields: forwarding.upstreamFields(forwarded, among: variants), for: self, worker: worker,
                                   leading: leading)
         fetch.claimedInFleet = claimedInFleet

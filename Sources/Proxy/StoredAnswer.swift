@@ -49,12 +49,19 @@ enum StoredAnswer: Equatable {
                                      etag: entry.etag, lastModified: entry.lastModified)
     }
 
+    /// Whether a stored piece (206) is among `variants`.
+    @inline(__always)
+    static func hasPiece(_ variants: Variants) -> Bool {
+        for entry in variants where entry.status == 206 { return true }
+        return false
+    }
+
     /// The stored variants that may answer `request`: a stored piece (206)
     /// only for a range it holds, and not to a client that would need its
     /// gzip decoded (a piece of gzip cannot be). The usual lookup, with no
     /// piece, is returned as it is.
     static func usable(_ variants: Variants, for request: RequestHead) -> Variants {
-        guard variants.contains(where: { $0.status == 206 }) else { return variants }
+        guard hasPiece(variants) else { return variants }
         return Variants(variants.filter { entry in
             guard entry.status == 206 else { return true }
             guard let piece = entry.piece, !ClientCoding.mustDecode(entry, for: request) else { return false }

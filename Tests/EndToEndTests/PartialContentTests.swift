@@ -161,3 +161,22 @@ extension PartialContentEndToEndTests {
         XCTAssertTrue(isHit(try c.get(changing)))
     }
 }
+
+extension PartialContentEndToEndTests {
+    /// Several ranges: answered with the whole, on a miss as on a hit (RFC
+    /// 9110 section 14.2 lets a server ignore Range); the whole is stored.
+    func testSeveralRangesGetTheWholeOnAMissAndAHit() throws {
+        let target = "/part/m?size=100&etag=m1&ranges=1"
+        let c = try larder.client()
+        let miss = try c.get(target, headers: ["Range: bytes=0-9, 50-59"])
+        XCTAssertEqual(miss.status, 200)
+        XCTAssertEqual(miss.body.count, 100)
+        let pairs = try origin.lastRequest(target)["headers"] as? [[String]] ?? []
+        XCTAssertFalse(pairs.contains { $0.first == "range" }, "the whole was asked for: \(pairs)")
+        let hit = try c.get(target, headers: ["Range: bytes=0-9, 50-59"])
+        XCTAssertTrue(isHit(hit))
+        XCTAssertEqual(hit.status, 200)
+        XCTAssertEqual(hit.body, miss.body)
+        XCTAssertEqual(try origin.count(target), 1)
+    }
+}
