@@ -203,6 +203,8 @@ public final class AdminAPI {
             rangeFills: stats.total(.rangeFills),
             clientErrors: stats.total(.clientErrors), refusedConnections: stats.total(.refusedConnections),
             outputPauses: stats.total(.outputPauses), sendTimeouts: stats.total(.sendTimeouts),
+            receivedBytes: stats.total(.receivedBytes), sentBytes: stats.total(.sentBytes),
+            latency: LatencyHistograms.Series.allCases.map { stats.latency($0) },
             adminRefusedConnections: stats.adminRefusedConnections.load(ordering: .relaxed),
             openConnections: stats.openConnections.load(ordering: .relaxed), purged: metrics.purged,
             tiers: store.stats, uptimeSeconds: max(0, clock() - startedAt), fleet: fanOut?.status)

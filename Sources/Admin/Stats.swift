@@ -1,5 +1,6 @@
 import CacheStorage
 import Prometheus
+import Proxy
 
 /// The figures `/stats` and `/metrics` report, read once per request.
 public struct StatsSnapshot: Equatable, Sendable {
@@ -19,6 +20,11 @@ public struct StatsSnapshot: Equatable, Sendable {
     /// Times a connection held back answers for a client leaving them unread.
     public var outputPauses = 0
     public var sendTimeouts = 0
+    /// Bytes read from clients and written to them.
+    public var receivedBytes = 0
+    public var sentBytes = 0
+    /// Latency histograms, by `LatencyHistograms.Series` (empty: none kept).
+    public var latency: [LatencyHistograms.Snapshot] = []
     /// Admin connections refused over admin_max_connections.
     public var adminRefusedConnections = 0
     public var openConnections = 0
@@ -30,6 +36,7 @@ public struct StatsSnapshot: Equatable, Sendable {
     public var fleet: FleetStatus? = nil
 
     public var memory: TierStats { tiers[0] }
+    public var diskEvictions: Int { disk?.evictions ?? 0 }
     public var disk: TierStats? { tiers.first { $0.name == "disk" } }
 
     /// Hits (fresh and stale) over every lookup answered from cache or upstream.
@@ -71,6 +78,7 @@ final class Metrics {
                          diskObjects: Gauge, diskBytes: Gauge, diskLimit: Gauge, uptime: Gauge, hitRatio: Gauge)
     /// Responses purged through the admin API (kept here: only the admin purges).
     var purged = 0
+    private let openConnections: Gauge, diskQueue: Gauge
 
     init() {
         func describe(_ metric: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
@@ -92,6 +100,10 @@ final class Metrics {
             ("send_timeouts", "Connections closed after send_timeout without the client reading", \.sendTimeouts),
             ("admin_refused_connections", "Admin connections refused over admin_max_connections", \.adminRefusedConnections),
             ("purged_objects", "Stored responses removed or marked stale by purges", \.purged),
+            ("client_received_bytes", "Bytes read from clients", \.receivedBytes),
+            ("client_sent_bytes", "Bytes written to clients", \.sentBytes),
+            ("memory_evictions", "Responses evicted from the memory tier", \.memory.evictions),
+            ("disk_evictions", "Responses evicted from the disk tier", \.diskEvictions),
         ]
         for (metric, help, path) in counterSpecs {
             counters.append((registry.makeCounter(descriptor: describe(metric, "total", help)), path))
@@ -107,6 +119,8 @@ final class Metrics {
             registry.makeGauge(descriptor: describe("uptime", "seconds", "Seconds since start")),
             registry.makeGauge(descriptor: describe("hit", "ratio", "Hits over lookups since start (0 to 1)"))
         )
+        openConnections = registry.makeGauge(descriptor: describe("open_connections", "", "Client connections open now"))
+        diskQueue = registry.makeGauge(descriptor: describe("disk_write_queue", "bytes", "Bytes waiting to be written to the disk tier"))
     }
 
     func render(_ snapshot: StatsSnapshot) -> String {
@@ -123,11 +137,13 @@ final class Metrics {
         gauges.diskLimit.set(Double(snapshot.disk?.limitBytes ?? 0))
         gauges.uptime.set(Double(snapshot.uptimeSeconds))
         gauges.hitRatio.set(snapshot.hitRatio)
+        openConnections.set(Double(snapshot.openConnections))
+        diskQueue.set(Double(snapshot.disk?.queuedBytes ?? 0))
         if let fleet = snapshot.fleet {
             if fleetMetrics == nil { fleetMetrics = FleetMetrics(registry) }
             fleetMetrics?.update(fleet)
         }
-        return registry.emitToString()
+        return registry.emitToString() + LatencyText.render(snapshot.latency)
     }
 
     /// Made at the first scrape of a node in a fleet (a node alone shows none).

@@ -52,6 +52,12 @@ uint64_t el_now_ms(void) {
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+uint64_t el_now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 int64_t el_wall_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);

@@ -92,6 +92,8 @@ public struct TierStats: Equatable, Sendable {
     public var evictions: Int
     /// false while the tier is still finding what it holds (the disk index at start).
     public var ready: Bool
+    /// Bytes waiting to be written (a tier that writes behind: the disk).
+    public var queuedBytes = 0
     public init(name: String, objects: Int, bytes: Int, limitBytes: Int, evictions: Int = 0, ready: Bool = true) {
         self.name = name
         self.objects = objects

@@ -172,6 +172,8 @@ public final class EventLoop {
 
     /// Monotonic milliseconds.
     public static func nowMilliseconds() -> UInt64 { el_now_ms() }
+    /// Monotonic microseconds.
+    public static func nowMicroseconds() -> UInt64 { el_now_us() }
     /// Wall-clock seconds since the epoch.
     public static func wallSeconds() -> Int64 { el_wall_seconds() }
 }

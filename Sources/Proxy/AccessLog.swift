@@ -120,12 +120,21 @@ struct AccessLogBuffer {
     }
 }
 
-/// What the access log says of one exchange: noted as its answer is
-/// decided (only while the log is on), written once when it ends.
+/// What the access log and the latency histograms say of one exchange:
+/// noted as its answer is decided, taken once when it ends. The Cache-Status
+/// is kept only while the log is on.
 struct AccessRecord {
-    /// Whether the access log is on: when off, nothing is noted or written.
+    /// Whether the access log is on.
     let logging: Bool
-    private let startMilliseconds: UInt64
+    /// Monotonic microseconds when the request began, and when its answer's
+    /// head was queued (0: not yet).
+    private let startMicroseconds: UInt64
+    private(set) var firstByteMicroseconds: UInt64 = 0
+    /// How the answer was made (the histograms' `result`).
+    private(set) var result = LatencyHistograms.Result.other
+    /// The whole answer was queued with its head (a stored or made-here
+    /// one): its last byte's time is its first's.
+    private(set) var queuedWhole = false
     private(set) var status = 0
     /// The Cache-Status sent: a whole "Cache-Status: ...\r\n" line (hits)
     /// or the value (forwards).
@@ -137,26 +146,39 @@ struct AccessRecord {
 
     init(logging: Bool = true) {
         self.logging = logging
-        startMilliseconds = logging ? EventLoop.nowMilliseconds() : 0
+        startMicroseconds = EventLoop.nowMicroseconds()
     }
 
     @inline(__always)
-    mutating func note(status: Int, cacheStatus: @autoclosure () -> [UInt8], bodyBytes: Int?) {
-        guard logging else { return }
+    mutating func note(status: Int, result: LatencyHistograms.Result, queuedWhole: Bool,
+                       cacheStatus: @autoclosure () -> [UInt8], bodyBytes: Int?) {
         self.status = status
+        self.result = result
+        self.queuedWhole = queuedWhole
+        firstByteMicroseconds = EventLoop.nowMicroseconds()
+        guard logging else { return }
         self.cacheStatus = cacheStatus()
         self.bodyBytes = bodyBytes
     }
 
-    /// True the first time only, while logging: an exchange that ends
-    /// twice (cancelled, then completed) logs one line.
-    mutating func takeTurnToWrite() -> Bool {
+    /// True the first time only: an exchange that ends twice (cancelled,
+    /// then completed) is counted and logged once.
+    mutating func takeTurn() -> Bool {
         defer { written = true }
-        return logging && !written
+        return !written
+    }
+
+    /// Microseconds from the request to its answer's head, and to its
+    /// last byte queued (now, unless it was queued whole with its head);
+    /// nil when nothing was answered.
+    func latencies() -> (firstByte: Int, total: Int)? {
+        guard firstByteMicroseconds != 0 else { return nil }
+        let end = queuedWhole ? firstByteMicroseconds : EventLoop.nowMicroseconds()
+        return (Int(firstByteMicroseconds &- startMicroseconds), Int(end &- startMicroseconds))
     }
 
     /// Since the request began.
-    var milliseconds: UInt64 { EventLoop.nowMilliseconds() &- startMilliseconds }
+    var milliseconds: UInt64 { (EventLoop.nowMicroseconds() &- startMicroseconds) / 1000 }
 
     /// The log's cache column: the Cache-Status value without field name,
     /// cache name or line end ("hit; ttl=55"), "-" when none was sent.

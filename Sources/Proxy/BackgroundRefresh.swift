@@ -21,6 +21,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
     private let request: RequestHead
     private var transfer: (any UpstreamTransferControl)?
     private var requestTime: Int64 = 0
+    private var sentMicroseconds: UInt64 = 0
     /// The store's purge number when the refresh began: a purge since wins.
     private var fetchToken: UInt64 = 0
     private var sharedMark: SharedMark?
@@ -50,6 +51,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
         UpstreamHeaders.normalizeAcceptEncoding(&headers, for: request)
         if let entry { UpstreamHeaders.addValidators(for: entry, among: variants, to: &headers) }
         requestTime = EventLoop.wallSeconds()
+        sentMicroseconds = EventLoop.nowMicroseconds()
         fetchToken = worker.store.fetchToken
         sharedMark = worker.sharedTier?.fetchMark()
         transfer = worker.upstream.start(
@@ -58,6 +60,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
     }
 
     func upstreamDidReceiveHead(status: Int, reason: String?, headers: HeaderFields) {
+        worker.counters.latency.record(.upstreamHead, microseconds: Int(EventLoop.nowMicroseconds() &- sentMicroseconds))
         let response = UpstreamResponse(status: status, reason: reason, headers: headers, requestTime: requestTime,
                                         responseTime: EventLoop.wallSeconds(), stripTagHeaders: worker.configuration.stripTagHeaders)
         if case .invalid = response.framing { return }  // the stored response stays as it was

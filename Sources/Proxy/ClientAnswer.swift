@@ -38,14 +38,15 @@ struct ClientAnswer {
     mutating func stored(_ entry: CachedResponse, for request: RequestHead, age: Int, now: Int64, cacheStatus: [UInt8]) -> Bool {
         guard let sent = connection.sendStored(entry, for: request, age: age, now: now, cacheStatus: cacheStatus,
                                                connection: connectionField(request)) else { return false }
-        access.note(status: sent.status, cacheStatus: cacheStatus, bodyBytes: sent.bodyBytes)
+        access.note(status: sent.status, result: .hit, queuedWhole: true, cacheStatus: cacheStatus, bodyBytes: sent.bodyBytes)
         return true
     }
 
     /// A whole answer made here (400, 502, 504).
     mutating func madeHere(_ status: Int, _ message: String, for request: RequestHead, cacheStatus: String?) {
         let extra: HeaderFields = cacheStatus.map { [HeaderField(lowercasedName: "cache-status", value: $0)] } ?? []
-        access.note(status: status, cacheStatus: Array((cacheStatus ?? "").utf8), bodyBytes: message.utf8.count + 1)
+        access.note(status: status, result: .other, queuedWhole: true, cacheStatus: Array((cacheStatus ?? "").utf8),
+                    bodyBytes: message.utf8.count + 1)
         connection.enqueue(ResponseSerializer.simple(status: status, body: message, close: !keepAlive(request), extra: extra))
     }
 
@@ -56,13 +57,14 @@ struct ClientAnswer {
         let fields = response.fields, now = response.timing.responseTime
         if let age, response.status == 200, StoredAnswer.clientIsNotModified(
             request, etag: fields["etag"], lastModified: fields["last-modified"], dateValue: response.timing.dateValue ?? response.timing.responseTime) {
-            access.note(status: 304, cacheStatus: Array(cacheStatus.utf8), bodyBytes: 0)
+            access.note(status: 304, result: .miss, queuedWhole: true, cacheStatus: Array(cacheStatus.utf8), bodyBytes: 0)
             connection.sendNotModified(fields: fields, age: age, cacheStatus: cacheStatus, now: now,
                                        connection: connectionField(request))
             connection.flush()
             return
         }
-        access.note(status: response.status, cacheStatus: Array(cacheStatus.utf8), bodyBytes: nil)
+        access.note(status: response.status, result: age == nil ? .pass : .miss, queuedWhole: false,
+                    cacheStatus: Array(cacheStatus.utf8), bodyBytes: nil)
         connection.sendHead(status: response.status, reason: response.reason, fields: fields, length: response.length,
                             noBody: response.hasNoBody(answering: request.method), age: age, cacheStatus: cacheStatus,
                             now: now, for: request, connection: connectionField(request))
@@ -73,19 +75,27 @@ struct ClientAnswer {
     /// aged by the time since it arrived.
     mutating func sharedHead(_ head: SharedFetch.Head, for request: RequestHead, cacheStatus: String) {
         let now = EventLoop.wallSeconds()
-        access.note(status: head.status, cacheStatus: Array(cacheStatus.utf8), bodyBytes: nil)
+        access.note(status: head.status, result: .miss, queuedWhole: false, cacheStatus: Array(cacheStatus.utf8), bodyBytes: nil)
         connection.sendHead(status: head.status, reason: head.reason, fields: head.headers, length: head.contentLength,
                             noBody: UpstreamResponse.hasNoBody(status: head.status, answering: request.method),
                             age: Freshness.correctedInitialAge(head.timing) + max(0, Int(now - head.timing.responseTime)),
                             cacheStatus: cacheStatus, now: now, for: request, connection: connectionField(request))
     }
 
-    /// The access-log line, once: when the exchange completes, or ends
-    /// early (status 0 if nothing was sent).
+    /// The latencies and the access-log line, once: when the exchange
+    /// completes, or ends early (status 0 if nothing was sent).
     mutating func log(_ request: RequestHead) {
-        guard access.takeTurnToWrite() else { return }
+        guard access.takeTurn() else { return }
+        let latencies = access.latencies()
+        if let (firstByte, total) = latencies {
+            let latency = worker.counters.latency
+            latency.record(.firstByte(access.result), microseconds: firstByte)
+            latency.record(.total(access.result), microseconds: total)
+        }
+        guard access.logging else { return }
         worker.logAccess(client: connection.peer, method: request.method, target: request.target, status: access.status,
-                         bodyBytes: access.bodyBytes ?? connection.answerBodyBytes, milliseconds: access.milliseconds,
+                         bodyBytes: access.bodyBytes ?? connection.answerBodyBytes,
+                         milliseconds: latencies.map { UInt64($0.total / 1000) } ?? access.milliseconds,
                          cache: access.cacheColumn)
     }
 }

@@ -102,6 +102,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
                 return
             }
             guard let n = result else { break }
+            WorkerStats.add(worker.counters.receivedBytes, n)
             if n == 0 {
                 readEOF = true
                 break
@@ -300,6 +301,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         do {
             let before = output.pendingBytes
             let done = try output.flush(to: fd)
+            WorkerStats.add(worker.counters.sentBytes, before - output.pendingBytes)
             // send_timeout bookkeeping only while output is held up (a hit
             // that leaves at once reads no clock).
             if sendTimer != .none {

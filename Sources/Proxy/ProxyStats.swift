@@ -22,6 +22,11 @@ public final class ProxyStats: Sendable {
         return stats
     }
 
+    /// A latency histogram summed over every worker.
+    public func latency(_ series: LatencyHistograms.Series) -> LatencyHistograms.Snapshot {
+        workers.withLock { $0.reduce(into: LatencyHistograms.Snapshot.empty) { $0.add($1.latency.snapshot(series)) } }
+    }
+
     /// A counter summed over every worker.
     public func total(_ counter: WorkerStats.Counter) -> Int {
         workers.withLock { $0.reduce(0) { $0 + $1.value(counter) } }
@@ -34,6 +39,7 @@ public final class WorkerStats: Sendable {
     public enum Counter: CaseIterable, Sendable {
         case hits, misses, staleForwards, stored, revalidations, staleHits, backgroundRefreshes, rangeFills, collapsed
         case upstreamErrors, clientErrors, refusedConnections, outputPauses, sendTimeouts
+        case receivedBytes, sentBytes
     }
 
     // Padding on both sides: workers' counters are allocated one after
@@ -58,6 +64,11 @@ public final class WorkerStats: Sendable {
     let outputPauses = Atomic<Int>(0)
     /// Connections closed because the client took no output for send_timeout.
     let sendTimeouts = Atomic<Int>(0)
+    /// Bytes read from clients and written to them.
+    let receivedBytes = Atomic<Int>(0)
+    let sentBytes = Atomic<Int>(0)
+    /// Latencies (a separate allocation: its cells are this worker's too).
+    let latency = LatencyHistograms()
     private let padAfter = (0, 0, 0, 0, 0, 0, 0, 0)
 
     fileprivate init() {}
@@ -66,6 +77,12 @@ public final class WorkerStats: Sendable {
     @inline(__always)
     static func bump(_ counter: borrowing Atomic<Int>) {
         counter.store(counter.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+    }
+
+    /// Adds `n`; called only on the owning worker's thread.
+    @inline(__always)
+    static func add(_ counter: borrowing Atomic<Int>, _ n: Int) {
+        counter.store(counter.load(ordering: .relaxed) &+ n, ordering: .relaxed)
     }
 
     public func value(_ counter: Counter) -> Int {
@@ -84,6 +101,8 @@ public final class WorkerStats: Sendable {
         case .refusedConnections: refusedConnections.load(ordering: .relaxed)
         case .outputPauses: outputPauses.load(ordering: .relaxed)
         case .sendTimeouts: sendTimeouts.load(ordering: .relaxed)
+        case .receivedBytes: receivedBytes.load(ordering: .relaxed)
+        case .sentBytes: sentBytes.load(ordering: .relaxed)
         }
     }
 }

@@ -65,6 +65,8 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     private var expectedLength: Int?
     private var receivedBody = 0
     private var requestTime: Int64 = 0
+    /// Monotonic microseconds when the request went out (the upstream's latency).
+    private var sentMicroseconds: UInt64 = 0
     /// The store's purge number when the request went out: a purge since
     /// then that matches keeps this response out of the cache.
     private(set) var fetchToken: UInt64 = 0
@@ -114,6 +116,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     private func attempt() {
         guard let upstreamRequest else { return }
         requestTime = EventLoop.wallSeconds()
+        sentMicroseconds = EventLoop.nowMicroseconds()
         fetchToken = worker.store.fetchToken
         sharedMark = worker.sharedTier?.fetchMark()
         transfer = worker.upstream.start(upstreamRequest, delegate: self)
@@ -144,6 +147,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
 
     func upstreamDidReceiveHead(status: Int, reason: String?, headers: HeaderFields) {
         guard machine.takesHead else { return }
+        worker.counters.latency.record(.upstreamHead, microseconds: Int(EventLoop.nowMicroseconds() &- sentMicroseconds))
         let response = UpstreamResponse(status: status, reason: reason, headers: headers, requestTime: requestTime,
                                         responseTime: EventLoop.wallSeconds(), stripTagHeaders: worker.configuration.stripTagHeaders)
         if case .invalid(let why) = response.framing {

@@ -238,7 +238,8 @@ final class AdminEndToEndTests: ConfiguredTestCase {
             } else if !line.hasPrefix("#") {
                 let parts = line.split(separator: " ")
                 XCTAssertEqual(parts.count, 2, String(line))
-                XCTAssertNotNil(parts.first?.wholeMatch(of: #/[a-zA-Z_:][a-zA-Z0-9_:]*/#), String(line))
+                let name = parts[0].prefix { $0 != "{" }
+                XCTAssertNotNil(name.wholeMatch(of: #/[a-zA-Z_:][a-zA-Z0-9_:]*/#), String(line))
                 values[String(parts[0])] = Double(parts[1])
             }
         }

@@ -5,7 +5,7 @@ import XCTest
 final class AccessRecordTests: XCTestCase {
     private func column(_ sent: String) -> String {
         var record = AccessRecord()
-        record.note(status: 200, cacheStatus: Array(sent.utf8), bodyBytes: nil)
+        record.note(status: 200, result: .hit, queuedWhole: true, cacheStatus: Array(sent.utf8), bodyBytes: nil)
         return record.cacheColumn
     }
 
@@ -16,17 +16,21 @@ final class AccessRecordTests: XCTestCase {
         XCTAssertEqual(AccessRecord().cacheColumn, "-")
     }
 
-    func testItIsWrittenOnce() {
+    func testItIsTakenOnce() {
         var record = AccessRecord()
-        XCTAssertTrue(record.takeTurnToWrite())
-        XCTAssertFalse(record.takeTurnToWrite(), "an exchange ended twice (cancelled, then completed) logs one line")
+        XCTAssertTrue(record.takeTurn())
+        XCTAssertFalse(record.takeTurn(), "an exchange ended twice (cancelled, then completed) is counted and logged once")
     }
 
-    func testWithTheLogOffNothingIsNotedOrWritten() {
+    func testWithTheLogOffTheCacheStatusIsNotKeptButTheTimesAre() {
         var record = AccessRecord(logging: false)
-        record.note(status: 200, cacheStatus: Array("larder; hit".utf8), bodyBytes: 5)
-        XCTAssertEqual(record.status, 0)
+        XCTAssertNil(record.latencies(), "nothing answered yet")
+        record.note(status: 200, result: .miss, queuedWhole: false, cacheStatus: Array("larder; fwd=uri-miss".utf8), bodyBytes: 5)
+        XCTAssertEqual(record.status, 200)
+        XCTAssertEqual(record.result, .miss)
         XCTAssertEqual(record.cacheColumn, "-")
-        XCTAssertFalse(record.takeTurnToWrite())
+        let (firstByte, total) = record.latencies()!
+        XCTAssertGreaterThanOrEqual(firstByte, 0)
+        XCTAssertGreaterThanOrEqual(total, firstByte, "the last byte comes after the first")
     }
 }

@@ -63,6 +63,8 @@ int el_poll(el_loop *loop, el_event *out, int cap, int max_wait_ms);
 
 /// Milliseconds on CLOCK_MONOTONIC.
 uint64_t el_now_ms(void);
+/* Monotonic microseconds (request latencies). */
+uint64_t el_now_us(void);
 /// Seconds since the epoch (CLOCK_REALTIME), for Date headers.
 int64_t el_wall_seconds(void);
 

@@ -448,10 +448,12 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
     }
 
     public var stats: TierStats {
-        state.withLock {
+        var stats = state.withLock {
             TierStats(name: name, objects: $0.count, bytes: $0.totalBytes, limitBytes: limitBytes, evictions: $0.evictions,
                       ready: $0.rebuilt)
         }
+        stats.queuedBytes = queue.pendingBytes
+        return stats
     }
 
 }

@@ -29,6 +29,13 @@ final class WriteQueue: @unchecked Sendable {
     static let highWater = 16 << 20
     static let lowWater = 4 << 20
 
+    /// Body bytes waiting for the writer.
+    var pendingBytes: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return queuedBytes
+    }
+
     /// `force`: queued even when full (small control ops that must not be lost).
     func push(_ op: Op, bytes: Int, force: Bool = false) -> Bool {
         condition.lock()

@@ -1,0 +1,88 @@
+import Synchronization
+
+/// One worker's latency histograms (`WorkerStats.latency`): bucket counts
+/// that only its thread writes (a relaxed load and store, as the
+/// counters), summed over the workers when `/metrics` is read
+/// (`ProxyStats.latency`). A request records one bucket and a sum per
+/// series: no lock, no allocation, no line shared with another core.
+public final class LatencyHistograms: @unchecked Sendable {
+    /// Bucket upper bounds in microseconds (`le`, shown in seconds).
+    public static let boundsMicroseconds: [Int] = [100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000,
+                                                   250_000, 500_000, 1_000_000, 2_500_000, 5_000_000, 10_000_000]
+
+    /// What is timed: a client's answer to its first byte queued and to its
+    /// last, by how it was answered, and the upstream's time to its head.
+    public enum Series: Int, CaseIterable, Sendable {
+        case firstByteHit, firstByteMiss, firstBytePass, firstByteOther
+        case totalHit, totalMiss, totalPass, totalOther
+        case upstreamHead
+    }
+
+    /// How an answer was made, the `result` label.
+    public enum Result: Int, Sendable {
+        case hit, miss, pass, other
+        public var label: String { ["hit", "miss", "pass", "other"][rawValue] }
+    }
+
+    /// Per series: a count per bound, one beyond the last, the sum of microseconds.
+    private static let stride = boundsMicroseconds.count + 2
+    private let cells: UnsafeMutablePointer<Atomic<Int>>
+    private let count = Series.allCases.count * LatencyHistograms.stride
+
+    init() {
+        cells = .allocate(capacity: count)
+        for i in 0..<count { (cells + i).initialize(to: Atomic(0)) }
+    }
+
+    deinit {
+        cells.deinitialize(count: count)
+        cells.deallocate()
+    }
+
+    /// Adds one observation; called only on the owning worker's thread.
+    @inline(__always)
+    func record(_ series: Series, microseconds: Int) {
+        let bounds = Self.boundsMicroseconds
+        var bucket = 0
+        while bucket < bounds.count && microseconds > bounds[bucket] { bucket += 1 }
+        let base = series.rawValue * Self.stride
+        Self.add(cells + base + bucket, 1)
+        Self.add(cells + base + Self.stride - 1, max(0, microseconds))
+    }
+
+    @inline(__always)
+    private static func add(_ cell: UnsafeMutablePointer<Atomic<Int>>, _ n: Int) {
+        cell.pointee.store(cell.pointee.load(ordering: .relaxed) &+ n, ordering: .relaxed)
+    }
+
+    /// One series as read now.
+    public struct Snapshot: Equatable, Sendable {
+        /// Observations per bucket (not cumulative), the last beyond every bound.
+        public var buckets: [Int]
+        public var sumMicroseconds: Int
+        public var count: Int { buckets.reduce(0, +) }
+
+        public init(buckets: [Int], sumMicroseconds: Int) {
+            self.buckets = buckets
+            self.sumMicroseconds = sumMicroseconds
+        }
+
+        static var empty: Snapshot { Snapshot(buckets: Array(repeating: 0, count: boundsMicroseconds.count + 1), sumMicroseconds: 0) }
+
+        mutating func add(_ other: Snapshot) {
+            for i in buckets.indices { buckets[i] += other.buckets[i] }
+            sumMicroseconds += other.sumMicroseconds
+        }
+    }
+
+    public func snapshot(_ series: Series) -> Snapshot {
+        let base = series.rawValue * Self.stride
+        return Snapshot(buckets: (0..<Self.stride - 1).map { cells[base + $0].load(ordering: .relaxed) },
+                        sumMicroseconds: cells[base + Self.stride - 1].load(ordering: .relaxed))
+    }
+}
+
+extension LatencyHistograms.Series {
+    public static func firstByte(_ result: LatencyHistograms.Result) -> Self { Self(rawValue: result.rawValue)! }
+    public static func total(_ result: LatencyHistograms.Result) -> Self { Self(rawValue: 4 + result.rawValue)! }
+}

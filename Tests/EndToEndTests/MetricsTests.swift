@@ -1,0 +1,109 @@
+import Foundation
+import XCTest
+
+/// `/metrics` beyond the counters: latency histograms by how requests were
+/// answered, the upstream's latency, bytes in and out, open connections;
+/// the exposition checked by Prometheus' own `promtool`.
+final class MetricsEndToEndTests: ProxyTestCase {
+    /// Samples by their name with labels, as written.
+    private func samples(_ text: String) -> [String: Double] {
+        var values: [String: Double] = [:]
+        for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+            let parts = line.split(separator: " ")
+            if parts.count == 2 { values[String(parts[0])] = Double(parts[1]) }
+        }
+        return values
+    }
+
+    func testLatencyHistogramsCountEachAnswerByHowItWasMade() throws {
+        let c = try larder.client()
+        XCTAssertEqual(try c.get("/m/a").status, 200)  // miss
+        XCTAssertEqual(try c.get("/m/a").status, 200)  // hit
+        XCTAssertEqual(try c.get("/m/a", headers: ["Range: bytes=0-3"]).status, 206)  // hit
+        XCTAssertEqual(try c.request("POST", "/m/p").status, 200)  // pass
+        XCTAssertEqual(try c.get("/m/a", headers: ["Larder-Cache-Policy: whenever"]).status, 400)  // other
+        let text = try larder.adminClient().get("/metrics").text
+        let v = samples(text)
+        for (series, counts) in [("larder_request_duration_seconds", ["hit": 2.0, "miss": 1, "pass": 1, "other": 1]),
+                                 ("larder_request_first_byte_seconds", ["hit": 2.0, "miss": 1, "pass": 1, "other": 1])] {
+            for (result, n) in counts {
+                XCTAssertEqual(v["\(series)_count{result=\"\(result)\"}"], n, "\(series) \(result)")
+                XCTAssertEqual(v["\(series)_bucket{result=\"\(result)\",le=\"+Inf\"}"], n, "\(series) \(result)")
+                XCTAssertEqual(v["\(series)_bucket{result=\"\(result)\",le=\"10\"}"], n, "\(series) \(result): under 10 s")
+                XCTAssertNotNil(v["\(series)_sum{result=\"\(result)\"}"])
+            }
+        }
+        // Cumulative buckets: never smaller towards larger bounds.
+        var previous = 0.0
+        for bound in ["0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1",
+                      "2.5", "5", "10", "+Inf"] {
+            let n = try XCTUnwrap(v["larder_request_duration_seconds_bucket{result=\"miss\",le=\"\(bound)\"}"], bound)
+            XCTAssertGreaterThanOrEqual(n, previous, bound)
+            previous = n
+        }
+        XCTAssertEqual(v["larder_upstream_response_seconds_count"], 2, "the miss and the POST")
+        XCTAssertGreaterThan(v["larder_upstream_response_seconds_sum"] ?? 0, 0)
+        XCTAssertGreaterThan(v["larder_client_received_bytes_total"] ?? 0, 100)
+        XCTAssertGreaterThan(v["larder_client_sent_bytes_total"] ?? 0, 100)
+        XCTAssertGreaterThanOrEqual(v["larder_open_connections"] ?? 0, 1)
+        XCTAssertEqual(v["larder_memory_evictions_total"], 0)
+        XCTAssertEqual(v["larder_disk_write_queue_bytes"], 0)
+
+        // A slow origin shows in the upstream's latency and the miss's.
+        XCTAssertEqual(try c.get("/m/slow?delay=0.3").status, 200)
+        let after = samples(try larder.adminClient().get("/metrics").text)
+        XCTAssertEqual(after["larder_upstream_response_seconds_bucket{le=\"0.25\"}"], 2, "the slow one is above 0.25 s")
+        XCTAssertEqual(after["larder_upstream_response_seconds_count"], 3)
+        XCTAssertEqual(after["larder_request_duration_seconds_bucket{result=\"miss\",le=\"0.25\"}"], 1)
+        XCTAssertGreaterThanOrEqual(after["larder_request_duration_seconds_sum{result=\"miss\"}"] ?? 0, 0.3)
+    }
+
+    /// `promtool check metrics` (Debian's prometheus package, installed by
+    /// `.ci/install-deps --test`) reads the exposition as Prometheus would.
+    func testPromtoolAcceptsTheExposition() throws {
+        let promtool = "/usr/bin/promtool"
+        guard FileManager.default.isExecutableFile(atPath: promtool) else {
+            // CI installs it: missing there is a failure, not a skip.
+            if ProcessInfo.processInfo.environment["CI"] == "true" { return XCTFail("promtool is missing: .ci/install-deps --test") }
+            throw XCTSkip("promtool is not installed (.ci/install-deps --test installs it)")
+        }
+        let c = try larder.client()
+        _ = try c.get("/m/b")
+        _ = try c.get("/m/b")
+        let text = try larder.adminClient().get("/metrics").text
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: promtool)
+        process.arguments = ["check", "metrics"]
+        let input = Pipe(), output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        input.fileHandleForWriting.write(Data(text.utf8))
+        try input.fileHandleForWriting.close()
+        let report = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0, report)
+    }
+
+    /// config/grafana-dashboard.json charts only series Larder exposes (a
+    /// renamed metric would leave a panel empty without a word).
+    func testTheGrafanaDashboardChartsOnlyExposedMetrics() throws {
+        let path = Paths.packageRoot.appendingPathComponent("config/grafana-dashboard.json")
+        let json = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(contentsOf: path)) as? [String: Any])
+        let panels = try XCTUnwrap(json["panels"] as? [[String: Any]])
+        XCTAssertGreaterThanOrEqual(panels.count, 8)
+        let c = try larder.client()
+        _ = try c.get("/m/d")
+        let exposed = Set(samples(try larder.adminClient().get("/metrics").text).keys.map { String($0.prefix { $0 != "{" }) })
+        var used = Set<String>()
+        for panel in panels {
+            for target in panel["targets"] as? [[String: Any]] ?? [] {
+                let expr = try XCTUnwrap(target["expr"] as? String)
+                for match in expr.matches(of: #/larder_[a-z_]+/#) { used.insert(String(match.output)) }
+            }
+        }
+        XCTAssertGreaterThanOrEqual(used.count, 15)
+        XCTAssertEqual(used.subtracting(exposed), [], "charted but not exposed")
+    }
+}

@@ -1,0 +1,34 @@
+import XCTest
+@testable import Proxy
+
+/// One worker's latency buckets, and their sum over workers.
+final class LatencyHistogramsTests: XCTestCase {
+    func testAnObservationGoesToTheFirstBucketThatHoldsIt() {
+        let h = LatencyHistograms()
+        for micros in [0, 100, 101, 999_999, 1_000_000, 10_000_000, 10_000_001, 60_000_000] {
+            h.record(.totalHit, microseconds: micros)
+        }
+        let s = h.snapshot(.totalHit)
+        XCTAssertEqual(s.buckets.count, LatencyHistograms.boundsMicroseconds.count + 1)
+        XCTAssertEqual(s.buckets[0], 2, "0 and 100 µs: le 0.0001")
+        XCTAssertEqual(s.buckets[1], 1, "101 µs: le 0.00025")
+        XCTAssertEqual(s.buckets[12], 2, "999,999 and 1,000,000 µs: le 1")
+        XCTAssertEqual(s.buckets[15], 1, "10 s: le 10")
+        XCTAssertEqual(s.buckets[16], 2, "beyond 10 s: +Inf only")
+        XCTAssertEqual(s.count, 8)
+        XCTAssertEqual(s.sumMicroseconds, 0 + 100 + 101 + 999_999 + 1_000_000 + 10_000_000 + 10_000_001 + 60_000_000)
+        XCTAssertEqual(h.snapshot(.totalMiss).count, 0, "series are apart")
+    }
+
+    func testWorkersAreSummed() {
+        let stats = ProxyStats()
+        let a = stats.makeWorkerStats(), b = stats.makeWorkerStats()
+        a.latency.record(.upstreamHead, microseconds: 2_000)
+        b.latency.record(.upstreamHead, microseconds: 3_000)
+        b.latency.record(.firstByte(.pass), microseconds: 50)
+        XCTAssertEqual(stats.latency(.upstreamHead).count, 2)
+        XCTAssertEqual(stats.latency(.upstreamHead).sumMicroseconds, 5_000)
+        XCTAssertEqual(stats.latency(.firstBytePass).buckets[0], 1)
+        XCTAssertEqual(LatencyHistograms.Series.total(.other), .totalOther)
+    }
+}
