@@ -41,6 +41,7 @@ struct el_loop {
     uint32_t free_count;
     uint32_t *heap;       // slots ordered by deadline
     uint32_t heap_len;
+    uint64_t wake_us;     // when the last poll returned (monotonic microseconds)
 };
 
 #define EL_REGISTERED 0x80000000u
@@ -226,6 +227,8 @@ int el_wake(el_loop *loop) {
     return 0;
 }
 
+uint64_t el_wake_us(const el_loop *l) { return l->wake_us; }
+
 int el_poll(el_loop *l, el_event *out, int cap, int max_wait_ms) {
     if (cap <= 0) return -EINVAL;
     int timeout = max_wait_ms;
@@ -257,7 +260,9 @@ int el_poll(el_loop *l, el_event *out, int cap, int max_wait_ms) {
         if (evs[i].events & (EPOLLHUP | EPOLLRDHUP)) e |= EL_HUP;
         out[count++] = (el_event){ .token = evs[i].data.u64, .kind = EL_KIND_FD, .events = e };
     }
-    uint64_t now = el_now_ms();
+    // One clock read per wake serves the timers and the requests it brings.
+    l->wake_us = el_now_us();
+    uint64_t now = l->wake_us / 1000u;
     while (count < cap && l->heap_len > 0) {
         el_timer *t = &l->timers[l->heap[0]];
         if (t->deadline_ms > now) break;

@@ -174,6 +174,9 @@ public final class EventLoop {
     public static func nowMilliseconds() -> UInt64 { el_now_ms() }
     /// Monotonic microseconds.
     public static func nowMicroseconds() -> UInt64 { el_now_us() }
+    /// When this loop's last poll returned (monotonic microseconds): when
+    /// what it is handling now arrived, without a clock read of its own.
+    public var wakeMicroseconds: UInt64 { el_wake_us(raw) }
     /// Wall-clock seconds since the epoch.
     public static func wallSeconds() -> Int64 { el_wall_seconds() }
 }

@@ -11,6 +11,8 @@ import Glibc
 public final class AccessLog: Sendable {
     /// nil for stdout or stderr.
     public let path: String?
+    /// One JSON object per line (`access_log_format = "json"`), else text.
+    public let json: Bool
     private let fd: Atomic<Int32>
 
     public struct OpenError: Error, CustomStringConvertible {
@@ -18,7 +20,8 @@ public final class AccessLog: Sendable {
     }
 
     /// `destination`: "stdout", "stderr" or a file path.
-    public init(destination: String) throws(OpenError) {
+    public init(destination: String, json: Bool = false) throws(OpenError) {
+        self.json = json
         switch destination {
         case "stdout":
             path = nil
@@ -71,7 +74,7 @@ public final class AccessLog: Sendable {
 /// One worker's pending access log lines: formatted on the loop thread,
 /// written in batches (at 32 KiB, or within a second).
 struct AccessLogBuffer {
-    private(set) var bytes: [UInt8] = []
+    var bytes: [UInt8] = []
     private var second: Int64 = -1
     private var stamp: [UInt8] = []
 
@@ -139,14 +142,18 @@ struct AccessRecord {
     /// The Cache-Status sent: a whole "Cache-Status: ...\r\n" line (hits)
     /// or the value (forwards).
     private(set) var cacheStatus: [UInt8] = []
+    /// The upstream's status and time to its head, when its head was the answer.
+    var upstream: (status: Int, microseconds: Int?)?
     /// Body bytes of an answer made here; nil for a forwarded body (the
     /// bytes received count then).
     private(set) var bodyBytes: Int?
     private var written = false
 
-    init(logging: Bool = true) {
+    /// `start`: when the request arrived (its loop's wake, monotonic
+    /// microseconds); now when not given.
+    init(logging: Bool = true, start: UInt64? = nil) {
         self.logging = logging
-        startMicroseconds = EventLoop.nowMicroseconds()
+        startMicroseconds = start ?? EventLoop.nowMicroseconds()
     }
 
     @inline(__always)

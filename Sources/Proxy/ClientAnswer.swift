@@ -22,7 +22,9 @@ struct ClientAnswer {
     init(on connection: ClientConnection) {
         self.connection = connection
         worker = connection.worker
-        access = AccessRecord(logging: worker.accessLog != nil)
+        // Timed from the wake that brought the request: its wait behind
+        // others handled in that wake counts, and no clock is read here.
+        access = AccessRecord(logging: worker.accessLog != nil, start: connection.worker.loop.wakeMicroseconds)
     }
 
     /// Whether the connection stays open after answering `request`.
@@ -65,6 +67,7 @@ struct ClientAnswer {
         }
         access.note(status: response.status, result: age == nil ? .pass : .miss, queuedWhole: false,
                     cacheStatus: Array(cacheStatus.utf8), bodyBytes: nil)
+        if access.logging { access.upstream = (response.status, response.upstreamMicroseconds) }
         connection.sendHead(status: response.status, reason: response.reason, fields: fields, length: response.length,
                             noBody: response.hasNoBody(answering: request.method), age: age, cacheStatus: cacheStatus,
                             now: now, for: request, connection: connectionField(request))
@@ -93,9 +96,11 @@ struct ClientAnswer {
             latency.record(.total(access.result), microseconds: total)
         }
         guard access.logging else { return }
-        worker.logAccess(client: connection.peer, method: request.method, target: request.target, status: access.status,
-                         bodyBytes: access.bodyBytes ?? connection.answerBodyBytes,
-                         milliseconds: latencies.map { UInt64($0.total / 1000) } ?? access.milliseconds,
-                         cache: access.cacheColumn)
+        worker.logAccess(AccessLine(client: connection.peer, method: request.method, target: request.target, status: access.status,
+                                    bodyBytes: access.bodyBytes ?? connection.answerBodyBytes,
+                                    firstByteMicroseconds: latencies?.firstByte,
+                                    totalMicroseconds: latencies?.total ?? Int(access.milliseconds * 1000), result: access.result,
+                                    cache: access.cacheColumn, upstreamStatus: access.upstream?.status,
+                                    upstreamMicroseconds: access.upstream?.microseconds))
     }
 }

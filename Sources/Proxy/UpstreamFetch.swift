@@ -147,9 +147,11 @@ final class UpstreamFetch: UpstreamTransferDelegate {
 
     func upstreamDidReceiveHead(status: Int, reason: String?, headers: HeaderFields) {
         guard machine.takesHead else { return }
-        worker.counters.latency.record(.upstreamHead, microseconds: Int(EventLoop.nowMicroseconds() &- sentMicroseconds))
-        let response = UpstreamResponse(status: status, reason: reason, headers: headers, requestTime: requestTime,
+        let upstreamMicroseconds = Int(EventLoop.nowMicroseconds() &- sentMicroseconds)
+        worker.counters.latency.record(.upstreamHead, microseconds: upstreamMicroseconds)
+        var response = UpstreamResponse(status: status, reason: reason, headers: headers, requestTime: requestTime,
                                         responseTime: EventLoop.wallSeconds(), stripTagHeaders: worker.configuration.stripTagHeaders)
+        response.upstreamMicroseconds = upstreamMicroseconds
         if case .invalid(let why) = response.framing {
             // RFC 9112 section 6.3: discard the response, close the upstream
             // connection, 502 (the body's end cannot be known).

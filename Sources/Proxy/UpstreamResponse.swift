@@ -17,6 +17,8 @@ struct UpstreamResponse {
     /// The fields as received (tags are read from them before stripping).
     let received: HeaderFields
     let timing: ResponseTiming
+    /// Microseconds from the request to this head (the access log's upstream_ms).
+    var upstreamMicroseconds: Int?
 
     init(status: Int, reason: String?, headers: HeaderFields, requestTime: Int64, responseTime: Int64,
          stripTagHeaders: Bool) {

@@ -21,6 +21,8 @@ public final class Worker: IOHandler {
     let localHits = LocalHits()
     let collapser: Collapser
     let stats: ProxyStats
+    /// This worker's number (0, 1, ...), for the access log.
+    public var index = 0
     /// This worker's own counters (only its thread writes them).
     let counters: WorkerStats
     let logger: Logger
@@ -215,11 +217,15 @@ public final class Worker: IOHandler {
     }
 
     /// Queues one access log line; lines go out in batches.
-    func logAccess(client: String, method: String, target: String, status: Int, bodyBytes: Int, milliseconds: UInt64,
-                   cache: String) {
+    func logAccess(_ line: AccessLine) {
         guard let accessLog else { return }
-        accessBuffer.append(now: EventLoop.wallSeconds(), client: client, method: method, target: target, status: status,
-                            bodyBytes: bodyBytes, milliseconds: milliseconds, cache: cache)
+        if accessLog.json {
+            accessBuffer.appendJSON(line, now: EventLoop.wallSeconds(), worker: index)
+        } else {
+            accessBuffer.append(now: EventLoop.wallSeconds(), client: line.client, method: line.method, target: line.target,
+                                status: line.status, bodyBytes: line.bodyBytes, milliseconds: UInt64((line.totalMicroseconds ?? 0) / 1000),
+                                cache: line.cache)
+        }
         if accessBuffer.bytes.count >= AccessLogBuffer.flushBytes {
             accessLog.write(accessBuffer.take())
         } else if !accessFlushPending {

@@ -81,7 +81,7 @@ struct Serve: ParsableCommand {
         var accessLog: AccessLog?
         if let destination = settings.accessLog {
             do {
-                accessLog = try AccessLog(destination: destination)
+                accessLog = try AccessLog(destination: destination, json: settings.accessLogJSON)
             } catch {
                 complain("\(error); fix access_log in the config file (stdout, stderr, a file path, or off)")
                 throw Exit.failure
@@ -99,8 +99,10 @@ struct Serve: ParsableCommand {
         var workers: [Worker] = []
         do {
             for fd in listeners.proxy {
-                workers.append(try Worker(listener: fd, configuration: proxyConfig, store: store, collapser: collapser,
-                                          stats: stats, logger: logger, accessLog: accessLog))
+                let worker = try Worker(listener: fd, configuration: proxyConfig, store: store, collapser: collapser,
+                                        stats: stats, logger: logger, accessLog: accessLog)
+                worker.index = workers.count
+                workers.append(worker)
             }
         } catch {
             complain("cannot start a worker: \(error)")
@@ -396,7 +398,7 @@ final class Reloader {
             ("log_level", next.logLevel != running.logLevel),
             ("admin_listen", next.adminHost != running.adminHost || next.adminPort != running.adminPort),
             ("admin_token", next.adminToken != running.adminToken || next.adminTokenFile != running.adminTokenFile),
-            ("access_log", next.accessLog != running.accessLog),
+            ("access_log", next.accessLog != running.accessLog || next.accessLogJSON != running.accessLogJSON),
             ("upstream_max_connections", next.upstreamMaxConnections != running.upstreamMaxConnections),
             ("admin_max_connections", next.adminMaxConnections != running.adminMaxConnections),
             ("fleet", next.fleet != running.fleet),

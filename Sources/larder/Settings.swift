@@ -46,6 +46,8 @@ struct Settings {
     var upstreamMaxConnections = 512
     /// nil: off; "stdout", "stderr" or a file path.
     var accessLog: String?
+    /// access_log_format = "json": one JSON object per line.
+    var accessLogJSON = false
 }
 
 /// A configuration problem: which file, line and key, and what is wrong.
@@ -75,14 +77,14 @@ enum ConfigKey: String, CaseIterable {
     case upstream_retries, upstream_max_connections, finish_store_limit, upstream_total_timeout, store_set_cookie
     case max_connections, body_timeout, max_header_count, forward_host, max_pipeline_buffer
     case send_timeout, admin_max_connections, request_buffer_size, pass_request_headers, stale_on_disconnect
-    case compress, range_fill
+    case compress, range_fill, access_log_format
 
     enum Kind { case string, size, duration, integer, bool, lifetime, list }
 
     var kind: Kind {
         switch self {
         case .listen, .upstream, .log_level, .cache_mode, .upstream_ca_file, .targeted_cache_control, .cache_dir, .policy,
-             .admin_listen, .admin_token, .admin_token_file, .access_log:
+             .admin_listen, .admin_token, .admin_token_file, .access_log, .access_log_format:
             return .string
         case .memory_limit, .disk_limit, .max_object_size, .max_header_size, .max_target_size, .max_body_size,
              .finish_store_limit, .max_pipeline_buffer, .request_buffer_size: return .size
@@ -291,6 +293,9 @@ extension Settings {
                 adminTokenFile = s
             case .access_log:
                 accessLog = ["off", "none", ""].contains(s.lowercased()) ? nil : s
+            case .access_log_format:
+                guard ["text", "json"].contains(s.lowercased()) else { return "expected \"text\" or \"json\"" }
+                accessLogJSON = s.lowercased() == "json"
             default: break
             }
         }

@@ -65,6 +65,9 @@ int el_poll(el_loop *loop, el_event *out, int cap, int max_wait_ms);
 uint64_t el_now_ms(void);
 /* Monotonic microseconds (request latencies). */
 uint64_t el_now_us(void);
+/* When the loop's last poll returned, in monotonic microseconds: the
+   arrival time of what that wake brought, without a clock read each. */
+uint64_t el_wake_us(const el_loop *l);
 /// Seconds since the epoch (CLOCK_REALTIME), for Date headers.
 int64_t el_wall_seconds(void);
 

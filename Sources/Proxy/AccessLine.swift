@@ -1,0 +1,84 @@
+import HTTP1
+
+/// One request as the access log tells it, in either format.
+struct AccessLine {
+    var client: String
+    var method: String
+    var target: String
+    var status: Int
+    var bodyBytes: Int
+    /// Microseconds from the request to its answer's head and last byte
+    /// queued (nil: nothing was answered).
+    var firstByteMicroseconds: Int?
+    var totalMicroseconds: Int?
+    var result: LatencyHistograms.Result
+    /// The Cache-Status value without the cache's name ("-": none).
+    var cache: String
+    /// The upstream's status and time to its head, when its head was the answer.
+    var upstreamStatus: Int?
+    var upstreamMicroseconds: Int?
+}
+
+extension AccessLogBuffer {
+    /// Appends `line` as one JSON object and a newline (`access_log_format = "json"`).
+    mutating func appendJSON(_ line: AccessLine, now: Int64, worker: Int) {
+        bytes.append(contentsOf: "{\"time\":\"".utf8)
+        bytes.append(contentsOf: Self.iso8601(now))
+        bytes.append(contentsOf: "\",\"client\":".utf8)
+        Self.appendJSONString(line.client, to: &bytes)
+        bytes.append(contentsOf: ",\"method\":".utf8)
+        Self.appendJSONString(line.method, to: &bytes)
+        bytes.append(contentsOf: ",\"target\":".utf8)
+        Self.appendJSONString(line.target, to: &bytes)
+        bytes.append(contentsOf: ",\"status\":".utf8)
+        ResponseSerializer.appendDecimal(line.status, to: &bytes)
+        bytes.append(contentsOf: ",\"bytes\":".utf8)
+        ResponseSerializer.appendDecimal(line.bodyBytes, to: &bytes)
+        Self.appendMilliseconds("first_byte_ms", line.firstByteMicroseconds, to: &bytes)
+        Self.appendMilliseconds("total_ms", line.totalMicroseconds, to: &bytes)
+        bytes.append(contentsOf: ",\"result\":\"".utf8)
+        bytes.append(contentsOf: line.result.label.utf8)
+        bytes.append(contentsOf: "\",\"cache\":".utf8)
+        Self.appendJSONString(line.cache, to: &bytes)
+        if let status = line.upstreamStatus {
+            bytes.append(contentsOf: ",\"upstream_status\":".utf8)
+            ResponseSerializer.appendDecimal(status, to: &bytes)
+        }
+        Self.appendMilliseconds("upstream_ms", line.upstreamMicroseconds, to: &bytes)
+        bytes.append(contentsOf: ",\"worker\":".utf8)
+        ResponseSerializer.appendDecimal(worker, to: &bytes)
+        bytes.append(contentsOf: "}\n".utf8)
+    }
+
+    /// `,"name":1.234` (milliseconds with microsecond digits); nothing for nil.
+    private static func appendMilliseconds(_ name: String, _ microseconds: Int?, to out: inout [UInt8]) {
+        guard let microseconds else { return }
+        out.append(contentsOf: ",\"\(name)\":".utf8)
+        ResponseSerializer.appendDecimal(microseconds / 1000, to: &out)
+        out.append(UInt8(ascii: "."))
+        let fraction = microseconds % 1000
+        out.append(contentsOf: [UInt8(48 + fraction / 100), UInt8(48 + fraction / 10 % 10), UInt8(48 + fraction % 10)])
+    }
+
+    /// A JSON string: quotes, backslashes and control bytes escaped; a byte
+    /// above 0x7F (a target is bytes, not UTF-8) as \u00XX, so every line
+    /// is valid JSON whatever the request carried.
+    static func appendJSONString(_ text: String, to out: inout [UInt8]) {
+        let hex = Array("0123456789abcdef".utf8)
+        out.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
+                out.append(UInt8(ascii: "\\"))
+                out.append(byte)
+            case 0x20..<0x7F:
+                out.append(byte)
+            default:
+                out.append(contentsOf: "\\u00".utf8)
+                out.append(hex[Int(byte >> 4)])
+                out.append(hex[Int(byte & 0xF)])
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+}

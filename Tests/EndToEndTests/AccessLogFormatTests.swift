@@ -1,0 +1,56 @@
+import Foundation
+import XCTest
+
+/// `access_log_format = "json"`: one JSON object per request.
+final class AccessLogFormatTests: ConfiguredTestCase {
+    private func lines(atLeast n: Int, in path: String) -> [String] {
+        let deadline = Date().addingTimeInterval(10)
+        while true {
+            let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+            let lines = text.split(separator: "\n").map(String.init)
+            if lines.count >= n || Date() > deadline { return lines }
+            usleep(50_000)
+        }
+    }
+
+    func testEachRequestIsOneJSONObjectWithTimesResultAndUpstream() throws {
+        let log = temporaryPath("larder-access-json") + ".log"
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: log) }
+        let l = try start(config: "access_log = \"\(log)\"\naccess_log_format = \"json\"\n").larder
+        let c = try l.client()
+        _ = try c.get("/j?size=100&delay=0.05")
+        _ = try c.get("/j?size=100&delay=0.05")
+        _ = try c.get("/odd%22%5C?size=3")
+        let written = lines(atLeast: 3, in: log)
+        XCTAssertEqual(written.count, 3, written.joined(separator: "\n"))
+        let objects = written.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        XCTAssertEqual(objects.count, 3, "every line is valid JSON: \(written)")
+        guard objects.count == 3 else { return }
+        let miss = objects[0], hit = objects[1]
+        XCTAssertEqual(miss["method"] as? String, "GET")
+        XCTAssertEqual(miss["target"] as? String, "/j?size=100&delay=0.05")
+        XCTAssertEqual(miss["client"] as? String, "127.0.0.1")
+        XCTAssertEqual(miss["status"] as? Int, 200)
+        XCTAssertEqual(miss["bytes"] as? Int, 100)
+        XCTAssertEqual(miss["result"] as? String, "miss")
+        XCTAssertEqual(miss["cache"] as? String, "fwd=uri-miss; stored")
+        XCTAssertEqual(miss["upstream_status"] as? Int, 200)
+        XCTAssertGreaterThanOrEqual(miss["upstream_ms"] as? Double ?? 0, 50, "the origin waited 50 ms")
+        XCTAssertGreaterThanOrEqual(miss["first_byte_ms"] as? Double ?? 0, 50)
+        XCTAssertGreaterThanOrEqual(miss["total_ms"] as? Double ?? 0, miss["first_byte_ms"] as? Double ?? .infinity)
+        XCTAssertNotNil(miss["worker"] as? Int)
+        XCTAssertNotNil((miss["time"] as? String)?.wholeMatch(of: #/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ/#))
+        XCTAssertEqual(hit["result"] as? String, "hit")
+        XCTAssertTrue((hit["cache"] as? String)?.hasPrefix("hit; ttl=") ?? false)
+        XCTAssertNil(hit["upstream_status"], "a hit asked no upstream")
+        XCTAssertLessThan(hit["total_ms"] as? Double ?? .infinity, 50)
+        XCTAssertEqual(objects[2]["target"] as? String, "/odd%22%5C?size=3")
+    }
+
+    func testAnUnknownFormatIsAConfigError() throws {
+        let config = try writeConfig("access_log_format = \"xml\"\n")
+        let child = try startChild(Paths.larder, ["check-config", "--config", config])
+        XCTAssertEqual(child.waitForExit(timeout: 15), 78)
+        XCTAssertNotNil(child.waitFor("access_log_format: expected \"text\" or \"json\"", timeout: 2), child.stderr)
+    }
+}
