@@ -10,6 +10,9 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     let fd: Int32
     let peer: String
     unowned let worker: Worker
+    /// The worker's counters, held without reference counting (the worker
+    /// and its counters outlive its connections): bumped on every read and write.
+    private unowned(unsafe) let counters: WorkerStats
 
     // `input`, `output` (and the worker's `scratch`) are touched on every
     // request, only on the worker's thread and never re-entrantly (the whole
@@ -57,6 +60,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         self.fd = fd
         self.peer = peer
         self.worker = worker
+        counters = worker.counters
         parser = RequestParser(limits: worker.configuration.limits)
         outputBound = worker.configuration.clientBufferBytes
     }
@@ -102,7 +106,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
                 return
             }
             guard let n = result else { break }
-            WorkerStats.add(worker.counters.receivedBytes, n)
+            WorkerStats.add(counters.receivedBytes, n)
             if n == 0 {
                 readEOF = true
                 break
@@ -301,7 +305,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         do {
             let before = output.pendingBytes
             let done = try output.flush(to: fd)
-            WorkerStats.add(worker.counters.sentBytes, before - output.pendingBytes)
+            WorkerStats.add(counters.sentBytes, before - output.pendingBytes)
             // send_timeout bookkeeping only while output is held up (a hit
             // that leaves at once reads no clock).
             if sendTimer != .none {

@@ -35,8 +35,12 @@ final class ChildProcess {
     private var stdoutText = ""
     private var stderrText = ""
 
+    /// Its standard input, when asked for (`send`); else /dev/null.
+    private var input: Pipe?
+
     /// `environment`: variables added to (or replacing) the test's own.
-    init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+    /// `withInput`: its standard input is a pipe `send` writes to.
+    init(_ executable: String, _ arguments: [String], environment: [String: String] = [:], withInput: Bool = false) throws {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         if !environment.isEmpty {
@@ -44,7 +48,13 @@ final class ChildProcess {
         }
         process.standardOutput = out
         process.standardError = err
-        process.standardInput = FileHandle.nullDevice
+        if withInput {
+            let pipe = Pipe()
+            input = pipe
+            process.standardInput = pipe
+        } else {
+            process.standardInput = FileHandle.nullDevice
+        }
         try process.run()
         // Our own reader threads, not FileHandle.readabilityHandler: clearing
         // a handler cancels its dispatch source asynchronously, and closing
@@ -63,6 +73,11 @@ final class ChildProcess {
         if stderr { stderrText += String(decoding: data, as: UTF8.self) } else { stdoutText += String(decoding: data, as: UTF8.self) }
         lock.broadcast()
         lock.unlock()
+    }
+
+    /// Writes to its standard input (started `withInput`).
+    func send(_ text: String) {
+        input?.fileHandleForWriting.write(Data(text.utf8))
     }
 
     var stderr: String { lock.lock(); defer { lock.unlock() }; return stderrText }
@@ -441,8 +456,9 @@ class ConfiguredTestCase: XCTestCase {
 
     /// Any other program a test needs (nginx, openssl, a socket
     /// activator), stopped at teardown.
-    func startChild(_ path: String, _ arguments: [String], environment: [String: String] = [:]) throws -> ChildProcess {
-        let child = try ChildProcess(path, arguments, environment: environment)
+    func startChild(_ path: String, _ arguments: [String], environment: [String: String] = [:],
+                    withInput: Bool = false) throws -> ChildProcess {
+        let child = try ChildProcess(path, arguments, environment: environment, withInput: withInput)
         addTeardownBlock(child.stop)
         return child
     }

@@ -20,6 +20,15 @@ final class LatencyHistogramsTests: XCTestCase {
         XCTAssertEqual(h.snapshot(.totalMiss).count, 0, "series are apart")
     }
 
+    func testTheBucketComparisonsAgreeWithTheBounds() {
+        let bounds = LatencyHistograms.boundsMicroseconds
+        XCTAssertEqual(LatencyHistograms.stride, bounds.count + 2)
+        for us in [-5, 0, 1, 99, 100, 101] + bounds.flatMap({ [$0 - 1, $0, $0 + 1] }) + [Int.max] {
+            let expected = bounds.firstIndex { us <= $0 } ?? bounds.count
+            XCTAssertEqual(LatencyHistograms.bucket(us), expected, "\(us) µs")
+        }
+    }
+
     func testWorkersAreSummed() {
         let stats = ProxyStats()
         let a = stats.makeWorkerStats(), b = stats.makeWorkerStats()

@@ -1,0 +1,145 @@
+import Foundation
+
+/// One reading of `/metrics` for `larder top`: every sample by its name
+/// with labels, as written (`larder_hits_total`,
+/// `larder_request_duration_seconds_count{result="hit"}`).
+struct TopSample {
+    /// Monotonic seconds when it was read.
+    var time: Double
+    var values: [String: Double]
+
+    init(time: Double, metrics: String) {
+        self.time = time
+        var values: [String: Double] = [:]
+        for line in metrics.split(separator: "\n") where !line.hasPrefix("#") {
+            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else { continue }
+            values[String(line[..<space])] = value
+        }
+        self.values = values
+    }
+
+    subscript(_ name: String) -> Double { values[name] ?? 0 }
+}
+
+/// What `larder top` shows, from two readings: pure, so the figures are
+/// tested without a terminal.
+struct TopView {
+    let previous: TopSample?
+    let current: TopSample
+
+    static let results = ["hit", "miss", "pass", "other"]
+
+    /// Per second over the interval (0 without a previous reading).
+    func rate(_ name: String) -> Double {
+        guard let previous, current.time > previous.time else { return 0 }
+        return max(0, current[name] - previous[name]) / (current.time - previous.time)
+    }
+
+    var requestsPerSecond: Double {
+        Self.results.reduce(0) { $0 + rate("larder_request_duration_seconds_count{result=\"\($1)\"}") }
+    }
+
+    var requestsSinceStart: Double {
+        Self.results.reduce(0) { $0 + current["larder_request_duration_seconds_count{result=\"\($1)\"}"] }
+    }
+
+    /// Hits (fresh and stale) over lookups in the interval; nil without lookups.
+    var hitRatioNow: Double? {
+        let hits = rate("larder_hits_total") + rate("larder_stale_hits_total")
+        let lookups = hits + rate("larder_misses_total")
+        return lookups > 0 ? hits / lookups : nil
+    }
+
+    /// A quantile of a histogram over the interval (or since start without
+    /// a previous reading), interpolated within its bucket as Prometheus'
+    /// histogram_quantile does; nil without observations.
+    func quantile(_ q: Double, of name: String, labels: String = "") -> Double? {
+        let prefix = labels.isEmpty ? "" : labels + ","
+        var buckets: [(bound: Double, count: Double)] = []
+        for key in current.values.keys where key.hasPrefix("\(name)_bucket{\(prefix)le=\"") {
+            let bound = key.dropFirst("\(name)_bucket{\(prefix)le=\"".count).prefix { $0 != "\"" }
+            let count = current[key] - (previous?[key] ?? 0)
+            buckets.append((bound == "+Inf" ? .infinity : Double(bound) ?? .infinity, count))
+        }
+        buckets.sort { $0.bound < $1.bound }
+        guard let total = buckets.last?.count, total > 0 else { return nil }
+        let rank = q * total
+        var lower = 0.0, below = 0.0
+        for bucket in buckets {
+            if bucket.count >= rank {
+                if bucket.bound == .infinity { return lower }
+                let inBucket = bucket.count - below
+                return inBucket > 0 ? lower + (bucket.bound - lower) * (rank - below) / inBucket : bucket.bound
+            }
+            (lower, below) = (bucket.bound, bucket.count)
+        }
+        return lower
+    }
+
+    /// The screen: one line per subject.
+    func lines(admin: String, now: Date = Date()) -> [String] {
+        let clock = Self.clock.string(from: now)
+        var out = ["larder top  \(admin)  up \(Self.duration(current["larder_uptime_seconds"]))  \(clock)   (q quits)", ""]
+        let ratioNow = hitRatioNow.map { Self.percent($0) } ?? "-"
+        out.append("requests/s   \(Self.number(requestsPerSecond))   hit ratio \(ratioNow) now, "
+                   + "\(Self.percent(current["larder_hit_ratio"])) since start   requests \(Self.count(requestsSinceStart))")
+        out.append("per second   hits \(Self.number(rate("larder_hits_total")))  misses \(Self.number(rate("larder_misses_total")))  "
+                   + "stale \(Self.number(rate("larder_stale_hits_total")))  revalidated \(Self.number(rate("larder_revalidations_total")))  "
+                   + "collapsed \(Self.number(rate("larder_collapsed_total")))  "
+                   + "errors \(Self.number(rate("larder_upstream_errors_total") + rate("larder_client_errors_total")))")
+        out.append("totals       hits \(Self.count(current["larder_hits_total"]))  misses \(Self.count(current["larder_misses_total"]))  "
+                   + "stored \(Self.count(current["larder_stored_total"]))  purged \(Self.count(current["larder_purged_objects_total"]))")
+        out.append("latency      hit p99 \(ms(quantile(0.99, of: "larder_request_duration_seconds", labels: "result=\"hit\"")))  "
+                   + "miss p50 \(ms(quantile(0.5, of: "larder_request_duration_seconds", labels: "result=\"miss\"")))  "
+                   + "miss p99 \(ms(quantile(0.99, of: "larder_request_duration_seconds", labels: "result=\"miss\"")))")
+        out.append("upstream     p50 \(ms(quantile(0.5, of: "larder_upstream_response_seconds")))  "
+                   + "p99 \(ms(quantile(0.99, of: "larder_upstream_response_seconds")))")
+        for tier in ["memory", "disk"] where current["larder_\(tier)_limit_bytes"] > 0 {
+            let bytes = current["larder_\(tier)_bytes"], limit = current["larder_\(tier)_limit_bytes"]
+            out.append("\(tier.padding(toLength: 13, withPad: " ", startingAt: 0))\(Self.bytes(bytes)) of \(Self.bytes(limit)) "
+                       + "(\(Self.percent(bytes / limit)))  \(Self.count(current["larder_\(tier)_objects"])) objects  "
+                       + "evictions/s \(Self.number(rate("larder_\(tier)_evictions_total")))")
+        }
+        out.append("connections  \(Self.count(current["larder_open_connections"])) open   "
+                   + "in \(Self.bytes(rate("larder_client_received_bytes_total")))/s  out \(Self.bytes(rate("larder_client_sent_bytes_total")))/s")
+        return out
+    }
+
+    /// One line of `key=value` pairs, for a log or a pipe.
+    func plainLine(now: Date = Date()) -> String {
+        let ratio = hitRatioNow.map { String(format: "%.4f", $0) } ?? "-"
+        return "time=\(Self.iso.string(from: now)) requests_per_s=\(Self.number(requestsPerSecond)) hit_ratio=\(ratio) "
+            + "hits_per_s=\(Self.number(rate("larder_hits_total"))) misses_per_s=\(Self.number(rate("larder_misses_total"))) "
+            + "requests=\(Self.count(requestsSinceStart)) hits=\(Self.count(current["larder_hits_total"])) "
+            + "misses=\(Self.count(current["larder_misses_total"])) "
+            + "upstream_p99_ms=\(ms(quantile(0.99, of: "larder_upstream_response_seconds"))) "
+            + "memory_bytes=\(Self.count(current["larder_memory_bytes"])) open_connections=\(Self.count(current["larder_open_connections"]))"
+    }
+
+    private func ms(_ seconds: Double?) -> String { seconds.map { String(format: "%.2fms", $0 * 1000) } ?? "-" }
+    static func number(_ value: Double) -> String { String(format: "%.1f", value) }
+    static func count(_ value: Double) -> String { String(Int(value)) }
+    static func percent(_ fraction: Double) -> String { String(format: "%.1f%%", fraction * 100) }
+
+    static func bytes(_ value: Double) -> String {
+        for (unit, size) in [("GiB", 1_073_741_824.0), ("MiB", 1_048_576.0), ("KiB", 1024.0)] where value >= size {
+            return String(format: "%.1f %@", value / size, unit)
+        }
+        return "\(Int(value)) B"
+    }
+
+    static func duration(_ seconds: Double) -> String {
+        let s = Int(seconds)
+        if s >= 86400 { return "\(s / 86400)d\(s % 86400 / 3600)h" }
+        if s >= 3600 { return "\(s / 3600)h\(String(format: "%02d", s % 3600 / 60))m" }
+        return "\(s / 60)m\(String(format: "%02d", s % 60))s"
+    }
+
+    private static let clock: DateFormatter = {
+        let f = DateFormatter()
+        f.dateFormat = "HH:mm:ss"
+        return f
+    }()
+
+    private static let iso: ISO8601DateFormatter = ISO8601DateFormatter()
+}

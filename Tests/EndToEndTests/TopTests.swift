@@ -1,0 +1,77 @@
+import Foundation
+import XCTest
+@testable import larder
+
+/// `larder top` against a running Larder: on a pseudo-terminal (util-linux
+/// `script` gives it one) a screen whose figures follow the traffic and
+/// that q closes, putting the terminal back; piped, one line per refresh.
+final class TopTests: ProxyTestCase {
+    func testTheScreenFollowsTheTrafficAndQQuits() throws {
+        let command = "\(Paths.larder) top --admin \(larder.adminURL) --interval 0.2"
+        let top = try startChild("/usr/bin/script", ["-qfec", command, "/dev/null"], withInput: true)
+        XCTAssertNotNil(top.waitFor("totals +hits 0 +misses 0"), top.stdout)
+        let c = try larder.client()
+        for _ in 0..<3 { XCTAssertEqual(try c.get("/top/a").status, 200) }
+        XCTAssertNotNil(top.waitFor("totals +hits 2 +misses 1"), top.stdout)
+        XCTAssertNotNil(top.waitFor("66\\.7% since start"), top.stdout)
+        XCTAssertNotNil(top.waitFor("memory +[0-9.]+ [KMG]?i?B of 256\\.0 MiB"), top.stdout)
+        top.send("q")
+        XCTAssertEqual(top.waitForExit(timeout: 10), 0, top.stdout)
+        top.drainOutput()
+        XCTAssertTrue(top.stdout.hasSuffix("\u{1B}[?25h\u{1B}[?1049l"), "cursor and screen put back")
+    }
+
+    func testPipedItPrintsOneLinePerRefresh() throws {
+        let c = try larder.client()
+        _ = try c.get("/top/b")
+        let top = try startChild(Paths.larder, ["top", "--admin", larder.adminURL, "--interval", "0.1", "--count", "3"])
+        XCTAssertEqual(top.waitForExit(timeout: 15), 0, top.stderr)
+        top.drainOutput()
+        let lines = top.stdout.split(separator: "\n")
+        XCTAssertEqual(lines.count, 3, top.stdout)
+        XCTAssertTrue(lines.allSatisfy { $0.contains(" requests=1 ") && $0.contains(" misses=1 ") }, top.stdout)
+        XCTAssertFalse(top.stdout.contains("\u{1B}"), "no terminal codes in a pipe")
+    }
+
+    func testAnUnreachableAdminAPIIsAClearError() throws {
+        let top = try startChild(Paths.larder, ["top", "--admin", "http://127.0.0.1:1", "--count", "1"])
+        XCTAssertEqual(top.waitForExit(timeout: 15), 69)
+        XCTAssertNotNil(top.waitFor("cannot reach the admin API at http://127.0.0.1:1"), top.stderr)
+        let bad = try startChild(Paths.larder, ["top", "--interval", "0"])
+        XCTAssertEqual(bad.waitForExit(timeout: 15), 64)
+    }
+
+    /// The figures from two readings of /metrics, without a terminal.
+    func testRatesRatiosAndQuantilesFromTwoReadings() {
+        let before = TopSample(time: 10, metrics: """
+            larder_hits_total 100
+            larder_misses_total 50
+            larder_request_duration_seconds_count{result="hit"} 100
+            larder_request_duration_seconds_count{result="miss"} 50
+            larder_upstream_response_seconds_bucket{le="0.001"} 10
+            larder_upstream_response_seconds_bucket{le="0.01"} 40
+            larder_upstream_response_seconds_bucket{le="+Inf"} 50
+            """)
+        let after = TopSample(time: 12, metrics: """
+            # HELP larder_hits_total Requests answered with a fresh stored response
+            larder_hits_total 280
+            larder_misses_total 70
+            larder_request_duration_seconds_count{result="hit"} 280
+            larder_request_duration_seconds_count{result="miss"} 70
+            larder_upstream_response_seconds_bucket{le="0.001"} 10
+            larder_upstream_response_seconds_bucket{le="0.01"} 60
+            larder_upstream_response_seconds_bucket{le="+Inf"} 70
+            """)
+        let view = TopView(previous: before, current: after)
+        XCTAssertEqual(view.rate("larder_hits_total"), 90)
+        XCTAssertEqual(view.requestsPerSecond, 100)
+        XCTAssertEqual(view.requestsSinceStart, 350)
+        XCTAssertEqual(view.hitRatioNow ?? 0, 0.9, accuracy: 1e-9)
+        // 20 new observations, all between 1 and 10 ms: the median halfway.
+        XCTAssertEqual(view.quantile(0.5, of: "larder_upstream_response_seconds") ?? 0, 0.0055, accuracy: 1e-9)
+        XCTAssertNil(TopView(previous: after, current: after).quantile(0.5, of: "larder_upstream_response_seconds"))
+        XCTAssertNil(TopView(previous: nil, current: after).hitRatioNow, "no interval yet")
+        XCTAssertEqual(TopView.bytes(3 * 1_048_576), "3.0 MiB")
+        XCTAssertEqual(TopView.duration(3725), "1h02m")
+    }
+}
