@@ -24,7 +24,7 @@ struct ClientAnswer {
         worker = connection.worker
         // Timed from the wake that brought the request: its wait behind
         // others handled in that wake counts, and no clock is read here.
-        access = AccessRecord(logging: worker.accessLog != nil, start: worker.loop.wakeMicroseconds)
+        access = AccessRecord(logging: worker.accessLog != nil, start: worker.wakeMicroseconds)
     }
 
     /// Whether the connection stays open after answering `request`.
@@ -90,11 +90,7 @@ struct ClientAnswer {
     mutating func log(_ request: RequestHead) {
         guard access.takeTurn() else { return }
         let latencies = access.latencies()
-        if let (firstByte, total) = latencies {
-            let latency = worker.counters.latency
-            latency.record(.firstByte(access.result), microseconds: firstByte)
-            latency.record(.total(access.result), microseconds: total)
-        }
+        if let (firstByte, total) = latencies { worker.recordLatency(access.result, firstByte: firstByte, total: total) }
         guard access.logging else { return }
         worker.logAccess(AccessLine(client: connection.peer, method: request.method, target: request.target, status: access.status,
                                     bodyBytes: access.bodyBytes ?? connection.answerBodyBytes,

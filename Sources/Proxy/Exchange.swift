@@ -104,7 +104,8 @@ final class Exchange {
                                     disconnectedGrace: route?.staleOnDisconnect ?? worker.configuration.staleOnDisconnectSeconds)
             if how.reason == .stale { WorkerStats.bump(worker.counters.staleForwards) } else { WorkerStats.bump(worker.counters.misses) }
             if how.reason == .uriMiss || how.reason == .varyMiss, let pieces,
-               let piece = Forwarding.completable(among: pieces, for: request) {
+               let piece = Forwarding.completable(among: pieces, for: request,
+                                                  facts: RequestFacts(request, requestCC, honouringPragma: true)) {
                 // Not shared: a follower would get the rest alone.
                 (forwarding.completing, forwarding.reason) = (piece, .partial)
                 return forward()

@@ -23,12 +23,13 @@ struct Forwarding {
     init() {}
 
     /// The stored piece a GET without Range may be answered from, with
-    /// the rest asked of the upstream (`fwd=partial`): one held in memory,
-    /// with a strong ETag, for a client that takes its coding.
-    static func completable(among variants: Variants, for request: RequestHead) -> CachedResponse? {
+    /// the rest asked of the upstream (`fwd=partial`): one of the variant
+    /// the request selects (`facts`: its Vary fields), held in memory, with
+    /// a strong ETag, for a client that takes its coding.
+    static func completable(among variants: Variants, for request: RequestHead, facts: RequestFacts) -> CachedResponse? {
         guard request.method == "GET", request.header("range") == nil else { return nil }
         return variants.last { entry in
-            guard entry.status == 206, entry.bodyFile == nil, let piece = entry.piece,
+            guard entry.status == 206, entry.bodyFile == nil, let piece = entry.piece, Lookup.matches(facts, entry),
                   !ClientCoding.mustDecode(entry, for: request) else { return false }
             return PartialContent.restRequest(for: piece, etag: entry.etag) != nil
         }

@@ -170,8 +170,9 @@ final class UpstreamFetch: UpstreamTransferDelegate {
                                         fetchedSince: fetchToken, toDisk: toDisk)
         // Not storable: waiters need not wait for it, they fetch on their own.
         if store == nil { releaseClaim() }
-        // A stored piece of a response: the whole comes too, for the ranges that follow.
-        if store != nil, response.status == 206, worker.configuration.rangeFill,
+        // A stored piece of a range the client asked for: the whole comes
+        // too, for the ranges that follow (a piece's completion needs none).
+        if store != nil, response.status == 206, worker.configuration.rangeFill, request.header("range") != nil,
            let piece = PartialContent.piece(contentRange: response.fields["content-range"]), !piece.isWhole,
            piece.length <= StoreWriter.largestBody(in: worker.store, firstTierOnly: !toDisk) {
             // On a later loop turn: libcurl must not be re-entered from its callback.

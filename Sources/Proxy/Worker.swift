@@ -216,6 +216,17 @@ public final class Worker: IOHandler {
         }
     }
 
+    /// When the loop's last poll returned (what it handles now arrived then).
+    /// Read here, where the loop needs no reference counting, on every request.
+    var wakeMicroseconds: UInt64 { loop.wakeMicroseconds }
+
+    /// One answer's latencies, into this worker's histograms.
+    @inline(__always)
+    func recordLatency(_ result: LatencyHistograms.Result, firstByte: Int, total: Int) {
+        counters.latency.record(.firstByte(result), microseconds: firstByte)
+        counters.latency.record(.total(result), microseconds: total)
+    }
+
     /// Queues one access log line; lines go out in batches.
     func logAccess(_ line: AccessLine) {
         guard let accessLog else { return }

@@ -180,3 +180,20 @@ extension PartialContentEndToEndTests {
         XCTAssertEqual(try origin.count(target), 1)
     }
 }
+
+extension PartialContentEndToEndTests {
+    /// A piece is completed only for a request its Vary selects: another
+    /// language's client gets its own whole response, not the piece's.
+    func testAPieceIsNotCompletedForAnotherVariant() throws {
+        let (origin, larder) = try start(config: "range_fill = false\n")
+        let target = "/part/v?size=100&etag=v1&ranges=1&vary=Accept-Language"
+        let c = try larder.client()
+        XCTAssertEqual(try c.get(target, headers: ["Range: bytes=0-9", "Accept-Language: en"]).status, 206)
+        let french = try c.get(target, headers: ["Accept-Language: fr"])
+        XCTAssertEqual(french.status, 200)
+        XCTAssertTrue(String(decoding: french.body.prefix(18), as: UTF8.self).hasPrefix("Accept-Language=fr"),
+                      String(decoding: french.body.prefix(18), as: UTF8.self))
+        let pairs = try origin.lastRequest(target)["headers"] as? [[String]] ?? []
+        XCTAssertFalse(pairs.contains { $0.first == "range" }, "\(pairs)")
+    }
+}
