@@ -3,16 +3,6 @@ import XCTest
 
 /// `access_log_format = "json"`: one JSON object per request.
 final class AccessLogFormatTests: ConfiguredTestCase {
-    private func lines(atLeast n: Int, in path: String) -> [String] {
-        let deadline = Date().addingTimeInterval(10)
-        while true {
-            let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
-            let lines = text.split(separator: "\n").map(String.init)
-            if lines.count >= n || Date() > deadline { return lines }
-            usleep(50_000)
-        }
-    }
-
     func testEachRequestIsOneJSONObjectWithTimesResultAndUpstream() throws {
         let log = temporaryPath("larder-access-json") + ".log"
         addTeardownBlock { try? FileManager.default.removeItem(atPath: log) }

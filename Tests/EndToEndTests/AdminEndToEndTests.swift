@@ -343,15 +343,6 @@ final class AccessLogTests: ConfiguredTestCase {
         _ = try c.get("/logged?size=100")
         _ = try c.request("HEAD", "/logged?size=100")
 
-        func lines(atLeast n: Int, in path: String) -> [String] {
-            let deadline = Date().addingTimeInterval(10)
-            while true {
-                let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
-                let lines = text.split(separator: "\n").map(String.init)
-                if lines.count >= n || Date() > deadline { return lines }
-                usleep(50_000)
-            }
-        }
         let written = lines(atLeast: 3, in: log)
         XCTAssertEqual(written.count, 3, written.joined(separator: "\n"))
         // TIME CLIENT METHOD TARGET STATUS BYTES MILLISECONDS "CACHE"
