@@ -15,7 +15,9 @@
 # Counts everything in the Larder process (Larder, libcurl, libc, the Swift
 # runtime), not the kernel. Larder runs one worker under callgrind (about
 # 50x slower); wrk offers 8 connections. TOP=n prints the n costliest
-# functions (self). Needs valgrind. Not a test: nothing here asserts a figure.
+# functions (self). FOLLOW=1 attaches one `larder log --follow` reader
+# (its cost on the hot path). Needs valgrind. Not a test: nothing here
+# asserts a figure.
 WORKLOAD=${1:-misses}
 SECONDS_TO_RUN=${2:-8}
 ORIGIN=none
@@ -42,15 +44,21 @@ case $WORKLOAD in
 esac
 ACCEPT=""
 [ "$WORKLOAD" = json-gzip ] && ACCEPT="Accept-Encoding: gzip"
+ADMIN="--admin-listen none"
+if [ -n "${FOLLOW:-}" ]; then ADMIN_PORT=$(free_port); ADMIN="--admin-listen 127.0.0.1:$ADMIN_PORT"; fi
 # shellcheck disable=SC2086
 LARDER_LAUNCH="valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=$WORK/callgrind.out" WORKERS=1 \
-    start_larder $TIERS --admin-listen none --log-level error
+    start_larder $TIERS $ADMIN --log-level error
 PIDS="$PIDS $LARDER_PID"
 # Starting under valgrind takes longer than start_larder waits.
 i=0; while ! grep -qs "listening on" "$WORK/larder.err" && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
 LARDER_PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/larder.err")
 [ -n "$LARDER_PORT" ] || { echo "Larder did not start under valgrind:" >&2; tail -5 "$WORK/larder.err" >&2; exit 1; }
 
+if [ -n "${FOLLOW:-}" ]; then
+    "$WORK/larder" log --follow --admin "http://127.0.0.1:$ADMIN_PORT" > "$WORK/follow.out" 2>&1 &
+    PIDS="$PIDS $!"
+fi
 write_misses_script "$WORK/misses.lua"
 case $WORKLOAD in
     misses) target="/"; script="-s $WORK/misses.lua" ;;

@@ -15,6 +15,9 @@ public final class AdminAPI {
         /// fleet): called once with a function taking that answer, which
         /// may be called on any thread.
         public var later: ((@escaping (Response) -> Void) -> Void)?
+        /// Set for `GET /log?follow=1`: the connection becomes a stream of
+        /// the requests this filter admits (one JSON object per line).
+        public var follow: LogFilter?
 
         static func json(_ status: Int, _ body: String) -> Response {
             Response(status: status, contentType: "application/json", body: body + "\n")
@@ -78,8 +81,24 @@ public final class AdminAPI {
             return expect("GET", method)
                 ?? Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: metrics.render(snapshot()))
         case "/healthz": return expect("GET", method) ?? Response(status: 200, contentType: "text/plain; charset=utf-8", body: "ok\n")
+        case "/log": return expect("GET", method) ?? follow(query)
         default:
             return .error(404, "no such admin endpoint \(path); see /stats, /metrics, /healthz, /purge, /memory/clear, /prune")
+        }
+    }
+
+    /// `GET /log?follow=1&...`: the requests as they happen (the admin
+    /// server streams them); `follow=1` is required, the log is no file.
+    private func follow(_ query: [(name: String, value: String)]) -> Response {
+        guard query.contains(where: { $0.name == "follow" && ($0.value == "1" || $0.value == "true") }) else {
+            return .error(400, "add follow=1: /log streams the requests as they happen (larder log --follow)")
+        }
+        switch LogFilter.parse(query) {
+        case .failure(let error): return .error(400, error.message)
+        case .success(let filter):
+            var response = Response(status: 200, contentType: "application/x-ndjson", body: "")
+            response.follow = filter
+            return response
         }
     }
 

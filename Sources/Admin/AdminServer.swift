@@ -1,4 +1,5 @@
 import EventLoop
+import Proxy
 import HTTP1
 #if canImport(Glibc)
 import Glibc
@@ -14,6 +15,11 @@ public final class AdminServer: IOHandler {
     private let api: AdminAPI
     private var connections: [ObjectIdentifier: AdminConnection] = [:]
     private let onError: (String) -> Void
+    /// The requests as they happen (`GET /log?follow=1`); nil: not offered.
+    let feed: LogFeed?
+    /// Connections following the log, fed every `followInterval` ms.
+    var followers: [ObjectIdentifier: AdminConnection] = [:]
+    var followTimer = TimerID.none
 
     /// How long an idle admin connection stays open once it has sent an
     /// authorized request; before that (an unauthenticated client holding a
@@ -28,9 +34,10 @@ public final class AdminServer: IOHandler {
     /// Admin requests carry no meaningful body; this bounds what is read.
     static let maxBodyBytes = 64 * 1024
 
-    public init(listener: Int32, api: AdminAPI, maxConnections: Int = 64,
+    public init(listener: Int32, api: AdminAPI, maxConnections: Int = 64, feed: LogFeed? = nil,
                 onError: @escaping (String) -> Void) throws(SystemError) {
         loop = try EventLoop()
+        self.feed = feed
         self.maxConnections = maxConnections
         self.listener = listener
         self.api = api
@@ -101,9 +108,13 @@ public final class AdminServer: IOHandler {
 /// repeat while keep-alive.
 final class AdminConnection: IOHandler {
     private let fd: Int32
-    private unowned let server: AdminServer
+    unowned let server: AdminServer
     private var input: [UInt8] = []
-    private var output: [UInt8] = []
+    var output: [UInt8] = []
+    /// Set while it streams the log: what its follower asked for, and the
+    /// lines it could not take (its client reads too slowly), reported.
+    var following: LogFilter?
+    var droppedHere = 0
     private var parser = RequestParser(limits: ParseLimits(maxBodyBytes: AdminServer.maxBodyBytes))
     /// Body bytes of the current request still to skip.
     private var skipping = 0
@@ -189,6 +200,15 @@ final class AdminConnection: IOHandler {
                 }
                 let response = server.answer(head)
                 if response.status != 401 { authorized = true }
+                if let filter = response.follow {
+                    guard server.feed != nil else {
+                        respond(AdminAPI.Response.error(503, "this larder does not offer its log"), close: true)
+                        return
+                    }
+                    server.loop.cancel(idleTimer)
+                    startFollowing(filter)
+                    return
+                }
                 armIdleTimer()
                 if let later = response.later {
                     answerLater(later, close: !head.keepAlive, head: head.method == "HEAD")
@@ -230,7 +250,7 @@ final class AdminConnection: IOHandler {
         flush()
     }
 
-    private func flush() {
+    func flush() {
         while !output.isEmpty {
             let written: Int?
             do {
@@ -261,9 +281,10 @@ final class AdminConnection: IOHandler {
         idleTimer = server.loop.schedule(after: timeout) { [weak self] in self?.close() }
     }
 
-    private func close() {
+    func close() {
         guard !isClosed else { return }
         isClosed = true
+        if following != nil { server.stopFollowing(self) }
         server.loop.cancel(idleTimer)
         server.loop.unwatch(fd)
         Socket.close(fd)

@@ -1,22 +1,29 @@
 import HTTP1
 
-/// One request as the access log tells it, in either format.
-struct AccessLine {
-    var client: String
-    var method: String
-    var target: String
-    var status: Int
-    var bodyBytes: Int
+/// One request as the access log (and a follower of the log) tells it.
+public struct AccessLine: Sendable {
+    public var client: String
+    public var method: String
+    public var target: String
+    public var status: Int
+    public var bodyBytes: Int
     /// Microseconds from the request to its answer's head and last byte
     /// queued (nil: nothing was answered).
-    var firstByteMicroseconds: Int?
-    var totalMicroseconds: Int?
-    var result: LatencyHistograms.Result
+    public var firstByteMicroseconds: Int?
+    public var totalMicroseconds: Int?
+    public var result: LatencyHistograms.Result
     /// The Cache-Status value without the cache's name ("-": none).
-    var cache: String
+    public var cache: String
     /// The upstream's status and time to its head, when its head was the answer.
-    var upstreamStatus: Int?
-    var upstreamMicroseconds: Int?
+    public var upstreamStatus: Int?
+    public var upstreamMicroseconds: Int?
+
+    /// As one JSON object and a newline (the JSON access log's line).
+    public func json(time: Int64, worker: Int) -> [UInt8] {
+        var buffer = AccessLogBuffer()
+        buffer.appendJSON(self, now: time, worker: worker)
+        return buffer.take()
+    }
 }
 
 extension AccessLogBuffer {

@@ -24,7 +24,7 @@ struct ClientAnswer {
         worker = connection.worker
         // Timed from the wake that brought the request: its wait behind
         // others handled in that wake counts, and no clock is read here.
-        access = AccessRecord(logging: worker.accessLog != nil, start: worker.wakeMicroseconds)
+        access = AccessRecord(logging: worker.recordsRequests, start: worker.wakeMicroseconds)
     }
 
     /// Whether the connection stays open after answering `request`.

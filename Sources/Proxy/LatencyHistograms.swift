@@ -22,6 +22,10 @@ public final class LatencyHistograms: @unchecked Sendable {
     public enum Result: Int, Sendable {
         case hit, miss, pass, other
         public var label: String { ["hit", "miss", "pass", "other"][rawValue] }
+        public init?(label: String) {
+            guard let index = ["hit", "miss", "pass", "other"].firstIndex(of: label) else { return nil }
+            self.init(rawValue: index)
+        }
     }
 
     /// Per series: a count per bound, one beyond the last, the sum of

@@ -23,6 +23,18 @@ public final class Worker: IOHandler {
     let stats: ProxyStats
     /// This worker's number (0, 1, ...), for the access log.
     public var index = 0
+    /// Followers of the log (`attach`, before the worker runs).
+    private var logFeed: LogFeed?
+    private var logQueue: LogFeed.Queue?
+
+    /// Lines go to `feed` while someone follows it. Call before `run`.
+    public func attach(_ feed: LogFeed) {
+        logFeed = feed
+        logQueue = feed.makeQueue()
+    }
+
+    /// Whether a request's line is wanted: the access log is on or someone follows.
+    var recordsRequests: Bool { accessLog != nil || (logFeed?.isFollowed ?? false) }
     /// This worker's own counters (only its thread writes them).
     let counters: WorkerStats
     let logger: Logger
@@ -229,6 +241,9 @@ public final class Worker: IOHandler {
 
     /// Queues one access log line; lines go out in batches.
     func logAccess(_ line: AccessLine) {
+        if let logQueue, logFeed?.isFollowed == true {
+            logQueue.push(LogEntry(line: line, time: EventLoop.wallSeconds(), worker: index))
+        }
         guard let accessLog else { return }
         if accessLog.json {
             accessBuffer.appendJSON(line, now: EventLoop.wallSeconds(), worker: index)

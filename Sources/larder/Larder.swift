@@ -30,7 +30,7 @@ struct Larder: ParsableCommand {
             token, 1 any other failure.
             """,
         version: version,
-        subcommands: [Serve.self, Purge.self, Stats.self, Top.self, FleetCommand.self, CheckConfig.self],
+        subcommands: [Serve.self, Purge.self, Stats.self, Top.self, LogCommand.self, FleetCommand.self, CheckConfig.self],
         defaultSubcommand: nil
     )
 }

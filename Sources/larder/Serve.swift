@@ -97,11 +97,13 @@ struct Serve: ParsableCommand {
             throw Exit.config
         }
         var workers: [Worker] = []
+        let logFeed = LogFeed()
         do {
             for fd in listeners.proxy {
                 let worker = try Worker(listener: fd, configuration: proxyConfig, store: store, collapser: collapser,
                                         stats: stats, logger: logger, accessLog: accessLog)
                 worker.index = workers.count
+                worker.attach(logFeed)
                 workers.append(worker)
             }
         } catch {
@@ -119,7 +121,8 @@ struct Serve: ParsableCommand {
                                    clock: { EventLoop.wallSeconds() },
                                    cacheKey: { target in routesForAdmin.withLock { $0.cacheKey(target) } }, fanOut: fleet,
                                    log: { adminLogger.notice("\($0)") })
-                let admin = try AdminServer(listener: fd, api: api, maxConnections: settings.adminMaxConnections) { adminLogger.warning("\($0)") }
+                let admin = try AdminServer(listener: fd, api: api, maxConnections: settings.adminMaxConnections,
+                                            feed: logFeed) { adminLogger.warning("\($0)") }
                 let thread = Thread { admin.run() }
                 thread.name = "larder-admin"
                 thread.start()

@@ -41,3 +41,28 @@ final class LatencyHistogramsTests: XCTestCase {
         XCTAssertEqual(LatencyHistograms.Series.total(.other), .totalOther)
     }
 }
+
+/// The log's followers: a worker's queue is bounded, what overflows is counted.
+final class LogFeedTests: XCTestCase {
+    private func line(_ target: String) -> AccessLine {
+        AccessLine(client: "c", method: "GET", target: target, status: 200, bodyBytes: 0, firstByteMicroseconds: 1,
+                   totalMicroseconds: 2, result: .hit, cache: "-", upstreamStatus: nil, upstreamMicroseconds: nil)
+    }
+
+    func testAQueueKeepsItsCapacityAndCountsTheRest() {
+        let feed = LogFeed()
+        XCTAssertFalse(feed.isFollowed)
+        feed.follow()
+        XCTAssertTrue(feed.isFollowed)
+        let a = feed.makeQueue(), b = feed.makeQueue()
+        for i in 0..<(LogFeed.capacity + 5) { a.push(LogEntry(line: line("/a\(i)"), time: 2, worker: 0)) }
+        b.push(LogEntry(line: line("/b"), time: 1, worker: 1))
+        let (entries, dropped) = feed.drain()
+        XCTAssertEqual(entries.count, LogFeed.capacity + 1)
+        XCTAssertEqual(dropped, 5)
+        XCTAssertEqual(entries.first?.line.target, "/b", "in time order")
+        XCTAssertEqual(feed.drain().entries.count, 0, "taken once")
+        feed.unfollow()
+        XCTAssertFalse(feed.isFollowed)
+    }
+}

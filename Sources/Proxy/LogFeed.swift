@@ -1,0 +1,64 @@
+import CacheStorage
+import Synchronization
+
+/// One request as followers of the log see it.
+public struct LogEntry: Sendable {
+    public var line: AccessLine
+    /// Wall seconds when it ended.
+    public var time: Int64
+    public var worker: Int
+}
+
+/// The requests as they happen, for `GET /log?follow=1` (`larder log
+/// --follow`). While nobody follows, a request pays one relaxed load. While
+/// someone does, each worker queues its lines for the admin thread in a
+/// queue of its own, bounded: past `capacity` lines are dropped and
+/// counted, so a slow follower never slows the proxy.
+public final class LogFeed: Sendable {
+    /// Lines one worker holds for the admin thread at most.
+    public static let capacity = 8192
+    private let followers = Atomic<Int>(0)
+    private let queues = Locked<[Queue]>([])
+
+    public init() {}
+
+    public var isFollowed: Bool { followers.load(ordering: .relaxed) > 0 }
+    public func follow() { followers.wrappingAdd(1, ordering: .relaxed) }
+    public func unfollow() { followers.wrappingSubtract(1, ordering: .relaxed) }
+
+    /// A worker's queue (one per worker: no lock shared between workers).
+    func makeQueue() -> Queue {
+        let queue = Queue()
+        queues.withLock { $0.append(queue) }
+        return queue
+    }
+
+    /// What every worker queued since the last call, and how many lines they dropped.
+    public func drain() -> (entries: [LogEntry], dropped: Int) {
+        var entries: [LogEntry] = [], dropped = 0
+        for queue in queues.withLock({ $0 }) {
+            let (taken, lost) = queue.take()
+            entries.append(contentsOf: taken)
+            dropped += lost
+        }
+        entries.sort { $0.time < $1.time }
+        return (entries, dropped)
+    }
+
+    final class Queue: Sendable {
+        private let state = Locked<(entries: [LogEntry], dropped: Int)>(([], 0))
+
+        func push(_ entry: LogEntry) {
+            state.withLock { state in
+                if state.entries.count < LogFeed.capacity { state.entries.append(entry) } else { state.dropped += 1 }
+            }
+        }
+
+        func take() -> (entries: [LogEntry], dropped: Int) {
+            state.withLock { state in
+                defer { state = ([], 0) }
+                return state
+            }
+        }
+    }
+}
