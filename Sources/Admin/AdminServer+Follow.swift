@@ -31,7 +31,7 @@ extension AdminServer {
     private func pump() {
         guard let feed, !followers.isEmpty else { return }
         let (entries, dropped) = feed.drain()
-        for connection in followers.values { connection.deliver(entries, droppedByWorkers: dropped) }
+        for connection in followers.values { connection.deliver(entries, droppedByWorkers: dropped, writer: &jsonWriter) }
         followTimer = loop.schedule(after: Self.followInterval) { [weak self] in self?.pump() }
     }
 }
@@ -52,21 +52,20 @@ extension AdminConnection {
         server.startFollowing(self)
     }
 
-    /// The lines its filter admits, unless its client is too far behind.
-    func deliver(_ entries: [LogEntry], droppedByWorkers: Int) {
+    /// The lines its filter admits, unless its client is too far behind
+    /// (`writer`: the server's, reused for every follower and pump).
+    func deliver(_ entries: [LogEntry], droppedByWorkers: Int, writer: inout AccessJSONWriter) {
         guard let filter = following else { return }
-        let admitted = entries.filter { filter.admits($0.line) }
         guard output.count < AdminServer.followerBacklogBytes else {
-            droppedHere += admitted.count
+            droppedHere += entries.reduce(0) { $0 + (filter.admits($1.line) ? 1 : 0) }
             return
         }
-        var lines: [UInt8] = []
         let lost = droppedHere + droppedByWorkers
-        if lost > 0 { lines.append(contentsOf: "{\"dropped\": \(lost)}\n".utf8) }
+        if lost > 0 { writer.append("{\"dropped\": \(lost)}\n") }
         droppedHere = 0
-        for entry in admitted { lines.append(contentsOf: entry.line.json(time: entry.time, worker: entry.worker)) }
-        guard !lines.isEmpty else { return }
-        appendChunk(lines)
+        for entry in entries where filter.admits(entry.line) { writer.append(entry.line, time: entry.time, worker: entry.worker) }
+        guard !writer.isEmpty else { return }
+        appendChunk(writer.take())
         flush()
     }
 

@@ -20,6 +20,8 @@ public final class AdminServer: IOHandler {
     /// Connections following the log, fed every `followInterval` ms.
     var followers: [ObjectIdentifier: AdminConnection] = [:]
     var followTimer = TimerID.none
+    /// Formats the followers' lines (keeps its time stamp between pumps).
+    var jsonWriter = AccessJSONWriter()
 
     /// How long an idle admin connection stays open once it has sent an
     /// authorized request; before that (an unauthenticated client holding a

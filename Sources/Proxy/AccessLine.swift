@@ -18,19 +18,32 @@ public struct AccessLine: Sendable {
     public var upstreamStatus: Int?
     public var upstreamMicroseconds: Int?
 
-    /// As one JSON object and a newline (the JSON access log's line).
-    public func json(time: Int64, worker: Int) -> [UInt8] {
-        var buffer = AccessLogBuffer()
-        buffer.appendJSON(self, now: time, worker: worker)
-        return buffer.take()
+}
+
+/// Lines of the log for its followers, as JSON, one after another (the
+/// time is formatted once per second, as in the access log).
+public struct AccessJSONWriter {
+    private var buffer = AccessLogBuffer()
+
+    public init() {}
+
+    public mutating func append(_ line: AccessLine, time: Int64, worker: Int) {
+        buffer.appendJSON(line, now: time, worker: worker)
     }
+
+    public mutating func append(_ text: String) { buffer.bytes.append(contentsOf: text.utf8) }
+
+    public var isEmpty: Bool { buffer.bytes.isEmpty }
+
+    /// What was written since the last `take`.
+    public mutating func take() -> [UInt8] { buffer.take() }
 }
 
 extension AccessLogBuffer {
     /// Appends `line` as one JSON object and a newline (`access_log_format = "json"`).
     mutating func appendJSON(_ line: AccessLine, now: Int64, worker: Int) {
         bytes.append(contentsOf: "{\"time\":\"".utf8)
-        bytes.append(contentsOf: Self.iso8601(now))
+        appendTime(now)
         bytes.append(contentsOf: "\",\"client\":".utf8)
         Self.appendJSONString(line.client, to: &bytes)
         bytes.append(contentsOf: ",\"method\":".utf8)

@@ -83,11 +83,7 @@ struct AccessLogBuffer {
     /// Appends `TIME CLIENT METHOD TARGET STATUS BYTES MILLISECONDS "CACHE"`.
     mutating func append(now: Int64, client: String, method: String, target: String, status: Int, bodyBytes: Int,
                          milliseconds: UInt64, cache: String) {
-        if now != second {
-            second = now
-            stamp = Self.iso8601(now)
-        }
-        bytes.append(contentsOf: stamp)
+        appendTime(now)
         bytes.append(0x20)
         bytes.append(contentsOf: client.utf8)
         bytes.append(0x20)
@@ -103,6 +99,15 @@ struct AccessLogBuffer {
         bytes.append(contentsOf: " \"".utf8)
         bytes.append(contentsOf: cache.utf8)
         bytes.append(contentsOf: "\"\n".utf8)
+    }
+
+    /// The time, formatted once per second.
+    mutating func appendTime(_ now: Int64) {
+        if now != second {
+            second = now
+            stamp = Self.iso8601(now)
+        }
+        bytes.append(contentsOf: stamp)
     }
 
     mutating func take() -> [UInt8] {

@@ -146,7 +146,9 @@ enum AdminHTTP {
         var bytes: [UInt8] = []
     }
 
-    static func perform(method: String, url: String, token: String?) -> Result {
+    /// An easy handle set up for `url` with the token, handed to `body`
+    /// and cleaned up after it.
+    static func withEasy(url: String, token: String?, _ body: (UnsafeMutableRawPointer) -> Result) -> Result {
         guard curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK, let easy = curl_easy_init() else {
             return .failure("libcurl failed to initialise")
         }
@@ -154,16 +156,24 @@ enum AdminHTTP {
         var headers: UnsafeMutablePointer<curl_slist>?
         if let token { headers = curl_slist_append(headers, "Authorization: Bearer \(token)") }
         defer { curl_slist_free_all(headers) }
+        _ = larder_easy_setopt_str(easy, CURLOPT_URL, url)
+        _ = larder_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, 5000)
+        _ = larder_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        _ = larder_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, headers)
+        return body(easy)
+    }
+
+    static func perform(method: String, url: String, token: String?) -> Result {
+        withEasy(url: url, token: token) { easy in perform(method: method, on: easy) }
+    }
+
+    private static func perform(method: String, on easy: UnsafeMutableRawPointer) -> Result {
         let sink = Sink()
         let box = Unmanaged.passRetained(sink)
         defer { box.release() }
-        _ = larder_easy_setopt_str(easy, CURLOPT_URL, url)
         _ = larder_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, method)
-        _ = larder_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, 5000)
         // A purge waits for the disk index after a start; allow for it.
         _ = larder_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, 180_000)
-        _ = larder_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
-        _ = larder_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, headers)
         _ = larder_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, box.toOpaque())
         _ = larder_easy_setopt_datacb(easy, CURLOPT_WRITEFUNCTION) { ptr, size, count, user in
             let sink = Unmanaged<Sink>.fromOpaque(user!).takeUnretainedValue()

@@ -78,20 +78,13 @@ extension AdminHTTP {
     /// per piece); another status's body is returned. Ends when the server
     /// closes the stream.
     static func stream(url: String, token: String?) -> Result {
-        guard curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK, let easy = curl_easy_init() else {
-            return .failure("libcurl failed to initialise")
-        }
-        defer { curl_easy_cleanup(easy) }
-        var headers: UnsafeMutablePointer<curl_slist>?
-        if let token { headers = curl_slist_append(headers, "Authorization: Bearer \(token)") }
-        defer { curl_slist_free_all(headers) }
+        withEasy(url: url, token: token, stream(on:))
+    }
+
+    private static func stream(on easy: UnsafeMutableRawPointer) -> Result {
         let state = Stream(easy)
         let box = Unmanaged.passRetained(state)
         defer { box.release() }
-        _ = larder_easy_setopt_str(easy, CURLOPT_URL, url)
-        _ = larder_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, 5000)
-        _ = larder_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
-        _ = larder_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, headers)
         _ = larder_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, box.toOpaque())
         _ = larder_easy_setopt_datacb(easy, CURLOPT_WRITEFUNCTION) { ptr, size, count, user in
             let n = size * count
