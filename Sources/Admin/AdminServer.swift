@@ -176,6 +176,12 @@ final class AdminConnection: IOHandler {
     }
 
     private func processInput() {
+        // A follower's connection is a stream out: what its client sends
+        // more is not answered (an answer would cut into the stream).
+        if following != nil {
+            input.removeAll()
+            return
+        }
         while !isClosed && !closeAfterWrite && !awaiting {
             if skipping > 0 {
                 let n = min(skipping, input.count)

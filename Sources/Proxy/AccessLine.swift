@@ -54,8 +54,8 @@ extension AccessLogBuffer {
         ResponseSerializer.appendDecimal(line.status, to: &bytes)
         bytes.append(contentsOf: ",\"bytes\":".utf8)
         ResponseSerializer.appendDecimal(line.bodyBytes, to: &bytes)
-        Self.appendMilliseconds("first_byte_ms", line.firstByteMicroseconds, to: &bytes)
-        Self.appendMilliseconds("total_ms", line.totalMicroseconds, to: &bytes)
+        Self.appendMilliseconds(",\"first_byte_ms\":", line.firstByteMicroseconds, to: &bytes)
+        Self.appendMilliseconds(",\"total_ms\":", line.totalMicroseconds, to: &bytes)
         bytes.append(contentsOf: ",\"result\":\"".utf8)
         bytes.append(contentsOf: line.result.label.utf8)
         bytes.append(contentsOf: "\",\"cache\":".utf8)
@@ -64,16 +64,16 @@ extension AccessLogBuffer {
             bytes.append(contentsOf: ",\"upstream_status\":".utf8)
             ResponseSerializer.appendDecimal(status, to: &bytes)
         }
-        Self.appendMilliseconds("upstream_ms", line.upstreamMicroseconds, to: &bytes)
+        Self.appendMilliseconds(",\"upstream_ms\":", line.upstreamMicroseconds, to: &bytes)
         bytes.append(contentsOf: ",\"worker\":".utf8)
         ResponseSerializer.appendDecimal(worker, to: &bytes)
         bytes.append(contentsOf: "}\n".utf8)
     }
 
-    /// `,"name":1.234` (milliseconds with microsecond digits); nothing for nil.
-    private static func appendMilliseconds(_ name: String, _ microseconds: Int?, to out: inout [UInt8]) {
+    /// `key` (`,"name":`) and the milliseconds with microsecond digits; nothing for nil.
+    private static func appendMilliseconds(_ key: StaticString, _ microseconds: Int?, to out: inout [UInt8]) {
         guard let microseconds else { return }
-        out.append(contentsOf: ",\"\(name)\":".utf8)
+        out.append(contentsOf: UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount))
         ResponseSerializer.appendDecimal(microseconds / 1000, to: &out)
         out.append(UInt8(ascii: "."))
         let fraction = microseconds % 1000
@@ -84,8 +84,14 @@ extension AccessLogBuffer {
     /// above 0x7F (a target is bytes, not UTF-8) as \u00XX, so every line
     /// is valid JSON whatever the request carried.
     static func appendJSONString(_ text: String, to out: inout [UInt8]) {
-        let hex = Array("0123456789abcdef".utf8)
         out.append(UInt8(ascii: "\""))
+        // The usual text needs no escape: appended in one piece.
+        if text.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
+            out.append(contentsOf: text.utf8)
+            out.append(UInt8(ascii: "\""))
+            return
+        }
+        let hex = Array("0123456789abcdef".utf8)
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "\""), UInt8(ascii: "\\"):

@@ -194,9 +194,11 @@ struct AccessRecord {
 
     /// The log's cache column: the Cache-Status value without field name,
     /// cache name or line end ("hit; ttl=55"), "-" when none was sent.
+    private static let fieldPrefix = Array("Cache-Status: ".utf8), cacheName = Array("larder; ".utf8)
+
     var cacheColumn: String {
         var cache = cacheStatus[...]
-        let prefix = Array("Cache-Status: ".utf8), name = Array("larder; ".utf8)
+        let prefix = Self.fieldPrefix, name = Self.cacheName
         if cache.starts(with: prefix) { cache = cache.dropFirst(prefix.count) }
         if cache.starts(with: name) { cache = cache.dropFirst(name.count) }
         while let last = cache.last, last == 0x0D || last == 0x0A { cache = cache.dropLast() }
