@@ -42,6 +42,45 @@ public struct AcceptEncoding: Sendable {
 
     public func accepts(_ coding: String) -> Bool { quality(coding) > 0 }
 
+    /// Whether a client with this field takes gzip: `accepts("gzip")`,
+    /// answered from the field's bytes, with no list built, when it has no
+    /// parameters (the usual "gzip, deflate, br": every coding at q=1). A
+    /// hit on a stored gzip body asks this of every client.
+    public static func takesGzip(_ value: String?) -> Bool {
+        guard let value else { return false }
+        if let fast = value.utf8.withContiguousStorageIfAvailable(takesGzipWithoutParameters), let answer = fast {
+            return answer
+        }
+        return AcceptEncoding(value).accepts("gzip")
+    }
+
+    /// nil when a member has parameters (q-values decide then).
+    private static func takesGzipWithoutParameters(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool? {
+        var found = false
+        var start = 0
+        while start <= bytes.count {
+            var end = start
+            while end < bytes.count && bytes[end] != UInt8(ascii: ",") {
+                if bytes[end] == UInt8(ascii: ";") { return nil }
+                end += 1
+            }
+            var a = start, b = end
+            while a < b && (bytes[a] == 0x20 || bytes[a] == 0x09) { a += 1 }
+            while b > a && (bytes[b - 1] == 0x20 || bytes[b - 1] == 0x09) { b -= 1 }
+            if matches(bytes, a, b, "gzip") || matches(bytes, a, b, "x-gzip") || (b - a == 1 && bytes[a] == UInt8(ascii: "*")) {
+                found = true
+            }
+            start = end + 1
+        }
+        return found
+    }
+
+    private static func matches(_ bytes: UnsafeBufferPointer<UInt8>, _ a: Int, _ b: Int, _ word: StaticString) -> Bool {
+        guard b - a == word.utf8CodeUnitCount else { return false }
+        for i in 0..<(b - a) where bytes[a + i] | 0x20 != word.utf8Start[i] { return false }
+        return true
+    }
+
     /// The variant key (see the type's note).
     public var variantKey: String {
         let br = quality("br")

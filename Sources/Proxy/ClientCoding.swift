@@ -18,7 +18,7 @@ enum ClientCoding {
     /// uncompressed entry pays one flag test.
     @inline(__always)
     static func mustDecode(_ entry: CachedResponse, for request: RequestHead) -> Bool {
-        entry.isGzip && !AcceptEncoding(request.combinedHeader("accept-encoding")).accepts("gzip")
+        entry.isGzip && !AcceptEncoding.takesGzip(request.combinedHeader("accept-encoding"))
     }
 
     /// The decoded copy; nil when the body cannot be read, is not valid

@@ -49,3 +49,15 @@ final class AcceptEncodingTests: XCTestCase {
         XCTAssertFalse(AcceptEncoding.isGzip(nil))
     }
 }
+
+extension AcceptEncodingTests {
+    /// The byte-level answer a hit asks for agrees with the parsed list.
+    func testTakesGzipAgreesWithTheParsedList() {
+        let values: [String?] = [nil, "", "gzip", "GZIP", " gzip ", "gzip, deflate, br", "deflate, br", "br;q=1.0, gzip;q=0.8, *;q=0.1",
+                                 "gzip;q=0", "gzip;q=0, identity", "x-gzip", "X-Gzip, br", "*", "*;q=0", "identity", "gzipx",
+                                 "agzip", "deflate,gzip", ",,gzip,,", "deflate, *", "\tgzip\t", "gzip,\tbr", "identity;q=1, gzip"]
+        for value in values {
+            XCTAssertEqual(AcceptEncoding.takesGzip(value), AcceptEncoding(value).accepts("gzip"), value ?? "nil")
+        }
+    }
+}
