@@ -303,9 +303,9 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     func flush() {
         guard !closed else { return }
         do {
-            let before = output.pendingBytes
-            let done = try output.flush(to: fd)
-            WorkerStats.add(counters.sentBytes, before - output.pendingBytes)
+            var sent = 0
+            let done = try output.flush(to: fd, sent: &sent)
+            WorkerStats.add(counters.sentBytes, sent)
             // send_timeout bookkeeping only while output is held up (a hit
             // that leaves at once reads no clock).
             if sendTimer != .none {
@@ -313,7 +313,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
                     // Caught up: the next stall is timed from its own start.
                     worker.loop.cancel(sendTimer)
                     sendTimer = .none
-                } else if output.pendingBytes < before {
+                } else if sent > 0 {
                     sendProgressAt = EventLoop.nowMilliseconds()
                 }
             } else if !done {

@@ -65,6 +65,19 @@ public final class LatencyHistograms: @unchecked Sendable {
             : us <= 5_000_000 ? 14 : us <= 10_000_000 ? 15 : 16
     }
 
+    /// An answer's two observations (one bucket search when, as for a hit
+    /// queued whole, they are the same).
+    @inline(__always)
+    func record(_ result: Result, firstByte: Int, total: Int) {
+        let firstBucket = Self.bucket(firstByte)
+        let totalBucket = total == firstByte ? firstBucket : Self.bucket(total)
+        let first = Series.firstByte(result).rawValue * Self.stride, whole = Series.total(result).rawValue * Self.stride
+        Self.add(cells + first + firstBucket, 1)
+        Self.add(cells + first + Self.stride - 1, max(0, firstByte))
+        Self.add(cells + whole + totalBucket, 1)
+        Self.add(cells + whole + Self.stride - 1, max(0, total))
+    }
+
     @inline(__always)
     private static func add(_ cell: UnsafeMutablePointer<Atomic<Int>>, _ n: Int) {
         cell.pointee.store(cell.pointee.load(ordering: .relaxed) &+ n, ordering: .relaxed)

@@ -17,14 +17,24 @@ public struct LogEntry: Sendable {
 public final class LogFeed: Sendable {
     /// Lines one worker holds for the admin thread at most.
     public static let capacity = 8192
-    private let followers = Atomic<Int>(0)
+    /// How many follow: a cell of its own, so that workers read it through
+    /// a plain pointer (no reference counting on every request).
+    let followers: UnsafeMutablePointer<Atomic<Int>>
     private let queues = Locked<[Queue]>([])
 
-    public init() {}
+    public init() {
+        followers = .allocate(capacity: 1)
+        followers.initialize(to: Atomic(0))
+    }
 
-    public var isFollowed: Bool { followers.load(ordering: .relaxed) > 0 }
-    public func follow() { followers.wrappingAdd(1, ordering: .relaxed) }
-    public func unfollow() { followers.wrappingSubtract(1, ordering: .relaxed) }
+    deinit {
+        followers.deinitialize(count: 1)
+        followers.deallocate()
+    }
+
+    public var isFollowed: Bool { followers.pointee.load(ordering: .relaxed) > 0 }
+    public func follow() { followers.pointee.wrappingAdd(1, ordering: .relaxed) }
+    public func unfollow() { followers.pointee.wrappingSubtract(1, ordering: .relaxed) }
 
     /// A worker's queue (one per worker: no lock shared between workers).
     func makeQueue() -> Queue {

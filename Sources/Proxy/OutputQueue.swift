@@ -77,15 +77,22 @@ struct OutputQueue {
     /// Writes as much as the socket takes. Returns false when it would block
     /// with bytes left; throws on a socket error.
     mutating func flush(to fd: Int32) throws(SystemError) -> Bool {
+        var sent = 0
+        return try flush(to: fd, sent: &sent)
+    }
+
+    /// The same, adding the bytes written to `sent`.
+    mutating func flush(to fd: Int32, sent: inout Int) throws(SystemError) -> Bool {
         guard head < segments.count else { return true }
         // The iovec array lives on the stack: a heap array here cost a 1 KiB
         // allocation on every flush, that is, on every request.
         return try withUnsafeTemporaryAllocation(of: iovec.self, capacity: 64) { (iov) throws(SystemError) -> Bool in
-            try flush(to: fd, using: iov)
+            try flush(to: fd, using: iov, sent: &sent)
         }
     }
 
-    private mutating func flush(to fd: Int32, using iov: UnsafeMutableBufferPointer<iovec>) throws(SystemError) -> Bool {
+    private mutating func flush(to fd: Int32, using iov: UnsafeMutableBufferPointer<iovec>,
+                                sent: inout Int) throws(SystemError) -> Bool {
         while head < segments.count {
             let written: Int?
             if case .file(let file) = segments[head].source {
@@ -106,6 +113,7 @@ struct OutputQueue {
             }
             guard var remaining = written else { return false }
             pendingBytes -= remaining
+            sent += remaining
             while remaining > 0 && head < segments.count {
                 let available = segments[head].end - segments[head].offset
                 if remaining >= available {

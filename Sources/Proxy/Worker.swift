@@ -26,15 +26,21 @@ public final class Worker: IOHandler {
     /// Followers of the log (`attach`, before the worker runs).
     private var logFeed: LogFeed?
     private var logQueue: LogFeed.Queue?
+    /// The feed's follower count (it outlives the workers).
+    private var followers: UnsafeMutablePointer<Atomic<Int>>?
 
     /// Lines go to `feed` while someone follows it. Call before `run`.
     public func attach(_ feed: LogFeed) {
         logFeed = feed
         logQueue = feed.makeQueue()
+        followers = feed.followers
     }
 
+    /// Whether someone follows the log.
+    private var isFollowed: Bool { (followers?.pointee.load(ordering: .relaxed) ?? 0) > 0 }
+
     /// Whether a request's line is wanted: the access log is on or someone follows.
-    var recordsRequests: Bool { accessLog != nil || (logFeed?.isFollowed ?? false) }
+    var recordsRequests: Bool { accessLog != nil || isFollowed }
     /// This worker's own counters (only its thread writes them).
     let counters: WorkerStats
     let logger: Logger
@@ -235,13 +241,12 @@ public final class Worker: IOHandler {
     /// One answer's latencies, into this worker's histograms.
     @inline(__always)
     func recordLatency(_ result: LatencyHistograms.Result, firstByte: Int, total: Int) {
-        counters.latency.record(.firstByte(result), microseconds: firstByte)
-        counters.latency.record(.total(result), microseconds: total)
+        counters.latency.record(result, firstByte: firstByte, total: total)
     }
 
     /// Queues one access log line; lines go out in batches.
     func logAccess(_ line: AccessLine) {
-        if let logQueue, logFeed?.isFollowed == true {
+        if isFollowed, let logQueue {
             logQueue.push(LogEntry(line: line, time: EventLoop.wallSeconds(), worker: index))
         }
         guard let accessLog else { return }

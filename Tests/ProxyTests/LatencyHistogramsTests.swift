@@ -29,6 +29,18 @@ final class LatencyHistogramsTests: XCTestCase {
         }
     }
 
+    func testAnAnswerRecordsItsFirstByteAndItsTotal() {
+        let h = LatencyHistograms()
+        h.record(.miss, firstByte: 300, total: 30_000)
+        h.record(.hit, firstByte: 50, total: 50)
+        XCTAssertEqual(h.snapshot(.firstByteMiss).buckets[2], 1)
+        XCTAssertEqual(h.snapshot(.totalMiss).buckets[8], 1)
+        XCTAssertEqual(h.snapshot(.totalMiss).sumMicroseconds, 30_000)
+        XCTAssertEqual(h.snapshot(.firstByteHit).buckets[0], 1)
+        XCTAssertEqual(h.snapshot(.totalHit).count, 1)
+        XCTAssertEqual(h.snapshot(.totalPass).count, 0)
+    }
+
     func testWorkersAreSummed() {
         let stats = ProxyStats()
         let a = stats.makeWorkerStats(), b = stats.makeWorkerStats()
