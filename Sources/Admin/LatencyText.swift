@@ -12,7 +12,7 @@ enum LatencyText {
     /// `latency` is empty.
     static func render(_ latency: [LatencyHistograms.Snapshot]) -> String {
         guard latency.count == Series.allCases.count else { return "" }
-        let results: [LatencyHistograms.Result] = [.hit, .miss, .pass, .other]
+        let results = LatencyHistograms.Result.allCases
         var out = ""
         out += histogram("larder_request_first_byte_seconds",
                          "Time from a request's head to its answer's head queued, by how it was answered",

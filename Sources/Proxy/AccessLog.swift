@@ -190,7 +190,7 @@ struct AccessRecord {
     }
 
     /// Since the request began.
-    var milliseconds: UInt64 { (EventLoop.nowMicroseconds() &- startMicroseconds) / 1000 }
+    var microseconds: Int { Int(EventLoop.nowMicroseconds() &- startMicroseconds) }
 
     /// The log's cache column: the Cache-Status value without field name,
     /// cache name or line end ("hit; ttl=55"), "-" when none was sent.

@@ -95,7 +95,7 @@ struct ClientAnswer {
         worker.logAccess(AccessLine(client: connection.peer, method: request.method, target: request.target, status: access.status,
                                     bodyBytes: access.bodyBytes ?? connection.answerBodyBytes,
                                     firstByteMicroseconds: latencies?.firstByte,
-                                    totalMicroseconds: latencies?.total ?? Int(access.milliseconds * 1000), result: access.result,
+                                    totalMicroseconds: latencies?.total ?? access.microseconds, result: access.result,
                                     cache: access.cacheColumn, upstreamStatus: access.upstream?.status,
                                     upstreamMicroseconds: access.upstream?.microseconds))
     }

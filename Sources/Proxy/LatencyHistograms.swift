@@ -19,12 +19,19 @@ public final class LatencyHistograms: @unchecked Sendable {
     }
 
     /// How an answer was made, the `result` label.
-    public enum Result: Int, Sendable {
+    public enum Result: Int, CaseIterable, Sendable {
         case hit, miss, pass, other
-        public var label: String { ["hit", "miss", "pass", "other"][rawValue] }
+        public var label: String {
+            switch self {
+            case .hit: "hit"
+            case .miss: "miss"
+            case .pass: "pass"
+            case .other: "other"
+            }
+        }
         public init?(label: String) {
-            guard let index = ["hit", "miss", "pass", "other"].firstIndex(of: label) else { return nil }
-            self.init(rawValue: index)
+            guard let result = Self.allCases.first(where: { $0.label == label }) else { return nil }
+            self = result
         }
     }
 

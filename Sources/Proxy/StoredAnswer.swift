@@ -58,11 +58,10 @@ enum StoredAnswer: Equatable {
 
     /// The stored variants that may answer `request`: a stored piece (206)
     /// only for a range it holds, and not to a client that would need its
-    /// gzip decoded (a piece of gzip cannot be). The usual lookup, with no
-    /// piece, is returned as it is.
+    /// gzip decoded (a piece of gzip cannot be). Asked only when `hasPiece`:
+    /// the usual lookup, with none, is not copied.
     static func usable(_ variants: Variants, for request: RequestHead) -> Variants {
-        guard hasPiece(variants) else { return variants }
-        return Variants(variants.filter { entry in
+        Variants(variants.filter { entry in
             guard entry.status == 206 else { return true }
             guard let piece = entry.piece, !ClientCoding.mustDecode(entry, for: request) else { return false }
             return answer(from: piece, of: entry, for: request) != .notHeld

@@ -32,15 +32,19 @@ struct AdminOptions: ParsableArguments {
         return nil
     }
 
-    /// Sends one request; exits 69 when the admin API cannot be reached and
-    /// 77 when it refuses the token.
-    func send(method: String, pathAndQuery: String) throws -> (status: Int, body: String) {
+    /// `--admin` without a trailing slash; exits 64 when it is not an http(s) URL.
+    func baseURL() throws -> String {
         guard admin.hasPrefix("http://") || admin.hasPrefix("https://") else {
             complain("--admin \(admin): expected http://HOST:PORT")
             throw Exit.usage
         }
-        let base = admin.hasSuffix("/") ? String(admin.dropLast()) : admin
-        let result = AdminHTTP.perform(method: method, url: base + pathAndQuery, token: try token())
+        return admin.hasSuffix("/") ? String(admin.dropLast()) : admin
+    }
+
+    /// Sends one request; exits 69 when the admin API cannot be reached and
+    /// 77 when it refuses the token.
+    func send(method: String, pathAndQuery: String) throws -> (status: Int, body: String) {
+        let result = AdminHTTP.perform(method: method, url: try baseURL() + pathAndQuery, token: try token())
         switch result {
         case .failure(let message):
             complain("cannot reach the admin API at \(admin): \(message); is larder running, and is --admin right?")

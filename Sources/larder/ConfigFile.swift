@@ -175,9 +175,9 @@ enum ConfigFile {
                 case "compress":
                     guard item.type == .array, let types = item.array?.compactMap({ $0.string }), types.count == item.array?.count
                     else { throw fail(key, Settings.compressExpectation) }
-                    switch MediaTypePatterns.parse(types) {
+                    switch Settings.compressPatterns(types) {
                     case .success(let patterns): route.compress = patterns
-                    case .failure(let error): throw fail(key, "\"\(error.entry)\" is not a media type; " + Settings.compressExpectation)
+                    case .failure(let problem): throw fail(key, problem.message)
                     }
                 case "stale_on_disconnect":
                     guard let text = item.string ?? item.int.map({ String($0) }), let seconds = Units.parseGraceSeconds(text) else {

@@ -43,12 +43,7 @@ struct LogCommand: ParsableCommand {
             guard let value else { continue }
             query += "&\(name)=" + (value.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? value)
         }
-        guard adminOptions.admin.hasPrefix("http://") || adminOptions.admin.hasPrefix("https://") else {
-            complain("--admin \(adminOptions.admin): expected http://HOST:PORT")
-            throw Exit.usage
-        }
-        let base = adminOptions.admin.hasSuffix("/") ? String(adminOptions.admin.dropLast()) : adminOptions.admin
-        switch AdminHTTP.stream(url: base + query, token: try adminOptions.token()) {
+        switch AdminHTTP.stream(url: try adminOptions.baseURL() + query, token: try adminOptions.token()) {
         case .failure(let message):
             complain("cannot reach the admin API at \(adminOptions.admin): \(message); is larder running, and is --admin right?")
             throw Exit.unavailable

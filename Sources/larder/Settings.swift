@@ -130,6 +130,13 @@ extension Settings {
     ]
 
     /// What `compress` takes (top level and in a route).
+    /// A `compress` list, or what is wrong with it (top level and routes alike).
+    static func compressPatterns(_ types: [String]) -> Result<MediaTypePatterns, ConfigProblem> {
+        MediaTypePatterns.parse(types).mapError { ConfigProblem(message: "\"\($0.entry)\" is not a media type; " + compressExpectation) }
+    }
+
+    struct ConfigProblem: Error { let message: String }
+
     static let compressExpectation = "expected a list of media types such as [\"application/json\", \"text/*\"] ([] for none)"
 
     /// The disk tier's lifetime after resolving "mirror".
@@ -219,9 +226,9 @@ extension Settings {
             }
         case .list where key == .compress:
             guard case .list(let types) = value else { return Self.compressExpectation }
-            switch MediaTypePatterns.parse(types) {
+            switch Self.compressPatterns(types) {
             case .success(let patterns): proxy.compressTypes = patterns
-            case .failure(let error): return "\"\(error.entry)\" is not a media type; " + Self.compressExpectation
+            case .failure(let problem): return problem.message
             }
         case .list:
             guard case .list(let names) = value,

@@ -36,7 +36,7 @@ struct Top: ParsableCommand {
             throw Exit.failure
         }
         let token = try adminOptions.token()
-        let base = adminOptions.admin.hasSuffix("/") ? String(adminOptions.admin.dropLast()) : adminOptions.admin
+        let base = try adminOptions.baseURL()
         let screen = isatty(STDOUT_FILENO) == 1 ? TerminalScreen() : nil
         defer { screen?.restore() }
         var previous: TopSample?

@@ -1,4 +1,5 @@
 import Foundation
+import Proxy
 
 /// One reading of `/metrics` for `larder top`: every sample by its name
 /// with labels, as written (`larder_hits_total`,
@@ -27,7 +28,7 @@ struct TopView {
     let previous: TopSample?
     let current: TopSample
 
-    static let results = ["hit", "miss", "pass", "other"]
+    static let results = LatencyHistograms.Result.allCases.map(\.label)
 
     /// Per second over the interval (0 without a previous reading).
     func rate(_ name: String) -> Double {
