@@ -100,7 +100,8 @@ let package = Package(
                     swiftSettings: swift5),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["larder", "TestSupport"],
+            // CZlib: the status page's screenshot (a PNG) is decoded to check its pixels.
+            dependencies: ["larder", "TestSupport", "CZlib"],
             exclude: ["origin.py"],
             swiftSettings: swift5
         ),

@@ -29,20 +29,25 @@ public final class AdminAPI {
 
     private let store: TieredStore
     let stats: ProxyStats
-    private let token: [UInt8]?
+    let token: [UInt8]?
     /// The cache key of a request target under the current routes.
     private let cacheKey: (String) -> String
     private let startedAt: Int64
-    private let clock: () -> Int64
+    let clock: () -> Int64
     private let metrics: Metrics
     private let log: (String) -> Void
     /// The other nodes of a fleet, told of every purge applied here.
     private let fanOut: PurgeFanOut?
+    /// The answers the workers sample, and what the admin thread keeps of
+    /// them and of the counters over time (the status page, top URLs).
+    let samples: RequestSamples?
+    let activity = Activity()
 
     public init(store: TieredStore, stats: ProxyStats, token: String?, startedAt: Int64,
                 clock: @escaping () -> Int64, cacheKey: @escaping (String) -> String, fanOut: PurgeFanOut? = nil,
-                log: @escaping (String) -> Void) {
+                samples: RequestSamples? = nil, log: @escaping (String) -> Void) {
         self.fanOut = fanOut
+        self.samples = samples
         self.store = store
         self.stats = stats
         self.token = token.map { Array($0.utf8) }
@@ -54,14 +59,18 @@ public final class AdminAPI {
     }
 
     /// Answers one request. `target` is the request target as sent;
-    /// `authorization` the Authorization field, if any.
-    public func handle(method: String, target: String, authorization: String?) -> Response {
-        guard authorized(authorization) else {
+    /// `authorization` and `cookie` its fields, if any. The status page's
+    /// cookie stands for the token in reads only (GET, HEAD): a page on
+    /// another site cannot purge through a browser that holds it.
+    public func handle(method: String, target: String, authorization: String?, cookie: String? = nil) -> Response {
+        let (path, query) = Self.split(target)
+        let reads = method == "GET" || method == "HEAD"
+        if reads, path == "/" { return statusPage(query, authorization: authorization, cookie: cookie) }
+        guard authorized(authorization) || (reads && authorized(cookie: cookie)) else {
             var response = Response.error(401, "missing or wrong admin token: send Authorization: Bearer TOKEN")
             response.extraHeaders = ["www-authenticate": "Bearer realm=\"larder\""]
             return response
         }
-        let (path, query) = Self.split(target)
         if method == "PURGE" {
             // PURGE /path?q: the method form of POST /purge?url=/path?q (the
             // whole target is the URL, so a soft purge needs the POST form).
@@ -82,8 +91,15 @@ public final class AdminAPI {
                 ?? Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: metrics.render(snapshot()))
         case "/healthz": return expect("GET", method) ?? Response(status: 200, contentType: "text/plain; charset=utf-8", body: "ok\n")
         case "/log": return expect("GET", method) ?? follow(query)
+        case "/top": return expect("GET", method) ?? top(query)
+        case "/history": return expect("GET", method) ?? history(query)
+        case "/errors": return expect("GET", method) ?? recentErrors()
+        case "/status.js":
+            return expect("GET", method) ?? Response(status: 200, contentType: "text/javascript; charset=utf-8", body: StatusPage.script)
+        case "/": return expect("GET", method)!
         default:
-            return .error(404, "no such admin endpoint \(path); see /stats, /metrics, /healthz, /purge, /memory/clear, /prune")
+            return .error(404, "no such admin endpoint \(path); see / (the status page), /stats, /metrics, /healthz, /top, "
+                          + "/history, /errors, /log, /purge, /memory/clear, /prune")
         }
     }
 
@@ -111,7 +127,7 @@ public final class AdminAPI {
 
     // MARK: auth
 
-    private func authorized(_ header: String?) -> Bool {
+    func authorized(_ header: String?) -> Bool {
         guard let token else { return true }
         guard let header else { return false }
         let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)

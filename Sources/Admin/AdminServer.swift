@@ -54,10 +54,17 @@ public final class AdminServer: IOHandler {
             onError("cannot watch the admin listener: \(error)")
             return
         }
+        tick()
         loop.run()
     }
 
     public func stop() { loop.execute { [self] in loop.stop() } }
+
+    /// The status page's history and top URLs advance once a second.
+    private func tick() {
+        api.tick()
+        loop.schedule(after: 1000) { [weak self] in self?.tick() }
+    }
 
     public func ready(_ events: IOEvents) {
         for _ in 0..<64 {
@@ -98,7 +105,8 @@ public final class AdminServer: IOHandler {
                                                         extra: ["retry-after": "1"])
 
     fileprivate func answer(_ head: RequestHead) -> AdminAPI.Response {
-        api.handle(method: head.method, target: head.target, authorization: head.header("authorization"))
+        api.handle(method: head.method, target: head.target, authorization: head.header("authorization"),
+                   cookie: head.header("cookie"))
     }
 
     fileprivate func closed(_ connection: AdminConnection) {

@@ -130,7 +130,7 @@ struct AccessLogBuffer {
 
 /// What the access log and the latency histograms say of one exchange:
 /// noted as its answer is decided, taken once when it ends. The Cache-Status
-/// is kept only while the log is on.
+/// is kept only while the log is on, or for an error.
 struct AccessRecord {
     /// Whether the access log is on.
     let logging: Bool
@@ -168,7 +168,8 @@ struct AccessRecord {
         self.result = result
         self.queuedWhole = queuedWhole
         firstByteMicroseconds = EventLoop.nowMicroseconds()
-        guard logging else { return }
+        // An error's Cache-Status goes to the status page's recent errors.
+        guard logging || status >= 500 else { return }
         self.cacheStatus = cacheStatus()
         self.bodyBytes = bodyBytes
     }

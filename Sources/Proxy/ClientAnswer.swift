@@ -91,6 +91,7 @@ struct ClientAnswer {
         guard access.takeTurn() else { return }
         let latencies = access.latencies()
         if let (firstByte, total) = latencies { worker.recordLatency(access.result, firstByte: firstByte, total: total) }
+        worker.sample(request, access)
         guard access.logging else { return }
         worker.logAccess(AccessLine(client: connection.peer, method: request.method, target: request.target, status: access.status,
                                     bodyBytes: access.bodyBytes ?? connection.answerBodyBytes,

@@ -14,13 +14,13 @@ public struct LogEntry: Sendable {
 /// someone does, each worker queues its lines for the admin thread in a
 /// queue of its own, bounded: past `capacity` lines are dropped and
 /// counted, so a slow follower never slows the proxy.
-public final class LogFeed: Sendable {
+public final class LogFeed: @unchecked Sendable {
     /// Lines one worker holds for the admin thread at most.
     public static let capacity = 8192
     /// How many follow: a cell of its own, so that workers read it through
     /// a plain pointer (no reference counting on every request).
     let followers: UnsafeMutablePointer<Atomic<Int>>
-    private let queues = Locked<[Queue]>([])
+    private let queues = WorkerQueues<LogEntry>(capacity: LogFeed.capacity)
 
     public init() {
         followers = .allocate(capacity: 1)
@@ -37,38 +37,12 @@ public final class LogFeed: Sendable {
     public func unfollow() { followers.pointee.wrappingSubtract(1, ordering: .relaxed) }
 
     /// A worker's queue (one per worker: no lock shared between workers).
-    func makeQueue() -> Queue {
-        let queue = Queue()
-        queues.withLock { $0.append(queue) }
-        return queue
-    }
+    func makeQueue() -> WorkerQueue<LogEntry> { queues.make() }
 
-    /// What every worker queued since the last call, and how many lines they dropped.
+    /// What every worker queued since the last call, in time order, and how many lines they dropped.
     public func drain() -> (entries: [LogEntry], dropped: Int) {
-        var entries: [LogEntry] = [], dropped = 0
-        for queue in queues.withLock({ $0 }) {
-            let (taken, lost) = queue.take()
-            entries.append(contentsOf: taken)
-            dropped += lost
-        }
+        var (entries, dropped) = queues.drain()
         entries.sort { $0.time < $1.time }
         return (entries, dropped)
-    }
-
-    final class Queue: Sendable {
-        private let state = Locked<(entries: [LogEntry], dropped: Int)>(([], 0))
-
-        func push(_ entry: LogEntry) {
-            state.withLock { state in
-                if state.entries.count < LogFeed.capacity { state.entries.append(entry) } else { state.dropped += 1 }
-            }
-        }
-
-        func take() -> (entries: [LogEntry], dropped: Int) {
-            state.withLock { state in
-                defer { state = ([], 0) }
-                return state
-            }
-        }
     }
 }

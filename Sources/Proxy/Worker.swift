@@ -25,15 +25,30 @@ public final class Worker: IOHandler {
     public var index = 0
     /// Followers of the log (`attach`, before the worker runs).
     private var logFeed: LogFeed?
-    private var logQueue: LogFeed.Queue?
+    private var logQueue: WorkerQueue<LogEntry>?
     /// The feed's follower count (it outlives the workers).
     private var followers: UnsafeMutablePointer<Atomic<Int>>?
 
-    /// Lines go to `feed` while someone follows it. Call before `run`.
-    public func attach(_ feed: LogFeed) {
+    /// Which answers the status page and `larder top` count (`attach`).
+    @exclusivity(unchecked) private var sampler = RequestSampler(nil)
+
+    /// Lines go to `feed` while someone follows it; answers are sampled
+    /// into `samples`. Call before `run`.
+    public func attach(_ feed: LogFeed, samples: RequestSamples? = nil) {
         logFeed = feed
         logQueue = feed.makeQueue()
         followers = feed.followers
+        sampler = RequestSampler(samples?.makeQueue())
+    }
+
+    /// Queues one answer for the admin thread's counts when it is sampled
+    /// (every miss, pass and error; one hit in `RequestSamples.hitStride`).
+    @inline(__always)
+    func sample(_ request: RequestHead, _ access: AccessRecord) {
+        guard let weight = sampler.weight(access.result, status: access.status) else { return }
+        sampler.push(RequestSample(time: EventLoop.wallSeconds(), method: request.method, target: request.target,
+                                   status: access.status, result: access.result, weight: weight,
+                                   cache: access.status >= 500 ? access.cacheColumn : nil))
     }
 
     /// Whether someone follows the log.

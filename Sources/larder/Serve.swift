@@ -97,13 +97,13 @@ struct Serve: ParsableCommand {
             throw Exit.config
         }
         var workers: [Worker] = []
-        let logFeed = LogFeed()
+        let logFeed = LogFeed(), samples = RequestSamples()
         do {
             for fd in listeners.proxy {
                 let worker = try Worker(listener: fd, configuration: proxyConfig, store: store, collapser: collapser,
                                         stats: stats, logger: logger, accessLog: accessLog)
                 worker.index = workers.count
-                worker.attach(logFeed)
+                worker.attach(logFeed, samples: samples)
                 workers.append(worker)
             }
         } catch {
@@ -120,7 +120,7 @@ struct Serve: ParsableCommand {
                 let api = AdminAPI(store: store, stats: stats, token: adminToken, startedAt: EventLoop.wallSeconds(),
                                    clock: { EventLoop.wallSeconds() },
                                    cacheKey: { target in routesForAdmin.withLock { $0.cacheKey(target) } }, fanOut: fleet,
-                                   log: { adminLogger.notice("\($0)") })
+                                   samples: samples, log: { adminLogger.notice("\($0)") })
                 let admin = try AdminServer(listener: fd, api: api, maxConnections: settings.adminMaxConnections,
                                             feed: logFeed) { adminLogger.warning("\($0)") }
                 let thread = Thread { admin.run() }

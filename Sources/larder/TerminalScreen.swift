@@ -28,9 +28,15 @@ final class TerminalScreen {
         write("\u{1B}[?1049h\u{1B}[?25l")
     }
 
-    /// Replaces the screen's content with `lines`.
+    /// Replaces the screen's content with `lines`, cut to the window's
+    /// width and height (long URLs must not wrap and push the rest off).
     func draw(_ lines: [String]) {
-        write("\u{1B}[H\u{1B}[2J" + lines.joined(separator: "\n") + "\n")
+        var size = winsize()
+        var shown = lines
+        if ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0, size.ws_row > 0 {
+            shown = lines.prefix(Int(size.ws_row) - 1).map { String($0.prefix(Int(size.ws_col))) }
+        }
+        write("\u{1B}[H\u{1B}[2J" + shown.joined(separator: "\n") + "\n")
     }
 
     func restore() {

@@ -23,9 +23,17 @@ struct Top: ParsableCommand {
     @Option(help: "Stop after this many refreshes (default: until q or Ctrl-C).")
     var count: Int?
 
+    @Option(help: "Top URLs shown, by requests and by misses over the last minute (0 hides them; at most 50).")
+    var urls = 5
+
+    @Option(help: "Path segments in a prefix of the top prefixes (1 to 8: /v1/ is 1, /v1/users/ is 2).")
+    var depth = 1
+
     func validate() throws {
         guard interval >= 0.1, interval <= 60 else { throw ValidationError("--interval must be between 0.1 and 60 seconds") }
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
+        guard (0...50).contains(urls) else { throw ValidationError("--urls must be between 0 and 50") }
+        guard (1...8).contains(depth) else { throw ValidationError("--depth must be between 1 and 8") }
     }
 
     func run() throws {
@@ -44,7 +52,7 @@ struct Top: ParsableCommand {
         var shown = 0
         var problem: String?
         while true {
-            let view = TopView(previous: previous, current: current)
+            let view = TopView(previous: previous, current: current, urls: topURLs(base: base, token: token))
             if let screen {
                 screen.draw(view.lines(admin: adminOptions.admin) + (problem.map { ["", $0] } ?? []))
             } else {
@@ -63,6 +71,14 @@ struct Top: ParsableCommand {
                 problem = "cannot reach the admin API: \(message); still trying"
             }
         }
+    }
+
+    /// The last minute's top URLs; nil when hidden or not offered (an
+    /// older node), or unreadable this time (the figures still show).
+    private func topURLs(base: String, token: String?) -> TopURLs? {
+        guard urls > 0, case .success(200, let body) = AdminHTTP.perform(method: "GET", url: base + "/top?limit=\(urls)&depth=\(depth)",
+                                                                          token: token) else { return nil }
+        return TopURLs(json: body)
     }
 
     /// Waits `seconds`; true when q was typed (terminal) or on Ctrl-C.

@@ -27,6 +27,8 @@ struct TopSample {
 struct TopView {
     let previous: TopSample?
     let current: TopSample
+    /// The last minute's top URLs (nil: not shown).
+    var urls: TopURLs? = nil
 
     static let results = LatencyHistograms.Result.allCases.map(\.label)
 
@@ -103,7 +105,7 @@ struct TopView {
         }
         out.append("connections  \(Self.count(current["larder_open_connections"])) open   "
                    + "in \(Self.bytes(rate("larder_client_received_bytes_total")))/s  out \(Self.bytes(rate("larder_client_sent_bytes_total")))/s")
-        return out
+        return out + (urls?.lines ?? [])
     }
 
     /// One line of `key=value` pairs, for a log or a pipe.
@@ -115,6 +117,7 @@ struct TopView {
             + "misses=\(Self.count(current["larder_misses_total"])) "
             + "upstream_p99_ms=\(ms(quantile(0.99, of: "larder_upstream_response_seconds"))) "
             + "memory_bytes=\(Self.count(current["larder_memory_bytes"])) open_connections=\(Self.count(current["larder_open_connections"]))"
+            + (urls.map { " top_url=\($0.byRequests.first?.name ?? "-") top_miss=\($0.byMisses.first?.name ?? "-")" } ?? "")
     }
 
     private func ms(_ seconds: Double?) -> String { seconds.map { String(format: "%.2fms", $0 * 1000) } ?? "-" }

@@ -15,6 +15,7 @@ final class TopTests: ProxyTestCase {
         XCTAssertNotNil(top.waitFor("totals +hits 2 +misses 1"), top.stdout)
         XCTAssertNotNil(top.waitFor("66\\.7% since start"), top.stdout)
         XCTAssertNotNil(top.waitFor("memory +[0-9.]+ [KMG]?i?B of 256\\.0 MiB"), top.stdout)
+        XCTAssertNotNil(top.waitFor("top misses, last minute\\s+requests +misses +URL\\s+[0-9]+ +1  /top/a"), top.stdout)
         top.send("q")
         XCTAssertEqual(top.waitForExit(timeout: 10), 0, top.stdout)
         top.drainOutput()
@@ -30,6 +31,11 @@ final class TopTests: ProxyTestCase {
         let lines = top.stdout.split(separator: "\n")
         XCTAssertEqual(lines.count, 3, top.stdout)
         XCTAssertTrue(lines.allSatisfy { $0.contains(" requests=1 ") && $0.contains(" misses=1 ") }, top.stdout)
+        XCTAssertTrue(lines.allSatisfy { $0.hasSuffix(" top_url=/top/b top_miss=/top/b") }, top.stdout)
+        let hidden = try startChild(Paths.larder, ["top", "--admin", larder.adminURL, "--count", "1", "--urls", "0"])
+        XCTAssertEqual(hidden.waitForExit(timeout: 15), 0, hidden.stderr)
+        hidden.drainOutput()
+        XCTAssertFalse(hidden.stdout.contains("top_url="), hidden.stdout)
         XCTAssertFalse(top.stdout.contains("\u{1B}"), "no terminal codes in a pipe")
     }
 
@@ -37,8 +43,10 @@ final class TopTests: ProxyTestCase {
         let top = try startChild(Paths.larder, ["top", "--admin", "http://127.0.0.1:1", "--count", "1"])
         XCTAssertEqual(top.waitForExit(timeout: 15), 69)
         XCTAssertNotNil(top.waitFor("cannot reach the admin API at http://127.0.0.1:1"), top.stderr)
-        let bad = try startChild(Paths.larder, ["top", "--interval", "0"])
-        XCTAssertEqual(bad.waitForExit(timeout: 15), 64)
+        for arguments in [["--interval", "0"], ["--urls", "51"], ["--depth", "0"]] {
+            let bad = try startChild(Paths.larder, ["top"] + arguments)
+            XCTAssertEqual(bad.waitForExit(timeout: 15), 64, "\(arguments)")
+        }
     }
 
     /// The figures from two readings of /metrics, without a terminal.
@@ -73,5 +81,20 @@ final class TopTests: ProxyTestCase {
         XCTAssertNil(TopView(previous: nil, current: after).hitRatioNow, "no interval yet")
         XCTAssertEqual(TopView.bytes(3 * 1_048_576), "3.0 MiB")
         XCTAssertEqual(TopView.duration(3725), "1h02m")
+    }
+
+    /// The admin API's /top as the screen shows it.
+    func testTopURLsFromTheAdminAPI() throws {
+        let urls = try XCTUnwrap(TopURLs(json: """
+            {"window_seconds": 60, "by_requests": [{"target": "/v1/a", "requests": 320, "misses": 1, "errors": 0}],
+             "by_misses": [{"target": "/v1/b", "requests": 4, "misses": 4, "errors": 1}],
+             "prefixes": [{"prefix": "/v1/", "requests": 324, "misses": 5, "errors": 1}]}
+            """))
+        XCTAssertEqual(urls, TopURLs(byRequests: [.init(name: "/v1/a", requests: 320, misses: 1)],
+                                     byMisses: [.init(name: "/v1/b", requests: 4, misses: 4)],
+                                     prefixes: [.init(name: "/v1/", requests: 324, misses: 5)]))
+        XCTAssertTrue(urls.lines.contains("        320       1  /v1/a"), "\(urls.lines)")
+        XCTAssertTrue(urls.lines.contains("prefixes     /v1/ 324"), "\(urls.lines)")
+        XCTAssertNil(TopURLs(json: "{\"error\": \"no such admin endpoint /top\"}"), "an older node: no top URLs")
     }
 }

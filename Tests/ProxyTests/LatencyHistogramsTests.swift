@@ -78,3 +78,31 @@ final class LogFeedTests: XCTestCase {
         XCTAssertFalse(feed.isFollowed)
     }
 }
+
+/// Which answers a worker hands the admin thread (`RequestSampler`).
+final class RequestSamplerTests: XCTestCase {
+    func testOneHitInTheStrideAndEveryMissPassAndError() {
+        let samples = RequestSamples()
+        var sampler = RequestSampler(samples.makeQueue())
+        let hitWeights = (0..<(3 * RequestSamples.hitStride)).compactMap { _ in sampler.weight(.hit, status: 200) }
+        XCTAssertEqual(hitWeights, Array(repeating: RequestSamples.hitStride, count: 3), "a hit stands for its stride")
+        XCTAssertEqual(sampler.weight(.miss, status: 200), 1)
+        XCTAssertEqual(sampler.weight(.pass, status: 404), 1)
+        XCTAssertEqual(sampler.weight(.other, status: 502), 1)
+        XCTAssertEqual(sampler.weight(.hit, status: 503), 1, "every error, even a stored one")
+        var off = RequestSampler(nil)
+        XCTAssertNil(off.weight(.miss, status: 200), "nothing without a queue")
+    }
+
+    func testAWorkersQueueIsBounded() {
+        let samples = RequestSamples()
+        let queue = samples.makeQueue()
+        for i in 0..<(RequestSamples.capacity + 7) {
+            queue.push(RequestSample(time: 1, method: "GET", target: "/\(i)", status: 200, result: .miss, weight: 1))
+        }
+        let (taken, dropped) = samples.drain()
+        XCTAssertEqual(taken.count, RequestSamples.capacity)
+        XCTAssertEqual(dropped, 7)
+        XCTAssertTrue(samples.drain().samples.isEmpty)
+    }
+}

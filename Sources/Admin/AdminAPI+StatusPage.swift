@@ -1,0 +1,79 @@
+import HTTPHeaders
+
+/// `GET /`: the status page. A browser signs in once with `/?token=TOKEN`:
+/// the token becomes a cookie (HttpOnly, SameSite=Strict) and the address
+/// loses it at once (303 to `/`), so it stays out of history and
+/// screenshots. The cookie is honoured for reads only (`handle`).
+extension AdminAPI {
+    static let cookieName = "larder_admin"
+
+    func statusPage(_ query: [(name: String, value: String)], authorization: String?, cookie: String?) -> Response {
+        if let given = query.last(where: { $0.name == "token" })?.value {
+            guard let token, Self.constantTimeEqual(Array(given.utf8), token) else {
+                return Self.page(401, "Wrong admin token", "That token is not this Larder's admin token (admin_token_file).")
+            }
+            var response = Response(status: 303, contentType: "text/plain; charset=utf-8", body: "signed in; see /\n")
+            response.extraHeaders = [
+                "location": "/",
+                "set-cookie": "\(Self.cookieName)=\(Self.cookieValue(given)); Path=/; HttpOnly; SameSite=Strict",
+            ]
+            return response
+        }
+        guard authorized(authorization) || authorized(cookie: cookie) else {
+            return Self.page(401, "Sign in", "Open this page as /?token=YOUR_ADMIN_TOKEN (the token in admin_token_file).")
+        }
+        var response = Response(status: 200, contentType: "text/html; charset=utf-8", body: StatusPage.html)
+        response.extraHeaders = Self.pageFields
+        return response
+    }
+
+    private static let pageFields: HeaderFields = [
+        "content-security-policy": StatusPage.securityPolicy,
+        "x-content-type-options": "nosniff",
+        "referrer-policy": "no-referrer",
+    ]
+
+    /// A short page of text (sign-in problems).
+    private static func page(_ status: Int, _ title: String, _ text: String) -> Response {
+        var response = Response(status: status, contentType: "text/html; charset=utf-8", body: """
+            <!doctype html><html lang="en"><head><meta charset="utf-8"><title>Larder: \(title)</title>\
+            <link rel="icon" href="data:,"></head><body><h1>\(title)</h1><p>\(text)</p></body></html>
+
+            """)
+        response.extraHeaders = pageFields
+        return response
+    }
+
+    /// Whether the Cookie field holds the status page's cookie with the token.
+    func authorized(cookie: String?) -> Bool {
+        guard let token else { return true }
+        guard let cookie else { return false }
+        for pair in cookie.split(separator: ";") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.count == 2, parts[0].trimmingSpaces == Self.cookieName else { continue }
+            if Self.constantTimeEqual(Array(Self.percentDecode(parts[1].trimmingSpaces).utf8), token) { return true }
+        }
+        return false
+    }
+
+    /// The token as a cookie value: what a cookie may not hold (RFC 6265
+    /// cookie-octet: no space, quote, comma, semicolon or backslash) and
+    /// `%` are percent-encoded.
+    static func cookieValue(_ token: String) -> String {
+        var out = ""
+        for byte in token.utf8 {
+            let plain = byte > 0x20 && byte < 0x7F && !"\",;\\%".utf8.contains(byte)
+            out += plain ? String(UnicodeScalar(byte)) : "%" + (byte < 16 ? "0" : "") + String(byte, radix: 16, uppercase: true)
+        }
+        return out
+    }
+}
+
+extension Substring {
+    fileprivate var trimmingSpaces: Substring {
+        var s = self
+        while s.first == " " || s.first == "\t" { s = s.dropFirst() }
+        while s.last == " " || s.last == "\t" { s = s.dropLast() }
+        return s
+    }
+}

@@ -1,0 +1,51 @@
+import Foundation
+
+/// The admin API's `/top` for `larder top`: the last minute's URLs by
+/// requests and by misses, and prefixes.
+struct TopURLs: Equatable {
+    struct Row: Equatable {
+        var name: String
+        var requests: Int
+        var misses: Int
+    }
+
+    var byRequests: [Row] = []
+    var byMisses: [Row] = []
+    var prefixes: [Row] = []
+
+    /// nil when `body` is not `/top`'s answer (an older node: no such endpoint).
+    init?(json body: String) {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any],
+              let byRequests = object["by_requests"] as? [[String: Any]] else { return nil }
+        func rows(_ list: [[String: Any]]?, _ key: String) -> [Row] {
+            (list ?? []).compactMap { item in
+                guard let name = item[key] as? String else { return nil }
+                return Row(name: name, requests: item["requests"] as? Int ?? 0, misses: item["misses"] as? Int ?? 0)
+            }
+        }
+        self.byRequests = rows(byRequests, "target")
+        self.byMisses = rows(object["by_misses"] as? [[String: Any]], "target")
+        self.prefixes = rows(object["prefixes"] as? [[String: Any]], "prefix")
+    }
+
+    init(byRequests: [Row], byMisses: [Row], prefixes: [Row]) {
+        (self.byRequests, self.byMisses, self.prefixes) = (byRequests, byMisses, prefixes)
+    }
+
+    /// The screen's part: two columns of figures, then the URL.
+    var lines: [String] {
+        func table(_ title: String, _ rows: [Row]) -> [String] {
+            ["", title, "  " + Self.pad("requests", 9) + Self.pad("misses", 8) + "  URL"]
+                + (rows.isEmpty ? ["  (none yet)"] : rows.map { "  " + Self.pad(String($0.requests), 9) + Self.pad(String($0.misses), 8) + "  " + $0.name })
+        }
+        var out = table("top URLs, last minute", byRequests)
+        out += table("top misses, last minute", byMisses)
+        out.append("")
+        out.append("prefixes     " + (prefixes.isEmpty ? "(none yet)" : prefixes.map { "\($0.name) \($0.requests)" }.joined(separator: "  ")))
+        return out
+    }
+
+    private static func pad(_ text: String, _ width: Int) -> String {
+         String(repeating: " ", count: max(0, width - text.count)) + text
+    }
+}
