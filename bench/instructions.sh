@@ -16,7 +16,8 @@
 # runtime), not the kernel. Larder runs one worker under callgrind (about
 # 50x slower); wrk offers 8 connections. TOP=n prints the n costliest
 # functions (self). FOLLOW=1 attaches one `larder log --follow` reader
-# (its cost on the hot path). Needs valgrind. Not a test: nothing here
+# (its cost on the hot path). ADMIN_ON=1 keeps the admin listener on (its
+# thread's work each second, and the requests sampled for it, count). Needs valgrind. Not a test: nothing here
 # asserts a figure.
 WORKLOAD=${1:-misses}
 SECONDS_TO_RUN=${2:-8}
@@ -45,7 +46,7 @@ esac
 ACCEPT=""
 [ "$WORKLOAD" = json-gzip ] && ACCEPT="Accept-Encoding: gzip"
 ADMIN="--admin-listen none"
-if [ -n "${FOLLOW:-}" ]; then ADMIN_PORT=$(free_port); ADMIN="--admin-listen 127.0.0.1:$ADMIN_PORT"; fi
+if [ -n "${FOLLOW:-}${ADMIN_ON:-}" ]; then ADMIN_PORT=$(free_port); ADMIN="--admin-listen 127.0.0.1:$ADMIN_PORT"; fi
 # shellcheck disable=SC2086
 LARDER_LAUNCH="valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=$WORK/callgrind.out" WORKERS=1 \
     start_larder $TIERS $ADMIN --log-level error

@@ -97,7 +97,8 @@ struct Serve: ParsableCommand {
             throw Exit.config
         }
         var workers: [Worker] = []
-        let logFeed = LogFeed(), samples = RequestSamples()
+        // Samples only for an admin thread that drains them.
+        let logFeed = LogFeed(), samples = listeners.admin == nil ? nil : RequestSamples()
         do {
             for fd in listeners.proxy {
                 let worker = try Worker(listener: fd, configuration: proxyConfig, store: store, collapser: collapser,
