@@ -43,22 +43,33 @@ final class Activity {
     /// Samples the workers dropped (their queue was full between two drains).
     private(set) var dropped = 0
 
-    /// Counts what the workers sampled.
+    /// Counts what the workers sampled. Each worker's samples come in time
+    /// order, so a second's table is taken out once per run of samples of
+    /// that second (taken out, not copied: counted in place), and a sample
+    /// costs one hash of its target.
     func absorb(_ samples: [RequestSample], dropped: Int) {
         self.dropped += dropped
+        var time = Int64.min, targets: [String: Count] = [:]
         for sample in samples {
-            var targets = seconds[sample.time, default: [:]]
+            if sample.time != time {
+                if time != .min { seconds[time] = targets }
+                time = sample.time
+                targets = seconds.removeValue(forKey: time) ?? [:]
+            }
             var key = sample.target
             if key.utf8.count > Self.maxTargetBytes { key = String(decoding: key.utf8.prefix(Self.maxTargetBytes), as: UTF8.self) }
-            if targets[key] == nil, targets.count >= Self.maxTargetsPerSecond { key = Self.other }
-            targets[key, default: Count()].add(sample)
-            seconds[sample.time] = targets
+            if let index = targets.index(forKey: key) {
+                targets.values[index].add(sample)
+            } else {
+                targets[targets.count < Self.maxTargetsPerSecond ? key : Self.other, default: Count()].add(sample)
+            }
             if sample.isError {
                 errorCount += 1
                 errors.append(sample)
                 if errors.count > Self.errorsKept { errors.removeFirst(errors.count - Self.errorsKept) }
             }
         }
+        if time != .min { seconds[time] = targets }
     }
 
     /// Adds the point for the time since the last tick (the first tick only

@@ -27,7 +27,7 @@ public struct RequestSample: Sendable {
 /// of its own (`WorkerQueue`) that the admin thread drains every second.
 public final class RequestSamples: Sendable {
     /// One hit queued in this many (its weight).
-    public static let hitStride = 16
+    public static let hitStride = 32
     /// Samples one worker holds between two drains at most; more are dropped and counted.
     public static let capacity = 16_384
     private let queues = WorkerQueues<RequestSample>(capacity: RequestSamples.capacity)
