@@ -147,8 +147,11 @@ final class HTTPClient {
     let fd: Int32
     private var buffer: [UInt8] = []
 
-    init(port: Int) throws {
+    /// `receiveBuffer`: a small kernel buffer (set before connecting, so
+    /// the window stays small), for a client that reads slowly.
+    init(port: Int, receiveBuffer: Int32? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if var size = receiveBuffer { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -183,6 +186,26 @@ final class HTTPClient {
     func request(_ method: String, _ target: String, headers: [String] = []) throws -> HTTPResponse {
         try send("\(method) \(target) HTTP/1.1\r\nHost: test\r\nContent-Length: 0\r\n" + headers.map { $0 + "\r\n" }.joined() + "\r\n")
         return try readResponse(method: method)
+    }
+
+    /// What arrives until it holds `text` (nil when it did not within 20 s
+    /// or the stream ended): for streams, such as a followed log.
+    func read(until text: String) throws -> String? {
+        let deadline = Date().addingTimeInterval(20)
+        let needle = Array(text.utf8)
+        var searched = 0  // what was searched already (less the needle's length)
+        while Date() < deadline {
+            if buffer.count >= needle.count {
+                let last = buffer.count - needle.count
+                for start in max(0, searched - needle.count)...last where buffer[start] == needle[0]
+                    && buffer[start..<(start + needle.count)].elementsEqual(needle) {
+                    return String(decoding: buffer, as: UTF8.self)
+                }
+                searched = buffer.count
+            }
+            guard try fill() else { return nil }
+        }
+        return nil
     }
 
     /// Reads more bytes; false at end of stream.

@@ -47,4 +47,22 @@ final class LogFollowTests: ProxyTestCase {
         }
         XCTAssertEqual(try larder.adminClient().get("/log").status, 400, "the log is a stream: follow=1")
     }
+
+    /// A follower that stops reading loses lines, told how many once it
+    /// reads again; the proxy answers every request meanwhile.
+    func testASlowReaderLosesLinesAndIsToldHowMany() throws {
+        let follower = try HTTPClient(port: try XCTUnwrap(larder.adminPort), receiveBuffer: 4096)
+        try follower.send("GET /log?follow=1 HTTP/1.1\r\nHost: test\r\n\r\n")
+        XCTAssertNotNil(try follower.read(until: "{\"following\": true}"))
+        // Lines of about 3 KiB: some 8 MiB of log while the follower reads
+        // nothing, far past the 1 MiB it may leave unread and the socket buffers.
+        let c = try larder.client()
+        let target = "/lf/slow-reader?" + String(repeating: "p", count: 3000)
+        for _ in 0..<2500 { XCTAssertEqual(try c.get(target).status, 200) }
+        let stream = try XCTUnwrap(try follower.read(until: "{\"dropped\": "), "no dropped count")
+        let dropped = try XCTUnwrap(stream.firstMatch(of: #/\{"dropped": (\d+)\}/#).flatMap { Int($0.1) })
+        XCTAssertGreaterThan(dropped, 0)
+        XCTAssertLessThan(dropped, 2500)
+        XCTAssertTrue(stream.contains("\"target\":\"/lf/slow-reader?ppp"), "lines before the backlog filled were delivered")
+    }
 }
