@@ -14,6 +14,7 @@ ADMIN_PORT=$(free_port)
 start_larder --admin-listen "127.0.0.1:$ADMIN_PORT" --log-level error
 PIDS="$PIDS $LARDER_PID"
 curl -fsS -o /dev/null "http://127.0.0.1:$LARDER_PORT/top-accuracy"  # stored: every later request is a hit
+: > "$WORK/top.txt"
 "$LARDER" top --admin "http://127.0.0.1:$ADMIN_PORT" --interval 1 --urls 0 > "$WORK/top.txt" &
 TOP_PID=$!
 PIDS="$PIDS $TOP_PID"
