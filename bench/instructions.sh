@@ -13,9 +13,11 @@
 # stored gzip is decoded on every hit).
 #
 # Counts everything in the Larder process (Larder, libcurl, libc, the Swift
-# runtime), not the kernel. Larder runs one worker under callgrind (about
-# 50x slower); wrk offers 8 connections. TOP=n prints the n costliest
-# functions (self). FOLLOW=1 attaches one `larder log --follow` reader
+# runtime), not the kernel, thread by thread: the worker's thread (the
+# request path) and the others (the admin thread's work for a follower,
+# the disk writer). Larder runs one worker under callgrind (about 50x
+# slower); wrk offers 8 connections. TOP=n prints each busy thread's n
+# costliest functions (self). FOLLOW=1 attaches one `larder log --follow` reader
 # (its cost on the hot path). ADMIN_ON=1 keeps the admin listener on (its
 # thread's work each second, and the requests sampled for it, count). Needs valgrind. Not a test: nothing here
 # asserts a figure.
@@ -48,7 +50,7 @@ ACCEPT=""
 ADMIN="--admin-listen none"
 if [ -n "${FOLLOW:-}${ADMIN_ON:-}" ]; then ADMIN_PORT=$(free_port); ADMIN="--admin-listen 127.0.0.1:$ADMIN_PORT"; fi
 # shellcheck disable=SC2086
-LARDER_LAUNCH="valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=$WORK/callgrind.out" WORKERS=1 \
+LARDER_LAUNCH="valgrind --tool=callgrind --separate-threads=yes --instr-atstart=no --callgrind-out-file=$WORK/callgrind.out" WORKERS=1 \
     start_larder $TIERS $ADMIN --log-level error
 PIDS="$PIDS $LARDER_PID"
 # Starting under valgrind takes longer than start_larder waits.
@@ -82,11 +84,21 @@ wrk -t1 -c8 -d"${SECONDS_TO_RUN}s" $script ${ACCEPT:+-H "$ACCEPT"} "http://127.0
 callgrind_control -i off "$LARDER_PID" > /dev/null
 callgrind_control -d "$LARDER_PID" > /dev/null
 requests=$(awk '/requests in/ {print $1}' "$WORK/wrk.txt")
-profile=$(ls "$WORK"/callgrind.out.* | tail -1)
-total=$(callgrind_annotate "$profile" 2> /dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
-echo "$WORKLOAD: $requests requests counted, $((total / requests)) instructions per request"
+# One profile per thread (--separate-threads): the busiest is the worker's.
+for profile in "$WORK"/callgrind.out.1-*; do
+    echo "$(callgrind_annotate "$profile" 2> /dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}') $profile"
+done | sort -rn > "$WORK/threads.txt"
+total=$(awk '{s += $1} END {print s}' "$WORK/threads.txt")
+worker=$(awk 'NR == 1 {print $1}' "$WORK/threads.txt")
+echo "$WORKLOAD: $requests requests counted, $((total / requests)) instructions per request" \
+    "(the worker's thread $((worker / requests)), other threads $(((total - worker) / requests)))"
 if [ -n "${TOP:-}" ]; then
     demangle=$(command -v swift-demangle || echo cat)
-    callgrind_annotate "$profile" 2> /dev/null | sed -n '/file:function/,$p' | sed -n "3,$((TOP + 2))p" | $demangle --simplified 2> /dev/null \
-        | awk -v n="$requests" '{c=$1; gsub(",", "", c); sub(/^ *[0-9,]+ +\( *[0-9.]+%\) +/, ""); printf "%8d  %s\n", c / n, substr($0, 1, 150)}'
+    while read -r count profile; do
+        case $count in ''|*[!0-9]*) continue ;; esac  # a thread that ran nothing counted
+        [ $((count / requests)) -ge 10 ] || continue
+        echo "thread $(echo "$profile" | sed 's/.*-0*//'): $((count / requests)) per request"
+        callgrind_annotate "$profile" 2> /dev/null | sed -n '/file:function/,$p' | sed -n "3,$((TOP + 2))p" | $demangle --simplified 2> /dev/null \
+            | awk -v n="$requests" '{c=$1; gsub(",", "", c); sub(/^ *[0-9,]+ +\( *[0-9.]+%\) +/, ""); printf "%8d  %s\n", c / n, substr($0, 1, 150)}'
+    done < "$WORK/threads.txt"
 fi

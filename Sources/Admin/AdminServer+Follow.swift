@@ -24,14 +24,15 @@ extension AdminServer {
         if followers.isEmpty {
             loop.cancel(followTimer)
             followTimer = .none
-            _ = feed?.drain()  // what queued meanwhile is no one's
+            feed?.shrink()  // what queued meanwhile is no one's; the queues give back their memory
         }
     }
 
     private func pump() {
         guard let feed, !followers.isEmpty else { return }
-        let (entries, dropped) = feed.drain()
-        for connection in followers.values { connection.deliver(entries, droppedByWorkers: dropped, writer: &jsonWriter) }
+        feed.drain { dropped, lines in
+            for connection in followers.values { connection.deliver(lines, droppedByWorkers: dropped, format: &lineFormat) }
+        }
         followTimer = loop.schedule(after: Self.followInterval) { [weak self] in self?.pump() }
     }
 }
@@ -47,32 +48,31 @@ extension AdminConnection {
         ResponseSerializer.appendField("transfer-encoding", "chunked", to: &head)
         head.append(contentsOf: [0x0D, 0x0A])
         output.append(contentsOf: head)
-        appendChunk(Array("{\"following\": true}\n".utf8))
-        flush()
+        Array("{\"following\": true}\n".utf8).withUnsafeBytes { sendChunk($0) }
         server.startFollowing(self)
     }
 
-    /// The lines its filter admits, unless its client is too far behind
-    /// (`writer`: the server's, reused for every follower and pump).
-    func deliver(_ entries: [LogEntry], droppedByWorkers: Int, writer: inout AccessJSONWriter) {
+    /// The lines its filter admits as one chunk, the count of those lost
+    /// since the last first, unless its client is too far behind to be
+    /// sent anything now (`format`: the server's, shared by every follower).
+    func deliver(_ batch: LogBatch, droppedByWorkers: Int, format: inout AccessLineFormatter) {
         guard let filter = following else { return }
-        guard output.count < AdminServer.followerBacklogBytes else {
-            droppedHere += entries.reduce(0) { $0 + (filter.admits($1.line) ? 1 : 0) }
+        droppedHere += droppedByWorkers
+        if output.count >= AdminServer.followerBacklogBytes {
+            batch.forEach { line in if filter.admits(line) { droppedHere += 1 } }
             return
         }
-        let lost = droppedHere + droppedByWorkers
-        if lost > 0 { writer.append("{\"dropped\": \(lost)}\n") }
+        if droppedHere > 0 { lines.append(contentsOf: "{\"dropped\": \(droppedHere)}\n".utf8) }
         droppedHere = 0
-        for entry in entries where filter.admits(entry.line) { writer.append(entry.line, time: entry.time, worker: entry.worker) }
-        guard !writer.isEmpty else { return }
-        appendChunk(writer.take())
-        flush()
+        batch.forEach { line in if filter.admits(line) { format.appendJSON(line, to: lines) } }
+        guard !lines.isEmpty else { return }
+        sendChunk(UnsafeRawBufferPointer(lines.bytes))
+        lines.removeAll()
+        lines.shrink(to: 4 << 20)  // after a burst; the usual pump's lines keep their room
     }
 
-    private func appendChunk(_ data: [UInt8]) {
-        output.append(contentsOf: String(data.count, radix: 16).utf8)
-        output.append(contentsOf: [0x0D, 0x0A])
-        output.append(contentsOf: data)
-        output.append(contentsOf: [0x0D, 0x0A])
+    private func sendChunk(_ data: UnsafeRawBufferPointer) {
+        let head = Array(String(data.count, radix: 16).utf8) + [0x0D, 0x0A], end: [UInt8] = [0x0D, 0x0A]
+        head.withUnsafeBytes { head in end.withUnsafeBytes { end in send([head, data, end]) } }
     }
 }

@@ -21,7 +21,7 @@ public final class AdminServer: IOHandler {
     var followers: [ObjectIdentifier: AdminConnection] = [:]
     var followTimer = TimerID.none
     /// Formats the followers' lines (keeps its time stamp between pumps).
-    var jsonWriter = AccessJSONWriter()
+    var lineFormat = AccessLineFormatter()
 
     /// How long an idle admin connection stays open once it has sent an
     /// authorized request; before that (an unauthenticated client holding a
@@ -125,6 +125,8 @@ final class AdminConnection: IOHandler {
     /// lines it could not take (its client reads too slowly), reported.
     var following: LogFilter?
     var droppedHere = 0
+    /// A pump's lines for it.
+    let lines = ByteBuffer(capacity: 64)
     private var parser = RequestParser(limits: ParseLimits(maxBodyBytes: AdminServer.maxBodyBytes))
     /// Body bytes of the current request still to skip.
     private var skipping = 0
@@ -263,6 +265,31 @@ final class AdminConnection: IOHandler {
         if !head { out.append(contentsOf: response.body.utf8) }
         output.append(contentsOf: out)
         if close { closeAfterWrite = true }
+        flush()
+    }
+
+    /// Writes `pieces` straight from where they lie when nothing waits
+    /// before them (a log follower that keeps up: no copy), and queues
+    /// what the socket did not take.
+    func send(_ pieces: [UnsafeRawBufferPointer]) {
+        var written = 0
+        if output.isEmpty {
+            var iov = pieces.map { iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count) }
+            do {
+                written = try Socket.writev(fd, &iov, count: Int32(iov.count)) ?? 0
+            } catch {
+                close()
+                return
+            }
+        }
+        for piece in pieces {
+            if written >= piece.count {
+                written -= piece.count
+                continue
+            }
+            output.append(contentsOf: UnsafeRawBufferPointer(rebasing: piece[written...]))
+            written = 0
+        }
         flush()
     }
 

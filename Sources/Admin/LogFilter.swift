@@ -7,7 +7,10 @@ public struct LogFilter: Equatable, Sendable {
     public var statusClass: Int?
     public var status: Int?
     public var result: LatencyHistograms.Result?
-    public var prefix: String?
+    public var prefix: String? {
+        didSet { prefixBytes = prefix.map { Array($0.utf8) } ?? [] }
+    }
+    private var prefixBytes: [UInt8] = []
     /// Answers that took longer than this (microseconds, to the last byte).
     public var slowerThanMicroseconds: Int?
 
@@ -49,11 +52,12 @@ public struct LogFilter: Equatable, Sendable {
     }
 
     public func admits(_ line: AccessLine) -> Bool {
-        if let statusClass, line.status / 100 != statusClass { return false }
-        if let status, line.status != status { return false }
-        if let result, line.result != result { return false }
-        if let prefix, !line.target.hasPrefix(prefix) { return false }
-        if let slowerThanMicroseconds, (line.totalMicroseconds ?? 0) <= slowerThanMicroseconds { return false }
+        let figures = line.figures
+        if let statusClass, figures.status / 100 != statusClass { return false }
+        if let status, figures.status != status { return false }
+        if let result, figures.result != result { return false }
+        if prefix != nil, !line.target.starts(with: prefixBytes) { return false }
+        if let slowerThanMicroseconds, (figures.totalMicroseconds ?? 0) <= slowerThanMicroseconds { return false }
         return true
     }
 

@@ -56,75 +56,19 @@ public final class AccessLog: Sendable {
         }
     }
 
-    /// Writes whole lines. A failing log never stops serving.
-    func write(_ bytes: [UInt8]) {
-        let fd = fd.load(ordering: .acquiring)
-        bytes.withUnsafeBytes { raw in
-            var done = 0
-            while done < raw.count {
-                let n = Glibc.write(fd, raw.baseAddress! + done, raw.count - done)
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 { return }
-                done += n
-            }
-        }
-    }
-}
-
-/// One worker's pending access log lines: formatted on the loop thread,
-/// written in batches (at 32 KiB, or within a second).
-struct AccessLogBuffer {
-    var bytes: [UInt8] = []
-    private var second: Int64 = -1
-    private var stamp: [UInt8] = []
-
+    /// Lines a worker holds before it writes them (or a second at most).
     static let flushBytes = 32 * 1024
 
-    /// Appends `TIME CLIENT METHOD TARGET STATUS BYTES MILLISECONDS "CACHE"`.
-    mutating func append(now: Int64, client: String, method: String, target: String, status: Int, bodyBytes: Int,
-                         milliseconds: UInt64, cache: String) {
-        appendTime(now)
-        bytes.append(0x20)
-        bytes.append(contentsOf: client.utf8)
-        bytes.append(0x20)
-        bytes.append(contentsOf: method.utf8)
-        bytes.append(0x20)
-        bytes.append(contentsOf: target.utf8)
-        bytes.append(0x20)
-        ResponseSerializer.appendDecimal(status, to: &bytes)
-        bytes.append(0x20)
-        ResponseSerializer.appendDecimal(bodyBytes, to: &bytes)
-        bytes.append(0x20)
-        ResponseSerializer.appendDecimal(Int(milliseconds), to: &bytes)
-        bytes.append(contentsOf: " \"".utf8)
-        bytes.append(contentsOf: cache.utf8)
-        bytes.append(contentsOf: "\"\n".utf8)
-    }
-
-    /// The time, formatted once per second.
-    mutating func appendTime(_ now: Int64) {
-        if now != second {
-            second = now
-            stamp = Self.iso8601(now)
+    /// Writes whole lines. A failing log never stops serving.
+    func write(_ bytes: UnsafeBufferPointer<UInt8>) {
+        let fd = fd.load(ordering: .acquiring)
+        var done = 0
+        while done < bytes.count {
+            let n = Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            done += n
         }
-        bytes.append(contentsOf: stamp)
-    }
-
-    mutating func take() -> [UInt8] {
-        defer { bytes.removeAll(keepingCapacity: true) }
-        return bytes
-    }
-
-    /// 2026-11-22T10:31:59Z
-    static func iso8601(_ seconds: Int64) -> [UInt8] {
-        var t = time_t(seconds)
-        var parts = tm()
-        gmtime_r(&t, &parts)
-        func two(_ v: Int32) -> [UInt8] { [UInt8(48 + v / 10), UInt8(48 + v % 10)] }
-        let year = Int(parts.tm_year) + 1900
-        return Array(String(year).utf8) + [UInt8(ascii: "-")] + two(parts.tm_mon + 1) + [UInt8(ascii: "-")] + two(parts.tm_mday)
-            + [UInt8(ascii: "T")] + two(parts.tm_hour) + [UInt8(ascii: ":")] + two(parts.tm_min) + [UInt8(ascii: ":")]
-            + two(parts.tm_sec) + [UInt8(ascii: "Z")]
     }
 }
 
@@ -152,6 +96,8 @@ struct AccessRecord {
     /// Body bytes of an answer made here; nil for a forwarded body (the
     /// bytes received count then).
     private(set) var bodyBytes: Int?
+    /// Wall seconds when a whole answer was queued (0: not known).
+    private var answeredAt: Int64 = 0
     private var written = false
 
     /// `start`: when the request arrived (its loop's wake, monotonic
@@ -163,7 +109,7 @@ struct AccessRecord {
 
     @inline(__always)
     mutating func note(status: Int, result: LatencyHistograms.Result, queuedWhole: Bool,
-                       cacheStatus: @autoclosure () -> [UInt8], bodyBytes: Int?) {
+                       cacheStatus: @autoclosure () -> [UInt8], bodyBytes: Int?, now: Int64 = 0) {
         self.status = status
         self.result = result
         self.queuedWhole = queuedWhole
@@ -172,7 +118,12 @@ struct AccessRecord {
         guard logging || status >= 500 else { return }
         self.cacheStatus = cacheStatus()
         self.bodyBytes = bodyBytes
+        answeredAt = queuedWhole ? now : 0
     }
+
+    /// When the line ends: the second its whole answer was queued, when
+    /// the caller knew it (a hit: no clock read), else now.
+    var endSeconds: Int64 { answeredAt != 0 ? answeredAt : EventLoop.wallSeconds() }
 
     /// True the first time only: an exchange that ends twice (cancelled,
     /// then completed) is counted and logged once.
@@ -195,14 +146,12 @@ struct AccessRecord {
 
     /// The log's cache column: the Cache-Status value without field name,
     /// cache name or line end ("hit; ttl=55"), "-" when none was sent.
-    private static let fieldPrefix = Array("Cache-Status: ".utf8), cacheName = Array("larder; ".utf8)
-
     var cacheColumn: String {
-        var cache = cacheStatus[...]
-        let prefix = Self.fieldPrefix, name = Self.cacheName
-        if cache.starts(with: prefix) { cache = cache.dropFirst(prefix.count) }
-        if cache.starts(with: name) { cache = cache.dropFirst(name.count) }
-        while let last = cache.last, last == 0x0D || last == 0x0A { cache = cache.dropLast() }
+        let cache = cacheStatus.withUnsafeBufferPointer { AccessLine.cacheColumn($0) }
         return cache.isEmpty ? "-" : String(decoding: cache, as: UTF8.self)
     }
+
+    /// The Cache-Status as sent: a line for a hit, the value for a
+    /// forward (the log cuts it to the column as it formats the line).
+    var cacheStatusSent: [UInt8] { cacheStatus }
 }

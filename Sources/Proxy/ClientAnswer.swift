@@ -40,7 +40,8 @@ struct ClientAnswer {
     mutating func stored(_ entry: CachedResponse, for request: RequestHead, age: Int, now: Int64, cacheStatus: [UInt8]) -> Bool {
         guard let sent = connection.sendStored(entry, for: request, age: age, now: now, cacheStatus: cacheStatus,
                                                connection: connectionField(request)) else { return false }
-        access.note(status: sent.status, result: .hit, queuedWhole: true, cacheStatus: cacheStatus, bodyBytes: sent.bodyBytes)
+        access.note(status: sent.status, result: .hit, queuedWhole: true, cacheStatus: cacheStatus, bodyBytes: sent.bodyBytes,
+                    now: now)
         return true
     }
 
@@ -93,11 +94,12 @@ struct ClientAnswer {
         if let (firstByte, total) = latencies { worker.recordLatency(access.result, firstByte: firstByte, total: total) }
         worker.sample(request, access)
         guard access.logging else { return }
-        worker.logAccess(AccessLine(client: connection.peer, method: request.method, target: request.target, status: access.status,
-                                    bodyBytes: access.bodyBytes ?? connection.answerBodyBytes,
-                                    firstByteMicroseconds: latencies?.firstByte,
-                                    totalMicroseconds: latencies?.total ?? access.microseconds, result: access.result,
-                                    cache: access.cacheColumn, upstreamStatus: access.upstream?.status,
-                                    upstreamMicroseconds: access.upstream?.microseconds))
+        let figures = AccessLine.Figures(time: access.endSeconds, worker: worker.index, status: access.status,
+                                         bodyBytes: access.bodyBytes ?? connection.answerBodyBytes,
+                                         firstByteMicroseconds: latencies?.firstByte,
+                                         totalMicroseconds: latencies?.total ?? access.microseconds, result: access.result,
+                                         upstreamStatus: access.upstream?.status, upstreamMicroseconds: access.upstream?.microseconds)
+        worker.logAccess(figures, client: connection.peer, method: request.method, target: request.target,
+                         cache: access.cacheStatusSent)
     }
 }

@@ -25,7 +25,7 @@ public final class Worker: IOHandler {
     public var index = 0
     /// Followers of the log (`attach`, before the worker runs).
     private var logFeed: LogFeed?
-    private var logQueue: WorkerQueue<LogEntry>?
+    private var logQueue: LineQueue?
     /// The feed's follower count (it outlives the workers).
     private var followers: UnsafeMutablePointer<Atomic<Int>>?
 
@@ -65,7 +65,9 @@ public final class Worker: IOHandler {
     public var sharedTier: (any SharedTier)?
     /// nil: access logging is off.
     let accessLog: AccessLog?
-    private var accessBuffer = AccessLogBuffer()
+    /// Lines for the access log, written in batches (32 KiB, or a second).
+    private let accessBuffer = ByteBuffer(capacity: AccessLog.flushBytes + 4096)
+    private var accessFormat = AccessLineFormatter()
     private var accessFlushPending = false
     /// Read buffer shared by this worker's connections (one thread, one at a
     /// time; exclusivity checks off: see `ClientConnection.input`).
@@ -259,21 +261,20 @@ public final class Worker: IOHandler {
         counters.latency.record(result, firstByte: firstByte, total: total)
     }
 
-    /// Queues one access log line; lines go out in batches.
-    func logAccess(_ line: AccessLine) {
-        if isFollowed, let logQueue {
-            logQueue.push(LogEntry(line: line, time: EventLoop.wallSeconds(), worker: index))
+    /// Hands one request's line to the log's followers and the access log
+    /// (in batches). Its texts are copied as bytes, never made Strings.
+    func logAccess(_ figures: AccessLine.Figures, client: String, method: String, target: String, cache: [UInt8]) {
+        let followed = isFollowed
+        guard followed || accessLog != nil else { return }
+        AccessLine.with(figures, client: client, method: method, target: target, cache: cache) { line in
+            if followed, let logQueue, logQueue.push(line) { loop.atBatchEnd(logQueue) }
+            guard let accessLog else { return }
+            if accessLog.json { accessFormat.appendJSON(line, to: accessBuffer) } else { accessFormat.appendText(line, to: accessBuffer) }
         }
         guard let accessLog else { return }
-        if accessLog.json {
-            accessBuffer.appendJSON(line, now: EventLoop.wallSeconds(), worker: index)
-        } else {
-            accessBuffer.append(now: EventLoop.wallSeconds(), client: line.client, method: line.method, target: line.target,
-                                status: line.status, bodyBytes: line.bodyBytes, milliseconds: UInt64((line.totalMicroseconds ?? 0) / 1000),
-                                cache: line.cache)
-        }
-        if accessBuffer.bytes.count >= AccessLogBuffer.flushBytes {
-            accessLog.write(accessBuffer.take())
+        if accessBuffer.count >= AccessLog.flushBytes {
+            accessLog.write(accessBuffer.bytes)
+            accessBuffer.removeAll()
         } else if !accessFlushPending {
             accessFlushPending = true
             loop.schedule(after: 1000) { [weak self] in self?.flushAccessLog() }
@@ -282,7 +283,9 @@ public final class Worker: IOHandler {
 
     private func flushAccessLog() {
         accessFlushPending = false
-        if let accessLog, !accessBuffer.bytes.isEmpty { accessLog.write(accessBuffer.take()) }
+        guard let accessLog, !accessBuffer.isEmpty else { return }
+        accessLog.write(accessBuffer.bytes)
+        accessBuffer.removeAll()
     }
 
     private func finishDrain() {

@@ -54,11 +54,22 @@ final class LatencyHistogramsTests: XCTestCase {
     }
 }
 
-/// The log's followers: a worker's queue is bounded, what overflows is counted.
+/// The log's followers: a worker's queue is bounded, what overflows is
+/// counted, and the workers' lines come out merged in time order.
 final class LogFeedTests: XCTestCase {
-    private func line(_ target: String) -> AccessLine {
-        AccessLine(client: "c", method: "GET", target: target, status: 200, bodyBytes: 0, firstByteMicroseconds: 1,
-                   totalMicroseconds: 2, result: .hit, cache: "-", upstreamStatus: nil, upstreamMicroseconds: nil)
+    private func push(_ target: String, time: Int64, to queue: LineQueue) {
+        let figures = AccessLine.Figures(time: time, worker: 0, status: 200, bodyBytes: 0, firstByteMicroseconds: 1,
+                                         totalMicroseconds: 2, result: .hit)
+        _ = AccessLine.with(figures, client: "c", method: "GET", target: target, cache: []) { queue.push($0) }
+    }
+
+    private func drain(_ feed: LogFeed) -> (targets: [String], dropped: Int) {
+        var targets: [String] = [], dropped = -1
+        feed.drain { lost, lines in
+            dropped = lost
+            lines.forEach { targets.append(String(decoding: $0.target, as: UTF8.self)) }
+        }
+        return (targets, dropped)
     }
 
     func testAQueueKeepsItsCapacityAndCountsTheRest() {
@@ -67,13 +78,28 @@ final class LogFeedTests: XCTestCase {
         feed.follow()
         XCTAssertTrue(feed.isFollowed)
         let a = feed.makeQueue(), b = feed.makeQueue()
-        for i in 0..<(LogFeed.capacity + 5) { a.push(LogEntry(line: line("/a\(i)"), time: 2, worker: 0)) }
-        b.push(LogEntry(line: line("/b"), time: 1, worker: 1))
-        let (entries, dropped) = feed.drain()
-        XCTAssertEqual(entries.count, LogFeed.capacity + 1)
-        XCTAssertEqual(dropped, 5)
-        XCTAssertEqual(entries.first?.line.target, "/b", "in time order")
-        XCTAssertEqual(feed.drain().entries.count, 0, "taken once")
+        let target = String(repeating: "a", count: 1000)
+        var pushed = 0
+        while pushed * 1000 < LogFeed.capacityBytes + 5000 {
+            push(target, time: 2, to: a)
+            pushed += 1
+            if pushed % 100 == 0 { a.batchEnded() }  // a worker's loop hands its lines over after each batch
+        }
+        a.batchEnded()
+        push("/b", time: 1, to: b)
+        push("/c", time: 3, to: b)
+        b.batchEnded()
+        let (targets, dropped) = drain(feed)
+        XCTAssertGreaterThan(dropped, 0, "past its capacity a queue drops")
+        XCTAssertEqual(targets.count + dropped, pushed + 2, "every line is delivered or counted")
+        XCTAssertEqual(targets.first, "/b", "in time order")
+        XCTAssertEqual(targets.last, "/c", "in time order")
+        XCTAssertEqual(drain(feed).targets.count, 0, "taken once")
+        XCTAssertEqual(drain(feed).dropped, 0, "counted once")
+        push("/d", time: 4, to: a)
+        XCTAssertEqual(drain(feed).targets, [], "nothing is seen before its batch ends")
+        a.batchEnded()
+        XCTAssertEqual(drain(feed).targets, ["/d"], "a queue takes lines again once drained")
         feed.unfollow()
         XCTAssertFalse(feed.isFollowed)
     }
