@@ -4,7 +4,7 @@
 # requests/s, the mean of top's requests/s over the seconds wholly inside
 # the run, and the requests top counted over the run against wrk's total.
 #
-#   bench/top-accuracy.sh [seconds] [connections]     (WORKERS=n, default 1)
+#   bench/top-accuracy.sh [seconds] [connections]     (WORKERS=n, default 2)
 #
 # Not a test: nothing here asserts a figure.
 SECONDS_TO_RUN=${1:-10}
