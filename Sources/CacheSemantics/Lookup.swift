@@ -48,11 +48,23 @@ public enum LookupOutcome: Equatable, Sendable {
 public enum Lookup {
     /// Section 4: select the most recent variant whose Vary fields match
     /// (4.1), then judge its freshness for this request (4.2, 5.2.1).
+    /// Inlinable: on every hit, and specialized for the caller's
+    /// collection it reads the variants directly, not through witnesses.
+    @inlinable
     public static func decide<C: RandomAccessCollection>(_ request: RequestFacts, _ variants: C, now: Int64,
                                                       shared: Bool = true) -> LookupOutcome
     where C.Element: StoredResponseFacts, C.Index == Int {
         if variants.isEmpty { return .miss(varyMiss: false) }
-        guard let index = variants.lastIndex(where: { matches(request, $0) }) else { return .miss(varyMiss: true) }
+        var found: Int?
+        var index = variants.endIndex
+        while index > variants.startIndex {  // the most recent variant that matches
+            index -= 1
+            if matches(request, variants[index]) {
+                found = index
+                break
+            }
+        }
+        guard let index = found else { return .miss(varyMiss: true) }
         let entry = variants[index]
         let age = Freshness.currentAge(correctedInitialAge: entry.correctedInitialAge,
                                        responseTime: entry.timing.responseTime, now: now)
@@ -77,6 +89,7 @@ public enum Lookup {
     /// normalized value in the request as in the request that produced it;
     /// for Accept-Language, or the language the response is in is one the
     /// request prefers most (`Vary.languageSelects`).
+    @inlinable
     public static func matches<S: StoredResponseFacts>(_ request: RequestFacts, _ stored: S) -> Bool {
         for (i, name) in stored.varyNames.enumerated() {
             let value = request.field(name)
