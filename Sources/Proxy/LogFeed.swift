@@ -54,7 +54,6 @@ public final class LogFeed: @unchecked Sendable {
         drain { _, _ in }
         for queue in queues.withLock({ $0 }) { queue.shrink() }
     }
-
 }
 
 /// The lines the workers queued between two drains, valid during the drain.
