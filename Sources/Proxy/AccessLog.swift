@@ -150,8 +150,4 @@ struct AccessRecord {
         let cache = cacheStatus.withUnsafeBufferPointer { AccessLine.cacheColumn($0) }
         return cache.isEmpty ? "-" : String(decoding: cache, as: UTF8.self)
     }
-
-    /// The Cache-Status as sent: a line for a hit, the value for a
-    /// forward (the log cuts it to the column as it formats the line).
-    var cacheStatusSent: [UInt8] { cacheStatus }
 }

@@ -100,6 +100,6 @@ struct ClientAnswer {
                                          totalMicroseconds: latencies?.total ?? access.microseconds, result: access.result,
                                          upstreamStatus: access.upstream?.status, upstreamMicroseconds: access.upstream?.microseconds)
         worker.logAccess(figures, client: connection.peer, method: request.method, target: request.target,
-                         cache: access.cacheStatusSent)
+                         cache: access.cacheStatus)  // cut to the log's column where it is formatted
     }
 }
