@@ -274,3 +274,85 @@ final class DiskFastPathTests: XCTestCase {
         })
     }
 }
+
+/// A hit keeps its file's descriptor open for the next hits: never read
+/// once the file is deleted or replaced, bounded, closed with its entry.
+final class KeptFileTests: XCTestCase {
+    private var directory = ""
+
+    override func setUp() {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-kept-\(UUID().uuidString)").path
+    }
+
+    override func tearDown() {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    private func tier(keptFiles: Int = 100) throws -> DiskTier {
+        let tier = try DiskTier(directory: directory, limitBytes: 100 << 20, keptFiles: keptFiles) { _ in }
+        tier.waitForIndex(timeoutSeconds: 10)
+        return tier
+    }
+
+    private func store(_ tier: DiskTier, _ key: String, bytes: Int = 1000) {
+        tier.store(DiskRecord(head: testHead(key), storedAt: 1, body: [UInt8](repeating: 0x62, count: bytes)))
+        tier.flush(timeoutSeconds: 10)
+    }
+
+    private func path(of key: String) throws -> String {
+        let hash = DiskTier.keyHash(key)
+        let sub = directory + "/" + DiskTier.subdirectory(hash)
+        let name = try XCTUnwrap(try FileManager.default.contentsOfDirectory(atPath: sub).first { $0.hasPrefix(hash) })
+        return sub + "/" + name
+    }
+
+    private var openDescriptors: Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1 }
+
+    func testHitsShareOneKeptDescriptor() throws {
+        let tier = try tier()
+        store(tier, "/k")
+        XCTAssertEqual(tier.lookup("/k").first?.bodyLength, 1000)
+        let afterFirstHit = openDescriptors
+        for _ in 0..<4 { XCTAssertEqual(tier.lookup("/k").first?.bodyLength, 1000) }
+        XCTAssertEqual(tier.files.kept.value.load(ordering: .relaxed), 1)
+        XCTAssertEqual(openDescriptors, afterFirstHit, "no descriptor more for four more hits")
+        XCTAssertEqual(tier.remove("/k"), 1)
+        XCTAssertEqual(tier.files.kept.value.load(ordering: .relaxed), 0, "closed with its entry")
+        XCTAssertEqual(openDescriptors, afterFirstHit - 1)
+    }
+
+    func testADeletedFileIsNotServedFromItsKeptDescriptor() throws {
+        let tier = try tier()
+        store(tier, "/gone")
+        XCTAssertFalse(tier.lookup("/gone").isEmpty)
+        XCTAssertEqual(tier.files.kept.value.load(ordering: .relaxed), 1)
+        XCTAssertEqual(unlink(try path(of: "/gone")), 0)
+        XCTAssertTrue(tier.lookup("/gone").isEmpty, "deleted on disk: a miss, as without a kept descriptor")
+        XCTAssertEqual(tier.files.kept.value.load(ordering: .relaxed), 0)
+        XCTAssertEqual(tier.stats.objects, 0)
+    }
+
+    func testAFileRenamedOntoItsNameIsReadInsteadOfTheKeptOne() throws {
+        let tier = try tier()
+        store(tier, "/swap", bytes: 1000)
+        XCTAssertEqual(tier.lookup("/swap").first?.bodyLength, 1000)
+        let file = try path(of: "/swap")
+        let newer = file + ".new"
+        let record = DiskRecord(head: testHead("/swap"), storedAt: 1, body: [UInt8](repeating: 0x63, count: 2000))
+        try Data(DiskFormat.encode(record)).write(to: URL(fileURLWithPath: newer))
+        XCTAssertEqual(rename(newer, file), 0)
+        XCTAssertEqual(tier.lookup("/swap").first?.bodyLength, 2000, "the file now under the name")
+        XCTAssertEqual(tier.lookup("/swap").first?.bodyLength, 2000, "kept in its turn")
+        XCTAssertEqual(tier.files.kept.value.load(ordering: .relaxed), 1, "the replaced one was closed")
+    }
+
+    func testKeptDescriptorsAreBounded() throws {
+        let tier = try tier(keptFiles: 2)
+        for i in 0..<4 { store(tier, "/b\(i)") }
+        for i in 0..<4 { XCTAssertEqual(tier.lookup("/b\(i)").first?.bodyLength, 1000) }
+        XCTAssertEqual(tier.files.kept.value.load(ordering: .relaxed), 2)
+        for i in 0..<4 { XCTAssertEqual(tier.lookup("/b\(i)").first?.bodyLength, 1000, "beyond the bound: opened and closed per hit") }
+        XCTAssertEqual(tier.removeAll(), 4)
+        XCTAssertEqual(tier.files.kept.value.load(ordering: .relaxed), 0)
+    }
+}

@@ -132,6 +132,13 @@ enum DiskIO {
         return Int(st.st_size)
     }
 
+    /// Whether the open file still has a name (not deleted, nor replaced
+    /// by a rename onto its name).
+    static func isLinked(_ fd: FileDescriptor) -> Bool {
+        var st = stat()
+        return fstat(fd.rawValue, &st) == 0 && st.st_nlink > 0
+    }
+
     static func size(atPath path: String) -> Int? {
         var st = stat()
         return stat(path, &st) == 0 ? Int(st.st_size) : nil

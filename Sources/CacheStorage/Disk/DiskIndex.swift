@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import SystemPackage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -9,11 +10,26 @@ import Glibc
 /// and notes their use), so workers hitting the disk tier share no lock.
 /// Every change goes through `DiskIndex`, under the tier's index lock,
 /// which is always taken first (one lock order: index, then shard).
-final class DiskFiles: Sendable {
+public final class DiskFiles: Sendable {
     typealias Variants = [String: DiskIndex.Item]
     private let shards: [Locked<[String: Variants]>] = (0..<16).map { _ in Locked([:]) }
     /// The start-up rebuild has indexed every file.
     let rebuilt = Atomic<Bool>(false)
+    /// Descriptors kept open between hits (`KeptFile`), at most `keepLimit`.
+    let kept = KeptCount()
+    let keepLimit: Int
+
+    /// `keepLimit`: by default a quarter of the open-file limit (raised
+    /// to its hard limit at start), at most 16,384: connections need the rest.
+    init(keepLimit: Int = DiskFiles.defaultKeepLimit()) {
+        self.keepLimit = keepLimit
+    }
+
+    public static func defaultKeepLimit() -> Int {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 0 }
+        return Int(min(limit.rlim_cur / 4, 16_384))
+    }
 
     func shard(_ key: String) -> Locked<[String: Variants]> {
         var sum = Checksum()
@@ -22,24 +38,41 @@ final class DiskFiles: Sendable {
         return shards[Int((sum.value &* 0x9E37_79B9_7F4A_7C15) >> 60)]
     }
 
-    /// A hit: the key's files (name, size on disk, checksum verified),
-    /// marked used now; nil when the index has none.
-    func use(_ key: String, overheadBytes: Int) -> [(name: String, size: Int?, verified: Bool)]? {
+    typealias Use = (name: String, size: Int?, verified: Bool, id: UInt64, kept: KeptFile?)
+
+    /// A hit: the key's files (name, size on disk, checksum verified, the
+    /// entry's id, its descriptor kept open), marked used now; nil when the
+    /// index has none.
+    func use(_ key: String, overheadBytes: Int) -> [Use]? {
         let now = DiskIndex.now()
-        return shard(key).withLock { files -> [(name: String, size: Int?, verified: Bool)]? in
+        return shard(key).withLock { files -> [Use]? in
             guard let slot = files.index(forKey: key) else { return nil }
-            var found: [(name: String, size: Int?, verified: Bool)] = []
+            var found: [Use] = []
             // (Not `for … in indices`: that keeps a second reference to the
             // variants, and the write below would copy them on every hit.)
             var position = files.values[slot].startIndex
             while position != files.values[slot].endIndex {
                 files.values[slot].values[position].lastUse = now
                 let (name, item) = files.values[slot][position]
-                found.append((name, item.bytes - overheadBytes, item.verified))
+                found.append((name, item.bytes - overheadBytes, item.verified, item.id, item.kept))
                 files.values[slot].formIndex(after: &position)
             }
             return found
         }
+    }
+
+    /// Keeps a hit's descriptor open on its file's entry for the next hits
+    /// (instead of `replacing`, one whose file went), unless the entry
+    /// changed meanwhile (`id`: replaced or removed; 0: not indexed yet),
+    /// has another, or `keepLimit` is reached: then it is closed.
+    func keep(_ fd: FileDescriptor, key: String, name: String, id: UInt64, replacing: KeptFile?) {
+        guard id != 0, replacing != nil || kept.value.load(ordering: .relaxed) < keepLimit else { return DiskIO.close(fd) }
+        let file = KeptFile(fd, count: kept)
+        shard(key).withLock { files in
+            guard let item = files[key]?[name], item.id == id, item.kept === replacing else { return }
+            files[key]?[name]?.kept = file
+        }
+        // Not kept: `file` closes it here, outside the lock.
     }
 
     func isVerified(_ key: String, _ name: String) -> Bool { shard(key).withLock { $0[key]?[name]?.verified ?? false } }
@@ -67,7 +100,15 @@ struct DiskIndex: ~Copyable {
         /// A file's checksum was checked since start.
         var verified = false
         var tags: [String] = []
+        /// Tells this entry from a later one of the same name.
+        var id = DiskIndex.nextID()
+        /// The file's descriptor, kept open since a hit (closed with the
+        /// entry, once no hit is reading it).
+        var kept: KeptFile?
     }
+
+    private static let ids = Atomic<UInt64>(0)
+    static func nextID() -> UInt64 { ids.wrappingAdd(1, ordering: .relaxed).newValue }
 
     let files: DiskFiles
     var totalBytes = 0
@@ -199,4 +240,31 @@ struct DiskIndex: ~Copyable {
         }
         return victims
     }
+}
+
+/// A stored file's descriptor kept open between hits, so a hit is one
+/// `pread`: no path walk, no open and close. It hangs on the file's index
+/// entry and is closed when the last holder lets go: the entry (removed or
+/// replaced by a newer file) or a hit still reading it. An open descriptor
+/// reads the file it was opened on, so a newer file under the same name
+/// is a new entry with its own.
+final class KeptFile: Sendable {
+    let fd: FileDescriptor
+    private let count: KeptCount
+
+    init(_ fd: FileDescriptor, count: KeptCount) {
+        self.fd = fd
+        self.count = count
+        count.value.wrappingAdd(1, ordering: .relaxed)
+    }
+
+    deinit {
+        count.value.wrappingSubtract(1, ordering: .relaxed)
+        DiskIO.close(fd)
+    }
+}
+
+/// How many descriptors a tier keeps open.
+final class KeptCount: Sendable {
+    let value = Atomic<Int>(0)
 }

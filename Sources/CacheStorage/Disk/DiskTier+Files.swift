@@ -60,13 +60,16 @@ extension DiskTier {
 
     /// A stored file of known size in one read (no stat), handed to `body`
     /// in a temporary buffer (on the stack where it fits: no allocation per
-    /// hit). One more byte is asked for: a file of another size (replaced
-    /// by a newer write since the index was read) is then read again whole,
-    /// by its real size. nil when it cannot be read (a file that vanished,
-    /// or an I/O error: dropped).
-    func readFile<R>(named name: String, size: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R? {
-        guard let fd = openStored(name) else { return nil }
-        defer { DiskIO.close(fd) }
+    /// hit), through `kept` (its descriptor kept open since an earlier hit)
+    /// or else opened here: then the descriptor comes back, `opened`, for
+    /// the caller to keep or close. One more byte is asked for: a file of
+    /// another size (replaced by a newer write since the index was read) is
+    /// then read again whole, by its real size. nil when it cannot be read
+    /// (a file that vanished, or an I/O error: dropped).
+    func readFile<R>(named name: String, size: Int, kept: FileDescriptor?,
+                     _ body: (UnsafeRawBufferPointer) -> R) -> (result: R, opened: FileDescriptor?)? {
+        guard let fd = kept ?? openStored(name) else { return nil }
+        let opened = kept == nil ? fd : nil
         do throws(Errno) {
             let read = withUnsafeTemporaryAllocation(byteCount: size + 1, alignment: 16) { buffer in
                 Result { () throws(Errno) -> R? in
@@ -74,14 +77,15 @@ extension DiskTier {
                     return n == size ? body(UnsafeRawBufferPointer(rebasing: buffer[..<n])) : nil
                 }
             }
-            if let result = try read.get() { return result }
+            if let result = try read.get() { return (result, opened) }
             let real = try DiskIO.size(fd)
-            guard real <= Self.inlineReadLimit else { return nil }  // a large file now: the next lookup opens it so
-            return try DiskIO.read(fd, upTo: real, at: 0).withUnsafeBytes(body)
+            // (A large file now: the next lookup opens it so.)
+            if real <= Self.inlineReadLimit { return (try DiskIO.read(fd, upTo: real, at: 0).withUnsafeBytes(body), opened) }
         } catch {
             fault("corrupt", "dropping cache file \(path(of: name)): \(error)")
+            try? DiskIO.remove(path(of: name))
         }
-        try? DiskIO.remove(path(of: name))
+        if let opened { DiskIO.close(opened) }
         return nil
     }
 

@@ -112,7 +112,12 @@ extension DiskTier {
                              verified: Bool) {
         let victims = state.withLock { index -> [(String, String)] in
             switch index.verdict(key: key, tags: tags, seq: seq) {
-            case .refuse: return [(key, name)]  // removed meanwhile
+            case .refuse:
+                // Removed meanwhile: the file just renamed into place goes, and
+                // so does any entry still under its name (a hit may keep an
+                // older file of that name open: it must not be served on).
+                index.remove(key: key, name: name)
+                return [(key, name)]
             case .storeStale: _ = markStale(path(of: name))
             case .store: break
             }

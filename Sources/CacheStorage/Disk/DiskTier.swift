@@ -54,7 +54,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
     /// The index (totals, tags, write ordering) behind the tier's lock; the
     /// files by key are in `files`, sharded, so hits take no tier-wide lock.
     let state: Locked<DiskIndex>
-    let files = DiskFiles()
+    let files: DiskFiles
     let queue = WriteQueue()
     private let lockFD: FileDescriptor
     let log: @Sendable (String) -> Void
@@ -82,8 +82,10 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
 
     /// Opens (creating if needed) and locks the directory, then starts the
     /// index rebuild and the writer in the background.
-    public init(directory: String, limitBytes: Int, lifetimeSeconds: Int? = nil,
+    /// `keptFiles`: how many descriptors hits may keep open (`DiskFiles`).
+    public init(directory: String, limitBytes: Int, lifetimeSeconds: Int? = nil, keptFiles: Int = DiskFiles.defaultKeepLimit(),
                 log: @escaping @Sendable (String) -> Void) throws(OpenError) {
+        files = DiskFiles(keepLimit: keptFiles)
         self.directory = directory
         self.limitBytes = limitBytes
         self.lifetimeSeconds = lifetimeSeconds
@@ -159,7 +161,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
             // Still rebuilding: look at the files themselves.
             let hash = Self.keyHash(key)
             files = listFiles(subdirectory: Self.subdirectory(hash)).filter { $0.hasPrefix(hash + "-") && $0.hasSuffix(".lrd") }
-                .map { ($0, nil, false) }
+                .map { ($0, nil, false, 0, nil) }
         }
         var found: [CachedResponse] = []
         for file in files {
@@ -172,12 +174,26 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
                 if let record = openLarge(path(of: name), key: key, name: name, indexed: indexed) { found.append(record.response) }
                 continue
             }
-            let decoded = readFile(named: name, size: size) { bytes in
-                Result { () throws(DiskFormat.Failure) in try DiskFormat.decodeEntry(bytes, key: key, verify: !file.verified) }
+            // A kept descriptor whose file was deleted or replaced since is
+            // not read (one fstat instead of an open and a close); `kept`
+            // holds it open while it is read (to the end of the read, not
+            // only to its last use: its descriptor number is what is read).
+            let kept = file.kept.flatMap { DiskIO.isLinked($0.fd) ? $0 : nil }
+            let read = withExtendedLifetime(kept) {
+                readFile(named: name, size: size, kept: kept?.fd) { bytes in
+                    Result { () throws(DiskFormat.Failure) in try DiskFormat.decodeEntry(bytes, key: key, verify: !file.verified) }
+                }
             }
-            guard let decoded else {
+            guard let (decoded, opened) = read else {
                 state.withLock { $0.remove(key: key, name: name) }
                 continue
+            }
+            // A descriptor opened here stays open for the next hits once the file proved good.
+            var good = false
+            defer {
+                if let opened {
+                    if good { self.files.keep(opened, key: key, name: name, id: file.id, replacing: file.kept) } else { DiskIO.close(opened) }
+                }
             }
             do {
                 guard let (storedAt, entry) = try decoded.get() else { continue }  // a hash collision: another key's file
@@ -194,6 +210,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
                     }
                     self.files.setVerified(key, name)
                 }
+                good = true
                 found.append(entry)
             } catch {
                 fault("corrupt", "dropping unreadable cache file \(path(of: name)): \(error)")
