@@ -31,7 +31,7 @@ public struct RequestHead: Equatable, Sendable {
     /// The path and query to send upstream: origin-form as is, the path of
     /// an absolute-form target, "*" for OPTIONS *.
     public var pathAndQuery: String {
-        if target.first == "/" || target == "*" { return target }
+        if target.utf8.first == UInt8(ascii: "/") || target == "*" { return target }  // (utf8: `first` makes a Character)
         // absolute-form: scheme "://" authority path-abempty [ "?" query ]
         let afterScheme: Substring
         if target.hasPrefix("http://") { afterScheme = target.dropFirst(7) }

@@ -122,7 +122,7 @@ public struct RequestParser: Sendable {
         guard let afterLine = lineEnd(b, i, end) else { return .failure(.badRequest("malformed request line")) }
         i = afterLine
         if major != 1 || minor > 1 { return .failure(.versionNotSupported) }
-        if !(target.first == "/" || target == "*" || target.hasPrefix("http://") || target.hasPrefix("https://")) {
+        if !(target.utf8.first == UInt8(ascii: "/") || target == "*" || target.hasPrefix("http://") || target.hasPrefix("https://")) {
             return .failure(.badRequest("unsupported request target form"))
         }
         if target == "*" && method != "OPTIONS" { return .failure(.badRequest("'*' target is only for OPTIONS")) }

@@ -37,12 +37,15 @@ final class Exchange {
         // A GET with a body may be answered by what the body says: never
         // looked up or stored under the URL alone (it goes through as is).
         isCacheLookup = (head.method == "GET" || head.method == "HEAD") && head.framing == .none
-        key = connection.worker.configuration.routes.cacheKey(head.pathAndQuery)
+        let routes = connection.worker.configuration.routes
+        key = routes.cacheKey(head.pathAndQuery)
+        route = routes.isEmpty ? nil : routes.match(key, method: head.method == "HEAD" ? "GET" : head.method)
     }
 
-    /// The `[[route]]` this request falls under, if any.
-    lazy var route: Route? = worker.configuration.routes.isEmpty ? nil
-        : worker.configuration.routes.match(key, method: request.method == "HEAD" ? "GET" : request.method)
+    /// The `[[route]]` this request falls under, if any. (Not `lazy`: a
+    /// lazy optional is a double optional, which every exchange's deinit
+    /// destroyed through the generic Optional witness.)
+    let route: Route?
     var toDisk: Bool { route?.disk ?? true }
     var peer: String { connection.peer }
     var shared: Bool { worker.configuration.sharedCache }
