@@ -159,10 +159,13 @@ final class DiskTierEndToEndTests: ConfiguredTestCase {
         XCTAssertEqual(stale.body.count, 300_000)
         XCTAssertEqual(try origin.waitForCount(target, atLeast: fetched + 1), fetched + 1, "one background revalidation")
         var refreshed = try c.get(target)
+        var trace: [String] = []  // what came instead, for the failure message
         while refreshed.header("x-origin-count") != "\(fetched + 1)" && Date() < deadline.addingTimeInterval(10) {
+            if trace.count < 8 { trace.append("\(refreshed.header("cache-status") ?? "-"), count \(refreshed.header("x-origin-count") ?? "-")") }
             refreshed = try c.get(target)
         }
-        XCTAssertEqual(refreshed.header("x-origin-count"), "\(fetched + 1)", "the refreshed response replaced the stale one")
+        XCTAssertEqual(refreshed.header("x-origin-count"), "\(fetched + 1)",
+                       "the refreshed response replaced the stale one; came instead: \(trace.joined(separator: " | "))")
         XCTAssertEqual(refreshed.body.count, 300_000)
     }
 

@@ -138,9 +138,25 @@ struct DiskIndex: ~Copyable {
         return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec) + 1
     }
 
+    /// A file stored under `name`, replacing the one indexed there in one
+    /// step under the key's shard lock: a hit takes only that lock, and
+    /// between a removal and an addition it found the key without files
+    /// (a miss that fetched again a response just stored).
     mutating func put(key: String, name: String, bytes: Int, storedAt: Int64, tags: [String]) {
-        remove(key: key, name: name)
-        add(key: key, name: name, Item(bytes: bytes, lastUse: Self.now(), storedAt: storedAt, tags: tags))
+        let item = Item(bytes: bytes, lastUse: Self.now(), storedAt: storedAt, tags: tags)
+        let replaced = files.shard(key).withLock { files -> (item: Item, left: Set<String>)? in
+            guard let old = files[key, default: [:]].updateValue(item, forKey: name) else { return nil }
+            // The tags the key's files carry now, the new one's included.
+            return (old, old.tags.isEmpty ? [] : Set(files[key]!.values.flatMap(\.tags)))
+        }
+        if let (old, left) = replaced {
+            totalBytes -= old.bytes
+            count -= 1
+            untag(key, old.tags, keeping: left)
+        }
+        totalBytes += item.bytes
+        count += 1
+        for tag in item.tags { tagged[tag, default: []].insert(key) }
     }
 
     mutating func insertIfAbsent(key: String, name: String, bytes: Int, storedAt: Int64, tags: [String]) {
@@ -167,7 +183,12 @@ struct DiskIndex: ~Copyable {
         guard let (item, left) = removed else { return }
         totalBytes -= item.bytes
         count -= 1
-        for tag in item.tags where !left.contains(tag) {
+        untag(key, item.tags, keeping: left)
+    }
+
+    /// Drops `key` from the sets of `tags` that none of its files still carries (`left`).
+    private mutating func untag(_ key: String, _ tags: [String], keeping left: Set<String>) {
+        for tag in tags where !left.contains(tag) {
             tagged[tag]?.remove(key)
             if tagged[tag]?.isEmpty == true { tagged[tag] = nil }
         }
