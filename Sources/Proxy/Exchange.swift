@@ -8,7 +8,10 @@ import HTTP1
 /// which also stores and shares the response). Every caching decision is
 /// asked of `CacheSemantics`; this type obeys.
 final class Exchange {
-    unowned let connection: ClientConnection
+    /// Unsafe, and safe: the connection owns its exchange and cancels it
+    /// when it closes (the same rule `ClientAnswer` holds it by); a checked
+    /// reference cost every read a retain and a release.
+    unowned(unsafe) let connection: ClientConnection
     let request: RequestHead
     let worker: Worker
     /// Where the request's life stands (ExchangeMachine): this class carries
