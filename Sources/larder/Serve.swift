@@ -65,7 +65,10 @@ struct Serve: ParsableCommand {
             do {
                 let diskLogger = logger
                 tiers.append(try DiskTier(directory: directory, limitBytes: settings.diskLimitBytes,
-                                          lifetimeSeconds: settings.effectiveDiskTTLSeconds) { diskLogger.warning("\($0)") })
+                                          lifetimeSeconds: settings.effectiveDiskTTLSeconds,
+                                          keptFiles: Self.keptFiles(settings.diskOpenFiles, openFiles: openFiles, logger)) {
+                    diskLogger.warning("\($0)")
+                })
             } catch .inUse(let message) {
                 complain(message)
                 throw Exit.failure
@@ -289,6 +292,16 @@ struct Serve: ParsableCommand {
         return address.lastIndex(of: ":").map { String(address[..<$0]) } ?? address
     }
 
+    /// How many descriptors disk hits may keep open: `disk_open_files`, or
+    /// by default a quarter of the open-file limit (at most 16,384); never
+    /// more than half the limit, which connections need too.
+    static func keptFiles(_ configured: Int, openFiles: Int, _ logger: Logger) -> Int {
+        guard configured >= 0 else { return DiskFiles.defaultKeepLimit() }
+        guard openFiles > 0, configured > openFiles / 2 else { return configured }
+        logger.warning("disk_open_files = \(configured) is over half the open-file limit (\(openFiles)); keeping \(openFiles / 2)")
+        return openFiles / 2
+    }
+
     /// Routes' memory_ttl / disk_ttl, for the tiers.
     static func installLifetimeRules(_ routes: RouteTable, store: TieredStore) {
         store.setLifetimeRules(routes.routes.isEmpty ? nil : routes)
@@ -397,6 +410,7 @@ final class Reloader {
             ("max_object_size", next.proxy.maxObjectBytes != running.proxy.maxObjectBytes),
             ("cache_dir", next.cacheDirectory != running.cacheDirectory),
             ("disk_limit", next.diskLimitBytes != running.diskLimitBytes),
+            ("disk_open_files", next.diskOpenFiles != running.diskOpenFiles),
             ("memory_ttl", next.memoryTTLSeconds != running.memoryTTLSeconds),
             ("disk_ttl", next.effectiveDiskTTLSeconds != running.effectiveDiskTTLSeconds),
             ("log_level", next.logLevel != running.logLevel),

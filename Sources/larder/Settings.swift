@@ -22,6 +22,9 @@ struct Settings {
     /// nil: memory only.
     var cacheDirectory: String?
     var diskLimitBytes = 1 << 30
+    /// `disk_open_files`: descriptors disk hits may keep open; -1: a quarter
+    /// of the open-file limit, at most 16,384 (`DiskFiles.defaultKeepLimit`).
+    var diskOpenFiles = -1
     /// Tier lifetimes in seconds; nil: kept until evicted. `diskMirrorsMemory`:
     /// disk_ttl = "mirror".
     var memoryTTLSeconds: Int?
@@ -77,7 +80,7 @@ enum ConfigKey: String, CaseIterable {
     case upstream_retries, upstream_max_connections, finish_store_limit, upstream_total_timeout, store_set_cookie
     case max_connections, body_timeout, max_header_count, forward_host, max_pipeline_buffer
     case send_timeout, admin_max_connections, request_buffer_size, pass_request_headers, stale_on_disconnect
-    case compress, range_fill, access_log_format
+    case compress, range_fill, access_log_format, disk_open_files
 
     enum Kind { case string, size, duration, integer, bool, lifetime, list }
 
@@ -91,7 +94,8 @@ enum ConfigKey: String, CaseIterable {
         case .upstream_connect_timeout, .upstream_timeout, .upstream_idle_timeout, .keepalive_timeout,
              .header_timeout, .drain_timeout, .upstream_total_timeout, .body_timeout, .send_timeout, .stale_on_disconnect:
             return .duration
-        case .workers, .upstream_retries, .upstream_max_connections, .max_connections, .max_header_count, .admin_max_connections:
+        case .workers, .upstream_retries, .upstream_max_connections, .max_connections, .max_header_count, .admin_max_connections,
+             .disk_open_files:
             return .integer
         case .upstream_tls_verify, .allow_client_policy, .strip_tag_headers, .strip_targeted_fields, .store_set_cookie, .forward_host,
              .range_fill:
@@ -127,6 +131,7 @@ extension Settings {
         .max_connections: (1...1_000_000, \.proxy.maxConnections),
         .max_header_count: (8...10_000, \.proxy.limits.maxHeaderCount),
         .admin_max_connections: (1...10_000, \.adminMaxConnections),
+        .disk_open_files: (0...1_000_000, \.diskOpenFiles),
     ]
 
     /// What `compress` takes (top level and in a route).

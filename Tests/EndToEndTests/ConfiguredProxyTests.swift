@@ -234,6 +234,14 @@ final class CommandLineTests: XCTestCase {
         XCTAssertTrue(r.stderr.contains("\(path):3: memory_limt: unknown key"), r.stderr)
     }
 
+    func testDiskOpenFilesOutOfRangeIsRefused() throws {
+        let path = try config("disk_open_files = -1\n")
+        let r = try run(["check-config", "--config", path])
+        XCTAssertEqual(r.status, 78)
+        XCTAssertTrue(r.stderr.contains("\(path):1: disk_open_files: must be between 0 and 1000000"), r.stderr)
+        XCTAssertEqual(try run(["check-config", "--config", try config("disk_open_files = 0\n")]).status, 0)
+    }
+
     func testWrongTypeNamesFileLineAndKey() throws {
         let path = try config("upstream = \"http://127.0.0.1:1\"\nworkers = \"many\"\n")
         let r = try run(["serve", "--config", path])

@@ -40,6 +40,37 @@ final class DiskTierEndToEndTests: ConfiguredTestCase {
         XCTAssertEqual(try origin.count("/keep?size=5000"), 1, "the origin is not contacted again")
     }
 
+    /// Disk hits keep their files open for the next hits, as many as
+    /// `disk_open_files` allows (by default more than these six; 0: none),
+    /// seen as an operator sees them: the process's descriptors on `.lrd` files.
+    func testDiskOpenFilesBoundsTheDescriptorsHitsKeep() throws {
+        for (setting, expected) in [("", 6), ("disk_open_files = 2\n", 2), ("disk_open_files = 0\n", 0)] {
+            let l = try start(["--config", try config("max_object_size = \"1KiB\"\n" + setting)])  // disk only
+            let c = try l.client()
+            let targets = (0..<6).map { "/open-\($0)?size=4000" }
+            // Stored once each (the first run) and written behind: the hits
+            // come once every file is there (a second store of a key would
+            // replace its entry, and the descriptor a hit kept on it, later).
+            for target in targets { _ = try c.get(target) }
+            let deadline = Date().addingTimeInterval(10)
+            while cacheFiles().count < targets.count && Date() < deadline { usleep(20_000) }
+            for target in targets {
+                for _ in 0..<2 {
+                    let r = try c.get(target)
+                    XCTAssertTrue(r.header("cache-status")?.hasPrefix("larder; hit") ?? false, "\(setting)\(target): \(r.headers)")
+                    XCTAssertEqual(r.body.count, 4000)
+                }
+                XCTAssertEqual(try origin.count(target), 1)
+            }
+            let fds = "/proc/\(l.child.process.processIdentifier)/fd"
+            let kept = try FileManager.default.contentsOfDirectory(atPath: fds).filter {
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: fds + "/" + $0))?.hasSuffix(".lrd") ?? false
+            }
+            XCTAssertEqual(kept.count, expected, setting.isEmpty ? "default" : setting)
+            stop(l)
+        }
+    }
+
     func testACorruptedFileIsDroppedAndRefetched() throws {
         let first = try start()
         let original = try first.client().get("/corrupt?size=3000")
