@@ -35,6 +35,8 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     private var closeWhenFlushed = false
     private(set) var closed = false
     private var interest: IOEvents = [.read]
+    // Timers hold the connection `unowned` (close() cancels all three): a weak
+    // reference gives it a side table, and every retain of it a slow path.
     private var idleTimer: TimerID = .none
     /// When the idle timer should act (monotonic ms); 0 while a request is
     /// being served. Moving a deadline is cheaper than re-arming a timer per
@@ -369,8 +371,8 @@ final class ClientConnection: IOHandler, BatchEndHandler {
 
     private func scheduleIdleTimer(after milliseconds: UInt64) {
         idleTimerFiresAt = EventLoop.nowMilliseconds() + milliseconds
-        idleTimer = worker.loop.schedule(after: milliseconds) { [weak self] in
-            guard let self, !self.closed else { return }
+        idleTimer = worker.loop.schedule(after: milliseconds) { [unowned self] in
+            guard !self.closed else { return }
             self.idleTimer = .none
             guard self.idleDeadline != 0, self.exchange == nil else { return }
             let now = EventLoop.nowMilliseconds()
@@ -387,8 +389,8 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     /// body_timeout: a request body that stops arriving is given up on. A
     /// body held back because the upstream reads slowly does not count.
     private func scheduleBodyTimer(after milliseconds: UInt64) {
-        bodyTimer = worker.loop.schedule(after: milliseconds) { [weak self] in
-            guard let self, !self.closed else { return }
+        bodyTimer = worker.loop.schedule(after: milliseconds) { [unowned self] in
+            guard !self.closed else { return }
             self.bodyTimer = .none
             guard self.body != nil else { return }
             let timeout = self.worker.configuration.bodyTimeoutMilliseconds
@@ -416,8 +418,8 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     /// send_timeout: a client that takes no output for this long is dropped
     /// (its queued answers would otherwise be held for ever).
     private func scheduleSendTimer(after milliseconds: UInt64) {
-        sendTimer = worker.loop.schedule(after: milliseconds) { [weak self] in
-            guard let self, !self.closed else { return }
+        sendTimer = worker.loop.schedule(after: milliseconds) { [unowned self] in
+            guard !self.closed else { return }
             self.sendTimer = .none
             guard !self.output.isEmpty else { return }
             let timeout = self.worker.configuration.sendTimeoutMilliseconds
@@ -450,7 +452,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         worker.loop.cancel(idleTimer)
         worker.loop.cancel(bodyTimer)
         worker.loop.cancel(sendTimer)
-        idleTimer = worker.loop.schedule(after: Self.lingerMilliseconds) { [weak self] in self?.close() }
+        idleTimer = worker.loop.schedule(after: Self.lingerMilliseconds) { [unowned self] in self.close() }
         interest = [.read]
         worker.loop.setInterest(fd, interest)
     }
