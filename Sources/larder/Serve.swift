@@ -41,9 +41,13 @@ struct Serve: ParsableCommand {
 
         // Signals are blocked before any thread starts so that only the
         // signalfd sees them.
-        let signals: SignalSource
+        // The main thread's loop (signals, watchdog) is made before the
+        // listeners open: clients that take every descriptor at once must
+        // not leave it without one after "listening on".
+        let signals: SignalSource, mainLoop: EventLoop
         do {
             signals = try SignalSource([SIGTERM, SIGINT, SIGHUP])
+            mainLoop = try EventLoop()
         } catch {
             complain("cannot set up signal handling: \(error)")
             throw Exit.failure
@@ -154,7 +158,7 @@ struct Serve: ParsableCommand {
         }
         let service = ServiceNotifier(workers: workers, stats: stats)
         service.ready()
-        try waitForSignals(signals, workers: workers, drainTimeoutMilliseconds: UInt64(settings.drainTimeoutMilliseconds),
+        try waitForSignals(signals, on: mainLoop, workers: workers, drainTimeoutMilliseconds: UInt64(settings.drainTimeoutMilliseconds),
                            logger: logger, service: service) {
             service.reloading()
             reload.reload()
@@ -318,9 +322,8 @@ struct Serve: ParsableCommand {
         return proxyConfig
     }
 
-    private func waitForSignals(_ signals: SignalSource, workers: [Worker], drainTimeoutMilliseconds: UInt64,
+    private func waitForSignals(_ signals: SignalSource, on loop: EventLoop, workers: [Worker], drainTimeoutMilliseconds: UInt64,
                                 logger: Logger, service: ServiceNotifier, reload: @escaping () -> Void) throws {
-        let loop = try EventLoop()
         service.startWatchdog(on: loop)
         final class SignalHandler: IOHandler {
             let source: SignalSource

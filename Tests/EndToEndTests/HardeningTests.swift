@@ -181,8 +181,8 @@ final class DescriptorExhaustionTests: XCTestCase {
             served = try? HTTPClient(port: port).get("/after-exhaustion")
             if served == nil { usleep(100_000) }
         }
-        XCTAssertEqual(served?.status, 200)
-        XCTAssertTrue(child.process.isRunning)
+        XCTAssertEqual(served?.status, 200, child.stderr)
+        XCTAssertTrue(child.process.isRunning, child.stderr)
     }
 }
 
