@@ -59,7 +59,7 @@ public struct AccessLineFormatter {
         Self.putMilliseconds(",\"first_byte_ms\":", figures.firstByteMicroseconds, at: &p)
         Self.putMilliseconds(",\"total_ms\":", figures.totalMicroseconds, at: &p)
         ByteWriting.put(",\"result\":\"", at: &p)
-        ByteWriting.put(Self.label(figures.result), at: &p)
+        ByteWriting.put(figures.result.text, at: &p)
         ByteWriting.put("\",\"cache\":\"", at: &p)
         let cache = AccessLine.cacheColumn(line.cache)
         if cache.isEmpty { ByteWriting.put("-", at: &p) } else { ByteWriting.putJSONEscaped(cache, at: &p) }
@@ -81,15 +81,6 @@ public struct AccessLineFormatter {
         guard let microseconds else { return }
         ByteWriting.put(key, at: &p)
         ByteWriting.putMilliseconds(microseconds, at: &p)
-    }
-
-    private static func label(_ result: LatencyHistograms.Result) -> StaticString {
-        switch result {
-        case .hit: "hit"
-        case .miss: "miss"
-        case .pass: "pass"
-        case .other: "other"
-        }
     }
 
     @inline(__always)

@@ -21,7 +21,9 @@ public final class LatencyHistograms: @unchecked Sendable {
     /// How an answer was made, the `result` label.
     public enum Result: Int, CaseIterable, Sendable {
         case hit, miss, pass, other
-        public var label: String {
+        public var label: String { text.description }
+        /// The label as static bytes (the access log writes it without a String).
+        public var text: StaticString {
             switch self {
             case .hit: "hit"
             case .miss: "miss"

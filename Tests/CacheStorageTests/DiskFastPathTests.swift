@@ -5,7 +5,7 @@ import CacheSemantics
 @testable import CacheStorage
 
 /// Disk hits served from what the index knows: corrupt files found there,
-/// and purges racing them.
+/// purges racing them, descriptors kept open between hits.
 final class DiskFastPathTests: XCTestCase {
     private var directory = ""
 
@@ -28,8 +28,8 @@ final class DiskFastPathTests: XCTestCase {
         return sub + "/" + name
     }
 
-    private func openTier(limitBytes: Int = 100 << 20) throws -> DiskTier {
-        let tier = try DiskTier(directory: directory, limitBytes: limitBytes) { _ in }
+    private func openTier(limitBytes: Int = 100 << 20, keptFiles: Int = DiskFiles.defaultKeepLimit()) throws -> DiskTier {
+        let tier = try DiskTier(directory: directory, limitBytes: limitBytes, keptFiles: keptFiles) { _ in }
         tier.waitForIndex(timeoutSeconds: 10)
         return tier
     }
@@ -273,44 +273,20 @@ final class DiskFastPathTests: XCTestCase {
             while readers.contains(where: { !$0.isFinished }) && Date() < deadline { usleep(1_000) }
         })
     }
-}
 
-/// A hit keeps its file's descriptor open for the next hits: never read
-/// once the file is deleted or replaced, bounded, closed with its entry.
-final class KeptFileTests: XCTestCase {
-    private var directory = ""
+    // MARK: descriptors kept open between hits (never read once the file is
+    // deleted or replaced, bounded, closed with their entry)
 
-    override func setUp() {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-kept-\(UUID().uuidString)").path
-    }
-
-    override func tearDown() {
-        try? FileManager.default.removeItem(atPath: directory)
-    }
-
-    private func tier(keptFiles: Int = 100) throws -> DiskTier {
-        let tier = try DiskTier(directory: directory, limitBytes: 100 << 20, keptFiles: keptFiles) { _ in }
-        tier.waitForIndex(timeoutSeconds: 10)
-        return tier
-    }
-
-    private func store(_ tier: DiskTier, _ key: String, bytes: Int = 1000) {
-        tier.store(DiskRecord(head: testHead(key), storedAt: 1, body: [UInt8](repeating: 0x62, count: bytes)))
+    private func store(_ tier: DiskTier, _ record: DiskRecord) {
+        tier.store(record)
         tier.flush(timeoutSeconds: 10)
-    }
-
-    private func path(of key: String) throws -> String {
-        let hash = DiskTier.keyHash(key)
-        let sub = directory + "/" + DiskTier.subdirectory(hash)
-        let name = try XCTUnwrap(try FileManager.default.contentsOfDirectory(atPath: sub).first { $0.hasPrefix(hash) })
-        return sub + "/" + name
     }
 
     private var openDescriptors: Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1 }
 
     func testHitsShareOneKeptDescriptor() throws {
-        let tier = try tier()
-        store(tier, "/k")
+        let tier = try openTier()
+        store(tier, record("/k"))
         XCTAssertEqual(tier.lookup("/k").first?.bodyLength, 1000)
         let afterFirstHit = openDescriptors
         for _ in 0..<4 { XCTAssertEqual(tier.lookup("/k").first?.bodyLength, 1000) }
@@ -322,8 +298,8 @@ final class KeptFileTests: XCTestCase {
     }
 
     func testADeletedFileIsNotServedFromItsKeptDescriptor() throws {
-        let tier = try tier()
-        store(tier, "/gone")
+        let tier = try openTier()
+        store(tier, record("/gone"))
         XCTAssertFalse(tier.lookup("/gone").isEmpty)
         XCTAssertEqual(tier.files.kept.value.load(ordering: .relaxed), 1)
         XCTAssertEqual(unlink(try path(of: "/gone")), 0)
@@ -333,8 +309,8 @@ final class KeptFileTests: XCTestCase {
     }
 
     func testAFileRenamedOntoItsNameIsReadInsteadOfTheKeptOne() throws {
-        let tier = try tier()
-        store(tier, "/swap", bytes: 1000)
+        let tier = try openTier()
+        store(tier, record("/swap", bytes: 1000))
         XCTAssertEqual(tier.lookup("/swap").first?.bodyLength, 1000)
         let file = try path(of: "/swap")
         let newer = file + ".new"
@@ -347,8 +323,8 @@ final class KeptFileTests: XCTestCase {
     }
 
     func testKeptDescriptorsAreBounded() throws {
-        let tier = try tier(keptFiles: 2)
-        for i in 0..<4 { store(tier, "/b\(i)") }
+        let tier = try openTier(keptFiles: 2)
+        for i in 0..<4 { store(tier, record("/b\(i)")) }
         for i in 0..<4 { XCTAssertEqual(tier.lookup("/b\(i)").first?.bodyLength, 1000) }
         XCTAssertEqual(tier.files.kept.value.load(ordering: .relaxed), 2)
         for i in 0..<4 { XCTAssertEqual(tier.lookup("/b\(i)").first?.bodyLength, 1000, "beyond the bound: opened and closed per hit") }
