@@ -42,6 +42,8 @@ let package = Package(
         // gzip through zlib: stored gzip bodies decoded for clients that do not accept gzip.
         .target(name: "Compression", dependencies: ["CZlib"], swiftSettings: swift5),
         .target(name: "EventLoop", dependencies: ["CEventLoop"], swiftSettings: swift5),
+        // Named threads and a condition variable on pthreads (no Foundation).
+        .target(name: "Threads", dependencies: ["CEventLoop"], swiftSettings: swift5),
         // An asynchronous Redis connection driven by a worker's loop.
         .target(name: "Redis", dependencies: ["CHiredis", "EventLoop"], swiftSettings: swift5),
         // A fleet of nodes on one Redis: purges that reach every node.
@@ -52,7 +54,7 @@ let package = Package(
         .target(name: "CacheSemantics", dependencies: ["HTTPHeaders"], swiftSettings: swift5),
         .target(
             name: "CacheStorage",
-            dependencies: ["CacheSemantics", "HTTP1", "HTTPHeaders", .product(name: "SystemPackage", package: "swift-system")],
+            dependencies: ["CacheSemantics", "HTTP1", "HTTPHeaders", "Threads", .product(name: "SystemPackage", package: "swift-system")],
             swiftSettings: swift5
         ),
         .target(name: "Upstream", dependencies: ["CCurl", "EventLoop", "HTTP1", "HTTPHeaders"], swiftSettings: swift5),
@@ -76,18 +78,22 @@ let package = Package(
         .executableTarget(
             name: "larder",
             dependencies: [
-                "Proxy", "Admin", "EventLoop", "Upstream", "CacheStorage", "CacheSemantics", "CCurl", "Fleet", "Redis",
+                "Proxy", "Admin", "EventLoop", "Upstream", "CacheStorage", "CacheSemantics", "CCurl", "Fleet", "Redis", "Threads",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: swift5
+            // MemberImportVisibility: TOMLKit imports Foundation.Data, which
+            // would otherwise make all of Foundation's String methods visible here
+            // and link Foundation, CoreFoundation and ICU (see Threads).
+            swiftSettings: swift5 + [.enableUpcomingFeature("MemberImportVisibility")]
         ),
         .testTarget(name: "HTTPHeadersTests", dependencies: ["HTTPHeaders"], swiftSettings: swift5),
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "HTTPHeaders"], swiftSettings: swift5),
         .testTarget(name: "CacheSemanticsTests", dependencies: ["CacheSemantics", "HTTPHeaders"], swiftSettings: swift5),
         .testTarget(name: "CacheStorageTests", dependencies: ["CacheStorage", "HTTP1", "HTTPHeaders"], swiftSettings: swift5),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"], swiftSettings: swift5),
+        .testTarget(name: "ThreadsTests", dependencies: ["Threads"], swiftSettings: swift5),
         .testTarget(name: "CompressionTests", dependencies: ["Compression"], swiftSettings: swift5),
         // What several test targets start: free loopback ports, redis-server.
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: swift5),

@@ -294,6 +294,12 @@ int el_signalfd_read(int fd) {
 
 void el_ignore_sigpipe(void) { signal(SIGPIPE, SIG_IGN); }
 
+void el_name_thread(const char *name) {
+    char shown[16];
+    snprintf(shown, sizeof shown, "%s", name);
+    pthread_setname_np(pthread_self(), shown);
+}
+
 long el_raise_nofile_limit(void) {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return -errno;

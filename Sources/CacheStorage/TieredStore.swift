@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// An ordered list of tiers, fastest first, behind one interface: a lookup

@@ -1,6 +1,6 @@
 import ArgumentParser
 import CCurl
-import Foundation
+import FoundationEssentials
 
 /// The token in an admin token file (its first line, trimmed); exits with
 /// a clear message when the file cannot be read or is empty.
@@ -10,7 +10,7 @@ func readAdminToken(_ path: String) throws -> String {
         throw Exit.failure
     }
     let token = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).first
-        .map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+        .map { $0.trimmingCharacters() } ?? ""
     guard !token.isEmpty else {
         complain("the admin token file \(path) is empty; put the token on its first line")
         throw Exit.config
@@ -101,7 +101,7 @@ struct Purge: ParsableCommand {
         if soft { query += "&soft=true" }
         let (status, body) = try adminOptions.send(method: "POST", pathAndQuery: "/purge?" + query)
         guard status == 200 else {
-            complain("purge failed (\(status)): \(body.trimmingCharacters(in: .whitespacesAndNewlines))")
+            complain("purge failed (\(status)): \(body.trimmingWhitespace())")
             throw Exit.failure
         }
         let count = Self.number("purged", in: body) ?? 0
@@ -109,16 +109,10 @@ struct Purge: ParsableCommand {
     }
 
     /// Percent-encodes everything but unreserved characters and '/'.
-    static func encode(_ s: String) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~/")
-        return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
-    }
+    static func encode(_ s: String) -> String { percentEncoded(s, keeping: "-._~/") }
 
     static func number(_ name: String, in json: String) -> Int? {
-        guard let data = json.data(using: .utf8),
-              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
-        return (object[name] as? NSNumber)?.intValue
+        JSONValue.parse(json)?[name]?.int
     }
 }
 
@@ -131,7 +125,7 @@ struct Stats: ParsableCommand {
     func run() throws {
         let (status, body) = try adminOptions.send(method: "GET", pathAndQuery: "/stats")
         guard status == 200 else {
-            complain("stats failed (\(status)): \(body.trimmingCharacters(in: .whitespacesAndNewlines))")
+            complain("stats failed (\(status)): \(body.trimmingWhitespace())")
             throw Exit.failure
         }
         print(body, terminator: body.hasSuffix("\n") ? "" : "\n")

@@ -1,5 +1,5 @@
 import CacheSemantics
-import Foundation
+import FoundationEssentials
 import CacheStorage
 import Proxy
 import TOMLKit
@@ -9,10 +9,9 @@ import TOMLKit
 enum ConfigFile {
     static func load(_ path: String, into settings: inout Settings) throws(ConfigError) {
         let text: String
-        do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
-        } catch {
-            throw ConfigError(file: path, line: nil, key: nil, message: "cannot read the file (\(error.localizedDescription))")
+        switch readTextFile(path) {
+        case .success(let contents): text = contents
+        case .failure(let reason): throw ConfigError(file: path, line: nil, key: nil, message: "cannot read the file (\(reason.message))")
         }
         let table: TOMLTable
         do {

@@ -1,5 +1,5 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 
 /// `larder fleet ...`: the running node's view of its fleet.
 struct FleetCommand: ParsableCommand {
@@ -20,37 +20,36 @@ struct FleetStatusCommand: ParsableCommand {
 
     func run() throws {
         let (status, body) = try adminOptions.send(method: "GET", pathAndQuery: "/stats")
-        guard status == 200, let stats = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any] else {
-            complain("stats failed (\(status)): \(body.trimmingCharacters(in: .whitespacesAndNewlines))")
+        guard status == 200, let stats = JSONValue.parse(body) else {
+            complain("stats failed (\(status)): \(body.trimmingWhitespace())")
             throw Exit.failure
         }
-        guard let fleet = stats["fleet"] as? [String: Any] else {
+        guard let fleet = stats["fleet"], case .object = fleet else {
             complain("this node is not in a fleet (no [fleet] table in its configuration)")
             throw Exit.failure
         }
         if json {
-            let data = try JSONSerialization.data(withJSONObject: fleet, options: [.sortedKeys])
-            print(String(decoding: data, as: UTF8.self))
+            print(fleet.text)
         } else {
             print(Self.describe(fleet))
         }
-        if fleet["connected"] as? Bool != true { throw Exit.failure }
+        if fleet["connected"]?.bool != true { throw Exit.failure }
     }
 
     /// The section as a few lines for a person.
-    static func describe(_ f: [String: Any]) -> String {
-        func n(_ key: String) -> Int { f[key] as? Int ?? 0 }
-        let connected = f["connected"] as? Bool == true
-        let rtt = (f["redis_rtt_ms"] as? Double).map { String(format: "%.2f ms", $0) } ?? "unknown"
+    static func describe(_ f: JSONValue) -> String {
+        func n(_ key: String) -> Int { f[key]?.int ?? 0 }
+        let connected = f["connected"]?.bool == true
+        let rtt = f["redis_rtt_ms"]?.double.map { fixedPoint($0, digits: 2) + " ms" } ?? "unknown"
         return """
-            fleet \(f["name"] as? String ?? "?"), node \(f["node"] as? String ?? "?"): \
+            fleet \(f["name"]?.string ?? "?"), node \(f["node"]?.string ?? "?"): \
             \(connected ? "connected" : "NOT connected") to Redis (round trip \(rtt)), \(n("nodes")) live nodes
             purges: sent \(n("purges_sent")), received \(n("purges_received")), replayed \(n("purges_replayed")), \
             queued \(n("purges_queued"))
             shared tier: \(n("shared_connections")) workers connected, lookups \(n("shared_lookups")), \
             found \(n("shared_hits")), stored \(n("shared_stores")) (refused \(n("shared_stores_refused"))), \
             errors \(n("shared_errors"))
-            last error: \(f["last_error"] as? String ?? "none")
+            last error: \(f["last_error"]?.string ?? "none")
             """
     }
 }

@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Redis
 import TOMLKit
 
@@ -28,7 +31,13 @@ struct FleetConfig: Equatable {
     /// Names go into Redis keys and log lines: letters, digits and . _ -.
     static func isName(_ text: String) -> Bool {
         !text.isEmpty && text.utf8.count <= 64
-            && text.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "._-".unicodeScalars.contains($0)) }
+            && text.utf8.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                     UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"): return true
+                default: return false
+                }
+            }
     }
 
     /// Reads `[fleet]`; `fail(key, message)` makes the error for a key.

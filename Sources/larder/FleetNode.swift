@@ -2,8 +2,11 @@ import Admin
 import CacheStorage
 import EventLoop
 import Fleet
-import Foundation
+import FoundationEssentials
 import Logging
+import Redis
+import Synchronization
+import Threads
 
 /// This node's part in a fleet: the purge stream on a thread and loop of
 /// its own (a worker never waits on Redis, and purges from other nodes
@@ -14,7 +17,7 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
     private let loop: EventLoop
     private var feed: PurgeFeed!
     /// Signalled when the node has caught up with the fleet's purges.
-    private let joined = NSCondition()
+    private let joined = Condition()
     /// What `/stats` shows, kept current from the fleet's loop.
     private let current: Locked<FleetStatus>
     private let password: String?
@@ -69,7 +72,7 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
     /// away is applied: a restarted node then serves nothing purged
     /// meanwhile. False when Redis did not answer in time (it serves alone).
     func waitUntilJoined(milliseconds: UInt64) -> Bool {
-        let deadline = Date().addingTimeInterval(Double(milliseconds) / 1000)
+        let deadline = Condition.deadline(afterMilliseconds: milliseconds)
         joined.lock()
         defer { joined.unlock() }
         while !status.connected {
@@ -109,28 +112,33 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
         loop.schedule(after: 1_000) { [weak self] in self?.keepStatusCurrent() }
     }
 
-    func start() {
+    func start() throws(ThreadStartError) {
         let (loop, feed) = (self.loop, self.feed!)
-        let thread = Thread { [self] in
+        try startThread(name: "larder-fleet") { [self] in
             feed.start()
             keepStatusCurrent()
             loop.run()
         }
-        thread.name = "larder-fleet"
-        thread.start()
     }
 
     /// Leaves the fleet (bounded: Redis may be gone) and stops the thread.
     func stop() {
         let (loop, feed) = (self.loop, self.feed!)
-        let left = DispatchSemaphore(value: 0)
+        let left = Condition()
+        let done = Locked(false)
         loop.execute {
             feed.leave {
                 loop.stop()
-                left.signal()
+                left.lock()
+                done.withLock { $0 = true }
+                left.broadcast()
+                left.unlock()
             }
         }
-        _ = left.wait(timeout: .now() + .milliseconds(Int(config.timeoutMilliseconds) + 500))
+        let deadline = Condition.deadline(afterMilliseconds: config.timeoutMilliseconds + 500)
+        left.lock()
+        while !done.withLock({ $0 }) && left.wait(until: deadline) {}
+        left.unlock()
     }
 
     /// The shared tier for a worker's loop (connected once that loop runs).

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Logging
 
 /// Log lines for journald (when JOURNAL_STREAM is set, i.e. stderr is
@@ -33,8 +33,8 @@ struct JournalLogHandler: LogHandler {
         if let explicit = event.metadata { all.merge(explicit) { _, new in new } }
         let extra = all.isEmpty ? "" : " " + all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
         // One write per line, newlines inside the message flattened (one entry each).
-        let text = "\(event.message)\(extra)".replacingOccurrences(of: "\n", with: " ")
-        FileHandle.standardError.write(Data("<\(Self.priority(event.level))>\(label): \(text)\n".utf8))
+        let text = "\(event.message)\(extra)".replacing("\n", with: " ")
+        writeToStandardError("<\(Self.priority(event.level))>\(label): \(text)\n")
     }
 
     /// Whether stderr goes to the journal.

@@ -1,5 +1,8 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The `larder` command line (INTERFACE.md).
 @main
@@ -48,7 +51,46 @@ enum Exit {
 /// error, when stderr goes to the journal).
 func complain(_ message: String, priority: Int = 3) {
     let prefix = JournalLogHandler.isJournal ? "<\(priority)>" : ""
-    FileHandle.standardError.write(Data("\(prefix)larder: \(message)\n".utf8))
+    writeToStandardError("\(prefix)larder: \(message)\n")
+}
+
+/// Writes all of `text` to stderr (one write when it fits the pipe).
+func writeToStandardError(_ text: String) {
+    var text = text
+    text.withUTF8 { bytes in
+        var done = 0
+        while done < bytes.count {
+            let n = write(2, bytes.baseAddress! + done, bytes.count - done)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            done += n
+        }
+    }
+}
+
+/// Why a file could not be read, in strerror's words.
+struct ReadFailure: Error {
+    let message: String
+}
+
+/// The whole of `path` as UTF-8 text.
+func readTextFile(_ path: String) -> Result<String, ReadFailure> {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return .failure(ReadFailure(message: String(cString: strerror(errno)))) }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65_536)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n < 0 && errno == EINTR { continue }
+        if n < 0 { return .failure(ReadFailure(message: String(cString: strerror(errno)))) }
+        if n == 0 { break }
+        bytes += chunk[0..<n]
+    }
+    guard let text = String(validating: bytes, as: UTF8.self) else {
+        return .failure(ReadFailure(message: "not UTF-8 text"))
+    }
+    return .success(text)
 }
 
 /// Options shared by serve and check-config.

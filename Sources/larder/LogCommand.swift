@@ -1,6 +1,6 @@
 import ArgumentParser
 import CCurl
-import Foundation
+import FoundationEssentials
 
 /// `larder log --follow`: the requests as the running proxy answers them,
 /// one JSON object per line (the admin API's `GET /log?follow=1`).
@@ -41,7 +41,7 @@ struct LogCommand: ParsableCommand {
         var query = "/log?follow=1"
         for (name, value) in [("status", status), ("result", result), ("prefix", prefix), ("slower-than", slowerThan)] {
             guard let value else { continue }
-            query += "&\(name)=" + (value.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? value)
+            query += "&\(name)=" + percentEncoded(value, keeping: "")
         }
         switch AdminHTTP.stream(url: try adminOptions.baseURL() + query, token: try adminOptions.token()) {
         case .failure(let message):
@@ -53,8 +53,8 @@ struct LogCommand: ParsableCommand {
                 throw Exit.noPermission
             }
             guard status == 200 else {
-                let message = (try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])?["error"] as? String
-                complain("log: \(message ?? body.trimmingCharacters(in: .whitespacesAndNewlines))")
+                let message = JSONValue.parse(body)?["error"]?.string
+                complain("log: \(message ?? body.trimmingWhitespace())")
                 throw status == 400 ? Exit.usage : Exit.failure
             }
         }

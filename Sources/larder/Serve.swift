@@ -2,10 +2,14 @@ import Admin
 import ArgumentParser
 import CacheStorage
 import EventLoop
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import Proxy
 import Synchronization
+import Threads
 import Upstream
 
 struct Serve: ParsableCommand {
@@ -131,9 +135,7 @@ struct Serve: ParsableCommand {
                                    samples: samples, log: { adminLogger.notice("\($0)") })
                 let admin = try AdminServer(listener: fd, api: api, maxConnections: settings.adminMaxConnections,
                                             feed: logFeed) { adminLogger.warning("\($0)") }
-                let thread = Thread { admin.run() }
-                thread.name = "larder-admin"
-                thread.start()
+                try startThread(name: "larder-admin") { admin.run() }
                 adminNote = ", admin API on \(shown)"
             } catch {
                 complain("cannot start the admin API: \(error)")
@@ -143,9 +145,12 @@ struct Serve: ParsableCommand {
 
         for worker in workers { worker.sharedTier = fleet?.sharedTier(on: worker.loop) }
         for (index, worker) in workers.enumerated() {
-            let thread = Thread { worker.run() }
-            thread.name = "larder-worker-\(index)"
-            thread.start()
+            do {
+                try startThread(name: "larder-worker-\(index)") { worker.run() }
+            } catch {
+                complain("\(error)")
+                throw Exit.failure
+            }
         }
         // Tests and scripts read this line to learn the port.
         let diskNote = tiers.compactMap { $0 as? DiskTier }.first.map { ", disk tier \($0.directory) limit \($0.limitBytes) bytes" }
@@ -189,7 +194,7 @@ struct Serve: ParsableCommand {
         }
         do {
             let node = try FleetNode(config, password: password, store: store, cacheKey: cacheKey, logger: logger)
-            node.start()
+            try node.start()
             // Purges missed while this node was away apply before it serves (bounded: Redis may be down).
             let bound = config.connectTimeoutMilliseconds + config.timeoutMilliseconds
             if !node.waitUntilJoined(milliseconds: bound) {

@@ -2,8 +2,10 @@ import CacheSemantics
 #if canImport(Glibc)
 import Glibc
 #endif
+import HTTP1
 import Logging
 import Proxy
+import Upstream
 
 /// The daemon's settings after defaults, the config file and flags are merged
 /// (flags win over the file, the file over defaults).

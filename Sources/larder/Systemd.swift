@@ -1,5 +1,5 @@
 import EventLoop
-import Foundation
+import FoundationEssentials
 import Proxy
 #if canImport(Glibc)
 import Glibc
@@ -43,11 +43,7 @@ enum Systemd {
     }
 
     /// CLOCK_MONOTONIC in microseconds, for RELOADING=1's MONOTONIC_USEC.
-    static func monotonicMicroseconds() -> UInt64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
-    }
+    static func monotonicMicroseconds() -> UInt64 { EventLoop.nowMicroseconds() }
 
     /// The watchdog interval in microseconds when systemd expects pings from
     /// this process (WATCHDOG_USEC, and WATCHDOG_PID if set is ours).

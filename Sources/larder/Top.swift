@@ -1,5 +1,7 @@
 import ArgumentParser
-import Foundation
+import EventLoop
+import FoundationEssentials
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -102,9 +104,5 @@ struct Top: ParsableCommand {
         }
     }
 
-    static func monotonicSeconds() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
+    static func monotonicSeconds() -> Double { Double(EventLoop.nowMicroseconds()) / 1e6 }
 }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The admin API's `/top` for `larder top`: the last minute's URLs by
 /// requests and by misses, and prefixes.
@@ -15,17 +15,16 @@ struct TopURLs: Equatable {
 
     /// nil when `body` is not `/top`'s answer (an older node: no such endpoint).
     init?(json body: String) {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any],
-              let byRequests = object["by_requests"] as? [[String: Any]] else { return nil }
-        func rows(_ list: [[String: Any]]?, _ key: String) -> [Row] {
+        guard let object = JSONValue.parse(body), let byRequests = object["by_requests"]?.array else { return nil }
+        func rows(_ list: [JSONValue]?, _ key: String) -> [Row] {
             (list ?? []).compactMap { item in
-                guard let name = item[key] as? String else { return nil }
-                return Row(name: name, requests: item["requests"] as? Int ?? 0, misses: item["misses"] as? Int ?? 0)
+                guard let name = item[key]?.string else { return nil }
+                return Row(name: name, requests: item["requests"]?.int ?? 0, misses: item["misses"]?.int ?? 0)
             }
         }
         self.byRequests = rows(byRequests, "target")
-        self.byMisses = rows(object["by_misses"] as? [[String: Any]], "target")
-        self.prefixes = rows(object["prefixes"] as? [[String: Any]], "prefix")
+        self.byMisses = rows(object["by_misses"]?.array, "target")
+        self.prefixes = rows(object["prefixes"]?.array, "prefix")
     }
 
     init(byRequests: [Row], byMisses: [Row], prefixes: [Row]) {

@@ -1,5 +1,8 @@
-import Foundation
+import FoundationEssentials
 import Proxy
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// One reading of `/metrics` for `larder top`: every sample by its name
 /// with labels, as written (`larder_hits_total`,
@@ -81,7 +84,7 @@ struct TopView {
 
     /// The screen: one line per subject.
     func lines(admin: String, now: Date = Date()) -> [String] {
-        let clock = Self.clock.string(from: now)
+        let clock = Self.localClock(now)
         var out = ["larder top  \(admin)  up \(Self.duration(current["larder_uptime_seconds"]))  \(clock)   (q quits)", ""]
         let ratioNow = hitRatioNow.map { Self.percent($0) } ?? "-"
         out.append("requests/s   \(Self.number(requestsPerSecond))   hit ratio \(ratioNow) now, "
@@ -99,7 +102,7 @@ struct TopView {
                    + "p99 \(ms(quantile(0.99, of: "larder_upstream_response_seconds")))")
         for tier in ["memory", "disk"] where current["larder_\(tier)_limit_bytes"] > 0 {
             let bytes = current["larder_\(tier)_bytes"], limit = current["larder_\(tier)_limit_bytes"]
-            out.append("\(tier.padding(toLength: 13, withPad: " ", startingAt: 0))\(Self.bytes(bytes)) of \(Self.bytes(limit)) "
+            out.append("\(tier + String(repeating: " ", count: max(0, 13 - tier.count)))\(Self.bytes(bytes)) of \(Self.bytes(limit)) "
                        + "(\(Self.percent(bytes / limit)))  \(Self.count(current["larder_\(tier)_objects"])) objects  "
                        + "evictions/s \(Self.number(rate("larder_\(tier)_evictions_total")))")
         }
@@ -110,8 +113,8 @@ struct TopView {
 
     /// One line of `key=value` pairs, for a log or a pipe.
     func plainLine(now: Date = Date()) -> String {
-        let ratio = hitRatioNow.map { String(format: "%.4f", $0) } ?? "-"
-        return "time=\(Self.iso.string(from: now)) requests_per_s=\(Self.number(requestsPerSecond)) hit_ratio=\(ratio) "
+        let ratio = hitRatioNow.map { fixedPoint($0, digits: 4) } ?? "-"
+        return "time=\(now.formatted(Date.ISO8601FormatStyle())) requests_per_s=\(Self.number(requestsPerSecond)) hit_ratio=\(ratio) "
             + "hits_per_s=\(Self.number(rate("larder_hits_total"))) misses_per_s=\(Self.number(rate("larder_misses_total"))) "
             + "requests=\(Self.count(requestsSinceStart)) hits=\(Self.count(current["larder_hits_total"])) "
             + "misses=\(Self.count(current["larder_misses_total"])) "
@@ -120,14 +123,14 @@ struct TopView {
             + (urls.map { " top_url=\($0.byRequests.first?.name ?? "-") top_miss=\($0.byMisses.first?.name ?? "-")" } ?? "")
     }
 
-    private func ms(_ seconds: Double?) -> String { seconds.map { String(format: "%.2fms", $0 * 1000) } ?? "-" }
-    static func number(_ value: Double) -> String { String(format: "%.1f", value) }
+    private func ms(_ seconds: Double?) -> String { seconds.map { fixedPoint($0 * 1000, digits: 2) + "ms" } ?? "-" }
+    static func number(_ value: Double) -> String { fixedPoint(value, digits: 1) }
     static func count(_ value: Double) -> String { String(Int(value)) }
-    static func percent(_ fraction: Double) -> String { String(format: "%.1f%%", fraction * 100) }
+    static func percent(_ fraction: Double) -> String { fixedPoint(fraction * 100, digits: 1) + "%" }
 
     static func bytes(_ value: Double) -> String {
         for (unit, size) in [("GiB", 1_073_741_824.0), ("MiB", 1_048_576.0), ("KiB", 1024.0)] where value >= size {
-            return String(format: "%.1f %@", value / size, unit)
+            return fixedPoint(value / size, digits: 1) + " " + unit
         }
         return "\(Int(value)) B"
     }
@@ -135,15 +138,15 @@ struct TopView {
     static func duration(_ seconds: Double) -> String {
         let s = Int(seconds)
         if s >= 86400 { return "\(s / 86400)d\(s % 86400 / 3600)h" }
-        if s >= 3600 { return "\(s / 3600)h\(String(format: "%02d", s % 3600 / 60))m" }
-        return "\(s / 60)m\(String(format: "%02d", s % 60))s"
+        if s >= 3600 { return "\(s / 3600)h\(twoDigits(s % 3600 / 60))m" }
+        return "\(s / 60)m\(twoDigits(s % 60))s"
     }
 
-    private static let clock: DateFormatter = {
-        let f = DateFormatter()
-        f.dateFormat = "HH:mm:ss"
-        return f
-    }()
-
-    private static let iso: ISO8601DateFormatter = ISO8601DateFormatter()
+    /// HH:mm:ss in the local time zone.
+    static func localClock(_ date: Date) -> String {
+        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
+        var parts = tm()
+        guard localtime_r(&seconds, &parts) != nil else { return "--:--:--" }
+        return "\(twoDigits(Int(parts.tm_hour))):\(twoDigits(Int(parts.tm_min))):\(twoDigits(Int(parts.tm_sec)))"
+    }
 }

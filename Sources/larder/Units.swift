@@ -120,10 +120,36 @@ enum Units {
 }
 
 extension StringProtocol {
+    /// Without leading and trailing spaces and tabs.
     func trimmingCharacters() -> String {
         var s = Substring(self)
         while let f = s.first, f == " " || f == "\t" { s = s.dropFirst() }
         while let l = s.last, l == " " || l == "\t" { s = s.dropLast() }
         return String(s)
     }
+
+    /// Without leading and trailing white space and line breaks.
+    func trimmingWhitespace() -> String {
+        var s = Substring(self)
+        while let f = s.first, f.isWhitespace { s = s.dropFirst() }
+        while let l = s.last, l.isWhitespace { s = s.dropLast() }
+        return String(s)
+    }
+}
+
+/// Percent-encodes every byte of `s` but ASCII letters, digits and `keeping`.
+func percentEncoded(_ s: String, keeping: String) -> String {
+    var out: [UInt8] = []
+    let hex = Array("0123456789ABCDEF".utf8)
+    for byte in s.utf8 {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            out.append(byte)
+        case _ where keeping.utf8.contains(byte):
+            out.append(byte)
+        default:
+            out += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 15)]]
+        }
+    }
+    return String(decoding: out, as: UTF8.self)
 }

@@ -78,6 +78,8 @@ int el_signalfd_open(const int *signals, int count);
 int el_signalfd_read(int fd);
 /// Ignores SIGPIPE process-wide: a client that hangs up must not kill us.
 void el_ignore_sigpipe(void);
+/// Names the calling thread (Linux keeps 15 bytes), for ps, top -H and gdb.
+void el_name_thread(const char *name);
 /// Raises the soft limit on open files to the hard limit (a proxy holds two
 /// descriptors per proxied request). Returns the new soft limit.
 long el_raise_nofile_limit(void);

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -10,7 +10,7 @@ extension DiskTier {
 
     func rebuildIndex() {
         for byte in 0..<256 {
-            let sub = String(format: "%02x", byte)
+            let sub = byte < 16 ? "0" + String(byte, radix: 16) : String(byte, radix: 16)
             for name in listFiles(subdirectory: sub) {
                 let path = directory + "/" + sub + "/" + name
                 if name.hasPrefix(".tmp-") {

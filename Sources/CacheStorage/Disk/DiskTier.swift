@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Threads
 import Synchronization
 import SystemPackage
 #if canImport(Glibc)
@@ -113,19 +114,19 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
             throw .unusable("cannot lock \(directory)/lock: \(error)")
         }
         lockFD = fd
-        let writer = Thread { [self] in self.writeLoop() }
-        writer.name = "larder-disk-writer"
-        writer.start()
-        let rebuild = Thread { [self] in
-            // Background work: at start the workers (opening listeners,
-            // answering the first requests) come first on a busy machine.
-            // (On Linux the nice value is per thread; 0 is the calling one.)
-            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
-            self.rebuildIndex()
-            self.sweepLoop()
+        do throws(ThreadStartError) {
+            try startThread(name: "larder-disk-writer") { [self] in self.writeLoop() }
+            try startThread(name: "larder-disk-index") { [self] in
+                // Background work: at start the workers (opening listeners,
+                // answering the first requests) come first on a busy machine.
+                // (On Linux the nice value is per thread; 0 is the calling one.)
+                _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
+                self.rebuildIndex()
+                self.sweepLoop()
+            }
+        } catch {
+            throw .unusable("\(error)")
         }
-        rebuild.name = "larder-disk-index"
-        rebuild.start()
     }
 
     // MARK: reading

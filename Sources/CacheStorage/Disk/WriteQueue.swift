@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Threads
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -14,7 +15,7 @@ final class WriteQueue: @unchecked Sendable {
         case streamAbort(UInt64)
     }
 
-    private let condition = NSCondition()
+    private let condition = Condition()
     private var ops: [Op] = []
     private var head = 0
     private var queuedBytes = 0
@@ -87,7 +88,7 @@ final class WriteQueue: @unchecked Sendable {
     }
 
     func waitUntilEmpty(timeoutSeconds: Double) {
-        let deadline = Date().addingTimeInterval(timeoutSeconds)
+        let deadline = Condition.deadline(afterMilliseconds: UInt64(max(0, timeoutSeconds) * 1000))
         condition.lock()
         defer { condition.unlock() }
         while (head < ops.count || busy) && condition.wait(until: deadline) {}

@@ -1,0 +1,115 @@
+import FoundationEssentials
+
+/// A JSON document read without a schema: the admin API's answers as the
+/// command-line tools read them. (The daemon links FoundationEssentials,
+/// which has JSONDecoder but not JSONSerialization.)
+enum JSONValue: Codable, Equatable {
+    case null
+    case bool(Bool)
+    case integer(Int)
+    case number(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    /// nil when `text` is not JSON.
+    static func parse(_ text: String) -> JSONValue? {
+        try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
+    }
+
+    init(from decoder: Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() {
+            self = .null
+        } else if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? container.decode(Int.self) {
+            self = .integer(value)
+        } else if let value = try? container.decode(Double.self) {
+            self = .number(value)
+        } else if let value = try? container.decode(String.self) {
+            self = .string(value)
+        } else if let value = try? container.decode([JSONValue].self) {
+            self = .array(value)
+        } else {
+            self = .object(try container.decode([String: JSONValue].self))
+        }
+    }
+
+    func encode(to encoder: Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .null: try container.encodeNil()
+        case .bool(let value): try container.encode(value)
+        case .integer(let value): try container.encode(value)
+        case .number(let value): try container.encode(value)
+        case .string(let value): try container.encode(value)
+        case .array(let value): try container.encode(value)
+        case .object(let value): try container.encode(value)
+        }
+    }
+
+    /// Compact JSON with sorted keys.
+    var text: String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "null"
+    }
+
+    subscript(key: String) -> JSONValue? {
+        if case .object(let members) = self { return members[key] }
+        return nil
+    }
+
+    var string: String? {
+        if case .string(let value) = self { return value }
+        return nil
+    }
+
+    var bool: Bool? {
+        if case .bool(let value) = self { return value }
+        return nil
+    }
+
+    /// A number that is a whole one (2 and 2.0 alike).
+    var int: Int? {
+        switch self {
+        case .integer(let value): return value
+        case .number(let value): return Int(exactly: value)
+        default: return nil
+        }
+    }
+
+    var double: Double? {
+        switch self {
+        case .integer(let value): return Double(value)
+        case .number(let value): return value
+        default: return nil
+        }
+    }
+
+    var array: [JSONValue]? {
+        if case .array(let value) = self { return value }
+        return nil
+    }
+}
+
+/// `value` with `digits` decimals, as `printf("%.*f")` writes it (but
+/// halves round away from zero; printf rounds exact halves to even).
+func fixedPoint(_ value: Double, digits: Int) -> String {
+    guard value.isFinite else { return value.isNaN ? "nan" : (value < 0 ? "-inf" : "inf") }
+    var scale: UInt64 = 1
+    for _ in 0..<digits { scale *= 10 }
+    let scaled = (value.magnitude * Double(scale)).rounded()
+    guard scaled < 9.0e18 else { return String(value) }
+    let units = UInt64(scaled)
+    var text = (value < 0 && units != 0 ? "-" : "") + String(units / scale)
+    if digits > 0 {
+        let fraction = String(units % scale)
+        text += "." + String(repeating: "0", count: digits - fraction.count) + fraction
+    }
+    return text
+}
+
+/// `n` with at least two digits (`07`).
+func twoDigits(_ n: Int) -> String { n >= 0 && n < 10 ? "0\(n)" : String(n) }
