@@ -24,7 +24,7 @@ enum ConfigFile {
         let lines = keyLines(text)
         // Presets first: every lifetime in the file may use them.
         if let value = table["presets"] { settings.presets = try presets(value, path: path, lines: lines) }
-        for key in table.keys.sorted(by: { (lines[$0] ?? 0) < (lines[$1] ?? 0) }) {
+        for key in table.keys.map({ (line: lines[$0] ?? 0, key: $0) }).sorted(by: { $0.line < $1.line }).map(\.key) {
             guard let value = table[key] else { continue }
             if key == "presets" { continue }
             if key == "route" {
@@ -229,33 +229,48 @@ enum ConfigFile {
     /// Keys inside the n-th `[[route]]` table are recorded as "route.n.key",
     /// the table's header line as "route.n".
     static func keyLines(_ text: String) -> [String: Int] {
+        // Bytes, not Characters: a scan by grapheme cluster took more
+        // instructions than parsing the file (and never split "\r\n").
+        let bytes = Array(text.utf8)
+        func isBlank(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D }
         var result: [String: Int] = [:]
         var scope: String? = ""  // "" top level, "route.n" in a route table, nil elsewhere
         var routeIndex = -1
-        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let line = rawLine.trimmingCharacters()
-            if line.hasPrefix("[") {
-                let name = line.filter { $0 != "[" && $0 != "]" && $0 != " " }
-                if line.hasPrefix("[[") && name == "route" {
+        var (start, lineNumber) = (0, 0)
+        while start <= bytes.count {
+            let end = bytes[start...].firstIndex(of: UInt8(ascii: "\n")) ?? bytes.count
+            lineNumber += 1
+            var (low, high) = (start, end)
+            start = end + 1
+            while low < high && isBlank(bytes[low]) { low += 1 }
+            while high > low && isBlank(bytes[high - 1]) { high -= 1 }
+            guard low < high else { continue }
+            if bytes[low] == UInt8(ascii: "[") {
+                let name = String(decoding: bytes[low..<high].filter { $0 != UInt8(ascii: "[") && $0 != UInt8(ascii: "]") && $0 != 0x20 },
+                                  as: UTF8.self)
+                if high - low > 1 && bytes[low + 1] == UInt8(ascii: "[") && name == "route" {
                     routeIndex += 1
                     scope = "route.\(routeIndex)"
-                    result[scope!] = index + 1
-                    if result["route"] == nil { result["route"] = index + 1 }
+                    result[scope!] = lineNumber
+                    if result["route"] == nil { result["route"] = lineNumber }
                 } else if name == "presets" || name == "fleet" {
                     scope = name
-                    result[name] = index + 1
+                    result[name] = lineNumber
                 } else {
                     scope = nil
                 }
                 continue
             }
-            guard let scope, !line.hasPrefix("#"), let eq = line.firstIndex(of: "=") else { continue }
-            var key = line[..<eq].trimmingCharacters()
-            if key.count >= 2, key.first == "\"" || key.first == "'", key.last == key.first {
-                key = String(key.dropFirst().dropLast())
+            guard let scope, bytes[low] != UInt8(ascii: "#"), var keyEnd = bytes[low..<high].firstIndex(of: UInt8(ascii: "=")) else { continue }
+            var keyStart = low
+            while keyEnd > keyStart && isBlank(bytes[keyEnd - 1]) { keyEnd -= 1 }
+            if keyEnd - keyStart >= 2, bytes[keyStart] == UInt8(ascii: "\"") || bytes[keyStart] == UInt8(ascii: "'"),
+               bytes[keyEnd - 1] == bytes[keyStart] {
+                (keyStart, keyEnd) = (keyStart + 1, keyEnd - 1)
             }
+            let key = String(decoding: bytes[keyStart..<keyEnd], as: UTF8.self)
             let full = scope.isEmpty ? key : scope + "." + key
-            if result[full] == nil { result[full] = index + 1 }
+            if result[full] == nil { result[full] = lineNumber }
         }
         return result
     }

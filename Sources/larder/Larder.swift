@@ -36,6 +36,28 @@ struct Larder: ParsableCommand {
         subcommands: [Serve.self, Purge.self, Stats.self, Top.self, LogCommand.self, FleetCommand.self, CheckConfig.self],
         defaultSubcommand: nil
     )
+
+    /// `larder serve ...`, the daemon's start, is parsed with `Serve` as the
+    /// root first: that skips ArgumentParser's check for a completion-script
+    /// request, which instantiates that command's types (5.5 million
+    /// instructions, a fifth of what ran before the listener opened;
+    /// bench/RESULTS.md). Anything but a command line that parses (help,
+    /// --version, a mistake) goes the usual way, so its answer is the same.
+    static func main() {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        guard arguments.first == "serve", !arguments.contains(where: { $0.hasPrefix("--generate-completion-script") }) else {
+            return main(nil)
+        }
+        Serve.parsedAsRoot = true
+        let parsed = try? Serve.parseAsRoot(Array(arguments.dropFirst())) as? Serve
+        Serve.parsedAsRoot = false
+        guard let serve = parsed else { return main(nil) }
+        do {
+            try serve.run()
+        } catch {
+            exit(withError: error)
+        }
+    }
 }
 
 /// Exit codes of INTERFACE.md (sysexits).

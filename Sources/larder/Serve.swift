@@ -13,12 +13,17 @@ import Threads
 import Upstream
 
 struct Serve: ParsableCommand {
+    /// Set while `Larder.main` parses `larder serve ...` with `Serve` as the root.
+    nonisolated(unsafe) static var parsedAsRoot = false
+
     // Every command names itself: otherwise ArgumentParser derives the name
     // from the type's (String(describing:), a costly reflection at start-up).
-    static let configuration = CommandConfiguration(
-        commandName: "serve",
-        abstract: "Run the caching proxy."
-    )
+    static var configuration: CommandConfiguration {
+        var configuration = CommandConfiguration(commandName: "serve", abstract: "Run the caching proxy.")
+        // A root with a super-command skips the completion-script check.
+        if parsedAsRoot { configuration._superCommandName = "larder" }
+        return configuration
+    }
 
     @OptionGroup var options: ServeOptions
 

@@ -27,3 +27,36 @@ final class ConfigValuesCorpusTests: XCTestCase {
         XCTAssertNil(Units.parseDurationMilliseconds("9223372036854775807"))
     }
 }
+
+/// Where each key of a config file is, for errors that name its line.
+final class ConfigKeyLinesTests: XCTestCase {
+    func testKeysTablesAndRoutesByLine() {
+        let text = """
+            # a comment with = in it
+            memory_limit = "64MiB"
+              "workers"=2
+
+            [presets]
+            short = "1m"
+            [[route]]
+            prefix = "/a"
+            [[ route ]]
+            'prefix' = "/b"
+            [fleet]
+            redis = "redis://127.0.0.1"
+            [something.else]
+            ignored = 1
+            """
+        XCTAssertEqual(ConfigFile.keyLines(text), [
+            "memory_limit": 2, "workers": 3, "presets": 5, "presets.short": 6, "route": 7, "route.0": 7,
+            "route.0.prefix": 8, "route.1": 9, "route.1.prefix": 10, "fleet": 11, "fleet.redis": 12,
+        ])
+    }
+
+    func testWindowsLineEndingsAndNonASCIIKeepTheirLines() {
+        XCTAssertEqual(ConfigFile.keyLines("# é\r\nworkers = 2\r\n\r\n[[route]]\r\nprefix = \"/ü\"\r\n"),
+                       ["workers": 2, "route": 4, "route.0": 4, "route.0.prefix": 5])
+        XCTAssertEqual(ConfigFile.keyLines(""), [:])
+        XCTAssertEqual(ConfigFile.keyLines("="), ["": 1], "an empty key is the loader's to refuse")
+    }
+}

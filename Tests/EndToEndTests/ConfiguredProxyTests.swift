@@ -319,6 +319,28 @@ final class CommandLineTests: XCTestCase {
         XCTAssertEqual(try run(["serve", "--bogus"]).status, 64)
         XCTAssertEqual(try run(["check-config", "--config", "/nonexistent/larder.toml"]).status, 78)
     }
+
+    /// `larder serve` is parsed on a shorter path (start-up); what it says
+    /// about help, the version and mistakes is still that of `larder`.
+    func testServeAnswersHelpVersionAndMistakesAsEveryCommandDoes() throws {
+        let bogus = try run(["serve", "--bogus"])
+        XCTAssertTrue(bogus.stderr.contains("Error: Unknown option '--bogus'"), bogus.stderr)
+        XCTAssertTrue(bogus.stderr.contains("Usage: larder serve [--config <config>]"), bogus.stderr)
+        XCTAssertTrue(bogus.stderr.contains("See 'larder serve --help' for more information."), bogus.stderr)
+        let help = try run(["serve", "--help"])
+        XCTAssertEqual(help.status, 0)
+        XCTAssertTrue(help.stdout.contains("USAGE: larder serve [--config <config>]"), help.stdout)
+        XCTAssertTrue(help.stdout.contains("--version"), help.stdout)
+        let version = try run(["serve", "--version"])
+        XCTAssertEqual(version.status, 0)
+        XCTAssertEqual(version.stdout, try run(["--version"]).stdout)
+        XCTAssertFalse(version.stdout.isEmpty)
+        let completion = try run(["serve", "--generate-completion-script", "bash"])
+        XCTAssertEqual(completion.status, 0)
+        XCTAssertTrue(completion.stdout.contains("complete -o filenames -F _larder larder"), completion.stdout)
+        let failed = try run(["serve", "--upstream", "ftp://x", "--listen", "127.0.0.1:0"])
+        XCTAssertTrue(failed.stderr.contains("See 'larder --help' for more information."), failed.stderr)
+    }
 }
 
 /// An https upstream with a private CA, as Larder users of internal APIs have.
