@@ -28,7 +28,7 @@ struct AdminOptions: ParsableArguments {
 
     func token() throws -> String? {
         if let adminTokenFile { return try readAdminToken(adminTokenFile) }
-        if let env = ProcessInfo.processInfo.environment["LARDER_ADMIN_TOKEN"], !env.isEmpty { return env }
+        if let env = environmentValue("LARDER_ADMIN_TOKEN"), !env.isEmpty { return env }
         return nil
     }
 

@@ -85,9 +85,8 @@ struct FleetConfig: Equatable {
     /// The password for AUTH: systemd's `redis-password` credential, else
     /// `password_file` (its first line). Nil when neither is set.
     func password() throws(ConfigError) -> String? {
-        let environment = ProcessInfo.processInfo.environment
         var file = passwordFile
-        if let credentials = environment["CREDENTIALS_DIRECTORY"],
+        if let credentials = environmentValue("CREDENTIALS_DIRECTORY"),
            FileManager.default.fileExists(atPath: credentials + "/redis-password") {
             file = credentials + "/redis-password"
         }

@@ -38,5 +38,5 @@ struct JournalLogHandler: LogHandler {
     }
 
     /// Whether stderr goes to the journal.
-    static var isJournal: Bool { ProcessInfo.processInfo.environment["JOURNAL_STREAM"]?.isEmpty == false }
+    static var isJournal: Bool { environmentValue("JOURNAL_STREAM")?.isEmpty == false }
 }

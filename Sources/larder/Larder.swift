@@ -90,6 +90,10 @@ func writeToStandardError(_ text: String) {
     }
 }
 
+/// An environment variable's value. (ProcessInfo.environment copies every
+/// variable into a dictionary on each call: 2 million instructions at start.)
+func environmentValue(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
+
 /// Why a file could not be read, in strerror's words.
 struct ReadFailure: Error {
     let message: String

@@ -284,10 +284,9 @@ struct Serve: ParsableCommand {
     /// admin_token_file, else its admin_token.
     static func adminToken(_ settings: Settings, flagFile: String?) throws -> String? {
         if let flagFile { return try readAdminToken(flagFile) }
-        let environment = ProcessInfo.processInfo.environment
-        if let env = environment["LARDER_ADMIN_TOKEN"], !env.isEmpty { return env }
+        if let env = environmentValue("LARDER_ADMIN_TOKEN"), !env.isEmpty { return env }
         // systemd's LoadCredential=admin-token:... (see systemd/larder.service).
-        if let credentials = environment["CREDENTIALS_DIRECTORY"], FileManager.default.fileExists(atPath: credentials + "/admin-token") {
+        if let credentials = environmentValue("CREDENTIALS_DIRECTORY"), FileManager.default.fileExists(atPath: credentials + "/admin-token") {
             return try readAdminToken(credentials + "/admin-token")
         }
         if let file = settings.adminTokenFile { return try readAdminToken(file) }

@@ -15,7 +15,7 @@ enum Systemd {
     /// The notification socket from NOTIFY_SOCKET, opened once; nil when
     /// not run by systemd (or the socket is unusable).
     private static let notifier: (fd: Int32, address: sockaddr_un, length: socklen_t)? = {
-        guard let path = ProcessInfo.processInfo.environment["NOTIFY_SOCKET"], !path.isEmpty,
+        guard let path = environmentValue("NOTIFY_SOCKET"), !path.isEmpty,
               path.hasPrefix("/") || path.hasPrefix("@"), path.utf8.count < 108 else { return nil }
         let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return nil }
@@ -48,9 +48,8 @@ enum Systemd {
     /// The watchdog interval in microseconds when systemd expects pings from
     /// this process (WATCHDOG_USEC, and WATCHDOG_PID if set is ours).
     static var watchdogMicroseconds: UInt64? {
-        let environment = ProcessInfo.processInfo.environment
-        guard let text = environment["WATCHDOG_USEC"], let usec = UInt64(text), usec > 0 else { return nil }
-        if let pid = environment["WATCHDOG_PID"], Int32(pid) != getpid() { return nil }
+        guard let text = environmentValue("WATCHDOG_USEC"), let usec = UInt64(text), usec > 0 else { return nil }
+        if let pid = environmentValue("WATCHDOG_PID"), Int32(pid) != getpid() { return nil }
         return usec
     }
 
@@ -61,7 +60,7 @@ enum Systemd {
     /// when unnamed). The variables are removed so children do not inherit
     /// them, and the sockets are made close-on-exec and nonblocking.
     static func takeListenFDs() -> [(name: String, fd: Int32)] {
-        let environment = ProcessInfo.processInfo.environment
+        let environment = ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"].reduce(into: [String: String]()) { $0[$1] = environmentValue($1) }
         defer {
             unsetenv("LISTEN_PID")
             unsetenv("LISTEN_FDS")
