@@ -2,23 +2,37 @@ import Foundation
 import XCTest
 @testable import larder
 
-/// The daemon links FoundationEssentials only (start-up: full Foundation
-/// brought CoreFoundation and ICU, 50 MB and 1,900 conformances to scan);
-/// what it used from Foundation is ours now and tested here.
-final class FoundationEssentialsTests: XCTestCase {
-    func testTheBinaryUsesNothingFromFullFoundation() throws {
-        let nm = Process()
-        nm.executableURL = URL(fileURLWithPath: "/usr/bin/nm")
-        nm.arguments = ["-D", "--undefined-only", Paths.larder]
+/// What the binary brings to every start (bench/RESULTS.md): FoundationEssentials
+/// only (full Foundation brought CoreFoundation and ICU, 50 MB and 1,900
+/// conformances to scan; what the daemon used of it is ours now and tested
+/// here), and libraries in an order that keeps the loader's look-ups short.
+final class StartupFootprintTests: XCTestCase {
+    private func output(_ tool: String, _ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = arguments
         let out = Pipe()
-        nm.standardOutput = out
-        try nm.run()
-        let symbols = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        nm.waitUntilExit()
-        XCTAssertEqual(nm.terminationStatus, 0)
+        process.standardOutput = out
+        try process.run()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0, "\(tool) \(arguments)")
+        return text
+    }
+
+    func testTheBinaryUsesNothingFromFullFoundation() throws {
+        let symbols = try output("/usr/bin/nm", ["-D", "--undefined-only", Paths.larder])
         XCTAssertTrue(symbols.contains("20FoundationEssentials"), "nm read the binary's symbols")
         let foundation = symbols.split(separator: "\n").filter { $0.contains("$s10Foundation") }
         XCTAssertEqual(foundation, [], "symbols of Foundation (CoreFoundation, ICU) in larder")
+    }
+
+    func testLibcryptoAndLibstdcxxAreLoadedBeforeLibcurl() throws {
+        let needed = try output("/usr/bin/readelf", ["-d", Paths.larder]).split(separator: "\n")
+            .filter { $0.contains("(NEEDED)") }.compactMap { $0.split(separator: "[").last?.dropLast() }.map(String.init)
+        let curl = try XCTUnwrap(needed.firstIndex(of: "libcurl.so.4"), "\(needed)")
+        XCTAssertLessThan(try XCTUnwrap(needed.firstIndex(of: "libcrypto.so.3"), "\(needed)"), curl, "\(needed)")
+        XCTAssertLessThan(try XCTUnwrap(needed.firstIndex(of: "libstdc++.so.6"), "\(needed)"), curl, "\(needed)")
     }
 
     func testJSONValuesReadAsTheToolsReadThem() throws {
