@@ -25,6 +25,8 @@ public struct FleetStatus: Equatable, Sendable {
     public var nodes = 0
     /// The last Redis round trip of the purge stream's connection.
     public var roundTripMicroseconds: Int?
+    /// Redis's clock minus this node's (FleetClock), when measured.
+    public var clockOffsetMilliseconds: Int64?
     /// The shared tier, all workers together: lookups, those that found
     /// something, responses offered, offers refused (a purge came first).
     public var sharedLookups = 0
@@ -45,6 +47,7 @@ public struct FleetStatus: Equatable, Sendable {
     var json: String {
         "{\"name\": \(JSON.string(name)), \"node\": \(JSON.string(node)), \"connected\": \(connected), "
             + "\"nodes\": \(nodes), \"redis_rtt_ms\": \(roundTripMicroseconds.map { String(Double($0) / 1000) } ?? "null"), "
+            + "\"clock_offset_ms\": \(clockOffsetMilliseconds.map { String($0) } ?? "null"), "
             + "\"purges_sent\": \(purgesSent), \"purges_received\": \(purgesReceived), \"purges_queued\": \(purgesQueued), "
             + "\"purges_replayed\": \(purgesReplayed), \"shared_lookups\": \(sharedLookups), \"shared_hits\": \(sharedHits), "
             + "\"shared_stores\": \(sharedStores), \"shared_stores_refused\": \(sharedStoresRefused), "

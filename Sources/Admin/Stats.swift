@@ -159,7 +159,7 @@ private func metricName(_ subsystem: String?, _ metric: String, _ unit: String, 
 /// `larder_fleet_*`: the fleet section of `/stats` for Prometheus.
 private final class FleetMetrics {
     private var counters: [(Counter, KeyPath<FleetStatus, Int>, last: Int)] = []
-    private let connected: Gauge, nodes: Gauge, roundTrip: Gauge, queued: Gauge, sharedConnections: Gauge
+    private let connected: Gauge, nodes: Gauge, roundTrip: Gauge, queued: Gauge, sharedConnections: Gauge, clockOffset: Gauge
 
     init(_ registry: PrometheusCollectorRegistry) {
         func describe(_ metric: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
@@ -181,6 +181,7 @@ private final class FleetMetrics {
         roundTrip = registry.makeGauge(descriptor: describe("redis_rtt", "seconds", "The last Redis round trip"))
         queued = registry.makeGauge(descriptor: describe("purges_queued", "", "Purges waiting for Redis"))
         sharedConnections = registry.makeGauge(descriptor: describe("shared_connections", "", "Workers connected to Redis"))
+        clockOffset = registry.makeGauge(descriptor: describe("clock_offset", "seconds", "Redis's clock minus this node's"))
     }
 
     func update(_ status: FleetStatus) {
@@ -194,5 +195,6 @@ private final class FleetMetrics {
         roundTrip.set(Double(status.roundTripMicroseconds ?? 0) / 1_000_000)
         queued.set(Double(status.purgesQueued))
         sharedConnections.set(Double(status.sharedConnections))
+        clockOffset.set(Double(status.clockOffsetMilliseconds ?? 0) / 1000)
     }
 }

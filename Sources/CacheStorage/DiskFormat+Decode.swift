@@ -52,10 +52,16 @@ extension DiskFormat {
     }
 
     /// The same from bytes read into a buffer of the caller's.
-    static func decodeEntry(_ raw: UnsafeRawBufferPointer, key: String, verify: Bool) throws(Failure) -> (storedAt: Int64, entry: CachedResponse)? {
+    static func decodeEntry(_ raw: UnsafeRawBufferPointer, key: String, verify: Bool,
+                            shiftSeconds: Int64 = 0) throws(Failure) -> (storedAt: Int64, entry: CachedResponse)? {
         let (h, metaEnd) = try checkedHeader(raw, verify: verify)
-        let m = try parseMeta(UnsafeRawBufferPointer(rebasing: raw[fixedHeaderBytes..<metaEnd]))
+        var m = try parseMeta(UnsafeRawBufferPointer(rebasing: raw[fixedHeaderBytes..<metaEnd]))
         guard m.isKey(key) else { return nil }
+        if shiftSeconds != 0 {
+            m.timing.requestTime += shiftSeconds
+            m.timing.responseTime += shiftSeconds
+            m.storedAt += shiftSeconds
+        }
         let body = UnsafeRawBufferPointer(rebasing: raw[metaEnd...])
         let entry = CachedResponse.make(key: key, status: m.status, headPrefix: m.prefix,
                                         contentLength: m.status != 204 && m.status != 304 ? body.count : nil,

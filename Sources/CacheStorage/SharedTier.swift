@@ -7,6 +7,8 @@ public protocol SharedTier: AnyObject {
     /// Taken when a fetch starts and handed back to `store`: a purge the
     /// fleet published since then keeps the fetched response out.
     func fetchMark() -> SharedMark
+    /// The largest body it takes (`store` leaves larger ones out).
+    var maxObjectBytes: Int { get }
     /// Looks `key` up: `found` runs once, later, on the worker's loop, with
     /// every stored variant (empty: none, or the tier failed meanwhile).
     /// Returns false, calling nothing, when it cannot be asked now (Redis
@@ -52,7 +54,21 @@ extension DiskFormat {
     /// A record in this format (the disk tier's, which the fleet's shared
     /// tier also keeps) as the response it stores; nil when it holds
     /// another key. Throws for bytes that are not a whole, intact record.
-    public static func response(_ bytes: [UInt8], key: String) throws(Failure) -> CachedResponse? {
-        try decodeEntry(bytes, key: key, verify: true)?.entry
+    /// `shiftSeconds` is added to its request and response times (the
+    /// fleet keeps them in Redis's time; a node reads them in its own).
+    public static func response(_ bytes: [UInt8], key: String, shiftSeconds: Int64 = 0) throws(Failure) -> CachedResponse? {
+        try bytes.withUnsafeBytes { raw in
+            Result { () throws(Failure) in try decodeEntry(raw, key: key, verify: true, shiftSeconds: shiftSeconds)?.entry }
+        }.get()
+    }
+
+    /// `record` with its request and response times (and when it was
+    /// written) moved by `seconds`.
+    public static func shifted(_ record: DiskRecord, bySeconds seconds: Int64) -> DiskRecord {
+        var record = record
+        record.head.timing.requestTime += seconds
+        record.head.timing.responseTime += seconds
+        record.storedAt += seconds
+        return record
     }
 }

@@ -12,28 +12,38 @@ public struct StoreWriter {
     private var body = ByteAccumulator()
     private var stream: (any TierStream)?
     private var streamLimit = 0
+    /// A streamed body of at most this many bytes is also kept in memory,
+    /// so that it can be `committed` (offered to the fleet's shared tier,
+    /// whose objects may be larger than the memory tier's).
+    private let keepStreamedUpTo: Int
+    private var kept: ByteAccumulator?
     /// Body bytes taken so far.
     public private(set) var bodyBytes = 0
     /// Gave up (too large, a tier failed, a purge won): nothing will be stored.
     public private(set) var abandoned = false
-    /// The response as committed, when its body was held in memory and a
-    /// tier took it (what a fleet's shared tier is offered).
+    /// The response as committed, when a tier took it and its body was
+    /// held in memory (or streamed, and kept: `keepStreamedUpTo`): what a
+    /// fleet's shared tier is offered.
     public private(set) var committed: CachedResponse?
 
     /// `expectedLength`: the body's length when the upstream said it (room
     /// is made once, or it streams from the first byte).
     public init(_ head: StoredHead, into store: TieredStore, fetchedSince: UInt64, storedAt: Int64, firstTierOnly: Bool,
-                expectedLength: Int?) {
+                expectedLength: Int?, keepStreamedUpTo: Int = 0) {
         self.head = head
         self.store = store
         self.fetchedSince = fetchedSince
         self.storedAt = storedAt
         self.firstTierOnly = firstTierOnly
+        self.keepStreamedUpTo = keepStreamedUpTo
         guard let expectedLength, expectedLength > 0 else { return }
         if expectedLength <= store.first.maxObjectBytes {
             body.reserve(expectedLength)
         } else if !startStream() || expectedLength > streamLimit {
             abort()
+        } else if expectedLength <= keepStreamedUpTo {
+            kept = ByteAccumulator()
+            kept?.reserve(expectedLength)
         }
     }
 
@@ -64,6 +74,7 @@ public struct StoreWriter {
         bodyBytes += bytes.count
         if let stream {
             if bodyBytes > streamLimit || !stream.append(bytes) { abort() }
+            keep(bytes)
             return !abandoned
         }
         guard bodyBytes > store.first.maxObjectBytes else {
@@ -76,9 +87,26 @@ public struct StoreWriter {
             return false
         }
         let written = stream.append(body.buffer) && stream.append(bytes)
+        if bodyBytes <= keepStreamedUpTo {
+            // The collected bytes move to `kept` (the accumulator owns its memory).
+            kept = body
+            body = ByteAccumulator()
+            kept?.append(bytes)
+        }
         body.discard()
         if !written { abort() }
         return !abandoned
+    }
+
+    /// Keeps streamed bytes while the body fits `keepStreamedUpTo`.
+    private mutating func keep(_ bytes: UnsafeRawBufferPointer) {
+        guard kept != nil else { return }
+        if abandoned || bodyBytes > keepStreamedUpTo {
+            kept?.discard()
+            kept = nil
+        } else {
+            kept?.append(bytes)
+        }
     }
 
     /// When the tier being streamed to is behind with writing: keeps
@@ -96,6 +124,11 @@ public struct StoreWriter {
         if let stream {
             stream.commit()
             self.stream = nil
+            if let buffer = kept?.buffer {
+                committed = CachedResponse.make(head: head, body: buffer)
+                kept?.discard()
+                kept = nil
+            }
             return true
         }
         return insert(CachedResponse.make(head: head, body: body.buffer))
@@ -123,6 +156,8 @@ public struct StoreWriter {
         guard !abandoned else { return }
         abandoned = true
         body.discard()
+        kept?.discard()
+        kept = nil
         stream?.abort()
         stream = nil
     }

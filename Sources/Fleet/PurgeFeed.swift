@@ -45,6 +45,8 @@ public final class PurgeFeed {
 
     private let settings: Settings
     private let loop: EventLoop
+    /// This node's clock against Redis's, measured at each `record`.
+    public let clock: FleetClock
     private let apply: (FleetPurge) -> Void
     private let dropEverything: (String) -> Void
     private let log: @Sendable (String) -> Void
@@ -85,10 +87,11 @@ public final class PurgeFeed {
 
     /// `apply`: a purge from another node; `dropEverything`: this node
     /// missed purges it cannot know (the reason, for the log).
-    public init(_ settings: Settings, loop: EventLoop, apply: @escaping (FleetPurge) -> Void,
+    public init(_ settings: Settings, loop: EventLoop, clock: FleetClock = FleetClock(), apply: @escaping (FleetPurge) -> Void,
                 dropEverything: @escaping (String) -> Void, log: @escaping @Sendable (String) -> Void) {
         self.settings = settings
         self.loop = loop
+        self.clock = clock
         self.apply = apply
         self.dropEverything = dropEverything
         self.log = log
@@ -243,23 +246,33 @@ public final class PurgeFeed {
     }
 
     /// Tells the fleet where this node stands and that it is live, and
-    /// counts the live nodes (timing that round trip).
+    /// counts the live nodes; measures this node's clock against Redis's
+    /// (`TIME`) first, timing that round trip, so that its stamp is in
+    /// Redis's time.
     private func record() {
         guard let writer, position != nil else { return }
         writer.send(["HSET", positionsKey, settings.node, placeText]) { _ in }
-        writer.send(["HSET", aliveKey, settings.node, String(EventLoop.wallSeconds() * 1000)]) { _ in }
-        let sent = DispatchTime.now().uptimeNanoseconds
-        writer.send(["HGETALL", aliveKey]) { [weak self] result in
-            guard let self, case .success = result else { return }
+        let (sentAt, sent) = (clock.localNow, DispatchTime.now().uptimeNanoseconds)
+        writer.send(["TIME"]) { [weak self] result in
+            guard let self, case .success(let reply) = result else { return }
             self.roundTripMicroseconds = Int((DispatchTime.now().uptimeNanoseconds - sent) / 1000)
-            self.liveNodes = Self.live(Self.pairs(result)).count
+            if self.clock.measure(sentAt: sentAt, receivedAt: self.clock.localNow, reply: reply),
+               let offset = self.clock.offsetMilliseconds, let warning = FleetClock.warning(offsetMilliseconds: offset) {
+                self.faults.note(warning)
+            }
+            guard let writer = self.writer else { return }
+            writer.send(["HSET", self.aliveKey, self.settings.node, String(self.clock.fleetNow)]) { _ in }
+            writer.send(["HGETALL", self.aliveKey]) { [weak self] result in
+                guard let self, case .success = result else { return }
+                self.liveNodes = Self.live(Self.pairs(result), now: self.clock.fleetNow).count
+            }
         }
     }
 
-    /// The nodes heard from within `liveMilliseconds`.
-    private static func live(_ alive: [String: String]) -> Set<String> {
-        let now = EventLoop.wallSeconds() * 1000
-        return Set(alive.filter { now - (Int64($0.value) ?? 0) <= Int64(liveMilliseconds) }.map(\.key))
+    /// The nodes whose stamp (the fleet's milliseconds) is within
+    /// `liveMilliseconds` of `now`.
+    static func live(_ alive: [String: String], now: Int64) -> Set<String> {
+        Set(alive.filter { abs(now - (Int64($0.value) ?? 0)) <= Int64(liveMilliseconds) }.map(\.key))
     }
 
     // MARK: publishing
@@ -335,7 +348,7 @@ public final class PurgeFeed {
         writer.send(["HGETALL", aliveKey]) { alive = $0 }
         writer.send(["HGETALL", positionsKey]) { [weak self] positions in
             guard let self else { return }
-            var live = Self.live(Self.pairs(alive))
+            var live = Self.live(Self.pairs(alive), now: self.clock.fleetNow)
             live.insert(self.settings.node)  // it applied the purge before sending it
             let at = Self.pairs(positions)
             let acknowledged = live.filter { $0 == self.settings.node || (at[$0].flatMap(Self.place)?.id ?? .zero) >= id }

@@ -30,6 +30,7 @@ public final class RedisSharedTier: SharedTier {
     private let settings: Settings
     private let loop: EventLoop
     private let mark: FleetMark
+    private let clock: FleetClock
     private let faults: FaultLog
     private let prefix: String
     private var connection: RedisConnection?
@@ -50,13 +51,16 @@ public final class RedisSharedTier: SharedTier {
     private var stopped = false
     private let counts: SharedTierCounts
 
-    /// `mark`: the fleet thread's place in the purge stream; `counts` and
+    /// `mark`: the fleet thread's place in the purge stream; `clock`: this
+    /// node's clock against Redis's (the purge feed's); `counts` and
     /// `faults`: shared by the node's workers.
-    public init(_ settings: Settings, loop: EventLoop, mark: FleetMark, counts: SharedTierCounts, faults: FaultLog) {
+    public init(_ settings: Settings, loop: EventLoop, mark: FleetMark, clock: FleetClock = FleetClock(), counts: SharedTierCounts,
+                faults: FaultLog) {
         self.settings = settings
         self.counts = counts
         self.loop = loop
         self.mark = mark
+        self.clock = clock
         self.faults = faults
         prefix = SharedKeys.prefix(settings.name)
     }
@@ -125,6 +129,8 @@ public final class RedisSharedTier: SharedTier {
 
     public func fetchMark() -> SharedMark { mark.current }
 
+    public var maxObjectBytes: Int { settings.maxObjectBytes }
+
     public func lookup(_ key: String, found: @escaping (Variants) -> Void) -> Bool {
         guard let connection, connection.isReady else { return false }
         counts.lookups.wrappingAdd(1, ordering: .relaxed)
@@ -149,7 +155,8 @@ public final class RedisSharedTier: SharedTier {
         for index in stride(from: 1, to: items.count, by: 2) {
             guard case .string(let bytes) = items[index] else { continue }
             do {
-                if let entry = try DiskFormat.response(bytes, key: key) { entries.append(entry) }
+                // Stored in Redis's time: read in this node's.
+                if let entry = try DiskFormat.response(bytes, key: key, shiftSeconds: -clock.shiftSeconds) { entries.append(entry) }
             } catch {
                 note("fleet: shared tier: skipping a stored record of \(key) that is not Larder's (\(error))")
             }
@@ -161,7 +168,9 @@ public final class RedisSharedTier: SharedTier {
     public func store(_ entry: CachedResponse, fetchedAt mark: SharedMark) {
         guard let connection, connection.isReady, entry.bodyFile == nil, entry.bodyLength <= settings.maxObjectBytes else { return }
         let now = EventLoop.wallSeconds()
-        guard let lifetime = SharedKeys.lifetimeMilliseconds(of: entry, now: now), let record = DiskRecord(entry, storedAt: now) else { return }
+        guard let lifetime = SharedKeys.lifetimeMilliseconds(of: entry, now: now), let local = DiskRecord(entry, storedAt: now) else { return }
+        // Times in Redis's, so that a node whose clock differs reads the right age.
+        let record = DiskFormat.shifted(local, bySeconds: clock.shiftSeconds)
         let key = entry.key
         var command: [[UInt8]] = [Array("EVAL".utf8), Array(SharedScripts.store.utf8), Array("0".utf8), Array(prefix.utf8),
                                   Array(key.utf8), SharedKeys.variantField(entry.varyValues), DiskFormat.encode(record),

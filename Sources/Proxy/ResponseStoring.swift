@@ -18,8 +18,10 @@ struct PendingStore {
                       fetchedSince: UInt64, toDisk: Bool) {
         self.response = response
         self.compressedHead = compressedHead
+        // A body streamed to disk is also kept for the fleet when its shared tier takes it.
         writer = StoreWriter(head, into: worker.store, fetchedSince: fetchedSince, storedAt: EventLoop.wallSeconds(),
-                             firstTierOnly: !toDisk, expectedLength: response.length)
+                             firstTierOnly: !toDisk, expectedLength: response.length,
+                             keepStreamedUpTo: worker.sharedTier?.maxObjectBytes ?? 0)
         // A body too large for every tier, or a purge that won already: not stored.
         if writer.abandoned { return nil }
     }

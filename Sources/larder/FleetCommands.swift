@@ -41,9 +41,13 @@ struct FleetStatusCommand: ParsableCommand {
         func n(_ key: String) -> Int { f[key]?.int ?? 0 }
         let connected = f["connected"]?.bool == true
         let rtt = f["redis_rtt_ms"]?.double.map { fixedPoint($0, digits: 2) + " ms" } ?? "unknown"
+        let clock = f["clock_offset_ms"]?.int.map { offset in
+            offset == 0 ? "same as Redis's" : "\(abs(offset)) ms \(offset > 0 ? "behind" : "ahead of") Redis's"
+        } ?? "not measured yet"
         return """
             fleet \(f["name"]?.string ?? "?"), node \(f["node"]?.string ?? "?"): \
             \(connected ? "connected" : "NOT connected") to Redis (round trip \(rtt)), \(n("nodes")) live nodes
+            clock: \(clock)
             purges: sent \(n("purges_sent")), received \(n("purges_received")), replayed \(n("purges_replayed")), \
             queued \(n("purges_queued"))
             shared tier: \(n("shared_connections")) workers connected, lookups \(n("shared_lookups")), \

@@ -97,7 +97,9 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
     /// counted as they are applied).
     private func refresh() {
         let (sent, queued, replayed, nodes, rtt) = (feed.sent, feed.queued, feed.replayed, feed.liveNodes, feed.roundTripMicroseconds)
+        let offset = feed.clock.offsetMilliseconds
         current.withLock {
+            $0.clockOffsetMilliseconds = offset
             $0.purgesSent = sent
             $0.purgesQueued = queued
             $0.purgesReplayed = replayed
@@ -149,7 +151,7 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
         settings.timeoutMilliseconds = config.timeoutMilliseconds
         settings.maxObjectBytes = config.maxObjectBytes
         settings.node = config.node
-        let tier = RedisSharedTier(settings, loop: loop, mark: mark, counts: sharedCounts, faults: sharedFaults)
+        let tier = RedisSharedTier(settings, loop: loop, mark: mark, clock: feed.clock, counts: sharedCounts, faults: sharedFaults)
         tier.start()
         return tier
     }

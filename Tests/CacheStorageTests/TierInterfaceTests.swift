@@ -162,4 +162,30 @@ final class TierInterfaceTests: XCTestCase {
         XCTAssertFalse(memoryOnly.commit())
         XCTAssertTrue(store.lookup("/no").isEmpty)
     }
+
+    /// What the fleet's shared tier is offered: a streamed body too, when
+    /// it is no larger than the writer was told to keep.
+    func testAStreamedBodyIsCommittedForTheFleetWhenItFitsWhatIsKept() {
+        let memory = MemoryTier(limitBytes: 1 << 20, maxObjectBytes: 100)
+        let store = TieredStore(tiers: [memory, RecordingTier()])
+        let piece = [UInt8](repeating: 7, count: 60)
+        func write(_ key: String, pieces: Int, expectedLength: Int?, keep: Int) -> StoreWriter {
+            var writer = StoreWriter(head(key), into: store, fetchedSince: store.fetchToken, storedAt: 1, firstTierOnly: false,
+                                     expectedLength: expectedLength, keepStreamedUpTo: keep)
+            for _ in 0..<pieces { XCTAssertTrue(piece.withUnsafeBytes { writer.append($0) }) }
+            XCTAssertTrue(writer.isStreaming, key)
+            XCTAssertTrue(writer.commit(), key)
+            return writer
+        }
+        // Outgrew memory while it came (no length known): what was collected is kept, then the rest.
+        XCTAssertEqual(write("/grew", pieces: 3, expectedLength: nil, keep: 200).committed.map { Array($0.body) },
+                       [UInt8](repeating: 7, count: 180))
+        // Known to be too large for memory: streamed and kept from the first byte.
+        XCTAssertEqual(write("/known", pieces: 3, expectedLength: 180, keep: 200).committed?.bodyLength, 180)
+        // Larger than what is kept: nothing offered (the stream still stores it).
+        XCTAssertNil(write("/larger", pieces: 4, expectedLength: nil, keep: 200).committed)
+        XCTAssertNil(write("/known-larger", pieces: 4, expectedLength: 240, keep: 200).committed)
+        XCTAssertEqual(store.lookup("/larger").first?.bodyLength, 240)
+        XCTAssertNil(write("/not-kept", pieces: 3, expectedLength: nil, keep: 0).committed, "keeping is asked for")
+    }
 }

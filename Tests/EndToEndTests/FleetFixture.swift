@@ -29,9 +29,9 @@ class FleetTestCase: ConfiguredTestCase {
     }
 
     /// A node, once it reads the fleet's purges (its `/stats` says so).
-    func node(_ name: String, cacheDir: String? = nil, extra: String = "") throws -> LarderProcess {
+    func node(_ name: String, cacheDir: String? = nil, extra: String = "", arguments: [String] = []) throws -> LarderProcess {
         let l = try startLarder(upstream: origin.url,
-                                ["--config", try fleetConfig(name, extra: extra)] + (cacheDir.map { ["--cache-dir", $0] } ?? []))
+                                ["--config", try fleetConfig(name, extra: extra)] + (cacheDir.map { ["--cache-dir", $0] } ?? []) + arguments)
         XCTAssertTrue(waitUntil {
             let stats = try? self.fleetStats(l)
             return stats?["connected"] as? Bool == true && stats?["shared_connections"] as? Int == 2

@@ -65,6 +65,23 @@ final class FleetSharedTierTests: FleetTestCase {
         XCTAssertTrue(ttl > 50_000 && ttl <= 60_000, "expires with its max-age=60: \(ttl) ms")
     }
 
+    /// A body too large for the memory tier's objects streams to disk; it
+    /// is shared all the same when the shared tier's limit takes it.
+    func testAResponseStreamedToDiskIsSharedWhenItFitsTheSharedTier() throws {
+        let a = try node("a", cacheDir: temporaryPath("fleet-stream-a"), arguments: ["--memory-limit", "64KiB"])
+        let b = try node("b", cacheDir: temporaryPath("fleet-stream-b"), arguments: ["--memory-limit", "64KiB"])
+        for path in ["/streamed?size=300000", "/streamed-chunked?size=300000&chunked=1"] {
+            let first = try a.client().get(path)
+            XCTAssertEqual(first.body.count, 300_000, path)
+            XCTAssertTrue(waitUntil { (try? self.fleetStats(a))?["shared_stores"] as? Int == (path.contains("chunked") ? 2 : 1) },
+                          "\(path) went to Redis")
+            let onB = try b.client().get(path)
+            XCTAssertTrue(isFleetHit(onB), "\(path): \(cacheStatus(onB))")
+            XCTAssertEqual(onB.body, first.body, path)
+            XCTAssertEqual(try origin.count(path), 1, path)
+        }
+    }
+
     func testAResponseRefreshedByA304IsSharedAgain() throws {
         let a = try node("a"), b = try node("b")
         let path = "/refreshed?cc=max-age%3D2&etag=v1"
@@ -116,6 +133,10 @@ final class FleetSharedTierTests: FleetTestCase {
         let json = try cli(["fleet", "status", "--json", "--admin", a.adminURL])
         let section = try JSONSerialization.jsonObject(with: Data(json.out.utf8)) as? [String: Any]
         XCTAssertEqual(section?["shared_stores"] as? Int, 1, json.out)
+        // Both nodes run on this machine: Redis's clock and theirs agree to well within a second.
+        let offset = try XCTUnwrap(section?["clock_offset_ms"] as? Int, json.out)
+        XCTAssertLessThan(abs(offset), 1_000, json.out)
+        XCTAssertTrue(status.out.contains("clock: ") && status.out.contains("Redis's"), status.out)
 
         let metrics = try b.adminClient().request("GET", "/metrics").text
         func value(_ name: String) -> Double? {
@@ -125,6 +146,7 @@ final class FleetSharedTierTests: FleetTestCase {
                                             ("larder_fleet_shared_connections", 2), ("larder_fleet_purges_sent_total", 0)]
         for (name, wanted) in expected { XCTAssertEqual(value(name), wanted, "\(name) in /metrics") }
         XCTAssertGreaterThan(value("larder_fleet_redis_rtt_seconds") ?? 0, 0)
+        XCTAssertLessThan(abs(try XCTUnwrap(value("larder_fleet_clock_offset_seconds"), metrics)), 1)
         let alone = try startLarder(upstream: origin.url)
         XCTAssertFalse(try alone.adminClient().request("GET", "/metrics").text.contains("larder_fleet"), "a node alone has no fleet metrics")
         let notInFleet = try cli(["fleet", "status", "--admin", alone.adminURL])
