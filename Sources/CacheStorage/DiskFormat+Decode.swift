@@ -55,21 +55,21 @@ extension DiskFormat {
     static func decodeEntry(_ raw: UnsafeRawBufferPointer, key: String, verify: Bool,
                             shiftSeconds: Int64 = 0) throws(Failure) -> (storedAt: Int64, entry: CachedResponse)? {
         let (h, metaEnd) = try checkedHeader(raw, verify: verify)
-        var m = try parseMeta(UnsafeRawBufferPointer(rebasing: raw[fixedHeaderBytes..<metaEnd]))
+        let m = try parseMeta(UnsafeRawBufferPointer(rebasing: raw[fixedHeaderBytes..<metaEnd]))
         guard m.isKey(key) else { return nil }
+        var timing = m.timing
         if shiftSeconds != 0 {
-            m.timing.requestTime += shiftSeconds
-            m.timing.responseTime += shiftSeconds
-            m.storedAt += shiftSeconds
+            timing.requestTime += shiftSeconds
+            timing.responseTime += shiftSeconds
         }
         let body = UnsafeRawBufferPointer(rebasing: raw[metaEnd...])
         let entry = CachedResponse.make(key: key, status: m.status, headPrefix: m.prefix,
                                         contentLength: m.status != 204 && m.status != 304 ? body.count : nil,
                                         body: body, bodyFile: nil, otherFields: m.otherFields,
-                                        timing: m.timing, lifetime: h.flags & staleFlag != 0 ? 0 : m.lifetime,
+                                        timing: timing, lifetime: h.flags & staleFlag != 0 ? 0 : m.lifetime,
                                         directives: m.directives, varyNames: m.varyNames, varyValues: m.varyValues,
                                         tags: m.tags, hasValidator: m.hasValidator, isGzip: m.isGzip)
-        return (m.storedAt, entry)
+        return (m.storedAt + shiftSeconds, entry)
     }
 
     /// The fixed header of a whole file whose length it must match, the
