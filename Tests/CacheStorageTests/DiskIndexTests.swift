@@ -60,4 +60,23 @@ final class DiskIndexTests: XCTestCase {
         XCTAssertEqual(index.count, 1)
         XCTAssertEqual(index.totalBytes, 70)
     }
+
+    /// A hit that could not read the file it looked up drops that entry,
+    /// not the one of a file stored again under the name meanwhile (which
+    /// may have grown past what a hit reads whole: a miss, and the file
+    /// lost to the totals, until it is stored once more).
+    func testAHitDropsOnlyTheEntryItReadNotOneStoredSince() throws {
+        var index = DiskIndex(files: DiskFiles(keepLimit: 0))
+        index.put(key: "/k", name: "n", bytes: 1_000, storedAt: 1, tags: ["t"])
+        let read = try XCTUnwrap(index.files.use("/k", overheadBytes: 0)?.first)
+        index.put(key: "/k", name: "n", bytes: 2 << 20, storedAt: 2, tags: ["t"])
+        XCTAssertFalse(index.remove(key: "/k", name: "n", id: read.id))
+        XCTAssertEqual(index.files.use("/k", overheadBytes: 0)?.first?.size, 2 << 20)
+        XCTAssertEqual(index.totalBytes, 2 << 20)
+        XCTAssertEqual(index.tagged["t"], ["/k"])
+        let current = try XCTUnwrap(index.files.use("/k", overheadBytes: 0)?.first)
+        XCTAssertTrue(index.remove(key: "/k", name: "n", id: current.id))
+        XCTAssertNil(index.files.use("/k", overheadBytes: 0))
+        XCTAssertEqual(index.count, 0)
+    }
 }

@@ -172,18 +172,24 @@ struct DiskIndex: ~Copyable {
         for tag in item.tags { tagged[tag, default: []].insert(key) }
     }
 
-    mutating func remove(key: String, name: String) {
+    /// `id`: only the entry a hit read (0: whichever is there). A hit that
+    /// failed to read a file must not drop the entry of a file stored
+    /// again under its name meanwhile (one grown past the inline read
+    /// limit, say): that file is fine and indexed.
+    @discardableResult
+    mutating func remove(key: String, name: String, id: UInt64 = 0) -> Bool {
         // The removed file, and the tags the key's other variants still carry.
         let removed = files.shard(key).withLock { files -> (item: Item, left: Set<String>)? in
-            guard let item = files[key]?.removeValue(forKey: name) else { return nil }
+            guard id == 0 || files[key]?[name]?.id == id, let item = files[key]?.removeValue(forKey: name) else { return nil }
             if files[key]?.isEmpty == true { files[key] = nil }
             // (Only a tagged file needs to know: most have no tags.)
             return (item, item.tags.isEmpty ? [] : Set((files[key]?.values).map { $0.flatMap(\.tags) } ?? []))
         }
-        guard let (item, left) = removed else { return }
+        guard let (item, left) = removed else { return false }
         totalBytes -= item.bytes
         count -= 1
         untag(key, item.tags, keeping: left)
+        return true
     }
 
     /// Drops `key` from the sets of `tags` that none of its files still carries (`left`).

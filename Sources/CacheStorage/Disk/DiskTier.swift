@@ -168,7 +168,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
         for file in files {
             let name = file.name
             guard let size = file.size ?? fileSize(path(of: name)) else {
-                state.withLock { $0.remove(key: key, name: name) }
+                state.withLock { _ = $0.remove(key: key, name: name, id: file.id) }
                 continue
             }
             if size > Self.inlineReadLimit {
@@ -186,7 +186,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
                 }
             }
             guard let (decoded, opened) = read else {
-                state.withLock { $0.remove(key: key, name: name) }
+                state.withLock { _ = $0.remove(key: key, name: name, id: file.id) }
                 continue
             }
             // A descriptor opened here stays open for the next hits once the file proved good.
@@ -199,8 +199,8 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
             do {
                 guard let (storedAt, entry) = try decoded.get() else { continue }  // a hash collision: another key's file
                 if let lifetime = lifetime(for: key), Int64(time(nil)) - storedAt > Int64(lifetime) {
-                    try? DiskIO.remove(path(of: name))  // past disk_ttl
-                    state.withLock { $0.remove(key: key, name: name) }
+                    // Past disk_ttl (unless stored again meanwhile: then the file is another).
+                    if state.withLock({ $0.remove(key: key, name: name, id: file.id) }) || file.id == 0 { try? DiskIO.remove(path(of: name)) }
                     continue
                 }
                 if !file.verified {
@@ -214,9 +214,11 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
                 good = true
                 found.append(entry)
             } catch {
-                fault("corrupt", "dropping unreadable cache file \(path(of: name)): \(error)")
-                try? DiskIO.remove(path(of: name))
-                state.withLock { $0.remove(key: key, name: name) }
+                // (Unless stored again meanwhile: then the file under this name is another.)
+                if state.withLock({ $0.remove(key: key, name: name, id: file.id) }) || file.id == 0 {
+                    fault("corrupt", "dropping unreadable cache file \(path(of: name)): \(error)")
+                    try? DiskIO.remove(path(of: name))
+                }
             }
         }
         return found
@@ -230,14 +232,14 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
     /// checksum is verified (streaming) the first time it is used after start.
     private func openLarge(_ path: String, key: String, name: String, indexed: Bool) -> DiskRecord? {
         guard let fd = try? DiskIO.openForReading(path) else {
-            state.withLock { $0.remove(key: key, name: name) }
+            state.withLock { _ = $0.remove(key: key, name: name) }
             return nil
         }
         defer { DiskIO.close(fd) }
         func drop(_ why: String) -> DiskRecord? {
             fault("corrupt", "dropping unreadable cache file \(path): \(why)")
             try? DiskIO.remove(path)
-            state.withLock { $0.remove(key: key, name: name) }
+            state.withLock { _ = $0.remove(key: key, name: name) }
             return nil
         }
         guard let (size, h, meta, found) = readHead(fd) else { return drop("bad header or metadata") }
@@ -245,7 +247,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
         guard record.key == key else { return nil }  // a hash collision
         if let lifetime = lifetime(for: key), Int64(time(nil)) - record.storedAt > Int64(lifetime) {
             try? DiskIO.remove(path)
-            state.withLock { $0.remove(key: key, name: name) }
+            state.withLock { _ = $0.remove(key: key, name: name) }
             return nil
         }
         let verified = files.isVerified(key, name)
