@@ -271,7 +271,7 @@ public final class PurgeFeed {
 
     /// The nodes whose stamp (the fleet's milliseconds) is within
     /// `liveMilliseconds` of `now`.
-    static func live(_ alive: [String: String], now: Int64) -> Set<String> {
+    private static func live(_ alive: [String: String], now: Int64) -> Set<String> {
         Set(alive.filter { abs(now - (Int64($0.value) ?? 0)) <= Int64(liveMilliseconds) }.map(\.key))
     }
 

@@ -126,21 +126,21 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
     /// Leaves the fleet (bounded: Redis may be gone) and stops the thread.
     func stop() {
         let (loop, feed) = (self.loop, self.feed!)
-        let left = Condition()
-        let done = Locked(false)
+        let condition = Condition()
+        var left = false  // guarded by `condition`
         loop.execute {
             feed.leave {
                 loop.stop()
-                left.lock()
-                done.withLock { $0 = true }
-                left.broadcast()
-                left.unlock()
+                condition.lock()
+                left = true
+                condition.broadcast()
+                condition.unlock()
             }
         }
         let deadline = Condition.deadline(afterMilliseconds: config.timeoutMilliseconds + 500)
-        left.lock()
-        while !done.withLock({ $0 }) && left.wait(until: deadline) {}
-        left.unlock()
+        condition.lock()
+        while !left && condition.wait(until: deadline) {}
+        condition.unlock()
     }
 
     /// The shared tier for a worker's loop (connected once that loop runs).

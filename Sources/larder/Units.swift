@@ -153,3 +153,23 @@ func percentEncoded(_ s: String, keeping: String) -> String {
     }
     return String(decoding: out, as: UTF8.self)
 }
+
+/// `value` with `digits` decimals, as `printf("%.*f")` writes it (but
+/// halves round away from zero; printf rounds exact halves to even).
+func fixedPoint(_ value: Double, digits: Int) -> String {
+    guard value.isFinite else { return value.isNaN ? "nan" : (value < 0 ? "-inf" : "inf") }
+    var scale: UInt64 = 1
+    for _ in 0..<digits { scale *= 10 }
+    let scaled = (value.magnitude * Double(scale)).rounded()
+    guard scaled < 9.0e18 else { return String(value) }
+    let units = UInt64(scaled)
+    var text = (value < 0 && units != 0 ? "-" : "") + String(units / scale)
+    if digits > 0 {
+        let fraction = String(units % scale)
+        text += "." + String(repeating: "0", count: digits - fraction.count) + fraction
+    }
+    return text
+}
+
+/// `n` with at least two digits (`07`).
+func twoDigits(_ n: Int) -> String { n >= 0 && n < 10 ? "0\(n)" : String(n) }

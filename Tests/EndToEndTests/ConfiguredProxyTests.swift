@@ -185,6 +185,17 @@ final class CommandLineTests: XCTestCase {
         return (status, child.stdout, child.stderr)
     }
 
+    /// check-config's exit status for a config file holding `text`.
+    private func checkConfigStatus(_ text: String) throws -> Int32? { try run(["check-config", "--config", try config(text)]).status }
+
+    /// check-config refuses a file holding `text` (exit 78), naming the file and then `at` (":LINE: KEY: ...").
+    private func assertRefused(_ text: String, _ at: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        let path = try config(text)
+        let r = try run(["check-config", "--config", path])
+        XCTAssertEqual(r.status, 78, text, file: file, line: line)
+        XCTAssertTrue(r.stderr.contains(path + at), r.stderr, file: file, line: line)
+    }
+
     private func config(_ text: String) throws -> String {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("larder-cli-\(UUID().uuidString).toml").path
         try text.write(toFile: path, atomically: true, encoding: .utf8)
@@ -228,18 +239,12 @@ final class CommandLineTests: XCTestCase {
     }
 
     func testUnknownKeyNamesFileLineAndKey() throws {
-        let path = try config("listen = \"127.0.0.1:8080\"\n# comment\nmemory_limt = \"1MiB\"\n")
-        let r = try run(["check-config", "--config", path])
-        XCTAssertEqual(r.status, 78)
-        XCTAssertTrue(r.stderr.contains("\(path):3: memory_limt: unknown key"), r.stderr)
+        try assertRefused("listen = \"127.0.0.1:8080\"\n# comment\nmemory_limt = \"1MiB\"\n", ":3: memory_limt: unknown key")
     }
 
     func testDiskOpenFilesOutOfRangeIsRefused() throws {
-        let path = try config("disk_open_files = -1\n")
-        let r = try run(["check-config", "--config", path])
-        XCTAssertEqual(r.status, 78)
-        XCTAssertTrue(r.stderr.contains("\(path):1: disk_open_files: must be between 0 and 1000000"), r.stderr)
-        XCTAssertEqual(try run(["check-config", "--config", try config("disk_open_files = 0\n")]).status, 0)
+        try assertRefused("disk_open_files = -1\n", ":1: disk_open_files: must be between 0 and 1000000")
+        XCTAssertEqual(try checkConfigStatus("disk_open_files = 0\n"), 0)
     }
 
     func testWrongTypeNamesFileLineAndKey() throws {
@@ -260,35 +265,29 @@ final class CommandLineTests: XCTestCase {
     func testTierLifetimesTakeDurationsAndPresets() throws {
         for good in ["memory_ttl = \"short\"\ndisk_ttl = \"mirror\"\n", "memory_ttl = \"90s\"\ndisk_ttl = \"max\"\n",
                      "memory_ttl = \"never\"\n"] {
-            XCTAssertEqual(try run(["check-config", "--config", try config(good)]).status, 0, good)
+            XCTAssertEqual(try checkConfigStatus(good), 0, good)
         }
-        let bad = try config("disk_ttl = \"soon\"\n")
-        let r = try run(["check-config", "--config", bad])
-        XCTAssertEqual(r.status, 78)
-        XCTAssertTrue(r.stderr.contains("\(bad):1: disk_ttl:"), r.stderr)
-        XCTAssertEqual(try run(["check-config", "--config", try config("memory_ttl = \"mirror\"\n")]).status, 78)
+        try assertRefused("disk_ttl = \"soon\"\n", ":1: disk_ttl:")
+        XCTAssertEqual(try checkConfigStatus("memory_ttl = \"mirror\"\n"), 78)
     }
 
     func testStaleOnDisconnectTakesADurationOrZero() throws {
         for good in ["stale_on_disconnect = \"30m\"\n", "stale_on_disconnect = 0\n", "stale_on_disconnect = \"off\"\n",
                      "[[route]]\nprefix = \"/a/\"\nstale_on_disconnect = 0\n"] {
-            XCTAssertEqual(try run(["check-config", "--config", try config(good)]).status, 0, good)
+            XCTAssertEqual(try checkConfigStatus(good), 0, good)
         }
         for (bad, at) in [("stale_on_disconnect = \"forever\"\n", ":1: stale_on_disconnect: expected a duration"),
                           ("stale_on_disconnect = -5\n", ":1: stale_on_disconnect: expected a duration"),
                           ("stale_on_disconnect = \"500ms\"\n", ":1: stale_on_disconnect: expected a duration of at least 1s"),
                           ("[[route]]\nprefix = \"/a/\"\nstale_on_disconnect = \"soon\"\n", ":3: route.stale_on_disconnect: expected a duration")] {
-            let path = try config(bad)
-            let r = try run(["check-config", "--config", path])
-            XCTAssertEqual(r.status, 78, bad)
-            XCTAssertTrue(r.stderr.contains(path + at), r.stderr)
+            try assertRefused(bad, at)
         }
     }
 
     func testCompressTakesAListOfMediaTypes() throws {
         for good in ["compress = [\"application/json\", \"text/*\"]\n", "compress = []\n",
                      "[[route]]\nprefix = \"/a/\"\ncompress = [\"Image/SVG+XML\"]\n"] {
-            XCTAssertEqual(try run(["check-config", "--config", try config(good)]).status, 0, good)
+            XCTAssertEqual(try checkConfigStatus(good), 0, good)
         }
         for (bad, at) in [("compress = \"application/json\"\n", ":1: compress: expected a list of media types"),
                           ("compress = [\"json\"]\n", ":1: compress: \"json\" is not a media type"),
@@ -297,19 +296,13 @@ final class CommandLineTests: XCTestCase {
                           ("compress = [1]\n", ":1: compress: expected a list of media types"),
                           ("[[route]]\nprefix = \"/a/\"\ncompress = [\"text/html; charset=utf-8\"]\n",
                            ":3: route.compress: \"text/html; charset=utf-8\" is not a media type")] {
-            let path = try config(bad)
-            let r = try run(["check-config", "--config", path])
-            XCTAssertEqual(r.status, 78, bad)
-            XCTAssertTrue(r.stderr.contains(path + at), r.stderr)
+            try assertRefused(bad, at)
         }
     }
 
     func testAnUnknownConfiguredPolicyIsAConfigError() throws {
-        let path = try config("# policies\npolicy = \"whenever\"\n")
-        let r = try run(["check-config", "--config", path])
-        XCTAssertEqual(r.status, 78)
-        XCTAssertTrue(r.stderr.contains("\(path):2: policy: unknown policy"), r.stderr)
-        XCTAssertEqual(try run(["check-config", "--config", try config("allow_client_policy = \"yes\"\n")]).status, 78)
+        try assertRefused("# policies\npolicy = \"whenever\"\n", ":2: policy: unknown policy")
+        XCTAssertEqual(try checkConfigStatus("allow_client_policy = \"yes\"\n"), 78)
     }
 
     func testBadFlagsAreUsageErrors() throws {
