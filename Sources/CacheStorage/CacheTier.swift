@@ -10,6 +10,9 @@ public protocol CacheTier: AnyObject, Sendable {
     var maxObjectBytes: Int { get }
     /// The variants stored for `key`, oldest first (empty: none).
     func lookup(_ key: String) -> Variants
+    /// The same, with `KeyTable.hash(key)` computed once by the store for
+    /// every tier it asks (the hash is seeded per process; by default unused).
+    func lookup(_ key: String, hash: Int) -> Variants
     /// Stores a complete response beside the key's other variants. A tier may
     /// queue the work (the disk writes in the background). `promoted`: found
     /// in a slower tier, so this tier may decline it (admission). Returns
@@ -21,6 +24,8 @@ public protocol CacheTier: AnyObject, Sendable {
     /// most offers of a working set larger than the tier are declined.
     /// `insert(_:promoted: true)` decides again.
     func wouldAdmit(_ entry: CachedResponse) -> Bool
+    /// The same, with `keyHash` as for `lookup(_:hash:)`.
+    func wouldAdmit(_ entry: CachedResponse, keyHash: Int) -> Bool
     /// Starts storing a response whose body arrives in pieces (one too
     /// large for the tiers before it); nil when this tier takes no streams
     /// or cannot now.
@@ -48,7 +53,9 @@ public protocol CacheTier: AnyObject, Sendable {
 
 extension CacheTier {
     public func beginStream(_ head: StoredHead, storedAt: Int64) -> (any TierStream)? { nil }
+    public func lookup(_ key: String, hash: Int) -> Variants { lookup(key) }
     public func wouldAdmit(_ entry: CachedResponse) -> Bool { true }
+    public func wouldAdmit(_ entry: CachedResponse, keyHash: Int) -> Bool { wouldAdmit(entry) }
     public func waitUntilReady(timeoutSeconds: Double) {}
     public func flush(timeoutSeconds: Double) {}
     public func setLifetimeRules(_ lifetimes: (any TierLifetimes)?) {}

@@ -80,10 +80,13 @@ public final class MemoryTier: CacheTier {
     /// lifetime a key is dropped (a slower tier may still hold it).
     public func lookup(_ key: String) -> Variants { lookup(key, local: nil) }
 
+    public func lookup(_ key: String, hash: Int) -> Variants { lookup(key, local: nil, hash: hash) }
+
     /// The same, first from (and then into) a worker's `LocalHits`: a key
     /// hit there takes no lock while its shard is unchanged.
-    public func lookup(_ key: String, local: LocalHits?) -> Variants {
-        let hash = KeyTable.hash(key)
+    /// `hash`: `KeyTable.hash(key)`, when the caller has it.
+    public func lookup(_ key: String, local: LocalHits?, hash: Int? = nil) -> Variants {
+        let hash = hash ?? KeyTable.hash(key)
         let shard = shard(hash)
         var found: Variants
         if let local, let copied = local.find(key, hash: hash, version: shard.version.load(ordering: .acquiring)) {
@@ -111,12 +114,15 @@ public final class MemoryTier: CacheTier {
     public func insert(_ entry: CachedResponse, promoted: Bool = false) -> Bool {
         // A body in a file costs memory only for its head (hits sendfile it).
         guard entry.body.count <= maxObjectBytes else { return false }
-        return shard(KeyTable.hash(entry.keyBytes)).change({ $0.put(entry, promoted: promoted) }, changed: { $0 })
+        let hash = KeyTable.hash(entry.keyBytes)
+        return shard(hash).change({ $0.put(entry, promoted: promoted, hash: hash) }, changed: { $0 })
     }
 
-    public func wouldAdmit(_ entry: CachedResponse) -> Bool {
+    public func wouldAdmit(_ entry: CachedResponse) -> Bool { wouldAdmit(entry, keyHash: KeyTable.hash(entry.keyBytes)) }
+
+    public func wouldAdmit(_ entry: CachedResponse, keyHash: Int) -> Bool {
         guard entry.body.count <= maxObjectBytes else { return false }
-        return shard(KeyTable.hash(entry.keyBytes)).index.withLock { $0.wouldAdmit(entry) }
+        return shard(keyHash).index.withLock { $0.wouldAdmit(entry, hash: keyHash) }
     }
 
     @discardableResult
@@ -184,6 +190,19 @@ public struct Variants: RandomAccessCollection, Sendable {
 
     public var startIndex: Int { 0 }
     public var endIndex: Int { newest == nil ? 0 : older.count + 1 }
+
+    /// Collects variants oldest first; one alone needs no array.
+    struct Builder {
+        private var older: [CachedResponse] = []
+        private var newest: CachedResponse?
+
+        mutating func append(_ entry: CachedResponse) {
+            if let newest { older.append(newest) }
+            newest = entry
+        }
+
+        var variants: Variants { newest.map { Variants(older: older, newest: $0) } ?? Variants() }
+    }
     public subscript(position: Int) -> CachedResponse { position < older.count ? older[position] : newest! }
 }
 

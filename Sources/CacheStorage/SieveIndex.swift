@@ -22,6 +22,11 @@ struct SieveIndex: ~Copyable {
     /// SIEVE's hand: the next key it looks at (nil: the oldest).
     private var hand: CachedResponse?
     private var sketch = FrequencySketch()
+    /// The last key admission compared against, with its hash: the hand
+    /// rarely moves while promotions are declined, so the next check
+    /// compares against the same key without hashing it again. Held
+    /// strongly (its identity cannot be reused), let go when it leaves.
+    private var lastVictim: (entry: CachedResponse, hash: Int)?
     private(set) var bytes = 0
     private(set) var evictions = 0
     private(set) var objectCount = 0
@@ -53,11 +58,18 @@ struct SieveIndex: ~Copyable {
 
     /// Admission for an entry from a slower tier that needs room: it must be
     /// wanted more often than the key the hand would evict (looked at
-    /// without moving the hand, a few keys at most).
-    private func admits(_ entry: CachedResponse) -> Bool {
+    /// without moving the hand, a few keys at most). `hash`: the entry's key's.
+    private mutating func admits(_ entry: CachedResponse, hash: Int) -> Bool {
         guard var candidate = hand ?? oldest else { return true }
         for _ in 0..<8 where candidate.visited { candidate = candidate.lruNewer ?? oldest! }
-        return sketch.frequency(KeyTable.hash(entry.keyBytes)) > sketch.frequency(KeyTable.hash(candidate.keyBytes))
+        let victimHash: Int
+        if let last = lastVictim, last.entry.isSame(candidate) {
+            victimHash = last.hash
+        } else {
+            victimHash = KeyTable.hash(candidate.keyBytes)
+            lastVictim = (candidate, victimHash)
+        }
+        return sketch.frequency(hash) > sketch.frequency(victimHash)
     }
 
     private func variants(of head: CachedResponse) -> [CachedResponse] { head.olderVariants + [head] }
@@ -65,17 +77,18 @@ struct SieveIndex: ~Copyable {
     private static func cost(_ variants: [CachedResponse]) -> Int { variants.reduce(0) { $0 + $1.costBytes } }
 
     /// Whether a promotion of `entry` would be taken now (what `put`
-    /// decides first for one).
-    func wouldAdmit(_ entry: CachedResponse) -> Bool {
+    /// decides first for one). `hash`: `KeyTable.hash` of its key.
+    mutating func wouldAdmit(_ entry: CachedResponse, hash: Int) -> Bool {
         let cost = entry.costBytes
-        return cost <= limitBytes && (bytes + cost <= limitBytes || admits(entry))
+        return cost <= limitBytes && (bytes + cost <= limitBytes || admits(entry, hash: hash))
     }
 
-    /// `promoted`: offered by a slower tier (admission applies).
-    mutating func put(_ entry: CachedResponse, promoted: Bool = false) -> Bool {
+    /// `promoted`: offered by a slower tier (admission applies; `hash`, of
+    /// its key, is computed when not given).
+    mutating func put(_ entry: CachedResponse, promoted: Bool = false, hash: Int? = nil) -> Bool {
         let cost = entry.costBytes
         guard cost <= limitBytes else { return false }
-        if promoted && !wouldAdmit(entry) { return false }
+        if promoted && !wouldAdmit(entry, hash: hash ?? KeyTable.hash(entry.keyBytes)) { return false }
         guard let head = table.find(sameKeyAs: entry) else {
             // A new key (every miss): no variant arrays to build.
             while bytes + cost > limitBytes, let victim = nextVictim() {
@@ -148,6 +161,7 @@ struct SieveIndex: ~Copyable {
 
     /// Takes a key (by its head, already out of the table) out of the list and the counts.
     private mutating func detach(_ head: CachedResponse) {
+        if let last = lastVictim, last.entry.isSame(head) { lastVictim = nil }
         let variants = variants(of: head)
         unlink(head)
         head.olderVariants = []
@@ -180,6 +194,7 @@ struct SieveIndex: ~Copyable {
         }
         newest = nil
         hand = nil
+        lastVictim = nil
         table = KeyTable()
         tagged.removeAll()
         bytes = 0

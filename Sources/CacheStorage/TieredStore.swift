@@ -33,22 +33,23 @@ public final class TieredStore: @unchecked Sendable {
 
     /// `local`: the calling worker's copies of its recent memory hits.
     public func lookup(_ key: String, local: LocalHits? = nil) -> Variants {
-        let found = memory?.lookup(key, local: local) ?? tiers[0].lookup(key)
+        let hash = KeyTable.hash(key)
+        let found = memory?.lookup(key, local: local, hash: hash) ?? tiers[0].lookup(key, hash: hash)
         guard found.isEmpty, tiers.count > 1 else { return found }
-        return lookupSlower(key)
+        return lookupSlower(key, hash: hash)
     }
 
     /// The rest of a lookup, past the first tier (kept out of the hit path).
-    private func lookupSlower(_ key: String) -> Variants {
+    private func lookupSlower(_ key: String, hash: Int) -> Variants {
         let since = fetchToken
         let removedSince = removalNumber.load(ordering: .acquiring)
         for level in 1..<tiers.count {
-            let found = tiers[level].lookup(key)
+            let found = tiers[level].lookup(key, hash: hash)
             guard !found.isEmpty else { continue }
             // Admission first, per tier: a working set larger than the faster
             // tiers is mostly declined, and then no store-wide lock is taken.
             // (`insert` decides again under the lock.)
-            guard found.contains(where: { entry in tiers[..<level].contains { $0.wouldAdmit(entry) } }) else { return found }
+            guard found.contains(where: { entry in tiers[..<level].contains { $0.wouldAdmit(entry, keyHash: hash) } }) else { return found }
             // Promotion loses to a purge or a removal that ran while the tier was read.
             purges.withLock { log in
                 guard !removals.withLock({ $0.removed(key, since: removedSince) }) else { return }

@@ -97,7 +97,8 @@ public struct RequestParser: Sendable {
         while i < end && isTokenChar(b[i]) { i += 1 }
         if i - methodStart > Self.maxMethodBytes { return .failure(.badRequest("method too long")) }
         if i == methodStart || i >= end || b[i] != SP { return .failure(.badRequest("malformed request line")) }
-        let method = string(b, methodStart, i)
+        let method = i - methodStart == 3 && b[methodStart] == 0x47 && b[methodStart + 1] == 0x45 && b[methodStart + 2] == 0x54
+            ? "GET" : string(b, methodStart, i)  // the usual one without building (and checking) a string
         i += 1
         let targetStart = i
         // Dot segments can only start after a "/" with "." or "%": note it

@@ -10,6 +10,22 @@ enum CacheStatus {
     /// `detail`: "fleet" (found in the fleet's shared tier),
     /// "upstream-unreachable" (served stale because the upstream is gone).
     static func hit(ttl: Int, detail: String? = nil) -> [UInt8] {
+        guard detail != nil || ttl < 0 else {
+            // Every plain hit comes here: written on the stack, then one
+            // allocation (reserveCapacity's is specialised; an array made
+            // with `repeating:` or uninitialised capacity looks up its
+            // type's metadata at run time, 360 instructions).
+            var out: [UInt8] = []
+            out.reserveCapacity(56)
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 56) { buffer in
+                var p = buffer.baseAddress!
+                ByteWriting.put("Cache-Status: larder; hit; ttl=", at: &p)
+                ByteWriting.putDecimal(ttl, at: &p)
+                ByteWriting.put("\r\n", at: &p)
+                out.append(contentsOf: UnsafeBufferPointer(start: buffer.baseAddress, count: p - buffer.baseAddress!))
+            }
+            return out
+        }
         var out: [UInt8] = []
         out.reserveCapacity(64)  // room for the digits: one allocation per hit, not two
         out.append(contentsOf: "Cache-Status: larder; hit; ttl=".utf8)

@@ -268,6 +268,23 @@ final class LocalHitsTests: XCTestCase {
         XCTAssertGreaterThan(tier.shardVersion(of: "/a"), before)
     }
 
+    func testAdmissionComparesWithTheKeyTheHandWouldEvictAndHoldsNoneThatLeft() {
+        let tier = MemoryTier(limitBytes: entry("/a").costBytes * 2)
+        tier.insert(entry("/a"))
+        tier.insert(entry("/b"))
+        for _ in 0..<3 { _ = tier.lookup("/c") }  // misses: /c is wanted, /a (the oldest) never was
+        var weakA: CachedResponse.Storage? = tier.lookup("/a").first?.storage
+        _ = tier.lookup("/b")  // visited: the hand passes it
+        XCTAssertTrue(tier.wouldAdmit(entry("/c")), "asked for more often than /a, the key it would evict")
+        XCTAssertFalse(tier.wouldAdmit(entry("/d")), "never asked for: /a stays")
+        weak var released = weakA
+        weakA = nil
+        XCTAssertNotNil(released, "still stored")
+        XCTAssertEqual(tier.remove("/a"), 1)
+        XCTAssertNil(released, "a removed key is not kept alive by what admission remembers of it")
+        XCTAssertTrue(tier.wouldAdmit(entry("/d")), "room again")
+    }
+
     func testAKeyHitOnlyThroughCopiesIsStillSparedByTheHand() {
         // The hand clears visited bits while storing, which changes the
         // shard: the next hit goes through the shard and sets the bit again.

@@ -16,6 +16,16 @@ final class AccessRecordTests: XCTestCase {
         XCTAssertEqual(AccessRecord().cacheColumn, "-")
     }
 
+    func testAHitsCacheStatusLineCarriesItsTTLWhateverItsDigits() {
+        for ttl in [0, 7, 10, 99, 100, 12_345, 3_600_000, Int.max] {
+            XCTAssertEqual(String(decoding: CacheStatus.hit(ttl: ttl), as: UTF8.self), "Cache-Status: larder; hit; ttl=\(ttl)\r\n")
+        }
+        XCTAssertEqual(String(decoding: CacheStatus.hit(ttl: -30), as: UTF8.self), "Cache-Status: larder; hit; ttl=-30\r\n")
+        XCTAssertEqual(String(decoding: CacheStatus.hit(ttl: -30, detail: "upstream-unreachable"), as: UTF8.self),
+                       "Cache-Status: larder; hit; ttl=-30; detail=upstream-unreachable\r\n")
+        XCTAssertEqual(String(decoding: CacheStatus.hit(ttl: 5, detail: "fleet"), as: UTF8.self), "Cache-Status: larder; hit; ttl=5; detail=fleet\r\n")
+    }
+
     func testItIsTakenOnce() {
         var record = AccessRecord()
         XCTAssertTrue(record.takeTurn())

@@ -12,7 +12,7 @@ import Glibc
 /// which is always taken first (one lock order: index, then shard).
 public final class DiskFiles: Sendable {
     typealias Variants = [String: DiskIndex.Item]
-    private let shards: [Locked<[String: Variants]>] = (0..<16).map { _ in Locked([:]) }
+    private let shards: [Locked<[HashedKey: Variants]>] = (0..<16).map { _ in Locked([:]) }
     /// The start-up rebuild has indexed every file.
     let rebuilt = Atomic<Bool>(false)
     /// Descriptors kept open between hits (`KeptFile`), at most `keepLimit`.
@@ -31,11 +31,11 @@ public final class DiskFiles: Sendable {
         return Int(min(limit.rlim_cur / 4, 16_384))
     }
 
-    func shard(_ key: String) -> Locked<[String: Variants]> {
-        var sum = Checksum()
-        var key = key
-        key.withUTF8 { sum.add(UnsafeRawBufferPointer($0)) }
-        return shards[Int((sum.value &* 0x9E37_79B9_7F4A_7C15) >> 60)]
+    /// A key's files, changed or read under its shard's lock (the key hashed once).
+    func withFiles<T>(of key: String, _ body: (inout Variants?) -> T) -> T { withFiles(of: HashedKey(key), body) }
+
+    func withFiles<T>(of key: HashedKey, _ body: (inout Variants?) -> T) -> T {
+        shards[Int(UInt(bitPattern: key.hash) >> 60)].withLock { body(&$0[key]) }
     }
 
     typealias Use = (name: String, size: Int?, verified: Bool, id: UInt64, kept: KeptFile?)
@@ -43,19 +43,21 @@ public final class DiskFiles: Sendable {
     /// A hit: the key's files (name, size on disk, checksum verified, the
     /// entry's id, its descriptor kept open), marked used now; nil when the
     /// index has none.
-    func use(_ key: String, overheadBytes: Int) -> [Use]? {
+    func use(_ key: String, overheadBytes: Int) -> Uses? { use(HashedKey(key), overheadBytes: overheadBytes) }
+
+    func use(_ key: HashedKey, overheadBytes: Int) -> Uses? {
         let now = DiskIndex.now()
-        return shard(key).withLock { files -> [Use]? in
-            guard let slot = files.index(forKey: key) else { return nil }
-            var found: [Use] = []
+        return withFiles(of: key) { variants -> Uses? in
+            guard variants != nil else { return nil }
+            var found = Uses()
             // (Not `for … in indices`: that keeps a second reference to the
             // variants, and the write below would copy them on every hit.)
-            var position = files.values[slot].startIndex
-            while position != files.values[slot].endIndex {
-                files.values[slot].values[position].lastUse = now
-                let (name, item) = files.values[slot][position]
+            var position = variants!.startIndex
+            while position != variants!.endIndex {
+                variants!.values[position].lastUse = now
+                let (name, item) = variants![position]
                 found.append((name, item.bytes - overheadBytes, item.verified, item.id, item.kept))
-                files.values[slot].formIndex(after: &position)
+                variants!.formIndex(after: &position)
             }
             return found
         }
@@ -68,23 +70,75 @@ public final class DiskFiles: Sendable {
     func keep(_ fd: FileDescriptor, key: String, name: String, id: UInt64, replacing: KeptFile?) {
         guard id != 0, replacing != nil || kept.value.load(ordering: .relaxed) < keepLimit else { return DiskIO.close(fd) }
         let file = KeptFile(fd, count: kept)
-        shard(key).withLock { files in
-            guard let item = files[key]?[name], item.id == id, item.kept === replacing else { return }
-            files[key]?[name]?.kept = file
+        withFiles(of: key) { variants in
+            guard let item = variants?[name], item.id == id, item.kept === replacing else { return }
+            variants?[name]?.kept = file
         }
         // Not kept: `file` closes it here, outside the lock.
     }
 
-    func isVerified(_ key: String, _ name: String) -> Bool { shard(key).withLock { $0[key]?[name]?.verified ?? false } }
+    func isVerified(_ key: String, _ name: String) -> Bool { withFiles(of: key) { $0?[name]?.verified ?? false } }
 
-    func setVerified(_ key: String, _ name: String) { shard(key).withLock { $0[key]?[name]?.verified = true } }
+    func setVerified(_ key: String, _ name: String) { withFiles(of: key) { $0?[name]?.verified = true } }
 
-    func variants(of key: String) -> Variants? { shard(key).withLock { $0[key] } }
+    func variants(of key: String) -> Variants? { withFiles(of: key) { $0 } }
 
-    /// Every shard in turn (the index's scans: purges, eviction, expiry).
-    func forEachShard(_ body: (inout [String: Variants]) -> Void) {
-        for shard in shards { shard.withLock { body(&$0) } }
+    /// Every key's files, shard by shard (the index's scans: purges, eviction, expiry).
+    func forEach(_ body: (_ key: String, _ files: Variants) -> Void) {
+        for shard in shards { shard.withLock { for (key, files) in $0 { body(key.key, files) } } }
     }
+}
+
+/// The files a hit found: nearly always one, held inline (no array per hit).
+struct Uses: Sequence {
+    private var one: DiskFiles.Use?
+    private var more: [DiskFiles.Use] = []
+
+    init() {}
+
+    init(_ uses: [DiskFiles.Use]) {
+        for use in uses { append(use) }
+    }
+
+    var isEmpty: Bool { one == nil }
+    var first: DiskFiles.Use? { one }
+
+    mutating func append(_ use: DiskFiles.Use) {
+        if one == nil { one = use } else { more.append(use) }
+    }
+
+    func makeIterator() -> Iterator { Iterator(one: one, more: more.makeIterator()) }
+
+    struct Iterator: IteratorProtocol {
+        var one: DiskFiles.Use?
+        var more: IndexingIterator<[DiskFiles.Use]>
+
+        mutating func next() -> DiskFiles.Use? {
+            if let use = one {
+                one = nil
+                return use
+            }
+            return more.next()
+        }
+    }
+}
+
+/// A key with its hash (`KeyTable`'s, seeded: clients cannot make URLs
+/// collide), computed once: it picks the shard, and the shard's dictionary
+/// hashes the hash (8 bytes) instead of the whole key again.
+struct HashedKey: Hashable {
+    let key: String
+    let hash: Int
+
+    /// `hash`: `KeyTable.hash(key)`, when the caller has it.
+    init(_ key: String, hash: Int? = nil) {
+        self.key = key
+        self.hash = hash ?? KeyTable.hash(key)
+    }
+
+    func hash(into hasher: inout Hasher) { hasher.combine(hash) }
+
+    static func == (a: HashedKey, b: HashedKey) -> Bool { a.hash == b.hash && a.key == b.key }
 }
 
 /// The in-memory index of the disk tier: totals, tags, and the numbers
@@ -144,10 +198,11 @@ struct DiskIndex: ~Copyable {
     /// (a miss that fetched again a response just stored).
     mutating func put(key: String, name: String, bytes: Int, storedAt: Int64, tags: [String]) {
         let item = Item(bytes: bytes, lastUse: Self.now(), storedAt: storedAt, tags: tags)
-        let replaced = files.shard(key).withLock { files -> (item: Item, left: Set<String>)? in
-            guard let old = files[key, default: [:]].updateValue(item, forKey: name) else { return nil }
+        let replaced = files.withFiles(of: key) { variants -> (item: Item, left: Set<String>)? in
+            if variants == nil { variants = [:] }
+            guard let old = variants!.updateValue(item, forKey: name) else { return nil }
             // The tags the key's files carry now, the new one's included.
-            return (old, old.tags.isEmpty ? [] : Set(files[key]!.values.flatMap(\.tags)))
+            return (old, old.tags.isEmpty ? [] : Set(variants!.values.flatMap(\.tags)))
         }
         if let (old, left) = replaced {
             totalBytes -= old.bytes
@@ -160,13 +215,16 @@ struct DiskIndex: ~Copyable {
     }
 
     mutating func insertIfAbsent(key: String, name: String, bytes: Int, storedAt: Int64, tags: [String]) {
-        guard (tombstones[key] ?? 0) == 0, files.shard(key).withLock({ $0[key]?[name] == nil }) else { return }
+        guard (tombstones[key] ?? 0) == 0, files.withFiles(of: key, { $0?[name] == nil }) else { return }
         // Entries found on disk are older than anything used since start.
         add(key: key, name: name, Item(bytes: bytes, lastUse: 0, storedAt: storedAt, tags: tags))
     }
 
     private mutating func add(key: String, name: String, _ item: Item) {
-        files.shard(key).withLock { $0[key, default: [:]][name] = item }
+        files.withFiles(of: key) { variants in
+            if variants == nil { variants = [:] }
+            variants![name] = item
+        }
         totalBytes += item.bytes
         count += 1
         for tag in item.tags { tagged[tag, default: []].insert(key) }
@@ -179,11 +237,11 @@ struct DiskIndex: ~Copyable {
     @discardableResult
     mutating func remove(key: String, name: String, id: UInt64 = 0) -> Bool {
         // The removed file, and the tags the key's other variants still carry.
-        let removed = files.shard(key).withLock { files -> (item: Item, left: Set<String>)? in
-            guard id == 0 || files[key]?[name]?.id == id, let item = files[key]?.removeValue(forKey: name) else { return nil }
-            if files[key]?.isEmpty == true { files[key] = nil }
+        let removed = files.withFiles(of: key) { variants -> (item: Item, left: Set<String>)? in
+            guard id == 0 || variants?[name]?.id == id, let item = variants?.removeValue(forKey: name) else { return nil }
+            if variants?.isEmpty == true { variants = nil }
             // (Only a tagged file needs to know: most have no tags.)
-            return (item, item.tags.isEmpty ? [] : Set((files[key]?.values).map { $0.flatMap(\.tags) } ?? []))
+            return (item, item.tags.isEmpty ? [] : Set((variants?.values).map { $0.flatMap(\.tags) } ?? []))
         }
         guard let (item, left) = removed else { return false }
         totalBytes -= item.bytes
@@ -219,9 +277,9 @@ struct DiskIndex: ~Copyable {
         case .tag(let tag):
             for key in tagged[tag] ?? [] { if let variants = files.variants(of: key) { collect(key, variants) } }
         case .prefix(let prefix):
-            files.forEachShard { for (key, variants) in $0 where key.hasPrefix(prefix) { collect(key, variants) } }
+            files.forEach { key, variants in if key.hasPrefix(prefix) { collect(key, variants) } }
         case .all:
-            files.forEachShard { for (key, variants) in $0 { collect(key, variants) } }
+            files.forEach(collect)
         }
         return found
     }
@@ -230,7 +288,7 @@ struct DiskIndex: ~Copyable {
     private func all() -> [(key: String, name: String, item: Item)] {
         var all: [(key: String, name: String, item: Item)] = []
         all.reserveCapacity(count)
-        files.forEachShard { for (key, variants) in $0 { for (name, item) in variants { all.append((key, name, item)) } } }
+        files.forEach { key, variants in for (name, item) in variants { all.append((key, name, item)) } }
         return all
     }
 

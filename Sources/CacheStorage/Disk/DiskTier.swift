@@ -139,32 +139,33 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
     /// straight into the stored response (the body copied once), and its
     /// checksum is checked the first time only (a later corruption that
     /// keeps the size is not caught: the price of not summing every hit).
-    public func lookup(_ key: String) -> Variants {
-        Variants(responses(key))
-    }
+    public func lookup(_ key: String) -> Variants { responses(HashedKey(key)).variants }
+
+    public func lookup(_ key: String, hash: Int) -> Variants { responses(HashedKey(key, hash: hash)).variants }
 
     /// The records behind `lookup` (tests read these).
     func records(_ key: String) -> [DiskRecord] {
-        responses(key).map { entry in
+        responses(HashedKey(key)).variants.map { entry in
             var record = DiskRecord(head: entry.storedHead, storedAt: 0, body: Array(entry.body))
             record.bodyFile = entry.bodyFile
             return record
         }
     }
 
-    private func responses(_ key: String) -> [CachedResponse] {
+    private func responses(_ hashed: HashedKey) -> Variants.Builder {
+        let key = hashed.key
         // Read before the lookup: once the rebuild is done, every file is
         // indexed, so a key the index lacks has none.
         let rebuilt = self.files.rebuilt.load(ordering: .acquiring)
-        var files = self.files.use(key, overheadBytes: Self.overheadBytes) ?? []
+        var files = self.files.use(hashed, overheadBytes: Self.overheadBytes) ?? Uses()
         let indexed = !files.isEmpty || rebuilt
         if !indexed {
             // Still rebuilding: look at the files themselves.
             let hash = Self.keyHash(key)
-            files = listFiles(subdirectory: Self.subdirectory(hash)).filter { $0.hasPrefix(hash + "-") && $0.hasSuffix(".lrd") }
-                .map { ($0, nil, false, 0, nil) }
+            files = Uses(listFiles(subdirectory: Self.subdirectory(hash)).filter { $0.hasPrefix(hash + "-") && $0.hasSuffix(".lrd") }
+                .map { ($0, nil, false, 0, nil) })
         }
-        var found: [CachedResponse] = []
+        var found = Variants.Builder()
         for file in files {
             let name = file.name
             guard let size = file.size ?? fileSize(path(of: name)) else {
