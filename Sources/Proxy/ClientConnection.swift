@@ -158,7 +158,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
             let result = input.withUnsafeBytes { raw in
                 parser.parse(UnsafeRawBufferPointer(rebasing: raw[inputStart...]))
             }
-            switch result {
+            switch consume result {  // (consumed: the head moves on, not copied and destroyed)
             case .incomplete:
                 return
             case .invalid(let error):
@@ -173,7 +173,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         }
     }
 
-    private func beginRequest(_ head: RequestHead) {
+    private func beginRequest(_ head: consuming RequestHead) {
         idleDeadline = 0
         body = RequestBodyReader(head.framing, maxBodyBytes: worker.configuration.limits.maxBodyBytes)
         if let body, !body.isEmpty {
@@ -184,7 +184,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
             output.append(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
         }
         (answerFraming, answerBodyBytes) = (.none, 0)
-        let exchange = Exchange(head: head, connection: self)
+        let exchange = Exchange(head: consume head, connection: self)
         self.exchange = exchange
         exchange.start()
         flush()

@@ -137,14 +137,24 @@ enum ClientHead {
     /// and ends every head built from stored fields: Age, Cache-Status,
     /// Connection, the blank line. Appended to a buffer
     /// the worker reuses: a hit allocates nothing for it.
-    @inline(__always)
     static func appendHitTail(age: Int, cacheStatus: [UInt8], connection: ConnectionField, to out: inout [UInt8]) {
-        out.append(contentsOf: "Age: ".utf8)
-        ResponseSerializer.appendDecimal(age, to: &out)
-        out.append(contentsOf: [0x0D, 0x0A])
-        out.append(contentsOf: cacheStatus)
-        connection.append(to: &out)
-        out.append(contentsOf: [0x0D, 0x0A])
+        // Written at a cursor on the stack, then one append: the pieces
+        // appended one by one cost a uniqueness and capacity check each.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 80 + cacheStatus.count) { buffer in
+            let start = buffer.baseAddress!
+            var p = start
+            ByteWriting.put("Age: ", at: &p)
+            ByteWriting.putDecimal(age, at: &p)
+            ByteWriting.put("\r\n", at: &p)
+            cacheStatus.withUnsafeBufferPointer { ByteWriting.put($0, at: &p) }
+            switch connection {
+            case .implicit: break
+            case .keepAlive: ByteWriting.put("Connection: keep-alive\r\n", at: &p)
+            case .close: ByteWriting.put("Connection: close\r\n", at: &p)
+            }
+            ByteWriting.put("\r\n", at: &p)
+            out.append(contentsOf: UnsafeBufferPointer(start: start, count: p - start))
+        }
     }
 
     /// The per-request fields that end a head built from stored fields.

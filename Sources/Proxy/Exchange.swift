@@ -32,8 +32,7 @@ final class Exchange {
     /// Why and how it went upstream (validating, stand-ins, reload).
     var forwarding = Forwarding()
 
-    init(head: RequestHead, connection: ClientConnection) {
-        self.request = head
+    init(head: consuming RequestHead, connection: ClientConnection) {
         self.connection = connection
         self.worker = connection.worker
         answer = ClientAnswer(on: connection)
@@ -43,6 +42,8 @@ final class Exchange {
         let routes = connection.worker.configuration.routes
         key = routes.cacheKey(head.pathAndQuery)
         route = routes.isEmpty ? nil : routes.match(key, method: head.method == "HEAD" ? "GET" : head.method)
+        // Last: the head moves in (read above in place, not copied).
+        request = head
     }
 
     /// The `[[route]]` this request falls under, if any. (Not `lazy`: a
