@@ -29,12 +29,9 @@ let package = Package(
     targets: [
         // C: epoll loop, timers, eventfd wake-ups, signalfd, socket helpers.
         .target(name: "CEventLoop"),
-        // libcurl via pkg-config with typed, non-variadic shims.
-        .systemLibrary(
-            name: "CCurl",
-            pkgConfig: "libcurl",
-            providers: [.apt(["libcurl4-openssl-dev"])]
-        ),
+        // libcurl (libcurl4-openssl-dev's headers), opened at run time with
+        // dlopen (a hit needs none of its ~30 libraries); typed, non-variadic shims.
+        .target(name: "CCurl"),
         // hiredis (Redis's protocol, for the fleet) from /usr/include/hiredis;
         // not through pkg-config, whose -D_FILE_OFFSET_BITS SwiftPM refuses.
         .systemLibrary(name: "CHiredis", providers: [.apt(["libhiredis-dev"])]),

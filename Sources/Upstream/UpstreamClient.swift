@@ -12,7 +12,8 @@ public final class UpstreamClient {
     let loop: EventLoop
     /// Applies to transfers started after it is set.
     public var settings: UpstreamSettings
-    private let multi: UnsafeMutableRawPointer
+    /// Made at the first transfer: libcurl may still be loading before.
+    private var multiHandle: UnsafeMutableRawPointer?
     private var timer: TimerID = .none
     private var sockets: [Int32: CurlSocketWatcher] = [:]
     /// Depth of calls into libcurl; handles are never removed while > 0.
@@ -21,19 +22,27 @@ public final class UpstreamClient {
     private var idleHandles: [UnsafeMutableRawPointer] = []
     public private(set) var activeTransfers = 0
 
-    /// Call once per process before any client is created.
-    public static func globalInit() -> Bool {
-        curl_global_init(Int(CURL_GLOBAL_ALL)) == CURLE_OK
-    }
+    /// Loads libcurl (once per process, from any thread: later callers wait
+    /// for the first), or ends the process saying why (exit 1).
+    public static func requireLibrary() { larder_curl_require() }
 
-    public static var versionDescription: String {
-        String(cString: curl_version())
+    /// The reason libcurl cannot be used (nil: it is loaded), loading it now
+    /// if no one has yet.
+    public static func libraryError() -> String? {
+        larder_curl_load() == 0 ? nil : String(cString: larder_curl_error())
     }
 
     public init(loop: EventLoop, settings: UpstreamSettings) {
         self.loop = loop
         self.settings = settings
-        multi = curl_multi_init()!
+    }
+
+    /// The multi handle, made at the first transfer (waiting for libcurl).
+    private var multi: UnsafeMutableRawPointer {
+        if let multiHandle { return multiHandle }
+        larder_curl_require()
+        let multi = larder_curl_multi_init()!
+        multiHandle = multi
         let me = Unmanaged.passUnretained(self).toOpaque()
         _ = larder_multi_setopt_socketcb(multi, curlSocketFunction)
         _ = larder_multi_setopt_ptr(multi, CURLMOPT_SOCKETDATA, me)
@@ -42,12 +51,13 @@ public final class UpstreamClient {
         _ = larder_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, settings.maxConnectionsPerHost)
         _ = larder_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, settings.maxConnectionsPerHost)
         _ = larder_multi_setopt_long(multi, CURLMOPT_PIPELINING, 2 /* CURLPIPE_MULTIPLEX */)
+        return multi
     }
 
     deinit {
         shuttingDown = true
-        for handle in idleHandles { curl_easy_cleanup(handle) }
-        curl_multi_cleanup(multi)
+        for handle in idleHandles { larder_curl_easy_cleanup(handle) }
+        if let multiHandle { larder_curl_multi_cleanup(multiHandle) }
     }
 
     /// Set while the multi handle is cleaned up: sockets are only closed then.
@@ -60,17 +70,18 @@ public final class UpstreamClient {
     /// Starts a transfer (`UpstreamRequester.start`). The delegate hears
     /// about it on this loop's thread.
     func startTransfer(_ request: UpstreamRequest, delegate: UpstreamTransferDelegate) -> UpstreamTransfer {
+        let multi = multi  // (first: libcurl loaded)
         let pooled = idleHandles.popLast()
-        let easy = pooled ?? curl_easy_init()!
+        let easy = pooled ?? larder_curl_easy_init()!
         let transfer = UpstreamTransfer(client: self, easy: easy, request: request, delegate: delegate)
         let code = transfer.configure(fresh: pooled == nil)
         if code != CURLE_OK {
-            transfer.failEarly(.invalidResponse("could not set up the upstream request: \(String(cString: curl_easy_strerror(code)))"))
+            transfer.failEarly(.invalidResponse("could not set up the upstream request: \(String(cString: larder_curl_easy_strerror(code)))"))
             return transfer
         }
-        let added = curl_multi_add_handle(multi, easy)
+        let added = larder_curl_multi_add_handle(multi, easy)
         if added != CURLM_OK {
-            transfer.failEarly(.unreachable("could not start the upstream request: \(String(cString: curl_multi_strerror(added)))"))
+            transfer.failEarly(.unreachable("could not start the upstream request: \(String(cString: larder_curl_multi_strerror(added)))"))
             return transfer
         }
         activeTransfers += 1
@@ -85,7 +96,7 @@ public final class UpstreamClient {
     func socketAction(_ fd: Int32, _ mask: Int32) {
         var running: Int32 = 0
         inCurl += 1
-        _ = curl_multi_socket_action(multi, fd, mask, &running)
+        _ = larder_curl_multi_socket_action(multi, fd, mask, &running)
         inCurl -= 1
         drainCompletions()
     }
@@ -94,7 +105,7 @@ public final class UpstreamClient {
     private func drainCompletions() {
         guard inCurl == 0 else { return }
         var remaining: Int32 = 0
-        while let message = curl_multi_info_read(multi, &remaining) {
+        while let message = larder_curl_multi_info_read(multi, &remaining) {
             guard larder_msg_done(message) != 0 else { continue }
             let easy = larder_msg_easy(message)!
             let result = larder_msg_result(message)  // copy before removing the handle
@@ -115,13 +126,13 @@ public final class UpstreamClient {
             pendingRemovals.append(transfer)
             return
         }
-        _ = curl_multi_remove_handle(multi, easy)
+        _ = larder_curl_multi_remove_handle(multi, easy)
         activeTransfers -= 1
         // No curl_easy_reset: the handle keeps the options all transfers share.
         transfer.clearRequestOptions()
         transfer.easy = nil
         transfer.releaseResources()
-        if idleHandles.count < 64 { idleHandles.append(easy) } else { curl_easy_cleanup(easy) }
+        if idleHandles.count < 64 { idleHandles.append(easy) } else { larder_curl_easy_cleanup(easy) }
     }
 
     /// Asks curl to continue a paused transfer. Deferred to its own loop turn
@@ -130,7 +141,7 @@ public final class UpstreamClient {
         loop.schedule(after: 0) { [weak self, weak transfer] in
             guard let self, let transfer, let easy = transfer.easy else { return }
             self.inCurl += 1
-            _ = curl_easy_pause(easy, LARDER_CURLPAUSE_CONT)
+            _ = larder_curl_easy_pause(easy, LARDER_CURLPAUSE_CONT)
             self.inCurl -= 1
             self.drainCompletions()
         }

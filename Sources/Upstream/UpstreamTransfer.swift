@@ -115,8 +115,8 @@ public final class UpstreamTransfer {
             list = Self.append(field.name, field.value, to: list)
         }
         // Suppress fields curl would invent: the client did not send them.
-        if !hasAccept { list = curl_slist_append(list, "Accept:") }
-        list = curl_slist_append(list, "Expect:")
+        if !hasAccept { list = larder_curl_slist_append(list, "Accept:") }
+        list = larder_curl_slist_append(list, "Expect:")
 
         // HTTPGET also clears UPLOAD and NOBODY left by an earlier transfer.
         set(larder_easy_setopt_long(easy, CURLOPT_HTTPGET, 1))
@@ -132,7 +132,7 @@ public final class UpstreamTransfer {
             if request.method != "GET" && request.method != "HEAD" {
                 // A bodiless POST/PUT still says so, as the client did.
                 if request.method == "POST" || request.method == "PUT" || request.method == "PATCH" {
-                    list = curl_slist_append(list, "Content-Length: 0")
+                    list = larder_curl_slist_append(list, "Content-Length: 0")
                 }
             }
         case .streamed(let length):
@@ -162,7 +162,7 @@ public final class UpstreamTransfer {
                     line[n.count + 1] = 0x20
                     if v.count > 0 { (raw + n.count + 2).copyMemory(from: v.baseAddress!, byteCount: v.count) }
                     line[n.count + v.count + 2] = 0
-                    return curl_slist_append(list, line.baseAddress!)
+                    return larder_curl_slist_append(list, line.baseAddress!)
                 }
             }
         }
@@ -243,7 +243,7 @@ public final class UpstreamTransfer {
 
     func failEarly(_ error: UpstreamError) {
         completed = true
-        if let easy { curl_easy_reset(easy); curl_easy_cleanup(easy) }
+        if let easy { larder_curl_easy_reset(easy); larder_curl_easy_cleanup(easy) }
         easy = nil
         releaseResources()
         let delegate = self.delegate
@@ -251,7 +251,7 @@ public final class UpstreamTransfer {
     }
 
     func releaseResources() {
-        if let headerList { curl_slist_free_all(headerList) }
+        if let headerList { larder_curl_slist_free_all(headerList) }
         headerList = nil
         retainedSelf?.release()
         retainedSelf = nil
@@ -271,7 +271,7 @@ public final class UpstreamTransfer {
             delegate.upstreamDidComplete(nil)
             return
         }
-        let text = String(cString: curl_easy_strerror(code))
+        let text = String(cString: larder_curl_easy_strerror(code))
         switch code {
         case CURLE_OPERATION_TIMEDOUT:
             delegate.upstreamDidComplete(.timedOut("upstream timed out: \(text)"))

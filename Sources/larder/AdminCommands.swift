@@ -1,6 +1,7 @@
 import ArgumentParser
 import CCurl
 import FoundationEssentials
+import Upstream
 
 /// The token in an admin token file (its first line, trimmed); exits with
 /// a clear message when the file cannot be read or is empty.
@@ -147,13 +148,12 @@ enum AdminHTTP {
     /// An easy handle set up for `url` with the token, handed to `body`
     /// and cleaned up after it.
     static func withEasy(url: String, token: String?, _ body: (UnsafeMutableRawPointer) -> Result) -> Result {
-        guard curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK, let easy = curl_easy_init() else {
-            return .failure("libcurl failed to initialise")
-        }
-        defer { curl_easy_cleanup(easy) }
+        if let why = UpstreamClient.libraryError() { return .failure(why) }
+        guard let easy = larder_curl_easy_init() else { return .failure("libcurl failed to make a handle") }
+        defer { larder_curl_easy_cleanup(easy) }
         var headers: UnsafeMutablePointer<curl_slist>?
-        if let token { headers = curl_slist_append(headers, "Authorization: Bearer \(token)") }
-        defer { curl_slist_free_all(headers) }
+        if let token { headers = larder_curl_slist_append(headers, "Authorization: Bearer \(token)") }
+        defer { larder_curl_slist_free_all(headers) }
         _ = larder_easy_setopt_str(easy, CURLOPT_URL, url)
         _ = larder_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, 5000)
         _ = larder_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
@@ -179,8 +179,8 @@ enum AdminHTTP {
             if let ptr { sink.bytes.append(contentsOf: UnsafeRawBufferPointer(start: ptr, count: n)) }
             return n
         }
-        let code = curl_easy_perform(easy)
-        guard code == CURLE_OK else { return .failure(String(cString: curl_easy_strerror(code))) }
+        let code = larder_curl_easy_perform(easy)
+        guard code == CURLE_OK else { return .failure(String(cString: larder_curl_easy_strerror(code))) }
         var status = 0
         _ = larder_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
         return .success(status: status, body: String(decoding: sink.bytes, as: UTF8.self))

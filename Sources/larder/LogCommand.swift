@@ -94,10 +94,10 @@ extension AdminHTTP {
             }
             return n
         }
-        let code = curl_easy_perform(easy)
+        let code = larder_curl_easy_perform(easy)
         var status = state.status
         if status == 0 { _ = larder_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status) }
-        guard code == CURLE_OK || status == 200 else { return .failure(String(cString: curl_easy_strerror(code))) }
+        guard code == CURLE_OK || status == 200 else { return .failure(String(cString: larder_curl_easy_strerror(code))) }
         return .success(status: status, body: String(decoding: state.errorBody, as: UTF8.self))
     }
 }

@@ -65,10 +65,6 @@ struct Serve: ParsableCommand {
         if openFiles > 0 && openFiles < 4096 {
             logger.warning("only \(openFiles) open files allowed (ulimit -n); each proxied request needs two")
         }
-        guard UpstreamClient.globalInit() else {
-            complain("libcurl failed to initialise")
-            throw Exit.failure
-        }
 
         let workerCount = settings.effectiveWorkers
         let proxyConfig = Self.proxyConfiguration(settings, upstream: upstream)
@@ -156,6 +152,16 @@ struct Serve: ParsableCommand {
                 complain("\(error)")
                 throw Exit.failure
             }
+        }
+        // libcurl and its ~30 libraries load on a thread of their own: a hit
+        // needs none of them, and the first transfer waits if it comes sooner.
+        // Started last: a dlopen holds the loader's TLS lock, which every
+        // pthread_create takes. Where libcurl cannot be loaded that thread
+        // ends the process, saying why.
+        do {
+            try startThread(name: "larder-curl") { UpstreamClient.requireLibrary() }
+        } catch {
+            UpstreamClient.requireLibrary()
         }
         // Tests and scripts read this line to learn the port.
         let diskNote = tiers.compactMap { $0 as? DiskTier }.first.map { ", disk tier \($0.directory) limit \($0.limitBytes) bytes" }

@@ -1,0 +1,85 @@
+// Opens libcurl at run time (see shim.h for why) and fills `larder_curl`.
+#include "shim.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+struct larder_curl_api larder_curl;
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int result = -1;
+static char error[512] = "libcurl was not loaded";
+
+static void load(void) {
+    const char *name = getenv("LARDER_LIBCURL");
+    if (name == NULL || *name == '\0') name = "libcurl.so.4";
+    // RTLD_LOCAL: its symbols stay out of the global scope (nothing else
+    // here resolves against them).
+    void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        const char *why = dlerror();
+        snprintf(error, sizeof error, "cannot load libcurl (%s): %s", name, why ? why : "unknown error");
+        return;
+    }
+    struct { const char *symbol; void **slot; } table[] = {
+        {"curl_version", (void **)&larder_curl.version},
+        {"curl_easy_init", (void **)&larder_curl.easy_init},
+        {"curl_easy_cleanup", (void **)&larder_curl.easy_cleanup},
+        {"curl_easy_reset", (void **)&larder_curl.easy_reset},
+        {"curl_easy_setopt", (void **)&larder_curl.easy_setopt},
+        {"curl_easy_getinfo", (void **)&larder_curl.easy_getinfo},
+        {"curl_easy_perform", (void **)&larder_curl.easy_perform},
+        {"curl_easy_pause", (void **)&larder_curl.easy_pause},
+        {"curl_easy_strerror", (void **)&larder_curl.easy_strerror},
+        {"curl_multi_init", (void **)&larder_curl.multi_init},
+        {"curl_multi_cleanup", (void **)&larder_curl.multi_cleanup},
+        {"curl_multi_setopt", (void **)&larder_curl.multi_setopt},
+        {"curl_multi_add_handle", (void **)&larder_curl.multi_add_handle},
+        {"curl_multi_remove_handle", (void **)&larder_curl.multi_remove_handle},
+        {"curl_multi_socket_action", (void **)&larder_curl.multi_socket_action},
+        {"curl_multi_info_read", (void **)&larder_curl.multi_info_read},
+        {"curl_multi_strerror", (void **)&larder_curl.multi_strerror},
+        {"curl_slist_append", (void **)&larder_curl.slist_append},
+        {"curl_slist_free_all", (void **)&larder_curl.slist_free_all},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        *table[i].slot = dlsym(lib, table[i].symbol);
+        if (*table[i].slot == NULL) {
+            snprintf(error, sizeof error, "%s has no %s: not a libcurl this build can use", name, table[i].symbol);
+            return;
+        }
+    }
+    CURLcode (*global_init)(long) = (CURLcode (*)(long))dlsym(lib, "curl_global_init");
+    if (global_init == NULL || global_init(CURL_GLOBAL_ALL) != CURLE_OK) {
+        snprintf(error, sizeof error, "libcurl (%s) failed to initialise", name);
+        return;
+    }
+    result = 0;
+}
+
+int larder_curl_load(void) {
+    pthread_once(&once, load);
+    return result;
+}
+
+const char *larder_curl_error(void) {
+    pthread_once(&once, load);
+    return result == 0 ? "" : error;
+}
+
+void larder_curl_require(void) {
+    if (larder_curl_load() == 0) return;
+    // Another thread may get here at the same moment: one says why and
+    // ends the process; the other waits for that.
+    static atomic_flag said = ATOMIC_FLAG_INIT;
+    if (!atomic_flag_test_and_set(&said)) {
+        fprintf(stderr, "larder: %s\n", error);
+        fflush(stderr);
+        _exit(1);
+    }
+    for (;;) pause();
+}
