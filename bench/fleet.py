@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The fleet's targets, measured (issue 19). Not a test: nothing asserts.
 
-    bench/fleet.py [purges] [requests]
+    bench/fleet.py [purges] [requests]        (WORKERS=n: workers per node, default 1)
 
 Starts a redis-server, the test origin (Tests/EndToEndTests/origin.py) and
 three release-built Larder nodes in one fleet, all on loopback, then:
@@ -33,6 +33,7 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PURGES = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
 REQUESTS = int(sys.argv[2]) if len(sys.argv) > 2 else 500
+WORKERS = os.environ.get("WORKERS", "1")
 children = []
 work = tempfile.mkdtemp(prefix="larder-fleet-bench-")
 
@@ -85,7 +86,7 @@ def main():
             if fleet:
                 f.write(f'[fleet]\nredis = "redis://127.0.0.1:{redis_port}"\nname = "bench"\nnode = "{name}"\n')
         start([larder, "serve", "--config", config, "--upstream", upstream, "--listen", f"127.0.0.1:{port}",
-               "--admin-listen", f"127.0.0.1:{admin}", "--workers", "1", "--log-level", "warning"])
+               "--admin-listen", f"127.0.0.1:{admin}", "--workers", WORKERS, "--log-level", "warning"])
         stats = lambda: json.loads(get(f"http://127.0.0.1:{admin}/stats")[2])
         wait_for(lambda: (not fleet and stats()) or (stats()["fleet"] or {}).get("connected"))
         return f"http://127.0.0.1:{port}", f"http://127.0.0.1:{admin}", stats
@@ -140,7 +141,7 @@ def main():
             rate = next(float(l.split()[1]) for l in out.splitlines() if l.startswith("Requests/sec"))
             rates[label].append(rate)
     f, s = statistics.median(rates["fleet"]), statistics.median(rates["alone"])
-    print(f"local hot hit, one worker: with [fleet] {f:.0f} req/s, without {s:.0f} req/s, ratio {f / s:.3f}")
+    print(f"local hot hit, {WORKERS} worker(s) per node: with [fleet] {f:.0f} req/s, without {s:.0f} req/s, ratio {f / s:.3f}")
 
 
 try:

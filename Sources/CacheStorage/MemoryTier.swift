@@ -190,6 +190,7 @@ public struct Variants: RandomAccessCollection, Sendable {
 
     public var startIndex: Int { 0 }
     public var endIndex: Int { newest == nil ? 0 : older.count + 1 }
+    public subscript(position: Int) -> CachedResponse { position < older.count ? older[position] : newest! }
 
     /// Collects variants oldest first; one alone needs no array.
     struct Builder {
@@ -203,6 +204,5 @@ public struct Variants: RandomAccessCollection, Sendable {
 
         var variants: Variants { newest.map { Variants(older: older, newest: $0) } ?? Variants() }
     }
-    public subscript(position: Int) -> CachedResponse { position < older.count ? older[position] : newest! }
 }
 
