@@ -11,12 +11,22 @@ public struct CacheControl: Equatable, Sendable {
     public var noCache = false
     /// `no-cache="a, b"`: those fields must not be reused without validation
     /// (section 5.2.2.4); Larder does not store them, and reuses the rest.
-    public var noCacheFields: [String] = []
+    public var noCacheFields: [String] {
+        get { named?.noCache ?? [] }
+        set { named = NamedFields.make(noCache: newValue, private: privateFields) }
+    }
     /// `private` without field names: the whole response is for one user.
     public var isPrivate = false
     /// `private="a, b"`: only those fields are private (a shared cache may
     /// store the response without them).
-    public var privateFields: [String] = []
+    public var privateFields: [String] {
+        get { named?.private ?? [] }
+        set { named = NamedFields.make(noCache: noCacheFields, private: newValue) }
+    }
+    /// Both lists behind one optional reference, nil in nearly every value:
+    /// a copy (every request's and every hit's directives are copied a few
+    /// times) then retains nothing.
+    private var named: NamedFields? = nil
     /// `must-understand`: store only if the status code is understood, and
     /// then ignore `no-store`.
     public var mustUnderstand = false
@@ -33,6 +43,22 @@ public struct CacheControl: Equatable, Sendable {
     public var staleIfError: Int?
 
     public init() {}
+
+    final class NamedFields: Equatable, Sendable {
+        let noCache: [String]
+        let `private`: [String]
+
+        private init(noCache: [String], private: [String]) {
+            self.noCache = noCache
+            self.private = `private`
+        }
+
+        static func make(noCache: [String], private: [String]) -> NamedFields? {
+            noCache.isEmpty && `private`.isEmpty ? nil : NamedFields(noCache: noCache, private: `private`)
+        }
+
+        static func == (a: NamedFields, b: NamedFields) -> Bool { a.noCache == b.noCache && a.private == b.private }
+    }
 
     /// Parses one or more comma-joined Cache-Control field values.
     /// Works on the UTF-8 bytes (every delimiter is ASCII): this runs for

@@ -16,6 +16,21 @@ final class CacheControlTests: XCTestCase {
         XCTAssertEqual(CacheControl(#"no-cache="a\"#).noCacheFields, [#"a\"#])  // an unterminated quote ends the value
     }
 
+    func testFieldNameListsAreValuesCopiedApart() {
+        let original = CacheControl(#"no-cache="a", private="b, c""#)
+        var copy = original
+        copy.noCacheFields.append("d")
+        XCTAssertEqual(original.noCacheFields, ["a"])
+        XCTAssertEqual(copy.noCacheFields, ["a", "d"])
+        XCTAssertEqual(copy.privateFields, ["b", "c"], "setting one list keeps the other")
+        XCTAssertNotEqual(copy, original)
+        copy.noCacheFields = ["a"]
+        XCTAssertEqual(copy, original, "equal lists make equal values")
+        copy.noCacheFields = []
+        copy.privateFields = []
+        XCTAssertEqual(copy, CacheControl(), "no lists is the same as empty ones")
+    }
+
     func testDirectives() {
         let cc = CacheControl("public, Max-Age=60, s-maxage=\"120\", no-cache=\"Set-Cookie, X\", stale-while-revalidate=30")
         XCTAssertTrue(cc.isPublic)
