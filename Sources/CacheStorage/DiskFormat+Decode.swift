@@ -47,8 +47,11 @@ extension DiskFormat {
     /// A disk hit: the whole file of `key` straight to its stored response.
     /// nil when the file holds another key (a hash collision). `verify:
     /// false` skips the checksum (a file verified once already).
-    static func decodeEntry(_ bytes: [UInt8], key: String, verify: Bool) throws(Failure) -> (storedAt: Int64, entry: CachedResponse)? {
-        try bytes.withUnsafeBytes { raw in Result { () throws(Failure) in try decodeEntry(raw, key: key, verify: verify) } }.get()
+    static func decodeEntry(_ bytes: [UInt8], key: String, verify: Bool,
+                            shiftSeconds: Int64 = 0) throws(Failure) -> (storedAt: Int64, entry: CachedResponse)? {
+        try bytes.withUnsafeBytes { raw in
+            Result { () throws(Failure) in try decodeEntry(raw, key: key, verify: verify, shiftSeconds: shiftSeconds) }
+        }.get()
     }
 
     /// The same from bytes read into a buffer of the caller's.

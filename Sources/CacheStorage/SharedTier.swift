@@ -57,9 +57,7 @@ extension DiskFormat {
     /// `shiftSeconds` is added to its request and response times (the
     /// fleet keeps them in Redis's time; a node reads them in its own).
     public static func response(_ bytes: [UInt8], key: String, shiftSeconds: Int64 = 0) throws(Failure) -> CachedResponse? {
-        try bytes.withUnsafeBytes { raw in
-            Result { () throws(Failure) in try decodeEntry(raw, key: key, verify: true, shiftSeconds: shiftSeconds)?.entry }
-        }.get()
+        try decodeEntry(bytes, key: key, verify: true, shiftSeconds: shiftSeconds)?.entry
     }
 
     /// `record` with its request and response times (and when it was

@@ -121,18 +121,15 @@ enum Units {
 
 extension StringProtocol {
     /// Without leading and trailing spaces and tabs.
-    func trimmingCharacters() -> String {
-        var s = Substring(self)
-        while let f = s.first, f == " " || f == "\t" { s = s.dropFirst() }
-        while let l = s.last, l == " " || l == "\t" { s = s.dropLast() }
-        return String(s)
-    }
+    func trimmingCharacters() -> String { trimming { $0 == " " || $0 == "\t" } }
 
     /// Without leading and trailing white space and line breaks.
-    func trimmingWhitespace() -> String {
+    func trimmingWhitespace() -> String { trimming(\.isWhitespace) }
+
+    private func trimming(_ isTrimmed: (Character) -> Bool) -> String {
         var s = Substring(self)
-        while let f = s.first, f.isWhitespace { s = s.dropFirst() }
-        while let l = s.last, l.isWhitespace { s = s.dropLast() }
+        while let f = s.first, isTrimmed(f) { s = s.dropFirst() }
+        while let l = s.last, isTrimmed(l) { s = s.dropLast() }
         return String(s)
     }
 }
