@@ -4,8 +4,8 @@
 #
 #   fuzz/run.sh [seconds_per_target] [target ...]
 #
-# Targets: request_parser, chunked_decoder, cache_headers, disk_record,
-# config_values (the config loader's value parsers; whole config files, TOML
+# Targets: request_parser, chunked_decoder, cache_headers, multipart,
+# disk_record, config_values (the config loader's value parsers; whole config files, TOML
 # syntax included, are replayed by the test suite through
 # `larder check-config` from fuzz/corpus/config).
 # A crash is saved as fuzz/crashes/TARGET-crash-*; add it to
@@ -15,7 +15,7 @@ set -eu
 cd "$(dirname "$0")/.."
 SECONDS_PER=${1:-60}
 [ $# -gt 0 ] && shift
-TARGETS=${*:-request_parser chunked_decoder cache_headers disk_record config_values}
+TARGETS=${*:-request_parser chunked_decoder cache_headers multipart disk_record config_values}
 OUT=.build-fuzz
 FLAGS="-O -g -sanitize=fuzzer,address -parse-as-library"
 mkdir -p "$OUT" fuzz/crashes
@@ -34,7 +34,7 @@ build() {
             # shellcheck disable=SC2086
             swiftc $FLAGS -module-name HTTP1 -I "$OUT" Sources/HTTP1/*.swift "fuzz/targets/$1.swift" \
                 "$OUT/HTTPHeaders.o" -o "$OUT/$1" ;;
-        cache_headers)
+        cache_headers|multipart)
             module HTTPHeaders
             # shellcheck disable=SC2086
             swiftc $FLAGS -module-name CacheSemantics -I "$OUT" Sources/CacheSemantics/*.swift "fuzz/targets/$1.swift" \

@@ -39,14 +39,6 @@ public enum ByteRange {
         return .partial(first: first, last: last)
     }
 
-    /// Whether `range` asks for several byte ranges (a multipart answer):
-    /// Larder answers those with the whole representation, stored or not.
-    public static func asksSeveralRanges(_ range: String?) -> Bool {
-        guard let range else { return false }
-        let spec = range.trimmingWhitespaceAndTabs()
-        return spec.lowercased().hasPrefix("bytes=") && spec.contains(",")
-    }
-
     /// If-Range holds when it is a strong ETag equal to the stored one, or an
     /// HTTP-date equal to the stored Last-Modified.
     static func ifRangeHolds(_ value: String, etag: String?, lastModified: String?) -> Bool {

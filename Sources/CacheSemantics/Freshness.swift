@@ -98,13 +98,14 @@ public enum Storability {
     /// validator, or `no-cache` — storing anything else would be useless,
     /// since it could never be reused or revalidated.
     /// `storablePiece`: a 206 is one byte range with a known complete
-    /// length (`PartialContent.piece`), which Larder stores and combines.
+    /// length (`PartialContent.piece`) or multipart/byteranges
+    /// (`MultipartByteranges`), which Larder stores and combines.
     public static func decide(method: String, status: Int, request: CacheControl, response: CacheControl,
                               hasAuthorization: Bool, shared: Bool, reusable: Bool, storablePiece: Bool = false) -> StoreDecision {
         guard method == "GET" else { return .doNotStore("method \(method)") }
         // Section 3: any final status may be stored; 206 and 304 only by a
         // cache that understands them (3.3: a 206 of one range, kept as a
-        // piece; a multipart one is not; a 304 is never stored on its own).
+        // piece, a multipart one split into pieces; a 304 is never stored on its own).
         guard status >= 200, status <= 999, status != 304, status != 206 || storablePiece else {
             return .doNotStore("status \(status)")
         }

@@ -26,7 +26,7 @@ public enum PartialContent {
     /// The piece a 206's Content-Range describes (`bytes 4-9/10`); nil for
     /// anything else: no field, another unit, an unknown complete length
     /// (`/*`), a range outside the length, or more than one field (a
-    /// multipart/byteranges 206 has none and is not stored).
+    /// multipart/byteranges 206 has none: its parts have theirs).
     public static func piece(contentRange: String?) -> Piece? {
         guard let value = contentRange?.trimmingWhitespaceAndTabs(), value.lowercased().hasPrefix("bytes ") else { return nil }
         let spec = value.dropFirst(6).trimmingWhitespace()
@@ -84,6 +84,23 @@ public enum PartialContent {
     /// Whether a 206's piece is exactly the rest `restRequest` asked for.
     public static func isRest(_ answer: Piece, of piece: Piece) -> Bool {
         answer.first == piece.last + 1 && answer.last == piece.length - 1 && answer.length == piece.length
+    }
+
+    /// The contiguous pieces the parts of one multipart 206 make, by first
+    /// byte: parts that overlap or touch are joined (one response holds one
+    /// representation, whatever its validator). `parts`: the indices of
+    /// the parts each holds, in the order they came.
+    public static func segments(of parts: [Piece]) -> [(piece: Piece, parts: [Int])] {
+        var segments: [(piece: Piece, parts: [Int])] = []
+        for index in parts.indices.sorted(by: { parts[$0].first < parts[$1].first }) {
+            let part = parts[index]
+            if let last = segments.last, part.first <= last.piece.last + 1 {
+                segments[segments.count - 1] = (joined(last.piece, part), (last.parts + [index]).sorted())
+            } else {
+                segments.append((part, [index]))
+            }
+        }
+        return segments
     }
 
     private static func number(_ text: Substring) -> Int? {

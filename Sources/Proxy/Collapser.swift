@@ -134,16 +134,25 @@ final class SharedFetch: @unchecked Sendable, Equatable {
         /// leader's normalized values for them: a follower must match.
         let varyNames: [String]
         let varyValues: [String?]
+        /// A 206 answers the leader's Range (and If-Range) alone: only a
+        /// request asking the same may follow it (nil for other statuses).
+        var ranges: [String?]? = nil
 
         /// Whether `request` selects this response: its Vary fields match
-        /// the leader's and it takes the body's coding (else it fetches on
-        /// its own).
+        /// the leader's, it asks for the same range as the leader when the
+        /// response is partial, and it takes the body's coding (else it
+        /// fetches on its own).
         func suits(_ request: RequestHead) -> Bool {
+            if let ranges, ranges != Head.ranges(of: request) { return false }
             for (name, value) in zip(varyNames, varyValues) where Vary.normalize(request.combinedHeader(name), field: name) != value {
                 return false
             }
             // A gzip body streams as it comes: only to clients that take it.
             return AcceptEncoding(request.combinedHeader("accept-encoding")).takes(contentEncoding: headers["content-encoding"])
+        }
+
+        fileprivate static func ranges(of request: RequestHead) -> [String?] {
+            [request.combinedHeader("range"), request.combinedHeader("if-range")]
         }
     }
 
@@ -154,7 +163,8 @@ final class SharedFetch: @unchecked Sendable, Equatable {
     static func head(of response: UpstreamResponse, varyNames: [String], leader request: RequestHead) -> Head {
         Head(status: response.status, reason: response.reason, headers: response.fields, timing: response.timing,
              contentLength: response.length, varyNames: varyNames,
-             varyValues: varyNames.map { Vary.normalize(request.combinedHeader($0), field: $0) })
+             varyValues: varyNames.map { Vary.normalize(request.combinedHeader($0), field: $0) },
+             ranges: response.status == 206 ? Head.ranges(of: request) : nil)
     }
 
     private struct Follower {

@@ -38,6 +38,8 @@ extension Exchange {
         case .lookUpAgain:
             let now = EventLoop.wallSeconds(), requestCC = CacheControl(request.combinedHeader("cache-control"))
             variants = worker.store.lookup(key, local: worker.localHits)
+            // The leader's piece answers only the ranges it holds.
+            if StoredAnswer.hasPiece(variants) { variants = StoredAnswer.usable(variants, for: request) }
             if case .fresh(let index, let age, _) = Lookup.decide(RequestFacts(request, requestCC, honouringPragma: false), variants,
                                                                   now: now, shared: shared),
                serveStored(variants[index], age: age, now: now,

@@ -131,11 +131,6 @@ final class Exchange {
                                                 passed: worker.configuration.passRequestHeaders)
         if isCacheLookup {
             UpstreamHeaders.normalizeAcceptEncoding(&forwarded, for: request)
-            // Several ranges: the whole is fetched (and stored), as a hit answers them.
-            if ByteRange.asksSeveralRanges(request.combinedHeader("range")) {
-                forwarded.remove("range")
-                forwarded.remove("if-range")
-            }
         }
         let fetch = UpstreamFetch(fields: forwarding.upstreamFields(forwarded, among: variants), for: self, worker: worker,
                                   leading: leading)

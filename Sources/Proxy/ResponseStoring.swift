@@ -26,6 +26,9 @@ struct PendingStore {
         if writer.abandoned { return nil }
     }
 
+    /// The piece stored, once committed (nil for a whole response).
+    var storedPiece: PartialContent.Piece? { writer.committed.flatMap { $0.status == 206 ? $0.piece : nil } }
+
     /// Whether the body goes to a streaming tier (not collected in memory).
     var isStreaming: Bool { writer.isStreaming }
     /// The body collected so far (empty once streaming).
@@ -47,10 +50,10 @@ struct PendingStore {
     /// and offers it to the fleet's shared tier (`sharedMark`: taken when
     /// the fetch began).
     mutating func commit(on worker: Worker, sharedMark: SharedMark?) -> Bool {
-        switch response.status == 206 && !writer.isStreaming ? joinedPiece(on: worker) : .alone {
+        switch response.status == 206 ? pieceFate(on: worker) : .alone {
         case .joined(let head, let body):
             guard body.withUnsafeBytes({ writer.commit(as: head, body: $0) }) else { return false }
-        case .keepWhole:
+        case .notStored:
             writer.abort()
             return false
         case .alone:
@@ -69,25 +72,61 @@ struct PendingStore {
         return compressed.withUnsafeBytes { writer.commit(as: compressedHead, body: $0) }
     }
 
-    /// Where a 206's piece goes (RFC 9111 section 3.4).
+    /// Where a 206 goes (RFC 9111 section 3.4).
     private enum PieceFate {
-        /// Joined with what was stored: one piece, or the whole as a 200.
+        /// Joined with what was stored (one piece, or the whole as a 200),
+        /// or a piece split from a multipart body.
         case joined(StoredHead, [UInt8])
-        /// A whole response of the variant is stored, which this piece
-        /// cannot join: the whole stays (it answers every range).
-        case keepWhole
-        /// Stored on its own, in place of a piece of the variant.
+        /// Nothing stored: a whole response of the variant is stored, which
+        /// the piece cannot join (the whole answers every range), or the
+        /// body is not what its Content-Range (or multipart framing) says.
+        case notStored
+        /// Stored as it came, in place of a piece of the variant.
         case alone
     }
 
-    /// This 206's piece joined with a stored piece (or a stored whole
-    /// response) of the same representation that it touches: one piece, or
-    /// a 200 once they make up the whole, with this response's fields.
-    private func joinedPiece(on worker: Worker) -> PieceFate {
-        let head = writer.head, received = writer.collected
-        guard let new = PartialContent.piece(contentRange: response.fields["content-range"]), new.count == received.count
-        else { return .alone }
-        let etag = response.fields["etag"]
+    /// A single-range 206 joined with what is stored, or stored alone (a
+    /// streamed one always is); a multipart/byteranges 206 split into its
+    /// pieces, the one that joins what is stored (else the largest) kept:
+    /// a variant holds one piece.
+    private func pieceFate(on worker: Worker) -> PieceFate {
+        let received = writer.collected
+        if let new = PartialContent.piece(contentRange: response.fields["content-range"]) {
+            guard new.count == writer.bodyBytes else { return .notStored }
+            if writer.isStreaming { return .alone }
+            return joined(new, received, fields: response.fields, on: worker) ?? .alone
+        }
+        guard !writer.isStreaming, let boundary = MultipartByteranges.boundary(contentType: response.fields["content-type"]),
+              let parts = MultipartByteranges.parts(of: received, boundary: boundary) else { return .notStored }
+        var largest: (piece: PartialContent.Piece, body: [UInt8], fields: HeaderFields)?
+        for segment in PartialContent.segments(of: parts.map(\.piece)) {
+            var body = [UInt8](repeating: 0, count: segment.piece.count)
+            body.withUnsafeMutableBytes { out in
+                for index in segment.parts {
+                    let part = parts[index]
+                    out.baseAddress!.advanced(by: part.piece.first - segment.piece.first)
+                        .copyMemory(from: received.baseAddress!.advanced(by: part.bytes.lowerBound), byteCount: part.piece.count)
+                }
+            }
+            var fields = response.fields
+            fields.remove("content-type")
+            if let type = parts[segment.parts[0]].contentType { fields.append("content-type", type) }
+            if let fate = body.withUnsafeBytes({ joined(segment.piece, $0, fields: fields, on: worker) }) { return fate }
+            if segment.piece.count > largest?.piece.count ?? -1 { largest = (segment.piece, body, fields) }
+        }
+        guard let largest else { return .notStored }
+        return .joined(storedHead(largest.piece, fields: largest.fields, on: worker), largest.body)
+    }
+
+    /// `new` (its bytes `received`, its response's `fields`) joined with a
+    /// stored piece (or a stored whole response) of the same
+    /// representation that it touches: one piece, or a 200 once they make
+    /// up the whole. `.notStored` when a whole is stored that it cannot
+    /// join; nil when nothing stored joins it.
+    private func joined(_ new: PartialContent.Piece, _ received: UnsafeRawBufferPointer, fields: HeaderFields,
+                        on worker: Worker) -> PieceFate? {
+        let head = writer.head
+        let etag = fields["etag"]
         let variants = worker.store.lookup(head.key, local: worker.localHits).filter { $0.varyValues == head.varyValues }
         for stored in variants.reversed() where stored.bodyFile == nil {
             let old = stored.status == 200 ? PartialContent.Piece(first: 0, last: stored.bodyLength - 1, length: stored.bodyLength)
@@ -100,18 +139,24 @@ struct PendingStore {
                 out.baseAddress!.advanced(by: old.first - whole.first).copyMemory(from: stored.body.baseAddress!, byteCount: old.count)
                 out.baseAddress!.advanced(by: new.first - whole.first).copyMemory(from: received.baseAddress!, byteCount: new.count)
             }
-            var fields = response.fields
-            fields.remove("content-range")
-            if !whole.isWhole { fields.append("content-range", whole.contentRange) }
-            let names = head.varyNames, values = head.varyValues
-            let joined = worker.builder.storedHead(key: head.key, status: whole.isWhole ? 200 : 206,
-                                                   reason: whole.isWhole ? "OK" : response.reason, headers: fields,
-                                                   timing: response.timing, tags: head.tags, varyNames: names) { name in
-                names.firstIndex(of: name).flatMap { values[$0] }
-            }
-            return .joined(joined, body)
+            return .joined(storedHead(whole, fields: fields, on: worker), body)
         }
-        return variants.contains { $0.status == 200 } ? .keepWhole : .alone
+        return variants.contains { $0.status == 200 } ? .notStored : nil
+    }
+
+    /// The head of a stored piece (a 200 when it is the whole) with
+    /// `fields` and its own Content-Range, for this response's key, variant
+    /// and tags.
+    private func storedHead(_ piece: PartialContent.Piece, fields: HeaderFields, on worker: Worker) -> StoredHead {
+        var fields = fields
+        fields.remove("content-range")
+        if !piece.isWhole { fields.append("content-range", piece.contentRange) }
+        let head = writer.head, names = head.varyNames, values = head.varyValues
+        return worker.builder.storedHead(key: head.key, status: piece.isWhole ? 200 : 206,
+                                         reason: piece.isWhole ? "OK" : response.reason, headers: fields,
+                                         timing: response.timing, tags: head.tags, varyNames: names) { name in
+            names.firstIndex(of: name).flatMap { values[$0] }
+        }
     }
 
     /// Nothing will be stored (too large, incomplete, failed).

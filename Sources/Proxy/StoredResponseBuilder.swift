@@ -164,7 +164,16 @@ struct StoredResponseBuilder: Sendable {
                                   request: CacheControl(request.combinedHeader("cache-control")), response: cc,
                                   hasAuthorization: request.header("authorization") != nil, shared: shared,
                                   reusable: reusable,
-                                  storablePiece: status == 206 && PartialContent.piece(contentRange: headers.combined("content-range")) != nil)
+                                  storablePiece: status == 206 && Self.isStorablePiece(headers))
+    }
+
+    /// A 206 of one range of a known complete length, or a multipart/byteranges
+    /// one (split into its pieces when stored; RFC 9111 section 3.3).
+    private static func isStorablePiece(_ headers: HeaderFields) -> Bool {
+        guard let contentRange = headers.combined("content-range") else {
+            return MultipartByteranges.boundary(contentType: headers.combined("content-type")) != nil
+        }
+        return PartialContent.piece(contentRange: contentRange) != nil
     }
 
     /// The purge tags of a response stored under `key`: its Surrogate-Key

@@ -170,14 +170,8 @@ final class UpstreamFetch: UpstreamTransferDelegate {
                                         fetchedSince: fetchToken, toDisk: toDisk)
         // Not storable: waiters need not wait for it, they fetch on their own.
         if store == nil { releaseClaim() }
-        // A stored piece of a range the client asked for: the whole comes
-        // too, for the ranges that follow (a piece's completion needs none).
-        if store != nil, response.status == 206, worker.configuration.rangeFill, request.header("range") != nil,
-           let piece = PartialContent.piece(contentRange: response.fields["content-range"]), !piece.isWhole,
-           piece.length <= StoreWriter.largestBody(in: worker.store, firstTierOnly: !toDisk) {
-            // On a later loop turn: libcurl must not be re-entered from its callback.
-            let (worker, key, variants, request, peer) = (worker, key, variants, request, client.peer)
-            worker.loop.execute { worker.fetchWholeInBackground(key, among: variants, request: request, peer: peer) }
+        if store != nil, response.status == 206, let piece = PartialContent.piece(contentRange: response.fields["content-range"]) {
+            fillAfterRange(piece)
         }
         offerToShare()
         let stored = store != nil
@@ -280,7 +274,11 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         if whole {
             if var pending = store {
                 store = nil
-                if pending.commit(on: worker, sharedMark: sharedMark) { WorkerStats.bump(worker.counters.stored) }
+                if pending.commit(on: worker, sharedMark: sharedMark) {
+                    WorkerStats.bump(worker.counters.stored)
+                    // A multipart 206 names the whole's length in its parts alone.
+                    if pending.response.fields["content-range"] == nil, let piece = pending.storedPiece { fillAfterRange(piece) }
+                }
             }
             machine.published?.finish(.complete)
         } else {
@@ -288,6 +286,16 @@ final class UpstreamFetch: UpstreamTransferDelegate {
             store = nil
             machine.published?.finish(.failed)  // no-op once complete
         }
+    }
+
+    /// A stored piece of a range the client asked for: the whole comes
+    /// too, for the ranges that follow (a piece's completion needs none).
+    private func fillAfterRange(_ piece: PartialContent.Piece) {
+        guard worker.configuration.rangeFill, request.header("range") != nil, !piece.isWhole, let peer = client?.peer,
+              piece.length <= StoreWriter.largestBody(in: worker.store, firstTierOnly: !toDisk) else { return }
+        // On a later loop turn: libcurl must not be re-entered from its callback.
+        let (worker, key, variants, request) = (worker, key, variants, request)
+        worker.loop.execute { worker.fetchWholeInBackground(key, among: variants, request: request, peer: peer) }
     }
 
     // MARK: the end

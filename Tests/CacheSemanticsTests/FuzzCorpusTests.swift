@@ -34,4 +34,27 @@ final class FuzzCorpusTests: XCTestCase {
             }
         }
     }
+
+    /// fuzz/corpus/multipart, with the multipart target's checks: the
+    /// first byte picks the boundary's length, the rest is the body.
+    func testMultipartCorpus() {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let dir = root.appendingPathComponent("fuzz/corpus/multipart")
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? []
+        XCTAssertGreaterThan(names.count, 5, "the corpus is in the repository")
+        var split = 0
+        for name in names {
+            guard let data = FileManager.default.contents(atPath: dir.appendingPathComponent(name).path), let first = data.first
+            else { continue }
+            let boundary = String(repeating: "B", count: Int(first % 8) + 1)
+            let body = Array(data.dropFirst())
+            guard let parts = body.withUnsafeBytes({ MultipartByteranges.parts(of: $0, boundary: boundary) }) else { continue }
+            split += 1
+            for part in parts {
+                XCTAssertTrue(part.bytes.upperBound <= body.count && part.bytes.count == part.piece.count, name)
+                XCTAssertEqual(part.piece.length, parts[0].piece.length, name)
+            }
+        }
+        XCTAssertGreaterThan(split, 2, "well-formed seeds are split")
+    }
 }

@@ -163,21 +163,101 @@ extension PartialContentEndToEndTests {
 }
 
 extension PartialContentEndToEndTests {
-    /// Several ranges: answered with the whole, on a miss as on a hit (RFC
-    /// 9110 section 14.2 lets a server ignore Range); the whole is stored.
-    func testSeveralRangesGetTheWholeOnAMissAndAHit() throws {
+    /// Several ranges on a miss go upstream as asked and the client gets
+    /// the upstream's multipart/byteranges 206 at once; its parts are
+    /// stored as a piece (parts that touch joined; with another piece
+    /// they touch, joined with it too), which answers later ranges and
+    /// becomes the whole once the pieces cover it.
+    func testAMultipartAnswerIsSplitIntoStoredPieces() throws {
+        let (origin, larder) = try start(config: "range_fill = false\n")
         let target = "/part/m?size=100&etag=m1&ranges=1"
+        let whole = try larder.client().get(target.replacingOccurrences(of: "ranges=1", with: "ranges=0")).body
         let c = try larder.client()
-        let miss = try c.get(target, headers: ["Range: bytes=0-9, 50-59"])
-        XCTAssertEqual(miss.status, 200)
-        XCTAssertEqual(miss.body.count, 100)
+        let miss = try c.get(target, headers: ["Range: bytes=0-9, 10-19, 50-59"])
+        XCTAssertEqual(miss.status, 206)
+        XCTAssertEqual(miss.header("content-type"), "multipart/byteranges; boundary=SEP")
         let pairs = try origin.lastRequest(target)["headers"] as? [[String]] ?? []
-        XCTAssertFalse(pairs.contains { $0.first == "range" }, "the whole was asked for: \(pairs)")
+        XCTAssertTrue(pairs.contains(["range", "bytes=0-9, 10-19, 50-59"]), "the ranges go upstream as asked: \(pairs)")
+        let held = try c.get(target, headers: ["Range: bytes=5-14"])
+        XCTAssertTrue(isHit(held), "0-9 and 10-19 stored as one piece")
+        XCTAssertEqual(held.status, 206)
+        XCTAssertEqual(held.header("content-range"), "bytes 5-14/100")
+        XCTAssertEqual(held.header("content-type"), "application/octet-stream", "the part's type, not multipart")
+        XCTAssertEqual(held.body, Array(whole[5...14]))
+        XCTAssertEqual(try origin.count(target), 1)
+
+        XCTAssertEqual(try c.get(target, headers: ["Range: bytes=20-39, 80-89"]).status, 206)
+        let joined = try c.get(target, headers: ["Range: bytes=0-39"])
+        XCTAssertTrue(isHit(joined), "20-39 joined the stored 0-19")
+        XCTAssertEqual(joined.body, Array(whole[0...39]))
+        XCTAssertEqual(try c.get(target, headers: ["Range: bytes=40-69,70-99"]).status, 206)
+        let complete = try c.get(target)
+        XCTAssertTrue(isHit(complete), "the pieces made up the whole")
+        XCTAssertEqual(complete.status, 200)
+        XCTAssertEqual(complete.body, whole)
+        XCTAssertEqual(try origin.count(target), 3)
+    }
+
+    /// A request collapsed onto a fetch for a range gets the leader's 206
+    /// only when it asks for the same range: a request for the whole
+    /// waits, then fetches the whole on its own.
+    func testARequestForTheWholeIsNotAnsweredWithACollapsedRange() throws {
+        let (origin, larder) = try start(config: "range_fill = false\n")
+        let target = "/part/k?size=100&etag=k1&ranges=1&delay=1"
+        let port = larder.port
+        final class Box: @unchecked Sendable { var response: HTTPResponse? }
+        let ranged = Box(), same = Box()
+        let done = expectation(description: "ranged requests answered")
+        done.expectedFulfillmentCount = 2
+        Thread { ranged.response = try? HTTPClient(port: port).get(target, headers: ["Range: bytes=0-4"]); done.fulfill() }.start()
+        XCTAssertEqual(try origin.waitForCount(target, atLeast: 1), 1)
+        Thread { same.response = try? HTTPClient(port: port).get(target, headers: ["Range: bytes=0-4"]); done.fulfill() }.start()
+        let whole = try larder.client().get(target)
+        wait(for: [done], timeout: 20)
+        XCTAssertEqual(whole.status, 200)
+        XCTAssertEqual(whole.body.count, 100)
+        XCTAssertNil(whole.header("content-range"))
+        XCTAssertEqual(ranged.response?.status, 206)
+        XCTAssertEqual(same.response?.status, 206)
+        XCTAssertEqual(same.response?.body.count, 5)
+        XCTAssertEqual(same.response?.body, ranged.response?.body)
+    }
+
+    /// With range_fill (the default) the whole follows a multipart miss in
+    /// the background; several ranges are then answered from it with the
+    /// whole (RFC 9110 section 14.2 lets a server ignore Range).
+    func testSeveralRangesAreFilledAndThenAnsweredWithTheWhole() throws {
+        let target = "/part/w?size=100&etag=w1&ranges=1"
+        let c = try larder.client()
+        XCTAssertEqual(try c.get(target, headers: ["Range: bytes=0-9, 50-59"]).status, 206)
+        XCTAssertTrue(try waitUntilStoredWhole(target, on: larder))
         let hit = try c.get(target, headers: ["Range: bytes=0-9, 50-59"])
         XCTAssertTrue(isHit(hit))
         XCTAssertEqual(hit.status, 200)
-        XCTAssertEqual(hit.body, miss.body)
-        XCTAssertEqual(try origin.count(target), 1)
+        XCTAssertEqual(hit.body.count, 100)
+        XCTAssertEqual(try origin.count(target), 2, "the ranges, then the whole")
+    }
+
+    /// A 206 whose body is not what it claims is passed on, never stored:
+    /// a Content-Range larger than the body, a multipart body whose part
+    /// is shorter than its Content-Range, a multipart body without its
+    /// closing delimiter.
+    func testAPartialAnswerThatContradictsItselfIsNotStored() throws {
+        let (_, larder) = try start(config: "range_fill = false\n")
+        let c = try larder.client()
+        let short = "/part/x?size=5&status=206&extra=Content-Range:bytes%200-99999/100000"
+        XCTAssertEqual(try c.get(short, headers: ["Range: bytes=0-99999"]).body.count, 5)
+        let later = try c.get(short, headers: ["Range: bytes=50000-50009"])
+        XCTAssertFalse(isHit(later), "not stored")
+        XCTAssertEqual(later.body.count, 5, "the upstream's answer again, not bytes the piece lacks")
+        let part = "--B\r\nContent-Range: bytes 0-9/100\r\n\r\n"
+        for (name, body) in [("short-part", part + "01234\r\n--B--\r\n"), ("unclosed", part + "0123456789\r\n")] {
+            let raw = "HTTP/1.1 206 Partial Content\r\nCache-Control: max-age=60\r\n"
+                + "Content-Type: multipart/byteranges; boundary=B\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body
+            let target = "/part/\(name)?raw=" + raw.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+            XCTAssertEqual(try c.get(target, headers: ["Range: bytes=0-9, 20-29"]).status, 206, name)
+            XCTAssertFalse(isHit(try c.get(target, headers: ["Range: bytes=0-4"])), name)
+        }
     }
 }
 

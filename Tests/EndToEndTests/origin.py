@@ -34,9 +34,10 @@ Query parameters on any path:
                 closed without any response (an origin gone away)
   cl_self=1     add Content-Location naming this very path and query
                 (cl_self=abs: as an absolute URL with the request's Host)
-  ranges=1      answer a single-range Range header (bytes=a-b, a-, -n) with
-                206 and Content-Range, as static file servers do (not when
-                an If-Range names another ETag: then the whole, 200)
+  ranges=1      answer a Range header (bytes=a-b, a-, -n) with 206 and
+                Content-Range, as static file servers do, or for several
+                ranges with a multipart/byteranges 206 (not when an If-Range
+                names another ETag: then the whole, 200)
   cut=N         announce the whole body (Content-Length) but send only N
                 bytes of it, then close the connection
   garbage=1     answer with bytes that are not HTTP, then close
@@ -208,17 +209,33 @@ class Handler(BaseHTTPRequestHandler):
         if_range = self.headers.get("If-Range")
         if q.get("ranges") == "1" and status == 200 and "Range" in self.headers and \
                 (if_range is None or if_range == headers.get("ETag")):
-            m = re.fullmatch(r"bytes=(\d*)-(\d*)", self.headers["Range"].strip())
             n = len(body)
-            if m and (m.group(1) or m.group(2)):
+            spans = []
+            for spec in self.headers["Range"].strip()[len("bytes="):].split(","):
+                m = re.fullmatch(r"(\d*)-(\d*)", spec.strip())
+                if not self.headers["Range"].strip().startswith("bytes=") or not m or not (m.group(1) or m.group(2)):
+                    spans = []
+                    break
                 if m.group(1):
                     lo = int(m.group(1))
                     hi = min(int(m.group(2)), n - 1) if m.group(2) else n - 1
                 else:
                     lo, hi = max(0, n - int(m.group(2))), n - 1
                 if lo < n and lo <= hi:
-                    headers["Content-Range"] = "bytes %d-%d/%d" % (lo, hi, n)
-                    body, status = body[lo:hi + 1], 206
+                    spans.append((lo, hi))
+            if len(spans) == 1:
+                lo, hi = spans[0]
+                headers["Content-Range"] = "bytes %d-%d/%d" % (lo, hi, n)
+                body, status = body[lo:hi + 1], 206
+            elif spans:
+                # Several ranges: multipart/byteranges (RFC 9110 section 14.6).
+                part_type = headers.pop("Content-Type", "application/octet-stream")
+                out = b"preamble to ignore\r\n"
+                for lo, hi in spans:
+                    out += b"--SEP\r\nContent-Type: %s\r\nContent-Range: bytes %d-%d/%d\r\n\r\n" % (
+                        part_type.encode(), lo, hi, n) + body[lo:hi + 1] + b"\r\n"
+                headers["Content-Type"] = "multipart/byteranges; boundary=SEP"
+                body, status = out + b"--SEP--\r\n", 206
         if "bighead" in q:
             headers["X-Big"] = "b" * int(q["bighead"])
         headers["X-Origin-Count"] = str(counts[self.path])

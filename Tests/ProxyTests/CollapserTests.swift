@@ -136,4 +136,21 @@ final class CollapserTests: XCTestCase {
         let plain = SharedFetch.head(of: response, varyNames: [], leader: try request(""))
         XCTAssertTrue(plain.suits(try request("Accept-Encoding: identity\r\n")), "no Vary: every request")
     }
+
+    /// A 206 holds the leader's range only: a request for the whole, or
+    /// for another range, fetches on its own instead of getting it.
+    func testAPartialResponseSuitsOnlyRequestsForTheSameRange() throws {
+        let response = UpstreamResponse(status: 206, reason: "Partial Content",
+                                        headers: ["content-length": "5", "content-range": "bytes 0-4/100"],
+                                        requestTime: 1, responseTime: 1, stripTagHeaders: false)
+        let head = SharedFetch.head(of: response, varyNames: [], leader: try request("Range: bytes=0-4\r\n"))
+        XCTAssertTrue(head.suits(try request("Range: bytes=0-4\r\n")))
+        XCTAssertFalse(head.suits(try request("")), "the whole was asked")
+        XCTAssertFalse(head.suits(try request("Range: bytes=5-9\r\n")))
+        XCTAssertFalse(head.suits(try request("Range: bytes=0-4\r\nIf-Range: \"v1\"\r\n")), "a condition the leader did not send")
+        let whole = UpstreamResponse(status: 200, reason: "OK", headers: ["content-length": "100"],
+                                     requestTime: 1, responseTime: 1, stripTagHeaders: false)
+        let full = SharedFetch.head(of: whole, varyNames: [], leader: try request("Range: bytes=0-4\r\n"))
+        XCTAssertTrue(full.suits(try request("")), "a 200 suits every request, ranged or not")
+    }
 }
