@@ -94,6 +94,8 @@ struct PendingStore {
         if let new = PartialContent.piece(contentRange: response.fields["content-range"]) {
             guard new.count == writer.bodyBytes else { return .notStored }
             if writer.isStreaming { return .alone }
+            // All of it: its head is the 200 it amounts to already (`Worker.pendingStore`).
+            if new.isWhole { return .alone }
             return joined(new, received, fields: response.fields, on: worker) ?? .alone
         }
         guard !writer.isStreaming, let boundary = MultipartByteranges.boundary(contentType: response.fields["content-type"]),
@@ -201,15 +203,21 @@ extension Worker {
     private func pendingStore(_ response: UpstreamResponse, to request: RequestHead, key: String,
                               directives: StoredResponseBuilder.Directives, fetchedSince: UInt64, toDisk: Bool) -> PendingStore? {
         let tags = builder.tags(response.received, key: key)
-        let head = builder.storedHead(key: key, status: response.status, reason: response.reason, headers: response.fields,
+        var (status, reason, fields) = (response.status, response.reason, response.fields)
+        if status == 206, let piece = PartialContent.piece(contentRange: fields["content-range"]), piece.isWhole {
+            // All of it (a `bytes=0-` answer, as video players ask first):
+            // stored as the 200 it amounts to, streamed to disk or not.
+            (status, reason) = (200, "OK")
+            fields.remove("content-range")
+        }
+        let head = builder.storedHead(key: key, status: status, reason: reason, headers: fields,
                                       timing: response.timing, tags: tags, directives: directives,
                                       varyFrom: { request.combinedHeader($0) })
         var compressed: StoredHead?
         if request.method != "HEAD",
-           StoredCompression.applies(status: response.status, headers: response.fields, cc: directives.cc,
-                                     types: builder.compression(for: key)) {
-            compressed = builder.storedHead(key: key, status: response.status, reason: response.reason,
-                                            headers: StoredCompression.fields(response.fields), timing: response.timing,
+           StoredCompression.applies(status: status, headers: fields, cc: directives.cc, types: builder.compression(for: key)) {
+            compressed = builder.storedHead(key: key, status: status, reason: reason,
+                                            headers: StoredCompression.fields(fields), timing: response.timing,
                                             tags: tags, directives: directives, varyNames: head.varyNames,
                                             varyFrom: { request.combinedHeader($0) })
         }

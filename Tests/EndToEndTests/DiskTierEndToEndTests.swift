@@ -257,6 +257,25 @@ final class DiskTierEndToEndTests: ConfiguredTestCase {
         XCTAssertTrue(part.body == Array(miss.body[104_857_500...]))
     }
 
+    /// `Range: bytes=0-` of an object too large for memory (a video
+    /// player's first request): the 206 of all of it streams to disk as
+    /// the 200 it amounts to, so a request for the whole is a hit too.
+    func testAPartialAnswerHoldingAllOfALargeObjectIsStoredOnDiskAsTheWhole() throws {
+        let target = "/video?size=3000000&etag=v1&ranges=1"
+        let l = try start(["--memory-limit", "1MiB"])
+        let first = try l.client().get(target, headers: ["Range: bytes=0-"])
+        XCTAssertEqual(first.status, 206)
+        XCTAssertEqual(first.body.count, 3_000_000)
+        let deadline = Date().addingTimeInterval(30)
+        while cacheFiles().isEmpty && Date() < deadline { usleep(20_000) }
+        let whole = try l.client().get(target)
+        XCTAssertTrue(whole.header("cache-status")?.contains("hit") ?? false, "\(whole.headers)")
+        XCTAssertEqual(whole.status, 200)
+        XCTAssertNil(whole.header("content-range"))
+        XCTAssertTrue(whole.body == first.body)
+        XCTAssertEqual(try origin.count(target), 1)
+    }
+
     /// A gzip body served from the disk tier (too large for the memory
     /// tier) is decoded for a client that does not take gzip.
     func testAGzipBodyServedFromDiskIsDecodedForAClientWithoutGzip() throws {

@@ -223,6 +223,27 @@ extension PartialContentEndToEndTests {
         XCTAssertEqual(same.response?.body, ranged.response?.body)
     }
 
+    /// `Range: bytes=0-` (what video players ask first) gets a 206 of all
+    /// of it: stored as the 200 it amounts to, which answers a request for
+    /// the whole and every range.
+    func testAPartialAnswerHoldingAllOfItIsStoredAsTheWhole() throws {
+        let (origin, larder) = try start(config: "range_fill = false\n")
+        let target = "/part/all?size=100&etag=a1&ranges=1"
+        let c = try larder.client()
+        let first = try c.get(target, headers: ["Range: bytes=0-"])
+        XCTAssertEqual(first.status, 206)
+        XCTAssertEqual(first.header("content-range"), "bytes 0-99/100")
+        let whole = try c.get(target)
+        XCTAssertTrue(isHit(whole))
+        XCTAssertEqual(whole.status, 200)
+        XCTAssertNil(whole.header("content-range"))
+        XCTAssertEqual(whole.body, first.body)
+        let part = try c.get(target, headers: ["Range: bytes=10-19"])
+        XCTAssertTrue(isHit(part))
+        XCTAssertEqual(part.body, Array(first.body[10...19]))
+        XCTAssertEqual(try origin.count(target), 1)
+    }
+
     /// With range_fill (the default) the whole follows a multipart miss in
     /// the background; several ranges are then answered from it with the
     /// whole (RFC 9110 section 14.2 lets a server ignore Range).
