@@ -39,6 +39,41 @@ public enum ByteRange {
         return .partial(first: first, last: last)
     }
 
+    /// At most this many ranges in one request are passed upstream.
+    public static let maxForwardedRanges = 16
+
+    /// Whether a Range asking for several byte ranges may go upstream as
+    /// asked (RFC 9110 section 14.2 lets a server refuse the rest): at most
+    /// `maxForwardedRanges`, each well formed, in ascending order without
+    /// overlap (a suffix range only last). Anything else (many small or
+    /// overlapping ranges make an answer larger than the whole) is fetched
+    /// whole instead, and answered with the whole.
+    public static func mayForwardSeveral(_ range: String) -> Bool {
+        let spec = range.trimmingWhitespaceAndTabs()
+        guard spec.lowercased().hasPrefix("bytes=") else { return false }
+        let sets = spec.dropFirst(6).split(separator: ",", omittingEmptySubsequences: false)
+        guard sets.count <= maxForwardedRanges else { return false }
+        var next = 0, suffixSeen = false
+        for set in sets {
+            let set = set.trimmingWhitespace()
+            guard !suffixSeen, let dash = set.firstIndex(of: "-") else { return false }
+            let firstText = set[..<dash], lastText = set[set.index(after: dash)...]
+            if firstText.isEmpty {
+                guard digits(lastText) != nil else { return false }
+                suffixSeen = true
+                continue
+            }
+            guard let first = digits(firstText), first >= next else { return false }
+            if lastText.isEmpty {
+                suffixSeen = true  // to the end: nothing may follow
+                continue
+            }
+            guard let last = digits(lastText), last >= first else { return false }
+            next = last + 1
+        }
+        return true
+    }
+
     /// If-Range holds when it is a strong ETag equal to the stored one, or an
     /// HTTP-date equal to the stored Last-Modified.
     static func ifRangeHolds(_ value: String, etag: String?, lastModified: String?) -> Bool {

@@ -131,6 +131,11 @@ final class Exchange {
                                                 passed: worker.configuration.passRequestHeaders)
         if isCacheLookup {
             UpstreamHeaders.normalizeAcceptEncoding(&forwarded, for: request)
+            // Several ranges go as asked only when modest; else the whole is fetched (and stored).
+            if let range = request.combinedHeader("range"), range.contains(","), !ByteRange.mayForwardSeveral(range) {
+                forwarded.remove("range")
+                forwarded.remove("if-range")
+            }
         }
         let fetch = UpstreamFetch(fields: forwarding.upstreamFields(forwarded, among: variants), for: self, worker: worker,
                                   leading: leading)

@@ -168,6 +168,27 @@ final class ByteRangeTests: XCTestCase {
                            lastModified: "Sun, 06 Nov 1994 08:49:37 GMT")
     }
 
+    /// Several ranges go upstream only when modest (RFC 9110 section
+    /// 14.2): ascending, apart, well formed, at most 16.
+    func testWhichSetsOfSeveralRangesAreForwarded() {
+        XCTAssertTrue(ByteRange.mayForwardSeveral("bytes=0-9, 10-19, 50-59"))
+        XCTAssertTrue(ByteRange.mayForwardSeveral("bytes=0-9,20-"))
+        XCTAssertTrue(ByteRange.mayForwardSeveral("bytes=0-9, -5"))
+        let sixteen = (0..<16).map { "\($0 * 10)-\($0 * 10 + 4)" }.joined(separator: ",")
+        XCTAssertTrue(ByteRange.mayForwardSeveral("bytes=" + sixteen))
+        XCTAssertFalse(ByteRange.mayForwardSeveral("bytes=" + sixteen + ",500-509"), "more than 16")
+        XCTAssertFalse(ByteRange.mayForwardSeveral("bytes=0-9,5-14"), "overlapping")
+        XCTAssertFalse(ByteRange.mayForwardSeveral("bytes=0-,0-,0-"), "overlapping from the start")
+        XCTAssertFalse(ByteRange.mayForwardSeveral("bytes=50-59,0-9"), "not ascending")
+        XCTAssertFalse(ByteRange.mayForwardSeveral("bytes=-5,0-9"), "a suffix not last")
+        XCTAssertFalse(ByteRange.mayForwardSeveral("bytes=20-,30-39"), "after an open range")
+        XCTAssertFalse(ByteRange.mayForwardSeveral("bytes=9-0,10-19"), "backwards")
+        XCTAssertFalse(ByteRange.mayForwardSeveral("bytes=0-9,,20-29"), "an empty set")
+        XCTAssertFalse(ByteRange.mayForwardSeveral("bytes=0-9,x"))
+        XCTAssertFalse(ByteRange.mayForwardSeveral("items=0-9,10-19"), "another unit")
+        XCTAssertFalse(ByteRange.mayForwardSeveral("bytes=0-9,10-99999999999999999999"), "a number too large")
+    }
+
     func testSingleRanges() {
         XCTAssertEqual(eval(nil), .full)
         XCTAssertEqual(eval("bytes=0-9"), .partial(first: 0, last: 9))

@@ -198,6 +198,23 @@ extension PartialContentEndToEndTests {
         XCTAssertEqual(try origin.count(target), 3)
     }
 
+    /// Overlapping, unordered or very many ranges (an answer larger than
+    /// the whole) never reach the upstream: the whole is fetched, stored
+    /// and sent.
+    func testImmodestSetsOfRangesFetchTheWhole() throws {
+        let (origin, larder) = try start(config: "range_fill = false\n")
+        let many = (0..<40).map { "\($0)-\($0 + 60)" }.joined(separator: ",")
+        for (name, range) in [("overlapping", "bytes=0-99,0-99,0-99"), ("unordered", "bytes=50-59,0-9"), ("many", "bytes=" + many)] {
+            let target = "/part/\(name)?size=100&etag=h1&ranges=1"
+            let r = try larder.client().get(target, headers: ["Range: \(range)"])
+            XCTAssertEqual(r.status, 200, name)
+            XCTAssertEqual(r.body.count, 100, name)
+            let pairs = try origin.lastRequest(target)["headers"] as? [[String]] ?? []
+            XCTAssertFalse(pairs.contains { $0.first == "range" }, "\(name): \(pairs)")
+            XCTAssertTrue(isHit(try larder.client().get(target)), name)
+        }
+    }
+
     /// A request collapsed onto a fetch for a range gets the leader's 206
     /// only when it asks for the same range: a request for the whole
     /// waits, then fetches the whole on its own.
