@@ -58,7 +58,7 @@ extension AdminConnection {
     func deliver(_ batch: LogBatch, droppedByWorkers: Int, format: inout AccessLineFormatter) {
         guard let filter = following else { return }
         droppedHere += droppedByWorkers
-        if output.count >= AdminServer.followerBacklogBytes {
+        if backlog >= AdminServer.followerBacklogBytes {
             batch.forEach { line in if filter.admits(line) { droppedHere += 1 } }
             return
         }

@@ -120,7 +120,13 @@ final class AdminConnection: IOHandler {
     private let fd: Int32
     unowned let server: AdminServer
     private var input: [UInt8] = []
+    /// Bytes to write; those before `outputStart` are written already
+    /// (dropped once all are, or once they are most of it: a partial write
+    /// does not move the rest).
     var output: [UInt8] = []
+    private var outputStart = 0
+    /// Bytes queued, not yet written.
+    var backlog: Int { output.count - outputStart }
     /// Set while it streams the log: what its follower asked for, and the
     /// lines it could not take (its client reads too slowly), reported.
     var following: LogFilter?
@@ -156,7 +162,7 @@ final class AdminConnection: IOHandler {
     }
 
     func ready(_ events: IOEvents) {
-        if events.contains(.write) || !output.isEmpty { flush() }
+        if events.contains(.write) || backlog > 0 { flush() }
         if isClosed { return }
         if events.contains(.read) || events.contains(.hangup) || events.contains(.error) { readAvailable() }
     }
@@ -273,7 +279,7 @@ final class AdminConnection: IOHandler {
     /// what the socket did not take.
     func send(_ pieces: [UnsafeRawBufferPointer]) {
         var written = 0
-        if output.isEmpty {
+        if backlog == 0 {
             var iov = pieces.map { iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count) }
             do {
                 written = try Socket.writev(fd, &iov, count: Int32(iov.count)) ?? 0
@@ -294,11 +300,11 @@ final class AdminConnection: IOHandler {
     }
 
     func flush() {
-        while !output.isEmpty {
+        while backlog > 0 {
             let written: Int?
             do {
                 written = try output.withUnsafeBytes { raw -> Int? in
-                    var iov = iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress), iov_len: raw.count)
+                    var iov = iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress! + outputStart), iov_len: backlog)
                     return try Socket.writev(fd, &iov, count: 1)
                 }
             } catch {
@@ -306,11 +312,17 @@ final class AdminConnection: IOHandler {
                 return
             }
             guard let written else {
+                if outputStart > output.count / 2 {
+                    output.removeFirst(outputStart)
+                    outputStart = 0
+                }
                 server.loop.setInterest(fd, closeAfterWrite ? .write : [.read, .write])
                 return
             }
-            output.removeFirst(written)
+            outputStart += written
         }
+        output.removeAll(keepingCapacity: output.capacity <= 1 << 20)
+        outputStart = 0
         if closeAfterWrite {
             close()
         } else {
