@@ -109,6 +109,10 @@ public enum Storability {
         guard status >= 200, status <= 999, status != 304, status != 206 || storablePiece else {
             return .doNotStore("status \(status)")
         }
+        // 412 and 416 answer the request's preconditions or Range, not the
+        // target: stored (without a Vary naming those fields) they would
+        // answer every later request, a cache any client could poison.
+        if status == 412 || status == 416 { return .doNotStore("status \(status) answers the request's conditions") }
         if request.noStore { return .doNotStore("request no-store") }
         if response.mustUnderstand {
             // Section 5.2.2.3: store only understood codes, and then ignore no-store.

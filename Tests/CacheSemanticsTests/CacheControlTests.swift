@@ -157,6 +157,9 @@ final class FreshnessTests: XCTestCase {
         XCTAssertNotEqual(decide("GET", 304), .store)
         XCTAssertNotEqual(decide("GET", 101), .store)
         XCTAssertEqual(decide("GET", 404), .store)
+        XCTAssertNotEqual(decide("GET", 412), .store, "answers the request's preconditions")
+        XCTAssertNotEqual(decide("GET", 416), .store, "answers the request's Range")
+        XCTAssertNotEqual(decide("GET", 416, res: "max-age=60, must-understand"), .store)
         // Section 3: an unknown final status with explicit freshness may be stored.
         XCTAssertEqual(decide("GET", 299), .store)
         XCTAssertEqual(decide("GET", 599), .store)

@@ -215,6 +215,20 @@ extension PartialContentEndToEndTests {
         }
     }
 
+    /// A 416 (a Range beyond the end) or a 412 (a failed If-Match) with
+    /// explicit freshness answers that request only: stored, it would be
+    /// every later client's answer for the URL.
+    func testAnswersToARequestsRangeOrPreconditionsAreNotStored() throws {
+        for (target, field) in [("/part/r416?status=416&extra=Content-Range:bytes%20*/100", "Range: bytes=500-"),
+                                ("/part/r412?status=412", "If-Match: \"other\"")] {
+            let c = try larder.client()
+            let first = try c.get(target, headers: [field])
+            XCTAssertEqual(first.header("cache-status"), "larder; fwd=uri-miss", target)
+            XCTAssertFalse(isHit(try c.get(target)), target)
+            XCTAssertEqual(try origin.count(target), 2, target)
+        }
+    }
+
     /// A request collapsed onto a fetch for a range gets the leader's 206
     /// only when it asks for the same range: a request for the whole
     /// waits, then fetches the whole on its own.
