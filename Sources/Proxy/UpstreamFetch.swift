@@ -277,7 +277,10 @@ final class UpstreamFetch: UpstreamTransferDelegate {
                 if pending.commit(on: worker, sharedMark: sharedMark) {
                     WorkerStats.bump(worker.counters.stored)
                     // A multipart 206 names the whole's length in its parts alone.
-                    if pending.response.fields["content-range"] == nil, let piece = pending.storedPiece { fillAfterRange(piece) }
+                    if pending.response.status == 206, pending.response.fields["content-range"] == nil,
+                       let piece = pending.storedPiece {
+                        fillAfterRange(piece)
+                    }
                 }
             }
             machine.published?.finish(.complete)
