@@ -16,27 +16,16 @@ public enum ByteRange {
                                 etag: String?, lastModified: String?) -> Outcome {
         guard let range else { return .full }
         if let ifRange, !ifRangeHolds(ifRange, etag: etag, lastModified: lastModified) { return .full }
-        let spec = range.trimmingWhitespaceAndTabs()
-        guard spec.lowercased().hasPrefix("bytes=") else { return .full }
-        let sets = spec.dropFirst(6).split(separator: ",", omittingEmptySubsequences: false)
-        guard sets.count == 1 else { return .full }
-        let set = sets[0].trimmingWhitespace()
-        guard let dash = set.firstIndex(of: "-") else { return .full }
-        let firstText = set[..<dash], lastText = set[set.index(after: dash)...]
-        if firstText.isEmpty {
-            // Suffix range: the last N bytes.
-            guard let n = digits(lastText) else { return .full }
+        guard let sets = sets(of: range), sets.count == 1, let spec = spec(sets[0]) else { return .full }
+        switch spec {
+        case .suffix(let n):
+            // The last n bytes.
             if n == 0 || length == 0 { return .unsatisfiable }
             return .partial(first: max(0, length - n), last: length - 1)
+        case .span(let first, let last):
+            if first >= length { return .unsatisfiable }
+            return .partial(first: first, last: min(last ?? length - 1, length - 1))
         }
-        guard let first = digits(firstText) else { return .full }
-        var last = length - 1
-        if !lastText.isEmpty {
-            guard let l = digits(lastText), l >= first else { return .full }
-            last = min(l, length - 1)
-        }
-        if first >= length { return .unsatisfiable }
-        return .partial(first: first, last: last)
     }
 
     /// At most this many ranges in one request are passed upstream.
@@ -45,33 +34,48 @@ public enum ByteRange {
     /// Whether a Range asking for several byte ranges may go upstream as
     /// asked (RFC 9110 section 14.2 lets a server refuse the rest): at most
     /// `maxForwardedRanges`, each well formed, in ascending order without
-    /// overlap (a suffix range only last). Anything else (many small or
-    /// overlapping ranges make an answer larger than the whole) is fetched
-    /// whole instead, and answered with the whole.
+    /// overlap (a suffix or open range only last). Anything else (many small
+    /// or overlapping ranges make an answer larger than the whole) is
+    /// fetched whole instead, and answered with the whole.
     public static func mayForwardSeveral(_ range: String) -> Bool {
-        let spec = range.trimmingWhitespaceAndTabs()
-        guard spec.lowercased().hasPrefix("bytes=") else { return false }
-        let sets = spec.dropFirst(6).split(separator: ",", omittingEmptySubsequences: false)
-        guard sets.count <= maxForwardedRanges else { return false }
-        var next = 0, suffixSeen = false
+        guard let sets = sets(of: range), sets.count <= maxForwardedRanges else { return false }
+        var next = 0, ended = false
         for set in sets {
-            let set = set.trimmingWhitespace()
-            guard !suffixSeen, let dash = set.firstIndex(of: "-") else { return false }
-            let firstText = set[..<dash], lastText = set[set.index(after: dash)...]
-            if firstText.isEmpty {
-                guard digits(lastText) != nil else { return false }
-                suffixSeen = true
-                continue
+            guard !ended, let spec = spec(set) else { return false }
+            switch spec {
+            case .suffix:
+                ended = true
+            case .span(let first, let last):
+                guard first >= next else { return false }
+                if let last { next = last + 1 } else { ended = true }
             }
-            guard let first = digits(firstText), first >= next else { return false }
-            if lastText.isEmpty {
-                suffixSeen = true  // to the end: nothing may follow
-                continue
-            }
-            guard let last = digits(lastText), last >= first else { return false }
-            next = last + 1
         }
         return true
+    }
+
+    /// One byte-range-spec: `first-last` or `first-` (`last` nil), or `-n`.
+    private enum Spec {
+        case span(first: Int, last: Int?)
+        case suffix(Int)
+    }
+
+    /// The specs of a `bytes=` Range, as written; nil for another unit.
+    private static func sets(of range: String) -> [Substring]? {
+        let value = range.trimmingWhitespaceAndTabs()
+        guard value.lowercased().hasPrefix("bytes=") else { return nil }
+        return value.dropFirst(6).split(separator: ",", omittingEmptySubsequences: false)
+    }
+
+    /// nil when malformed, or when `last` is before `first`.
+    private static func spec(_ text: Substring) -> Spec? {
+        let set = text.trimmingWhitespace()
+        guard let dash = set.firstIndex(of: "-") else { return nil }
+        let firstText = set[..<dash], lastText = set[set.index(after: dash)...]
+        if firstText.isEmpty { return digits(lastText).map { .suffix($0) } }
+        guard let first = digits(firstText) else { return nil }
+        if lastText.isEmpty { return .span(first: first, last: nil) }
+        guard let last = digits(lastText), last >= first else { return nil }
+        return .span(first: first, last: last)
     }
 
     /// If-Range holds when it is a strong ETag equal to the stored one, or an
