@@ -128,6 +128,19 @@ measure() {
 
 # Writes the wrk script for misses to $1: every request a new URL under
 # /1k/ (each run and thread its own prefix).
+# wrk scripts over the keys /1k/key-1 .. /1k/key-10000: at random (the
+# first argument's file) and in order, round after round (the second's).
+write_keys_scripts() {
+    cat > "$1" <<'LUA'
+math.randomseed(os.time() + math.floor(os.clock() * 1000000))
+request = function() return wrk.format(nil, "/1k/key-" .. math.random(1, 10000)) end
+LUA
+    cat > "$2" <<'LUA'
+local n = 0
+request = function() n = n % 10000 + 1; return wrk.format(nil, "/1k/key-" .. n) end
+LUA
+}
+
 write_misses_script() {
     cat > "$1" <<'LUA'
 local counter, prefix = 0, nil

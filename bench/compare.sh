@@ -121,14 +121,7 @@ cpu_ticks() {  # user+system clock ticks of the given processes
     echo "$total"
 }
 
-cat > "$WORK/random.lua" <<'LUA'
-math.randomseed(os.time() + math.floor(os.clock() * 1000000))
-request = function() return wrk.format(nil, "/1k/key-" .. math.random(1, 10000)) end
-LUA
-cat > "$WORK/sequential.lua" <<'LUA'
-local n = 0
-request = function() n = n % 10000 + 1; return wrk.format(nil, "/1k/key-" .. n) end
-LUA
+write_keys_scripts "$WORK/random.lua" "$WORK/sequential.lua"
 write_misses_script "$WORK/misses.lua"
 
 # One run: prints "requests_per_second p99_ms cpu_us_per_request".

@@ -5,8 +5,9 @@ import HTTPHeaders
 /// A stored response, immutable once built and shared between workers.
 ///
 /// One allocation holds it all: the fields below, then (tail-allocated)
-/// three words for the memory tier's links, the head prefix — status line and stored header fields, serialized when the
-/// response was stored — followed by the body and the key. A hit writes the head
+/// three words for the memory tier's links, the key, the head prefix — status
+/// line and stored header fields, serialized when the response was stored —
+/// and the body. A hit writes the head
 /// prefix, Age and Cache-Status and the blank line, then the body, in one
 /// writev pointing into this block. The header fields are not kept a second
 /// time as strings: `headers` reads them back from the head prefix (304s,
@@ -39,7 +40,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
         let lifetime: UInt32
         let correctedInitialAge: UInt32
         let headLength: UInt32
-        /// The key's bytes follow the body in the block (a String would be
+        /// The key's bytes follow the links in the block (a String would be
         /// a heap object of its own: 64 bytes for a typical URL).
         let keyLength: UInt32
         let status: UInt16
@@ -134,7 +135,12 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
             links.storeBytes(of: nil, as: UnsafeRawPointer?.self)
             links.storeBytes(of: nil, toByteOffset: 8, as: UnsafeRawPointer?.self)
             (links + 16).bindMemory(to: [CachedResponse].self, capacity: 1).initialize(to: [])
-            let block = links + linkBytes
+            // The key first, beside the links: a look-up compares it and a
+            // hit sets the visited bit, so both share a cache line or two.
+            key.withUTF8 { utf8 in
+                if utf8.count > 0 { (links + linkBytes).copyMemory(from: utf8.baseAddress!, byteCount: utf8.count) }
+            }
+            let block = links + linkBytes + key.utf8.count
             if headPrefix.count > 0 { block.copyMemory(from: headPrefix.baseAddress!, byteCount: headPrefix.count) }
             if lengthField > 0 {
                 var at = block + headPrefix.count
@@ -150,9 +156,6 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
                 (at + 1).storeBytes(of: 0x0A, as: UInt8.self)
             }
             if body.count > 0 { (block + headLength).copyMemory(from: body.baseAddress!, byteCount: body.count) }
-            key.withUTF8 { utf8 in
-                if utf8.count > 0 { (block + headLength + body.count).copyMemory(from: utf8.baseAddress!, byteCount: utf8.count) }
-            }
         }
         return CachedResponse(storage: storage)
     }
@@ -188,7 +191,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     public var key: String { String(decoding: keyBytes, as: UTF8.self) }
     /// The cache key's UTF-8 bytes, in the block.
     public var keyBytes: UnsafeRawBufferPointer {
-        UnsafeRawBufferPointer(start: blockStart + headLength + storage.header.bodyCount, count: Int(storage.header.keyLength))
+        UnsafeRawBufferPointer(start: links + Self.linkBytes, count: Int(storage.header.keyLength))
     }
     public var status: Int { Int(storage.header.status) }
     /// The reason phrase of the stored status line.
@@ -265,8 +268,8 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
         nonmutating set { (links + 16).assumingMemoryBound(to: [CachedResponse].self).pointee = newValue }
     }
 
-    /// Start of the block: head prefix, body, then the key. Stable while the entry lives.
-    public var blockStart: UnsafeRawPointer { UnsafeRawPointer(links + Self.linkBytes) }
+    /// Start of the block: head prefix, then body (the key is before it). Stable while the entry lives.
+    public var blockStart: UnsafeRawPointer { UnsafeRawPointer(links + Self.linkBytes + Int(storage.header.keyLength)) }
     public var headLength: Int { Int(storage.header.headLength) }
     public var headPrefix: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: blockStart, count: headLength) }
     /// The body held in memory (empty when it is in `bodyFile`).

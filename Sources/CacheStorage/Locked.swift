@@ -22,10 +22,28 @@ public final class Locked<Value: ~Copyable>: @unchecked Sendable {
         mutex.deallocate()
     }
 
+    #if LOCK_STATS
+    /// The same, timed per call site (`bench/locks.sh`).
+    @inline(__always)
+    public func withLock<Result: ~Copyable, E: Error>(_ body: (inout Value) throws(E) -> Result,
+                                                     file: StaticString = #fileID, line: UInt = #line) throws(E) -> Result {
+        let asked = LockStats.now()
+        let contended = pthread_mutex_trylock(mutex) != 0
+        if contended { pthread_mutex_lock(mutex) }
+        let taken = LockStats.now()
+        defer {
+            let held = LockStats.now() - taken
+            pthread_mutex_unlock(mutex)
+            LockStats.record(file, line, contended: contended, waitNanos: taken - asked, holdNanos: held)
+        }
+        return try body(&value)
+    }
+    #else
     @inline(__always)
     public func withLock<Result: ~Copyable, E: Error>(_ body: (inout Value) throws(E) -> Result) throws(E) -> Result {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)
     }
+    #endif
 }

@@ -4,10 +4,11 @@ import Synchronization
 import Glibc
 #endif
 
-/// The memory tier: an LRU bounded in bytes, shared by every worker thread
-/// behind one lock. Work under the lock is a hash probe and a few pointer
-/// moves; entries are immutable (but for their LRU links, which only this
-/// tier touches under its lock), so readers use them after unlocking.
+/// The memory tier: bounded in bytes, shared by every worker thread. Work
+/// under a shard's lock is a hash probe and a bit set (a hit) or a few
+/// pointer moves (a store); entries are immutable (but for their list
+/// links, which only this tier touches under the lock), so readers use
+/// them after unlocking.
 public final class MemoryTier: CacheTier {
     /// Shards by key hash, each a SIEVE index behind its own lock: workers
     /// hitting different keys do not wait for each other, and a hit only
@@ -49,12 +50,27 @@ public final class MemoryTier: CacheTier {
     /// `maxObjectBytes`: the largest body kept (max_object_size; default:
     /// anything that fits). Up to 16 shards, as many as still each hold the
     /// largest object with room to spare.
-    public init(limitBytes: Int, maxObjectBytes: Int? = nil, lifetimeSeconds: Int? = nil) {
+    ///
+    /// `slowerTierBehind`: a disk tier keeps what this tier does not. Then a
+    /// small tier (fewer than 16 shards by the rule above) is split further,
+    /// into shards of at least 256 KiB, and keeps only the objects such a
+    /// shard holds with the same room to spare: the rest are the slower
+    /// tier's alone. Otherwise a memory tier of 2 MiB in front of a disk tier
+    /// is one shard, and every worker's disk hits take its one lock twice
+    /// (the look-up that misses, then admission).
+    public init(limitBytes: Int, maxObjectBytes: Int? = nil, lifetimeSeconds: Int? = nil, slowerTierBehind: Bool = false) {
         self.limitBytes = limitBytes
-        self.maxObjectBytes = min(maxObjectBytes ?? limitBytes, limitBytes)
+        var largest = min(maxObjectBytes ?? limitBytes, limitBytes)
         self.lifetimeSeconds = lifetimeSeconds
+        let margin = 64 << 10
         var count = 1
-        while count < 16 && limitBytes / (count * 2) >= self.maxObjectBytes + (64 << 10) { count *= 2 }
+        while count < 16 && limitBytes / (count * 2) >= largest + margin { count *= 2 }
+        if slowerTierBehind {
+            let before = count
+            while count < 16 && limitBytes / (count * 2) >= Self.smallestShardBytes { count *= 2 }
+            if count > before { largest = min(largest, limitBytes / count - margin) }
+        }
+        self.maxObjectBytes = largest
         shardShift = Int.bitWidth - count.trailingZeroBitCount
         shards = (0..<count).map { _ in Shard(limitBytes: limitBytes / count) }
     }
@@ -66,6 +82,9 @@ public final class MemoryTier: CacheTier {
     }
 
     public var shardCount: Int { shards.count }
+
+    /// The smallest shard a tier with a slower tier behind it is split into.
+    public static let smallestShardBytes = 256 << 10
 
     /// The version of `key`'s shard (tests: what invalidates LocalHits).
     func shardVersion(of key: String) -> UInt64 { shard(KeyTable.hash(key)).version.load(ordering: .acquiring) }

@@ -88,14 +88,15 @@ struct SieveIndex: ~Copyable {
     mutating func put(_ entry: CachedResponse, promoted: Bool = false, hash: Int? = nil) -> Bool {
         let cost = entry.costBytes
         guard cost <= limitBytes else { return false }
-        if promoted && !wouldAdmit(entry, hash: hash ?? KeyTable.hash(entry.keyBytes)) { return false }
-        guard let head = table.find(sameKeyAs: entry) else {
+        let hash = hash ?? KeyTable.hash(entry.keyBytes)
+        if promoted && !wouldAdmit(entry, hash: hash) { return false }
+        guard let head = table.find(sameKeyAs: entry, hash: hash) else {
             // A new key (every miss): no variant arrays to build.
             while bytes + cost > limitBytes, let victim = nextVictim() {
                 remove(head: victim)
                 evictions += 1
             }
-            add(single: entry, cost: cost)
+            add(single: entry, cost: cost, hash: hash)
             return true
         }
         var variants = self.variants(of: head)
@@ -114,15 +115,15 @@ struct SieveIndex: ~Copyable {
             total -= variants.removeFirst().costBytes
             evictions += 1
         }
-        add(variants)
+        add(variants, hash: hash)
         return true
     }
 
     var tagLinks: Int { tagged.values.reduce(0) { $0 + $1.count } }
 
     /// `add` for a key with one variant.
-    private mutating func add(single entry: CachedResponse, cost: Int) {
-        table.insert(entry)
+    private mutating func add(single entry: CachedResponse, cost: Int, hash: Int) {
+        table.insert(entry, hash: hash)
         pushNewest(entry)
         bytes += cost
         objectCount += 1
@@ -136,10 +137,10 @@ struct SieveIndex: ~Copyable {
     /// Adds a key's variants (oldest first; the key must be absent) as the
     /// newest key; returns its head.
     @discardableResult
-    private mutating func add(_ variants: [CachedResponse]) -> CachedResponse {
+    private mutating func add(_ variants: [CachedResponse], hash: Int? = nil) -> CachedResponse {
         let head = variants.last!
         head.olderVariants = Array(variants.dropLast())
-        table.insert(head)
+        table.insert(head, hash: hash)
         pushNewest(head)
         bytes += Self.cost(variants)
         objectCount += variants.count

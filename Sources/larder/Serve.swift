@@ -68,8 +68,7 @@ struct Serve: ParsableCommand {
 
         let workerCount = settings.effectiveWorkers
         let proxyConfig = Self.proxyConfiguration(settings, upstream: upstream)
-        var tiers: [any CacheTier] = [MemoryTier(limitBytes: settings.memoryLimitBytes, maxObjectBytes: proxyConfig.maxObjectBytes,
-                                                 lifetimeSeconds: settings.memoryTTLSeconds)]
+        var tiers: [any CacheTier] = []
         if let directory = settings.cacheDirectory {
             do {
                 let diskLogger = logger
@@ -86,6 +85,9 @@ struct Serve: ParsableCommand {
                 logger.error("disk tier disabled: \(error)")
             }
         }
+        // Fastest first; with a disk tier behind it the memory tier leaves it the objects its shards cannot hold.
+        tiers.insert(MemoryTier(limitBytes: settings.memoryLimitBytes, maxObjectBytes: proxyConfig.maxObjectBytes,
+                                lifetimeSeconds: settings.memoryTTLSeconds, slowerTierBehind: !tiers.isEmpty), at: 0)
         let store = TieredStore(tiers: tiers)
         Self.installLifetimeRules(proxyConfig.routes, store: store)
         let stats = ProxyStats()

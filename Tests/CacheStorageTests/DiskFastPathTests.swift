@@ -132,6 +132,24 @@ final class DiskFastPathTests: XCTestCase {
         XCTAssertEqual(disk.lookup("/large").first?.bodyLength, 80 << 20)
     }
 
+    /// An object the small memory tier leaves to the disk tier is written
+    /// there (streamed: the store writer asks the first tier's limit), hit
+    /// from there, and not promoted.
+    func testAnObjectTooLargeForASmallShardedMemoryTierIsKeptOnDisk() throws {
+        let disk = try openTier()
+        let memory = MemoryTier(limitBytes: 2 << 20, maxObjectBytes: 8 << 20, slowerTierBehind: true)
+        let store = TieredStore(tiers: [memory, disk])
+        var writer = StoreWriter(testHead("/mid"), into: store, fetchedSince: store.fetchToken, storedAt: 1,
+                                 firstTierOnly: false, expectedLength: 300 << 10)
+        let body = [UInt8](repeating: 0x6D, count: 300 << 10)
+        XCTAssertTrue(body.withUnsafeBytes { writer.append($0) })
+        XCTAssertTrue(writer.commit())
+        store.flush(timeoutSeconds: 10)
+        XCTAssertEqual(store.lookup("/mid").first?.bodyLength, 300 << 10)
+        XCTAssertEqual(memory.stats.objects, 0)
+        XCTAssertEqual(disk.stats.objects, 1)
+    }
+
     func testAHitFindsItsFileAfterTheSubdirectoryIsReplaced() throws {
         // Hits open files relative to each sub-directory's kept descriptor;
         // a sub-directory removed and made again (by an operator restoring

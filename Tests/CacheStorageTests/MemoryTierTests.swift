@@ -198,6 +198,30 @@ final class SieveTests: XCTestCase {
         XCTAssertEqual(tier.stats.objects, 0)
         XCTAssertEqual(tier.stats.bytes, 0)
     }
+
+    /// A small memory tier in front of a disk tier is split into shards of
+    /// 256 KiB (its disk hits would otherwise all take one lock) and leaves
+    /// the disk tier what such a shard cannot hold; alone, or large enough
+    /// for 16 shards anyway, it keeps everything up to max_object_size.
+    func testASmallTierWithASlowerTierBehindIsShardedAndKeepsSmallerObjects() {
+        let small = MemoryTier(limitBytes: 2 << 20, maxObjectBytes: 8 << 20, slowerTierBehind: true)
+        XCTAssertEqual(small.shardCount, 8)
+        XCTAssertEqual(small.maxObjectBytes, (256 - 64) << 10)
+        XCTAssertFalse(small.insert(entry("/big", bodyBytes: 200 << 10)), "larger than a shard holds: the disk tier's")
+        XCTAssertTrue(small.insert(entry("/fits", bodyBytes: 100 << 10)))
+
+        let alone = MemoryTier(limitBytes: 2 << 20, maxObjectBytes: 8 << 20)
+        XCTAssertEqual(alone.shardCount, 1)
+        XCTAssertEqual(alone.maxObjectBytes, 2 << 20)
+        XCTAssertTrue(alone.insert(entry("/big", bodyBytes: 200 << 10)))
+
+        let large = MemoryTier(limitBytes: 256 << 20, maxObjectBytes: 8 << 20, slowerTierBehind: true)
+        XCTAssertEqual(large.shardCount, 16)
+        XCTAssertEqual(large.maxObjectBytes, 8 << 20, "16 shards by the usual rule: nothing changes")
+        let tiny = MemoryTier(limitBytes: 256 << 10, maxObjectBytes: 8 << 20, slowerTierBehind: true)
+        XCTAssertEqual(tiny.shardCount, 1)
+        XCTAssertEqual(tiny.maxObjectBytes, 256 << 10)
+    }
 }
 
 final class ByteAccumulatorTests: XCTestCase {

@@ -276,6 +276,26 @@ final class DiskTierEndToEndTests: ConfiguredTestCase {
         XCTAssertEqual(try origin.count(target), 1)
     }
 
+    /// A memory tier of 2 MiB in front of the disk tier is split into shards
+    /// of 256 KiB and leaves objects larger than such a shard keeps (192 KiB)
+    /// to the disk tier: stored there, hit from there, never in memory.
+    func testASmallMemoryTierLeavesLargerObjectsToTheDiskTier() throws {
+        let l = try start(["--memory-limit", "2MiB"])
+        let c = try l.client()
+        let first = try c.get("/mid?size=300000")
+        _ = try c.get("/small?size=1000")
+        let deadline = Date().addingTimeInterval(10)
+        while cacheFiles().count < 2 && Date() < deadline { usleep(20_000) }
+        let again = try c.get("/mid?size=300000")
+        XCTAssertTrue(again.header("cache-status")?.contains("hit") ?? false, "\(again.headers)")
+        XCTAssertTrue(again.body == first.body)
+        XCTAssertEqual(try origin.count("/mid?size=300000"), 1)
+        let stats = try l.adminClient().request("GET", "/stats", headers: [])
+        let json = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(stats.body)) as? [String: Any])
+        XCTAssertEqual((json["memory"] as? [String: Any])?["objects"] as? Int, 1, "only the small object is in memory")
+        XCTAssertEqual((json["disk"] as? [String: Any])?["objects"] as? Int, 2)
+    }
+
     /// A gzip body served from the disk tier (too large for the memory
     /// tier) is decoded for a client that does not take gzip.
     func testAGzipBodyServedFromDiskIsDecodedForAClientWithoutGzip() throws {
