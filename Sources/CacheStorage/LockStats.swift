@@ -24,9 +24,14 @@ public enum LockStats {
         var maxHoldNanos = 0
     }
 
+    /// One thread's counts. Its own mutex (never contended but at exit,
+    /// when the report reads every table while a background thread may
+    /// still be counting) is taken outside the timed section.
     final class Table {
         var counts: [Site: Counts] = [:]
         var names: [Site: String] = [:]
+        let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+        init() { pthread_mutex_init(mutex, nil) }
     }
 
     @inline(__always)
@@ -61,6 +66,8 @@ public enum LockStats {
     static func record(_ file: StaticString, _ line: UInt, contended: Bool, waitNanos: Int, holdNanos: Int) {
         let site = Site(file: UInt(bitPattern: file.utf8Start), line: line)
         let table = table()
+        pthread_mutex_lock(table.mutex)
+        defer { pthread_mutex_unlock(table.mutex) }
         if table.names[site] == nil { table.names[site] = "\(file):\(line)" }
         table.counts[site, default: Counts()].acquired += 1
         if contended { table.counts[site]!.contended += 1 }
@@ -76,6 +83,8 @@ public enum LockStats {
         defer { pthread_mutex_unlock(&tablesLock) }
         var sum: [String: Counts] = [:]
         for table in tables {
+            pthread_mutex_lock(table.mutex)
+            defer { pthread_mutex_unlock(table.mutex) }
             for (site, c) in table.counts {
                 var s = sum[table.names[site]!, default: Counts()]
                 s.acquired += c.acquired
