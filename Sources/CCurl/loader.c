@@ -2,19 +2,36 @@
 #include "shim.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 struct larder_curl_api larder_curl;
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static int result = -1;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+// 1: loaded; -1: failed for good; 0: not yet (or failed for want of a
+// descriptor or memory: the next call tries again).
+static atomic_int state = 0;
 static char error[512] = "libcurl was not loaded";
 
-static void load(void) {
+// Whether a failure came from the process being short of descriptors (a
+// burst of connections at start-up) or memory right now, not from the
+// library: then it is worth trying again.
+static int transient(const char *why) {
+    if (why != NULL && (strstr(why, "Too many open files") != NULL || strstr(why, "Cannot allocate memory") != NULL)) return 1;
+    int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno == EMFILE || errno == ENFILE || errno == ENOMEM;
+    close(fd);
+    return 0;
+}
+
+// One attempt, under `lock`: returns 1 (loaded), 0 (try again) or -1.
+static int load(void) {
     const char *name = getenv("LARDER_LIBCURL");
     if (name == NULL || *name == '\0') name = "libcurl.so.4";
     // RTLD_LOCAL: its symbols stay out of the global scope (nothing else
@@ -25,7 +42,7 @@ static void load(void) {
     if (lib == NULL) {
         const char *why = dlerror();
         snprintf(error, sizeof error, "cannot load libcurl (%s): %s", name, why ? why : "unknown error");
-        return;
+        return transient(why) ? 0 : -1;
     }
     struct { const char *symbol; void **slot; } table[] = {
         {"curl_version", (void **)&larder_curl.version},
@@ -52,28 +69,37 @@ static void load(void) {
         *table[i].slot = dlsym(lib, table[i].symbol);
         if (*table[i].slot == NULL) {
             snprintf(error, sizeof error, "%s has no %s: not a libcurl this build can use", name, table[i].symbol);
-            return;
+            return -1;
         }
     }
     CURLcode (*global_init)(long) = (CURLcode (*)(long))dlsym(lib, "curl_global_init");
     if (global_init == NULL || global_init(CURL_GLOBAL_ALL) != CURLE_OK) {
         snprintf(error, sizeof error, "libcurl (%s) failed to initialise", name);
-        return;
+        return transient(NULL) ? 0 : -1;
     }
-    result = 0;
+    return 1;
 }
 
 int larder_curl_load(void) {
-    pthread_once(&once, load);
-    return result;
+    if (atomic_load(&state) == 1) return 0;
+    pthread_mutex_lock(&lock);
+    if (atomic_load(&state) == 0) atomic_store(&state, load());
+    int loaded = atomic_load(&state) == 1;
+    pthread_mutex_unlock(&lock);
+    return loaded ? 0 : -1;
 }
 
+int larder_curl_failed_for_good(void) { return atomic_load(&state) == -1; }
+
 const char *larder_curl_error(void) {
-    pthread_once(&once, load);
-    return result == 0 ? "" : error;
+    if (larder_curl_load() == 0) return "";
+    return error;
 }
 
 void larder_curl_require(void) {
+    // Short of descriptors (or memory) is not a reason to end: try again
+    // every 100 ms until it loads or fails for good.
+    while (larder_curl_load() != 0 && !larder_curl_failed_for_good()) usleep(100 * 1000);
     if (larder_curl_load() == 0) return;
     // Another thread may get here at the same moment: one says why and
     // ends the process; the other waits for that.

@@ -23,8 +23,18 @@ public final class UpstreamClient {
     public private(set) var activeTransfers = 0
 
     /// Loads libcurl (once per process, from any thread: later callers wait
-    /// for the first), or ends the process saying why (exit 1).
-    public static func requireLibrary() { larder_curl_require() }
+    /// for the first), or ends the process saying why (exit 1). While the
+    /// process is short of descriptors (a burst of connections at start) it
+    /// tries again every 100 ms, calling `retrying` once.
+    public static func requireLibrary(retrying: () -> Void = {}) {
+        var told = false
+        while larder_curl_load() != 0 && larder_curl_failed_for_good() == 0 {
+            if !told { retrying() }
+            told = true
+            usleep(100_000)
+        }
+        larder_curl_require()
+    }
 
     /// The reason libcurl cannot be used (nil: it is loaded), loading it now
     /// if no one has yet.
@@ -37,11 +47,13 @@ public final class UpstreamClient {
         self.settings = settings
     }
 
-    /// The multi handle, made at the first transfer (waiting for libcurl).
-    private var multi: UnsafeMutableRawPointer {
+    /// The multi handle, made at the first transfer (waiting for libcurl);
+    /// nil while libcurl cannot be loaded yet or the multi cannot be made
+    /// (out of descriptors: it needs a socket pair). Then that transfer
+    /// fails as an unreachable upstream and a later one tries again.
+    private func readyMulti() -> UnsafeMutableRawPointer? {
         if let multiHandle { return multiHandle }
-        larder_curl_require()
-        let multi = larder_curl_multi_init()!
+        guard larder_curl_load() == 0, let multi = larder_curl_multi_init() else { return nil }
         multiHandle = multi
         let me = Unmanaged.passUnretained(self).toOpaque()
         _ = larder_multi_setopt_socketcb(multi, curlSocketFunction)
@@ -53,6 +65,10 @@ public final class UpstreamClient {
         _ = larder_multi_setopt_long(multi, CURLMOPT_PIPELINING, 2 /* CURLPIPE_MULTIPLEX */)
         return multi
     }
+
+    /// The multi handle once a transfer has made it (what drives transfers
+    /// and collects them runs only for transfers it holds).
+    private var multi: UnsafeMutableRawPointer { multiHandle! }
 
     deinit {
         shuttingDown = true
@@ -70,9 +86,13 @@ public final class UpstreamClient {
     /// Starts a transfer (`UpstreamRequester.start`). The delegate hears
     /// about it on this loop's thread.
     func startTransfer(_ request: UpstreamRequest, delegate: UpstreamTransferDelegate) -> UpstreamTransfer {
-        let multi = multi  // (first: libcurl loaded)
         let pooled = idleHandles.popLast()
-        let easy = pooled ?? larder_curl_easy_init()!
+        guard let multi = readyMulti(), let easy = pooled ?? larder_curl_easy_init() else {
+            let transfer = UpstreamTransfer(client: self, easy: nil, request: request, delegate: delegate)
+            let why = larder_curl_load() == 0 ? "out of descriptors or memory" : String(cString: larder_curl_error())
+            transfer.failEarly(.unreachable("the upstream client is not ready: \(why)"))
+            return transfer
+        }
         let transfer = UpstreamTransfer(client: self, easy: easy, request: request, delegate: delegate)
         let code = transfer.configure(fresh: pooled == nil)
         if code != CURLE_OK {

@@ -29,7 +29,8 @@ public final class UpstreamTransfer {
     private var bodyFinished = false
     private var readPaused = false
 
-    init(client: UpstreamClient, easy: UnsafeMutableRawPointer, request: UpstreamRequest, delegate: UpstreamTransferDelegate) {
+    /// `easy`: nil for a transfer that fails before it starts (`failEarly`).
+    init(client: UpstreamClient, easy: UnsafeMutableRawPointer?, request: UpstreamRequest, delegate: UpstreamTransferDelegate) {
         self.client = client
         self.easy = easy
         self.request = request

@@ -159,11 +159,16 @@ struct Serve: ParsableCommand {
         // needs none of them, and the first transfer waits if it comes sooner.
         // Started last: a dlopen holds the loader's TLS lock, which every
         // pthread_create takes. Where libcurl cannot be loaded that thread
-        // ends the process, saying why.
+        // ends the process, saying why; out of descriptors, it tries again.
+        let loadCurl: @Sendable () -> Void = {
+            UpstreamClient.requireLibrary {
+                logger.warning("libcurl cannot be loaded yet (\(UpstreamClient.libraryError() ?? "")): trying again every 100 ms")
+            }
+        }
         do {
-            try startThread(name: "larder-curl") { UpstreamClient.requireLibrary() }
+            try startThread(name: "larder-curl", loadCurl)
         } catch {
-            UpstreamClient.requireLibrary()
+            loadCurl()
         }
         // Tests and scripts read this line to learn the port.
         let diskNote = tiers.compactMap { $0 as? DiskTier }.first.map { ", disk tier \($0.directory) limit \($0.limitBytes) bytes" }

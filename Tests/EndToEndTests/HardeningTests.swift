@@ -184,6 +184,46 @@ final class DescriptorExhaustionTests: XCTestCase {
         XCTAssertEqual(served?.status, 200, child.stderr)
         XCTAssertTrue(child.process.isRunning, child.stderr)
     }
+
+    /// Out of descriptors when libcurl is to be loaded, Larder does not
+    /// end (it did: "cannot load libcurl: Too many open files", exit 1): it
+    /// says so and tries again, and goes on accepting (and pausing) as a
+    /// daemon out of descriptors does. The limit that leaves the loader no
+    /// descriptor is found by trying the few just under what a started
+    /// Larder holds (measured, not assumed).
+    func testOutOfDescriptorsWhenLibcurlLoadsIsNotTheEnd() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/prlimit") else {
+            throw HarnessError("prlimit (util-linux) is missing")
+        }
+        let origin = try Origin()
+        defer { origin.stop() }
+        let arguments = [Paths.larder, "serve", "--listen", "127.0.0.1:0", "--upstream", origin.url, "--workers", "1",
+                         "--admin-listen", "none"]
+        let probe = try ChildProcess(Paths.larder, Array(arguments.dropFirst()))
+        XCTAssertNotNil(probe.waitFor("listening on"), probe.stderr)
+        // The lowest descriptor number it leaves free (descriptors inherited
+        // from the test runner may sit above it).
+        let used = Set(try FileManager.default.contentsOfDirectory(atPath: "/proc/\(probe.process.processIdentifier)/fd")
+            .compactMap { Int($0) })
+        let held = (0...).first { !used.contains($0) }!
+        probe.stop()
+        for limit in stride(from: held + 1, through: max(held - 3, 4), by: -1) {
+            let child = try ChildProcess("/usr/bin/prlimit", ["--nofile=\(limit):\(limit)"] + arguments)
+            defer { child.stop() }
+            guard let port = child.waitFor("listening on 127\\.0\\.0\\.1:(\\d+)").flatMap(Int.init),
+                  child.waitFor("libcurl cannot be loaded yet", timeout: 3) != nil else { continue }
+            XCTAssertTrue(child.stderr.contains("Too many open files"), child.stderr)
+            // A client now: Larder, alive, cannot accept it either, and says so.
+            let socket = try? HTTPClient(port: port)
+            XCTAssertNotNil(child.waitFor("accept failed"), child.stderr)
+            XCTAssertTrue(child.process.isRunning, child.stderr)
+            _ = socket
+            kill(child.process.processIdentifier, SIGTERM)
+            XCTAssertEqual(child.waitForExit(timeout: 20), 0, "stops cleanly when told: \(child.stderr)")
+            return
+        }
+        XCTFail("no limit from \(held) down left the loader without a descriptor")
+    }
 }
 
 /// Cache poisoning: what a client sends but the key does not hold never

@@ -45,9 +45,14 @@ extern struct larder_curl_api larder_curl;
 /// finds every function above and runs curl_global_init, once per process:
 /// later calls, from any thread, wait for the first and return its result.
 /// 0 when libcurl is ready; -1 otherwise, with `larder_curl_error` saying why.
+/// A failure for want of descriptors or memory (a burst of connections
+/// right after start) is not kept: the next call tries again.
 int larder_curl_load(void);
 const char *larder_curl_error(void);
-/// `larder_curl_load`, or else the reason on stderr and the process ends
+/// Whether loading failed for a reason trying again cannot mend.
+int larder_curl_failed_for_good(void);
+/// `larder_curl_load`, tried again every 100 ms while the process is short
+/// of descriptors, or else the reason on stderr and the process ends
 /// (exit 1): a daemon that cannot reach its upstream at all is broken.
 void larder_curl_require(void);
 
