@@ -97,9 +97,6 @@ const char *larder_curl_error(void) {
 }
 
 void larder_curl_require(void) {
-    // Short of descriptors (or memory) is not a reason to end: try again
-    // every 100 ms until it loads or fails for good.
-    while (larder_curl_load() != 0 && !larder_curl_failed_for_good()) usleep(100 * 1000);
     if (larder_curl_load() == 0) return;
     // Another thread may get here at the same moment: one says why and
     // ends the process; the other waits for that.

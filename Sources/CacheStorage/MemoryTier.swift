@@ -84,7 +84,7 @@ public final class MemoryTier: CacheTier {
     public var shardCount: Int { shards.count }
 
     /// The smallest shard a tier with a slower tier behind it is split into.
-    public static let smallestShardBytes = 256 << 10
+    static let smallestShardBytes = 256 << 10
 
     /// The version of `key`'s shard (tests: what invalidates LocalHits).
     func shardVersion(of key: String) -> UInt64 { shard(KeyTable.hash(key)).version.load(ordering: .acquiring) }

@@ -51,9 +51,10 @@ int larder_curl_load(void);
 const char *larder_curl_error(void);
 /// Whether loading failed for a reason trying again cannot mend.
 int larder_curl_failed_for_good(void);
-/// `larder_curl_load`, tried again every 100 ms while the process is short
-/// of descriptors, or else the reason on stderr and the process ends
+/// `larder_curl_load`, or else the reason on stderr and the process ends
 /// (exit 1): a daemon that cannot reach its upstream at all is broken.
+/// (`UpstreamClient.requireLibrary` first waits out a failure for want of
+/// descriptors.)
 void larder_curl_require(void);
 
 static inline char *larder_curl_version(void) { return larder_curl.version(); }
