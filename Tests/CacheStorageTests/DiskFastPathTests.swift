@@ -1,6 +1,7 @@
 import XCTest
 import Foundation
 import Synchronization
+import SystemPackage
 import CacheSemantics
 @testable import CacheStorage
 
@@ -28,8 +29,9 @@ final class DiskFastPathTests: XCTestCase {
         return sub + "/" + name
     }
 
-    private func openTier(limitBytes: Int = 100 << 20, keptFiles: Int = DiskFiles.defaultKeepLimit()) throws -> DiskTier {
-        let tier = try DiskTier(directory: directory, limitBytes: limitBytes, keptFiles: keptFiles) { _ in }
+    private func openTier(limitBytes: Int = 100 << 20, keptFiles: Int = DiskFiles.defaultKeepLimit(),
+                          recheck: UInt64 = DiskFiles.defaultRecheckNanoseconds) throws -> DiskTier {
+        let tier = try DiskTier(directory: directory, limitBytes: limitBytes, keptFiles: keptFiles, keptFileRecheckNanoseconds: recheck) { _ in }
         tier.waitForIndex(timeoutSeconds: 10)
         return tier
     }
@@ -316,7 +318,7 @@ final class DiskFastPathTests: XCTestCase {
     }
 
     func testADeletedFileIsNotServedFromItsKeptDescriptor() throws {
-        let tier = try openTier()
+        let tier = try openTier(recheck: 0)
         store(tier, record("/gone"))
         XCTAssertFalse(tier.lookup("/gone").isEmpty)
         XCTAssertEqual(tier.files.kept.value.load(ordering: .relaxed), 1)
@@ -326,8 +328,43 @@ final class DiskFastPathTests: XCTestCase {
         XCTAssertEqual(tier.stats.objects, 0)
     }
 
+    func testADeletedFileIsServedFromItsKeptDescriptorUntilItIsCheckedAgain() throws {
+        let tier = try openTier(recheck: .max)
+        store(tier, record("/later"))
+        XCTAssertFalse(tier.lookup("/later").isEmpty)
+        XCTAssertEqual(unlink(try path(of: "/later")), 0)
+        XCTAssertEqual(tier.lookup("/later").first?.bodyLength, 1000, "within the window the kept descriptor is trusted (no fstat)")
+    }
+
+    /// A file of its own, opened and kept as a hit keeps one.
+    private func keptFile(linkedAt: UInt64) throws -> (file: KeptFile, path: String) {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let path = directory + "/kept-\(linkedAt)"
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data([1])))
+        let fd = open(path, O_RDONLY)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        return (KeptFile(FileDescriptor(rawValue: fd), count: KeptCount(), linkedAt: linkedAt), path)
+    }
+
+    func testAKeptFileIsAskedAboutItsNameOncePerWindow() throws {
+        let (file, path) = try keptFile(linkedAt: 1_000)
+        XCTAssertTrue(file.isLinked(now: 1_400, recheckNanoseconds: 500))
+        XCTAssertEqual(unlink(path), 0)
+        XCTAssertTrue(file.isLinked(now: 1_499, recheckNanoseconds: 500), "seen linked at 1,000: trusted until 1,500")
+        XCTAssertFalse(file.isLinked(now: 1_500, recheckNanoseconds: 500), "asked again: gone")
+        XCTAssertFalse(file.isLinked(now: 1_501, recheckNanoseconds: 500), "and not trusted again")
+    }
+
+    func testAKeptFileSeenLinkedIsTrustedFromThen() throws {
+        let (file, path) = try keptFile(linkedAt: 0)
+        XCTAssertTrue(file.isLinked(now: 10_000, recheckNanoseconds: 500), "asked: still linked, noted at 10,000")
+        XCTAssertEqual(unlink(path), 0)
+        XCTAssertTrue(file.isLinked(now: 10_499, recheckNanoseconds: 500))
+        XCTAssertFalse(file.isLinked(now: 10_500, recheckNanoseconds: 500))
+    }
+
     func testAFileRenamedOntoItsNameIsReadInsteadOfTheKeptOne() throws {
-        let tier = try openTier()
+        let tier = try openTier(recheck: 0)
         store(tier, record("/swap", bytes: 1000))
         XCTAssertEqual(tier.lookup("/swap").first?.bodyLength, 1000)
         let file = try path(of: "/swap")

@@ -83,10 +83,13 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
 
     /// Opens (creating if needed) and locks the directory, then starts the
     /// index rebuild and the writer in the background.
-    /// `keptFiles`: how many descriptors hits may keep open (`DiskFiles`).
+    /// `keptFiles`: how many descriptors hits may keep open (`DiskFiles`);
+    /// `keptFileRecheckNanoseconds`: how often a kept one's file is checked
+    /// for deletion by hand (`KeptFile.isLinked`).
     public init(directory: String, limitBytes: Int, lifetimeSeconds: Int? = nil, keptFiles: Int = DiskFiles.defaultKeepLimit(),
+                keptFileRecheckNanoseconds: UInt64 = DiskFiles.defaultRecheckNanoseconds,
                 log: @escaping @Sendable (String) -> Void) throws(OpenError) {
-        files = DiskFiles(keepLimit: keptFiles)
+        files = DiskFiles(keepLimit: keptFiles, recheckNanoseconds: keptFileRecheckNanoseconds)
         self.directory = directory
         self.limitBytes = limitBytes
         self.lifetimeSeconds = lifetimeSeconds
@@ -157,7 +160,8 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
         // Read before the lookup: once the rebuild is done, every file is
         // indexed, so a key the index lacks has none.
         let rebuilt = self.files.rebuilt.load(ordering: .acquiring)
-        var files = self.files.use(hashed, overheadBytes: Self.overheadBytes) ?? Uses()
+        let now = DiskIndex.now()
+        var files = self.files.use(hashed, overheadBytes: Self.overheadBytes, now: now) ?? Uses()
         let indexed = !files.isEmpty || rebuilt
         if !indexed {
             // Still rebuilding: look at the files themselves.
@@ -177,10 +181,11 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
                 continue
             }
             // A kept descriptor whose file was deleted or replaced since is
-            // not read (one fstat instead of an open and a close); `kept`
-            // holds it open while it is read (to the end of the read, not
-            // only to its last use: its descriptor number is what is read).
-            let kept = file.kept.flatMap { DiskIO.isLinked($0.fd) ? $0 : nil }
+            // not read (at most one fstat a second instead of an open and a
+            // close per hit); `kept` holds it open while it is read (to the
+            // end of the read, not only to its last use: its descriptor
+            // number is what is read).
+            let kept = file.kept.flatMap { $0.isLinked(now: now, recheckNanoseconds: self.files.recheckNanoseconds) ? $0 : nil }
             let read = withExtendedLifetime(kept) {
                 readFile(named: name, size: size, kept: kept?.fd) { bytes in
                     Result { () throws(DiskFormat.Failure) in try DiskFormat.decodeEntry(bytes, key: key, verify: !file.verified) }
@@ -194,7 +199,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
             var good = false
             defer {
                 if let opened {
-                    if good { self.files.keep(opened, key: key, name: name, id: file.id, replacing: file.kept) } else { DiskIO.close(opened) }
+                    if good { self.files.keep(opened, key: key, name: name, id: file.id, replacing: file.kept, openedAt: now) } else { DiskIO.close(opened) }
                 }
             }
             do {
@@ -368,7 +373,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
         let names = state.withLock { index -> [String] in
             index.sequence += 1
             index.tombstones[key] = index.sequence
-            let names = index.files.variants(of: key).map { Array($0.keys) } ?? []
+            let names = index.files.variants(of: key)?.names ?? []
             for name in names { index.remove(key: key, name: name) }
             return names
         }
