@@ -36,6 +36,10 @@ resident() {
         ready=$(curl -s "http://127.0.0.1:$admin/stats" | python3 -c \
             'import json,sys; t=json.load(sys.stdin)["disk"]; print(t["index_complete"], t["objects"])' 2> /dev/null || true)
         case $ready in True*) break ;; esac
+        if ! kill -0 "$pid" 2> /dev/null; then
+            wait "$pid"; status=$?
+            echo "$binary stopped (exit status $status):" >&2; cat "$WORK/larder.err" >&2; exit 1
+        fi
         sleep 0.1; i=$((i+1))
     done
     rss=$(awk '/VmRSS/ {print $2 * 1024}' "/proc/$pid/status")

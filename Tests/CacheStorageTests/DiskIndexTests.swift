@@ -16,7 +16,7 @@ final class DiskIndexTests: XCTestCase {
     func testAFileStoredAgainIsNeverMissingToAHit() throws {
         let files = DiskFiles(keepLimit: 0)
         var index = DiskIndex(files: files)
-        index.put(key: "/k", name: "n", bytes: 10, storedAt: 1, tags: ["t"])
+        index.put(key: "/k", name: fileName("n"), bytes: 10, storedAt: 1, tags: ["t"])
         let reader = Reader()
         Thread {
             while !reader.stop.load(ordering: .relaxed) {
@@ -31,7 +31,7 @@ final class DiskIndexTests: XCTestCase {
         let deadline = Date().addingTimeInterval(20)
         while (puts < 20_000 || reader.reads.load(ordering: .relaxed) < 20_000) && Date() < deadline {
             puts += 1
-            index.put(key: "/k", name: "n", bytes: 10 + puts % 2, storedAt: 1, tags: ["t"])
+            index.put(key: "/k", name: fileName("n"), bytes: 10 + puts % 2, storedAt: 1, tags: ["t"])
         }
         reader.stop.store(true, ordering: .relaxed)
         while !reader.done.load(ordering: .acquiring) && Date() < deadline.addingTimeInterval(5) { usleep(1_000) }
@@ -45,17 +45,17 @@ final class DiskIndexTests: XCTestCase {
 
     func testAReplacementMovesTotalsAndTags() {
         var index = DiskIndex(files: DiskFiles(keepLimit: 0))
-        index.put(key: "/k", name: "a", bytes: 100, storedAt: 1, tags: ["old", "both"])
-        index.put(key: "/k", name: "b", bytes: 50, storedAt: 1, tags: ["other"])
-        index.put(key: "/k", name: "a", bytes: 70, storedAt: 2, tags: ["both", "new"])
+        index.put(key: "/k", name: fileName("a"), bytes: 100, storedAt: 1, tags: ["old", "both"])
+        index.put(key: "/k", name: fileName("b"), bytes: 50, storedAt: 1, tags: ["other"])
+        index.put(key: "/k", name: fileName("a"), bytes: 70, storedAt: 2, tags: ["both", "new"])
         XCTAssertEqual(index.count, 2)
         XCTAssertEqual(index.totalBytes, 120)
         XCTAssertNil(index.tagged["old"], "no file of the key carries it any more")
         XCTAssertEqual(index.tagged["both"], ["/k"])
         XCTAssertEqual(index.tagged["new"], ["/k"])
         XCTAssertEqual(index.tagged["other"], ["/k"])
-        XCTAssertEqual(index.files.use("/k", overheadBytes: 0)?.first { $0.name == "a" }?.size, 70)
-        index.remove(key: "/k", name: "b")
+        XCTAssertEqual(index.files.use("/k", overheadBytes: 0)?.first { $0.name == fileName("a") }?.size, 70)
+        index.remove(key: "/k", name: fileName("b"))
         XCTAssertNil(index.tagged["other"])
         XCTAssertEqual(index.count, 1)
         XCTAssertEqual(index.totalBytes, 70)
@@ -67,15 +67,15 @@ final class DiskIndexTests: XCTestCase {
     /// lost to the totals, until it is stored once more).
     func testAHitDropsOnlyTheEntryItReadNotOneStoredSince() throws {
         var index = DiskIndex(files: DiskFiles(keepLimit: 0))
-        index.put(key: "/k", name: "n", bytes: 1_000, storedAt: 1, tags: ["t"])
+        index.put(key: "/k", name: fileName("n"), bytes: 1_000, storedAt: 1, tags: ["t"])
         let read = try XCTUnwrap(index.files.use("/k", overheadBytes: 0)?.first)
-        index.put(key: "/k", name: "n", bytes: 2 << 20, storedAt: 2, tags: ["t"])
-        XCTAssertFalse(index.remove(key: "/k", name: "n", id: read.id))
+        index.put(key: "/k", name: fileName("n"), bytes: 2 << 20, storedAt: 2, tags: ["t"])
+        XCTAssertFalse(index.remove(key: "/k", name: fileName("n"), id: read.id))
         XCTAssertEqual(index.files.use("/k", overheadBytes: 0)?.first?.size, 2 << 20)
         XCTAssertEqual(index.totalBytes, 2 << 20)
         XCTAssertEqual(index.tagged["t"], ["/k"])
         let current = try XCTUnwrap(index.files.use("/k", overheadBytes: 0)?.first)
-        XCTAssertTrue(index.remove(key: "/k", name: "n", id: current.id))
+        XCTAssertTrue(index.remove(key: "/k", name: fileName("n"), id: current.id))
         XCTAssertNil(index.files.use("/k", overheadBytes: 0))
         XCTAssertEqual(index.count, 0)
     }

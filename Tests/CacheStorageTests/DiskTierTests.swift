@@ -97,6 +97,42 @@ final class DiskTierTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: copy + "/" + sub + "/.tmp-leftover"))
     }
 
+    /// A `.lrd` file under a name Larder does not give (or in another
+    /// sub-directory than its name's) could never be looked up: the start-up
+    /// rebuild deletes it, as it deletes unreadable ones, instead of
+    /// counting it forever.
+    func testMisnamedFilesAreDroppedAtStart() throws {
+        do {
+            let tier = try DiskTier(directory: directory, limitBytes: 100 << 20) { _ in }
+            tier.store(record("/kept", bytes: 100))
+            tier.flush(timeoutSeconds: 10)
+            waitForIndex(tier)
+        }
+        let good = try XCTUnwrap(files().first)
+        let sub = (good as NSString).deletingLastPathComponent
+        let other = sub == "00" ? "01" : "00"
+        try FileManager.default.createDirectory(atPath: directory + "/" + other, withIntermediateDirectories: true)
+        let misplaced = other + "/" + (good as NSString).lastPathComponent
+        let misnamed = sub + "/copy.lrd"
+        for planted in [misplaced, misnamed] {
+            try FileManager.default.copyItem(atPath: directory + "/" + good, toPath: directory + "/" + planted)
+        }
+        XCTAssertEqual(files().count, 3)
+        // (The first tier still holds its directory: a second opens a copy.)
+        let copy = directory + "-copy"
+        try FileManager.default.copyItem(atPath: directory, toPath: copy)
+        defer { try? FileManager.default.removeItem(atPath: copy) }
+        try FileManager.default.removeItem(atPath: copy + "/lock")
+        let lines = Locked<[String]>([])
+        let reopened = try DiskTier(directory: copy, limitBytes: 100 << 20) { line in lines.withLock { $0.append(line) } }
+        waitForIndex(reopened)
+        XCTAssertEqual(reopened.stats.objects, 1)
+        XCTAssertEqual(reopened.records("/kept").first?.body.count, 100)
+        let left = (FileManager.default.enumerator(atPath: copy)?.allObjects as? [String] ?? []).filter { $0.hasSuffix(".lrd") }
+        XCTAssertEqual(left, [good])
+        XCTAssertTrue(lines.withLock { $0 }.contains { $0.contains("misnamed") }, "\(lines.withLock { $0 })")
+    }
+
     func testASecondTierOnTheSameDirectoryIsRefused() throws {
         let first = try DiskTier(directory: directory, limitBytes: 1 << 20) { _ in }
         XCTAssertThrowsError(try DiskTier(directory: directory, limitBytes: 1 << 20) { _ in }) { error in

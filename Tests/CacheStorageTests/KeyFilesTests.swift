@@ -6,21 +6,25 @@ import XCTest
 final class KeyFilesTests: XCTestCase {
     private func item(_ bytes: Int) -> DiskIndex.Item { DiskIndex.Item(bytes: bytes, lastUse: 0, storedAt: 1) }
 
+    /// Each file's size, by the variant its name stands for.
     private func sizes(_ files: KeyFiles) -> [String: Int] {
-        Dictionary(uniqueKeysWithValues: files.map { ($0.name, $0.item.bytes) })
+        let variants = Dictionary(uniqueKeysWithValues: ["a", "b", "c", "d"].map { (fileName($0), $0) })
+        return Dictionary(uniqueKeysWithValues: files.map { (variants[$0.name] ?? "?", $0.item.bytes) })
     }
+
+    private let a = fileName("a"), b = fileName("b"), c = fileName("c"), d = fileName("d"), missing = fileName("missing")
 
     func testOneFileIsFoundReplacedAndRemoved() {
         var files = KeyFiles()
         XCTAssertTrue(files.isEmpty)
-        XCTAssertNil(files.updateValue(item(1), forKey: "a"))
-        XCTAssertEqual(files["a"]?.bytes, 1)
-        XCTAssertNil(files["b"])
-        XCTAssertEqual(files.updateValue(item(2), forKey: "a")?.bytes, 1, "the replaced one comes back")
+        XCTAssertNil(files.updateValue(item(1), forKey: a))
+        XCTAssertEqual(files[a]?.bytes, 1)
+        XCTAssertNil(files[b])
+        XCTAssertEqual(files.updateValue(item(2), forKey: a)?.bytes, 1, "the replaced one comes back")
         XCTAssertEqual(files.count, 1)
         XCTAssertEqual(sizes(files), ["a": 2])
-        XCTAssertNil(files.removeValue(forKey: "b"))
-        XCTAssertEqual(files.removeValue(forKey: "a")?.bytes, 2)
+        XCTAssertNil(files.removeValue(forKey: b))
+        XCTAssertEqual(files.removeValue(forKey: a)?.bytes, 2)
         XCTAssertTrue(files.isEmpty)
         XCTAssertEqual(files.count, 0)
         XCTAssertEqual(Array(files).count, 0)
@@ -28,38 +32,38 @@ final class KeyFilesTests: XCTestCase {
 
     func testRemovingTheInlineFileKeepsTheOthers() {
         var files = KeyFiles()
-        for (i, name) in ["a", "b", "c"].enumerated() { files[name] = item(i + 1) }
+        for (i, name) in [a, b, c].enumerated() { files[name] = item(i + 1) }
         XCTAssertEqual(files.count, 3)
         XCTAssertEqual(sizes(files), ["a": 1, "b": 2, "c": 3])
-        files["a"] = nil
+        files[a] = nil
         XCTAssertEqual(sizes(files), ["b": 2, "c": 3])
-        XCTAssertEqual(files["b"]?.bytes, 2)
-        XCTAssertEqual(files["c"]?.bytes, 3)
-        files["c"] = item(30)
+        XCTAssertEqual(files[b]?.bytes, 2)
+        XCTAssertEqual(files[c]?.bytes, 3)
+        files[c] = item(30)
         XCTAssertEqual(sizes(files), ["b": 2, "c": 30])
-        XCTAssertEqual(files.removeValue(forKey: "b")?.bytes, 2)
-        XCTAssertEqual(files.removeValue(forKey: "c")?.bytes, 30)
+        XCTAssertEqual(files.removeValue(forKey: b)?.bytes, 2)
+        XCTAssertEqual(files.removeValue(forKey: c)?.bytes, 30)
         XCTAssertTrue(files.isEmpty)
-        files["d"] = item(4)
+        files[d] = item(4)
         XCTAssertEqual(sizes(files), ["d": 4], "an emptied one starts again inline")
     }
 
     func testChangesInPlaceReachEveryFile() {
         var files = KeyFiles()
-        files["a"] = item(1)
-        files["b"] = item(2)
-        files.modify("b") { $0.verified = true }
-        files.modify("missing") { $0.verified = true }
-        XCTAssertEqual(files["a"]?.verified, false)
-        XCTAssertEqual(files["b"]?.verified, true)
-        XCTAssertNil(files["missing"], "modify adds nothing")
-        var seen: [String] = []
+        files[a] = item(1)
+        files[b] = item(2)
+        files.modify(b) { $0.verified = true }
+        files.modify(missing) { $0.verified = true }
+        XCTAssertEqual(files[a]?.verified, false)
+        XCTAssertEqual(files[b]?.verified, true)
+        XCTAssertNil(files[missing], "modify adds nothing")
+        var seen: [FileName] = []
         files.forEachInPlace { name, item in
             seen.append(name)
             item.lastUse = 7
         }
-        XCTAssertEqual(seen.sorted(), ["a", "b"])
+        XCTAssertEqual(Set(seen), [a, b])
         XCTAssertEqual(files.map(\.item.lastUse), [7, 7])
-        XCTAssertEqual(files.names.sorted(), ["a", "b"])
+        XCTAssertEqual(Set(files.names), [a, b])
     }
 }

@@ -12,3 +12,7 @@ func testHead(_ key: String, status: Int = 200, fields: HeaderFields = ["cache-c
                       directives: PackedCacheControl(CacheControl("max-age=\(lifetime)")), hasValidator: false,
                       varyNames: varyNames, varyValues: varyValues, tags: tags)
 }
+
+/// A file name of the key `variant` stands for (the index's tests name
+/// variants "a", "b", ...).
+func fileName(_ variant: String) -> FileName { DiskTier.fileName("/k", varyValues: [variant]) }

@@ -16,7 +16,7 @@ enum DiskIO {
 
     /// `name` in the directory open as `directory` (a disk hit: the kernel
     /// resolves one path component, not the whole path).
-    static func openForReading(_ name: String, in directory: FileDescriptor) throws(Errno) -> FileDescriptor {
+    static func openForReading(_ name: FileName, in directory: FileDescriptor) throws(Errno) -> FileDescriptor {
         while true {
             let fd = name.withCString { openat(directory.rawValue, $0, O_RDONLY | O_CLOEXEC) }
             if fd >= 0 { return FileDescriptor(rawValue: fd) }
@@ -170,12 +170,20 @@ enum DiskIO {
         defer { closedir(dir) }
         var names: [String] = []
         while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-            }
+            let name = entryName(entry)
             if name != "." && name != ".." { names.append(name) }
         }
         return names
+    }
+
+    /// A directory entry's name, read in place up to its NUL. Not through
+    /// `entry.pointee`: that copies a whole `dirent` (280 bytes), but the
+    /// kernel packs entries by their real length (`d_reclen`), so the last
+    /// one in readdir's buffer may end a page before unmapped memory: the
+    /// copy read past it, and a start-up rebuild of ~100,000 files crashed.
+    static func entryName(_ entry: UnsafePointer<dirent>) -> String {
+        let offset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
+        return String(cString: (UnsafeRawPointer(entry) + offset).assumingMemoryBound(to: CChar.self))
     }
 
     /// swift-system throws untyped; everything it throws is an `Errno`.

@@ -46,7 +46,7 @@ public final class DiskFiles: Sendable {
         shards[Int(UInt(bitPattern: key.hash) >> 60)].withLock { body(&$0[key]) }
     }
 
-    typealias Use = (name: String, size: Int?, verified: Bool, id: UInt64, kept: KeptFile?)
+    typealias Use = (name: FileName, size: Int?, verified: Bool, id: UInt64, kept: KeptFile?)
 
     /// A hit: the key's files (name, size on disk, checksum verified, the
     /// entry's id, its descriptor kept open), marked used now; nil when the
@@ -71,7 +71,7 @@ public final class DiskFiles: Sendable {
     /// (instead of `replacing`, one whose file went), unless the entry
     /// changed meanwhile (`id`: replaced or removed; 0: not indexed yet),
     /// has another, or `keepLimit` is reached: then it is closed.
-    func keep(_ fd: FileDescriptor, key: String, name: String, id: UInt64, replacing: KeptFile?, openedAt: UInt64) {
+    func keep(_ fd: FileDescriptor, key: String, name: FileName, id: UInt64, replacing: KeptFile?, openedAt: UInt64) {
         guard id != 0, replacing != nil || kept.value.load(ordering: .relaxed) < keepLimit else { return DiskIO.close(fd) }
         let file = KeptFile(fd, count: kept, linkedAt: openedAt)
         withFiles(of: key) { variants in
@@ -81,9 +81,9 @@ public final class DiskFiles: Sendable {
         // Not kept: `file` closes it here, outside the lock.
     }
 
-    func isVerified(_ key: String, _ name: String) -> Bool { withFiles(of: key) { $0?[name]?.verified ?? false } }
+    func isVerified(_ key: String, _ name: FileName) -> Bool { withFiles(of: key) { $0?[name]?.verified ?? false } }
 
-    func setVerified(_ key: String, _ name: String) { withFiles(of: key) { $0?.modify(name) { $0.verified = true } } }
+    func setVerified(_ key: String, _ name: FileName) { withFiles(of: key) { $0?.modify(name) { $0.verified = true } } }
 
     func variants(of key: String) -> Variants? { withFiles(of: key) { $0 } }
 
@@ -200,7 +200,7 @@ struct DiskIndex: ~Copyable {
     /// step under the key's shard lock: a hit takes only that lock, and
     /// between a removal and an addition it found the key without files
     /// (a miss that fetched again a response just stored).
-    mutating func put(key: String, name: String, bytes: Int, storedAt: Int64, tags: [String]) {
+    mutating func put(key: String, name: FileName, bytes: Int, storedAt: Int64, tags: [String]) {
         let item = Item(bytes: bytes, lastUse: Self.now(), storedAt: storedAt, tags: tags)
         let replaced = files.withFiles(of: key) { variants -> (item: Item, left: Set<String>)? in
             if variants == nil { variants = KeyFiles() }
@@ -218,13 +218,13 @@ struct DiskIndex: ~Copyable {
         for tag in item.tags { tagged[tag, default: []].insert(key) }
     }
 
-    mutating func insertIfAbsent(key: String, name: String, bytes: Int, storedAt: Int64, tags: [String]) {
+    mutating func insertIfAbsent(key: String, name: FileName, bytes: Int, storedAt: Int64, tags: [String]) {
         guard (tombstones[key] ?? 0) == 0, files.withFiles(of: key, { $0?[name] == nil }) else { return }
         // Entries found on disk are older than anything used since start.
         add(key: key, name: name, Item(bytes: bytes, lastUse: 0, storedAt: storedAt, tags: tags))
     }
 
-    private mutating func add(key: String, name: String, _ item: Item) {
+    private mutating func add(key: String, name: FileName, _ item: Item) {
         files.withFiles(of: key) { variants in
             if variants == nil { variants = KeyFiles() }
             variants!.updateValue(item, forKey: name)
@@ -239,7 +239,7 @@ struct DiskIndex: ~Copyable {
     /// again under its name meanwhile (one grown past the inline read
     /// limit, say): that file is fine and indexed.
     @discardableResult
-    mutating func remove(key: String, name: String, id: UInt64 = 0) -> Bool {
+    mutating func remove(key: String, name: FileName, id: UInt64 = 0) -> Bool {
         // The removed file, and the tags the key's other variants still carry.
         let removed = files.withFiles(of: key) { variants -> (item: Item, left: Set<String>)? in
             guard id == 0 || variants?[name]?.id == id, let item = variants?.removeValue(forKey: name) else { return nil }
@@ -270,8 +270,8 @@ struct DiskIndex: ~Copyable {
     }
 
     /// The files `scope` matches.
-    func files(matching scope: PurgeScope) -> [(key: String, name: String)] {
-        var found: [(key: String, name: String)] = []
+    func files(matching scope: PurgeScope) -> [(key: String, name: FileName)] {
+        var found: [(key: String, name: FileName)] = []
         func collect(_ key: String, _ variants: DiskFiles.Variants) {
             for (name, item) in variants where scope.matches(key: key, tags: item.tags) { found.append((key, name)) }
         }
@@ -289,23 +289,23 @@ struct DiskIndex: ~Copyable {
     }
 
     /// Every file, with its entry (for scans by age or use).
-    private func all() -> [(key: String, name: String, item: Item)] {
-        var all: [(key: String, name: String, item: Item)] = []
+    private func all() -> [(key: String, name: FileName, item: Item)] {
+        var all: [(key: String, name: FileName, item: Item)] = []
         all.reserveCapacity(count)
         files.forEach { key, variants in for (name, item) in variants { all.append((key, name, item)) } }
         return all
     }
 
     /// Removes the files stored before `cutoff` (wall seconds); returns them.
-    mutating func removeStored(before cutoff: Int64) -> [(key: String, name: String)] {
+    mutating func removeStored(before cutoff: Int64) -> [(key: String, name: FileName)] {
         let old = all().filter { $0.item.storedAt < cutoff }.map { (key: $0.key, name: $0.name) }
         for file in old { remove(key: file.key, name: file.name) }
         return old
     }
 
     /// Removes entries older than their key's lifetime; returns their files.
-    mutating func removeExpired(now: Int64, lifetime: (String) -> Int?) -> [(String, String)] {
-        var expired: [(String, String)] = []
+    mutating func removeExpired(now: Int64, lifetime: (String) -> Int?) -> [(String, FileName)] {
+        var expired: [(String, FileName)] = []
         for file in all() {
             guard let seconds = lifetime(file.key), now - file.item.storedAt > Int64(seconds) else { continue }
             expired.append((file.key, file.name))
@@ -316,11 +316,11 @@ struct DiskIndex: ~Copyable {
 
     /// Approximate LRU: past the limit, drop the least recently used (then
     /// oldest stored) until 95 % of the limit. Returns the files to delete.
-    mutating func evict(limit: Int) -> [(String, String)] {
+    mutating func evict(limit: Int) -> [(String, FileName)] {
         guard totalBytes > limit else { return [] }
         var all = all()
         all.sort { ($0.item.lastUse, $0.item.storedAt) < ($1.item.lastUse, $1.item.storedAt) }
-        var victims: [(String, String)] = []
+        var victims: [(String, FileName)] = []
         let target = limit / 100 * 95
         for victim in all where totalBytes > target {
             remove(key: victim.key, name: victim.name)

@@ -13,18 +13,14 @@ extension DiskTier {
 
     /// A stored file's path (its name starts with the key's hash, whose
     /// first byte names the sub-directory).
-    func path(of name: String) -> String { subdirectoryPath(of: name) + "/" + name }
+    func path(of name: FileName) -> String { subdirectoryPath(of: name) + "/" + name.description }
 
-    private func subdirectoryPath(of name: String) -> String { directory + "/" + name.prefix(2) }
+    private func subdirectoryPath(of name: FileName) -> String { directory + "/" + Self.subdirectory(name.subdirectory) }
 
     /// A stored file opened for reading, relative to its sub-directory's
     /// kept descriptor (one path component for the kernel to resolve).
-    func openStored(_ name: String) -> FileDescriptor? {
-        let utf8 = name.utf8
-        guard utf8.count > 2, let high = Self.hexValue(utf8[utf8.startIndex]),
-              let low = Self.hexValue(utf8[utf8.index(after: utf8.startIndex)])
-        else { return nil }
-        let handle = subdirectories[high << 4 | low]
+    func openStored(_ name: FileName) -> FileDescriptor? {
+        let handle = subdirectories[name.subdirectory]
         var dir = handle.fd.load(ordering: .acquiring)
         if dir < 0 {
             guard let opened = try? DiskIO.openDirectory(subdirectoryPath(of: name)) else { return nil }
@@ -50,14 +46,6 @@ extension DiskTier {
         }
     }
 
-    private static func hexValue(_ c: UInt8) -> Int? {
-        switch c {
-        case 0x30...0x39: return Int(c - 0x30)
-        case 0x61...0x66: return Int(c - 0x61 + 10)
-        default: return nil
-        }
-    }
-
     /// A stored file of known size in one read (no stat), handed to `body`
     /// in a temporary buffer (on the stack where it fits: no allocation per
     /// hit), through `kept` (its descriptor kept open since an earlier hit)
@@ -66,7 +54,7 @@ extension DiskTier {
     /// another size (replaced by a newer write since the index was read) is
     /// then read again whole, by its real size. nil when it cannot be read
     /// (a file that vanished, or an I/O error: dropped).
-    func readFile<R>(named name: String, size: Int, kept: FileDescriptor?,
+    func readFile<R>(named name: FileName, size: Int, kept: FileDescriptor?,
                      _ body: (UnsafeRawBufferPointer) -> R) -> (result: R, opened: FileDescriptor?)? {
         guard let fd = kept ?? openStored(name) else { return nil }
         let opened = kept == nil ? fd : nil
@@ -161,21 +149,33 @@ extension DiskTier {
 
     // MARK: names
 
-    static func keyHash(_ key: String) -> String {
-        var sum = Checksum()
-        sum.add(Array(key.utf8))
-        return hex(sum.value)
+    /// The name of the file holding `key`'s variant with `varyValues`.
+    static func fileName(_ key: String, varyValues: [String?]) -> FileName {
+        FileName(key: keyHashValue(key), variant: variantHashValue(varyValues))
     }
 
-    static func variantHash(_ values: [String?]) -> String {
+    static func keyHashValue(_ key: String) -> UInt64 {
+        var sum = Checksum()
+        sum.add(Array(key.utf8))
+        return sum.value
+    }
+
+    static func keyHash(_ key: String) -> String { hex(keyHashValue(key)) }
+
+    private static func variantHashValue(_ values: [String?]) -> UInt64 {
         var sum = Checksum()
         for value in values {
             sum.add(value.map { Array($0.utf8) + [0] } ?? [1])
         }
-        return hex(sum.value)
+        return sum.value
     }
 
+    static func variantHash(_ values: [String?]) -> String { hex(variantHashValue(values)) }
+
     static func subdirectory(_ keyHash: String) -> String { String(keyHash.prefix(2)) }
+
+    /// A fan-out sub-directory's name ("00" to "ff").
+    static func subdirectory(_ byte: Int) -> String { byte < 16 ? "0" + String(byte, radix: 16) : String(byte, radix: 16) }
 
     static func charged(_ fileBytes: Int) -> Int { fileBytes + overheadBytes }
 

@@ -10,15 +10,22 @@ extension DiskTier {
 
     func rebuildIndex() {
         for byte in 0..<256 {
-            let sub = byte < 16 ? "0" + String(byte, radix: 16) : String(byte, radix: 16)
-            for name in listFiles(subdirectory: sub) {
-                let path = directory + "/" + sub + "/" + name
-                if name.hasPrefix(".tmp-") {
+            let sub = Self.subdirectory(byte)
+            for listed in listFiles(subdirectory: sub) {
+                let path = directory + "/" + sub + "/" + listed
+                if listed.hasPrefix(".tmp-") {
                     // An interrupted write of an earlier run; ours are in progress.
-                    if !name.hasPrefix(".tmp-" + instanceToken + "-") { try? DiskIO.remove(path) }
+                    if !listed.hasPrefix(".tmp-" + instanceToken + "-") { try? DiskIO.remove(path) }
                     continue
                 }
-                guard name.hasSuffix(".lrd"), let fd = try? DiskIO.openForReading(path) else { continue }
+                guard listed.hasSuffix(".lrd") else { continue }
+                guard let name = FileName(listed), name.subdirectory == byte else {
+                    // Not a name Larder gives: no lookup would ever find it.
+                    fault("corrupt", "dropping misnamed cache file \(path)")
+                    try? DiskIO.remove(path)
+                    continue
+                }
+                guard let fd = try? DiskIO.openForReading(path) else { continue }
                 defer { DiskIO.close(fd) }
                 guard let (size, _, _, record) = readHead(fd) else {
                     fault("corrupt", "dropping unreadable cache file \(path)")
@@ -30,7 +37,7 @@ extension DiskTier {
                 }
             }
         }
-        deleteFiles(state.withLock { index -> [(String, String)] in
+        deleteFiles(state.withLock { index -> [(String, FileName)] in
             index.rebuilt = true
             return index.evict(limit: limitBytes)
         })

@@ -42,7 +42,7 @@ extension DiskTier {
         var fd: FileDescriptor
         var tmpPath: String
         var directory: String
-        var name: String
+        var name: FileName
         var key: String
         var storedAt: Int64
         var tags: [String]
@@ -53,12 +53,11 @@ extension DiskTier {
     }
 
     private func streamOpen(_ id: UInt64, _ record: DiskRecord, seq: UInt64) {
-        let hash = Self.keyHash(record.key)
-        let dir = directory + "/" + Self.subdirectory(hash)
-        let name = hash + "-" + Self.variantHash(record.varyValues) + ".lrd"
+        let name = Self.fileName(record.key, varyValues: record.varyValues)
+        let dir = directory + "/" + Self.subdirectory(name.subdirectory)
         guard makeDirectory(dir) else { return }
         let meta = DiskFormat.encodeMeta(record)
-        let tmp = dir + "/.tmp-" + instanceToken + "-" + name + "-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        let tmp = temporaryPath(dir, name)
         guard let fd = createTemporary(tmp) else { return }
         var stream = OpenStream(fd: fd, tmpPath: tmp, directory: dir, name: name, key: record.key, storedAt: record.storedAt,
                                 tags: record.tags, seq: seq, metaLength: meta.count)
@@ -92,7 +91,7 @@ extension DiskTier {
                                             checksum: stream.checksum.value)
         let written = writeAll(stream.fd, header, at: 0, path: stream.tmpPath)
         DiskIO.close(stream.fd)
-        let final = stream.directory + "/" + stream.name
+        let final = stream.directory + "/" + stream.name.description
         do throws(Errno) {
             guard written else { throw .ioError }
             try DiskIO.rename(stream.tmpPath, to: final)
@@ -108,9 +107,9 @@ extension DiskTier {
 
     /// Indexes a file just renamed into place (unless its key was removed
     /// or purged since the write was queued) and evicts past the limit.
-    private func indexSealed(key: String, name: String, fileBytes: Int, storedAt: Int64, tags: [String], seq: UInt64,
+    private func indexSealed(key: String, name: FileName, fileBytes: Int, storedAt: Int64, tags: [String], seq: UInt64,
                              verified: Bool) {
-        let victims = state.withLock { index -> [(String, String)] in
+        let victims = state.withLock { index -> [(String, FileName)] in
             switch index.verdict(key: key, tags: tags, seq: seq) {
             case .refuse:
                 // Removed meanwhile: the file just renamed into place goes, and
@@ -148,7 +147,7 @@ extension DiskTier {
         }
     }
 
-    func deleteFiles(_ files: [(key: String, name: String)]) {
+    func deleteFiles(_ files: [(key: String, name: FileName)]) {
         for (_, name) in files { try? DiskIO.remove(path(of: name)) }
     }
 
@@ -159,16 +158,14 @@ extension DiskTier {
         case .storeStale: record.markedStale = true
         case .store: break
         }
-        let hash = Self.keyHash(record.key)
-        let sub = Self.subdirectory(hash)
-        let name = hash + "-" + Self.variantHash(record.varyValues) + ".lrd"
-        let dir = directory + "/" + sub
+        let name = Self.fileName(record.key, varyValues: record.varyValues)
+        let dir = directory + "/" + Self.subdirectory(name.subdirectory)
         guard makeDirectory(dir) else { return }
         let bytes = DiskFormat.encode(record)
-        let tmp = dir + "/.tmp-" + instanceToken + "-" + name + "-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        let tmp = temporaryPath(dir, name)
         guard writeFile(tmp, bytes) else { return }
         do throws(Errno) {
-            try DiskIO.rename(tmp, to: dir + "/" + name)
+            try DiskIO.rename(tmp, to: dir + "/" + name.description)
         } catch {
             fault("write", "cannot rename \(tmp): \(error)")
             try? DiskIO.remove(tmp)
@@ -176,5 +173,11 @@ extension DiskTier {
         }
         indexSealed(key: record.key, name: name, fileBytes: bytes.count, storedAt: record.storedAt, tags: record.tags, seq: seq,
                     verified: false)
+    }
+
+    /// Where `name` is written before it is renamed into place: marked as
+    /// this instance's, so the start-up sweep of a later one deletes it.
+    private func temporaryPath(_ dir: String, _ name: FileName) -> String {
+        dir + "/.tmp-" + instanceToken + "-" + name.description + "-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
     }
 }

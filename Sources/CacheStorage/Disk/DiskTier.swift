@@ -166,8 +166,8 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
         if !indexed {
             // Still rebuilding: look at the files themselves.
             let hash = Self.keyHash(key)
-            files = Uses(listFiles(subdirectory: Self.subdirectory(hash)).filter { $0.hasPrefix(hash + "-") && $0.hasSuffix(".lrd") }
-                .map { ($0, nil, false, 0, nil) })
+            files = Uses(listFiles(subdirectory: Self.subdirectory(hash)).filter { $0.hasPrefix(hash + "-") }
+                .compactMap { FileName($0).map { ($0, nil, false, 0, nil) } })
         }
         var found = Variants.Builder()
         for file in files {
@@ -236,7 +236,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
 
     /// A large file: header and metadata read, the body left in place. Its
     /// checksum is verified (streaming) the first time it is used after start.
-    private func openLarge(_ path: String, key: String, name: String, indexed: Bool) -> DiskRecord? {
+    private func openLarge(_ path: String, key: String, name: FileName, indexed: Bool) -> DiskRecord? {
         guard let fd = try? DiskIO.openForReading(path) else {
             state.withLock { _ = $0.remove(key: key, name: name) }
             return nil
@@ -370,7 +370,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
     /// Removes every stored variant of `key` now; queued writes of it are dropped.
     @discardableResult
     public func remove(_ key: String) -> Int {
-        let names = state.withLock { index -> [String] in
+        let names = state.withLock { index -> [FileName] in
             index.sequence += 1
             index.tombstones[key] = index.sequence
             let names = index.files.variants(of: key)?.names ?? []
@@ -400,9 +400,9 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
 
     /// The index half of `purge`: records the purge and unindexes the
     /// files (they can no longer be found). Quick: no file work.
-    func purgeIndex(_ scope: PurgeScope, soft: Bool) -> [(key: String, name: String)] {
+    func purgeIndex(_ scope: PurgeScope, soft: Bool) -> [(key: String, name: FileName)] {
         waitForIndex(timeoutSeconds: 120)
-        return state.withLock { index -> [(key: String, name: String)] in
+        return state.withLock { index -> [(key: String, name: FileName)] in
             index.sequence += 1
             index.purges.record(scope, soft: soft, number: index.sequence)
             let files = index.files(matching: scope)
@@ -414,7 +414,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
     /// The file half of `purge`: deletes the files, or marks them stale.
     /// Returns what failed: such a file would be served again after a
     /// restart, so the purge's caller must hear of it.
-    func applyPurge(_ files: [(key: String, name: String)], soft: Bool) -> [String] {
+    func applyPurge(_ files: [(key: String, name: FileName)], soft: Bool) -> [String] {
         var failures = retryUndeleted()
         for file in files {
             let filePath = path(of: file.name)

@@ -5,22 +5,22 @@
 /// its own; the others, when there are any, in a dictionary.
 struct KeyFiles: Sequence {
     typealias Item = DiskIndex.Item
-    typealias Element = (name: String, item: Item)
+    typealias Element = (name: FileName, item: Item)
 
     /// The inline file (name and item in separate fields: a change to the
     /// item while its name is read is then no overlapping access, and no copy).
-    private var firstName = ""
+    private var firstName = FileName(key: 0, variant: 0)
     /// nil only when `others` is empty too.
     private var firstItem: Item?
-    private var others: [String: Item] = [:]
+    private var others: [FileName: Item] = [:]
 
     init() {}
 
     var isEmpty: Bool { firstItem == nil }
     var count: Int { firstItem == nil ? 0 : 1 + others.count }
-    var names: [String] { map(\.name) }
+    var names: [FileName] { map(\.name) }
 
-    subscript(name: String) -> Item? {
+    subscript(name: FileName) -> Item? {
         get {
             if firstName == name, let item = firstItem { return item }
             return others.isEmpty ? nil : others[name]
@@ -31,13 +31,13 @@ struct KeyFiles: Sequence {
     }
 
     /// Changes the item under `name` in place, when there is one.
-    mutating func modify(_ name: String, _ change: (inout Item) -> Void) {
+    mutating func modify(_ name: FileName, _ change: (inout Item) -> Void) {
         if firstItem != nil && firstName == name { change(&firstItem!) } else if others[name] != nil { change(&others[name]!) }
     }
 
     /// Stores `item` under `name`; returns the one it replaced.
     @discardableResult
-    mutating func updateValue(_ item: Item, forKey name: String) -> Item? {
+    mutating func updateValue(_ item: Item, forKey name: FileName) -> Item? {
         guard firstItem != nil else {
             firstName = name
             firstItem = item
@@ -52,7 +52,7 @@ struct KeyFiles: Sequence {
 
     /// Removes the item under `name`; returns it.
     @discardableResult
-    mutating func removeValue(forKey name: String) -> Item? {
+    mutating func removeValue(forKey name: FileName) -> Item? {
         guard firstItem != nil else { return nil }
         guard firstName == name else { return others.removeValue(forKey: name) }
         let removed = firstItem
@@ -62,7 +62,7 @@ struct KeyFiles: Sequence {
             firstName = next.key
             firstItem = next.value
         } else {
-            firstName = ""
+            firstName = FileName(key: 0, variant: 0)
             firstItem = nil
         }
         return removed
@@ -70,7 +70,7 @@ struct KeyFiles: Sequence {
 
     /// Calls `change` on every item in place, with its name (a hit noting
     /// its use: no copy of the table).
-    mutating func forEachInPlace(_ change: (String, inout Item) -> Void) {
+    mutating func forEachInPlace(_ change: (FileName, inout Item) -> Void) {
         guard firstItem != nil else { return }
         change(firstName, &firstItem!)
         guard !others.isEmpty else { return }
@@ -86,7 +86,7 @@ struct KeyFiles: Sequence {
 
     struct Iterator: IteratorProtocol {
         var first: Element?
-        var others: Dictionary<String, Item>.Iterator
+        var others: Dictionary<FileName, Item>.Iterator
 
         mutating func next() -> Element? {
             if let element = first {
