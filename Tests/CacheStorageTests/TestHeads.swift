@@ -16,3 +16,19 @@ func testHead(_ key: String, status: Int = 200, fields: HeaderFields = ["cache-c
 /// A file name of the key `variant` stands for (the index's tests name
 /// variants "a", "b", ...).
 func fileName(_ variant: String) -> FileName { DiskTier.fileName("/k", varyValues: [variant]) }
+
+/// Stored files' names as strings, formatted here independently of
+/// `FileName` (the format every earlier build wrote: 16 hex digits each).
+extension DiskTier {
+    static func keyHash(_ key: String) -> String { hex(keyHashValue(key)) }
+
+    static func variantHash(_ values: [String?]) -> String { hex(variantHashValue(values)) }
+
+    /// The sub-directory of the key whose hash is `keyHash`.
+    static func subdirectory(_ keyHash: String) -> String { String(keyHash.prefix(2)) }
+
+    private static func hex(_ v: UInt64) -> String {
+        let s = String(v, radix: 16)
+        return String(repeating: "0", count: 16 - s.count) + s
+    }
+}

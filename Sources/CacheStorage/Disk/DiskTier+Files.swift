@@ -160,9 +160,7 @@ extension DiskTier {
         return sum.value
     }
 
-    static func keyHash(_ key: String) -> String { hex(keyHashValue(key)) }
-
-    private static func variantHashValue(_ values: [String?]) -> UInt64 {
+    static func variantHashValue(_ values: [String?]) -> UInt64 {
         var sum = Checksum()
         for value in values {
             sum.add(value.map { Array($0.utf8) + [0] } ?? [1])
@@ -170,17 +168,8 @@ extension DiskTier {
         return sum.value
     }
 
-    static func variantHash(_ values: [String?]) -> String { hex(variantHashValue(values)) }
-
-    static func subdirectory(_ keyHash: String) -> String { String(keyHash.prefix(2)) }
-
     /// A fan-out sub-directory's name ("00" to "ff").
     static func subdirectory(_ byte: Int) -> String { byte < 16 ? "0" + String(byte, radix: 16) : String(byte, radix: 16) }
 
     static func charged(_ fileBytes: Int) -> Int { fileBytes + overheadBytes }
-
-    private static func hex(_ v: UInt64) -> String {
-        let s = String(v, radix: 16)
-        return String(repeating: "0", count: 16 - s.count) + s
-    }
 }

@@ -165,9 +165,9 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
         let indexed = !files.isEmpty || rebuilt
         if !indexed {
             // Still rebuilding: look at the files themselves.
-            let hash = Self.keyHash(key)
-            files = Uses(listFiles(subdirectory: Self.subdirectory(hash)).filter { $0.hasPrefix(hash + "-") }
-                .compactMap { FileName($0).map { ($0, nil, false, 0, nil) } })
+            let hash = Self.keyHashValue(key)
+            files = Uses(listFiles(subdirectory: Self.subdirectory(Int(hash >> 56))).compactMap(FileName.init)
+                .filter { $0.key == hash }.map { ($0, nil, false, 0, nil) })
         }
         var found = Variants.Builder()
         for file in files {
