@@ -10,7 +10,7 @@ public protocol CacheTier: AnyObject, Sendable {
     var maxObjectBytes: Int { get }
     /// The variants stored for `key`, oldest first (empty: none).
     func lookup(_ key: String) -> Variants
-    /// The same, with `KeyTable.hash(key)` computed once by the store for
+    /// The same, with `KeyHash.of(key)` computed once by the store for
     /// every tier it asks (the hash is seeded per process; by default unused).
     func lookup(_ key: String, hash: Int) -> Variants
     /// Stores a complete response beside the key's other variants. A tier may

@@ -2,16 +2,51 @@
 import Glibc
 #endif
 
+/// The seeded hash of a cache key: the standard library's per-process
+/// seeded hasher, so clients cannot choose URLs that collide. Computed once
+/// per request and handed to every tier (it picks a shard, then a slot).
+enum KeyHash {
+    static func of(_ bytes: UnsafeRawBufferPointer) -> Int {
+        var hasher = Hasher()
+        hasher.combine(bytes: bytes)
+        return hasher.finalize()
+    }
+
+    static func of(_ key: String) -> Int {
+        var key = key
+        return key.withUTF8 { of(UnsafeRawBufferPointer($0)) }
+    }
+}
+
+/// What a `KeyTable` holds: one reference-sized value per key.
+protocol KeyTableEntry {
+    /// Calls `body` with its key's UTF-8 bytes.
+    func withKeyBytes<T>(_ body: (UnsafeRawBufferPointer) -> T) -> T
+    var key: String { get }
+    /// Whether both are the same object.
+    func isSame(_ other: Self) -> Bool
+}
+
+extension KeyTableEntry {
+    func hasKey(_ wanted: UnsafeRawBufferPointer) -> Bool {
+        withKeyBytes { bytes in
+            bytes.count == wanted.count && (bytes.count == 0 || memcmp(bytes.baseAddress!, wanted.baseAddress!, bytes.count) == 0)
+        }
+    }
+
+    var keyHash: Int { withKeyBytes { KeyHash.of($0) } }
+}
+
 /// Open-addressing hash table (linear probing, backward-shift deletion) of
 /// entries by key: 16 bytes a slot, the key's hash beside its entry, so a
-/// probe reads the entry (and its key, at the far end of its block) only
-/// when the hashes agree, and removal and growth never hash a key again.
-/// Keys hash with the standard library's per-process seeded hasher, so
-/// clients cannot choose URLs that collide.
-struct KeyTable {
+/// probe reads the entry (and its key) only when the hashes agree, and
+/// removal and growth never hash a key again. An empty slot costs 16 bytes,
+/// not an entry's size: the memory tier's responses and the disk tier's
+/// keys both live in blocks of their own.
+struct KeyTable<Entry: KeyTableEntry> {
     private struct Slot {
         var hash = 0
-        var entry: CachedResponse?
+        var entry: Entry?
     }
 
     private var slots = [Slot](repeating: Slot(), count: 16)
@@ -19,33 +54,16 @@ struct KeyTable {
 
     private var mask: Int { slots.count - 1 }
 
-    static func hash(_ bytes: UnsafeRawBufferPointer) -> Int {
-        var hasher = Hasher()
-        hasher.combine(bytes: bytes)
-        return hasher.finalize()
-    }
-
-    /// The hash of a key (the memory tier picks a shard by its high bits).
-    static func hash(_ key: String) -> Int {
-        var key = key
-        return key.withUTF8 { hash(UnsafeRawBufferPointer($0)) }
-    }
-
     private func index(of key: String, hash: Int? = nil) -> Int? {
         var key = key
         return key.withUTF8 { index(ofKeyBytes: UnsafeRawBufferPointer($0), hash: hash) }
     }
 
     private func index(ofKeyBytes wanted: UnsafeRawBufferPointer, hash: Int? = nil) -> Int? {
-        let hash = hash ?? Self.hash(wanted)
+        let hash = hash ?? KeyHash.of(wanted)
         var i = hash & mask
         while let entry = slots[i].entry {
-            if slots[i].hash == hash {
-                let bytes = entry.keyBytes
-                if bytes.count == wanted.count, bytes.count == 0 || memcmp(bytes.baseAddress!, wanted.baseAddress!, bytes.count) == 0 {
-                    return i
-                }
-            }
+            if slots[i].hash == hash, entry.hasKey(wanted) { return i }
             i = (i + 1) & mask
         }
         return nil
@@ -53,13 +71,13 @@ struct KeyTable {
 
     /// The entry stored under the same key as `entry` (no key string built).
     /// `hash`: its key's, when the caller has it.
-    func find(sameKeyAs entry: CachedResponse, hash: Int? = nil) -> CachedResponse? {
-        index(ofKeyBytes: entry.keyBytes, hash: hash).flatMap { slots[$0].entry }
+    func find(sameKeyAs entry: Entry, hash: Int? = nil) -> Entry? {
+        entry.withKeyBytes { index(ofKeyBytes: $0, hash: hash) }.flatMap { slots[$0].entry }
     }
 
     /// The slot holding this very entry.
-    private func index(of entry: CachedResponse) -> Int? {
-        let hash = Self.hash(entry.keyBytes)
+    private func index(of entry: Entry) -> Int? {
+        let hash = entry.keyHash
         var i = hash & mask
         while let other = slots[i].entry {
             if slots[i].hash == hash, other.isSame(entry) { return i }
@@ -68,34 +86,35 @@ struct KeyTable {
         return nil
     }
 
-    func find(_ key: String, hash: Int? = nil) -> CachedResponse? { index(of: key, hash: hash).flatMap { slots[$0].entry } }
+    func find(_ key: String, hash: Int? = nil) -> Entry? { index(of: key, hash: hash).flatMap { slots[$0].entry } }
 
     /// Adds an entry whose key is absent (`hash`: its key's, when known).
-    mutating func insert(_ entry: CachedResponse, hash: Int? = nil) {
+    mutating func insert(_ entry: Entry, hash: Int? = nil) {
         if (count + 1) * 4 > slots.count * 3 { grow() }
-        let hash = hash ?? Self.hash(entry.keyBytes)
-        assert(hash == Self.hash(entry.keyBytes), "a key table hash that is not its key's")
+        let hash = hash ?? entry.keyHash
+        assert(hash == entry.keyHash, "a key table hash that is not its key's")
         var i = hash & mask
         while slots[i].entry != nil { i = (i + 1) & mask }
         slots[i] = Slot(hash: hash, entry: entry)
         count += 1
     }
 
-    mutating func remove(_ key: String) -> CachedResponse? {
-        guard let i = index(of: key) else { return nil }
+    @discardableResult
+    mutating func remove(_ key: String, hash: Int? = nil) -> Entry? {
+        guard let i = index(of: key, hash: hash) else { return nil }
         return remove(at: i)
     }
 
     /// Removes this entry (found by identity); false when it is not in the table.
     @discardableResult
-    mutating func remove(_ entry: CachedResponse) -> Bool {
+    mutating func remove(_ entry: Entry) -> Bool {
         guard let i = index(of: entry) else { return false }
         remove(at: i)
         return true
     }
 
     @discardableResult
-    private mutating func remove(at index: Int) -> CachedResponse? {
+    private mutating func remove(at index: Int) -> Entry? {
         var hole = index
         let removed = slots[hole].entry
         slots[hole] = Slot()
@@ -117,8 +136,13 @@ struct KeyTable {
         return removed
     }
 
-    var entries: [CachedResponse] { slots.compactMap { $0.entry } }
+    var entries: [Entry] { slots.compactMap { $0.entry } }
     var keys: [String] { slots.compactMap { $0.entry?.key } }
+
+    /// Every entry, in no order (no array built).
+    func forEach(_ body: (Entry) -> Void) {
+        for slot in slots { if let entry = slot.entry { body(entry) } }
+    }
 
     private mutating func grow() {
         let old = slots
@@ -129,4 +153,8 @@ struct KeyTable {
             slots[i] = slot
         }
     }
+}
+
+extension CachedResponse: KeyTableEntry {
+    func withKeyBytes<T>(_ body: (UnsafeRawBufferPointer) -> T) -> T { body(keyBytes) }
 }

@@ -87,7 +87,7 @@ public final class MemoryTier: CacheTier {
     static let smallestShardBytes = 256 << 10
 
     /// The version of `key`'s shard (tests: what invalidates LocalHits).
-    func shardVersion(of key: String) -> UInt64 { shard(KeyTable.hash(key)).version.load(ordering: .acquiring) }
+    func shardVersion(of key: String) -> UInt64 { shard(KeyHash.of(key)).version.load(ordering: .acquiring) }
 
     public func setLifetimeRules(_ lifetimes: (any TierLifetimes)?) {
         rules.withLock { $0 = lifetimes }
@@ -103,9 +103,9 @@ public final class MemoryTier: CacheTier {
 
     /// The same, first from (and then into) a worker's `LocalHits`: a key
     /// hit there takes no lock while its shard is unchanged.
-    /// `hash`: `KeyTable.hash(key)`, when the caller has it.
+    /// `hash`: `KeyHash.of(key)`, when the caller has it.
     public func lookup(_ key: String, local: LocalHits?, hash: Int? = nil) -> Variants {
-        let hash = hash ?? KeyTable.hash(key)
+        let hash = hash ?? KeyHash.of(key)
         let shard = shard(hash)
         var found: Variants
         if let local, let copied = local.find(key, hash: hash, version: shard.version.load(ordering: .acquiring)) {
@@ -133,11 +133,11 @@ public final class MemoryTier: CacheTier {
     public func insert(_ entry: CachedResponse, promoted: Bool = false) -> Bool {
         // A body in a file costs memory only for its head (hits sendfile it).
         guard entry.body.count <= maxObjectBytes else { return false }
-        let hash = KeyTable.hash(entry.keyBytes)
+        let hash = KeyHash.of(entry.keyBytes)
         return shard(hash).change({ $0.put(entry, promoted: promoted, hash: hash) }, changed: { $0 })
     }
 
-    public func wouldAdmit(_ entry: CachedResponse) -> Bool { wouldAdmit(entry, keyHash: KeyTable.hash(entry.keyBytes)) }
+    public func wouldAdmit(_ entry: CachedResponse) -> Bool { wouldAdmit(entry, keyHash: KeyHash.of(entry.keyBytes)) }
 
     public func wouldAdmit(_ entry: CachedResponse, keyHash: Int) -> Bool {
         guard entry.body.count <= maxObjectBytes else { return false }
@@ -146,7 +146,7 @@ public final class MemoryTier: CacheTier {
 
     @discardableResult
     public func remove(_ key: String) -> Int {
-        shard(KeyTable.hash(key)).change({ $0.remove(key) }, changed: { $0 > 0 })
+        shard(KeyHash.of(key)).change({ $0.remove(key) }, changed: { $0 > 0 })
     }
 
     /// Removes (or, `soft`, marks stale) what `scope` matches; the number of

@@ -14,7 +14,7 @@ struct SieveIndex: ~Copyable {
     static let maxVariants = 32
 
     let limitBytes: Int
-    private var table = KeyTable()
+    private var table = KeyTable<CachedResponse>()
     /// tag → keys whose variants carry it; only tagged entries cost anything.
     private var tagged: [String: Set<String>] = [:]
     private var newest: CachedResponse?
@@ -35,7 +35,7 @@ struct SieveIndex: ~Copyable {
 
     var count: Int { table.count }
 
-    /// `hash`: `KeyTable.hash(key)`, computed once by the caller.
+    /// `hash`: `KeyHash.of(key)`, computed once by the caller.
     mutating func get(_ key: String, hash: Int) -> Variants {
         guard let head = table.find(key, hash: hash) else {
             sketch.record(hash)
@@ -66,7 +66,7 @@ struct SieveIndex: ~Copyable {
         if let last = lastVictim, last.entry.isSame(candidate) {
             victimHash = last.hash
         } else {
-            victimHash = KeyTable.hash(candidate.keyBytes)
+            victimHash = KeyHash.of(candidate.keyBytes)
             lastVictim = (candidate, victimHash)
         }
         return sketch.frequency(hash) > sketch.frequency(victimHash)
@@ -88,7 +88,7 @@ struct SieveIndex: ~Copyable {
     mutating func put(_ entry: CachedResponse, promoted: Bool = false, hash: Int? = nil) -> Bool {
         let cost = entry.costBytes
         guard cost <= limitBytes else { return false }
-        let hash = hash ?? KeyTable.hash(entry.keyBytes)
+        let hash = hash ?? KeyHash.of(entry.keyBytes)
         if promoted && !wouldAdmit(entry, hash: hash) { return false }
         guard let head = table.find(sameKeyAs: entry, hash: hash) else {
             // A new key (every miss): no variant arrays to build.
@@ -196,7 +196,7 @@ struct SieveIndex: ~Copyable {
         newest = nil
         hand = nil
         lastVictim = nil
-        table = KeyTable()
+        table = KeyTable<CachedResponse>()
         tagged.removeAll()
         bytes = 0
         objectCount = 0

@@ -33,7 +33,7 @@ public final class TieredStore: @unchecked Sendable {
 
     /// `local`: the calling worker's copies of its recent memory hits.
     public func lookup(_ key: String, local: LocalHits? = nil) -> Variants {
-        let hash = KeyTable.hash(key)
+        let hash = KeyHash.of(key)
         let found = memory?.lookup(key, local: local, hash: hash) ?? tiers[0].lookup(key, hash: hash)
         guard found.isEmpty, tiers.count > 1 else { return found }
         return lookupSlower(key, hash: hash)
@@ -198,7 +198,7 @@ struct RecentRemovals {
 
     mutating func record(_ key: String) -> UInt64 {
         latest += 1
-        ring[Int(latest % UInt64(ring.count))] = (latest, KeyTable.hash(key))
+        ring[Int(latest % UInt64(ring.count))] = (latest, KeyHash.of(key))
         return latest
     }
 
@@ -206,7 +206,7 @@ struct RecentRemovals {
     func removed(_ key: String, since: UInt64) -> Bool {
         guard since < latest else { return false }
         if latest - since >= UInt64(ring.count) { return true }
-        let hash = KeyTable.hash(key)
+        let hash = KeyHash.of(key)
         var n = latest
         while n > since {
             if ring[Int(n % UInt64(ring.count))].hash == hash { return true }

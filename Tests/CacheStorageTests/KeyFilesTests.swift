@@ -66,4 +66,41 @@ final class KeyFilesTests: XCTestCase {
         XCTAssertEqual(files.map(\.item.lastUse), [7, 7])
         XCTAssertEqual(Set(files.names), [a, b])
     }
+
+    /// The disk index's files by key: each key in a block of its own with
+    /// its bytes after its files; a key goes when its last file does, and
+    /// every key stays findable through removals (backward-shift deletion
+    /// in the probe runs that 3,000 keys make) and growth.
+    func testDiskFilesFindEveryKeyThroughRemovalsGrowthAndCollisions() {
+        let files = DiskFiles(keepLimit: 0)
+        var live: [String: Int] = [:]
+        // Long keys (not a small string's 15 bytes) and one empty.
+        let keys = [""] + (0..<3000).map { "/files/key-\($0)?query=\(String(repeating: "x", count: $0 % 40))" }
+        for (i, key) in keys.enumerated() {
+            files.withFiles(of: key) { variants in
+                XCTAssertNil(variants, key)
+                variants = KeyFiles()
+                variants!.updateValue(item(i), forKey: a)
+            }
+            live[key] = i
+            if i % 3 == 2 {
+                let victim = keys[i / 2]
+                files.withFiles(of: victim) { variants in
+                    XCTAssertEqual(variants?[a]?.bytes, live[victim], victim)
+                    variants?.removeValue(forKey: a)
+                    if variants?.isEmpty == true { variants = nil }
+                }
+                live[victim] = nil
+            }
+        }
+        for key in keys { XCTAssertEqual(files.withFiles(of: key) { $0?[a]?.bytes }, live[key], key) }
+        var seen: [String: Int] = [:]
+        files.forEach { key, variants in seen[key] = variants[a]?.bytes }
+        XCTAssertEqual(seen, live)
+        // A hit's use changes the entry in its block.
+        let some = live.first!
+        XCTAssertEqual(files.use(some.key, overheadBytes: 0)?.first?.size, some.value)
+        XCTAssertNotEqual(files.withFiles(of: some.key) { $0?[a]?.lastUse }, 0)
+        XCTAssertNil(files.use("/absent", overheadBytes: 0))
+    }
 }

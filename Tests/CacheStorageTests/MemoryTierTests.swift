@@ -84,7 +84,7 @@ final class MemoryTierTests: XCTestCase {
     /// The key table finds every key after many removals (backward-shift
     /// deletion must never leave a gap inside a probe run) and grows.
     func testKeyTableFindsEveryKeyThroughRemovalsAndGrowth() {
-        var table = KeyTable()
+        var table = KeyTable<CachedResponse>()
         var live = Set<String>()
         for i in 0..<5000 {
             let key = "/k/\(i)"

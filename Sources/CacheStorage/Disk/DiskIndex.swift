@@ -12,7 +12,7 @@ import Glibc
 /// which is always taken first (one lock order: index, then shard).
 public final class DiskFiles: Sendable {
     typealias Variants = KeyFiles
-    private let shards: [Locked<[HashedKey: Variants]>] = (0..<16).map { _ in Locked([:]) }
+    private let shards: [Locked<KeyTable<DiskKey>>] = (0..<16).map { _ in Locked(KeyTable()) }
     /// The start-up rebuild has indexed every file.
     let rebuilt = Atomic<Bool>(false)
     /// Descriptors kept open between hits (`KeptFile`), at most `keepLimit`.
@@ -43,7 +43,16 @@ public final class DiskFiles: Sendable {
     func withFiles<T>(of key: String, _ body: (inout Variants?) -> T) -> T { withFiles(of: HashedKey(key), body) }
 
     func withFiles<T>(of key: HashedKey, _ body: (inout Variants?) -> T) -> T {
-        shards[Int(UInt(bitPattern: key.hash) >> 60)].withLock { body(&$0[key]) }
+        shards[Int(UInt(bitPattern: key.hash) >> 60)].withLock { table in
+            if let entry = table.find(key.key, hash: key.hash) {
+                // In place: the files stay in the key's block.
+                defer { if entry.files == nil { table.remove(key.key, hash: key.hash) } }
+                return body(&entry.files)
+            }
+            var files: Variants?
+            defer { if let files { table.insert(DiskKey.make(key.key, files), hash: key.hash) } }
+            return body(&files)
+        }
     }
 
     typealias Use = (name: FileName, size: Int?, verified: Bool, id: UInt64, kept: KeptFile?)
@@ -55,14 +64,12 @@ public final class DiskFiles: Sendable {
 
     func use(_ key: HashedKey, overheadBytes: Int, now: UInt64 = DiskIndex.now()) -> Uses? {
         withFiles(of: key) { variants -> Uses? in
-            // (Moved out and back: a test of the optional in place copied it.)
-            guard var files = variants.take() else { return nil }
+            guard variants != nil else { return nil }
             var found = Uses()
-            files.forEachInPlace { name, item in
+            variants!.forEachInPlace { name, item in
                 item.lastUse = now
                 found.append((name, item.bytes - overheadBytes, item.verified, item.id, item.kept))
             }
-            variants = consume files
             return found
         }
     }
@@ -89,8 +96,46 @@ public final class DiskFiles: Sendable {
 
     /// Every key's files, shard by shard (the index's scans: purges, eviction, expiry).
     func forEach(_ body: (_ key: String, _ files: Variants) -> Void) {
-        for shard in shards { shard.withLock { for (key, files) in $0 { body(key.key, files) } } }
+        for shard in shards { shard.withLock { $0.forEach { body($0.key, $0.files!) } } }
     }
+}
+
+/// A key of the disk index and its files, in one block of its own with
+/// the key's bytes after them (no String object beside it): the shard's
+/// table holds a 16-byte slot per key, most of them empty as a hash
+/// table's are, not the entry itself.
+final class DiskKey: ManagedBuffer<DiskKey.Header, UInt8>, KeyTableEntry {
+    struct Header {
+        /// nil only while a change that removes the last file is under way.
+        var files: KeyFiles?
+        let keyCount: Int
+    }
+
+    static func make(_ key: String, _ files: KeyFiles) -> DiskKey {
+        var key = key
+        return key.withUTF8 { utf8 in
+            let block = unsafeDowncast(create(minimumCapacity: utf8.count) { _ in Header(files: files, keyCount: utf8.count) },
+                                       to: DiskKey.self)
+            block.withUnsafeMutablePointerToElements { elements in
+                if let bytes = utf8.baseAddress { elements.initialize(from: bytes, count: utf8.count) }
+            }
+            return block
+        }
+    }
+
+    var files: KeyFiles? {
+        _read { yield header.files }
+        _modify { yield &header.files }
+    }
+
+    /// The key as a string (made on each use: for scans, not for hits).
+    var key: String { withKeyBytes { String(decoding: $0, as: UTF8.self) } }
+
+    func withKeyBytes<T>(_ body: (UnsafeRawBufferPointer) -> T) -> T {
+        withUnsafeMutablePointerToElements { body(UnsafeRawBufferPointer(start: $0, count: header.keyCount)) }
+    }
+
+    func isSame(_ other: DiskKey) -> Bool { self === other }
 }
 
 /// The files a hit found: nearly always one, held inline (no array per hit).
@@ -127,22 +172,17 @@ struct Uses: Sequence {
     }
 }
 
-/// A key with its hash (`KeyTable`'s, seeded: clients cannot make URLs
-/// collide), computed once: it picks the shard, and the shard's dictionary
-/// hashes the hash (8 bytes) instead of the whole key again.
-struct HashedKey: Hashable {
+/// A key with its hash (`KeyHash`'s, seeded: clients cannot make URLs
+/// collide), computed once: it picks the shard, then the slot.
+struct HashedKey {
     let key: String
     let hash: Int
 
-    /// `hash`: `KeyTable.hash(key)`, when the caller has it.
+    /// `hash`: `KeyHash.of(key)`, when the caller has it.
     init(_ key: String, hash: Int? = nil) {
         self.key = key
-        self.hash = hash ?? KeyTable.hash(key)
+        self.hash = hash ?? KeyHash.of(key)
     }
-
-    func hash(into hasher: inout Hasher) { hasher.combine(hash) }
-
-    static func == (a: HashedKey, b: HashedKey) -> Bool { a.hash == b.hash && a.key == b.key }
 }
 
 /// The in-memory index of the disk tier: totals, tags, and the numbers
