@@ -38,4 +38,34 @@ final class DiskIOTests: XCTestCase {
         for name in names { XCTAssertTrue(FileManager.default.createFile(atPath: directory + "/" + name, contents: nil)) }
         XCTAssertEqual(DiskIO.listDirectory(directory).sorted(), names.sorted())
     }
+
+    /// A disk hit's read buffer: the thread's own, kept and reused between
+    /// reads (grown when one needs more), another thread's apart, and a
+    /// read beyond its bound still served.
+    func testTheReadScratchIsKeptPerThreadAndGrows() {
+        let address = Self.scratchAddress
+        let first = address(100)
+        XCTAssertEqual(address(2000), first, "the same buffer again, no allocation per read")
+        let grown = address(ReadScratch.maxBytes)
+        XCTAssertEqual(address(10), grown, "kept at its grown size")
+        XCTAssertNotEqual(address(ReadScratch.maxBytes + 1), 0)
+        XCTAssertEqual(address(10), grown, "a read beyond the bound leaves it")
+        final class Seen: @unchecked Sendable { var address = 0 }
+        let other = Seen()
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            other.address = Self.scratchAddress(100)
+            done.signal()
+        }
+        XCTAssertEqual(done.wait(timeout: .now() + 10), .success)
+        XCTAssertNotEqual(other.address, grown, "another thread's is its own")
+    }
+
+    /// Where a read of `count` bytes gets its buffer (all of it written).
+    private static func scratchAddress(_ count: Int) -> Int {
+        ReadScratch.with(count: count) { buffer in
+            buffer.initializeMemory(as: UInt8.self, repeating: 0xAB)
+            return buffer.count == count ? Int(bitPattern: buffer.baseAddress) : -1
+        }
+    }
 }

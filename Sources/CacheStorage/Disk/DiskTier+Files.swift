@@ -47,8 +47,7 @@ extension DiskTier {
     }
 
     /// A stored file of known size in one read (no stat), handed to `body`
-    /// in a temporary buffer (on the stack where it fits: no allocation per
-    /// hit), through `kept` (its descriptor kept open since an earlier hit)
+    /// in the thread's `ReadScratch` (no allocation per hit), through `kept` (its descriptor kept open since an earlier hit)
     /// or else opened here: then the descriptor comes back, `opened`, for
     /// the caller to keep or close. One more byte is asked for: a file of
     /// another size (replaced by a newer write since the index was read) is
@@ -59,7 +58,7 @@ extension DiskTier {
         guard let fd = kept ?? openStored(name) else { return nil }
         let opened = kept == nil ? fd : nil
         do throws(Errno) {
-            let read = withUnsafeTemporaryAllocation(byteCount: size + 1, alignment: 16) { buffer in
+            let read = ReadScratch.with(count: size + 1) { buffer in
                 Result { () throws(Errno) -> R? in
                     let n = try DiskIO.read(fd, into: buffer, at: 0)
                     return n == size ? body(UnsafeRawBufferPointer(rebasing: buffer[..<n])) : nil
