@@ -71,7 +71,7 @@ final class KeyFilesTests: XCTestCase {
     /// its bytes after its files; a key goes when its last file does, and
     /// every key stays findable through removals (backward-shift deletion
     /// in the probe runs that 3,000 keys make) and growth.
-    func testDiskFilesFindEveryKeyThroughRemovalsGrowthAndCollisions() {
+    func testDiskFilesFindEveryKeyThroughRemovalsAndGrowth() {
         let files = DiskFiles(keepLimit: 0)
         var live: [String: Int] = [:]
         // Long keys (not a small string's 15 bytes) and one empty.

@@ -47,8 +47,9 @@ extension DiskTier {
     }
 
     /// A stored file of known size in one read (no stat), handed to `body`
-    /// in the thread's `ReadScratch` (no allocation per hit), through `kept` (its descriptor kept open since an earlier hit)
-    /// or else opened here: then the descriptor comes back, `opened`, for
+    /// in the thread's `ReadScratch` (no allocation per hit), through
+    /// `kept` (its descriptor kept open since an earlier hit) or else
+    /// opened here: then the descriptor comes back, `opened`, for
     /// the caller to keep or close. One more byte is asked for: a file of
     /// another size (replaced by a newer write since the index was read) is
     /// then read again whole, by its real size. nil when it cannot be read
