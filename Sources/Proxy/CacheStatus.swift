@@ -9,25 +9,11 @@ enum CacheStatus {
 
     /// `detail`: "fleet" (found in the fleet's shared tier),
     /// "upstream-unreachable" (served stale because the upstream is gone).
-    static func hit(ttl: Int, detail: String? = nil) -> [UInt8] {
-        guard detail != nil || ttl < 0 else {
-            // Every plain hit comes here: written on the stack, then one
-            // allocation (reserveCapacity's is specialised; an array made
-            // with `repeating:` or uninitialised capacity looks up its
-            // type's metadata at run time, 360 instructions).
-            var out: [UInt8] = []
-            out.reserveCapacity(56)
-            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 56) { buffer in
-                var p = buffer.baseAddress!
-                ByteWriting.put("Cache-Status: larder; hit; ttl=", at: &p)
-                ByteWriting.putDecimal(ttl, at: &p)
-                ByteWriting.put("\r\n", at: &p)
-                out.append(contentsOf: UnsafeBufferPointer(start: buffer.baseAddress, count: p - buffer.baseAddress!))
-            }
-            return out
-        }
+    static func hit(ttl: Int, detail: String? = nil) -> CacheStatusLine {
+        // Every plain hit: written where the head's tail is, no array.
+        guard detail != nil || ttl < 0 else { return .hit(ttl: ttl) }
         var out: [UInt8] = []
-        out.reserveCapacity(64)  // room for the digits: one allocation per hit, not two
+        out.reserveCapacity(64)  // room for the digits: one allocation, not two
         out.append(contentsOf: "Cache-Status: larder; hit; ttl=".utf8)
         ResponseSerializer.appendDecimal(ttl, to: &out)
         if let detail {
@@ -35,7 +21,7 @@ enum CacheStatus {
             out.append(contentsOf: detail.utf8)
         }
         out.append(contentsOf: [0x0D, 0x0A])
-        return out
+        return .bytes(out)
     }
 
     static func forward(_ reason: Forward, stored: Bool, fwdStatus: Int? = nil, detail: String? = nil) -> String {
@@ -44,5 +30,44 @@ enum CacheStatus {
         if stored { value += "; stored" }
         if let detail { value += "; detail=\(detail)" }
         return value
+    }
+}
+
+/// A whole "Cache-Status: ...\r\n" line for a stored answer. A plain hit's
+/// is written straight into the head's tail (an array of its own cost an
+/// allocation and a free on every hit, about 270 instructions); the access
+/// log, when on, gets its bytes.
+enum CacheStatusLine {
+    case hit(ttl: Int)
+    case bytes([UInt8])
+
+    init(_ value: String) { self = .bytes(Array("Cache-Status: \(value)\r\n".utf8)) }
+
+    /// At most this many bytes are written.
+    var capacity: Int {
+        switch self {
+        case .hit: return 56  // the 31-byte prefix, up to 19 digits, CRLF
+        case .bytes(let bytes): return bytes.count
+        }
+    }
+
+    func write(at p: inout UnsafeMutablePointer<UInt8>) {
+        switch self {
+        case .hit(let ttl):
+            ByteWriting.put("Cache-Status: larder; hit; ttl=", at: &p)
+            ByteWriting.putDecimal(ttl, at: &p)
+            ByteWriting.put("\r\n", at: &p)
+        case .bytes(let bytes):
+            bytes.withUnsafeBufferPointer { ByteWriting.put($0, at: &p) }
+        }
+    }
+
+    var bytes: [UInt8] {
+        if case .bytes(let bytes) = self { return bytes }
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { buffer in
+            var p = buffer.baseAddress!
+            write(at: &p)
+            return Array(UnsafeBufferPointer(start: buffer.baseAddress, count: p - buffer.baseAddress!))
+        }
     }
 }

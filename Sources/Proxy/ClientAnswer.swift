@@ -37,10 +37,10 @@ struct ClientAnswer {
     /// Queues a stored response (a hit, a 304 to the client's conditional,
     /// a 206/416 for a range). False, having queued nothing, when its body
     /// is a disk file that can no longer be opened.
-    mutating func stored(_ entry: CachedResponse, for request: RequestHead, age: Int, now: Int64, cacheStatus: [UInt8]) -> Bool {
+    mutating func stored(_ entry: CachedResponse, for request: RequestHead, age: Int, now: Int64, cacheStatus: CacheStatusLine) -> Bool {
         guard let sent = connection.sendStored(entry, for: request, age: age, now: now, cacheStatus: cacheStatus,
                                                connection: connectionField(request)) else { return false }
-        access.note(status: sent.status, result: .hit, queuedWhole: true, cacheStatus: cacheStatus, bodyBytes: sent.bodyBytes,
+        access.note(status: sent.status, result: .hit, queuedWhole: true, cacheStatus: cacheStatus.bytes, bodyBytes: sent.bodyBytes,
                     now: now)
         return true
     }

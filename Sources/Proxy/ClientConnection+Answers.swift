@@ -15,7 +15,7 @@ extension ClientConnection {
 
     /// Queues a stored response for `request`. Nil, having queued nothing,
     /// when its body is a disk file that can no longer be opened.
-    func sendStored(_ entry: CachedResponse, for request: RequestHead, age: Int, now: Int64, cacheStatus: [UInt8],
+    func sendStored(_ entry: CachedResponse, for request: RequestHead, age: Int, now: Int64, cacheStatus: CacheStatusLine,
                     connection field: ConnectionField) -> Sent? {
         let answer = StoredAnswer.choose(for: request, entry: entry)
         var tail: ClientHead.Tail {
@@ -86,7 +86,7 @@ extension ClientConnection {
     /// Queues a 304 for a conditional request that an upstream 200 satisfies.
     func sendNotModified(fields: HeaderFields, age: Int, cacheStatus: String, now: Int64, connection field: ConnectionField) {
         let tail = ClientHead.Tail(age: age, dateLine: worker.dateHeader.current(now: now),
-                                   cacheStatus: Array("Cache-Status: \(cacheStatus)\r\n".utf8), connection: field)
+                                   cacheStatus: CacheStatusLine(cacheStatus), connection: field)
         enqueue(ClientHead.notModified(fields: fields, tail: tail))
     }
 

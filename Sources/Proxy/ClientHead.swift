@@ -137,16 +137,16 @@ enum ClientHead {
     /// and ends every head built from stored fields: Age, Cache-Status,
     /// Connection, the blank line. Appended to a buffer
     /// the worker reuses: a hit allocates nothing for it.
-    static func appendHitTail(age: Int, cacheStatus: [UInt8], connection: ConnectionField, to out: inout [UInt8]) {
+    static func appendHitTail(age: Int, cacheStatus: CacheStatusLine, connection: ConnectionField, to out: inout [UInt8]) {
         // Written at a cursor on the stack, then one append: the pieces
         // appended one by one cost a uniqueness and capacity check each.
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 80 + cacheStatus.count) { buffer in
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 80 + cacheStatus.capacity) { buffer in
             let start = buffer.baseAddress!
             var p = start
             ByteWriting.put("Age: ", at: &p)
             ByteWriting.putDecimal(age, at: &p)
             ByteWriting.put("\r\n", at: &p)
-            cacheStatus.withUnsafeBufferPointer { ByteWriting.put($0, at: &p) }
+            cacheStatus.write(at: &p)
             switch connection {
             case .implicit: break
             case .keepAlive: ByteWriting.put("Connection: keep-alive\r\n", at: &p)
@@ -164,7 +164,7 @@ enum ClientHead {
         /// fields have no Date of their own.
         var dateLine: [UInt8]
         /// The whole "Cache-Status: ...\r\n" line.
-        var cacheStatus: [UInt8]
+        var cacheStatus: CacheStatusLine
         var connection: ConnectionField
 
         func append(to head: inout [UInt8], hasDate: Bool) {

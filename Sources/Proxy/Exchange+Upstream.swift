@@ -50,7 +50,7 @@ extension Exchange: FetchClient {
             return forwardWithoutValidators()  // the 304 names nothing we hold
         }
         let now = EventLoop.wallSeconds(), status = forwarding.cacheStatus(stored: stored, fwdStatus: 304)
-        if !serveStored(refreshed, age: refreshed.currentAge(now: now), now: now, cacheStatus: Array("Cache-Status: \(status)\r\n".utf8)) {
+        if !serveStored(refreshed, age: refreshed.currentAge(now: now), now: now, cacheStatus: CacheStatusLine(status)) {
             worker.store.remove(key)
             forwardWithoutValidators()  // its body file is gone
         }

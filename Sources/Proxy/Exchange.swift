@@ -164,7 +164,7 @@ final class Exchange {
     /// gzip (`ClientCoding`). False, having sent nothing, when its body is
     /// a disk file that can no longer be opened, or cannot be decoded.
     @discardableResult
-    func serveStored(_ entry: CachedResponse, age: Int, now: Int64, cacheStatus: [UInt8]) -> Bool {
+    func serveStored(_ entry: CachedResponse, age: Int, now: Int64, cacheStatus: CacheStatusLine) -> Bool {
         var entry = entry
         if ClientCoding.mustDecode(entry, for: request) {
             // Not decodable here: the caller fetches it as if the body were gone.

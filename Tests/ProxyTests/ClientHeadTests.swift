@@ -52,7 +52,7 @@ final class ClientHeadTests: XCTestCase {
     }
 
     private let tail = ClientHead.Tail(age: 7, dateLine: Array("Date: Tue, 24 Nov 2026 10:00:00 GMT\r\n".utf8),
-                                       cacheStatus: Array("Cache-Status: larder; hit\r\n".utf8), connection: .close)
+                                       cacheStatus: .bytes(Array("Cache-Status: larder; hit\r\n".utf8)), connection: .close)
 
     func testANotModifiedHeadKeepsOnlyTheFieldsThatDescribeTheRepresentation() {
         let head = text(ClientHead.notModified(fields: ["etag": "\"1\"", "content-type": "text/plain", "content-length": "5",
@@ -77,8 +77,14 @@ final class ClientHeadTests: XCTestCase {
 
     func testAHitTailEndsTheHead() {
         var out: [UInt8] = []
-        ClientHead.appendHitTail(age: 0, cacheStatus: Array("Cache-Status: larder; hit\r\n".utf8), connection: .keepAlive, to: &out)
+        ClientHead.appendHitTail(age: 0, cacheStatus: .bytes(Array("Cache-Status: larder; hit\r\n".utf8)), connection: .keepAlive, to: &out)
         XCTAssertEqual(text(out), "Age: 0\r\nCache-Status: larder; hit\r\nConnection: keep-alive\r\n\r\n")
+        // A plain hit's line is written in place, whatever the digits of its ttl and age.
+        for ttl in [0, 9, 3_600, Int.max] {
+            out.removeAll()
+            ClientHead.appendHitTail(age: Int.max, cacheStatus: CacheStatus.hit(ttl: ttl), connection: .keepAlive, to: &out)
+            XCTAssertEqual(text(out), "Age: \(Int.max)\r\nCache-Status: larder; hit; ttl=\(ttl)\r\nConnection: keep-alive\r\n\r\n")
+        }
     }
 
     func testTheEndOfAForwardedBody() {
