@@ -38,6 +38,7 @@ enum CacheStatus {
 /// allocation and a free on every hit, about 270 instructions); the access
 /// log, when on, gets its bytes.
 enum CacheStatusLine {
+    /// A plain hit, `ttl` at least 0 (`CacheStatus.hit` makes the others bytes).
     case hit(ttl: Int)
     case bytes([UInt8])
 
