@@ -166,7 +166,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
         if !indexed {
             // Still rebuilding: look at the files themselves.
             let hash = Self.keyHashValue(key)
-            files = Uses(listFiles(subdirectory: Self.subdirectory(Int(hash >> 56))).compactMap(FileName.init)
+            files = Uses(listFiles(subdirectory: Self.subdirectory(FileName.subdirectory(ofKey: hash))).compactMap(FileName.init)
                 .filter { $0.key == hash }.map { ($0, nil, false, 0, nil) })
         }
         var found = Variants.Builder()

@@ -45,7 +45,10 @@ struct FileName: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The fan-out sub-directory it lives in: the key hash's first byte.
-    var subdirectory: Int { Int(key >> 56) }
+    var subdirectory: Int { Self.subdirectory(ofKey: key) }
+
+    /// The sub-directory of every file of the key whose hash is `key`.
+    static func subdirectory(ofKey key: UInt64) -> Int { Int(key >> 56) }
 
     var description: String {
         String(unsafeUninitializedCapacity: Self.byteCount) { buffer in
