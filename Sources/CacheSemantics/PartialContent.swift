@@ -86,6 +86,16 @@ public enum PartialContent {
         answer.first == piece.last + 1 && answer.last == piece.length - 1 && answer.length == piece.length
     }
 
+    /// Whether an upstream 206 (its `Content-Range` and `ETag`) completes a
+    /// stored piece (its `etag`): exactly the rest, of the same
+    /// representation by a strong validator (section 3.4). An upstream that
+    /// ignores If-Range may send the rest of a newer version: joined, the
+    /// client would get a body spliced from two.
+    public static func completes(_ piece: Piece, etag: String?, contentRange: String?, restETag: String?) -> Bool {
+        guard let rest = self.piece(contentRange: contentRange), isRest(rest, of: piece) else { return false }
+        return mayJoin(piece, etag: etag, rest, etag: restETag)
+    }
+
     /// The contiguous pieces the parts of one multipart 206 make, by first
     /// byte: parts that overlap or touch are joined (one response holds one
     /// representation, whatever its validator). `parts`: the indices of

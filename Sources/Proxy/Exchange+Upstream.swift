@@ -16,9 +16,12 @@ extension Exchange: FetchClient {
             refreshFromNotModified(response, validated: validating)
             return false
         }
-        if let piece = forwarding.completing?.piece, status == 416 || (status == 206
-            && !(PartialContent.piece(contentRange: response.fields["content-range"]).map { PartialContent.isRest($0, of: piece) } ?? false)) {
-            // Not the rest that was asked for: the whole, asked plainly.
+        if let completing = forwarding.completing, let piece = completing.piece, status == 416 || (status == 206
+            && !PartialContent.completes(piece, etag: completing.etag, contentRange: response.fields["content-range"],
+                                         restETag: response.fields["etag"])) {
+            // Not the rest of the stored piece's representation: the whole,
+            // asked plainly; a piece the upstream no longer has goes.
+            if status == 416 || response.fields["etag"] != completing.etag { worker.store.remove(key) }
             forwarding.completing = nil
             forwardWithoutValidators()
             return false

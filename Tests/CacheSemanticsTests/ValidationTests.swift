@@ -363,4 +363,17 @@ extension PartialContentTests {
         XCTAssertFalse(PartialContent.isRest(PartialContent.Piece(first: 40, last: 98, length: 100), of: piece))
         XCTAssertFalse(PartialContent.isRest(PartialContent.Piece(first: 40, last: 100, length: 101), of: piece))
     }
+
+    /// The rest completes a piece only from the same representation: a
+    /// strong ETag equal to the piece's (an upstream that ignores If-Range
+    /// may send a newer version's rest).
+    func testTheRestCompletesAPieceOnlyWithTheSameStrongValidator() {
+        let piece = PartialContent.Piece(first: 0, last: 39, length: 100)
+        XCTAssertTrue(PartialContent.completes(piece, etag: "\"v1\"", contentRange: "bytes 40-99/100", restETag: "\"v1\""))
+        XCTAssertFalse(PartialContent.completes(piece, etag: "\"v1\"", contentRange: "bytes 40-99/100", restETag: "\"v2\""))
+        XCTAssertFalse(PartialContent.completes(piece, etag: "\"v1\"", contentRange: "bytes 40-99/100", restETag: nil))
+        XCTAssertFalse(PartialContent.completes(piece, etag: "W/\"v1\"", contentRange: "bytes 40-99/100", restETag: "W/\"v1\""))
+        XCTAssertFalse(PartialContent.completes(piece, etag: "\"v1\"", contentRange: "bytes 41-99/100", restETag: "\"v1\""))
+        XCTAssertFalse(PartialContent.completes(piece, etag: "\"v1\"", contentRange: nil, restETag: "\"v1\""))
+    }
 }

@@ -9,6 +9,7 @@ Query parameters on any path:
   cc=...        Cache-Control value (default: max-age=60; "none" for no header)
   etag=X        ETag "X"; a matching If-None-Match gets 304 (with X-Validated: n)
   etag_then=Y   ETag "Y" from the second request on (a changed representation)
+  body_then=1   with etag_then: the body changes with the ETag too
   lm=N          Last-Modified N seconds before the server started; a later
                 If-Modified-Since gets 304
   fail_after=N  after N requests to this path, answer 500
@@ -38,6 +39,7 @@ Query parameters on any path:
                 Content-Range, as static file servers do, or for several
                 ranges with a multipart/byteranges 206 (not when an If-Range
                 names another ETag: then the whole, 200)
+  ignore_if_range=1  with ranges=1: answer the range whatever If-Range names
   cut=N         announce the whole body (Content-Length) but send only N
                 bytes of it, then close the connection
   garbage=1     answer with bytes that are not HTTP, then close
@@ -183,7 +185,10 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(304, b"", headers)
         if url.path == "/echo":
             return self.send(status, body_in, headers)
-        body = pattern(url.path, int(q.get("size", "32")))
+        seed = url.path
+        if q.get("body_then") == "1" and "etag_then" in q and counts[self.path] > 1:
+            seed += q["etag_then"]
+        body = pattern(seed, int(q.get("size", "32")))
         if "vary" in q:
             headers["Vary"] = q["vary"]
             body = (q["vary"] + "=" + str(self.headers.get(q["vary"])) + "\n").encode() + body
@@ -208,7 +213,7 @@ class Handler(BaseHTTPRequestHandler):
                 headers["Content-Encoding"] = "gzip"
         if_range = self.headers.get("If-Range")
         if q.get("ranges") == "1" and status == 200 and "Range" in self.headers and \
-                (if_range is None or if_range == headers.get("ETag")):
+                (if_range is None or if_range == headers.get("ETag") or q.get("ignore_if_range") == "1"):
             n = len(body)
             spans = []
             for spec in self.headers["Range"].strip()[len("bytes="):].split(","):
