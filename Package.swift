@@ -44,7 +44,7 @@ let package = Package(
         // An asynchronous Redis connection driven by a worker's loop.
         .target(name: "Redis", dependencies: ["CHiredis", "EventLoop"], swiftSettings: swift5),
         // A fleet of nodes on one Redis: purges that reach every node.
-        .target(name: "Fleet", dependencies: ["Redis", "EventLoop", "CacheStorage"], swiftSettings: swift5),
+        .target(name: "Fleet", dependencies: ["Redis", "EventLoop", "CacheStorage", "CacheSemantics"], swiftSettings: swift5),
         // The one header-field type every HTTP module shares.
         .target(name: "HTTPHeaders", swiftSettings: swift5),
         .target(name: "HTTP1", dependencies: ["HTTPHeaders"], swiftSettings: swift5),
@@ -103,8 +103,9 @@ let package = Package(
                     swiftSettings: swift5),
         .testTarget(
             name: "EndToEndTests",
-            // CZlib: the status page's screenshot (a PNG) is decoded to check its pixels.
-            dependencies: ["larder", "TestSupport", "CZlib"],
+            // CZlib: the status page's screenshot (a PNG) is decoded to check its pixels. CacheStorage: hostile
+            // records in the disk format are planted in Redis.
+            dependencies: ["larder", "TestSupport", "CZlib", "CacheStorage", "CacheSemantics"],
             exclude: ["origin.py"],
             swiftSettings: swift5
         ),

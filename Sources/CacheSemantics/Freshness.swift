@@ -30,7 +30,7 @@ public enum Freshness {
         if let expires {
             guard let e = HTTPDate.parse(expires) else { return 0 }
             let date = dateValue ?? responseTime
-            return Int(clamping: max(0, e - date))
+            return Int(clamping: max(0, e.minusSaturating(date)))
         }
         return nil
     }
@@ -44,7 +44,7 @@ public enum Freshness {
         guard let modified = lastModified.flatMap(HTTPDate.parse) else { return nil }
         let date = dateValue ?? responseTime
         guard date > modified else { return 0 }
-        return Int(min((date - modified) / 10, Int64(maxHeuristicLifetime)))
+        return Int(min(date.minusSaturating(modified) / 10, Int64(maxHeuristicLifetime)))
     }
 
     /// The cap on heuristic lifetimes.
@@ -52,15 +52,15 @@ public enum Freshness {
 
     /// corrected_initial_age of section 4.2.3.
     public static func correctedInitialAge(_ t: ResponseTiming) -> Int {
-        let apparentAge = max(0, t.responseTime - (t.dateValue ?? t.responseTime))
-        let responseDelay = max(0, t.responseTime - t.requestTime)
-        let correctedAgeValue = Int64(t.ageValue) + responseDelay
+        let apparentAge = max(0, t.responseTime.minusSaturating(t.dateValue ?? t.responseTime))
+        let responseDelay = max(0, t.responseTime.minusSaturating(t.requestTime))
+        let correctedAgeValue = Int64(t.ageValue).plusSaturating(responseDelay)
         return Int(clamping: max(apparentAge, correctedAgeValue))
     }
 
     /// current_age: the corrected initial age plus the time spent stored.
     public static func currentAge(correctedInitialAge: Int, responseTime: Int64, now: Int64) -> Int {
-        correctedInitialAge + Int(clamping: max(0, now - responseTime))
+        correctedInitialAge.plusSaturating(Int(clamping: max(0, now.minusSaturating(responseTime))))
     }
 
     /// An Age header value: non-negative digits, else nil; saturates at 2^31.
@@ -142,7 +142,7 @@ public enum ReuseDecision: Equatable, Sendable {
 public enum Reuse {
     public static func decide(lifetime: Int, currentAge: Int, request: CacheControl, response: CacheControl,
                               requestPragmaNoCache: Bool) -> ReuseDecision {
-        let ttl = lifetime - currentAge
+        let ttl = lifetime.minusSaturating(currentAge)
         if response.noCache || request.noCache || (requestPragmaNoCache && !request.hasAnyDirective) {
             return .stale(ttl: ttl)
         }

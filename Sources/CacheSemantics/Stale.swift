@@ -21,7 +21,7 @@ public enum Stale {
     public static func mayServeWhileRevalidating(lifetime: Int, currentAge: Int, response: CacheControl,
                                                  shared: Bool) -> Bool {
         guard let window = response.staleWhileRevalidate, !forbidden(response, shared: shared) else { return false }
-        let staleness = currentAge - lifetime
+        let staleness = currentAge.minusSaturating(lifetime)
         return staleness >= 0 && staleness <= window
     }
 
@@ -32,7 +32,7 @@ public enum Stale {
                                        shared: Bool) -> Bool {
         guard !forbidden(response, shared: shared) else { return false }
         let window = max(response.staleIfError ?? -1, request.staleIfError ?? -1)
-        return window >= 0 && currentAge - lifetime <= window
+        return window >= 0 && currentAge.minusSaturating(lifetime) <= window
     }
 
     /// Section 4.2.4 ("disconnected"): when the upstream cannot be reached
@@ -41,7 +41,7 @@ public enum Stale {
     /// its directives forbid serving it stale (0: never).
     public static func mayServeDisconnected(lifetime: Int, currentAge: Int, response: CacheControl, shared: Bool,
                                             grace: Int) -> Bool {
-        grace > 0 && !forbidden(response, shared: shared) && currentAge - lifetime <= grace
+        grace > 0 && !forbidden(response, shared: shared) && currentAge.minusSaturating(lifetime) <= grace
     }
 
     /// Status codes that count as an upstream error for stale-if-error.

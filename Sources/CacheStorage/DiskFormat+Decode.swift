@@ -62,8 +62,8 @@ extension DiskFormat {
         guard m.isKey(key) else { return nil }
         var timing = m.timing
         if shiftSeconds != 0 {
-            timing.requestTime += shiftSeconds
-            timing.responseTime += shiftSeconds
+            timing.requestTime = timing.requestTime.plusSaturating(shiftSeconds)
+            timing.responseTime = timing.responseTime.plusSaturating(shiftSeconds)
         }
         let body = UnsafeRawBufferPointer(rebasing: raw[metaEnd...])
         let entry = CachedResponse.make(key: key, status: m.status, headPrefix: m.prefix,
@@ -72,7 +72,7 @@ extension DiskFormat {
                                         timing: timing, lifetime: h.flags & staleFlag != 0 ? 0 : m.lifetime,
                                         directives: m.directives, varyNames: m.varyNames, varyValues: m.varyValues,
                                         tags: m.tags, hasValidator: m.hasValidator, isGzip: m.isGzip)
-        return (m.storedAt + shiftSeconds, entry)
+        return (m.storedAt.plusSaturating(shiftSeconds), entry)
     }
 
     /// The fixed header of a whole file whose length it must match, the
@@ -158,13 +158,25 @@ extension DiskFormat {
         var tags: [String] = []
         for _ in 0..<(try r.count()) { tags.append(try r.string()) }
         guard r.atEnd, varyNames.count == varyValues.count, (100...999).contains(status), flags <= UInt32(UInt16.max),
-              (0...Int64(UInt32.max)).contains(lifetime), isStatusLineStart(prefix)
+              (0...Int64(UInt32.max)).contains(lifetime), isStatusLineStart(prefix),
+              plausibleTimes(requestTime, responseTime, storedAt), date == Int64.min || plausibleTimes(date),
+              (0...Int64(Int32.max)).contains(age)
         else { throw .malformedMeta }
         let timing = ResponseTiming(requestTime: requestTime, responseTime: responseTime,
                                     dateValue: date == Int64.min ? nil : date, ageValue: Int(clamping: age))
         return Meta(key: key, status: status, timing: timing, storedAt: storedAt, lifetime: Int(lifetime), hasValidator: hasValidator,
                     isGzip: isGzip, directives: PackedCacheControl(flags: UInt16(flags), values: values), prefix: prefix,
                     otherFields: otherFields, varyNames: varyNames, varyValues: varyValues, tags: tags)
+    }
+
+    /// Times a record may hold: seconds within years -9999...9999, so that
+    /// no sum or difference of them and a clock can overflow (a record from
+    /// Redis or a changed file is not trusted; one near Int64.min trapped
+    /// in the freshness arithmetic).
+    static let maxTimeMagnitude: Int64 = 253_402_300_799
+
+    static func plausibleTimes(_ times: Int64...) -> Bool {
+        times.allSatisfy { (-maxTimeMagnitude...maxTimeMagnitude).contains($0) }
     }
 
     /// A head prefix must start "HTTP/1." and end with CRLF.

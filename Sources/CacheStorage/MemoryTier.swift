@@ -1,3 +1,4 @@
+import CacheSemantics
 import FoundationEssentials
 import Synchronization
 #if canImport(Glibc)
@@ -119,7 +120,7 @@ public final class MemoryTier: CacheTier {
         let override = hasRules.load(ordering: .acquiring) ? rules.withLock({ $0 })?.memoryLifetime(key) : nil
         guard let lifetime = override ?? lifetimeSeconds else { return found }
         let now = Int64(Date().timeIntervalSince1970)
-        guard found.contains(where: { now - $0.timing.responseTime > Int64(lifetime) }) else { return found }
+        guard found.contains(where: { now.minusSaturating($0.timing.responseTime) > Int64(lifetime) }) else { return found }
         remove(key)
         return Variants()
     }

@@ -64,9 +64,9 @@ extension DiskFormat {
     /// written) moved by `seconds`.
     public static func shifted(_ record: DiskRecord, bySeconds seconds: Int64) -> DiskRecord {
         var record = record
-        record.head.timing.requestTime += seconds
-        record.head.timing.responseTime += seconds
-        record.storedAt += seconds
+        record.head.timing.requestTime = record.head.timing.requestTime.plusSaturating(seconds)
+        record.head.timing.responseTime = record.head.timing.responseTime.plusSaturating(seconds)
+        record.storedAt = record.storedAt.plusSaturating(seconds)
         return record
     }
 }

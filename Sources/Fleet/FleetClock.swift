@@ -1,3 +1,4 @@
+import CacheSemantics
 import Redis
 import Synchronization
 #if canImport(Glibc)
@@ -40,7 +41,7 @@ public final class FleetClock: Sendable {
     public var localNow: Int64 { localMilliseconds() }
 
     /// The fleet's time now (this node's until the first measurement).
-    public var fleetNow: Int64 { localMilliseconds() + (offsetMilliseconds ?? 0) }
+    public var fleetNow: Int64 { localMilliseconds().plusSaturating(offsetMilliseconds ?? 0) }
 
     /// A measurement: this node's clock when `TIME` was sent and when its
     /// reply came, and the reply. The reply's instant is taken as the
@@ -54,14 +55,18 @@ public final class FleetClock: Sendable {
     }
 
     static func offset(sentAt: Int64, receivedAt: Int64, redisMilliseconds: Int64) -> Int64 {
-        redisMilliseconds - (sentAt + (receivedAt - sentAt) / 2)
+        redisMilliseconds.minusSaturating(sentAt.plusSaturating(receivedAt.minusSaturating(sentAt) / 2))
     }
+
+    /// The latest `TIME` believed (the year 9999): a later one is a reply
+    /// from something that is not a sane Redis, and would overflow.
+    static let maxSeconds: Int64 = 253_402_300_799
 
     /// `TIME`'s reply (seconds, microseconds) in milliseconds.
     static func milliseconds(ofTimeReply reply: RedisReply) -> Int64? {
         let parts = reply.elements
         guard parts.count == 2, let seconds = parts[0].text.flatMap({ Int64($0) }),
-              let microseconds = parts[1].text.flatMap({ Int64($0) }), seconds >= 0, (0..<1_000_000).contains(microseconds) else {
+              let microseconds = parts[1].text.flatMap({ Int64($0) }), (0...maxSeconds).contains(seconds), (0..<1_000_000).contains(microseconds) else {
             return nil
         }
         return seconds * 1000 + microseconds / 1000
@@ -71,14 +76,14 @@ public final class FleetClock: Sendable {
     /// (whole seconds, rounded to the nearest: stored times are seconds).
     public var shiftSeconds: Int64 {
         let milliseconds = offsetMilliseconds ?? 0
-        return (milliseconds + (milliseconds >= 0 ? 500 : -500)) / 1000
+        return milliseconds.plusSaturating(milliseconds >= 0 ? 500 : -500) / 1000
     }
 
     /// A line for the log when the offset is beyond what is tolerable; nil otherwise.
     public static func warning(offsetMilliseconds: Int64) -> String? {
-        guard abs(offsetMilliseconds) > tolerableMilliseconds else { return nil }
+        guard offsetMilliseconds.magnitude > tolerableMilliseconds.magnitude else { return nil }
         // Tenths of a second: the text names a fault kind, logged once every 10 s.
-        let tenths = (abs(offsetMilliseconds) + 50) / 100
+        let tenths = (offsetMilliseconds.magnitude + 50) / 100
         return "fleet: this node's clock is \(tenths / 10).\(tenths % 10) s \(offsetMilliseconds > 0 ? "behind" : "ahead of") "
             + "Redis's; stamps and shared responses' times are converted, but check the node's time synchronisation (NTP)"
     }

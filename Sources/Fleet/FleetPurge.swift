@@ -1,3 +1,4 @@
+import CacheSemantics
 import CacheStorage
 
 /// A Redis stream entry's ID (`MILLISECONDS-SEQUENCE`): the position of a
@@ -95,11 +96,18 @@ public enum FeedStart: Equatable, Sendable {
     }
 
     /// `place`: where this node stopped (nil: none recorded); `stream`: nil
-    /// when there is none.
-    public static func decide(place: (id: StreamID, consumed: Int)?, stream: Stream?) -> FeedStart {
+    /// when there is none; `sameFleet`: false when the fleet's identity in
+    /// Redis is not the one this node remembers (Redis lost its data, or is
+    /// another Redis: its place and stream say nothing of what it missed).
+    public static func decide(place: (id: StreamID, consumed: Int)?, stream: Stream?, sameFleet: Bool = true) -> FeedStart {
+        guard sameFleet else {
+            return .dropEverythingThenFrom(stream?.lastGenerated ?? .zero, consumed: stream?.entriesAdded ?? 0,
+                                           reason: "Redis no longer holds the fleet this node joined (it lost its data or is another Redis)")
+        }
         guard let stream else {
-            // No stream: no purge was ever sent, unless Redis lost it.
-            guard place != nil else { return .from(.zero, consumed: 0) }
+            // No stream: no purge was ever sent (a place at its start is a
+            // node of a fleet that never purged), unless Redis lost it.
+            guard let place, place.consumed > 0 || place.id != .zero else { return .from(.zero, consumed: 0) }
             return .dropEverythingThenFrom(.zero, consumed: 0, reason: "the fleet's purge stream is gone (Redis lost its data)")
         }
         func drop(_ reason: String) -> FeedStart {
@@ -111,7 +119,7 @@ public enum FeedStart: Equatable, Sendable {
             return drop("the fleet's purge stream is older than this node's place in it")
         }
         if stream.maxDeleted > place.id { return drop("purges this node had not applied were deleted from the stream") }
-        if stream.entriesAdded - stream.length > place.consumed {
+        if stream.entriesAdded.minusSaturating(stream.length) > place.consumed {
             return drop("purges this node had not applied were trimmed from the stream")
         }
         return .from(place.id, consumed: place.consumed)

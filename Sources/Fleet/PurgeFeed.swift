@@ -1,3 +1,4 @@
+import CacheSemantics
 import Dispatch
 import EventLoop
 import Redis
@@ -77,10 +78,16 @@ public final class PurgeFeed {
     /// missed is applied) and when Redis is lost (false).
     public var onConnectionChange: ((Bool) -> Void)?
     public var queued: Int { waiting.count }
+    /// The fleet's identity as this node last saw it (nil: it never joined
+    /// with what it holds); `rememberFleetID` keeps a new one beside the
+    /// disk tier, so a restarted node knows it too.
+    public var knownFleetID: String?
+    public var rememberFleetID: ((String) -> Void)?
 
     private var streamKey: String { "larder:\(settings.name):purges" }
     private var positionsKey: String { "larder:\(settings.name):positions" }
     private var aliveKey: String { "larder:\(settings.name):alive" }
+    private var fleetIDKey: String { "larder:\(settings.name):fleet-id" }
     /// A node heard from within this long counts as live.
     static let liveMilliseconds: UInt64 = 5_000
     static let maxWaiting = 10_000
@@ -164,8 +171,27 @@ public final class PurgeFeed {
 
     // MARK: reading
 
+    /// First the fleet's identity: created once by the first node (`SET
+    /// NX`), remembered by each node beside what it holds. Another one
+    /// than remembered means Redis lost its data (a restart without
+    /// persistence): places and stream are new, and say nothing of the
+    /// purges this node missed.
     private func findPosition() {
         guard let reader else { return }
+        reader.send(["SET", fleetIDKey, Self.newFleetID(), "NX"]) { _ in }
+        reader.send(["GET", fleetIDKey]) { [weak self] result in
+            guard let self, case .success(let reply) = result, let current = reply.text else { return }
+            self.findPlace(fleetID: current)
+        }
+    }
+
+    private static func newFleetID() -> String {
+        String(UInt64.random(in: 1...UInt64.max), radix: 16) + String(UInt64.random(in: 1...UInt64.max), radix: 16)
+    }
+
+    private func findPlace(fleetID: String) {
+        guard let reader else { return }
+        let sameFleet = knownFleetID.map { $0 == fleetID } ?? true
         reader.send(["HGET", positionsKey, settings.node]) { [weak self] result in
             guard let self, case .success(let reply) = result else { return }
             let recorded = reply.text.flatMap(Self.place)
@@ -178,7 +204,7 @@ public final class PurgeFeed {
                     stream = FeedStart.Stream(lastGenerated: last, entriesAdded: added, length: length,
                                               maxDeleted: fields["max-deleted-entry-id"].flatMap(StreamID.init) ?? .zero)
                 }
-                switch FeedStart.decide(place: recorded, stream: stream) {
+                switch FeedStart.decide(place: recorded, stream: stream, sameFleet: sameFleet) {
                 case .from(let id, let consumed):
                     (self.position, self.consumed) = (id, consumed)
                     self.mark?.set(id)
@@ -187,6 +213,10 @@ public final class PurgeFeed {
                     self.dropEverything(reason)
                     (self.position, self.consumed) = (id, consumed)
                     self.mark?.set(id)
+                }
+                if self.knownFleetID != fleetID {
+                    self.knownFleetID = fleetID
+                    self.rememberFleetID?(fleetID)
                 }
                 // Reading starts once the position is recorded: a node that
                 // stops at once still replays from here when it is back.
@@ -272,7 +302,7 @@ public final class PurgeFeed {
     /// The nodes whose stamp (the fleet's milliseconds) is within
     /// `liveMilliseconds` of `now`.
     private static func live(_ alive: [String: String], now: Int64) -> Set<String> {
-        Set(alive.filter { abs(now - (Int64($0.value) ?? 0)) <= Int64(liveMilliseconds) }.map(\.key))
+        Set(alive.filter { now.minusSaturating(Int64($0.value) ?? 0).magnitude <= liveMilliseconds }.map(\.key))
     }
 
     // MARK: publishing

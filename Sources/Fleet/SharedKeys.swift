@@ -34,9 +34,9 @@ public enum SharedKeys {
     /// (stale-while-revalidate, stale-if-error); nil when nothing is left.
     public static func lifetimeMilliseconds(of entry: CachedResponse, now: Int64) -> Int? {
         let directives = entry.cacheControl
-        let fresh = entry.lifetime - entry.currentAge(now: now)
+        let fresh = entry.lifetime.minusSaturating(entry.currentAge(now: now))
         let window = max(directives.staleWhileRevalidate ?? 0, directives.staleIfError ?? 0, 0)
-        let seconds = fresh + window
+        let seconds = fresh.plusSaturating(window)
         guard entry.lifetime > 0, seconds > 0 else { return nil }
         return min(seconds, 365 * 86_400) * 1000
     }

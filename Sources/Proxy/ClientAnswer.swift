@@ -82,7 +82,8 @@ struct ClientAnswer {
         access.note(status: head.status, result: .miss, queuedWhole: false, cacheStatus: Array(cacheStatus.utf8), bodyBytes: nil)
         connection.sendHead(status: head.status, reason: head.reason, fields: head.headers, length: head.contentLength,
                             noBody: UpstreamResponse.hasNoBody(status: head.status, answering: request.method),
-                            age: Freshness.correctedInitialAge(head.timing) + max(0, Int(now - head.timing.responseTime)),
+                            age: Freshness.currentAge(correctedInitialAge: Freshness.correctedInitialAge(head.timing),
+                                                      responseTime: head.timing.responseTime, now: now),
                             cacheStatus: cacheStatus, now: now, for: request, connection: connectionField(request))
     }
 

@@ -30,8 +30,9 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
     /// Every worker meets the same fault: logged once for all every 10 s.
     private lazy var sharedFaults = FaultLog { [logger] in logger.warning("\($0)") }
 
+    /// `cacheDirectory`: the disk tier's, where the fleet's identity is remembered.
     init(_ config: FleetConfig, password: String?, store: TieredStore, cacheKey: @escaping (String) -> String,
-         logger: Logger) throws {
+         cacheDirectory: String?, logger: Logger) throws {
         self.config = config
         self.password = password
         self.logger = logger
@@ -57,6 +58,12 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
         })
         let feed = self.feed!
         feed.mark = mark
+        if let file = FleetIdentityFile(cacheDirectory: cacheDirectory, name: config.name) {
+            feed.knownFleetID = file.read()
+            feed.rememberFleetID = { identity in
+                if let failure = file.write(identity) { logger.warning("fleet: \(failure)") }
+            }
+        }
         let joined = self.joined
         feed.onConnectionChange = { connected in
             current.withLock { $0.connected = connected }

@@ -211,7 +211,8 @@ struct Serve: ParsableCommand {
             throw Exit.config
         }
         do {
-            let node = try FleetNode(config, password: password, store: store, cacheKey: cacheKey, logger: logger)
+            let node = try FleetNode(config, password: password, store: store, cacheKey: cacheKey,
+                                     cacheDirectory: settings.cacheDirectory, logger: logger)
             try node.start()
             // Purges missed while this node was away apply before it serves (bounded: Redis may be down).
             let bound = config.connectTimeoutMilliseconds + config.timeoutMilliseconds

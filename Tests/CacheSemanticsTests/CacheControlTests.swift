@@ -116,6 +116,28 @@ final class FreshnessTests: XCTestCase {
         XCTAssertNil(Freshness.lifetime(CacheControl("public"), dateValue: date, expires: nil, responseTime: date, shared: true))
     }
 
+    /// Times from a record or a header are not trusted: extreme values
+    /// saturate instead of trapping (one record in Redis crashed a node).
+    func testAgeAndFreshnessOfExtremeTimesSaturate() {
+        let extremes: [Int64] = [Int64.min, Int64.min + 1, -1, 0, 1_700_000_000, Int64.max - 1, Int64.max]
+        for a in extremes {
+            for b in extremes {
+                let t = ResponseTiming(requestTime: a, responseTime: b, dateValue: a, ageValue: Int.max)
+                let initial = Freshness.correctedInitialAge(t)
+                XCTAssertGreaterThanOrEqual(initial, 0)
+                XCTAssertGreaterThanOrEqual(Freshness.currentAge(correctedInitialAge: initial, responseTime: b, now: a), 0)
+                _ = Freshness.lifetime(CacheControl(), dateValue: a, expires: "Sun, 06 Nov 1994 08:50:37 GMT", responseTime: b, shared: true)
+                _ = Freshness.heuristicLifetime(status: 200, CacheControl(), lastModified: "Sun, 06 Nov 1994 08:50:37 GMT",
+                                                dateValue: a, responseTime: b)
+            }
+        }
+        XCTAssertEqual(Int64.min.minusSaturating(1), Int64.min)
+        XCTAssertEqual(Int64.max.minusSaturating(-1), Int64.max)
+        XCTAssertEqual(Int64.max.plusSaturating(1), Int64.max)
+        XCTAssertEqual(Int64.min.plusSaturating(-1), Int64.min)
+        XCTAssertEqual(Int64(5).minusSaturating(7), -2)
+    }
+
     func testAgeCalculation() {
         // Date 10s before receipt, Age 3 from upstream, 2s round trip.
         let t = ResponseTiming(requestTime: 98, responseTime: 100, dateValue: 90, ageValue: 3)

@@ -29,6 +29,33 @@ final class DiskFormatTests: XCTestCase {
         XCTAssertFalse(try DiskFormat.decode(DiskFormat.encode(record())).response.isGzip)
     }
 
+    /// A record from Redis or a changed file is not trusted: times beyond
+    /// any clock (near Int64.min trapped in the freshness arithmetic) and a
+    /// negative Age make it not Larder's, refused where it is decoded.
+    func testRecordsWithTimesBeyondAnyClockAreRefused() throws {
+        let mutations: [(inout DiskRecord) -> Void] = [
+            { $0.head.timing.requestTime = Int64.min + 1 },
+            { $0.head.timing.responseTime = Int64.max },
+            { $0.head.timing.dateValue = Int64.min + 1 },
+            { $0.head.timing.ageValue = -5 },
+            { $0.storedAt = 300_000_000_000 },
+        ]
+        for (index, mutate) in mutations.enumerated() {
+            var hostile = record()
+            mutate(&hostile)
+            let bytes = DiskFormat.encode(hostile)
+            XCTAssertThrowsError(try DiskFormat.decode(bytes), "mutation \(index)")
+            XCTAssertThrowsError(try DiskFormat.decodeEntry(bytes, key: hostile.key, verify: true), "mutation \(index)")
+        }
+        var plain = record()
+        plain.head.timing.dateValue = nil
+        XCTAssertEqual(try DiskFormat.decode(DiskFormat.encode(plain)), plain, "no Date is not an extreme one")
+        // Shifted by an absurd fleet clock offset: saturated, not trapped.
+        let shifted = try DiskFormat.decodeEntry(DiskFormat.encode(record()), key: record().key, verify: true, shiftSeconds: Int64.min)
+        XCTAssertEqual(shifted?.storedAt, Int64.min + 102)
+        XCTAssertGreaterThanOrEqual(shifted?.entry.currentAge(now: Int64.max) ?? -1, 0)
+    }
+
     func testRoundTrip() throws {
         for body in [[], Array("x".utf8), [UInt8](repeating: 7, count: 100_003)] {
             let original = record(body: body)

@@ -20,7 +20,14 @@ final class FuzzCorpusTests: XCTestCase {
                 let hit = try DiskFormat.decodeEntry(bytes, key: record.key, verify: true)
                 XCTAssertEqual(hit?.entry.storedHead, record.response.storedHead, name)
             }
-            _ = try? DiskFormat.decodeEntry(bytes, key: "/", verify: false)
+            // As fuzz/targets/disk_record.swift: whatever decodes has an age
+            // and a freshness at any clock reading and shift, never a trap.
+            for shift: Int64 in [0, Int64.min, Int64.max] {
+                guard let (_, entry) = try? DiskFormat.decodeEntry(bytes, key: "/", verify: false, shiftSeconds: shift) else { continue }
+                for now: Int64 in [Int64.min, 0, 1_700_000_000, Int64.max] {
+                    XCTAssertGreaterThanOrEqual(entry.currentAge(now: now), 0, name)
+                }
+            }
             if bytes.count > DiskFormat.fixedHeaderBytes { _ = try? DiskFormat.decodeMeta(bytes[DiskFormat.fixedHeaderBytes...]) }
         }
         XCTAssertGreaterThan(decoded, 0, "the seeds include real cache files")

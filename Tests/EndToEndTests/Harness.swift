@@ -218,7 +218,7 @@ final class HTTPClient {
         return true
     }
 
-    private func readLine() throws -> String? {
+    func readLine() throws -> String? {
         while true {
             if let i = buffer.firstIndex(of: 0x0A) {
                 let line = buffer[0..<i]
@@ -232,7 +232,7 @@ final class HTTPClient {
         }
     }
 
-    private func readExactly(_ n: Int) throws -> [UInt8] {
+    func readExactly(_ n: Int) throws -> [UInt8] {
         while buffer.count < n { if try !fill() { throw HarnessError("connection closed mid-body") } }
         let out = Array(buffer[0..<n])
         buffer.removeFirst(n)

@@ -1,6 +1,7 @@
 import CacheStorage
 import XCTest
 @testable import Fleet
+import Redis
 
 /// A purge as the stream carries it, and where a node starts reading.
 final class FleetPurgeTests: XCTestCase {
@@ -54,5 +55,26 @@ final class FleetPurgeTests: XCTestCase {
         XCTAssertNotNil(dropped(FeedStart.decide(place: (StreamID("300-0")!, 3), stream: stream(added: 5, length: 5))),
                         "Redis went back to an older copy")
         XCTAssertNotNil(dropped(FeedStart.decide(place: (p, 9), stream: stream(added: 5, length: 5))), "fewer entries than it read")
+        XCTAssertEqual(FeedStart.decide(place: (.zero, 0), stream: nil), .from(.zero, consumed: 0),
+                       "a place at the start and no stream: a fleet that never purged, not a lost Redis")
+        XCTAssertEqual(FeedStart.decide(place: (.zero, 0), stream: stream(added: 5, length: 5)), .from(.zero, consumed: 0),
+                       "the purges sent since are replayed")
+        XCTAssertTrue(dropped(FeedStart.decide(place: nil, stream: nil, sameFleet: false))?.contains("lost its data") ?? false,
+                      "an empty Redis that is not the fleet this node remembers")
+        XCTAssertEqual(FeedStart.decide(place: nil, stream: stream(added: 2, length: 2), sameFleet: false),
+                       .dropEverythingThenFrom(later, consumed: 2, reason: "Redis no longer holds the fleet this node joined (it lost its data or is another Redis)"),
+                       "whatever its place and the stream say, then from the stream's end")
+    }
+
+    /// Values from Redis are not trusted: counts near the limits do not trap.
+    func testExtremeStreamFiguresDoNotTrap() {
+        let far = FeedStart.Stream(lastGenerated: StreamID("9-0")!, entriesAdded: Int.max, length: Int.min)
+        guard case .dropEverythingThenFrom(_, _, let reason) = FeedStart.decide(place: (StreamID("1-0")!, 3), stream: far) else {
+            return XCTFail("more trimmed than it read")
+        }
+        XCTAssertTrue(reason.contains("trimmed"), reason)
+        XCTAssertNil(FleetClock.milliseconds(ofTimeReply: .array([.string(Array("9223372036854775807".utf8)), .string(Array("0".utf8))])))
+        XCTAssertNotNil(FleetClock.warning(offsetMilliseconds: Int64.min))
+        XCTAssertEqual(FleetClock.offset(sentAt: Int64.min, receivedAt: Int64.max, redisMilliseconds: Int64.max), Int64.max)
     }
 }

@@ -2,6 +2,8 @@
 // Any bytes on disk (torn writes, corruption, another program's files)
 // must decode to a record or a clean failure; a record re-encodes to the
 // same bytes.
+import CacheSemantics
+
 @_cdecl("LLVMFuzzerTestOneInput")
 public func diskRecordFuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
@@ -12,8 +14,18 @@ public func diskRecordFuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         precondition(hit.storedAt == record.storedAt && hit.entry.storedHead == record.response.storedHead)
     }
     // Unverified (a file checked once, then changed underneath): a clean
-    // failure or a response, never a crash.
-    _ = try? DiskFormat.decodeEntry(bytes, key: "/", verify: false)
+    // failure or a response, never a crash. Whatever decodes, from disk or
+    // from Redis (shifted by the fleet's clock), has a freshness and an age
+    // at any clock reading, never an overflow trap.
+    for shift: Int64 in [0, Int64.min, Int64.max] {
+        guard let (_, entry) = try? DiskFormat.decodeEntry(bytes, key: "/", verify: false, shiftSeconds: shift) else { continue }
+        for now: Int64 in [Int64.min, 0, 1_700_000_000, Int64.max] {
+            let age = entry.currentAge(now: now)
+            _ = entry.lifetime.minusSaturating(age)
+            _ = Freshness.decide(lifetime: entry.lifetime, currentAge: age, request: CacheControl(), response: entry.cacheControl,
+                                 requestPragmaNoCache: false)
+        }
+    }
     if size > DiskFormat.fixedHeaderBytes {
         _ = try? DiskFormat.decodeMeta(bytes[DiskFormat.fixedHeaderBytes...])
     }

@@ -1,3 +1,4 @@
+import CacheSemantics
 import FoundationEssentials
 import Synchronization
 import SystemPackage
@@ -347,7 +348,7 @@ struct DiskIndex: ~Copyable {
     mutating func removeExpired(now: Int64, lifetime: (String) -> Int?) -> [(String, FileName)] {
         var expired: [(String, FileName)] = []
         for file in all() {
-            guard let seconds = lifetime(file.key), now - file.item.storedAt > Int64(seconds) else { continue }
+            guard let seconds = lifetime(file.key), now.minusSaturating(file.item.storedAt) > Int64(seconds) else { continue }
             expired.append((file.key, file.name))
         }
         for (key, name) in expired { remove(key: key, name: name) }

@@ -1,3 +1,4 @@
+import CacheSemantics
 import FoundationEssentials
 import Threads
 import Synchronization
@@ -204,7 +205,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
             }
             do {
                 guard let (storedAt, entry) = try decoded.get() else { continue }  // a hash collision: another key's file
-                if let lifetime = lifetime(for: key), Int64(time(nil)) - storedAt > Int64(lifetime) {
+                if let lifetime = lifetime(for: key), Int64(time(nil)).minusSaturating(storedAt) > Int64(lifetime) {
                     // Past disk_ttl (unless stored again meanwhile: then the file is another).
                     if state.withLock({ $0.remove(key: key, name: name, id: file.id) }) || file.id == 0 { try? DiskIO.remove(path(of: name)) }
                     continue
@@ -251,7 +252,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
         guard let (size, h, meta, found) = readHead(fd) else { return drop("bad header or metadata") }
         var record = found
         guard record.key == key else { return nil }  // a hash collision
-        if let lifetime = lifetime(for: key), Int64(time(nil)) - record.storedAt > Int64(lifetime) {
+        if let lifetime = lifetime(for: key), Int64(time(nil)).minusSaturating(record.storedAt) > Int64(lifetime) {
             try? DiskIO.remove(path)
             state.withLock { _ = $0.remove(key: key, name: name) }
             return nil
