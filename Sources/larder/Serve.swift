@@ -264,6 +264,11 @@ struct Serve: ParsableCommand {
         } else {
             var port = settings.listenPort
             do {
+                // SO_REUSEPORT would let this process join another's listener
+                // on the port (another Larder, or nginx with reuseport, under
+                // the same user) and the kernel split connections between
+                // them: first bind it alone, which fails while anyone holds it.
+                if port != 0 { Socket.close(try Socket.listen(host: settings.listenHost, port: port, reusePort: false, backlog: 1).fd) }
                 for _ in 0..<workers {
                     let listener = try Socket.listen(host: settings.listenHost, port: port, reusePort: true)
                     port = listener.port

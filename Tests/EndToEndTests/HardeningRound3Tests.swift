@@ -36,3 +36,22 @@ final class SplicedBodyEndToEndTests: ConfiguredTestCase {
         XCTAssertTrue(again.body == Array(v2[0..<100]), "v2's first bytes")
     }
 }
+
+/// A second Larder on a port another one holds exits 1, as the README
+/// promises, instead of joining its SO_REUSEPORT group (the kernel split
+/// connections between the two).
+final class TakenPortEndToEndTests: ConfiguredTestCase {
+    func testASecondLarderOnATakenPortExitsInsteadOfSharingIt() throws {
+        let origin = try startOrigin()
+        let first = try startLarder(upstream: origin.url)
+        let second = try startChild(Paths.larder, ["serve", "--listen", "127.0.0.1:\(first.port)", "--upstream", origin.url,
+                                                   "--admin-listen", "none", "--workers", "2"])
+        XCTAssertEqual(second.waitForExit(timeout: 20), 1, "the port is taken")
+        XCTAssertTrue(second.stderr.contains("Address already in use"), second.stderr)
+        XCTAssertFalse(second.stderr.contains("listening on"), second.stderr)
+        for _ in 0..<10 {
+            let r = try first.client().get("/still-mine")
+            XCTAssertEqual(r.status, 200)
+        }
+    }
+}

@@ -22,7 +22,7 @@ public func diskRecordFuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         for now: Int64 in [Int64.min, 0, 1_700_000_000, Int64.max] {
             let age = entry.currentAge(now: now)
             _ = entry.lifetime.minusSaturating(age)
-            _ = Freshness.decide(lifetime: entry.lifetime, currentAge: age, request: CacheControl(), response: entry.cacheControl,
+            _ = Reuse.decide(lifetime: entry.lifetime, currentAge: age, request: CacheControl(), response: entry.cacheControl,
                                  requestPragmaNoCache: false)
         }
     }
