@@ -14,7 +14,7 @@ public final class AdminServer: IOHandler {
     private let listener: Int32
     private let api: AdminAPI
     private var connections: [ObjectIdentifier: AdminConnection] = [:]
-    private let onError: (String) -> Void
+    let onError: (String) -> Void
     /// The requests as they happen (`GET /log?follow=1`); nil: not offered.
     let feed: LogFeed?
     /// Connections following the log, fed every `followInterval` ms.
@@ -36,11 +36,21 @@ public final class AdminServer: IOHandler {
     /// Admin requests carry no meaningful body; this bounds what is read.
     static let maxBodyBytes = 64 * 1024
 
+    /// Log followers at most: a quarter of the connections (8 at most), so
+    /// followers never take the room purges and health checks need.
+    let maxFollowers: Int
+    /// A follower whose output has not moved for this long is dropped
+    /// (send_timeout): it does not read.
+    let followerSendTimeoutMilliseconds: UInt64
+
     public init(listener: Int32, api: AdminAPI, maxConnections: Int = 64, feed: LogFeed? = nil,
+                followerSendTimeoutMilliseconds: UInt64 = 60_000,
                 onError: @escaping (String) -> Void) throws(SystemError) {
         loop = try EventLoop()
         self.feed = feed
         self.maxConnections = maxConnections
+        maxFollowers = max(1, min(8, maxConnections / 4))
+        self.followerSendTimeoutMilliseconds = followerSendTimeoutMilliseconds
         self.listener = listener
         self.api = api
         self.onError = onError
@@ -131,6 +141,9 @@ final class AdminConnection: IOHandler {
     /// lines it could not take (its client reads too slowly), reported.
     var following: LogFilter?
     var droppedHere = 0
+    /// Since when output has waited without the socket taking any (nil:
+    /// nothing waits, or it moved since).
+    var stalledSince: UInt64?
     /// A pump's lines for it.
     let lines = ByteBuffer(capacity: 64)
     private var parser = RequestParser(limits: ParseLimits(maxBodyBytes: AdminServer.maxBodyBytes))
@@ -229,6 +242,10 @@ final class AdminConnection: IOHandler {
                         respond(AdminAPI.Response.error(503, "this larder does not offer its log"), close: true)
                         return
                     }
+                    guard server.followers.count < server.maxFollowers else {
+                        respond(AdminAPI.Response.error(503, "too many log followers (\(server.maxFollowers)); retry later"), close: true)
+                        return
+                    }
                     server.loop.cancel(idleTimer)
                     startFollowing(filter)
                     return
@@ -312,6 +329,7 @@ final class AdminConnection: IOHandler {
                 return
             }
             guard let written else {
+                if stalledSince == nil { stalledSince = EventLoop.nowMilliseconds() }
                 if outputStart > output.count / 2 {
                     output.removeFirst(outputStart)
                     outputStart = 0
@@ -320,7 +338,9 @@ final class AdminConnection: IOHandler {
                 return
             }
             outputStart += written
+            stalledSince = nil
         }
+        stalledSince = nil
         output.removeAll(keepingCapacity: output.capacity <= 1 << 20)
         outputStart = 0
         if closeAfterWrite {

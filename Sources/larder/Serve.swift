@@ -136,8 +136,10 @@ struct Serve: ParsableCommand {
                                    clock: { EventLoop.wallSeconds() },
                                    cacheKey: { target in routesForAdmin.withLock { $0.cacheKey(target) } }, fanOut: fleet,
                                    samples: samples, log: { adminLogger.notice("\($0)") })
-                let admin = try AdminServer(listener: fd, api: api, maxConnections: settings.adminMaxConnections,
-                                            feed: logFeed) { adminLogger.warning("\($0)") }
+                let admin = try AdminServer(listener: fd, api: api, maxConnections: settings.adminMaxConnections, feed: logFeed,
+                                            followerSendTimeoutMilliseconds: settings.proxy.sendTimeoutMilliseconds) {
+                    adminLogger.warning("\($0)")
+                }
                 try startThread(name: "larder-admin") { admin.run() }
                 adminNote = ", admin API on \(shown)"
             } catch {

@@ -55,3 +55,32 @@ final class TakenPortEndToEndTests: ConfiguredTestCase {
         }
     }
 }
+
+/// Log followers that never read made every later admin request answer
+/// 503 (they held all admin connections, forever). Followers now have a
+/// bound of their own, and one that reads nothing for send_timeout is
+/// dropped; purges and health checks keep their room.
+final class LogFollowerBoundEndToEndTests: ConfiguredTestCase {
+    func testFollowersThatNeverReadCannotLockOutTheAdminAPI() throws {
+        let (_, larder) = try start(config: "send_timeout = \"1s\"\n")
+        let adminPort = try XCTUnwrap(larder.adminPort)
+        var followers: [HTTPClient] = []
+        for _ in 0..<64 {
+            let follower = try HTTPClient(port: adminPort, receiveBuffer: 4096)
+            try follower.send("GET /log?follow=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            followers.append(follower)
+        }
+        XCTAssertEqual(try larder.adminClient().get("/healthz").status, 200)
+        XCTAssertEqual(try larder.adminClient().request("POST", "/purge?all=true").status, 200)
+        let refused = try followers.filter { try $0.read(until: "\r\n\r\n")?.hasPrefix("HTTP/1.1 503") ?? false }
+        XCTAssertGreaterThan(refused.count, 40, "followers beyond their bound are refused")
+
+        // Some 8 MiB of log lines that the accepted followers never read.
+        let c = try larder.client()
+        let target = "/lf/unread?" + String(repeating: "p", count: 3000)
+        for _ in 0..<2500 { XCTAssertEqual(try c.get(target).status, 200) }
+        XCTAssertTrue(larder.child.waitFor("(dropping a log follower that has read nothing)") != nil, larder.child.stderr)
+        XCTAssertEqual(try larder.adminClient().get("/healthz").status, 200)
+        XCTAssertEqual(try larder.adminClient().get("/stats").status, 200)
+    }
+}
