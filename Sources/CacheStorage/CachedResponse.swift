@@ -288,25 +288,6 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
                          hasValidator: hasValidator, isGzip: isGzip)
     }
 
-    /// The same response with `body` (the decoded form of a gzip body) in
-    /// memory: Content-Encoding removed, the ETag made weak (the bytes
-    /// differ from what the strong tag names, RFC 9110 section 8.8.1),
-    /// Content-Length the new body's. What a client that does not take
-    /// gzip is answered with, as if it were stored.
-    public func decoded(body: UnsafeRawBufferPointer) -> CachedResponse {
-        var head = storedHead
-        var prefix: [UInt8] = []
-        prefix.reserveCapacity(head.headPrefix.count)
-        ResponseSerializer.appendStatusLine(status, reason: reason, to: &prefix)
-        for field in HeadFields.all(in: headPrefix) where field.name != "content-length" && field.name != "content-encoding" {
-            let weak = field.name == "etag" && !field.value.hasPrefix("W/")
-            ResponseSerializer.appendField(field.name, weak ? "W/" + field.value : field.value, to: &prefix)
-        }
-        head.headPrefix = prefix
-        head.isGzip = false
-        return Self.make(head: head, body: body)
-    }
-
     /// Bookkeeping bytes charged per entry beyond its head and body: the
     /// object's fields, its index slot and list links, the key, allocator
     /// rounding (measured with bench/memory.sh).

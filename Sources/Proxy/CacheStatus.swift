@@ -63,6 +63,12 @@ enum CacheStatusLine {
         }
     }
 
+    /// The field's value alone (what a passed-on head is given).
+    var value: String {
+        let line = bytes
+        return String(decoding: line.dropFirst("Cache-Status: ".utf8.count).dropLast(2), as: UTF8.self)
+    }
+
     var bytes: [UInt8] {
         if case .bytes(let bytes) = self { return bytes }
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { buffer in

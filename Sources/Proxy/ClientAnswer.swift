@@ -45,6 +45,19 @@ struct ClientAnswer {
         return true
     }
 
+    /// The head of a stored gzip response decoded for this client
+    /// (`ClientCoding`); the bytes of the decoded representation that
+    /// follow (nil: none).
+    mutating func decodedHead(_ answer: StoredAnswer, entry: CachedResponse, fields: HeaderFields, length: Int,
+                              for request: RequestHead, age: Int, now: Int64, cacheStatus: CacheStatusLine) -> Range<Int>? {
+        let (sent, body) = connection.sendDecodedHead(answer, entry: entry, fields: fields, length: length, for: request, age: age,
+                                                      now: now, cacheStatus: cacheStatus, connection: connectionField(request))
+        access.note(status: sent.status, result: .hit, queuedWhole: body == nil, cacheStatus: cacheStatus.bytes,
+                    bodyBytes: body == nil ? sent.bodyBytes : nil, now: now)
+        connection.flushSoon()
+        return body
+    }
+
     /// A whole answer made here (400, 502, 504).
     mutating func madeHere(_ status: Int, _ message: String, for request: RequestHead, cacheStatus: String?) {
         let extra: HeaderFields = cacheStatus.map { [HeaderField(lowercasedName: "cache-status", value: $0)] } ?? []

@@ -2,17 +2,17 @@ import CacheSemantics
 import CacheStorage
 import Compression
 import HTTP1
+import HTTPHeaders
 
 /// A stored gzip body for a client that does not take gzip (RFC 9110
 /// section 12.5.3; Varnish does the same): the client gets it decoded, as
 /// if the decoded response were stored, so a HEAD, a Range and a
-/// conditional request all see the decoded body (weak ETag, no
-/// Content-Encoding, its own Content-Length). One stored copy serves every
-/// client (`AcceptEncoding.variantKey` puts them in one variant).
+/// conditional request all see the decoded representation (weak ETag, no
+/// Content-Encoding, its own Content-Length: the size the gzip trailer
+/// declares, checked as the body decodes). One stored copy serves every
+/// client (`AcceptEncoding.variantKey` puts them in one variant). The body
+/// is decoded as the client drains, in bounded pieces (`DecodingBody`).
 enum ClientCoding {
-    /// What one decoding may produce: beyond it the stored copy is not
-    /// used for this client (the request goes upstream as on a miss).
-    static let maxDecodedBytes = 64 << 20
 
     /// Whether `request`'s client must get `entry` decoded. A hit on an
     /// uncompressed entry pays one flag test.
@@ -21,21 +21,41 @@ enum ClientCoding {
         entry.isGzip && !AcceptEncoding.takesGzip(request.combinedHeader("accept-encoding"))
     }
 
-    /// The decoded copy; nil when the body cannot be read, is not valid
-    /// gzip, or decodes to more than `maxDecodedBytes`.
-    static func decoded(_ entry: CachedResponse) -> CachedResponse? {
-        guard entry.bodyLength > 0 else { return entry.decoded(body: UnsafeRawBufferPointer(start: nil, count: 0)) }
-        var decodedBody: [UInt8]
-        do {
-            if let file = entry.bodyFile {
-                guard let bytes = file.readWhole() else { return nil }
-                decodedBody = try bytes.withUnsafeBytes { try Gzip.decompress($0, limit: maxDecodedBytes) }
-            } else {
-                decodedBody = try Gzip.decompress(entry.body, limit: maxDecodedBytes)
-            }
-        } catch {
-            return nil
+    /// The decoded representation's length: what its gzip trailer declares
+    /// (a stored body is one member: Larder's own compression, or an
+    /// origin's; decoded piece by piece, its size is not bounded, as a
+    /// stored file's is not). Nil when it cannot be decoded here: no
+    /// trailer, or its file is gone.
+    static func decodedLength(of entry: CachedResponse) -> Int? {
+        if entry.bodyLength == 0 { return 0 }
+        var trailer = [UInt8](repeating: 0, count: 18)
+        if let file = entry.bodyFile {
+            guard file.length >= 18, let reader = FileBodyReader(file),
+                  trailer.withUnsafeMutableBytes({ reader.read(from: file.length - 18, into: $0) }) == 18 else { return nil }
+        } else {
+            guard entry.body.count >= 18 else { return nil }
+            trailer = Array(entry.body[(entry.body.count - 18)...])
         }
-        return decodedBody.withUnsafeBytes { entry.decoded(body: $0) }
+        return trailer.withUnsafeBytes { Gzip.declaredSize($0) }
+    }
+
+    /// The decoded representation's fields: the stored ones but
+    /// Content-Encoding, with the ETag weak (the decoded bytes are not what
+    /// a strong tag names).
+    static func decodedFields(_ entry: CachedResponse) -> HeaderFields {
+        var fields = HeaderFields()
+        for field in entry.headers where field.name != "content-encoding" && field.name != "content-length" {
+            let weak = field.name == "etag" && !field.value.hasPrefix("W/")
+            fields.append(field.name, weak ? "W/" + field.value : field.value)
+        }
+        return fields
+    }
+
+    /// What a request gets of the decoded representation (`length` bytes,
+    /// `fields`): 304, whole, a range, or 416, as for a stored one.
+    static func answer(for request: RequestHead, entry: CachedResponse, fields: HeaderFields, length: Int) -> StoredAnswer {
+        StoredAnswer.choose(for: request, status: entry.status, length: length, etag: fields["etag"],
+                            lastModified: fields["last-modified"],
+                            dateValue: entry.timing.dateValue ?? entry.timing.responseTime)
     }
 }

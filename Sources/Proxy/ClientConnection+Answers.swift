@@ -60,6 +60,34 @@ extension ClientConnection {
         }
     }
 
+    /// Queues the head of a stored gzip response decoded for this client
+    /// (`ClientCoding`: `answer` for the decoded representation of `length`
+    /// bytes with `fields`); the decoded bytes follow through `sendBody`.
+    /// The bytes of the representation that follow (none: nil).
+    func sendDecodedHead(_ answer: StoredAnswer, entry: CachedResponse, fields: HeaderFields, length: Int, for request: RequestHead,
+                         age: Int, now: Int64, cacheStatus: CacheStatusLine, connection field: ConnectionField)
+        -> (sent: Sent, body: Range<Int>?)
+    {
+        let tail = ClientHead.Tail(age: age, dateLine: worker.dateHeader.current(now: now), cacheStatus: cacheStatus, connection: field)
+        switch answer {
+        case .notModified:
+            enqueue(ClientHead.notModified(fields: fields, tail: tail))
+            return (Sent(status: 304, bodyBytes: 0), nil)
+        case .unsatisfiable(let length):
+            enqueue(ClientHead.partial(fields: fields, range: nil, length: length, tail: tail, isHidden: worker.builder.isHidden))
+            return (Sent(status: 416, bodyBytes: 0), nil)
+        case .partial(let range, let length, _):
+            enqueue(ClientHead.partial(fields: fields, range: range, length: length, tail: tail, isHidden: worker.builder.isHidden))
+            answerFraming = .length
+            return (Sent(status: 206, bodyBytes: range.count), range.lowerBound..<(range.upperBound + 1))
+        case .whole:
+            let noBody = request.method == "HEAD"
+            sendHead(status: entry.status, reason: entry.reason, fields: fields, length: length, noBody: noBody, age: age,
+                     cacheStatus: cacheStatus.value, now: now, for: request, connection: field)
+            return (Sent(status: entry.status, bodyBytes: noBody ? 0 : length), noBody ? nil : 0..<length)
+        }
+    }
+
     /// The body file of a stored response, or nil when it is gone or was
     /// cut short behind Larder's back (sent as is, every hit would be a
     /// short body and a cut connection).

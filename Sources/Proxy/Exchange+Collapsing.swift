@@ -43,7 +43,7 @@ extension Exchange {
             if case .fresh(let index, let age, _) = Lookup.decide(RequestFacts(request, requestCC, honouringPragma: false), variants,
                                                                   now: now, shared: shared),
                serveStored(variants[index], age: age, now: now,
-                           cacheStatus: CacheStatusLine("\(forwarding.cacheStatus(stored: false)); collapsed")) {
+                           cacheStatus: CacheStatusLine("\(forwarding.cacheStatus(stored: false)); collapsed")) == .served {
                 return
             }
             forward()

@@ -53,9 +53,13 @@ extension Exchange: FetchClient {
             return forwardWithoutValidators()  // the 304 names nothing we hold
         }
         let now = EventLoop.wallSeconds(), status = forwarding.cacheStatus(stored: stored, fwdStatus: 304)
-        if !serveStored(refreshed, age: refreshed.currentAge(now: now), now: now, cacheStatus: CacheStatusLine(status)) {
+        switch serveStored(refreshed, age: refreshed.currentAge(now: now), now: now, cacheStatus: CacheStatusLine(status)) {
+        case .served: break
+        case .bodyGone:
             worker.store.remove(key)
             forwardWithoutValidators()  // its body file is gone
+        case .undecodable:
+            forwardWithoutValidators()
         }
     }
 
@@ -92,7 +96,8 @@ extension Exchange: FetchClient {
             case .serve(let entry, let cacheStatusDetail):
                 let age = entry.currentAge(now: now)
                 // Its body file may be gone: then the next answer down.
-                if serveHit(entry, age: age, ttl: entry.lifetime - age, stale: true, now: now, detail: cacheStatusDetail) { return true }
+                if serveHit(entry, age: age, ttl: entry.lifetime.minusSaturating(age), stale: true, now: now,
+                            detail: cacheStatusDetail) == .served { return true }
             case .gatewayError(let status, let message):
                 sendMadeHere(status, message,
                              cacheStatus: isCacheLookup ? forwarding.cacheStatus(stored: false, detail: "upstream-error") : nil)

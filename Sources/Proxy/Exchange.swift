@@ -25,6 +25,9 @@ final class Exchange {
     /// While collapsed: waiting for the leader, then reading its response.
     var wait: LeaderWait?
     var reader: SharedFetchReader?
+    /// A stored gzip body decoded for this client as it drains.
+    var decoding: DecodingBody?
+    var decodingScheduled = false
 
     let isCacheLookup: Bool
     let key: String
@@ -83,13 +86,19 @@ final class Exchange {
         let outcome = Lookup.decide(RequestFacts(request, requestCC, honouringPragma: true), variants, now: now, shared: shared)
         var plan = LookupPlan.make(policy.action(for: outcome), chosenByClient: chosenByClient, onlyIfCached: requestCC.onlyIfCached)
         if case .serve(let index, let age, let ttl, let stale, let refresh) = plan {
-            if serveHit(variants[index], age: age, ttl: ttl, stale: stale, now: now, detail: fromFleet ? "fleet" : nil) {
+            switch serveHit(variants[index], age: age, ttl: ttl, stale: stale, now: now, detail: fromFleet ? "fleet" : nil) {
+            case .served:
                 if refresh { worker.revalidateInBackground(variants[index], among: variants, request: request, peer: connection.peer) }
                 return
+            case .bodyGone:
+                // The stored body file went away (evicted or removed meanwhile): forget it, fetch as on a miss.
+                worker.store.remove(key)
+                variants = Variants()
+            case .undecodable:
+                // Kept for the clients that take its gzip; this one gets what
+                // the upstream sends it (identity), which takes its place when stored.
+                break
             }
-            // The stored body file went away (evicted or removed meanwhile): forget it, fetch as on a miss.
-            worker.store.remove(key)
-            variants = Variants()
             plan = .afterVanishedBody(onlyIfCached: requestCC.onlyIfCached)
         }
         if !fromFleet, plan.mayAskFleet, let tier = worker.sharedTier {
@@ -154,26 +163,32 @@ final class Exchange {
     /// having sent nothing, when its body is a disk file that is gone.
     /// `detail`: Cache-Status's detail ("fleet": found in the fleet's
     /// shared tier; "upstream-unreachable": a stale stand-in).
-    func serveHit(_ entry: CachedResponse, age: Int, ttl: Int, stale: Bool, now: Int64, detail: String? = nil) -> Bool {
-        guard serveStored(entry, age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl, detail: detail)) else { return false }
+    func serveHit(_ entry: CachedResponse, age: Int, ttl: Int, stale: Bool, now: Int64, detail: String? = nil) -> StoredServe {
+        let served = serveStored(entry, age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl, detail: detail))
+        guard served == .served else { return served }
         if stale { WorkerStats.bump(worker.counters.staleHits) } else { WorkerStats.bump(worker.counters.hits) }
-        return true
+        return .served
     }
 
-    /// A stored response, decoded for a client that does not take its
-    /// gzip (`ClientCoding`). False, having sent nothing, when its body is
-    /// a disk file that can no longer be opened, or cannot be decoded.
+    /// What became of a stored response offered to the client.
+    enum StoredServe: Equatable {
+        case served
+        /// Nothing sent: its body is a disk file that can no longer be opened.
+        case bodyGone
+        /// Nothing sent: the client does not take its gzip, and it cannot
+        /// be decoded here (`ClientCoding`); the stored copy is still good
+        /// for those who take it.
+        case undecodable
+    }
+
+    /// A stored response, decoded as the client drains for a client that
+    /// does not take its gzip (`ClientCoding`, `Exchange+Decoding`).
     @discardableResult
-    func serveStored(_ entry: CachedResponse, age: Int, now: Int64, cacheStatus: CacheStatusLine) -> Bool {
-        var entry = entry
-        if ClientCoding.mustDecode(entry, for: request) {
-            // Not decodable here: the caller fetches it as if the body were gone.
-            guard let decoded = ClientCoding.decoded(entry) else { return false }
-            entry = decoded
-        }
-        guard answer.stored(entry, for: request, age: age, now: now, cacheStatus: cacheStatus) else { return false }
+    func serveStored(_ entry: CachedResponse, age: Int, now: Int64, cacheStatus: CacheStatusLine) -> StoredServe {
+        if ClientCoding.mustDecode(entry, for: request) { return serveDecoded(entry, age: age, now: now, cacheStatus: cacheStatus) }
+        guard answer.stored(entry, for: request, age: age, now: now, cacheStatus: cacheStatus) else { return .bodyGone }
         complete()
-        return true
+        return .served
     }
 
     /// An answer made here (400, 502, 504): queued, done.
@@ -187,6 +202,7 @@ final class Exchange {
     /// close-delimited body or cut one short after its head was sent.
     func complete(closing: Bool = false) {
         machine.finish()
+        decoding = nil
         reader?.stop()
         fetch?.cancel()
         fetch = nil
@@ -194,14 +210,18 @@ final class Exchange {
         if closing { connection.exchangeAborted() } else { connection.exchangeFinished(keepAlive: answer.keepAlive(request)) }
     }
 
-    /// The client caught up: a paused upstream continues.
-    func outputDrained() { fetch?.resume() }
+    /// The client caught up: a paused upstream, or a decoding, continues.
+    func outputDrained() {
+        fetch?.resume()
+        if decoding != nil { scheduleDecoding() }
+    }
 
     /// The client connection went away: the fetch decides whether to
     /// finish without it.
     func cancel() {
         answer.log(request)
         machine.finish()
+        decoding = nil
         wait?.stop()
         reader?.stop()
         fetch?.clientLeft()

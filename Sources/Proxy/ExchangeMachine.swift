@@ -14,7 +14,8 @@
 ///         ├───────────────┴──► forwarding ──► streaming ─┤
 ///         │                      │  ▲ again              │
 ///         │                      └──┘                    │
-///         └──────────── answered from the store ─────────┘
+///         ├──────────── answered from the store ─────────┤
+///         └──────────── decoding (a stored gzip body) ───┘
 struct ExchangeMachine: Equatable {
     enum State: Equatable {
         /// Choosing the policy and looking the key up; nothing sent yet.
@@ -29,6 +30,8 @@ struct ExchangeMachine: Equatable {
         case forwarding
         /// The upstream's response streams to the client.
         case streaming
+        /// A stored gzip body streams to the client, decoded as it drains.
+        case decoding
         /// Answered (from the store, by the upstream, or an error made
         /// here) or given up: late events are ignored.
         case done
@@ -40,7 +43,7 @@ struct ExchangeMachine: Equatable {
     var responseStarted: Bool {
         switch state {
         case .lookingUp, .askingFleet, .waitingForLeader, .forwarding: return false
-        case .following, .streaming, .done: return true
+        case .following, .streaming, .decoding, .done: return true
         }
     }
 
@@ -103,6 +106,12 @@ struct ExchangeMachine: Equatable {
     /// The upstream's head was written to the client.
     mutating func responseHeadSent() {
         if state == .forwarding { state = .streaming }
+    }
+
+    /// A stored response goes to the client decoded, piece by piece (from
+    /// a lookup, a 304's refresh or a stale stand-in).
+    mutating func decodeStored() {
+        if state == .lookingUp || state == .forwarding { state = .decoding }
     }
 
     /// The whole answer is queued (a stored response, an error made here,

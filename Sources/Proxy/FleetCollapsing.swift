@@ -37,7 +37,9 @@ extension Exchange {
                 // already, and collapsed, as a request that waited locally is.
                 worker.collapser.release(key)
                 WorkerStats.bump(worker.counters.collapsed)
-                if serveStored(found[index], age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl, detail: "fleet")) { return }
+                if serveStored(found[index], age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl, detail: "fleet")) == .served {
+                    return
+                }
                 return forward()
             }
             forward(leading: true)

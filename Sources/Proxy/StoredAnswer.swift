@@ -23,12 +23,27 @@ enum StoredAnswer: Equatable {
             return .notModified
         }
         if entry.status == 206 { return piece(for: request, entry: entry) }
+        return range(for: request, length: entry.bodyLength, etag: entry.etag, lastModified: entry.lastModified)
+    }
+
+    /// The same for a representation described by its facts (a stored gzip
+    /// body as a client gets it decoded: `ClientCoding`).
+    static func choose(for request: RequestHead, status: Int, length: Int, etag: String?, lastModified: String?,
+                       dateValue: Int64) -> StoredAnswer {
+        guard status == 200 else { return .whole }
+        if hasConditional(request), clientIsNotModified(request, etag: etag, lastModified: lastModified, dateValue: dateValue) {
+            return .notModified
+        }
+        return range(for: request, length: length, etag: etag, lastModified: lastModified)
+    }
+
+    private static func range(for request: RequestHead, length: Int, etag: String?, lastModified: String?) -> StoredAnswer {
         guard request.method == "GET", request.header("range") != nil else { return .whole }
         switch ByteRange.evaluate(range: request.combinedHeader("range"), ifRange: request.header("if-range"),
-                                  length: entry.bodyLength, etag: entry.etag, lastModified: entry.lastModified) {
+                                  length: length, etag: etag, lastModified: lastModified) {
         case .full: return .whole
-        case .partial(let first, let last): return .partial(first...last, length: entry.bodyLength, stored: 0)
-        case .unsatisfiable: return .unsatisfiable(length: entry.bodyLength)
+        case .partial(let first, let last): return .partial(first...last, length: length, stored: 0)
+        case .unsatisfiable: return .unsatisfiable(length: length)
         }
     }
 

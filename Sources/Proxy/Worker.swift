@@ -59,6 +59,8 @@ public final class Worker: IOHandler {
     /// This worker's own counters (only its thread writes them).
     let counters: WorkerStats
     let logger: Logger
+    /// Stored gzip bodies found not decodable (`Exchange+Decoding`).
+    let undecodable = UndecodableBodies.shared
     let upstream: any UpstreamRequester
     /// The fleet's shared tier (`[fleet]`), asked after the local tiers
     /// miss; set before the worker runs.

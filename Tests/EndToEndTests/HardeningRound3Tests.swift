@@ -84,3 +84,79 @@ final class LogFollowerBoundEndToEndTests: ConfiguredTestCase {
         XCTAssertEqual(try larder.adminClient().get("/stats").status, 200)
     }
 }
+
+/// A stored gzip body for clients that do not take gzip is decoded as each
+/// client drains, in bounded pieces: 30 clients that do not read held 2 GB
+/// of decoded copies (one whole copy each, decoded on the worker thread).
+final class DecodedBodyEndToEndTests: ConfiguredTestCase {
+    func testClientsThatDoNotReadHoldNoWholeDecodedCopy() throws {
+        try skipMemoryFiguresUnderSanitizers()
+        let (origin, larder) = try start(config: "")
+        let size = 63 << 20
+        let target = "/bomb/a?gzip=1&fill=zero&size=\(size)"
+        let gzipped = try larder.client().get(target, headers: ["Accept-Encoding: gzip"])
+        XCTAssertEqual(gzipped.header("content-encoding"), "gzip")
+        XCTAssertLessThan(gzipped.body.count, 128 << 10, "a thousandfold")
+
+        let pid = larder.child.process.processIdentifier
+        let before = memory(of: pid).rss
+        var stalled: [HTTPClient] = []
+        for _ in 0..<30 {
+            let c = try HTTPClient(port: larder.port, receiveBuffer: 4096)
+            try c.send("GET \(target) HTTP/1.1\r\nHost: a\r\n\r\n")
+            let head = try XCTUnwrap(try c.read(until: "\r\n\r\n"))
+            XCTAssertTrue(head.contains("Content-Length: \(size)") || head.contains("content-length: \(size)"), head)
+            stalled.append(c)
+        }
+        let grown = memory(of: pid).rss - before
+        XCTAssertLessThan(grown, 300 << 20, "30 clients that do not read: \(grown >> 20) MiB (a whole decoded copy each is 1.9 GiB)")
+
+        let whole = try larder.client().get(target)
+        XCTAssertEqual(whole.status, 200)
+        XCTAssertNil(whole.header("content-encoding"))
+        XCTAssertEqual(whole.body.count, size)
+        XCTAssertTrue(whole.body.allSatisfy { $0 == 0 })
+        XCTAssertTrue(whole.header("cache-status")?.hasPrefix("larder; hit") ?? false)
+        XCTAssertEqual(try origin.count(target), 1, "decoded from the stored copy, never fetched again")
+    }
+
+    /// A stored gzip body that decodes to more than the old whole-body
+    /// limit (64 MiB) is decoded piece by piece too: it was removed and
+    /// fetched again (identity) for every such client.
+    func testALargeDecodedBodyIsServedFromTheStoredCopy() throws {
+        let (origin, larder) = try start(config: "")
+        let size = 70 << 20
+        let target = "/bomb/b?gzip=1&fill=zero&size=\(size)"
+        XCTAssertEqual(try larder.client().get(target, headers: ["Accept-Encoding: gzip"]).header("content-encoding"), "gzip")
+        for _ in 0..<3 {
+            let r = try larder.client().get(target)
+            XCTAssertEqual(r.status, 200)
+            XCTAssertEqual(r.body.count, size)
+            XCTAssertTrue(r.header("cache-status")?.hasPrefix("larder; hit") ?? false)
+        }
+        let range = try larder.client().get(target, headers: ["Range: bytes=\(size - 10)-"])
+        XCTAssertEqual(range.status, 206)
+        XCTAssertTrue(range.body == [UInt8](repeating: 0, count: 10), "the last ten bytes")
+        XCTAssertEqual(try origin.count(target), 1)
+    }
+
+    /// A stored gzip body corrupt in its middle: the first client that
+    /// needs it decoded is cut off (its head was sent), never sent garbage
+    /// as if whole; the others get the upstream's identity copy, fetched
+    /// once and kept, and the stored copy is not fetched again for each.
+    func testACorruptStoredBodyIsFetchedOnceAsIdentityForTheClientsThatNeedItDecoded() throws {
+        let (origin, larder) = try start(config: "")
+        let target = "/bomb/c?gzip=1&gzip_corrupt=1&size=2000000"
+        let plain = try HTTPClient(port: origin.port).get(target).body
+        XCTAssertEqual(plain.count, 2_000_000)
+        _ = try larder.client().get(target, headers: ["Accept-Encoding: gzip"])
+        XCTAssertThrowsError(try larder.client().get(target), "the first client is cut off, not sent a corrupt body as whole")
+        for _ in 0..<7 {
+            let r = try larder.client().get(target)
+            XCTAssertEqual(r.status, 200)
+            XCTAssertTrue(r.body == plain, "the identity copy")
+        }
+        XCTAssertEqual(try origin.count(target), 3, "the gzip copy, the direct fetch above, one identity copy")
+        XCTAssertNotNil(larder.child.waitFor("(cannot be decoded for a client that does not take gzip)"), larder.child.stderr)
+    }
+}

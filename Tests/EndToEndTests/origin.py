@@ -31,6 +31,8 @@ Query parameters on any path:
                 without any response
   gzip=1        gzip the body when the request's Accept-Encoding names gzip
                 (with Vary: Accept-Encoding); gzip=always whatever it says
+  gzip_corrupt=1  with gzip: one byte in the middle of the gzip data flipped
+  fill=zero     the body is zero bytes (compresses a thousandfold)
   drop_after=N  after N requests to this path, every one gets the connection
                 closed without any response (an origin gone away)
   cl_self=1     add Content-Location naming this very path and query
@@ -188,7 +190,7 @@ class Handler(BaseHTTPRequestHandler):
         seed = url.path
         if q.get("body_then") == "1" and "etag_then" in q and counts[self.path] > 1:
             seed += q["etag_then"]
-        body = pattern(seed, int(q.get("size", "32")))
+        body = bytes(int(q.get("size", "32"))) if q.get("fill") == "zero" else pattern(seed, int(q.get("size", "32")))
         if "vary" in q:
             headers["Vary"] = q["vary"]
             body = (q["vary"] + "=" + str(self.headers.get(q["vary"])) + "\n").encode() + body
@@ -211,6 +213,9 @@ class Handler(BaseHTTPRequestHandler):
             if q["gzip"] == "always" or "gzip" in self.headers.get("Accept-Encoding", ""):
                 body = gzip.compress(body, mtime=0)
                 headers["Content-Encoding"] = "gzip"
+                if q.get("gzip_corrupt") == "1":
+                    middle = len(body) // 2
+                    body = body[:middle] + bytes([body[middle] ^ 0xFF]) + body[middle + 1:]
         if_range = self.headers.get("If-Range")
         if q.get("ranges") == "1" and status == 200 and "Range" in self.headers and \
                 (if_range is None or if_range == headers.get("ETag") or q.get("ignore_if_range") == "1"):

@@ -49,6 +49,26 @@ final class ExchangeMachineTests: XCTestCase {
         XCTAssertFalse(m.takesUpstreamHead)
     }
 
+    /// A stored gzip body decoded as the client drains: started, not done
+    /// until the body ends; a 304's refresh may start it while forwarding.
+    func testADecodedStoredBodyStreamsUntilItEnds() {
+        var machine = ExchangeMachine()
+        machine.decodeStored()
+        XCTAssertEqual(machine.state, .decoding)
+        XCTAssertTrue(machine.responseStarted)
+        XCTAssertFalse(machine.clientDone)
+        XCTAssertFalse(machine.takesUpstreamHead)
+        machine.finish()
+        XCTAssertTrue(machine.clientDone)
+        machine.decodeStored()
+        XCTAssertEqual(machine.state, .done, "late: nothing")
+
+        var validating = ExchangeMachine()
+        validating.forward()
+        validating.decodeStored()
+        XCTAssertEqual(validating.state, .decoding)
+    }
+
     func testAnAnswerFromTheStoreWhileForwardingTakesNoUpstreamHead() {
         // A 5xx answered with the stale response, or a 304's refresh: the
         // exchange is done before the upstream's head could be written.

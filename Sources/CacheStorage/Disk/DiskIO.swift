@@ -207,3 +207,31 @@ extension FileBody {
         return (try? DiskIO.read(fd, count: length, at: offset)) ?? nil
     }
 }
+
+/// A body stored in a file, read piece by piece (a stored gzip body decoded
+/// for a client as it drains); the file stays open while this lives.
+public final class FileBodyReader {
+    private let fd: FileDescriptor
+    public let body: FileBody
+
+    /// nil when the file is gone or shorter than recorded.
+    public init?(_ body: FileBody) {
+        guard let fd = try? DiskIO.openForReading(body.path) else { return nil }
+        guard let size = try? fd.seek(offset: 0, from: .end), size >= body.offset + body.length else {
+            DiskIO.close(fd)
+            return nil
+        }
+        self.fd = fd
+        self.body = body
+    }
+
+    deinit { DiskIO.close(fd) }
+
+    /// Up to `buffer.count` bytes of the body from `position` (0 is its
+    /// first byte): how many were read (0 at its end); nil on a read error.
+    public func read(from position: Int, into buffer: UnsafeMutableRawBufferPointer) -> Int? {
+        let count = min(buffer.count, body.length - position)
+        guard count > 0 else { return 0 }
+        return try? DiskIO.read(fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]), at: body.offset + position)
+    }
+}

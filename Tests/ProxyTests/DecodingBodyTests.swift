@@ -1,0 +1,94 @@
+import CacheSemantics
+import CacheStorage
+import Compression
+import HTTPHeaders
+import XCTest
+@testable import Proxy
+
+/// A stored gzip body decoded piece by piece: what is delivered, how much
+/// per turn, and what counts as a failure.
+final class DecodingBodyTests: XCTestCase {
+    private let plain = Array(String(repeating: "larder decodes as the client drains\n", count: 20_000).utf8)
+
+    private func entry(_ body: [UInt8]) -> CachedResponse {
+        let builder = StoredResponseBuilder(shared: true, targetedField: "x")
+        return body.withUnsafeBytes {
+            builder.build(key: "/gz", status: 200, reason: nil,
+                          headers: ["cache-control": "max-age=60", "content-encoding": "gzip", "etag": "\"e\""], body: $0,
+                          timing: ResponseTiming(requestTime: 100, responseTime: 100, dateValue: 100, ageValue: 0), tags: [],
+                          varyFrom: { _ in nil })
+        }
+    }
+
+    private func gzipped(_ bytes: [UInt8]) -> [UInt8] { bytes.withUnsafeBytes { Gzip.compress($0) } }
+
+    /// Pumps to the end; the bytes delivered, and the turns it took.
+    private func drain(_ body: DecodingBody, budget: Int = DecodingBody.turnBytes) -> (bytes: [UInt8], step: DecodingBody.Step, turns: Int) {
+        var out: [UInt8] = [], turns = 0
+        while turns < 10_000 {
+            turns += 1
+            var turn = 0
+            let step = body.pump(budget: budget) { piece in
+                turn += piece.count
+                out += piece
+                return true
+            }
+            XCTAssertLessThanOrEqual(turn, budget + DecodingBody.pieceBytes, "a turn's work is bounded")
+            if step != .more { return (out, step, turns) }
+        }
+        return (out, .more, turns)
+    }
+
+    func testTheWholeComesInBoundedTurns() throws {
+        let stored = entry(gzipped(plain))
+        XCTAssertEqual(ClientCoding.decodedLength(of: stored), plain.count)
+        let body = try XCTUnwrap(DecodingBody(stored, length: plain.count, wanted: 0..<plain.count))
+        XCTAssertTrue(body.prime())
+        let (bytes, step, turns) = drain(body)
+        XCTAssertEqual(step, .ended)
+        XCTAssertEqual(bytes, plain)
+        XCTAssertGreaterThan(turns, plain.count / DecodingBody.turnBytes, "never the whole at once")
+    }
+
+    func testARangeDeliversOnlyItsBytesAndStopsAtItsEnd() throws {
+        let stored = entry(gzipped(plain))
+        let body = try XCTUnwrap(DecodingBody(stored, length: plain.count, wanted: 0..<plain.count))
+        XCTAssertTrue(body.prime())
+        body.want(30_000..<30_010)
+        let (bytes, step, _) = drain(body)
+        XCTAssertEqual(step, .ended)
+        XCTAssertEqual(bytes, Array(plain[30_000..<30_010]))
+        XCTAssertLessThan(body.produced, plain.count, "the rest was not decoded")
+    }
+
+    func testACongestedClientStopsATurn() throws {
+        let body = try XCTUnwrap(DecodingBody(entry(gzipped(plain)), length: plain.count, wanted: 0..<plain.count))
+        XCTAssertTrue(body.prime())
+        var pieces = 0
+        XCTAssertEqual(body.pump(budget: DecodingBody.turnBytes) { _ in pieces += 1; return false }, .more)
+        XCTAssertEqual(pieces, 1, "nothing more once the client is behind")
+    }
+
+    func testCorruptOrMisdeclaredBodiesFail() throws {
+        var corrupt = gzipped(plain)
+        corrupt[corrupt.count / 2] ^= 0xFF
+        let broken = try XCTUnwrap(DecodingBody(entry(corrupt), length: plain.count, wanted: 0..<plain.count))
+        XCTAssertTrue(broken.prime(), "the first piece decodes")
+        guard case .failed = drain(broken).step else { return XCTFail("corrupt in the middle") }
+
+        let short = try XCTUnwrap(DecodingBody(entry(gzipped(plain)), length: plain.count + 1, wanted: 0..<(plain.count + 1)))
+        XCTAssertTrue(short.prime())
+        guard case .failed = drain(short).step else { return XCTFail("not the length declared") }
+
+        let garbage = try XCTUnwrap(DecodingBody(entry(Array(String(repeating: "not gzip ", count: 10).utf8)), length: 5,
+                                                 wanted: 0..<5))
+        XCTAssertFalse(garbage.prime(), "not gzip at all fails before anything is sent")
+        XCTAssertNil(ClientCoding.decodedLength(of: entry(Array("tiny".utf8))), "no trailer")
+    }
+
+    func testTheDecodedRepresentationHasAWeakTagAndNoCoding() {
+        let fields = ClientCoding.decodedFields(entry(gzipped(plain)))
+        XCTAssertNil(fields["content-encoding"])
+        XCTAssertEqual(fields["etag"], "W/\"e\"")
+    }
+}
