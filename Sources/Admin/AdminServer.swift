@@ -43,9 +43,13 @@ public final class AdminServer: IOHandler {
     /// (send_timeout): it does not read.
     let followerSendTimeoutMilliseconds: UInt64
 
+    /// Cross-site and rebinding requests refused (`AdminRequestGuard`).
+    let requestGuard: AdminRequestGuard
+
     public init(listener: Int32, api: AdminAPI, maxConnections: Int = 64, feed: LogFeed? = nil,
-                followerSendTimeoutMilliseconds: UInt64 = 60_000,
+                followerSendTimeoutMilliseconds: UInt64 = 60_000, requestGuard: AdminRequestGuard = AdminRequestGuard(),
                 onError: @escaping (String) -> Void) throws(SystemError) {
+        self.requestGuard = requestGuard
         loop = try EventLoop()
         self.feed = feed
         self.maxConnections = maxConnections
@@ -115,8 +119,12 @@ public final class AdminServer: IOHandler {
                                                         extra: ["retry-after": "1"])
 
     fileprivate func answer(_ head: RequestHead) -> AdminAPI.Response {
-        api.handle(method: head.method, target: head.target, authorization: head.header("authorization"),
-                   cookie: head.header("cookie"))
+        if let refusal = requestGuard.refusal(method: head.method, host: head.header("host"), origin: head.header("origin"),
+                                              fetchSite: head.header("sec-fetch-site"), contentType: head.header("content-type")) {
+            return AdminAPI.Response.error(403, refusal)
+        }
+        return api.handle(method: head.method, target: head.target, authorization: head.header("authorization"),
+                          cookie: head.header("cookie"))
     }
 
     fileprivate func closed(_ connection: AdminConnection) {

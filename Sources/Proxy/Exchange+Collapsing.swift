@@ -36,7 +36,7 @@ extension Exchange {
         case .fetchAlone:
             forward()
         case .lookUpAgain:
-            let now = EventLoop.wallSeconds(), requestCC = CacheControl(request.combinedHeader("cache-control"))
+            let now = EventLoop.wallSeconds(), requestCC = requestDirectives
             variants = worker.store.lookup(key, local: worker.localHits)
             // The leader's piece answers only the ranges it holds.
             if StoredAnswer.hasPiece(variants) { variants = StoredAnswer.usable(variants, for: request) }

@@ -56,6 +56,15 @@ final class Exchange {
     var toDisk: Bool { route?.disk ?? true }
     var peer: String { connection.peer }
     var shared: Bool { worker.configuration.sharedCache }
+    /// Whether the client's own Cache-Control and Pragma count in the
+    /// lookup: not where clients may not choose a policy
+    /// (`allow_client_policy = false`), or any client could bypass the
+    /// cache with `no-cache`, as nginx and Varnish do not let it by default.
+    var honoursClientDirectives: Bool { route?.allowClientPolicy ?? worker.configuration.allowClientPolicy }
+    /// The request's Cache-Control as the lookup reads it (none when not honoured).
+    var requestDirectives: CacheControl {
+        honoursClientDirectives ? CacheControl(request.combinedHeader("cache-control")) : CacheControl()
+    }
 
     func start() {
         let policy: RequestPolicy, chosenByClient: Bool
@@ -67,7 +76,7 @@ final class Exchange {
             (policy, chosenByClient) = (chosen, byClient)
         }
         guard isCacheLookup else { return forward() }
-        let requestCC = CacheControl(request.combinedHeader("cache-control"))
+        let requestCC = requestDirectives
         variants = worker.store.lookup(key, local: worker.localHits)
         decide(policy, chosenByClient: chosenByClient, requestCC, now: EventLoop.wallSeconds(), fromFleet: false)
     }
@@ -83,7 +92,7 @@ final class Exchange {
             pieces = variants
             variants = StoredAnswer.usable(variants, for: request)
         }
-        let outcome = Lookup.decide(RequestFacts(request, requestCC, honouringPragma: true), variants, now: now, shared: shared)
+        let outcome = Lookup.decide(RequestFacts(request, requestCC, honouringPragma: honoursClientDirectives), variants, now: now, shared: shared)
         var plan = LookupPlan.make(policy.action(for: outcome), chosenByClient: chosenByClient, onlyIfCached: requestCC.onlyIfCached)
         if case .serve(let index, let age, let ttl, let stale, let refresh) = plan {
             switch serveHit(variants[index], age: age, ttl: ttl, stale: stale, now: now, detail: fromFleet ? "fleet" : nil) {
@@ -121,7 +130,7 @@ final class Exchange {
             if how.reason == .stale { WorkerStats.bump(worker.counters.staleForwards) } else { WorkerStats.bump(worker.counters.misses) }
             if how.reason == .uriMiss || how.reason == .varyMiss, let pieces,
                let piece = Forwarding.completable(among: pieces, for: request,
-                                                  facts: RequestFacts(request, requestCC, honouringPragma: true)) {
+                                                  facts: RequestFacts(request, requestCC, honouringPragma: honoursClientDirectives)) {
                 // Not shared: a follower would get the rest alone.
                 (forwarding.completing, forwarding.reason) = (piece, .partial)
                 return forward()

@@ -30,8 +30,8 @@ extension Exchange {
         machine.askFleet()
         let asked = SharedLookup.ask(tier, key: key, into: worker.store, toDisk: toDisk) { [self] found in
             guard machine.fleetAnswered() else { return worker.collapser.release(key) }
-            let now = EventLoop.wallSeconds(), requestCC = CacheControl(request.combinedHeader("cache-control"))
-            if case .fresh(let index, let age, let ttl) = Lookup.decide(RequestFacts(request, requestCC, honouringPragma: true),
+            let now = EventLoop.wallSeconds(), requestCC = requestDirectives
+            if case .fresh(let index, let age, let ttl) = Lookup.decide(RequestFacts(request, requestCC, honouringPragma: honoursClientDirectives),
                                                                         found, now: now, shared: shared) {
                 // This node's waiters find it stored now. Counted as a miss
                 // already, and collapsed, as a request that waited locally is.

@@ -64,9 +64,19 @@ public struct Route: Sendable, Equatable {
         if ignoreQuery { return path }
         var parameters = target[target.index(after: mark)...].split(separator: "&", omittingEmptySubsequences: true)
         if !ignoredQueryParameters.isEmpty {
-            parameters.removeAll { ignoredQueryParameters.contains(String($0.prefix { $0 != "=" })) }
+            // A parameter holding a ';' stays: an origin that also splits on
+            // ';' would read another parameter in it (`utm=a;x=evil`), and a
+            // key without those bytes would be a poisoned entry.
+            parameters.removeAll { !$0.contains(";") && ignoredQueryParameters.contains(String($0.prefix { $0 != "=" })) }
         }
-        if sortQuery { parameters.sort() }
+        if sortQuery {
+            // By name only, keeping the order of a repeated name's values:
+            // which one an origin reads (the first, the last) is its own.
+            parameters = parameters.enumerated().sorted { a, b in
+                let (nameA, nameB) = (a.element.prefix { $0 != "=" }, b.element.prefix { $0 != "=" })
+                return nameA != nameB ? nameA < nameB : a.offset < b.offset
+            }.map(\.element)
+        }
         return parameters.isEmpty ? path : path + "?" + parameters.joined(separator: "&")
     }
 

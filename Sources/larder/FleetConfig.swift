@@ -101,6 +101,19 @@ struct FleetConfig: Equatable {
         return password
     }
 
+    /// A warning when `password_file` may be read by users other than its
+    /// owner and group, or written by its group (mode wider than 0640), as
+    /// ssh warns of a private key; nil when fine or unknown.
+    func passwordFileWarning() -> String? {
+        guard let file = passwordFile else { return nil }
+        var info = stat()
+        guard stat(file, &info) == 0 else { return nil }
+        let mode = info.st_mode & 0o777
+        guard mode & 0o027 != 0 else { return nil }
+        return "fleet.password_file \(file) has mode 0\(String(mode, radix: 8)): other users can read the Redis password; "
+            + "chmod 600 it (640 to share it with a group)"
+    }
+
     /// Redis reachable from other machines needs a password (as the admin
     /// API needs a token): nil when fine, else the reason to refuse.
     func refusal(password: String?) -> String? {

@@ -215,6 +215,7 @@ struct CheckConfig: ParsableCommand {
                 complain("\(config): \(refusal)")
                 throw Exit.config
             }
+            if let warning = fleet.passwordFileWarning() { complain("warning: \(warning)", priority: 4) }
         }
     }
 }

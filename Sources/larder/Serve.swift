@@ -137,7 +137,8 @@ struct Serve: ParsableCommand {
                                    cacheKey: { target in routesForAdmin.withLock { $0.cacheKey(target) } }, fanOut: fleet,
                                    samples: samples, log: { adminLogger.notice("\($0)") })
                 let admin = try AdminServer(listener: fd, api: api, maxConnections: settings.adminMaxConnections, feed: logFeed,
-                                            followerSendTimeoutMilliseconds: settings.proxy.sendTimeoutMilliseconds) {
+                                            followerSendTimeoutMilliseconds: settings.proxy.sendTimeoutMilliseconds,
+                                            requestGuard: AdminRequestGuard(allowedHosts: settings.adminHosts)) {
                     adminLogger.warning("\($0)")
                 }
                 try startThread(name: "larder-admin") { admin.run() }
@@ -212,6 +213,7 @@ struct Serve: ParsableCommand {
             complain(refusal)
             throw Exit.config
         }
+        if let warning = config.passwordFileWarning() { logger.warning("\(warning)") }
         do {
             let node = try FleetNode(config, password: password, store: store, cacheKey: cacheKey,
                                      cacheDirectory: settings.cacheDirectory, logger: logger)
@@ -452,6 +454,7 @@ final class Reloader {
             ("access_log", next.accessLog != running.accessLog || next.accessLogJSON != running.accessLogJSON),
             ("upstream_max_connections", next.upstreamMaxConnections != running.upstreamMaxConnections),
             ("admin_max_connections", next.adminMaxConnections != running.adminMaxConnections),
+            ("admin_hosts", next.adminHosts != running.adminHosts),
             ("fleet", next.fleet != running.fleet),
         ]
         for (key, changed) in restartOnly where changed {

@@ -46,6 +46,8 @@ struct Settings {
     var adminTokenFile: String?
     /// Open admin connections; more are answered 503 and closed.
     var adminMaxConnections = 64
+    /// Host names the admin API answers to besides IP literals and localhost.
+    var adminHosts: [String] = []
     /// Concurrent upstream connections, all workers together; more
     /// requests queue (inside libcurl) until one is free.
     var upstreamMaxConnections = 512
@@ -82,7 +84,7 @@ enum ConfigKey: String, CaseIterable {
     case upstream_retries, upstream_max_connections, finish_store_limit, upstream_total_timeout, store_set_cookie
     case max_connections, body_timeout, max_header_count, forward_host, max_pipeline_buffer
     case send_timeout, admin_max_connections, request_buffer_size, pass_request_headers, stale_on_disconnect
-    case compress, range_fill, access_log_format, disk_open_files
+    case compress, range_fill, access_log_format, disk_open_files, admin_hosts
 
     enum Kind { case string, size, duration, integer, bool, lifetime, list }
 
@@ -103,7 +105,7 @@ enum ConfigKey: String, CaseIterable {
              .range_fill:
             return .bool
         case .memory_ttl, .disk_ttl: return .lifetime
-        case .pass_request_headers, .compress: return .list
+        case .pass_request_headers, .compress, .admin_hosts: return .list
         }
     }
 }
@@ -237,6 +239,12 @@ extension Settings {
             case .success(let patterns): proxy.compressTypes = patterns
             case .failure(let problem): return problem.message
             }
+        case .list where key == .admin_hosts:
+            guard case .list(let names) = value,
+                  names.allSatisfy({ !$0.isEmpty && $0.utf8.allSatisfy(Self.isTokenByte) }) else {
+                return "expected a list of host names, e.g. [\"cache-admin.example\"]"
+            }
+            adminHosts = names.map { $0.lowercased() }
         case .list:
             guard case .list(let names) = value,
                   names.allSatisfy({ !$0.isEmpty && $0.utf8.allSatisfy { Self.isTokenByte($0) } }) else {

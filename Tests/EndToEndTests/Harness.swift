@@ -178,13 +178,13 @@ final class HTTPClient {
     }
 
     func get(_ target: String, headers: [String] = []) throws -> HTTPResponse {
-        try send("GET \(target) HTTP/1.1\r\nHost: test\r\n" + headers.map { $0 + "\r\n" }.joined() + "\r\n")
+        try send("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n" + headers.map { $0 + "\r\n" }.joined() + "\r\n")
         return try readResponse()
     }
 
     /// Any method, with an empty body.
     func request(_ method: String, _ target: String, headers: [String] = []) throws -> HTTPResponse {
-        try send("\(method) \(target) HTTP/1.1\r\nHost: test\r\nContent-Length: 0\r\n" + headers.map { $0 + "\r\n" }.joined() + "\r\n")
+        try send("\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n" + headers.map { $0 + "\r\n" }.joined() + "\r\n")
         return try readResponse(method: method)
     }
 

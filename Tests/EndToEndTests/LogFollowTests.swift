@@ -52,7 +52,7 @@ final class LogFollowTests: ProxyTestCase {
     /// reads again; the proxy answers every request meanwhile.
     func testASlowReaderLosesLinesAndIsToldHowMany() throws {
         let follower = try HTTPClient(port: try XCTUnwrap(larder.adminPort), receiveBuffer: 4096)
-        try follower.send("GET /log?follow=1 HTTP/1.1\r\nHost: test\r\n\r\n")
+        try follower.send("GET /log?follow=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         XCTAssertNotNil(try follower.read(until: "{\"following\": true}"))
         // Lines of about 3 KiB: some 8 MiB of log while the follower reads
         // nothing, far past the 1 MiB it may leave unread and the socket buffers.

@@ -40,6 +40,11 @@ final class RouteTableTests: XCTestCase {
         XCTAssertEqual(table.cacheKey("/search?utm_source=x"), "/search")
         XCTAssertEqual(table.cacheKey("/static/app.js?v=3"), "/static/app.js")
         XCTAssertEqual(table.cacheKey("/other?b=2&a=1"), "/other?b=2&a=1", "no route: the target as sent")
+        // Nothing an origin may read as a parameter is left out of the key.
+        XCTAssertEqual(table.cacheKey("/search?x=1&utm_source=a;x=evil"), "/search?utm_source=a;x=evil&x=1",
+                       "an ignored name holding a ';' stays whole")
+        XCTAssertEqual(table.cacheKey("/search?x=2&x=1"), "/search?x=2&x=1", "a repeated name keeps its values' order")
+        XCTAssertNotEqual(table.cacheKey("/search?x=2&x=1"), table.cacheKey("/search?x=1&x=2"))
     }
 
     func testTierLifetimesPerRoute() {
