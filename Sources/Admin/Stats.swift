@@ -20,6 +20,8 @@ public struct StatsSnapshot: Equatable, Sendable {
     /// Times a connection held back answers for a client leaving them unread.
     public var outputPauses = 0
     public var sendTimeouts = 0
+    /// Request bodies streamed because held ones reached request_buffer_total.
+    public var streamedBodies = 0
     /// Bytes read from clients and written to them.
     public var receivedBytes = 0
     public var sentBytes = 0
@@ -59,7 +61,8 @@ public struct StatsSnapshot: Equatable, Sendable {
             "collapsed": \(collapsed), "upstream_errors": \(upstreamErrors), "stored": \(stored), \
             "background_refreshes": \(backgroundRefreshes), "range_fills": \(rangeFills), "client_errors": \(clientErrors), \
             "refused_connections": \(refusedConnections), "output_pauses": \(outputPauses), \
-            "send_timeouts": \(sendTimeouts), "admin_refused_connections": \(adminRefusedConnections), \
+            "send_timeouts": \(sendTimeouts), "streamed_request_bodies": \(streamedBodies), \
+            "admin_refused_connections": \(adminRefusedConnections), \
             "open_connections": \(openConnections), "purged": \(purged), \
             "hit_ratio": \(ratio), \(sections.joined(separator: ", ")), "fleet": \(fleet?.json ?? "null"), \
             "uptime_seconds": \(uptimeSeconds)}
@@ -98,6 +101,7 @@ final class Metrics {
             ("refused_connections", "Connections answered 503 over max_connections", \.refusedConnections),
             ("output_pauses", "Times a connection held back answers while its client left 1 MiB unread", \.outputPauses),
             ("send_timeouts", "Connections closed after send_timeout without the client reading", \.sendTimeouts),
+            ("streamed_request_bodies", "Request bodies streamed because held ones reached request_buffer_total", \.streamedBodies),
             ("admin_refused_connections", "Admin connections refused over admin_max_connections", \.adminRefusedConnections),
             ("purged_objects", "Stored responses removed or marked stale by purges", \.purged),
             ("client_received_bytes", "Bytes read from clients", \.receivedBytes),

@@ -232,17 +232,17 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     }
 
     /// Newer and older key in the memory tier's list (unowned: the tier's
-    /// table owns entries). The newer word's low bit (objects are 16-byte
-    /// aligned) is SIEVE's visited bit.
+    /// table owns entries). The newer word's low bits (objects are 16-byte
+    /// aligned) are SIEVE's visited bit (the key's) and `variantServed`.
     var lruNewer: CachedResponse? {
         get {
-            let word = links.load(as: UInt.self) & ~1
+            let word = links.load(as: UInt.self) & ~3
             return word == 0 ? nil : CachedResponse(storage: Unmanaged<Storage>.fromOpaque(UnsafeRawPointer(bitPattern: word)!)
                 .takeUnretainedValue())
         }
         nonmutating set {
             let pointer = newValue.map { UInt(bitPattern: Unmanaged.passUnretained($0.storage).toOpaque()) } ?? 0
-            links.storeBytes(of: pointer | (links.load(as: UInt.self) & 1), as: UInt.self)
+            links.storeBytes(of: pointer | (links.load(as: UInt.self) & 3), as: UInt.self)
         }
     }
 
@@ -253,6 +253,18 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
         nonmutating set {
             let word = links.load(as: UInt.self)
             let wanted = newValue ? word | 1 : word & ~1
+            if wanted != word { links.storeBytes(of: wanted, as: UInt.self) }
+        }
+    }
+
+    /// This variant was served since the memory tier last chose which of a
+    /// key's variants to keep (`SieveIndex.maxVariants`): the variants most
+    /// asked for stay, whatever values others send for the Vary fields.
+    var variantServed: Bool {
+        get { links.load(as: UInt.self) & 2 != 0 }
+        nonmutating set {
+            let word = links.load(as: UInt.self)
+            let wanted = newValue ? word | 2 : word & ~2
             if wanted != word { links.storeBytes(of: wanted, as: UInt.self) }
         }
     }

@@ -150,6 +150,14 @@ public final class MemoryTier: CacheTier {
         shard(KeyHash.of(key)).change({ $0.remove(key) }, changed: { $0 > 0 })
     }
 
+    /// `entry`, one of a key's several variants, answered a request: the
+    /// variants most served are the ones kept (`SieveIndex.variantToDrop`).
+    /// Once per variant between choices: the mark is read first, unlocked.
+    public func noteServed(_ entry: CachedResponse) {
+        guard !entry.variantServed else { return }
+        shard(KeyHash.of(entry.keyBytes)).index.withLock { $0.markServed(entry) }
+    }
+
     /// Removes (or, `soft`, marks stale) what `scope` matches; the number of
     /// stored responses (variants) per key it touched.
     public func purge(_ scope: PurgeScope, soft: Bool) -> TierPurge {

@@ -10,7 +10,10 @@
 /// (`FrequencySketch`, counted on this tier's misses), so a working set
 /// larger than memory does not churn it.
 struct SieveIndex: ~Copyable {
-    /// Variants kept per key; the oldest goes beyond this.
+    /// Variants kept per key; beyond this the oldest not served since the
+    /// last such choice goes (a second chance, as SIEVE gives keys), so a
+    /// hot variant is not pushed out by requests with new values of the
+    /// Vary fields.
     static let maxVariants = 32
 
     let limitBytes: Int
@@ -102,7 +105,7 @@ struct SieveIndex: ~Copyable {
         var variants = self.variants(of: head)
         variants.removeAll { $0.varyNames != entry.varyNames || $0.varyValues == entry.varyValues }
         variants.append(entry)
-        if variants.count > Self.maxVariants { variants.removeFirst(variants.count - Self.maxVariants) }
+        while variants.count > Self.maxVariants { variants.remove(at: Self.variantToDrop(variants)) }
         remove(head: head)
         // Evict other keys first; if this key's own variants still do not
         // fit, drop its oldest variants.
@@ -117,6 +120,23 @@ struct SieveIndex: ~Copyable {
         }
         add(variants, hash: hash)
         return true
+    }
+
+    /// Of a key's variants (oldest first, the new one last), the oldest
+    /// not served since the last choice; those passed lose their mark. All
+    /// served: the oldest.
+    static func variantToDrop(_ variants: [CachedResponse]) -> Int {
+        for (index, variant) in variants.dropLast().enumerated() {
+            guard variant.variantServed else { return index }
+            variant.variantServed = false
+        }
+        return 0
+    }
+
+    /// Marks `entry`, a variant of a key with several, as served (once:
+    /// nothing is written while the mark is set).
+    func markServed(_ entry: CachedResponse) {
+        if !entry.variantServed { entry.variantServed = true }
     }
 
     var tagLinks: Int { tagged.values.reduce(0) { $0 + $1.count } }

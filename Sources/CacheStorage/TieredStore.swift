@@ -173,6 +173,10 @@ public final class TieredStore: @unchecked Sendable {
     /// Empties the first (memory) tier only; returns the number of responses dropped.
     public func clearMemory() -> Int { tiers[0].removeAll() }
 
+    /// A variant of a key with several answered a request (the memory tier
+    /// keeps the variants most served).
+    public func noteServed(_ entry: CachedResponse) { memory?.noteServed(entry) }
+
     /// Removes responses stored before `cutoff` (wall seconds) from every tier.
     public func prune(storedBefore cutoff: Int64) -> Int {
         Self.merge(tiers.map { $0.removeStored(before: cutoff) })

@@ -5,7 +5,8 @@ import Synchronization
 
 /// The fleet's shared tier as one worker sees it: its own Redis connection
 /// on the worker's loop (a worker never blocks on Redis). A lookup is one
-/// HGETALL; a store one script (`SharedScripts.store`). While Redis is
+/// script (`SharedScripts.lookup`: a key's variants, none larger than the
+/// shared tier takes); a store another (`SharedScripts.store`). While Redis is
 /// unreachable it answers nothing (`lookup` returns false at once), so the
 /// worker serves from its local tiers and the upstream as if alone, and
 /// the connection comes back with backoff. Loop thread only.
@@ -130,11 +131,14 @@ public final class RedisSharedTier: SharedTier {
     public func fetchMark() -> SharedMark { mark.current }
 
     public var maxObjectBytes: Int { settings.maxObjectBytes }
+    /// The largest record a lookup reads: a body of `maxObjectBytes` and
+    /// its head (bounded by the head limits Larder parses with), with room.
+    var recordBound: Int { settings.maxObjectBytes + 256 * 1024 }
 
     public func lookup(_ key: String, found: @escaping (Variants) -> Void) -> Bool {
         guard let connection, connection.isReady else { return false }
         counts.lookups.wrappingAdd(1, ordering: .relaxed)
-        connection.send(["HGETALL", prefix + "obj:" + key]) { [weak self] result in
+        connection.send(["EVAL", SharedScripts.lookup, "0", prefix + "obj:" + key, String(recordBound)]) { [weak self] result in
             guard let self else { return found(Variants()) }
             found(self.variants(result, key: key))
         }
@@ -150,7 +154,14 @@ public final class RedisSharedTier: SharedTier {
             note("fleet: shared tier: Redis refused a lookup: \(message)")
             return Variants()
         }
-        let items = reply.elements
+        var items = reply.elements
+        if case .integer(let skipped) = items.first {
+            items.removeFirst()
+            if skipped > 0 {
+                counts.errors.wrappingAdd(1, ordering: .relaxed)
+                note("fleet: shared tier: skipping \(skipped) stored record(s) of \(key) larger than max_object_size (not read)")
+            }
+        }
         var entries: [CachedResponse] = []
         for index in stride(from: 1, to: items.count, by: 2) {
             guard case .string(let bytes) = items[index] else { continue }

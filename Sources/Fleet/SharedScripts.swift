@@ -1,6 +1,25 @@
 /// The Lua scripts the shared tier runs in Redis, each one round trip and
 /// atomic (see `SharedKeys` for what they touch).
 enum SharedScripts {
+    /// A key's variants, each only when its record is at most ARGV[2]
+    /// bytes (learnt with HSTRLEN first, so a huge value planted under a
+    /// shared key is never sent, nor read). ARGV: the object's key, the
+    /// bound. Returns the number skipped, then field, record, field, record...
+    static let lookup = """
+        local obj, bound = ARGV[1], tonumber(ARGV[2])
+        local out, skipped = {0}, 0
+        for _, field in ipairs(redis.call('HKEYS', obj)) do
+          if redis.call('HSTRLEN', obj, field) <= bound then
+            out[#out + 1] = field
+            out[#out + 1] = redis.call('HGET', obj, field)
+          else
+            skipped = skipped + 1
+          end
+        end
+        out[1] = skipped
+        return out
+        """
+
     /// Stores a variant. ARGV: prefix, key, variant field, record, lifetime
     /// (ms), the fetch's mark (ms, sequence), tags... Refused (0) when a
     /// purge entered the stream after the mark: the response may predate it.

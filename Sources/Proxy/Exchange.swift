@@ -45,6 +45,7 @@ final class Exchange {
         let routes = connection.worker.configuration.routes
         key = routes.cacheKey(head.pathAndQuery)
         route = routes.isEmpty ? nil : routes.match(key, method: head.method == "HEAD" ? "GET" : head.method)
+        honoursClientDirectives = route?.allowClientPolicy ?? connection.worker.configuration.allowClientPolicy
         // Last: the head moves in (read above in place, not copied).
         request = head
     }
@@ -60,7 +61,16 @@ final class Exchange {
     /// lookup: not where clients may not choose a policy
     /// (`allow_client_policy = false`), or any client could bypass the
     /// cache with `no-cache`, as nginx and Varnish do not let it by default.
-    var honoursClientDirectives: Bool { route?.allowClientPolicy ?? worker.configuration.allowClientPolicy }
+    let honoursClientDirectives: Bool
+    /// What the lookup reads of the request: its Vary fields, and its
+    /// Cache-Control and Pragma where they count. (Two calls with constant
+    /// flags: with a variable one the initializer was not inlined, and
+    /// copied the request head on every hit.)
+    func lookupFacts(_ directives: CacheControl) -> RequestFacts {
+        honoursClientDirectives ? RequestFacts(request, directives, honouringPragma: true)
+            : RequestFacts(request, directives, honouringPragma: false)
+    }
+
     /// The request's Cache-Control as the lookup reads it (none when not honoured).
     var requestDirectives: CacheControl {
         honoursClientDirectives ? CacheControl(request.combinedHeader("cache-control")) : CacheControl()
@@ -92,11 +102,12 @@ final class Exchange {
             pieces = variants
             variants = StoredAnswer.usable(variants, for: request)
         }
-        let outcome = Lookup.decide(RequestFacts(request, requestCC, honouringPragma: honoursClientDirectives), variants, now: now, shared: shared)
+        let outcome = Lookup.decide(lookupFacts(requestCC), variants, now: now, shared: shared)
         var plan = LookupPlan.make(policy.action(for: outcome), chosenByClient: chosenByClient, onlyIfCached: requestCC.onlyIfCached)
         if case .serve(let index, let age, let ttl, let stale, let refresh) = plan {
             switch serveHit(variants[index], age: age, ttl: ttl, stale: stale, now: now, detail: fromFleet ? "fleet" : nil) {
             case .served:
+                if variants.count > 1 { worker.store.noteServed(variants[index]) }
                 if refresh { worker.revalidateInBackground(variants[index], among: variants, request: request, peer: connection.peer) }
                 return
             case .bodyGone:
@@ -130,7 +141,7 @@ final class Exchange {
             if how.reason == .stale { WorkerStats.bump(worker.counters.staleForwards) } else { WorkerStats.bump(worker.counters.misses) }
             if how.reason == .uriMiss || how.reason == .varyMiss, let pieces,
                let piece = Forwarding.completable(among: pieces, for: request,
-                                                  facts: RequestFacts(request, requestCC, honouringPragma: honoursClientDirectives)) {
+                                                  facts: lookupFacts(requestCC)) {
                 // Not shared: a follower would get the rest alone.
                 (forwarding.completing, forwarding.reason) = (piece, .partial)
                 return forward()

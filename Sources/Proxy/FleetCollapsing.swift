@@ -31,7 +31,7 @@ extension Exchange {
         let asked = SharedLookup.ask(tier, key: key, into: worker.store, toDisk: toDisk) { [self] found in
             guard machine.fleetAnswered() else { return worker.collapser.release(key) }
             let now = EventLoop.wallSeconds(), requestCC = requestDirectives
-            if case .fresh(let index, let age, let ttl) = Lookup.decide(RequestFacts(request, requestCC, honouringPragma: honoursClientDirectives),
+            if case .fresh(let index, let age, let ttl) = Lookup.decide(lookupFacts(requestCC),
                                                                         found, now: now, shared: shared) {
                 // This node's waiters find it stored now. Counted as a miss
                 // already, and collapsed, as a request that waited locally is.

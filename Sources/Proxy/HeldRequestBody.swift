@@ -6,6 +6,44 @@ import Upstream
 /// is held until complete, so a slow upload holds no upstream connection and
 /// upstream_timeout starts when the upstream can have the whole request;
 /// one that outgrows the limit streams from then on, as larger ones do.
+/// A share of the bytes that every worker's held request bodies may take
+/// together (request_buffer_total): 2,000 connections each holding a body
+/// just under 1 MiB took 2 GB. Given back when the body goes upstream, or
+/// when this goes.
+final class HeldBodyReservation {
+    private let stats: ProxyStats
+    private let limit: Int
+    private(set) var bytes = 0
+
+    init(stats: ProxyStats, limit: Int) {
+        self.stats = stats
+        self.limit = limit
+    }
+
+    deinit { releaseAll() }
+
+    /// Takes `n` bytes more of the total; false, taking nothing, beyond it.
+    func take(_ n: Int) -> Bool {
+        var current = stats.heldBodyBytes.load(ordering: .relaxed)
+        while true {
+            guard current + n <= limit else { return false }
+            let (exchanged, original) = stats.heldBodyBytes.compareExchange(expected: current, desired: current + n,
+                                                                            ordering: .relaxed)
+            if exchanged {
+                bytes += n
+                return true
+            }
+            current = original
+        }
+    }
+
+    func releaseAll() {
+        guard bytes > 0 else { return }
+        stats.heldBodyBytes.subtract(bytes, ordering: .relaxed)
+        bytes = 0
+    }
+}
+
 struct HeldRequestBody {
     private enum Phase {
         /// Not gone upstream yet; `hold`: small enough to hold.
@@ -20,14 +58,23 @@ struct HeldRequestBody {
     private let framing: BodyFraming
     private var phase: Phase
     private(set) var isComplete = false
+    /// Its share of the total held (nil: no total, as in tests of this alone).
+    private let reservation: HeldBodyReservation?
+    /// Small enough to hold, but streamed: the total was reached.
+    private(set) var streamedForTotal = false
 
-    init(framing: BodyFraming, limit: Int) {
+    init(framing: BodyFraming, limit: Int, reservation: HeldBodyReservation? = nil) {
         self.limit = limit
         self.framing = framing
+        self.reservation = reservation
         switch framing {
         case .none: phase = .before(hold: false)
-        case .contentLength(let n): phase = .before(hold: limit > 0 && n <= limit)
-        case .chunked: phase = .before(hold: limit > 0)  // until it outgrows the limit
+        case .contentLength(let n):
+            let small = limit > 0 && n <= limit
+            let reserved = small && (reservation?.take(n) ?? true)
+            streamedForTotal = small && !reserved
+            phase = .before(hold: reserved)
+        case .chunked: phase = .before(hold: limit > 0)  // until it outgrows the limit (or the total)
         }
     }
 
@@ -60,7 +107,10 @@ struct HeldRequestBody {
     /// The transfer started: the bytes held to supply first (nil when
     /// none were), and whether the body is complete with them.
     mutating func transferStarted() -> (held: [UInt8], complete: Bool)? {
-        defer { phase = .passed }
+        defer {
+            phase = .passed
+            reservation?.releaseAll()
+        }
         guard case .holding(let held, _) = phase else { return nil }
         return (held, isComplete)
     }
@@ -78,6 +128,13 @@ struct HeldRequestBody {
     /// A piece of the body arrived from the client.
     mutating func append(_ bytes: UnsafeRawBufferPointer) -> Piece {
         guard case .holding(var held, let fields) = phase else { return .supply }
+        if case .chunked = framing, let reservation, !reservation.take(bytes.count) {
+            // The total is reached: what is held goes with what follows.
+            streamedForTotal = true
+            held.append(contentsOf: bytes)
+            phase = .holding(held, fields: fields)
+            return .startStreaming(fields)
+        }
         phase = .passed  // the array is uniquely referenced while appended to
         held.append(contentsOf: bytes)
         phase = .holding(held, fields: fields)

@@ -73,6 +73,9 @@ public struct ProxyConfiguration: Sendable {
     /// Request bodies up to this size are received whole before the
     /// upstream request starts (0: every body streams as it arrives).
     public var requestBufferBytes = 1 << 20
+    /// What every worker's held request bodies may take together; beyond
+    /// it, bodies stream as larger ones do.
+    public var requestBufferTotalBytes = 256 << 20
     /// A client that takes none of its queued output for this long is disconnected.
     public var sendTimeoutMilliseconds: UInt64 = 60_000
     /// Output buffered for one client beyond which the upstream is paused

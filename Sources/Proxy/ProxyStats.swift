@@ -9,6 +9,9 @@ public final class ProxyStats: Sendable {
     /// Client connections open now, all workers together (max_connections
     /// is one count, so this one is shared; it moves per connection, not per request).
     public let openConnections = Atomic<Int>(0)
+    /// Bytes of request bodies held until complete, all workers together
+    /// (bounded by request_buffer_total: `HeldBodyReservation`).
+    public let heldBodyBytes = Atomic<Int>(0)
     /// Admin connections refused over admin_max_connections (the admin thread's).
     public let adminRefusedConnections = Atomic<Int>(0)
     private let workers = Locked<[WorkerStats]>([])
@@ -38,7 +41,7 @@ public final class ProxyStats: Sendable {
 public final class WorkerStats: Sendable {
     public enum Counter: CaseIterable, Sendable {
         case hits, misses, staleForwards, stored, revalidations, staleHits, backgroundRefreshes, rangeFills, collapsed
-        case upstreamErrors, clientErrors, refusedConnections, outputPauses, sendTimeouts
+        case upstreamErrors, clientErrors, refusedConnections, outputPauses, sendTimeouts, streamedBodies
         case receivedBytes, sentBytes
     }
 
@@ -64,6 +67,9 @@ public final class WorkerStats: Sendable {
     let outputPauses = Atomic<Int>(0)
     /// Connections closed because the client took no output for send_timeout.
     let sendTimeouts = Atomic<Int>(0)
+    /// Request bodies small enough to hold that streamed instead: the
+    /// bodies held by every worker had reached request_buffer_total.
+    let streamedBodies = Atomic<Int>(0)
     /// Bytes read from clients and written to them.
     let receivedBytes = Atomic<Int>(0)
     let sentBytes = Atomic<Int>(0)
@@ -101,6 +107,7 @@ public final class WorkerStats: Sendable {
         case .refusedConnections: refusedConnections.load(ordering: .relaxed)
         case .outputPauses: outputPauses.load(ordering: .relaxed)
         case .sendTimeouts: sendTimeouts.load(ordering: .relaxed)
+        case .streamedBodies: streamedBodies.load(ordering: .relaxed)
         case .receivedBytes: receivedBytes.load(ordering: .relaxed)
         case .sentBytes: sentBytes.load(ordering: .relaxed)
         }

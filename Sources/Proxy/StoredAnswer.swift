@@ -23,6 +23,8 @@ enum StoredAnswer: Equatable {
             return .notModified
         }
         if entry.status == 206 { return piece(for: request, entry: entry) }
+        // The validators are read from the stored head only for a Range.
+        guard asksForRange(request) else { return .whole }
         return range(for: request, length: entry.bodyLength, etag: entry.etag, lastModified: entry.lastModified)
     }
 
@@ -34,11 +36,15 @@ enum StoredAnswer: Equatable {
         if hasConditional(request), clientIsNotModified(request, etag: etag, lastModified: lastModified, dateValue: dateValue) {
             return .notModified
         }
+        guard asksForRange(request) else { return .whole }
         return range(for: request, length: length, etag: etag, lastModified: lastModified)
     }
 
+    private static func asksForRange(_ request: RequestHead) -> Bool {
+        request.method == "GET" && request.header("range") != nil
+    }
+
     private static func range(for request: RequestHead, length: Int, etag: String?, lastModified: String?) -> StoredAnswer {
-        guard request.method == "GET", request.header("range") != nil else { return .whole }
         switch ByteRange.evaluate(range: request.combinedHeader("range"), ifRange: request.header("if-range"),
                                   length: length, etag: etag, lastModified: lastModified) {
         case .full: return .whole

@@ -87,7 +87,10 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         variants = client.variants
         toDisk = client.toDisk
         self.fields = fields
-        requestBody = HeldRequestBody(framing: request.framing, limit: worker.configuration.requestBufferBytes)
+        requestBody = HeldRequestBody(framing: request.framing, limit: worker.configuration.requestBufferBytes,
+                                      reservation: request.framing == .none ? nil
+                                          : HeldBodyReservation(stats: worker.stats, limit: worker.configuration.requestBufferTotalBytes))
+        if requestBody.streamedForTotal { WorkerStats.bump(worker.counters.streamedBodies) }
         machine = FetchMachine(leading: leading)
     }
 
@@ -129,7 +132,9 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         switch requestBody.append(bytes) {
         case .held: break
         case .supply: transfer?.supply(bytes)
-        case .startStreaming(let fields): send(fields, body: .streamed(length: nil))
+        case .startStreaming(let fields):
+            if requestBody.streamedForTotal { WorkerStats.bump(worker.counters.streamedBodies) }
+            send(fields, body: .streamed(length: nil))
         }
     }
 
@@ -156,7 +161,9 @@ final class UpstreamFetch: UpstreamTransferDelegate {
             // RFC 9112 section 6.3: discard the response, close the upstream
             // connection, 502 (the body's end cannot be known).
             WorkerStats.bump(worker.counters.upstreamErrors)
-            worker.logger.warning("invalid upstream response for \(request.method) \(key): \(why)")
+            if let line = FaultSummary.shared.note("invalid upstream response: \(why)", example: "\(request.method) \(key)") {
+                worker.logger.warning("\(line)")
+            }
             let client = self.client
             cancel()
             client?.fetchFailed(.invalidResponse, detail: "invalid upstream response: \(why)")
@@ -224,7 +231,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
             // The connection failed before any response byte: an idempotent
             // request without a body can safely go again (on a later loop
             // turn: libcurl must not be re-entered from its callback).
-            worker.logger.info("upstream connection failed for \(request.method) \(key) (\(message)); retry \(machine.failedAttempts)")
+            // Not logged: the failure, if the retries fail too, is (`FaultSummary`).
             worker.loop.schedule(after: 0) { [weak self] in
                 guard let self, self.machine.state == .requesting else { return }
                 self.attempt()
@@ -232,7 +239,9 @@ final class UpstreamFetch: UpstreamTransferDelegate {
             return
         case .failed:
             WorkerStats.bump(worker.counters.upstreamErrors)
-            worker.logger.info("upstream error for \(request.method) \(key): \(message)")
+            if let line = FaultSummary.shared.note("upstream error: \(message)", example: "\(request.method) \(key)") {
+                worker.logger.warning("\(line)")
+            }
             end()
             if case .timedOut = error {
                 client?.fetchFailed(.timedOut, detail: message)
@@ -241,7 +250,9 @@ final class UpstreamFetch: UpstreamTransferDelegate {
             }
         case .cut:
             WorkerStats.bump(worker.counters.upstreamErrors)
-            worker.logger.warning("upstream failed mid-response for \(request.method) \(key): \(message)")
+            if let line = FaultSummary.shared.note("upstream failed mid-response: \(message)", example: "\(request.method) \(key)") {
+                worker.logger.warning("\(line)")
+            }
             settle(whole: false)
             end()
             client?.responseCut()

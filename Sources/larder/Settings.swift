@@ -84,7 +84,7 @@ enum ConfigKey: String, CaseIterable {
     case upstream_retries, upstream_max_connections, finish_store_limit, upstream_total_timeout, store_set_cookie
     case max_connections, body_timeout, max_header_count, forward_host, max_pipeline_buffer
     case send_timeout, admin_max_connections, request_buffer_size, pass_request_headers, stale_on_disconnect
-    case compress, range_fill, access_log_format, disk_open_files, admin_hosts
+    case compress, range_fill, access_log_format, disk_open_files, admin_hosts, request_buffer_total
 
     enum Kind { case string, size, duration, integer, bool, lifetime, list }
 
@@ -94,7 +94,7 @@ enum ConfigKey: String, CaseIterable {
              .admin_listen, .admin_token, .admin_token_file, .access_log, .access_log_format:
             return .string
         case .memory_limit, .disk_limit, .max_object_size, .max_header_size, .max_target_size, .max_body_size,
-             .finish_store_limit, .max_pipeline_buffer, .request_buffer_size: return .size
+             .finish_store_limit, .max_pipeline_buffer, .request_buffer_size, .request_buffer_total: return .size
         case .upstream_connect_timeout, .upstream_timeout, .upstream_idle_timeout, .keepalive_timeout,
              .header_timeout, .drain_timeout, .upstream_total_timeout, .body_timeout, .send_timeout, .stale_on_disconnect:
             return .duration
@@ -180,6 +180,7 @@ extension Settings {
             case .request_buffer_size:
                 guard bytes <= 64 << 20 else { return "must be at most 64MiB (bodies are held in memory)" }
                 proxy.requestBufferBytes = bytes
+            case .request_buffer_total: proxy.requestBufferTotalBytes = bytes
             case .max_pipeline_buffer:
                 guard bytes >= 4096 else { return "must be at least 4KiB" }
                 proxy.pipelineBufferBytes = bytes

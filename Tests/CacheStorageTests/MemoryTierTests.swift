@@ -13,6 +13,27 @@ final class MemoryTierTests: XCTestCase {
                        lifetime: 60, cacheControl: CacheControl("max-age=60"), varyNames: vary, varyValues: values)
     }
 
+    /// Beyond the variants kept per key, the oldest not served since the
+    /// last choice goes: a hot variant outlives any number of new values
+    /// of the Vary field (they evicted it oldest first).
+    func testTheVariantsMostServedAreKept() {
+        let tier = MemoryTier(limitBytes: 64 << 20)
+        let hot = entry("/v", bodyBytes: 10, vary: ["x-v"], values: ["hot"])
+        tier.insert(hot)
+        for round in 0..<3 {
+            for i in 0..<40 {
+                tier.noteServed(hot)  // the hot variant is asked for between the others
+                tier.insert(entry("/v", bodyBytes: 10, vary: ["x-v"], values: ["attacker-\(round)-\(i)"]))
+            }
+        }
+        let kept = tier.lookup("/v")
+        XCTAssertEqual(kept.count, SieveIndex.maxVariants)
+        XCTAssertTrue(kept.contains { $0.varyValues == ["hot"] }, "the variant served between them stays")
+        // Not served: it goes in turn, oldest first.
+        for i in 0..<40 { tier.insert(entry("/v", bodyBytes: 10, vary: ["x-v"], values: ["late-\(i)"])) }
+        XCTAssertFalse(tier.lookup("/v").contains { $0.varyValues == ["hot"] })
+    }
+
     func testCostCountsHeadBodyAndOverhead() {
         let e = entry("/k", bodyBytes: 1000)
         XCTAssertEqual(e.costBytes, 17 + 1000 + 2 + CachedResponse.overheadBytes)  // head, body, key, bookkeeping

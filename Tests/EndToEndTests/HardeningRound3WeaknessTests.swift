@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -95,5 +96,68 @@ final class HardeningRound3WeaknessTests: ConfiguredTestCase {
         let quiet = try startChild(Paths.larder, ["check-config", "--config", config])
         XCTAssertEqual(quiet.waitForExit(timeout: 20), 0)
         XCTAssertFalse(quiet.stderr.contains("mode 0"), quiet.stderr)
+    }
+}
+
+/// An upstream outage under load wrote three log lines per request at info
+/// (two retries and the failure), none of them a warning: now one warning
+/// per kind of fault every 10 s, with how many there were.
+final class UpstreamOutageLogTests: ConfiguredTestCase {
+    func testAnOutageIsLoggedOncePerIntervalWithCounts() throws {
+        let dead = unusedPort()
+        let larder = try startLarder(upstream: "http://127.0.0.1:\(dead)", ["--log-level", "info"])
+        let c = try larder.client()
+        for i in 0..<300 { XCTAssertEqual(try c.get("/down/\(i)").status, 502) }
+        XCTAssertNotNil(larder.child.waitFor("(upstream error: .* times since the last such line|upstream error: .*once)"))
+        let lines = larder.child.stderr.split(separator: "\n").filter { $0.contains("upstream") && !$0.contains("listening on") }
+        XCTAssertLessThanOrEqual(lines.count, 3, lines.prefix(5).joined(separator: "\n"))
+        XCTAssertTrue(lines.allSatisfy { $0.contains("warning") }, lines.joined(separator: "\n"))
+    }
+}
+
+/// 40 requests with attacker values of a Vary field pushed the hot variant
+/// out of the 32 kept per URL (oldest first): the most used stay now.
+final class VaryVariantsEndToEndTests: ProxyTestCase {
+    func testAHotVariantSurvivesAttackerValuesOfItsVaryField() throws {
+        let target = "/vary/hot?vary=X-V"
+        let c = try larder.client()
+        XCTAssertEqual(try c.get(target, headers: ["X-V: hot"]).status, 200)
+        for i in 0..<40 {
+            XCTAssertEqual(try c.get(target, headers: ["X-V: attacker-\(i)"]).status, 200)
+            let hot = try c.get(target, headers: ["X-V: hot"])
+            XCTAssertTrue(hot.header("cache-status")?.contains("; hit") ?? false, "after \(i + 1) attacker values")
+        }
+        XCTAssertEqual(try origin.count(target), 41, "the hot variant was fetched once")
+    }
+}
+
+/// Held request bodies had no total bound: 2,000 connections each holding
+/// a body just under request_buffer_size took 2 GB. Beyond
+/// request_buffer_total, bodies stream as larger ones do, and are counted.
+final class HeldBodyTotalTests: ConfiguredTestCase {
+    func testBodiesBeyondTheTotalStreamAndAreCounted() throws {
+        let (origin, larder) = try start(config: "request_buffer_size = \"1MiB\"\nrequest_buffer_total = \"2MiB\"\n")
+        let length = 900 << 10
+        let body = [UInt8](repeating: 0x62, count: length)
+        var clients: [HTTPClient] = []
+        for _ in 0..<5 {
+            let c = try larder.client()
+            try c.send(Array("POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: \(length)\r\n\r\n".utf8) + body[0..<(100 << 10)])
+            clients.append(c)
+        }
+        func streamed() throws -> Int {
+            let r = try larder.adminClient().get("/stats")
+            return (try JSONSerialization.jsonObject(with: Data(r.body)) as? [String: Any])?["streamed_request_bodies"] as? Int ?? -1
+        }
+        let deadline = Date().addingTimeInterval(10)
+        while try streamed() < 3 && Date() < deadline { usleep(20_000) }
+        XCTAssertEqual(try streamed(), 3, "two bodies of 900 KiB fit 2 MiB; the other three stream")
+        for c in clients {
+            try c.send(Array(body[(100 << 10)...]))
+            let r = try c.readResponse()
+            XCTAssertEqual(r.status, 200)
+            XCTAssertEqual(r.body.count, length, "every body reaches the upstream whole")
+        }
+        XCTAssertEqual(try origin.count("/echo"), 5)
     }
 }

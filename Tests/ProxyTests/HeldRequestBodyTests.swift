@@ -81,4 +81,25 @@ final class HeldRequestBodyTests: XCTestCase {
         _ = body.transferStarted()
         XCTAssertEqual(body.forward(fields: fields), .start(.streamed(length: 3)), "not held a second time")
     }
+
+    /// Every body held counts against one total; beyond it a body that
+    /// would be held streams, and its share comes back when it goes.
+    func testHeldBodiesShareOneTotal() {
+        let stats = ProxyStats()
+        let fields: HeaderFields = ["host": "a"]
+        var first = HeldRequestBody(framing: .contentLength(600), limit: 1000, reservation: HeldBodyReservation(stats: stats, limit: 1000))
+        XCTAssertEqual(first.forward(fields: fields), .wait)
+        var second = HeldRequestBody(framing: .contentLength(600), limit: 1000, reservation: HeldBodyReservation(stats: stats, limit: 1000))
+        XCTAssertTrue(second.streamedForTotal)
+        XCTAssertEqual(second.forward(fields: fields), .start(.streamed(length: 600)))
+        XCTAssertEqual(stats.heldBodyBytes.load(ordering: .relaxed), 600)
+        var chunked = HeldRequestBody(framing: .chunked, limit: 1000, reservation: HeldBodyReservation(stats: stats, limit: 1000))
+        XCTAssertEqual(chunked.forward(fields: fields), .wait)
+        XCTAssertEqual([UInt8](repeating: 1, count: 300).withUnsafeBytes { chunked.append($0) }, .held)
+        XCTAssertEqual([UInt8](repeating: 1, count: 300).withUnsafeBytes { chunked.append($0) }, .startStreaming(fields))
+        XCTAssertTrue(chunked.streamedForTotal)
+        XCTAssertEqual(chunked.transferStarted()?.held.count, 600, "what was held goes first")
+        _ = first.transferStarted()
+        XCTAssertEqual(stats.heldBodyBytes.load(ordering: .relaxed), 0, "given back")
+    }
 }
