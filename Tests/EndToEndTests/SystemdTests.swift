@@ -256,7 +256,7 @@ final class SystemdTests: ConfiguredTestCase {
                                        environment: ["JOURNAL_STREAM": "8:12345"])
         defer { larder.stop() }
         XCTAssertEqual(try larder.client().get("/down").status, 502)
-        XCTAssertNotNil(larder.child.waitFor("<6>larder: upstream error", timeout: 5), larder.child.stderr)
+        XCTAssertNotNil(larder.child.waitFor("<4>larder: upstream error", timeout: 5), larder.child.stderr)
         let lines = larder.child.stderr.split(separator: "\n")
         XCTAssertTrue(lines.allSatisfy { $0.first == "<" }, "every line has a priority and no timestamp: \(lines)")
         XCTAssertTrue(lines.contains { $0.hasPrefix("<5>larder: listening on") }, "\(lines)")
