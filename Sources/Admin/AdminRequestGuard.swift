@@ -15,9 +15,13 @@ public struct AdminRequestGuard: Sendable {
         self.allowedHosts = Set(allowedHosts.map { $0.lowercased() })
     }
 
-    /// The reason to refuse (403), or nil.
-    public func refusal(method: String, host: String?, origin: String?, fetchSite: String?, contentType: String?) -> String? {
-        if let host, let name = Self.name(ofHost: host), !isAllowed(name) {
+    /// The reason to refuse (403), or nil. `tokenRequired`: the admin API
+    /// asks for a token, which a rebinding page cannot send (the status
+    /// page's cookie belongs to the admin API's own name), so any Host
+    /// name goes (Prometheus scraping `cache-1.internal:8081`, say).
+    public func refusal(method: String, host: String?, origin: String?, fetchSite: String?, contentType: String?,
+                        tokenRequired: Bool = false) -> String? {
+        if !tokenRequired, let host, let name = Self.name(ofHost: host), !isAllowed(name) {
             return "Host \(name) is not an address of this admin API (a DNS rebinding attempt?); "
                 + "add it to admin_hosts to allow it"
         }

@@ -120,7 +120,8 @@ public final class AdminServer: IOHandler {
 
     fileprivate func answer(_ head: RequestHead) -> AdminAPI.Response {
         if let refusal = requestGuard.refusal(method: head.method, host: head.header("host"), origin: head.header("origin"),
-                                              fetchSite: head.header("sec-fetch-site"), contentType: head.header("content-type")) {
+                                              fetchSite: head.header("sec-fetch-site"), contentType: head.header("content-type"),
+                                              tokenRequired: api.token != nil) {
             return AdminAPI.Response.error(403, refusal)
         }
         return api.handle(method: head.method, target: head.target, authorization: head.header("authorization"),
