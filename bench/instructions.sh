@@ -88,7 +88,7 @@ requests=$(awk '/requests in/ {print $1}' "$WORK/wrk.txt")
 for profile in "$WORK"/callgrind.out.1-*; do
     echo "$(callgrind_annotate "$profile" 2> /dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}') $profile"
 done | sort -rn > "$WORK/threads.txt"
-total=$(awk '{s += $1} END {printf "%d", s}' "$WORK/threads.txt")
+total=$(awk '{s += $1} END {printf "%.0f", s}' "$WORK/threads.txt")
 worker=$(awk 'NR == 1 {print $1}' "$WORK/threads.txt")
 echo "$WORKLOAD: $requests requests counted, $((total / requests)) instructions per request" \
     "(the worker's thread $((worker / requests)), other threads $(((total - worker) / requests)))"
