@@ -1,6 +1,7 @@
 #!/bin/sh
-# Packs a release build of Larder for the many-core machine, as
-# ../shared/device-bench/README.md says, plus libcurl: make-bundle.sh packs
+# Packs a release build of Larder for a many-core machine lent for scaling
+# runs, with the bundling script that machine's tooling provides
+# (MAKE_BUNDLE=path/to/make-bundle.sh), plus libcurl: make-bundle.sh packs
 # the libraries `ldd` lists, and Larder opens libcurl at run time (dlopen),
 # so it and its libraries are added here (scale.py puts the bundle's lib/
 # on LD_LIBRARY_PATH, where dlopen looks too).
@@ -9,7 +10,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 OUT=${1:-.devcarry/bundle.tar.xz}
-MAKE_BUNDLE=${MAKE_BUNDLE:-../shared/device-bench/make-bundle.sh}
+MAKE_BUNDLE=${MAKE_BUNDLE:?set MAKE_BUNDLE to the make-bundle.sh of the device tooling}
 swift build -c release --static-swift-stdlib --product larder >&2
 mkdir -p "$(dirname "$OUT")"
 WORK=$(mktemp -d)

@@ -2,7 +2,7 @@
 # Scaling: bench/compare.sh with 1, 2, 4 and 8 workers (COUNTS overrides),
 # every proxy given the same worker count and the same cores (CPUs
 # 0..N-1; wrk on the cores after them). Meant for a many-core machine
-# (../shared/device-bench/README.md says how to carry a build there); on
+# (bench/device-bundle.sh packs a build to carry there); on
 # fewer cores than N + 1 nothing is pinned and the figures mean little.
 #
 #   bench/scaling.sh [seconds_per_run] [connections]

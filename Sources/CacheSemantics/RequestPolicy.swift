@@ -1,5 +1,5 @@
 /// Per-request cache policies, as Apple's URLCache offers them
-/// (INTERFACE.md, "Request policies").
+/// (README, "Request policies").
 public enum RequestPolicy: String, CaseIterable, Sendable {
     case useProtocolCachePolicy
     case reloadIgnoringLocalCacheData

@@ -4,7 +4,7 @@ import FoundationEssentials
 import Glibc
 #endif
 
-/// The `larder` command line (INTERFACE.md).
+/// The `larder` command line (README, "Using it").
 @main
 struct Larder: ParsableCommand {
     static let version = "0.1.0"
@@ -60,7 +60,7 @@ struct Larder: ParsableCommand {
     }
 }
 
-/// Exit codes of INTERFACE.md (sysexits).
+/// Exit codes (sysexits), as the README lists them.
 enum Exit {
     static let usage = ExitCode(64)
     static let config = ExitCode(78)

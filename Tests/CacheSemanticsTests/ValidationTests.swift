@@ -270,7 +270,7 @@ final class TargetedCacheControlTests: XCTestCase {
     }
 }
 
-/// INTERFACE.md's request policies as pure decisions.
+/// The README's request policies as pure decisions.
 final class RequestPolicyTests: XCTestCase {
     func testNamesAndAliasesAreCaseInsensitive() {
         XCTAssertEqual(RequestPolicy(name: "returnCacheDataElseLoad"), .returnCacheDataElseLoad)
