@@ -22,6 +22,9 @@ enum LatencyText {
                          results.map { ("result=\"\($0.label)\"", latency[Series.total($0).rawValue]) })
         out += histogram("larder_upstream_response_seconds", "Time from an upstream request to its response head",
                          [("", latency[Series.upstreamHead.rawValue])])
+        out += histogram("larder_loop_turn_seconds",
+                         "One worker event-loop turn: its events and the work they deferred; every other connection of the worker waits for it",
+                         [("", latency[Series.loopTurn.rawValue])])
         return out
     }
 

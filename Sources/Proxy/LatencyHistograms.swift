@@ -16,6 +16,9 @@ public final class LatencyHistograms: @unchecked Sendable {
         case firstByteHit, firstByteMiss, firstBytePass, firstByteOther
         case totalHit, totalMiss, totalPass, totalOther
         case upstreamHead
+        /// One turn of the worker's event loop: its events and the work they
+        /// deferred (a long one kept every other connection of the worker waiting).
+        case loopTurn
     }
 
     /// How an answer was made, the `result` label.

@@ -106,6 +106,8 @@ public final class Worker: IOHandler {
         self.logger = logger
         self.upstream = upstream(loop, configuration.upstream)
         builder = StoredResponseBuilder(configuration)
+        let latency = counters.latency
+        loop.turnEnded = { latency.record(.loopTurn, microseconds: Int(clamping: $0)) }
     }
 
     /// Runs the loop on the calling thread until the worker has drained.

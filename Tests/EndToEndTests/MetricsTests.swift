@@ -58,6 +58,19 @@ final class MetricsEndToEndTests: ProxyTestCase {
         XCTAssertGreaterThanOrEqual(after["larder_request_duration_seconds_sum{result=\"miss\"}"] ?? 0, 0.3)
     }
 
+    /// Every worker's event-loop turns, as a histogram: a turn that ran
+    /// long made every other connection of its worker wait.
+    func testLoopTurnsAreCounted() throws {
+        let before = samples(try larder.adminClient().get("/metrics").text)["larder_loop_turn_seconds_count"] ?? 0
+        let c = try larder.client()
+        for i in 0..<20 { XCTAssertEqual(try c.get("/m/turn/\(i % 3)").status, 200) }
+        let v = samples(try larder.adminClient().get("/metrics").text)
+        let count = try XCTUnwrap(v["larder_loop_turn_seconds_count"])
+        XCTAssertGreaterThanOrEqual(count - before, 20, "at least a turn per request")
+        XCTAssertEqual(v["larder_loop_turn_seconds_bucket{le=\"+Inf\"}"], count)
+        XCTAssertNotNil(v["larder_loop_turn_seconds_sum"])
+    }
+
     /// `promtool check metrics` (Debian's prometheus package, installed by
     /// `.ci/install-deps --test`) reads the exposition as Prometheus would.
     func testPromtoolAcceptsTheExposition() throws {
