@@ -14,7 +14,7 @@ final class DecodingBody {
     /// Decoded bytes per piece handed on.
     static let pieceBytes = 16 << 10
     /// Decoded bytes per loop turn, at most (then other connections' events).
-    static let turnBytes = 256 << 10
+    static let turnBytes = 32 << 10
 
     enum Step: Equatable {
         /// A turn's worth done, or the client is behind: more to come.
