@@ -97,6 +97,44 @@ final class DiskTierTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: copy + "/" + sub + "/.tmp-leftover"))
     }
 
+    /// Large files' checksums are checked by the start-up rebuild, off any
+    /// worker's loop: a good one is verified before its first hit, a
+    /// corrupt one dropped without being asked for.
+    func testTheRebuildVerifiesLargeFiles() throws {
+        do {
+            let tier = try DiskTier(directory: directory, limitBytes: 100 << 20) { _ in }
+            tier.store(record("/big-good", bytes: 2 << 20))
+            tier.store(record("/big-bad", bytes: 2 << 20))
+            tier.flush(timeoutSeconds: 10)
+            waitForIndex(tier)
+        }
+        func file(of key: String) -> String {
+            files().first { name in
+                let data = FileManager.default.contents(atPath: directory + "/" + name) ?? Data()
+                return String(decoding: data.prefix(4096), as: UTF8.self).contains(key)
+            }!
+        }
+        let good = file(of: "/big-good"), bad = file(of: "/big-bad")
+        var bytes = [UInt8](FileManager.default.contents(atPath: directory + "/" + bad)!)
+        bytes[bytes.count - 100] ^= 0xFF
+        FileManager.default.createFile(atPath: directory + "/" + bad, contents: Data(bytes))
+        let copy = directory + "-copy"
+        try FileManager.default.copyItem(atPath: directory, toPath: copy)
+        defer { try? FileManager.default.removeItem(atPath: copy) }
+        try FileManager.default.removeItem(atPath: copy + "/lock")
+
+        let reopened = try DiskTier(directory: copy, limitBytes: 100 << 20) { _ in }
+        let goodName = try XCTUnwrap(FileName((good as NSString).lastPathComponent))
+        let deadline = Date().addingTimeInterval(10)
+        while (reopened.stats.objects != 1 || !reopened.files.isVerified("/big-good", goodName)) && Date() < deadline {
+            usleep(5_000)
+        }
+        XCTAssertEqual(reopened.stats.objects, 1, "the corrupt one is dropped by the rebuild")
+        XCTAssertTrue(reopened.files.isVerified("/big-good", goodName), "the good one is verified before any hit")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: copy + "/" + bad))
+        XCTAssertEqual(reopened.records("/big-good").first?.bodyFile?.length, 2 << 20)
+    }
+
     /// A `.lrd` file under a name Larder does not give (or in another
     /// sub-directory than its name's) could never be looked up: the start-up
     /// rebuild deletes it, as it deletes unreadable ones, instead of

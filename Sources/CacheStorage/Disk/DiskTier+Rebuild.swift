@@ -9,6 +9,7 @@ extension DiskTier {
     // MARK: index rebuild
 
     func rebuildIndex() {
+        var large: [(key: String, name: FileName, path: String)] = []
         for byte in 0..<256 {
             let sub = Self.subdirectory(byte)
             for listed in listFiles(subdirectory: sub) {
@@ -35,12 +36,33 @@ extension DiskTier {
                 state.withLock {
                     $0.insertIfAbsent(key: record.key, name: name, bytes: Self.charged(size), storedAt: record.storedAt, tags: record.tags)
                 }
+                if size > Self.inlineReadLimit { large.append((record.key, name, path)) }
             }
         }
         deleteFiles(state.withLock { index -> [(String, FileName)] in
             index.rebuilt = true
             return index.evict(limit: limitBytes)
         })
+        verifyLargeFiles(large)
+    }
+
+    /// Large files' checksums, checked here on the rebuild's thread once the
+    /// index serves, so that a first hit after a start does not read a
+    /// whole large file on a worker's loop first (a hit that comes sooner
+    /// still checks it itself). A file that fails is dropped.
+    private func verifyLargeFiles(_ large: [(key: String, name: FileName, path: String)]) {
+        for file in large where !files.isVerified(file.key, file.name) {
+            guard let fd = try? DiskIO.openForReading(file.path) else { continue }  // removed meanwhile
+            defer { DiskIO.close(fd) }
+            guard let (_, h, meta, _) = readHead(fd) else { continue }
+            if let failure = bodyChecksumFailure(fd, header: h, meta: meta) {
+                fault("corrupt", "dropping unreadable cache file \(file.path): \(failure)")
+                try? DiskIO.remove(file.path)
+                state.withLock { _ = $0.remove(key: file.key, name: file.name) }
+            } else {
+                files.setVerified(file.key, file.name)
+            }
+        }
     }
 
     /// Every minute, removes files past their disk_ttl.

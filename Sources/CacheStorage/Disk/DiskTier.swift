@@ -259,12 +259,8 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
         }
         let verified = files.isVerified(key, name)
         if !verified {
-            var sum = Checksum()
-            sum.add(meta)
-            let start = DiskFormat.fixedHeaderBytes + h.metaLength
-            guard (try? DiskIO.forEachPiece(fd, from: start, length: h.bodyLength, chunk: 1 << 20, { sum.add($0) })) == true
-            else { return drop("short read") }
-            guard sum.value == h.checksum else { return drop("checksum mismatch") }
+            // Rarely here: the start-up rebuild verifies large files off the loop.
+            if let failure = bodyChecksumFailure(fd, header: h, meta: meta) { return drop(failure) }
             if !indexed {
                 state.withLock {
                     $0.insertIfAbsent(key: key, name: name, bytes: Self.charged(size), storedAt: record.storedAt, tags: record.tags)
@@ -277,6 +273,17 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
     }
 
     private func fileSize(_ path: String) -> Int? { DiskIO.size(atPath: path) }
+
+    /// Why a large file's body does not match its checksum (read in 1 MiB
+    /// pieces), or nil when it does.
+    func bodyChecksumFailure(_ fd: FileDescriptor, header h: DiskFormat.FixedHeader, meta: [UInt8]) -> String? {
+        var sum = Checksum()
+        sum.add(meta)
+        let start = DiskFormat.fixedHeaderBytes + h.metaLength
+        guard (try? DiskIO.forEachPiece(fd, from: start, length: h.bodyLength, chunk: 1 << 20, { sum.add($0) })) == true
+        else { return "short read" }
+        return sum.value == h.checksum ? nil : "checksum mismatch"
+    }
 
     // MARK: writing
 
