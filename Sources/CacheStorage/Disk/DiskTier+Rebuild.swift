@@ -12,7 +12,10 @@ extension DiskTier {
         var large: [(key: String, name: FileName, path: String)] = []
         for byte in 0..<256 {
             let sub = Self.subdirectory(byte)
-            for listed in listFiles(subdirectory: sub) {
+            let listing = listFiles(subdirectory: sub)
+            let names = listing.compactMap { $0.hasSuffix(".lrd") ? FileName($0) : nil }
+            rebuildListings.withLock { if $0[byte] == nil { $0[byte] = names } }
+            for listed in listing {
                 let path = directory + "/" + sub + "/" + listed
                 if listed.hasPrefix(".tmp-") {
                     // An interrupted write of an earlier run; ours are in progress.
@@ -43,7 +46,16 @@ extension DiskTier {
             index.rebuilt = true
             return index.evict(limit: limitBytes)
         })
+        rebuildListings.withLock { $0 = [] }
         verifyLargeFiles(large)
+    }
+
+    /// A sub-directory's stored files while the rebuild runs, listed once.
+    func listedNames(_ byte: Int) -> [FileName] {
+        if let listed = rebuildListings.withLock({ $0.indices.contains(byte) ? $0[byte] : nil }) { return listed }
+        let names = listFiles(subdirectory: Self.subdirectory(byte)).compactMap { $0.hasSuffix(".lrd") ? FileName($0) : nil }
+        rebuildListings.withLock { if $0.indices.contains(byte), $0[byte] == nil { $0[byte] = names } }
+        return names
     }
 
     /// Large files' checksums, checked here on the rebuild's thread once the

@@ -53,6 +53,11 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
         let fd = Atomic<Int32>(-1)
     }
     let subdirectories = (0..<256).map { _ in Subdirectory() }
+    /// While the start-up rebuild runs: each sub-directory's stored files
+    /// as first listed (by the rebuild, or by a lookup of a key not indexed
+    /// yet), so a worker's loop lists one at most once; dropped once the
+    /// index is complete (then a key it lacks has no file).
+    let rebuildListings = Locked<[[FileName]?]>(Array(repeating: nil, count: 256))
     /// The index (totals, tags, write ordering) behind the tier's lock; the
     /// files by key are in `files`, sharded, so hits take no tier-wide lock.
     let state: Locked<DiskIndex>
@@ -167,8 +172,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
         if !indexed {
             // Still rebuilding: look at the files themselves.
             let hash = Self.keyHashValue(key)
-            files = Uses(listFiles(subdirectory: Self.subdirectory(FileName.subdirectory(ofKey: hash))).compactMap(FileName.init)
-                .filter { $0.key == hash }.map { ($0, nil, false, 0, nil) })
+            files = Uses(listedNames(FileName.subdirectory(ofKey: hash)).filter { $0.key == hash }.map { ($0, nil, false, 0, nil) })
         }
         var found = Variants.Builder()
         for file in files {
