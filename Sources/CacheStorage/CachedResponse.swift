@@ -250,11 +250,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     /// by the hand, which spares the entry once.
     var visited: Bool {
         get { links.load(as: UInt.self) & 1 != 0 }
-        nonmutating set {
-            let word = links.load(as: UInt.self)
-            let wanted = newValue ? word | 1 : word & ~1
-            if wanted != word { links.storeBytes(of: wanted, as: UInt.self) }
-        }
+        nonmutating set { setLinkBit(1, newValue) }
     }
 
     /// This variant was served since the memory tier last chose which of a
@@ -262,11 +258,14 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     /// asked for stay, whatever values others send for the Vary fields.
     var variantServed: Bool {
         get { links.load(as: UInt.self) & 2 != 0 }
-        nonmutating set {
-            let word = links.load(as: UInt.self)
-            let wanted = newValue ? word | 2 : word & ~2
-            if wanted != word { links.storeBytes(of: wanted, as: UInt.self) }
-        }
+        nonmutating set { setLinkBit(2, newValue) }
+    }
+
+    /// Sets or clears a flag bit of the links word, writing only on a change.
+    private func setLinkBit(_ bit: UInt, _ on: Bool) {
+        let word = links.load(as: UInt.self)
+        let wanted = on ? word | bit : word & ~bit
+        if wanted != word { links.storeBytes(of: wanted, as: UInt.self) }
     }
 
     var lruOlder: CachedResponse? {

@@ -180,8 +180,10 @@ public final class PurgeFeed {
         guard let reader else { return }
         reader.send(["SET", fleetIDKey, Self.newFleetID(), "NX"]) { _ in }
         reader.send(["GET", fleetIDKey]) { [weak self] result in
-            guard let self, case .success(let reply) = result, let current = reply.text else { return }
-            self.findPlace(fleetID: current)
+            guard let self, case .success(let reply) = result else { return }  // the connection failed: it comes back
+            // Refused (an ACL without SET, say): the place and stream decide alone.
+            if reply.text == nil { self.note("fleet: Redis did not keep the fleet's identity (\(reply)); a Redis that loses its data may go unnoticed") }
+            self.findPlace(fleetID: reply.text)
         }
     }
 
@@ -189,9 +191,9 @@ public final class PurgeFeed {
         String(UInt64.random(in: 1...UInt64.max), radix: 16) + String(UInt64.random(in: 1...UInt64.max), radix: 16)
     }
 
-    private func findPlace(fleetID: String) {
+    private func findPlace(fleetID: String?) {
         guard let reader else { return }
-        let sameFleet = knownFleetID.map { $0 == fleetID } ?? true
+        let sameFleet = fleetID == nil || knownFleetID.map { $0 == fleetID } ?? true
         reader.send(["HGET", positionsKey, settings.node]) { [weak self] result in
             guard let self, case .success(let reply) = result else { return }
             let recorded = reply.text.flatMap(Self.place)
@@ -214,7 +216,7 @@ public final class PurgeFeed {
                     (self.position, self.consumed) = (id, consumed)
                     self.mark?.set(id)
                 }
-                if self.knownFleetID != fleetID {
+                if let fleetID, self.knownFleetID != fleetID {
                     self.knownFleetID = fleetID
                     self.rememberFleetID?(fleetID)
                 }

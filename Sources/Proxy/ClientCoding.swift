@@ -21,22 +21,29 @@ enum ClientCoding {
         entry.isGzip && !AcceptEncoding.takesGzip(request.combinedHeader("accept-encoding"))
     }
 
+    enum DecodedLength: Equatable {
+        case bytes(Int)
+        /// No gzip trailer to say it.
+        case undecodable
+        /// Its body file cannot be opened any more.
+        case bodyGone
+    }
+
     /// The decoded representation's length: what its gzip trailer declares
     /// (a stored body is one member: Larder's own compression, or an
     /// origin's; decoded piece by piece, its size is not bounded, as a
-    /// stored file's is not). Nil when it cannot be decoded here: no
-    /// trailer, or its file is gone.
-    static func decodedLength(of entry: CachedResponse) -> Int? {
-        if entry.bodyLength == 0 { return 0 }
+    /// stored file's is not).
+    static func decodedLength(of entry: CachedResponse) -> DecodedLength {
+        if entry.bodyLength == 0 { return .bytes(0) }
+        guard entry.bodyLength >= 18 else { return .undecodable }
         var trailer = [UInt8](repeating: 0, count: 18)
         if let file = entry.bodyFile {
-            guard file.length >= 18, let reader = FileBodyReader(file),
-                  trailer.withUnsafeMutableBytes({ reader.read(from: file.length - 18, into: $0) }) == 18 else { return nil }
+            guard let reader = FileBodyReader(file) else { return .bodyGone }
+            guard trailer.withUnsafeMutableBytes({ reader.read(from: file.length - 18, into: $0) }) == 18 else { return .bodyGone }
         } else {
-            guard entry.body.count >= 18 else { return nil }
             trailer = Array(entry.body[(entry.body.count - 18)...])
         }
-        return trailer.withUnsafeBytes { Gzip.declaredSize($0) }
+        return trailer.withUnsafeBytes { Gzip.declaredSize($0) }.map(DecodedLength.bytes) ?? .undecodable
     }
 
     /// The decoded representation's fields: the stored ones but

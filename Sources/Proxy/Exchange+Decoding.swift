@@ -13,7 +13,12 @@ import EventLoop
 /// the next such client goes upstream instead.
 extension Exchange {
     func serveDecoded(_ entry: CachedResponse, age: Int, now: Int64, cacheStatus: CacheStatusLine) -> StoredServe {
-        guard !worker.undecodable.contains(entry), let length = ClientCoding.decodedLength(of: entry) else {
+        guard !worker.undecodable.contains(entry) else { return .undecodable }
+        let length: Int
+        switch ClientCoding.decodedLength(of: entry) {
+        case .bytes(let n): length = n
+        case .bodyGone: return .bodyGone
+        case .undecodable:
             worker.undecodable.insert(entry)
             return .undecodable
         }

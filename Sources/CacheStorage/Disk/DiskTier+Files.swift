@@ -81,6 +81,17 @@ extension DiskTier {
     /// in place); nil when they do not make a record of the file's size.
     /// The first 4 KiB come in one read: the metadata nearly always fits,
     /// so the start-up rebuild costs one read per file, not two.
+    /// Why a large file's body does not match its checksum (read in 1 MiB
+    /// pieces), or nil when it does.
+    func bodyChecksumFailure(_ fd: FileDescriptor, header h: DiskFormat.FixedHeader, meta: [UInt8]) -> String? {
+        var sum = Checksum()
+        sum.add(meta)
+        let start = DiskFormat.fixedHeaderBytes + h.metaLength
+        guard (try? DiskIO.forEachPiece(fd, from: start, length: h.bodyLength, chunk: 1 << 20, { sum.add($0) })) == true
+        else { return "short read" }
+        return sum.value == h.checksum ? nil : "checksum mismatch"
+    }
+
     func readHead(_ fd: FileDescriptor) -> (size: Int, header: DiskFormat.FixedHeader, meta: [UInt8], record: DiskRecord)? {
         let fixedBytes = DiskFormat.fixedHeaderBytes
         guard let size = try? DiskIO.size(fd),

@@ -278,16 +278,6 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
 
     private func fileSize(_ path: String) -> Int? { DiskIO.size(atPath: path) }
 
-    /// Why a large file's body does not match its checksum (read in 1 MiB
-    /// pieces), or nil when it does.
-    func bodyChecksumFailure(_ fd: FileDescriptor, header h: DiskFormat.FixedHeader, meta: [UInt8]) -> String? {
-        var sum = Checksum()
-        sum.add(meta)
-        let start = DiskFormat.fixedHeaderBytes + h.metaLength
-        guard (try? DiskIO.forEachPiece(fd, from: start, length: h.bodyLength, chunk: 1 << 20, { sum.add($0) })) == true
-        else { return "short read" }
-        return sum.value == h.checksum ? nil : "checksum mismatch"
-    }
 
     // MARK: writing
 
