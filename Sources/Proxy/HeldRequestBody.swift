@@ -128,17 +128,13 @@ struct HeldRequestBody {
     /// A piece of the body arrived from the client.
     mutating func append(_ bytes: UnsafeRawBufferPointer) -> Piece {
         guard case .holding(var held, let fields) = phase else { return .supply }
-        if case .chunked = framing, let reservation, !reservation.take(bytes.count) {
-            // The total is reached: what is held goes with what follows.
-            streamedForTotal = true
-            held.append(contentsOf: bytes)
-            phase = .holding(held, fields: fields)
-            return .startStreaming(fields)
-        }
+        // The total reached (what is held goes with what follows), or not.
+        let overTotal = framing == .chunked && !(reservation?.take(bytes.count) ?? true)
+        if overTotal { streamedForTotal = true }
         phase = .passed  // the array is uniquely referenced while appended to
         held.append(contentsOf: bytes)
         phase = .holding(held, fields: fields)
-        return held.count > limit ? .startStreaming(fields) : .held
+        return overTotal || held.count > limit ? .startStreaming(fields) : .held
     }
 
     /// The body is complete: true when the request, held until now, should
