@@ -133,11 +133,9 @@ struct SieveIndex: ~Copyable {
         return 0
     }
 
-    /// Marks `entry`, a variant of a key with several, as served (once:
-    /// nothing is written while the mark is set).
-    func markServed(_ entry: CachedResponse) {
-        if !entry.variantServed { entry.variantServed = true }
-    }
+    /// Marks `entry`, a variant of a key with several, as served (under
+    /// the shard's lock, as the choice that clears the mark).
+    func markServed(_ entry: CachedResponse) { entry.variantServed = true }
 
     var tagLinks: Int { tagged.values.reduce(0) { $0 + $1.count } }
 

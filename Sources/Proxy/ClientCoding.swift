@@ -21,29 +21,21 @@ enum ClientCoding {
         entry.isGzip && !AcceptEncoding.takesGzip(request.combinedHeader("accept-encoding"))
     }
 
-    enum DecodedLength: Equatable {
-        case bytes(Int)
-        /// No gzip trailer to say it.
-        case undecodable
-        /// Its body file cannot be opened any more.
-        case bodyGone
-    }
-
     /// The decoded representation's length: what its gzip trailer declares
     /// (a stored body is one member: Larder's own compression, or an
     /// origin's; decoded piece by piece, its size is not bounded, as a
-    /// stored file's is not).
-    static func decodedLength(of entry: CachedResponse) -> DecodedLength {
-        if entry.bodyLength == 0 { return .bytes(0) }
-        guard entry.bodyLength >= 18 else { return .undecodable }
+    /// stored file's is not). `file`: its body file, opened (the entry's
+    /// body is in a file). Nil when there is no trailer to say it.
+    static func decodedLength(of entry: CachedResponse, file: FileBodyReader?) -> Int? {
+        if entry.bodyLength == 0 { return 0 }
+        guard entry.bodyLength >= 18 else { return nil }
         var trailer = [UInt8](repeating: 0, count: 18)
-        if let file = entry.bodyFile {
-            guard let reader = FileBodyReader(file) else { return .bodyGone }
-            guard trailer.withUnsafeMutableBytes({ reader.read(from: file.length - 18, into: $0) }) == 18 else { return .bodyGone }
+        if let file {
+            guard trailer.withUnsafeMutableBytes({ file.read(from: file.body.length - 18, into: $0) }) == 18 else { return nil }
         } else {
             trailer = Array(entry.body[(entry.body.count - 18)...])
         }
-        return trailer.withUnsafeBytes { Gzip.declaredSize($0) }.map(DecodedLength.bytes) ?? .undecodable
+        return trailer.withUnsafeBytes { Gzip.declaredSize($0) }
     }
 
     /// The decoded representation's fields: the stored ones but

@@ -43,15 +43,17 @@ final class DecodingBody {
     /// Decoded by `prime`, not yet delivered (at the start of `output`).
     private var held = 0
 
-    /// `length`: the decoded size declared (`ClientCoding.decodedLength`);
-    /// `wanted`: the bytes of it to deliver. Nil when its file is gone.
-    init?(_ entry: CachedResponse, length: Int, wanted: Range<Int>) {
+    /// `file`: the entry's body file, opened (nil: the body is in the
+    /// entry's block); `length`: the decoded size declared
+    /// (`ClientCoding.decodedLength`); `wanted`: the bytes of it to deliver.
+    /// Nil when zlib cannot start.
+    init?(_ entry: CachedResponse, file: FileBodyReader?, length: Int, wanted: Range<Int>) {
         guard let decoder = try? GzipDecoder() else { return nil }
-        if let body = entry.bodyFile {
-            guard let reader = FileBodyReader(body) else { return nil }
-            (file, fileBuffer, compressedLength) = (reader, .allocate(byteCount: Self.pieceBytes, alignment: 16), body.length)
+        self.file = file
+        if let file {
+            (fileBuffer, compressedLength) = (.allocate(byteCount: Self.pieceBytes, alignment: 16), file.body.length)
         } else {
-            (file, compressedLength) = (nil, entry.body.count)
+            compressedLength = entry.body.count
         }
         (self.entry, self.decoder, self.length, self.wanted) = (entry, decoder, length, wanted)
     }

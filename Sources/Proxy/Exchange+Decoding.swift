@@ -14,11 +14,13 @@ import EventLoop
 extension Exchange {
     func serveDecoded(_ entry: CachedResponse, age: Int, now: Int64, cacheStatus: CacheStatusLine) -> StoredServe {
         guard !worker.undecodable.contains(entry) else { return .undecodable }
-        let length: Int
-        switch ClientCoding.decodedLength(of: entry) {
-        case .bytes(let n): length = n
-        case .bodyGone: return .bodyGone
-        case .undecodable:
+        // A body file is opened once, for its trailer and its bytes.
+        var file: FileBodyReader?
+        if let bodyFile = entry.bodyFile {
+            guard let opened = FileBodyReader(bodyFile) else { return .bodyGone }
+            file = opened
+        }
+        guard let length = ClientCoding.decodedLength(of: entry, file: file) else {
             worker.undecodable.insert(entry)
             return .undecodable
         }
@@ -27,7 +29,7 @@ extension Exchange {
         var body: DecodingBody?
         if choice.sendsBody, request.method != "HEAD", length > 0 {
             // The first piece before the head: a body that is not gzip at all fails with nothing sent.
-            guard let opened = DecodingBody(entry, length: length, wanted: 0..<length) else { return .bodyGone }
+            guard let opened = DecodingBody(entry, file: file, length: length, wanted: 0..<length) else { return .bodyGone }
             guard opened.prime() else {
                 worker.undecodable.insert(entry)
                 return .undecodable

@@ -41,8 +41,8 @@ final class DecodingBodyTests: XCTestCase {
 
     func testTheWholeComesInBoundedTurns() throws {
         let stored = entry(gzipped(plain))
-        XCTAssertEqual(ClientCoding.decodedLength(of: stored), .bytes(plain.count))
-        let body = try XCTUnwrap(DecodingBody(stored, length: plain.count, wanted: 0..<plain.count))
+        XCTAssertEqual(ClientCoding.decodedLength(of: stored, file: nil), plain.count)
+        let body = try XCTUnwrap(DecodingBody(stored, file: nil, length: plain.count, wanted: 0..<plain.count))
         XCTAssertTrue(body.prime())
         let (bytes, step, turns) = drain(body)
         XCTAssertEqual(step, .ended)
@@ -52,7 +52,7 @@ final class DecodingBodyTests: XCTestCase {
 
     func testARangeDeliversOnlyItsBytesAndStopsAtItsEnd() throws {
         let stored = entry(gzipped(plain))
-        let body = try XCTUnwrap(DecodingBody(stored, length: plain.count, wanted: 0..<plain.count))
+        let body = try XCTUnwrap(DecodingBody(stored, file: nil, length: plain.count, wanted: 0..<plain.count))
         XCTAssertTrue(body.prime())
         body.want(30_000..<30_010)
         let (bytes, step, _) = drain(body)
@@ -62,7 +62,7 @@ final class DecodingBodyTests: XCTestCase {
     }
 
     func testACongestedClientStopsATurn() throws {
-        let body = try XCTUnwrap(DecodingBody(entry(gzipped(plain)), length: plain.count, wanted: 0..<plain.count))
+        let body = try XCTUnwrap(DecodingBody(entry(gzipped(plain)), file: nil, length: plain.count, wanted: 0..<plain.count))
         XCTAssertTrue(body.prime())
         var pieces = 0
         XCTAssertEqual(body.pump(budget: DecodingBody.turnBytes) { _ in pieces += 1; return false }, .more)
@@ -72,18 +72,18 @@ final class DecodingBodyTests: XCTestCase {
     func testCorruptOrMisdeclaredBodiesFail() throws {
         var corrupt = gzipped(plain)
         corrupt[corrupt.count / 2] ^= 0xFF
-        let broken = try XCTUnwrap(DecodingBody(entry(corrupt), length: plain.count, wanted: 0..<plain.count))
+        let broken = try XCTUnwrap(DecodingBody(entry(corrupt), file: nil, length: plain.count, wanted: 0..<plain.count))
         XCTAssertTrue(broken.prime(), "the first piece decodes")
         guard case .failed = drain(broken).step else { return XCTFail("corrupt in the middle") }
 
-        let short = try XCTUnwrap(DecodingBody(entry(gzipped(plain)), length: plain.count + 1, wanted: 0..<(plain.count + 1)))
+        let short = try XCTUnwrap(DecodingBody(entry(gzipped(plain)), file: nil, length: plain.count + 1, wanted: 0..<(plain.count + 1)))
         XCTAssertTrue(short.prime())
         guard case .failed = drain(short).step else { return XCTFail("not the length declared") }
 
-        let garbage = try XCTUnwrap(DecodingBody(entry(Array(String(repeating: "not gzip ", count: 10).utf8)), length: 5,
+        let garbage = try XCTUnwrap(DecodingBody(entry(Array(String(repeating: "not gzip ", count: 10).utf8)), file: nil, length: 5,
                                                  wanted: 0..<5))
         XCTAssertFalse(garbage.prime(), "not gzip at all fails before anything is sent")
-        XCTAssertEqual(ClientCoding.decodedLength(of: entry(Array("tiny".utf8))), .undecodable, "no trailer")
+        XCTAssertNil(ClientCoding.decodedLength(of: entry(Array("tiny".utf8)), file: nil), "no trailer")
     }
 
     func testTheDecodedRepresentationHasAWeakTagAndNoCoding() {

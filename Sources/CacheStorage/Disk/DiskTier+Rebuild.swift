@@ -13,7 +13,7 @@ extension DiskTier {
         for byte in 0..<256 {
             let sub = Self.subdirectory(byte)
             let listing = listFiles(subdirectory: sub)
-            let names = listing.compactMap { $0.hasSuffix(".lrd") ? FileName($0) : nil }
+            let names = listing.compactMap(FileName.init)
             rebuildListings.withLock { if $0[byte] == nil { $0[byte] = names } }
             for listed in listing {
                 let path = directory + "/" + sub + "/" + listed
@@ -53,7 +53,7 @@ extension DiskTier {
     /// A sub-directory's stored files while the rebuild runs, listed once.
     func listedNames(_ byte: Int) -> [FileName] {
         if let listed = rebuildListings.withLock({ $0.indices.contains(byte) ? $0[byte] : nil }) { return listed }
-        let names = listFiles(subdirectory: Self.subdirectory(byte)).compactMap { $0.hasSuffix(".lrd") ? FileName($0) : nil }
+        let names = listFiles(subdirectory: Self.subdirectory(byte)).compactMap(FileName.init)
         rebuildListings.withLock { if $0.indices.contains(byte), $0[byte] == nil { $0[byte] = names } }
         return names
     }
