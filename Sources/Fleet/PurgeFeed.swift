@@ -61,6 +61,8 @@ public final class PurgeFeed {
     private var reading = false
     /// The first read reached the stream's end: what this node missed is applied.
     private var caughtUp = false
+    /// This node's live stamp is in Redis: other nodes count it.
+    private var announced = false
     private var waiting: [(Outgoing, (Delivery) -> Void)] = []
     private var backoff = Backoff()
     private var stopped = false
@@ -133,8 +135,14 @@ public final class PurgeFeed {
         }
     }
 
-    /// Whether both connections are up and reading.
-    public var isConnected: Bool { reading && caughtUp && writer?.isReady == true }
+    /// Whether both connections are up and reading, and the fleet counts
+    /// this node as live (a purge sent from now on waits for it).
+    public var isConnected: Bool { reading && caughtUp && announced && writer?.isReady == true }
+
+    /// Connected once caught up and counted live, whichever comes last.
+    private func reportConnected() {
+        if caughtUp && announced { onConnectionChange?(true) }
+    }
 
     private func connect() {
         guard !stopped else { return }
@@ -157,6 +165,7 @@ public final class PurgeFeed {
     private func lost(_ error: RedisError) {
         reading = false
         caughtUp = false
+        announced = false
         onConnectionChange?(false)
         let (reader, writer) = (self.reader, self.writer)
         (self.reader, self.writer) = (nil, nil)
@@ -271,7 +280,7 @@ public final class PurgeFeed {
             self.record()
             if !self.caughtUp && entries < batch {
                 self.caughtUp = true
-                self.onConnectionChange?(true)
+                self.reportConnected()
             }
             self.read()
         }
@@ -293,7 +302,11 @@ public final class PurgeFeed {
                 self.faults.note(warning)
             }
             guard let writer = self.writer else { return }
-            writer.send(["HSET", self.aliveKey, self.settings.node, String(self.clock.fleetNow)]) { _ in }
+            writer.send(["HSET", self.aliveKey, self.settings.node, String(self.clock.fleetNow)]) { [weak self] result in
+                guard let self, case .success = result, !self.announced else { return }
+                self.announced = true
+                self.reportConnected()
+            }
             writer.send(["HGETALL", self.aliveKey]) { [weak self] result in
                 guard let self, case .success = result else { return }
                 self.liveNodes = Self.live(Self.pairs(result), now: self.clock.fleetNow).count
