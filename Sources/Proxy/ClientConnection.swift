@@ -31,30 +31,32 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     var answerFraming = ClientFraming.none
     var answerBodyBytes = 0
     private var body: RequestBodyReader?
+    /// The client sent its last byte (it may still read).
     private var readEOF = false
-    private var closeWhenFlushed = false
-    private(set) var closed = false
+    /// Where the connection stands: serving, ending once its output is
+    /// written, lingering (reading and discarding before the close), closed.
+    private var phase = Phase.open
+    enum Phase {
+        case open, closingWhenFlushed, lingering, closed
+    }
+    var closed: Bool { phase == .closed }
+    private var closeWhenFlushed: Bool { phase == .closingWhenFlushed }
+    private var lingering: Bool { phase == .lingering }
     private var interest: IOEvents = [.read]
-    // Timers hold the connection `unowned` (close() cancels all three): a weak
-    // reference gives it a side table, and every retain of it a slow path.
-    private var idleTimer: TimerID = .none
-    /// When the idle timer should act (monotonic ms); 0 while a request is
-    /// being served. Moving a deadline is cheaper than re-arming a timer per
-    /// request: the one pending timer re-arms itself for the remainder.
-    private var idleDeadline: UInt64 = 0
-    private var idleTimerFiresAt: UInt64 = 0
+    /// Every deadline (waiting for a request, its body, the client taking
+    /// output, a lingering close), behind one timer armed for the
+    /// earliest; `timerAt`: when it fires (0: not armed). The timer holds
+    /// the connection `unowned` (close() cancels it): a weak reference
+    /// gives it a side table, and every retain of it a slow path.
+    private var deadlines = ConnectionDeadlines()
+    private var timer: TimerID = .none
+    private var timerAt: UInt64 = 0
     private var processing = false
-    /// Request body progress (body_timeout): when bytes last arrived.
-    private var bodyProgressAt: UInt64 = 0
-    private var bodyTimer: TimerID = .none
     /// Answers wait (and input is not read) while this much output is
     /// queued: a client that pipelines and never reads cannot make Larder
     /// hold answers (and their open files) without bound.
     private let outputBound: Int
     private var waitingForOutput = false
-    /// send_timeout: when output last made progress, and its timer.
-    private var sendProgressAt: UInt64 = 0
-    private var sendTimer: TimerID = .none
 
     /// Bytes of unparsed input held before reading pauses (pipelining bound:
     /// one request is in flight, the next ones wait here).
@@ -77,7 +79,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
             close()
             return
         }
-        armIdleTimer(worker.configuration.headerTimeoutMilliseconds)
+        setDeadline(.idle, after: worker.configuration.headerTimeoutMilliseconds)
     }
 
     // MARK: events
@@ -174,12 +176,9 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     }
 
     private func beginRequest(_ head: consuming RequestHead) {
-        idleDeadline = 0
+        deadlines[.idle] = nil
         body = RequestBodyReader(head.framing, maxBodyBytes: worker.configuration.limits.maxBodyBytes)
-        if let body, !body.isEmpty {
-            bodyProgressAt = EventLoop.nowMilliseconds()
-            if bodyTimer == .none { scheduleBodyTimer(after: worker.configuration.bodyTimeoutMilliseconds) }
-        }
+        if let body, !body.isEmpty { setDeadline(.body, after: worker.configuration.bodyTimeoutMilliseconds) }
         if head.expectsContinue && head.minorVersion == 1 {
             output.append(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
         }
@@ -194,7 +193,8 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     /// answer did not need the body).
     private func feedBody() {
         guard var reader = body, unparsedCount > 0 || reader.isEmpty else { return }
-        bodyProgressAt = EventLoop.nowMilliseconds()
+        // Progress: the deadline moves (the armed timer stays, and finds it later).
+        deadlines[.body] = EventLoop.nowMilliseconds() + worker.configuration.bodyTimeoutMilliseconds
         let outcome = input.withUnsafeBytes { raw in
             reader.feed(UnsafeRawBufferPointer(rebasing: raw[inputStart...])) { exchange?.requestBody($0) }
         }
@@ -205,12 +205,12 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         case .done(let consumed):
             consume(consumed)
             body = nil
+            deadlines[.body] = nil
             exchange?.requestBodyEnd()
         case .invalid(let error):
-            body = nil
-            failRequest(error)
+            failRequest(error.status, error.message)
         }
-        if body == nil && exchange == nil { armIdleTimer(worker.configuration.keepAliveTimeoutMilliseconds) }
+        if body == nil && exchange == nil { setDeadline(.idle, after: worker.configuration.keepAliveTimeoutMilliseconds) }
     }
 
     private func consume(_ n: Int) {
@@ -224,13 +224,15 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         }
     }
 
-    /// A broken body: answer if nothing was sent yet, then close.
-    private func failRequest(_ error: HTTPError) {
+    /// A broken or stalled body: answer if nothing was sent yet, then close.
+    private func failRequest(_ status: Int, _ message: String) {
         WorkerStats.bump(worker.counters.clientErrors)
+        body = nil
+        deadlines[.body] = nil
         if let exchange, !exchange.responseStarted {
             exchange.cancel()
             self.exchange = nil
-            sendError(error.status, error.message, close: true)
+            sendError(status, message, close: true)
         } else {
             abort()
         }
@@ -251,16 +253,16 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     func exchangeFinished(keepAlive: Bool) {
         exchange = nil
         if !keepAlive || readEOF && body == nil && unparsedCount == 0 {
-            closeWhenFlushed = true
+            phase = .closingWhenFlushed
         }
         // Pipelined requests answered in this batch leave in one writev; a
         // lone response goes at once (waiting for the batch adds latency).
         if unparsedCount > 0 { flushSoon() } else { flush() }
         if closed { return }
         if !closeWhenFlushed {
-            if body == nil { armIdleTimer(worker.configuration.keepAliveTimeoutMilliseconds) }
+            if body == nil { setDeadline(.idle, after: worker.configuration.keepAliveTimeoutMilliseconds) }
             processInput()
-            if readEOF && exchange == nil && body == nil { closeWhenFlushed = true; flush() }
+            if readEOF && exchange == nil && body == nil { phase = .closingWhenFlushed; flush() }
         }
         if !closed { updateInterest() }
     }
@@ -276,13 +278,13 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     /// in-band, so the connection is closed.
     func exchangeAborted() {
         exchange = nil
-        closeWhenFlushed = true
+        if phase == .open { phase = .closingWhenFlushed }
         flush()
     }
 
     func sendError(_ status: Int, _ message: String, close: Bool) {
         output.append(ResponseSerializer.simple(status: status, body: message, close: close))
-        if close { closeWhenFlushed = true }
+        if close && phase == .open { phase = .closingWhenFlushed }
         flush()
     }
 
@@ -311,18 +313,12 @@ final class ClientConnection: IOHandler, BatchEndHandler {
             let done = try output.flush(to: fd, sent: &sent)
             WorkerStats.add(counters.sentBytes, sent)
             // send_timeout bookkeeping only while output is held up (a hit
-            // that leaves at once reads no clock).
-            if sendTimer != .none {
-                if done {
-                    // Caught up: the next stall is timed from its own start.
-                    worker.loop.cancel(sendTimer)
-                    sendTimer = .none
-                } else if sent > 0 {
-                    sendProgressAt = EventLoop.nowMilliseconds()
-                }
-            } else if !done {
-                sendProgressAt = EventLoop.nowMilliseconds()
-                scheduleSendTimer(after: worker.configuration.sendTimeoutMilliseconds)
+            // that leaves at once reads no clock). Caught up: the next stall
+            // is timed from its own start.
+            if done {
+                if deadlines[.send] != nil { deadlines[.send] = nil }
+            } else if sent > 0 || deadlines[.send] == nil {
+                setDeadline(.send, after: worker.configuration.sendTimeoutMilliseconds)
             }
             if waitingForOutput && output.pendingBytes < outputBound {
                 waitingForOutput = false
@@ -360,76 +356,55 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         }
     }
 
-    // MARK: timers and closing
+    // MARK: deadlines and closing
 
-    private func armIdleTimer(_ milliseconds: UInt64) {
-        idleDeadline = EventLoop.nowMilliseconds() + milliseconds
-        if idleTimer != .none && idleTimerFiresAt <= idleDeadline { return }
-        worker.loop.cancel(idleTimer)
-        scheduleIdleTimer(after: milliseconds)
+    /// Sets a deadline `milliseconds` from now; the one timer is armed
+    /// again only when it would fire too late.
+    private func setDeadline(_ kind: ConnectionDeadlines.Kind, after milliseconds: UInt64) {
+        deadlines[kind] = EventLoop.nowMilliseconds() + milliseconds
+        armTimer()
     }
 
-    private func scheduleIdleTimer(after milliseconds: UInt64) {
-        idleTimerFiresAt = EventLoop.nowMilliseconds() + milliseconds
-        idleTimer = worker.loop.schedule(after: milliseconds) { [unowned self] in
-            guard !self.closed else { return }
-            self.idleTimer = .none
-            guard self.idleDeadline != 0, self.exchange == nil else { return }
-            let now = EventLoop.nowMilliseconds()
-            if now < self.idleDeadline {
-                self.scheduleIdleTimer(after: self.idleDeadline - now)
-            } else if self.unparsedCount > 0 || self.body != nil {
-                self.sendError(408, "request timeout", close: true)
-            } else {
-                self.close()
+    private func armTimer() {
+        guard !deadlines.timerServes(armedAt: timerAt) else { return }
+        worker.loop.cancel(timer)
+        (timer, timerAt) = (.none, 0)
+        guard let next = deadlines.next else { return }
+        let now = EventLoop.nowMilliseconds()
+        timerAt = max(next, now)
+        timer = worker.loop.schedule(after: timerAt - now) { [unowned self] in
+            // Held for the turn: a deadline may close the connection, and
+            // its worker let go of it.
+            let connection = self
+            (connection.timer, connection.timerAt) = (.none, 0)
+            while !connection.closed, let due = connection.deadlines.expired(now: EventLoop.nowMilliseconds()) {
+                connection.passed(due)
             }
+            if !connection.closed { connection.armTimer() }
         }
     }
 
-    /// body_timeout: a request body that stops arriving is given up on. A
-    /// body held back because the upstream reads slowly does not count.
-    private func scheduleBodyTimer(after milliseconds: UInt64) {
-        bodyTimer = worker.loop.schedule(after: milliseconds) { [unowned self] in
-            guard !self.closed else { return }
-            self.bodyTimer = .none
-            guard self.body != nil else { return }
-            let timeout = self.worker.configuration.bodyTimeoutMilliseconds
-            if self.exchange?.isUploadCongested ?? false {
-                self.scheduleBodyTimer(after: timeout)
-                return
-            }
-            let idle = EventLoop.nowMilliseconds() - self.bodyProgressAt
-            if idle < timeout {
-                self.scheduleBodyTimer(after: timeout - idle)
-                return
-            }
-            WorkerStats.bump(self.worker.counters.clientErrors)
-            self.body = nil
-            if let exchange = self.exchange, !exchange.responseStarted {
-                exchange.cancel()
-                self.exchange = nil
-                self.sendError(408, "request body timeout: no body bytes for \(timeout) ms", close: true)
-            } else {
-                self.abort()
-            }
-        }
-    }
-
-    /// send_timeout: a client that takes no output for this long is dropped
-    /// (its queued answers would otherwise be held for ever).
-    private func scheduleSendTimer(after milliseconds: UInt64) {
-        sendTimer = worker.loop.schedule(after: milliseconds) { [unowned self] in
-            guard !self.closed else { return }
-            self.sendTimer = .none
-            guard !self.output.isEmpty else { return }
-            let timeout = self.worker.configuration.sendTimeoutMilliseconds
-            let idle = EventLoop.nowMilliseconds() - self.sendProgressAt
-            if idle < timeout {
-                self.scheduleSendTimer(after: timeout - idle)
-                return
-            }
-            WorkerStats.bump(self.worker.counters.sendTimeouts)
-            self.abort()
+    /// A deadline passed.
+    private func passed(_ deadline: ConnectionDeadlines.Kind) {
+        switch deadline {
+        case .idle:
+            // header_timeout or keep_alive_timeout (never while an answer is made).
+            guard exchange == nil else { return }
+            if unparsedCount > 0 || body != nil { sendError(408, "request timeout", close: true) } else { close() }
+        case .body:
+            // body_timeout: a body held back because the upstream reads slowly does not count.
+            guard body != nil else { return }
+            let timeout = worker.configuration.bodyTimeoutMilliseconds
+            if exchange?.isUploadCongested ?? false { return setDeadline(.body, after: timeout) }
+            failRequest(408, "request body timeout: no body bytes for \(timeout) ms")
+        case .send:
+            // send_timeout: a client that takes no output for this long is
+            // dropped (its queued answers would otherwise be held for ever).
+            guard !output.isEmpty else { return }
+            WorkerStats.bump(worker.counters.sendTimeouts)
+            abort()
+        case .linger:
+            close()
         }
     }
 
@@ -440,19 +415,16 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     /// reset, which can destroy the answer before the client reads it (a 431
     /// to a client still uploading). So, as nginx does: shut down the
     /// sending side, read and discard for a bounded time and amount, close.
-    private var lingering = false
     private var lingeredBytes = 0
     static let lingerMilliseconds: UInt64 = 5_000
     static let lingerMaxBytes = 8 << 20
 
     private func lingerThenClose() {
         guard !readEOF, !worker.draining else { close(); return }
-        lingering = true
+        phase = .lingering
         Socket.shutdownWrite(fd)
-        worker.loop.cancel(idleTimer)
-        worker.loop.cancel(bodyTimer)
-        worker.loop.cancel(sendTimer)
-        idleTimer = worker.loop.schedule(after: Self.lingerMilliseconds) { [unowned self] in self.close() }
+        deadlines = ConnectionDeadlines()
+        setDeadline(.linger, after: Self.lingerMilliseconds)
         interest = [.read]
         worker.loop.setInterest(fd, interest)
     }
@@ -486,10 +458,9 @@ final class ClientConnection: IOHandler, BatchEndHandler {
 
     func close() {
         guard !closed else { return }
-        closed = true
-        worker.loop.cancel(idleTimer)
-        worker.loop.cancel(bodyTimer)
-        worker.loop.cancel(sendTimer)
+        phase = .closed
+        worker.loop.cancel(timer)
+        timer = .none
         exchange?.cancel()
         exchange = nil
         output.removeAll()

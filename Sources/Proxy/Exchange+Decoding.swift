@@ -38,17 +38,12 @@ extension Exchange {
         }
         let wanted = answer.decodedHead(choice, entry: entry, fields: fields, length: length, for: request, age: age, now: now,
                                         cacheStatus: cacheStatus)
-        guard let body, let wanted, !wanted.isEmpty else {
-            complete()
-            return .served
-        }
+        guard let body, let wanted, !wanted.isEmpty else { return .served }
         body.want(wanted)
         fetch?.cancel()  // a 304's refresh or a stand-in: the fetch is not wanted any more
         fetch = nil
-        machine.decodeStored()
         decoding = body
-        pumpDecoding(entry)
-        return .served
+        return .decoding
     }
 
     /// Continues on a later loop turn (once), so other connections' events come first.
@@ -63,7 +58,7 @@ extension Exchange {
         }
     }
 
-    private func pumpDecoding(_ entry: CachedResponse) {
+    func pumpDecoding(_ entry: CachedResponse) {
         guard let decoding, !machine.clientDone, !connection.isBodyCongested else { return }
         let step = decoding.pump(budget: DecodingBody.turnBytes) { piece in
             connection.sendBody(copying: piece)

@@ -14,8 +14,8 @@ final class Exchange {
     unowned(unsafe) let connection: ClientConnection
     let request: RequestHead
     let worker: Worker
-    /// Where the request's life stands (ExchangeMachine): this class carries
-    /// out what its events call for.
+    /// Where the request's life stands and what happens next
+    /// (ExchangeMachine): this class performs its actions.
     var machine = ExchangeMachine()
     var responseStarted: Bool { machine.responseStarted }
     /// What the client is sent, and the access log's line about it.
@@ -31,9 +31,9 @@ final class Exchange {
 
     let isCacheLookup: Bool
     let key: String
+    /// What the latest lookup found (the fetch reads validators and the
+    /// variants a response replaces).
     var variants = Variants()
-    /// Why and how it went upstream (validating, stand-ins, reload).
-    var forwarding = Forwarding()
 
     init(head: consuming RequestHead, connection: ClientConnection) {
         self.connection = connection
@@ -41,13 +41,23 @@ final class Exchange {
         answer = ClientAnswer(on: connection)
         // A GET with a body may be answered by what the body says: never
         // looked up or stored under the URL alone (it goes through as is).
-        isCacheLookup = (head.method == "GET" || head.method == "HEAD") && head.framing == .none
-        let routes = connection.worker.configuration.routes
+        let isCacheLookup = (head.method == "GET" || head.method == "HEAD") && head.framing == .none
+        self.isCacheLookup = isCacheLookup
+        let configuration = connection.worker.configuration
+        let routes = configuration.routes
         key = routes.cacheKey(head.pathAndQuery)
-        route = routes.isEmpty ? nil : routes.match(key, method: head.method == "HEAD" ? "GET" : head.method)
-        honoursClientDirectives = route?.allowClientPolicy ?? connection.worker.configuration.allowClientPolicy
+        let route = routes.isEmpty ? nil : routes.match(key, method: head.method == "HEAD" ? "GET" : head.method)
+        self.route = route
+        let honours = route?.allowClientPolicy ?? configuration.allowClientPolicy
+        honoursClientDirectives = honours
+        let isGet = head.method == "GET"
         // Last: the head moves in (read above in place, not copied).
         request = head
+        machine.configure(.init(isCacheLookup: isCacheLookup, isGet: isGet,
+                                disconnectedGrace: route?.staleOnDisconnect ?? configuration.staleOnDisconnectSeconds,
+                                shared: configuration.sharedCache, fleet: connection.worker.sharedTier != nil),
+                          choice: PolicyChoice.make(for: request, route: route, configured: configuration.defaultPolicy,
+                                                    clientsMayChoose: configuration.allowClientPolicy))
     }
 
     /// The `[[route]]` this request falls under, if any. (Not `lazy`: a
@@ -77,77 +87,26 @@ final class Exchange {
     }
 
     func start() {
-        let policy: RequestPolicy, chosenByClient: Bool
-        switch PolicyChoice.make(for: request, route: route, configured: worker.configuration.defaultPolicy,
-                                 clientsMayChoose: worker.configuration.allowClientPolicy) {
-        case .unknown(let message):
-            return sendMadeHere(400, message)
-        case .chosen(let chosen, let byClient):
-            (policy, chosenByClient) = (chosen, byClient)
-        }
-        guard isCacheLookup else { return forward() }
-        let requestCC = requestDirectives
-        variants = worker.store.lookup(key, local: worker.localHits)
-        decide(policy, chosenByClient: chosenByClient, requestCC, now: EventLoop.wallSeconds(), fromFleet: false)
+        perform(machine.start())
     }
 
-    /// What the variants found lead to under the request's policy, carried
-    /// out. `fromFleet`: the fleet's shared tier was asked already (after
-    /// the local tiers missed), and what it had is among `variants`.
-    func decide(_ policy: RequestPolicy, chosenByClient: Bool, _ requestCC: CacheControl, now: Int64, fromFleet: Bool) {
-        // Stored pieces that cannot answer this request are left out (kept
-        // aside: one may be completed). The usual lookup has none: no copy.
-        var pieces: Variants?
-        if StoredAnswer.hasPiece(variants) {
-            pieces = variants
-            variants = StoredAnswer.usable(variants, for: request)
+    /// The one lookup path (the first, after a wait, after the fleet
+    /// answered): `variants` judged for this request, for the machine to
+    /// decide on. Stored pieces that cannot answer it are left out (kept
+    /// aside: one may be completed); the usual lookup has none: no copy.
+    func lookedUp(_ looked: Variants) -> ExchangeAction {
+        variants = looked
+        var completable: CachedResponse?
+        let directives = requestDirectives
+        if StoredAnswer.hasPiece(looked) {
+            variants = StoredAnswer.usable(looked, for: request)
+            completable = Forwarding.completable(among: looked, for: request, facts: lookupFacts(directives))
         }
-        let outcome = Lookup.decide(lookupFacts(requestCC), variants, now: now, shared: shared)
-        var plan = LookupPlan.make(policy.action(for: outcome), chosenByClient: chosenByClient, onlyIfCached: requestCC.onlyIfCached)
-        if case .serve(let index, let age, let ttl, let stale, let refresh) = plan {
-            switch serveHit(variants[index], age: age, ttl: ttl, stale: stale, now: now, detail: fromFleet ? "fleet" : nil) {
-            case .served:
-                if variants.count > 1 { worker.store.noteServed(variants[index]) }
-                if refresh { worker.revalidateInBackground(variants[index], among: variants, request: request, peer: connection.peer) }
-                return
-            case .bodyGone:
-                // The stored body file went away (evicted or removed meanwhile): forget it, fetch as on a miss.
-                worker.store.remove(key)
-                variants = Variants()
-            case .undecodable:
-                // Kept for the clients that take its gzip; this one gets what
-                // the upstream sends it (identity), which takes its place when stored.
-                break
-            }
-            plan = .afterVanishedBody(onlyIfCached: requestCC.onlyIfCached)
-        }
-        if !fromFleet, plan.mayAskFleet, let tier = worker.sharedTier {
-            machine.askFleet()  // before asking: a failure may answer at once
-            if SharedLookup.ask(tier, key: key, into: worker.store, toDisk: toDisk, found: { [self, policy] found in
-                guard machine.fleetAnswered() else { return }
-                if !found.isEmpty { variants = Variants(Array(variants) + found) }
-                decide(policy, chosenByClient: chosenByClient, requestCC, now: EventLoop.wallSeconds(), fromFleet: true)
-            }) { return }
-            _ = machine.fleetAnswered()
-        }
-        switch plan {
-        case .serve:
-            return
-        case .cacheOnlyMiss(let detail, let message):
-            sendMadeHere(504, message, cacheStatus: "larder; detail=\(detail)")
-        case .forward(let how):
-            forwarding = Forwarding(how, variants: variants, method: request.method, requestDirectives: requestCC,
-                                    disconnectedGrace: route?.staleOnDisconnect ?? worker.configuration.staleOnDisconnectSeconds)
-            if how.reason == .stale { WorkerStats.bump(worker.counters.staleForwards) } else { WorkerStats.bump(worker.counters.misses) }
-            if how.reason == .uriMiss || how.reason == .varyMiss, let pieces,
-               let piece = Forwarding.completable(among: pieces, for: request,
-                                                  facts: lookupFacts(requestCC)) {
-                // Not shared: a follower would get the rest alone.
-                (forwarding.completing, forwarding.reason) = (piece, .partial)
-                return forward()
-            }
-            if how.collapse { collapse(askedFleet: fromFleet) } else { forward() }
-        }
+        let now = EventLoop.wallSeconds()
+        let found = LookupFound(outcome: Lookup.decide(lookupFacts(directives), variants, now: now, shared: shared),
+                                completable: completable, now: now, onlyIfCached: directives.onlyIfCached,
+                                staleIfError: directives.staleIfError)
+        return machine.lookedUp(found, in: variants)
     }
 
     /// Goes upstream: the fetch carries the request, and its body (held or
@@ -155,7 +114,6 @@ final class Exchange {
     /// (Collapser), which the fetch keeps, as it keeps the fleet's
     /// (`claimedInFleet`).
     func forward(leading: Bool = false, claimedInFleet: Bool = false) {
-        machine.forward()
         var forwarded = UpstreamHeaders.forward(request, peer: connection.peer, forwardHost: worker.configuration.forwardHost,
                                                 passed: worker.configuration.passRequestHeaders)
         if isCacheLookup {
@@ -166,7 +124,7 @@ final class Exchange {
                 forwarded.remove("if-range")
             }
         }
-        let fetch = UpstreamFetch(fields: forwarding.upstreamFields(forwarded, among: variants), for: self, worker: worker,
+        let fetch = UpstreamFetch(fields: machine.forwarding.upstreamFields(forwarded, among: variants), for: self, worker: worker,
                                   leading: leading)
         fetch.claimedInFleet = claimedInFleet
         self.fetch = fetch
@@ -179,35 +137,11 @@ final class Exchange {
     /// The connection stops reading the client's body meanwhile.
     var isUploadCongested: Bool { fetch?.isUploadCongested ?? false }
 
-    /// A stored response as a hit (`stale`: counted as a stale hit). False,
-    /// having sent nothing, when its body is a disk file that is gone.
-    /// `detail`: Cache-Status's detail ("fleet": found in the fleet's
-    /// shared tier; "upstream-unreachable": a stale stand-in).
-    func serveHit(_ entry: CachedResponse, age: Int, ttl: Int, stale: Bool, now: Int64, detail: String? = nil) -> StoredServe {
-        let served = serveStored(entry, age: age, now: now, cacheStatus: CacheStatus.hit(ttl: ttl, detail: detail))
-        guard served == .served else { return served }
-        if stale { WorkerStats.bump(worker.counters.staleHits) } else { WorkerStats.bump(worker.counters.hits) }
-        return .served
-    }
-
-    /// What became of a stored response offered to the client.
-    enum StoredServe: Equatable {
-        case served
-        /// Nothing sent: its body is a disk file that can no longer be opened.
-        case bodyGone
-        /// Nothing sent: the client does not take its gzip, and it cannot
-        /// be decoded here (`ClientCoding`); the stored copy is still good
-        /// for those who take it.
-        case undecodable
-    }
-
     /// A stored response, decoded as the client drains for a client that
     /// does not take its gzip (`ClientCoding`, `Exchange+Decoding`).
-    @discardableResult
     func serveStored(_ entry: CachedResponse, age: Int, now: Int64, cacheStatus: CacheStatusLine) -> StoredServe {
         if ClientCoding.mustDecode(entry, for: request) { return serveDecoded(entry, age: age, now: now, cacheStatus: cacheStatus) }
         guard answer.stored(entry, for: request, age: age, now: now, cacheStatus: cacheStatus) else { return .bodyGone }
-        complete()
         return .served
     }
 
@@ -240,7 +174,7 @@ final class Exchange {
     /// finish without it.
     func cancel() {
         answer.log(request)
-        machine.finish()
+        machine.clientGone()
         decoding = nil
         wait?.stop()
         reader?.stop()

@@ -1,48 +1,147 @@
-/// One request's life as the client sees it: states and the events that
-/// move them, and what the driver (`Exchange`) must do about each. The
-/// upstream side (retries, pauses, the store, the claim on the key) is
-/// the fetch's own (`FetchMachine`), which goes on without the client
-/// when worth it. A value with no sockets, store or curl, driven event by
-/// event in ProxyTests; the content of answers (heads, stored bodies, the
-/// cache decisions of `CacheSemantics`) stays with the driver.
+import CacheSemantics
+import CacheStorage
+
+/// One request's life as the client sees it, and every decision in it:
+/// each event (a lookup's result, the fleet's answer, the collapser's,
+/// the upstream's head or failure, a stored response served or not, the
+/// client gone) returns the one action the driver (`Exchange`) must
+/// perform (`ExchangeAction`); the driver reports what came of it as the
+/// next event. Every lookup (the first, the one after the fleet answered,
+/// the one after a collapsed wait, the one after another node fetched)
+/// goes through `lookedUp`, and so through the request's policy. The
+/// upstream side (retries, pauses, the store) is the fetch's own
+/// (`FetchMachine`). A value with no sockets, store or curl, driven whole
+/// lives at a time in ProxyTests.
 ///
-///     askingFleet
-///       ▲    │
-///       │    ▼
-///     lookingUp ──► waitingForLeader ──► following ──► done
-///         │               │                              ▲
-///         ├───────────────┴──► forwarding ──► streaming ─┤
-///         │                      │  ▲ again              │
-///         │                      └──┘                    │
-///         ├──────────── answered from the store ─────────┤
-///         └──────────── decoding (a stored gzip body) ───┘
-struct ExchangeMachine: Equatable {
+///     lookingUp ─► askingFleet ─► lookingUp ─► joining ─► claimingInFleet
+///       │ ▲ again                    │            │  ▲        │
+///       │ └─ waitingForLeader ◄──────┼────────────┘  │        ▼
+///       │          │                 │    lookingAgainInFleet
+///       ▼          ▼                 ▼               │
+///     (served) following  forwarding ─► streaming ─► done
+///     decoding ───────────────────────────────────────┘
+struct ExchangeMachine {
     enum State: Equatable {
-        /// Choosing the policy and looking the key up; nothing sent yet.
+        case starting
+        /// Waiting for the store's variants (`lookedUp`).
         case lookingUp
-        /// The local tiers missed: asking the fleet's shared tier.
+        /// The local tiers had nothing usable: the fleet's shared tier is asked.
         case askingFleet
+        /// Joining the key's collapser.
+        case joining
+        /// Leading here, and claiming the key's fetch across the fleet.
+        case claimingInFleet
+        /// Another node fetches the key: its answer is looked for in the shared tier.
+        case lookingAgainInFleet
         /// Collapsed onto the request already fetching this key.
         case waitingForLeader
         /// Streaming that leader's response as it arrives.
         case following
+        /// Offering a stored response (`served` comes next).
+        case serving
         /// Gone upstream, no response head yet (also while validating).
         case forwarding
         /// The upstream's response streams to the client.
         case streaming
         /// A stored gzip body streams to the client, decoded as it drains.
         case decoding
-        /// Answered (from the store, by the upstream, or an error made
-        /// here) or given up: late events are ignored.
+        /// Answered or given up: late events are ignored.
         case done
     }
 
-    private(set) var state = State.lookingUp
+    /// What was waited for before this lookup: it decides what may follow.
+    enum Waited: Equatable {
+        /// Nothing: the fleet may be asked, the fetch may be collapsed.
+        case nothing
+        /// A leader on this node finished: serve what it stored, else fetch alone.
+        case leader
+        /// Another node fetched: serve what it shared, else fetch, leading here.
+        case fleetLeader
+    }
+
+    enum FleetStage: Equatable {
+        case none, notAsked, answered, unavailable
+    }
+
+    /// The request's facts the decisions read (a few words: the machine
+    /// lives in every exchange, hits included).
+    struct Request {
+        /// GET or HEAD without a body: looked up and stored.
+        var isCacheLookup = false
+        var isGet = false
+        /// How stale a stand-in for an unreachable upstream may be (seconds).
+        var disconnectedGrace = 0
+        /// The cache is shared (RFC 9111's shared-cache rules).
+        var shared = true
+        /// A fleet's shared tier is configured.
+        var fleet = false
+    }
+
+    var state = State.starting
+    private(set) var waited = Waited.nothing
+    private(set) var fleet = FleetStage.none
+    /// Of the request's Cache-Control as the lookup read it (`LookupFound`).
+    var onlyIfCached = false
+    var staleIfError: Int?
+    /// Why and how the request goes upstream, as the latest lookup decided
+    /// (nil until one decides it does: a hit makes none).
+    var upstreamPlan: Forwarding?
+    var forwarding: Forwarding { upstreamPlan ?? Forwarding() }
+    private(set) var request = Request()
+    private var policy = RequestPolicy.useProtocolCachePolicy
+    private var chosenByClient = false
+    /// An unknown policy's 400.
+    private var refused: MadeHere?
+    /// What the lookup found while the fleet is asked (decided on if it
+    /// cannot be); boxed, as it is seldom there.
+    private var beforeFleet: Box<(LookupFound, Variants)>?
+    /// The stored response being offered, and why.
+    var offer = Offer.none
+    /// A stored body went away once already: no second lookup for it.
+    var forgot = false
+    /// The client left while this exchange held the key's claim here:
+    /// the pending answer lets it go.
+    var releaseOnAnswer = false
+    /// The upstream failure being stood in for (boxed: seldom there, and
+    /// the machine is copied whole in places).
+    var failure: Box<(kind: UpstreamFailure.Kind, detail: String)>?
+
+    enum Offer {
+        case none
+        /// `refreshing`: revalidated in the background once served (nil:
+        /// a plain hit holds no reference).
+        case hit(refreshing: CachedResponse?)
+        case standIn(now: Int64)
+        /// A 304 answered the validation: its refresh is served.
+        case refreshed(by: Box<UpstreamResponse>)
+    }
+
+    init(_ request: Request, choice: PolicyChoice) {
+        configure(request, choice: choice)
+    }
+
+    /// A machine set up in place by `configure` (built aside and copied
+    /// into the exchange, it cost about 250 instructions a request).
+    init() {}
+
+    /// `choice`: the request's policy as `PolicyChoice` made it.
+    mutating func configure(_ request: Request, choice: PolicyChoice) {
+        self.request = request
+        fleet = request.fleet ? .notAsked : .none
+        if case .chosen(let chosen, let byClient) = choice {
+            policy = chosen
+            chosenByClient = byClient
+        } else if case .unknown(let message) = choice {
+            refused = MadeHere(status: 400, message: message)
+        }
+    }
 
     /// Whether the client has been sent, or is being sent, an answer.
     var responseStarted: Bool {
         switch state {
-        case .lookingUp, .askingFleet, .waitingForLeader, .forwarding: return false
+        case .starting, .lookingUp, .askingFleet, .joining, .claimingInFleet, .lookingAgainInFleet, .waitingForLeader,
+             .forwarding, .serving:
+            return false
         case .following, .streaming, .decoding, .done: return true
         }
     }
@@ -50,73 +149,193 @@ struct ExchangeMachine: Equatable {
     /// The client's part is over: nothing more is sent to it.
     var clientDone: Bool { state == .done }
 
-    // MARK: the fleet
+    /// Cache-Status of a response followed from the request that fetched it.
+    var followedCacheStatus: String { forwarding.cacheStatus(stored: false) + "; collapsed" }
 
-    /// The local tiers missed: ask the fleet's shared tier.
-    mutating func askFleet() {
-        if state == .lookingUp { state = .askingFleet }
+    // MARK: the lookup
+
+    mutating func start() -> ExchangeAction {
+        guard state == .starting else { return .none }
+        if let refused {
+            state = .done
+            return .answer(refused)
+        }
+        guard request.isCacheLookup else {
+            upstreamPlan = Forwarding()
+            state = .forwarding
+            return .forward(.init())
+        }
+        state = .lookingUp
+        return .lookUp(forgetting: false)
     }
 
-    /// The fleet answered; false when that no longer matters (the client left).
-    mutating func fleetAnswered() -> Bool {
-        guard state == .askingFleet else { return false }
-        state = .lookingUp
-        return true
+    /// The store's variants, or the fleet's added to them: decided on
+    /// through the request's policy.
+    mutating func lookedUp(_ found: LookupFound, in variants: Variants) -> ExchangeAction {
+        switch state {
+        case .lookingUp: break
+        case .askingFleet:
+            fleet = .answered
+            beforeFleet = nil
+        case .lookingAgainInFleet:
+            waited = .fleetLeader
+        case .done where releaseOnAnswer:
+            releaseOnAnswer = false
+            return .releaseClaims(fleet: false)
+        default:
+            return .none
+        }
+        return decide(found, in: variants)
+    }
+
+    private mutating func decide(_ found: LookupFound, in variants: Variants) -> ExchangeAction {
+        (onlyIfCached, staleIfError) = (found.onlyIfCached, found.staleIfError)
+        let plan = LookupPlan.make(policy.action(for: found.outcome), chosenByClient: chosenByClient,
+                                   onlyIfCached: onlyIfCached)
+        if case .serve(let index, let age, let ttl, let stale, let refresh) = plan {
+            let entry = variants[index]
+            offer = .hit(refreshing: refresh ? entry : nil)
+            state = .serving
+            switch waited {
+            case .nothing:
+                return .serve(StoredServing(entry: entry, age: age, now: found.now,
+                                            cacheStatus: CacheStatus.hit(ttl: ttl, detail: fleet == .answered ? "fleet" : nil),
+                                            count: stale ? .staleHit : .hit))
+            case .leader:
+                // Counted as a miss already, and collapsed.
+                return .serve(StoredServing(entry: entry, age: age, now: found.now,
+                                            cacheStatus: CacheStatusLine("\(forwarding.cacheStatus(stored: false)); collapsed"),
+                                            count: .none))
+            case .fleetLeader:
+                return .serve(StoredServing(entry: entry, age: age, now: found.now,
+                                            cacheStatus: CacheStatus.hit(ttl: ttl, detail: "fleet"), count: .collapsed,
+                                            releasesClaim: true))
+            }
+        }
+        if waited == .nothing, fleet == .notAsked, plan.mayAskFleet {
+            beforeFleet = Box((found, variants))
+            state = .askingFleet
+            return .askFleet
+        }
+        switch plan {
+        case .serve:
+            return .none  // answered above
+        case .cacheOnlyMiss(let detail, let message):
+            state = .done
+            return .answer(MadeHere(status: 504, message: message, cacheStatus: "larder; detail=\(detail)"))
+        case .forward(let how):
+            upstreamPlan = Forwarding(how, variants: variants, isGet: request.isGet, requestStaleIfError: staleIfError,
+                                    disconnectedGrace: request.disconnectedGrace)
+            state = .forwarding
+            switch waited {
+            case .leader: return .forward(.init())
+            case .fleetLeader: return .forward(.init(leading: true))
+            case .nothing: break
+            }
+            let count: ExchangeCount = how.reason == .stale ? .staleForward : .miss
+            if how.reason == .uriMiss || how.reason == .varyMiss, let piece = found.completable {
+                // Not shared: a follower would get the rest alone.
+                (forwarding.completing, forwarding.reason) = (piece, .partial)
+                return .forward(.init(count: count))
+            }
+            guard how.collapse else { return .forward(.init(count: count)) }
+            state = .joining
+            return .collapse(count: count)
+        }
+    }
+
+    /// The fleet's shared tier (or its claim) could not be asked.
+    mutating func fleetUnavailable() -> ExchangeAction {
+        switch state {
+        case .askingFleet:
+            fleet = .unavailable
+            state = .lookingUp
+            guard let (found, variants) = beforeFleet?.value else { return .none }
+            beforeFleet = nil
+            return decide(found, in: variants)
+        case .claimingInFleet, .lookingAgainInFleet:
+            state = .forwarding
+            return .forward(.init(leading: true))
+        case .done where releaseOnAnswer:
+            releaseOnAnswer = false
+            return .releaseClaims(fleet: false)
+        default:
+            return .none
+        }
     }
 
     // MARK: collapsing
 
-    /// Another request fetches the key: wait for it.
-    mutating func waitForLeader() {
-        if state == .lookingUp { state = .waitingForLeader }
+    enum Joined {
+        /// This request's fetch is the one others wait for.
+        case leading
+        /// The leader's response streams and suits this request.
+        case following(SharedFetch)
+        /// Queued behind the leader (`leaderDone` comes).
+        case waiting
+        /// Fetch without collapsing (not a GET, or another variant).
+        case fetchAlone
     }
 
-    enum LeaderDone: Equatable {
-        /// Not waiting (any more): a late wake-up or timer.
-        case ignore
-        /// Its response is streaming: follow it.
-        case follow
-        /// It is done without one to share: look the key up again.
-        case lookUpAgain
+    mutating func joined(_ joined: Joined) -> ExchangeAction {
+        guard state == .joining else { return .none }
+        switch joined {
+        case .leading:
+            guard fleet == .answered else {
+                state = .forwarding
+                return .forward(.init(leading: true))
+            }
+            state = .claimingInFleet
+            return .claimInFleet
+        case .following(let fetch):
+            state = .following
+            return .follow(fetch, count: .collapsed)
+        case .waiting:
+            state = .waitingForLeader
+            return .awaitLeader
+        case .fetchAlone:
+            state = .forwarding
+            return .forward(.init())
+        }
     }
 
-    /// The leader finished, published its response, or the wait timed out.
-    mutating func leaderDone(streaming: Bool) -> LeaderDone {
-        guard state == .waitingForLeader else { return .ignore }
-        state = .lookingUp
-        return streaming ? .follow : .lookUpAgain
+    /// The leader published its response, finished without one to share,
+    /// or the wait timed out.
+    mutating func leaderDone(_ ended: LeaderWait.Ended) -> ExchangeAction {
+        guard state == .waitingForLeader else { return .none }
+        switch ended {
+        case .follow(let fetch):
+            state = .following
+            return .follow(fetch, count: .none)
+        case .fetchAlone:
+            state = .forwarding
+            return .forward(.init())
+        case .lookUpAgain:
+            waited = .leader
+            state = .lookingUp
+            return .lookUp(forgetting: false)
+        }
     }
 
-    /// Streams a shared response (the driver writes its head).
-    mutating func follow() {
-        if state == .lookingUp || state == .waitingForLeader { state = .following }
+    /// The fleet's claim on the key: this node fetches, or another does
+    /// (its response is then looked for in the shared tier).
+    mutating func claimed(_ claimed: Bool) -> ExchangeAction {
+        if state == .done && releaseOnAnswer {
+            releaseOnAnswer = false
+            return .releaseClaims(fleet: claimed)
+        }
+        guard state == .claimingInFleet else { return .none }
+        guard claimed else {
+            state = .lookingAgainInFleet
+            return .askFleet
+        }
+        state = .forwarding
+        return .forward(.init(leading: true, claimedInFleet: true))
     }
+}
 
-    // MARK: the upstream
-
-    /// The request goes upstream (again, after a 304 that named nothing
-    /// held or whose body had gone).
-    mutating func forward() {
-        if !clientDone { state = .forwarding }
-    }
-
-    /// Whether an upstream head is for this exchange to answer with.
-    var takesUpstreamHead: Bool { state == .forwarding }
-
-    /// The upstream's head was written to the client.
-    mutating func responseHeadSent() {
-        if state == .forwarding { state = .streaming }
-    }
-
-    /// A stored response goes to the client decoded, piece by piece (from
-    /// a lookup, a 304's refresh or a stale stand-in).
-    mutating func decodeStored() {
-        if state == .lookingUp || state == .forwarding { state = .decoding }
-    }
-
-    /// The whole answer is queued (a stored response, an error made here,
-    /// the end of a streamed one), or the exchange is cut off.
-    mutating func finish() {
-        state = .done
-    }
+/// A value kept out of line (a seldom-used part of a value that is copied often).
+final class Box<Value> {
+    let value: Value
+    init(_ value: Value) { self.value = value }
 }

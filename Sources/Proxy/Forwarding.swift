@@ -7,8 +7,10 @@ import HTTPHeaders
 /// (`LookupPlan.Forward`): the reason Cache-Status gives, the stored
 /// response being validated, what may stand in if the upstream fails, and
 /// the fields that go with it. A request that is not looked up goes with
-/// the defaults (`fwd=method`, nothing validated or standing in).
-struct Forwarding {
+/// the defaults (`fwd=method`, nothing validated or standing in). A class:
+/// made only for a request that goes upstream, so a hit's exchange
+/// carries one word for it, not its fields.
+final class Forwarding {
     var reason: CacheStatus.Forward = .method
     /// The stored response a conditional upstream request validates.
     var validating: CachedResponse?
@@ -35,15 +37,16 @@ struct Forwarding {
         }
     }
 
-    /// `requestDirectives`: the request's Cache-Control (its stale-if-error
-    /// counts for a stale stand-in); `disconnectedGrace`: how stale a
-    /// stand-in for an unreachable upstream may be (seconds).
-    init(_ how: LookupPlan.Forward, variants: Variants, method: String, requestDirectives: CacheControl, disconnectedGrace: Int) {
+    /// `isGet`: only a GET is sent conditionally (a HEAD's 304 would
+    /// refresh nothing); `requestStaleIfError`: the request's (it counts
+    /// for a stale stand-in); `disconnectedGrace`: how stale a stand-in for
+    /// an unreachable upstream may be (seconds).
+    init(_ how: LookupPlan.Forward, variants: Variants, isGet: Bool, requestStaleIfError: Int?, disconnectedGrace: Int) {
         reason = how.reason
-        // Only a GET is sent conditionally (a HEAD's 304 would refresh nothing).
-        if let index = how.validate, variants[index].hasValidator, method == "GET" { validating = variants[index] }
+        if let index = how.validate, variants[index].hasValidator, isGet { validating = variants[index] }
         if let index = how.staleCandidate {
-            (standIns.stale, standIns.request, standIns.disconnectedGrace) = (variants[index], requestDirectives, disconnectedGrace)
+            (standIns.stale, standIns.requestStaleIfError, standIns.disconnectedGrace) = (variants[index], requestStaleIfError,
+                                                                                          disconnectedGrace)
         }
         if let index = how.fallback { standIns.fallback = variants[index] }
         noCacheUpstream = how.noCacheUpstream
@@ -72,7 +75,7 @@ struct Forwarding {
 
     /// The upstream failed before a response: what answers in its place
     /// (`StandIns`, told what was being validated).
-    mutating func standIn(_ kind: UpstreamFailure.Kind, detail: String, now: Int64, shared: Bool) -> StandIns.Answer {
+    func standIn(_ kind: UpstreamFailure.Kind, detail: String, now: Int64, shared: Bool) -> StandIns.Answer {
         standIns.answer(kind, detail: detail, validating: validating?.cacheControl, now: now, shared: shared)
     }
 

@@ -12,8 +12,9 @@ import CacheStorage
 struct StandIns {
     var fallback: CachedResponse?
     var stale: CachedResponse?
-    /// The request's directives (its stale-if-error counts too).
-    var request = CacheControl()
+    /// The request's stale-if-error (it counts too; the only directive of
+    /// the request read here, so no whole Cache-Control is kept).
+    var requestStaleIfError: Int?
     /// How stale a response may stand in for an unreachable upstream (seconds; 0: off).
     var disconnectedGrace = 0
 
@@ -30,8 +31,10 @@ struct StandIns {
     mutating func answer(_ kind: UpstreamFailure.Kind, detail: String, validating: CacheControl?, now: Int64,
                          shared: Bool) -> Answer {
         let candidate = stale.map {
-            UpstreamFailure.StaleCandidate(lifetime: $0.lifetime, currentAge: $0.currentAge(now: now), response: $0.cacheControl,
-                                           request: request)
+            var request = CacheControl()
+            request.staleIfError = requestStaleIfError
+            return UpstreamFailure.StaleCandidate(lifetime: $0.lifetime, currentAge: $0.currentAge(now: now),
+                                                  response: $0.cacheControl, request: request)
         }
         switch UpstreamFailure.answer(kind, hasFallback: fallback != nil, stale: candidate, validating: validating, shared: shared,
                                       disconnectedGrace: disconnectedGrace) {

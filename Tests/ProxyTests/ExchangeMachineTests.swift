@@ -1,148 +1,404 @@
 import CacheSemantics
+import CacheStorage
+import HTTPHeaders
 import XCTest
 @testable import Proxy
 
-/// One request's life as the client sees it, driven event by event,
-/// including orderings that sockets make hard to force.
+/// Whole lives of one request, driven event by event with no sockets,
+/// store or upstream: each event's action is what the driver would do.
 final class ExchangeMachineTests: XCTestCase {
-    func testAMissForwardsStreamsAndFinishes() {
-        var m = ExchangeMachine()
-        XCTAssertEqual(m.state, .lookingUp)
-        XCTAssertFalse(m.responseStarted)
-        m.forward()
-        XCTAssertEqual(m.state, .forwarding)
-        XCTAssertTrue(m.takesUpstreamHead)
+    private let now: Int64 = 1_000
+
+    private func entry(_ cacheControl: String, status: Int = 200, _ fields: HeaderFields = [:], body: String = "stored",
+                       storedAt: Int64 = 1_000) -> CachedResponse {
+        var headers: HeaderFields = ["cache-control": cacheControl]
+        for field in fields { headers.append(field.name, field.value) }
+        let builder = StoredResponseBuilder(shared: true, targetedField: "x")
+        return Array(body.utf8).withUnsafeBytes {
+            builder.build(key: "/r", status: status, reason: nil, headers: headers, body: $0,
+                          timing: ResponseTiming(requestTime: storedAt, responseTime: storedAt, dateValue: storedAt, ageValue: 0),
+                          tags: [], varyFrom: { _ in nil })
+        }
+    }
+
+    private func response(_ status: Int, _ headers: HeaderFields = [:]) -> UpstreamResponse {
+        UpstreamResponse(status: status, reason: nil, headers: headers, requestTime: now, responseTime: now, stripTagHeaders: false)
+    }
+
+    private func machine(_ policy: RequestPolicy = .useProtocolCachePolicy, byClient: Bool = false, method: String = "GET",
+                         grace: Int = 0, fleet: Bool = false) -> ExchangeMachine {
+        ExchangeMachine(.init(isCacheLookup: method == "GET" || method == "HEAD", isGet: method == "GET",
+                              disconnectedGrace: grace, shared: true, fleet: fleet), choice: .chosen(policy, byClient: byClient))
+    }
+
+    private func found(_ outcome: LookupOutcome, completable: CachedResponse? = nil, directives: String = "") -> LookupFound {
+        let directives = CacheControl(directives)
+        return LookupFound(outcome: outcome, completable: completable, now: now, onlyIfCached: directives.onlyIfCached,
+                           staleIfError: directives.staleIfError)
+    }
+
+    private let miss = LookupOutcome.miss(varyMiss: false)
+
+    /// A started machine that looked up and found `outcome`.
+    private func lookedUp(_ m: inout ExchangeMachine, _ outcome: LookupOutcome, _ variants: [CachedResponse] = [])
+        -> ExchangeAction {
+        XCTAssertEqual(m.start().name, "lookUp")
+        return m.lookedUp(found(outcome), in: Variants(variants))
+    }
+
+    func testAHitIsServedAndDone() {
+        var m = machine()
+        let stored = entry("max-age=60")
+        let action = lookedUp(&m, .fresh(index: 0, age: 5, ttl: 55), [stored])
+        guard case .serve(let offered) = action else { return XCTFail("\(action)") }
+        XCTAssertTrue(offered.entry.isSame(stored))
+        XCTAssertEqual(offered.age, 5)
+        XCTAssertEqual(offered.count, .hit)
+        XCTAssertEqual(offered.cacheStatus.value, "larder; hit; ttl=55")
+        XCTAssertFalse(m.responseStarted, "nothing sent until it is served")
+        XCTAssertEqual(m.served(.served).name, "none")
+        XCTAssertTrue(m.clientDone)
+        XCTAssertEqual(m.upstreamHead(response(200), now: now).name, "none", "no upstream for a hit")
+    }
+
+    func testAMissLeadsTheFetchAndStreamsItsResponse() {
+        var m = machine()
+        guard case .collapse(let count) = lookedUp(&m, miss) else { return XCTFail() }
+        XCTAssertEqual(count, .miss)
+        guard case .forward(let how) = m.joined(.leading) else { return XCTFail() }
+        XCTAssertEqual(how, .init(leading: true))
+        XCTAssertEqual(m.forwarding.reason, .uriMiss)
         XCTAssertFalse(m.responseStarted, "a failure now can still be answered with a stand-in")
-        m.responseHeadSent()
+        XCTAssertEqual(m.upstreamHead(response(200), now: now).name, "takeHead")
+        let head = m.headSent(status: 200, stored: true)
+        XCTAssertEqual(head.cacheStatus, "larder; fwd=uri-miss; stored")
+        XCTAssertNil(head.piece)
         XCTAssertEqual(m.state, .streaming)
         XCTAssertTrue(m.responseStarted)
-        XCTAssertFalse(m.takesUpstreamHead, "one head per answer")
+        XCTAssertEqual(m.upstreamHead(response(200), now: now).name, "none", "one head per answer")
+        XCTAssertEqual(m.upstreamFailed(.unreachable, detail: "gone", now: now).name, "none", "a failure after the head: no stand-in")
         m.finish()
-        XCTAssertEqual(m.state, .done)
         XCTAssertTrue(m.clientDone)
     }
 
-    func testAskingTheFleetThenGoingOn() {
-        var m = ExchangeMachine()
-        m.askFleet()
-        XCTAssertEqual(m.state, .askingFleet)
-        XCTAssertFalse(m.responseStarted)
-        XCTAssertTrue(m.fleetAnswered())
-        XCTAssertEqual(m.state, .lookingUp, "decides again with what the fleet had")
-        XCTAssertFalse(m.fleetAnswered(), "once")
-        m.forward()
-        XCTAssertEqual(m.state, .forwarding)
+    func testAStaleResponseIsValidatedAndA304RefreshesIt() {
+        var m = machine()
+        let stored = entry("max-age=10", ["etag": "\"v1\""], storedAt: now - 100)
+        guard case .collapse(let count) = lookedUp(&m, .stale(index: 0, age: 100, ttl: -90, requestForced: false), [stored])
+        else { return XCTFail() }
+        XCTAssertEqual(count, .staleForward)
+        XCTAssertTrue(m.forwarding.validating?.isSame(stored) ?? false)
+        _ = m.joined(.leading)
+        let notModified = response(304, ["etag": "\"v1\""])
+        guard case .refresh(let validated, let by) = m.upstreamHead(notModified, now: now) else { return XCTFail() }
+        XCTAssertTrue(validated.isSame(stored))
+        XCTAssertEqual(by.value.status, 304)
+        let refreshed = entry("max-age=10", ["etag": "\"v1\""])
+        guard case .serve(let offered) = m.refreshed((refreshed, true), now: now) else { return XCTFail() }
+        XCTAssertTrue(offered.entry.isSame(refreshed))
+        XCTAssertEqual(offered.cacheStatus.value, "larder; fwd=stale; fwd-status=304; stored")
+        XCTAssertEqual(m.served(.served).name, "none")
+        XCTAssertTrue(m.clientDone)
     }
 
-    func testTheClientLeavingWhileTheFleetIsAsked() {
-        var m = ExchangeMachine()
-        m.askFleet()
-        m.finish()
-        XCTAssertFalse(m.fleetAnswered(), "a late answer does nothing")
-        XCTAssertEqual(m.state, .done)
+    func testA304ThatNamesNothingHeldOrWhoseBodyWentIsAskedAgainWithoutValidators() {
+        for gone in [false, true] {
+            var m = machine()
+            let stored = entry("max-age=10", ["etag": "\"v1\""], storedAt: now - 100)
+            _ = lookedUp(&m, .stale(index: 0, age: 100, ttl: -90, requestForced: false), [stored])
+            _ = m.joined(.leading)
+            _ = m.upstreamHead(response(304), now: now)
+            let again: ExchangeAction
+            if gone {
+                _ = m.refreshed((entry("max-age=10"), true), now: now)
+                again = m.served(.bodyGone)
+            } else {
+                again = m.refreshed(nil, now: now)
+            }
+            guard case .forwardAgain(let dropStored) = again else { return XCTFail("\(again)") }
+            XCTAssertEqual(dropStored, gone, "a body that went is forgotten")
+            XCTAssertNil(m.forwarding.validating)
+            guard case .forward(let how) = m.nextTurn() else { return XCTFail() }
+            XCTAssertEqual(how, .init(), "alone: the first fetch let its claim go")
+        }
     }
 
-    func testAHitIsAnsweredWithoutGoingUpstream() {
-        var m = ExchangeMachine()
-        m.finish()
-        XCTAssertTrue(m.responseStarted)
-        XCTAssertFalse(m.takesUpstreamHead)
+    func testStaleWhileRevalidateServesAndRevalidatesInTheBackground() {
+        var m = machine()
+        let stored = entry("max-age=10, stale-while-revalidate=60", storedAt: now - 20)
+        guard case .serve(let offered) = lookedUp(&m, .staleWhileRevalidate(index: 0, age: 20, ttl: -10), [stored])
+        else { return XCTFail() }
+        XCTAssertEqual(offered.count, .staleHit)
+        guard case .revalidate(let entry) = m.served(.served) else { return XCTFail() }
+        XCTAssertTrue(entry.isSame(stored))
     }
 
-    /// A stored gzip body decoded as the client drains: started, not done
-    /// until the body ends; a 304's refresh may start it while forwarding.
-    func testADecodedStoredBodyStreamsUntilItEnds() {
-        var machine = ExchangeMachine()
-        machine.decodeStored()
-        XCTAssertEqual(machine.state, .decoding)
-        XCTAssertTrue(machine.responseStarted)
-        XCTAssertFalse(machine.clientDone)
-        XCTAssertFalse(machine.takesUpstreamHead)
-        machine.finish()
-        XCTAssertTrue(machine.clientDone)
-        machine.decodeStored()
-        XCTAssertEqual(machine.state, .done, "late: nothing")
+    func testStaleIfErrorStandsInForA5xxThenTheNextAnswerDown() {
+        var m = machine()
+        let stored = entry("max-age=10, stale-if-error=600", storedAt: now - 100)
+        _ = lookedUp(&m, .stale(index: 0, age: 100, ttl: -90, requestForced: false), [stored])
+        _ = m.joined(.leading)
+        guard case .serve(let offered) = m.upstreamHead(response(503), now: now) else { return XCTFail() }
+        XCTAssertTrue(offered.entry.isSame(stored))
+        XCTAssertEqual(offered.count, .staleHit)
+        XCTAssertEqual(m.served(.bodyGone).name, "takeHead", "its body went: the upstream's 503 is the answer after all")
 
-        var validating = ExchangeMachine()
-        validating.forward()
-        validating.decodeStored()
-        XCTAssertEqual(validating.state, .decoding)
+        var served = machine()
+        _ = lookedUp(&served, .stale(index: 0, age: 100, ttl: -90, requestForced: false), [stored])
+        _ = served.joined(.leading)
+        _ = served.upstreamHead(response(503), now: now)
+        XCTAssertEqual(served.served(.served).name, "none")
+        XCTAssertTrue(served.clientDone)
     }
 
-    func testAnAnswerFromTheStoreWhileForwardingTakesNoUpstreamHead() {
-        // A 5xx answered with the stale response, or a 304's refresh: the
-        // exchange is done before the upstream's head could be written.
-        var m = ExchangeMachine()
-        m.forward()
-        m.finish()
-        XCTAssertFalse(m.takesUpstreamHead)
-        m.responseHeadSent()
-        XCTAssertEqual(m.state, .done)
+    func testAnUnreachableUpstreamIsStoodInForWithinTheGraceElse502() {
+        let stored = entry("max-age=10", storedAt: now - 100)
+        var graced = machine(grace: 300)
+        _ = lookedUp(&graced, .stale(index: 0, age: 100, ttl: -90, requestForced: false), [stored])
+        _ = graced.joined(.leading)
+        guard case .serve(let offered) = graced.upstreamFailed(.unreachable, detail: "refused", now: now) else { return XCTFail() }
+        XCTAssertEqual(offered.cacheStatus.value, "larder; hit; ttl=-90; detail=upstream-unreachable")
+
+        var plain = machine()
+        _ = lookedUp(&plain, .stale(index: 0, age: 100, ttl: -90, requestForced: false), [stored])
+        _ = plain.joined(.leading)
+        guard case .answer(let made) = plain.upstreamFailed(.unreachable, detail: "refused", now: now) else { return XCTFail() }
+        XCTAssertEqual(made.status, 502)
+        XCTAssertEqual(made.message, "refused")
+        XCTAssertEqual(made.cacheStatus, "larder; fwd=stale; detail=upstream-error")
+        XCTAssertTrue(plain.clientDone)
     }
 
-    func testAskingAgainWithoutValidators() {
-        var m = ExchangeMachine()
-        m.forward()
-        m.forward()  // the 304 named nothing held
-        XCTAssertEqual(m.state, .forwarding)
-        XCTAssertTrue(m.takesUpstreamHead)
-    }
-
-    func testWaitingForALeaderThenFollowingItsResponse() {
-        var m = ExchangeMachine()
-        m.waitForLeader()
+    func testACollapsedWaitEndsInALookupThroughThePolicy() {
+        // The leader stored a fresh response: served, counted as collapsed already.
+        var m = machine()
+        _ = lookedUp(&m, miss)
+        XCTAssertEqual(m.joined(.waiting).name, "awaitLeader")
         XCTAssertEqual(m.state, .waitingForLeader)
         XCTAssertFalse(m.responseStarted)
-        XCTAssertEqual(m.leaderDone(streaming: true), .follow)
-        m.follow()
-        XCTAssertEqual(m.state, .following)
+        XCTAssertEqual(m.leaderDone(.lookUpAgain).name, "lookUp")
+        let stored = entry("max-age=60")
+        guard case .serve(let offered) = m.lookedUp(found(.fresh(index: 0, age: 0, ttl: 60)), in: Variants([stored])) else { return XCTFail() }
+        XCTAssertEqual(offered.count, .none)
+        XCTAssertEqual(offered.cacheStatus.value, "larder; fwd=uri-miss; collapsed")
+
+        // The wait timed out and nothing is stored: fetch alone, never waiting again.
+        var timedOut = machine()
+        _ = lookedUp(&timedOut, miss)
+        _ = timedOut.joined(.waiting)
+        _ = timedOut.leaderDone(.lookUpAgain)
+        guard case .forward(let how) = timedOut.lookedUp(found(miss), in: Variants()) else { return XCTFail() }
+        XCTAssertEqual(how, .init(), "not leading, not counted again")
+        XCTAssertEqual(timedOut.leaderDone(.lookUpAgain).name, "none", "a late wake-up does nothing")
+
+        // The leader stored a stale-while-revalidate response: the policy serves it and refreshes.
+        var swr = machine()
+        _ = lookedUp(&swr, miss)
+        _ = swr.joined(.waiting)
+        _ = swr.leaderDone(.lookUpAgain)
+        let stale = entry("max-age=1, stale-while-revalidate=60", storedAt: now - 5)
+        _ = swr.lookedUp(found(.staleWhileRevalidate(index: 0, age: 5, ttl: -4)), in: Variants([stale]))
+        XCTAssertEqual(swr.served(.served).name, "revalidate")
+    }
+
+    func testAWaiterFollowsTheLeadersResponseOrLeavesBeforeIt() {
+        let fetch = SharedFetch(head: SharedFetch.Head(
+            status: 200, reason: nil, headers: [:], timing: ResponseTiming(requestTime: 0, responseTime: 0, dateValue: nil, ageValue: 0),
+            contentLength: nil, varyNames: [], varyValues: []), limitBytes: 1 << 20)
+        var m = machine()
+        _ = lookedUp(&m, miss)
+        _ = m.joined(.waiting)
+        guard case .follow(_, let count) = m.leaderDone(.follow(fetch)) else { return XCTFail() }
+        XCTAssertEqual(m.followedCacheStatus, "larder; fwd=uri-miss; collapsed")
+        XCTAssertEqual(count, .none, "counted when it joined")
         XCTAssertTrue(m.responseStarted)
-        XCTAssertFalse(m.takesUpstreamHead, "no fetch of its own")
-        XCTAssertEqual(m.leaderDone(streaming: false), .ignore, "a second wake-up (the timer) does nothing")
+
+        var gone = machine()
+        _ = lookedUp(&gone, miss)
+        _ = gone.joined(.waiting)
+        gone.clientGone()
+        XCTAssertEqual(gone.leaderDone(.follow(fetch)).name, "none")
     }
 
-    func testALeaderDoneWithoutSharingSendsTheWaiterBackToTheStore() {
-        var m = ExchangeMachine()
-        m.waitForLeader()
-        XCTAssertEqual(m.leaderDone(streaming: false), .lookUpAgain)
-        XCTAssertEqual(m.state, .lookingUp)
-        m.forward()
-        XCTAssertEqual(m.state, .forwarding)
+    func testARestWithAnotherValidatorIsNeverJoinedToTheStoredPiece() {
+        var m = machine()
+        let piece = entry("max-age=60", status: 206, ["etag": "\"v1\"", "content-range": "bytes 0-9/100"], body: "0123456789")
+        XCTAssertEqual(m.start().name, "lookUp")
+        guard case .forward(let how) = m.lookedUp(found(miss, completable: piece), in: Variants()) else { return XCTFail() }
+        XCTAssertEqual(how, .init(count: .miss), "not collapsed: a follower would get the rest alone")
+        XCTAssertEqual(m.forwarding.reason, .partial)
+        XCTAssertTrue(m.forwarding.completing?.isSame(piece) ?? false)
+        let otherRest = response(206, ["etag": "\"v2\"", "content-range": "bytes 10-99/100"])
+        guard case .forwardAgain(let dropStored) = m.upstreamHead(otherRest, now: now) else { return XCTFail() }
+        XCTAssertTrue(dropStored, "the stale piece goes")
+        XCTAssertNil(m.forwarding.completing, "the whole is asked plainly")
+        XCTAssertEqual(m.nextTurn().name, "forward")
+        XCTAssertEqual(m.upstreamHead(response(200, ["etag": "\"v2\""]), now: now).name, "takeHead")
+
+        var fits = machine()
+        _ = fits.start()
+        _ = fits.lookedUp(found(miss, completable: piece), in: Variants())
+        XCTAssertEqual(fits.upstreamHead(response(206, ["etag": "\"v1\"", "content-range": "bytes 10-99/100"]), now: now).name,
+                       "takeHead", "the same strong validator: joined")
+        let joined = fits.headSent(status: 206, stored: true)
+        XCTAssertTrue(joined.piece?.isSame(piece) ?? false, "the stored piece goes first")
+        XCTAssertEqual(joined.cacheStatus, "larder; fwd=partial; fwd-status=206; stored")
     }
 
-    func testTheClientLeavingMidCollapseThenTheLeaderFinishing() {
-        var waiting = ExchangeMachine()
-        waiting.waitForLeader()
-        waiting.finish()  // the client left
-        XCTAssertEqual(waiting.leaderDone(streaming: true), .ignore, "the leader's wake-up after the client left")
-        XCTAssertEqual(waiting.state, .done)
-
-        var following = ExchangeMachine()
-        following.waitForLeader()
-        _ = following.leaderDone(streaming: true)
-        following.follow()
-        following.finish()  // the client left
-        following.forward()
-        XCTAssertEqual(following.state, .done, "nothing goes upstream for a client that left")
+    func testTheClientGoneMidStreamStopsEverythingAfter() {
+        var m = machine()
+        _ = lookedUp(&m, miss)
+        _ = m.joined(.leading)
+        _ = m.upstreamHead(response(200), now: now)
+        _ = m.headSent(status: 200, stored: false)
+        m.clientGone()
+        XCTAssertTrue(m.clientDone)
+        XCTAssertEqual(m.upstreamHead(response(200), now: now).name, "none")
+        XCTAssertEqual(m.upstreamFailed(.timedOut, detail: "late", now: now).name, "none")
+        XCTAssertEqual(m.served(.bodyGone).name, "none")
+        XCTAssertEqual(m.nextTurn().name, "none")
     }
 
-    func testATimerFiringAfterCompletionDoesNothing() {
-        var m = ExchangeMachine()
-        m.waitForLeader()
-        _ = m.leaderDone(streaming: false)
-        m.finish()  // served what the leader stored
-        XCTAssertEqual(m.leaderDone(streaming: false), .ignore)
-        m.forward()  // a refetch scheduled before the answer
-        XCTAssertEqual(m.state, .done)
+    func testAStoredBodyThatWentIsForgottenAndLookedUpOnce() {
+        var m = machine()
+        let stored = entry("max-age=60")
+        _ = lookedUp(&m, .fresh(index: 0, age: 0, ttl: 60), [stored])
+        guard case .lookUp(let forgetting) = m.served(.bodyGone) else { return XCTFail() }
+        XCTAssertTrue(forgetting)
+        _ = m.lookedUp(found(.fresh(index: 0, age: 0, ttl: 60)), in: Variants([stored]))
+        XCTAssertEqual(m.served(.bodyGone).name, "collapse", "gone twice: fetched, not looked up again")
+
+        var undecodable = machine(fleet: true)
+        _ = lookedUp(&undecodable, .fresh(index: 0, age: 0, ttl: 60), [stored])
+        guard case .collapse(let count) = undecodable.served(.undecodable) else { return XCTFail() }
+        XCTAssertEqual(count, .miss, "kept for clients that take gzip; this one's identity copy is fetched")
     }
 
-    func testFollowingOnceAndNothingAfterTheEnd() {
-        var m = ExchangeMachine()
-        m.waitForLeader()
-        _ = m.leaderDone(streaming: true)
-        m.follow()
-        m.finish()
-        m.follow()
-        XCTAssertEqual(m.state, .done, "nothing is followed after the end")
+    func testTheFleetIsAskedOnAMissAndItsClaimDecidesWhoFetches() {
+        let shared = entry("max-age=60")
+        var hit = machine(fleet: true)
+        XCTAssertEqual(lookedUp(&hit, miss).name, "askFleet")
+        guard case .serve(let offered) = hit.lookedUp(found(.fresh(index: 0, age: 1, ttl: 59)), in: Variants([shared])) else { return XCTFail() }
+        XCTAssertEqual(offered.cacheStatus.value, "larder; hit; ttl=59; detail=fleet")
+        XCTAssertEqual(offered.count, .hit)
+
+        var unreachable = machine(fleet: true)
+        _ = lookedUp(&unreachable, miss)
+        XCTAssertEqual(unreachable.fleetUnavailable().name, "collapse", "decided on what was found here")
+        guard case .forward(let how) = unreachable.joined(.leading) else { return XCTFail() }
+        XCTAssertEqual(how, .init(leading: true), "no claim asked of a Redis that cannot be reached")
+
+        var other = machine(fleet: true)
+        _ = lookedUp(&other, miss)
+        _ = other.lookedUp(found(miss), in: Variants())
+        XCTAssertEqual(other.joined(.leading).name, "claimInFleet")
+        XCTAssertEqual(other.claimed(false).name, "askFleet", "another node fetches: its answer is looked for")
+        guard case .serve(let fromOther) = other.lookedUp(found(.fresh(index: 0, age: 0, ttl: 60)), in: Variants([shared])) else { return XCTFail() }
+        XCTAssertTrue(fromOther.releasesClaim, "this node's waiters find it stored now")
+        XCTAssertEqual(fromOther.count, .collapsed)
+
+        var claimed = machine(fleet: true)
+        _ = lookedUp(&claimed, miss)
+        _ = claimed.lookedUp(found(miss), in: Variants())
+        _ = claimed.joined(.leading)
+        guard case .forward(let leads) = claimed.claimed(true) else { return XCTFail() }
+        XCTAssertEqual(leads, .init(leading: true, claimedInFleet: true))
+
+        var left = machine(fleet: true)
+        _ = lookedUp(&left, miss)
+        _ = left.lookedUp(found(miss), in: Variants())
+        _ = left.joined(.leading)
+        left.clientGone()
+        guard case .releaseClaims(let fleet) = left.claimed(true) else { return XCTFail() }
+        XCTAssertTrue(fleet, "the client left: both claims go")
+        XCTAssertEqual(left.claimed(true).name, "none", "once")
+    }
+
+    func testEachPolicyDecides() {
+        let fresh = entry("max-age=60")
+        let stale = entry("max-age=10", ["etag": "\"v1\""], storedAt: now - 100)
+        let staleOutcome = LookupOutcome.stale(index: 0, age: 100, ttl: -90, requestForced: false)
+
+        var reload = machine(.reloadIgnoringLocalCacheData, byClient: true)
+        guard case .forward(let how) = lookedUp(&reload, .fresh(index: 0, age: 0, ttl: 60), [fresh]) else { return XCTFail() }
+        XCTAssertEqual(how, .init(count: .miss), "never collapsed")
+        XCTAssertEqual(reload.forwarding.reason, .request)
+        XCTAssertNil(reload.forwarding.validating)
+
+        var remote = machine(.reloadIgnoringLocalAndRemoteCacheData)
+        _ = lookedUp(&remote, .fresh(index: 0, age: 0, ttl: 60), [fresh])
+        XCTAssertTrue(remote.forwarding.noCacheUpstream)
+        XCTAssertEqual(remote.forwarding.reason, .bypass)
+
+        var revalidating = machine(.reloadRevalidatingCacheData)
+        _ = lookedUp(&revalidating, .fresh(index: 0, age: 0, ttl: 60), [stale])
+        XCTAssertTrue(revalidating.forwarding.validating?.isSame(stale) ?? false)
+
+        var elseLoad = machine(.returnCacheDataElseLoad)
+        XCTAssertEqual(lookedUp(&elseLoad, staleOutcome, [stale]).name, "serve", "however stale")
+        var elseLoadMiss = machine(.returnCacheDataElseLoad)
+        XCTAssertEqual(lookedUp(&elseLoadMiss, miss).name, "collapse")
+
+        var dontLoad = machine(.returnCacheDataDontLoad)
+        guard case .answer(let made) = lookedUp(&dontLoad, miss) else { return XCTFail() }
+        XCTAssertEqual(made.status, 504)
+        XCTAssertEqual(made.cacheStatus, "larder; detail=cache-only")
+
+        var thenFetch = machine(.cacheThenFetch)
+        _ = lookedUp(&thenFetch, .fresh(index: 0, age: 0, ttl: 60), [fresh])
+        XCTAssertEqual(thenFetch.served(.served).name, "revalidate")
+
+        var networkFirst = machine(.networkElseCache)
+        XCTAssertEqual(lookedUp(&networkFirst, .fresh(index: 0, age: 0, ttl: 60), [fresh]).name, "forward")
+        guard case .serve(let fallback) = networkFirst.upstreamFailed(.timedOut, detail: "slow", now: now) else { return XCTFail() }
+        XCTAssertTrue(fallback.entry.isSame(fresh), "the stored response when the network fails")
+
+        var onlyIfCached = machine()
+        _ = onlyIfCached.start()
+        guard case .answer(let gateway) = onlyIfCached.lookedUp(found(staleOutcome, directives: "only-if-cached"), in: Variants([stale]))
+        else { return XCTFail() }
+        XCTAssertEqual(gateway.status, 504)
+
+        var unknown = ExchangeMachine(.init(isCacheLookup: true, isGet: true, disconnectedGrace: 0, shared: true, fleet: false),
+                                      choice: .unknown(message: "unknown Larder-Cache-Policy"))
+        guard case .answer(let badRequest) = unknown.start() else { return XCTFail() }
+        XCTAssertEqual(badRequest.status, 400)
+        XCTAssertEqual(badRequest.message, "unknown Larder-Cache-Policy")
+    }
+
+    func testARequestThatIsNotLookedUpGoesStraightUpstreamAndItsErrorsPassThrough() {
+        var m = machine(method: "POST")
+        guard case .forward(let how) = m.start() else { return XCTFail() }
+        XCTAssertEqual(how, .init())
+        XCTAssertEqual(m.forwarding.reason, .method)
+        XCTAssertEqual(m.upstreamHead(response(503), now: now).name, "takeHead", "nothing stored stands in for a POST")
+        var failed = machine(method: "POST")
+        _ = failed.start()
+        guard case .answer(let made) = failed.upstreamFailed(.timedOut, detail: "slow", now: now) else { return XCTFail() }
+        XCTAssertEqual(made.status, 504)
+        XCTAssertNil(made.cacheStatus)
+    }
+}
+
+extension ExchangeAction {
+    /// The action's case, for assertions.
+    var name: String {
+        switch self {
+        case .none: return "none"
+        case .lookUp: return "lookUp"
+        case .askFleet: return "askFleet"
+        case .claimInFleet: return "claimInFleet"
+        case .serve: return "serve"
+        case .answer: return "answer"
+        case .collapse: return "collapse"
+        case .awaitLeader: return "awaitLeader"
+        case .follow: return "follow"
+        case .forward: return "forward"
+        case .forwardAgain: return "forwardAgain"
+        case .takeHead: return "takeHead"
+        case .refresh: return "refresh"
+        case .revalidate: return "revalidate"
+        case .releaseClaims: return "releaseClaims"
+        }
     }
 }

@@ -45,7 +45,7 @@ final class StandInsTests: XCTestCase {
     }
 
     func testTheRequestsStaleIfErrorCounts() {
-        var standIns = StandIns(stale: entry("max-age=1"), request: CacheControl("stale-if-error=60"))
+        var standIns = StandIns(stale: entry("max-age=1"), requestStaleIfError: CacheControl("stale-if-error=60").staleIfError)
         XCTAssertNotNil(served(standIns.answer(.status(503), detail: "upstream answered 503", validating: nil, now: 120, shared: true)))
     }
 

@@ -1,0 +1,144 @@
+import CacheSemantics
+import CacheStorage
+import EventLoop
+
+/// The driver's half of `ExchangeMachine`: each action performed, and
+/// what came of it fed back as the machine's next event, until the
+/// machine waits for something that comes later (a fetch, the fleet, the
+/// leader, the client). Nothing here decides.
+extension Exchange {
+    /// Performs `first` and what follows from it. True when the machine
+    /// ends with `.takeHead`: the upstream's head is the answer (`takes`).
+    @discardableResult
+    func perform(_ first: consuming ExchangeAction) -> Bool {
+        var action = first
+        while true {
+            // Consumed: the payload moves out, not copied and destroyed.
+            switch consume action {
+            case .none:
+                return false
+            case .takeHead:
+                return true
+            case .lookUp(let forgetting):
+                if forgetting {
+                    worker.store.remove(key)
+                    action = lookedUp(Variants())
+                } else {
+                    action = lookedUp(worker.store.lookup(key, local: worker.localHits))
+                }
+            case .askFleet:
+                // What the fleet had is added to the store, and to what was found here.
+                guard let tier = worker.sharedTier,
+                      SharedLookup.ask(tier, key: key, into: worker.store, toDisk: toDisk, found: { [self] shared in
+                          let all = shared.isEmpty ? variants : Variants(Array(variants) + shared)
+                          perform(lookedUp(all))
+                      }) else {
+                    action = machine.fleetUnavailable()
+                    continue
+                }
+                return false
+            case .claimInFleet:
+                guard let tier = worker.sharedTier,
+                      tier.claim(key, milliseconds: UInt64(worker.configuration.upstream.responseTimeoutMilliseconds), outcome: {
+                          [self] claim in perform(machine.claimed(claim == .claimed))
+                      }) else {
+                    action = machine.fleetUnavailable()
+                    continue
+                }
+                return false
+            case .serve(let offered):
+                action = serve(offered)
+            case .answer(let made):
+                sendMadeHere(made.status, made.message, cacheStatus: made.cacheStatus)
+                return false
+            case .collapse(let count):
+                bump(count)
+                action = machine.joined(join())
+            case .awaitLeader:
+                bump(.collapsed)
+                return false
+            case .follow(let fetch, let count):
+                bump(count)
+                follow(fetch, cacheStatus: machine.followedCacheStatus)
+                return false
+            case .forward(let how):
+                bump(how.count)
+                forward(leading: how.leading, claimedInFleet: how.claimedInFleet)
+                return false
+            case .forwardAgain(let dropStored):
+                if dropStored { worker.store.remove(key) }
+                fetch?.cancel()
+                fetch = nil
+                worker.loop.schedule(after: 0) { [weak self] in
+                    guard let self else { return }
+                    self.perform(self.machine.nextTurn())
+                }
+                return false
+            case .refresh(let validated, let response):
+                let refreshed = worker.applyNotModified(response.value, validated: validated,
+                                                        among: variants, fetchedSince: fetch?.fetchToken ?? 0,
+                                                        sharedMark: fetch?.sharedMark, toDisk: toDisk)
+                action = machine.refreshed(refreshed, now: EventLoop.wallSeconds())
+            case .revalidate(let entry):
+                worker.revalidateInBackground(entry, among: variants, request: request, peer: connection.peer)
+                return false
+            case .releaseClaims(let fleet):
+                if fleet { worker.sharedTier?.release(key) }
+                worker.collapser.release(key)
+                return false
+            }
+        }
+    }
+
+    /// Offers a stored response; a whole one queued completes the exchange.
+    private func serve(_ offered: StoredServing) -> ExchangeAction {
+        if offered.releasesClaim { worker.collapser.release(key) }
+        let result = serveStored(offered.entry, age: offered.age, now: offered.now, cacheStatus: offered.cacheStatus)
+        if result == .served || result == .decoding {
+            bump(offered.count)
+            if variants.count > 1 { worker.store.noteServed(offered.entry) }
+        }
+        let next = machine.served(result)
+        if result == .served { complete() }
+        if result == .decoding { pumpDecoding(offered.entry) }
+        return next
+    }
+
+    /// Joins the key's collapser: leads its fetch, follows or waits for
+    /// the one already under way, or fetches alone.
+    private func join() -> ExchangeMachine.Joined {
+        switch LeaderWait.join(key, for: request, collapser: worker.collapser, loop: worker.loop,
+                               timeoutMilliseconds: UInt64(worker.configuration.upstream.responseTimeoutMilliseconds),
+                               ended: { [weak self] ended in
+                                   guard let self else { return }
+                                   self.wait = nil
+                                   self.perform(self.machine.leaderDone(ended))
+                               }) {
+        case .leading: return .leading
+        case .fetchAlone: return .fetchAlone
+        case .following(let fetch): return .following(fetch)
+        case .waiting(let wait):
+            self.wait = wait
+            return .waiting
+        }
+    }
+
+    /// Answers with the leader's response, piece by piece as it arrives.
+    private func follow(_ fetch: SharedFetch, cacheStatus: String) {
+        answer.sharedHead(fetch.head, for: request, cacheStatus: cacheStatus)
+        let reader = SharedFetchReader(fetch, for: self, loop: worker.loop)
+        self.reader = reader
+        reader.pull()
+    }
+
+    func bump(_ count: ExchangeCount) {
+        switch count {
+        case .none: break
+        case .hit: WorkerStats.bump(worker.counters.hits)
+        case .staleHit: WorkerStats.bump(worker.counters.staleHits)
+        case .miss: WorkerStats.bump(worker.counters.misses)
+        case .staleForward: WorkerStats.bump(worker.counters.staleForwards)
+        case .collapsed: WorkerStats.bump(worker.counters.collapsed)
+        }
+    }
+}

@@ -1,0 +1,188 @@
+import CacheSemantics
+import CacheStorage
+
+/// The machine's second half: stored responses offered and what became of
+/// them, the upstream's head and failures (stand-ins, a 304's refresh, a
+/// stored piece's rest that does not fit), the end, the client gone.
+extension ExchangeMachine {
+    // MARK: stored responses
+
+    /// What became of the stored response offered (`.serve`).
+    mutating func served(_ result: StoredServe) -> ExchangeAction {
+        guard state == .serving || state == .forwarding else { return .none }
+        var offered = Offer.none
+        swap(&offered, &offer)  // moved out, not copied
+        switch result {
+        case .served, .decoding:
+            state = result == .served ? .done : .decoding
+            if case .hit(let refreshing?) = offered { return .revalidate(refreshing) }
+            return .none
+        case .bodyGone, .undecodable:
+            switch offered {
+            case .none:
+                return .none
+            case .hit:
+                return lookupFailed(result)
+            case .standIn(let now):
+                // The next answer down.
+                return nextStandIn(now: now)
+            case .refreshed:
+                state = .forwarding
+                return forwardAgain(dropStored: result == .bodyGone)
+            }
+        }
+    }
+
+    /// A stored response found by a lookup could not be served.
+    private mutating func lookupFailed(_ result: StoredServe) -> ExchangeAction {
+        guard waited == .nothing else {
+            // After a wait: fetch alone (what was waited for is over).
+            state = .forwarding
+            return .forward(.init())
+        }
+        if result == .bodyGone && !forgot {
+            // Its body file went away (evicted or removed meanwhile): forget it and look again.
+            forgot = true
+            state = .lookingUp
+            return .lookUp(forgetting: true)
+        }
+        // Kept for the clients that take its gzip (or gone twice): this one
+        // gets what the upstream sends it (identity), which takes its place when stored.
+        switch LookupPlan.afterVanishedBody(onlyIfCached: onlyIfCached) {
+        case .cacheOnlyMiss(let detail, let message):
+            state = .done
+            return .answer(MadeHere(status: 504, message: message, cacheStatus: "larder; detail=\(detail)"))
+        case .forward(let how):
+            upstreamPlan = Forwarding(how, variants: Variants(), isGet: request.isGet, requestStaleIfError: staleIfError,
+                                    disconnectedGrace: request.disconnectedGrace)
+            state = .joining
+            return .collapse(count: .miss)
+        case .serve:
+            return .none
+        }
+    }
+
+    // MARK: the upstream
+
+    /// The upstream's head. `.takeHead`
+    /// when it is the answer; anything else means the rest of the fetch is
+    /// not wanted (a stand-in for a 5xx, a 304's refresh, a rest that does
+    /// not complete the stored piece).
+    mutating func upstreamHead(_ response: UpstreamResponse, now: Int64) -> ExchangeAction {
+        guard state == .forwarding else { return .none }
+        let status = response.status
+        if status >= 500 {
+            failure = Box((.status(status), "upstream answered \(status)"))
+            let standIn = nextStandIn(now: now)
+            if case .takeHead = standIn {} else { return standIn }
+        }
+        if status == 304, let validating = forwarding.validating {
+            let notModified = Box(response)
+            offer = .refreshed(by: notModified)
+            return .refresh(validating, by: notModified)
+        }
+        if let completing = forwarding.completing, let piece = completing.piece,
+           status == 416 || (status == 206 && !PartialContent.completes(piece, etag: completing.etag,
+                                                                      contentRange: response.fields["content-range"],
+                                                                      restETag: response.fields["etag"])) {
+            // Not the rest of the stored piece's representation: the whole,
+            // asked plainly; a piece the upstream no longer has goes.
+            forwarding.completing = nil
+            return forwardAgain(dropStored: status == 416 || response.fields["etag"] != completing.etag)
+        }
+        return .takeHead
+    }
+
+    /// How the upstream's head taken (`.takeHead`) goes to the client.
+    struct StreamedHead {
+        /// Cache-Status's value.
+        var cacheStatus: String
+        /// The stored piece the 206 completes: sent first, and the head
+        /// says the whole.
+        var piece: CachedResponse?
+    }
+
+    /// The upstream's head goes to the client (`stored`: the response is
+    /// going into the store); its body streams from now on.
+    mutating func headSent(status: Int, stored: Bool) -> StreamedHead {
+        if state == .forwarding { state = .streaming }
+        let fwdStatus = forwarding.validating != nil || forwarding.completing != nil ? status : nil
+        return StreamedHead(cacheStatus: forwarding.cacheStatus(stored: stored, fwdStatus: fwdStatus),
+                            piece: status == 206 ? forwarding.completing : nil)
+    }
+
+    /// The upstream failed before any response.
+    mutating func upstreamFailed(_ kind: UpstreamFailure.Kind, detail: String, now: Int64) -> ExchangeAction {
+        guard state == .forwarding else { return .none }
+        failure = Box((kind, detail))
+        return nextStandIn(now: now)
+    }
+
+    /// The next answer in the failed upstream's place (`StandIns`): a
+    /// stored response, a 502/504, or (`.takeHead`) the upstream's own.
+    private mutating func nextStandIn(now: Int64) -> ExchangeAction {
+        guard let failure = failure?.value else { return .none }
+        switch forwarding.standIn(failure.kind, detail: failure.detail, now: now, shared: request.shared) {
+        case .serve(let entry, let detail):
+            let age = entry.currentAge(now: now)
+            offer = .standIn(now: now)
+            return .serve(StoredServing(entry: entry, age: age, now: now,
+                                        cacheStatus: CacheStatus.hit(ttl: entry.lifetime.minusSaturating(age), detail: detail),
+                                        count: .staleHit))
+        case .gatewayError(let status, let message):
+            state = .done
+            return .answer(MadeHere(status: status, message: message, cacheStatus: gatewayCacheStatus))
+        case .passThrough:
+            self.failure = nil
+            guard case .status = failure.kind else {
+                // No response to pass on: the failure is the answer.
+                state = .done
+                return .answer(MadeHere(status: 502, message: failure.detail, cacheStatus: gatewayCacheStatus))
+            }
+            return .takeHead
+        }
+    }
+
+    private var gatewayCacheStatus: String? {
+        request.isCacheLookup ? forwarding.cacheStatus(stored: false, detail: "upstream-error") : nil
+    }
+
+    /// The 304's refresh of the validated response: nil when it names
+    /// nothing held (asked again without validators).
+    mutating func refreshed(_ refreshed: (response: CachedResponse, stored: Bool)?, now: Int64) -> ExchangeAction {
+        guard state == .forwarding, case .refreshed = offer else { return .none }
+        guard let (response, stored) = refreshed else {
+            offer = .none
+            return forwardAgain(dropStored: false)
+        }
+        return .serve(StoredServing(entry: response, age: response.currentAge(now: now), now: now,
+                                    cacheStatus: CacheStatusLine(forwarding.cacheStatus(stored: stored, fwdStatus: 304)),
+                                    count: .none))
+    }
+
+    private mutating func forwardAgain(dropStored: Bool) -> ExchangeAction {
+        forwarding.validating = nil
+        return .forwardAgain(dropStored: dropStored)
+    }
+
+    /// The turn after `.forwardAgain`: go, unless the client left meanwhile.
+    mutating func nextTurn() -> ExchangeAction {
+        guard state == .forwarding else { return .none }
+        return .forward(.init())
+    }
+
+    // MARK: the end
+
+    /// The whole answer is queued (a stored body decoded to its end, the
+    /// end of a streamed one), or the exchange is cut off.
+    mutating func finish() {
+        state = .done
+    }
+
+    /// The client connection went away: an answer still pending about the
+    /// key's claims lets them go.
+    mutating func clientGone() {
+        if state == .claimingInFleet || state == .lookingAgainInFleet { releaseOnAnswer = true }
+        state = .done
+    }
+}
