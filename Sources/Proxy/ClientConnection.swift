@@ -40,7 +40,8 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         case open, closingWhenFlushed, lingering, closed
     }
     var closed: Bool { phase == .closed }
-    private var closeWhenFlushed: Bool { phase == .closingWhenFlushed }
+    /// Ending: nothing more is read or answered.
+    private var closeWhenFlushed: Bool { phase == .closingWhenFlushed || phase == .lingering }
     private var lingering: Bool { phase == .lingering }
     private var interest: IOEvents = [.read]
     /// Every deadline (waiting for a request, its body, the client taking
@@ -186,7 +187,10 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         let exchange = Exchange(head: consume head, connection: self)
         self.exchange = exchange
         exchange.start()
-        flush()
+        // What the exchange queued and did not write itself (a 100
+        // Continue, a head while its body is awaited); every caller sets
+        // the interest afterwards.
+        if !output.isEmpty { write() }
     }
 
     /// Moves buffered body bytes to the exchange (or discards them when the
@@ -257,7 +261,8 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         }
         // Pipelined requests answered in this batch leave in one writev; a
         // lone response goes at once (waiting for the batch adds latency).
-        if unparsedCount > 0 { flushSoon() } else { flush() }
+        // The interest is set once, below.
+        if unparsedCount > 0 { flushSoon() } else { write() }
         if closed { return }
         if !closeWhenFlushed {
             if body == nil { setDeadline(.idle, after: worker.configuration.keepAliveTimeoutMilliseconds) }
@@ -307,7 +312,14 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     }
 
     func flush() {
-        guard !closed else { return }
+        if write() { updateInterest() }
+    }
+
+    /// Writes what is queued; false when the connection closed or began
+    /// its lingering close meanwhile (its interest is set then).
+    @discardableResult
+    private func write() -> Bool {
+        guard !closed else { return false }
         do {
             var sent = 0
             let done = try output.flush(to: fd, sent: &sent)
@@ -323,23 +335,27 @@ final class ClientConnection: IOHandler, BatchEndHandler {
             if waitingForOutput && output.pendingBytes < outputBound {
                 waitingForOutput = false
                 processInput()
-                if closed { return }
+                if closed { return false }
             }
             if done {
-                if closeWhenFlushed { lingerThenClose(); return }
+                if closeWhenFlushed {
+                    lingerThenClose()
+                    return false
+                }
                 exchange?.outputDrained()
             } else if output.pendingBytes < worker.configuration.clientBufferBytes / 4 {
                 exchange?.outputDrained()
             }
         } catch {
             abort()
-            return
+            return false
         }
-        updateInterest()
+        return !closed
     }
 
     private func updateInterest() {
-        guard !closed else { return }
+        // Lingering reads (and only reads) until it closes: its interest is its own.
+        guard !closed, !lingering else { return }
         var wanted: IOEvents = []
         // A write is already due at the end of this batch: no need to ask
         // epoll (it would cost a system call per response).

@@ -91,6 +91,7 @@ extension Exchange {
     }
 
     /// Offers a stored response; a whole one queued completes the exchange.
+    @inline(__always)  // into `perform`: the offer's fields are not copied
     private func serve(_ offered: StoredServing) -> ExchangeAction {
         if offered.releasesClaim { worker.collapser.release(key) }
         let result = serveStored(offered.entry, age: offered.age, now: offered.now, cacheStatus: offered.cacheStatus)

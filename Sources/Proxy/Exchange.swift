@@ -52,7 +52,7 @@ final class Exchange {
         honoursClientDirectives = honours
         let isGet = head.method == "GET"
         // Last: the head moves in (read above in place, not copied).
-        request = head
+        request = consume head
         machine.configure(.init(isCacheLookup: isCacheLookup, isGet: isGet,
                                 disconnectedGrace: route?.staleOnDisconnect ?? configuration.staleOnDisconnectSeconds,
                                 shared: configuration.sharedCache, fleet: connection.worker.sharedTier != nil),

@@ -8,6 +8,7 @@ extension ExchangeMachine {
     // MARK: stored responses
 
     /// What became of the stored response offered (`.serve`).
+    @inline(__always)
     mutating func served(_ result: StoredServe) -> ExchangeAction {
         guard state == .serving || state == .forwarding else { return .none }
         var offered = Offer.none
