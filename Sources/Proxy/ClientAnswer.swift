@@ -7,21 +7,21 @@ import HTTPHeaders
 /// What one request's client is sent, once its exchange has decided it,
 /// and the access-log line that says so: a stored response, an answer made
 /// here, a head passed on (the upstream's, or a leader's shared one). The
-/// connection queues it in its framing (`ClientConnection+Answers`); what
-/// to answer is the exchange's.
+/// sink queues it in its protocol's framing (`ResponseSink`); what to
+/// answer is the exchange's.
 struct ClientAnswer {
-    /// Unsafe, and safe: the connection (of the worker) owns the exchange
-    /// that owns this; checked references would cost a hit about 2 % in
+    /// Unsafe, and safe: the sink (of the worker) owns the exchange that
+    /// owns this; checked references would cost a hit about 2 % in
     /// reference counting.
-    unowned(unsafe) let connection: ClientConnection
+    unowned(unsafe) let sink: any ResponseSink
     unowned(unsafe) let worker: Worker
     private var access: AccessRecord
 
     /// The request is the exchange's, passed to each call (a copy kept here
     /// would cost every hit its reference counting).
-    init(on connection: ClientConnection) {
-        self.connection = connection
-        worker = connection.worker
+    init(on sink: any ResponseSink, worker: Worker) {
+        self.sink = sink
+        self.worker = worker
         // Timed from the wake that brought the request: its wait behind
         // others handled in that wake counts, and no clock is read here.
         access = AccessRecord(logging: worker.recordsRequests, start: worker.wakeMicroseconds)
@@ -30,16 +30,11 @@ struct ClientAnswer {
     /// Whether the connection stays open after answering `request`.
     func keepAlive(_ request: RequestHead) -> Bool { request.keepAlive && !worker.draining }
 
-    private func connectionField(_ request: RequestHead) -> ConnectionField {
-        ConnectionField(keepAlive: keepAlive(request), minorVersion: request.minorVersion)
-    }
-
     /// Queues a stored response (a hit, a 304 to the client's conditional,
     /// a 206/416 for a range). False, having queued nothing, when its body
     /// is a disk file that can no longer be opened.
     mutating func stored(_ entry: CachedResponse, for request: RequestHead, age: Int, now: Int64, cacheStatus: CacheStatusLine) -> Bool {
-        guard let sent = connection.sendStored(entry, for: request, age: age, now: now, cacheStatus: cacheStatus,
-                                               connection: connectionField(request)) else { return false }
+        guard let sent = sink.sendStored(entry, for: request, age: age, now: now, cacheStatus: cacheStatus) else { return false }
         access.note(status: sent.status, result: .hit, queuedWhole: true, cacheStatus: cacheStatus.bytes, bodyBytes: sent.bodyBytes,
                     now: now)
         return true
@@ -50,11 +45,11 @@ struct ClientAnswer {
     /// follow (nil: none).
     mutating func decodedHead(_ answer: StoredAnswer, entry: CachedResponse, fields: HeaderFields, length: Int,
                               for request: RequestHead, age: Int, now: Int64, cacheStatus: CacheStatusLine) -> Range<Int>? {
-        let (sent, body) = connection.sendDecodedHead(answer, entry: entry, fields: fields, length: length, for: request, age: age,
-                                                      now: now, cacheStatus: cacheStatus, connection: connectionField(request))
+        let (sent, body) = sink.sendDecodedHead(answer, entry: entry, fields: fields, length: length, for: request, age: age,
+                                                now: now, cacheStatus: cacheStatus)
         access.note(status: sent.status, result: .hit, queuedWhole: body == nil, cacheStatus: cacheStatus.bytes,
                     bodyBytes: body == nil ? sent.bodyBytes : nil, now: now)
-        connection.flushSoon()
+        sink.flushSoon()
         return body
     }
 
@@ -63,7 +58,7 @@ struct ClientAnswer {
         let extra: HeaderFields = cacheStatus.map { [HeaderField(lowercasedName: "cache-status", value: $0)] } ?? []
         access.note(status: status, result: .other, queuedWhole: true, cacheStatus: Array((cacheStatus ?? "").utf8),
                     bodyBytes: message.utf8.count + 1)
-        connection.enqueue(ResponseSerializer.simple(status: status, body: message, close: !keepAlive(request), extra: extra))
+        sink.sendMadeHere(status: status, message: message, extra: extra, for: request)
     }
 
     /// The upstream's head, passed on; or a 304 when it is a 200 that the
@@ -74,18 +69,17 @@ struct ClientAnswer {
         if let age, response.status == 200, StoredAnswer.clientIsNotModified(
             request, etag: fields["etag"], lastModified: fields["last-modified"], dateValue: response.timing.dateValue ?? response.timing.responseTime) {
             access.note(status: 304, result: .miss, queuedWhole: true, cacheStatus: Array(cacheStatus.utf8), bodyBytes: 0)
-            connection.sendNotModified(fields: fields, age: age, cacheStatus: cacheStatus, now: now,
-                                       connection: connectionField(request))
-            connection.flush()
+            sink.sendNotModified(fields: fields, age: age, cacheStatus: cacheStatus, now: now, for: request)
+            sink.flush()
             return
         }
         access.note(status: response.status, result: age == nil ? .pass : .miss, queuedWhole: false,
                     cacheStatus: Array(cacheStatus.utf8), bodyBytes: nil)
         if access.logging { access.upstream = (response.status, response.upstreamMicroseconds) }
-        connection.sendHead(status: response.status, reason: response.reason, fields: fields, length: response.length,
-                            noBody: response.hasNoBody(answering: request.method), age: age, cacheStatus: cacheStatus,
-                            now: now, for: request, connection: connectionField(request))
-        connection.flushSoon()
+        sink.sendHead(status: response.status, reason: response.reason, fields: fields, length: response.length,
+                      noBody: response.hasNoBody(answering: request.method), age: age, cacheStatus: cacheStatus, now: now,
+                      for: request)
+        sink.flushSoon()
     }
 
     /// The head of a leader's response shared with this collapsed request,
@@ -93,11 +87,11 @@ struct ClientAnswer {
     mutating func sharedHead(_ head: SharedFetch.Head, for request: RequestHead, cacheStatus: String) {
         let now = EventLoop.wallSeconds()
         access.note(status: head.status, result: .miss, queuedWhole: false, cacheStatus: Array(cacheStatus.utf8), bodyBytes: nil)
-        connection.sendHead(status: head.status, reason: head.reason, fields: head.headers, length: head.contentLength,
-                            noBody: UpstreamResponse.hasNoBody(status: head.status, answering: request.method),
-                            age: Freshness.currentAge(correctedInitialAge: Freshness.correctedInitialAge(head.timing),
-                                                      responseTime: head.timing.responseTime, now: now),
-                            cacheStatus: cacheStatus, now: now, for: request, connection: connectionField(request))
+        sink.sendHead(status: head.status, reason: head.reason, fields: head.headers, length: head.contentLength,
+                      noBody: UpstreamResponse.hasNoBody(status: head.status, answering: request.method),
+                      age: Freshness.currentAge(correctedInitialAge: Freshness.correctedInitialAge(head.timing),
+                                                responseTime: head.timing.responseTime, now: now),
+                      cacheStatus: cacheStatus, now: now, for: request)
     }
 
     /// The latencies and the access-log line, once: when the exchange
@@ -109,11 +103,11 @@ struct ClientAnswer {
         worker.sample(request, access)
         guard access.logging else { return }
         let figures = AccessLine.Figures(time: access.endSeconds, worker: worker.index, status: access.status,
-                                         bodyBytes: access.bodyBytes ?? connection.answerBodyBytes,
+                                         bodyBytes: access.bodyBytes ?? sink.answerBodyBytes,
                                          firstByteMicroseconds: latencies?.firstByte,
                                          totalMicroseconds: latencies?.total ?? access.microseconds, result: access.result,
                                          upstreamStatus: access.upstream?.status, upstreamMicroseconds: access.upstream?.microseconds)
-        worker.logAccess(figures, client: connection.peer, method: request.method, target: request.target,
+        worker.logAccess(figures, client: sink.peer, method: request.method, target: request.target,
                          cache: access.cacheStatus)  // cut to the log's column where it is formatted
     }
 }

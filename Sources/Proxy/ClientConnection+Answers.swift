@@ -3,20 +3,22 @@ import EventLoop
 import HTTP1
 import HTTPHeaders
 
-/// Answers queued on the connection as the exchange decided them: a stored
-/// response (`StoredAnswer` chooses whole, 304, 206 or 416; `ClientHead`
-/// writes the head) and body pieces in the client's framing.
-extension ClientConnection {
-    /// What was queued, for the access log.
-    struct Sent {
-        let status: Int
-        let bodyBytes: Int
+/// The connection as an exchange's `ResponseSink`: answers queued as the
+/// exchange decided them, in HTTP/1.1: a stored response (`StoredAnswer`
+/// chooses whole, 304, 206 or 416; `ClientHead` writes the head), body
+/// pieces in the client's framing, the Connection field.
+extension ClientConnection: ResponseSink {
+    /// The Connection field of an answer to `request`: kept alive unless
+    /// it or a drain says otherwise.
+    private func connectionField(_ request: RequestHead) -> ConnectionField {
+        ConnectionField(keepAlive: request.keepAlive && !worker.draining, minorVersion: request.minorVersion)
     }
 
     /// Queues a stored response for `request`. Nil, having queued nothing,
     /// when its body is a disk file that can no longer be opened.
-    func sendStored(_ entry: CachedResponse, for request: RequestHead, age: Int, now: Int64, cacheStatus: CacheStatusLine,
-                    connection field: ConnectionField) -> Sent? {
+    func sendStored(_ entry: CachedResponse, for request: RequestHead, age: Int, now: Int64,
+                    cacheStatus: CacheStatusLine) -> SentAnswer? {
+        let field = connectionField(request)
         let answer = StoredAnswer.choose(for: request, entry: entry)
         var tail: ClientHead.Tail {
             ClientHead.Tail(age: age, dateLine: worker.dateHeader.current(now: now), cacheStatus: cacheStatus, connection: field)
@@ -29,7 +31,7 @@ extension ClientConnection {
         switch answer {
         case .notModified:
             enqueue(ClientHead.notModified(fields: entry.headers, tail: tail))
-            return Sent(status: 304, bodyBytes: 0)
+            return SentAnswer(status: 304, bodyBytes: 0)
         case .partial(let range, let length, let stored):
             enqueue(ClientHead.partial(fields: entry.headers, range: range, length: length, tail: tail,
                                        isHidden: worker.builder.isHidden))
@@ -39,11 +41,11 @@ extension ClientConnection {
             } else {
                 enqueue(entry, from: entry.headLength + first, to: entry.headLength + end)
             }
-            return Sent(status: 206, bodyBytes: range.count)
+            return SentAnswer(status: 206, bodyBytes: range.count)
         case .unsatisfiable(let length):
             enqueue(ClientHead.partial(fields: entry.headers, range: nil, length: length, tail: tail,
                                        isHidden: worker.builder.isHidden))
-            return Sent(status: 416, bodyBytes: 0)
+            return SentAnswer(status: 416, bodyBytes: 0)
         case .whole:
             // The stored head as is, then the per-request tail from a buffer the worker reuses.
             worker.headScratch.removeAll(keepingCapacity: true)
@@ -56,7 +58,7 @@ extension ClientConnection {
             } else if request.method != "HEAD" {
                 enqueue(entry, from: headLength, to: headLength + entry.bodyLength)
             }
-            return Sent(status: entry.status, bodyBytes: request.method == "HEAD" ? 0 : entry.bodyLength)
+            return SentAnswer(status: entry.status, bodyBytes: request.method == "HEAD" ? 0 : entry.bodyLength)
         }
     }
 
@@ -65,26 +67,25 @@ extension ClientConnection {
     /// bytes with `fields`); the decoded bytes follow through `sendBody`.
     /// The bytes of the representation that follow (none: nil).
     func sendDecodedHead(_ answer: StoredAnswer, entry: CachedResponse, fields: HeaderFields, length: Int, for request: RequestHead,
-                         age: Int, now: Int64, cacheStatus: CacheStatusLine, connection field: ConnectionField)
-        -> (sent: Sent, body: Range<Int>?)
-    {
+                         age: Int, now: Int64, cacheStatus: CacheStatusLine) -> (sent: SentAnswer, body: Range<Int>?) {
+        let field = connectionField(request)
         let tail = ClientHead.Tail(age: age, dateLine: worker.dateHeader.current(now: now), cacheStatus: cacheStatus, connection: field)
         switch answer {
         case .notModified:
             enqueue(ClientHead.notModified(fields: fields, tail: tail))
-            return (Sent(status: 304, bodyBytes: 0), nil)
+            return (SentAnswer(status: 304, bodyBytes: 0), nil)
         case .unsatisfiable(let length):
             enqueue(ClientHead.partial(fields: fields, range: nil, length: length, tail: tail, isHidden: worker.builder.isHidden))
-            return (Sent(status: 416, bodyBytes: 0), nil)
+            return (SentAnswer(status: 416, bodyBytes: 0), nil)
         case .partial(let range, let length, _):
             enqueue(ClientHead.partial(fields: fields, range: range, length: length, tail: tail, isHidden: worker.builder.isHidden))
             answerFraming = .length
-            return (Sent(status: 206, bodyBytes: range.count), range.lowerBound..<(range.upperBound + 1))
+            return (SentAnswer(status: 206, bodyBytes: range.count), range.lowerBound..<(range.upperBound + 1))
         case .whole:
             let noBody = request.method == "HEAD"
             sendHead(status: entry.status, reason: entry.reason, fields: fields, length: length, noBody: noBody, age: age,
-                     cacheStatus: cacheStatus.value, now: now, for: request, connection: field)
-            return (Sent(status: entry.status, bodyBytes: noBody ? 0 : length), noBody ? nil : 0..<length)
+                     cacheStatus: cacheStatus.value, now: now, for: request)
+            return (SentAnswer(status: entry.status, bodyBytes: noBody ? 0 : length), noBody ? nil : 0..<length)
         }
     }
 
@@ -104,18 +105,23 @@ extension ClientConnection {
     /// Queues a head passed on (the upstream's, or a shared fetch's) and
     /// chooses how its body is framed for this client.
     func sendHead(status: Int, reason: String?, fields: HeaderFields, length: Int?, noBody: Bool, age: Int?, cacheStatus: String,
-                  now: Int64, for request: RequestHead, connection field: ConnectionField) {
+                  now: Int64, for request: RequestHead) {
         answerFraming = ClientFraming.choose(noBody: noBody, length: length, minorVersion: request.minorVersion)
         enqueue(ClientHead.forwarded(status: status, reason: reason, fields: fields, framing: answerFraming, length: length,
                                      noBody: noBody, age: age, cacheStatus: cacheStatus, dateLine: worker.dateHeader.current(now: now),
-                                     connection: field, isHidden: worker.builder.isHidden))
+                                     connection: connectionField(request), isHidden: worker.builder.isHidden))
     }
 
     /// Queues a 304 for a conditional request that an upstream 200 satisfies.
-    func sendNotModified(fields: HeaderFields, age: Int, cacheStatus: String, now: Int64, connection field: ConnectionField) {
+    func sendNotModified(fields: HeaderFields, age: Int, cacheStatus: String, now: Int64, for request: RequestHead) {
         let tail = ClientHead.Tail(age: age, dateLine: worker.dateHeader.current(now: now),
-                                   cacheStatus: CacheStatusLine(cacheStatus), connection: field)
+                                   cacheStatus: CacheStatusLine(cacheStatus), connection: connectionField(request))
         enqueue(ClientHead.notModified(fields: fields, tail: tail))
+    }
+
+    /// Queues an answer made here.
+    func sendMadeHere(status: Int, message: String, extra: HeaderFields, for request: RequestHead) {
+        enqueue(ResponseSerializer.simple(status: status, body: message, close: !request.keepAlive || worker.draining, extra: extra))
     }
 
     /// Whether the client is behind with a body being passed on.

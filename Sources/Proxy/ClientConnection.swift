@@ -184,7 +184,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
             output.append(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
         }
         (answerFraming, answerBodyBytes) = (.none, 0)
-        let exchange = Exchange(head: consume head, connection: self)
+        let exchange = Exchange(head: consume head, sink: self, worker: worker)
         self.exchange = exchange
         exchange.start()
         // What the exchange queued and did not write itself (a 100

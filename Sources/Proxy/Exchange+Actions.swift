@@ -80,7 +80,7 @@ extension Exchange {
                                                         sharedMark: fetch?.sharedMark, toDisk: toDisk)
                 action = machine.refreshed(refreshed, now: EventLoop.wallSeconds())
             case .revalidate(let entry):
-                worker.revalidateInBackground(entry, among: variants, request: request, peer: connection.peer)
+                worker.revalidateInBackground(entry, among: variants, request: request, peer: sink.peer)
                 return false
             case .releaseClaims(let fleet):
                 if fleet { worker.sharedTier?.release(key) }

@@ -59,17 +59,17 @@ extension Exchange {
     }
 
     func pumpDecoding(_ entry: CachedResponse) {
-        guard let decoding, !machine.clientDone, !connection.isBodyCongested else { return }
+        guard let decoding, !machine.clientDone, !sink.isBodyCongested else { return }
         let step = decoding.pump(budget: DecodingBody.turnBytes) { piece in
-            connection.sendBody(copying: piece)
-            return !connection.isBodyCongested
+            sink.sendBody(copying: piece)
+            return !sink.isBodyCongested
         }
         switch step {
         case .more:
             // Behind: `outputDrained` continues; else the next turn does.
-            if !connection.isBodyCongested { scheduleDecoding() }
+            if !sink.isBodyCongested { scheduleDecoding() }
         case .ended:
-            complete(closing: connection.endBody(whole: true))
+            complete(closing: sink.endBody(whole: true))
         case .failed(let reason):
             worker.undecodable.insert(entry)
             worker.logger.warning("stored gzip body of \(key) cannot be decoded for a client that does not take gzip (\(reason)); connection cut, such clients get it from the upstream")

@@ -21,19 +21,19 @@ extension Exchange: FetchClient {
             // The stored piece, then the rest as it comes: the whole, for a client that asked for it.
             answer.upstreamHead(response.completed(length: piece.piece?.length ?? 0), for: request, age: age,
                                 cacheStatus: head.cacheStatus)
-            if request.method != "HEAD" { connection.sendBody(copying: piece.body) }
+            if request.method != "HEAD" { sink.sendBody(copying: piece.body) }
             return
         }
         answer.upstreamHead(response, for: request, age: age, cacheStatus: head.cacheStatus)
     }
 
-    var isCongested: Bool { connection.isBodyCongested }
+    var isCongested: Bool { sink.isBodyCongested }
 
-    func deliver(_ chunk: Bytes) { connection.sendBody(chunk) }
-    func deliver(copying bytes: UnsafeRawBufferPointer) { connection.sendBody(copying: bytes) }
+    func deliver(_ chunk: Bytes) { sink.sendBody(chunk) }
+    func deliver(copying bytes: UnsafeRawBufferPointer) { sink.sendBody(copying: bytes) }
     /// `whole`: as long as it said (else the connection is cut, as when the
     /// response broke off).
-    func responseEnded(whole: Bool) { complete(closing: connection.endBody(whole: whole)) }
+    func responseEnded(whole: Bool) { complete(closing: sink.endBody(whole: whole)) }
     func responseCut() { complete(closing: true) }
     func fetchFailed(_ kind: UpstreamFailure.Kind, detail: String) {
         perform(machine.upstreamFailed(kind, detail: detail, now: EventLoop.wallSeconds()))

@@ -8,10 +8,11 @@ import HTTP1
 /// which also stores and shares the response). Every caching decision is
 /// asked of `CacheSemantics`; this type obeys.
 final class Exchange {
-    /// Unsafe, and safe: the connection owns its exchange and cancels it
-    /// when it closes (the same rule `ClientAnswer` holds it by); a checked
-    /// reference cost every read a retain and a release.
-    unowned(unsafe) let connection: ClientConnection
+    /// Where the answer goes (the HTTP/1.1 connection, or another
+    /// transport's stream). Unsafe, and safe: the sink owns its exchange
+    /// and cancels it when it closes (the same rule `ClientAnswer` holds
+    /// it by); a checked reference cost every read a retain and a release.
+    unowned(unsafe) let sink: any ResponseSink
     let request: RequestHead
     let worker: Worker
     /// Where the request's life stands and what happens next
@@ -35,15 +36,15 @@ final class Exchange {
     /// variants a response replaces).
     var variants = Variants()
 
-    init(head: consuming RequestHead, connection: ClientConnection) {
-        self.connection = connection
-        self.worker = connection.worker
-        answer = ClientAnswer(on: connection)
+    init(head: consuming RequestHead, sink: any ResponseSink, worker: Worker) {
+        self.sink = sink
+        self.worker = worker
+        answer = ClientAnswer(on: sink, worker: worker)
         // A GET with a body may be answered by what the body says: never
         // looked up or stored under the URL alone (it goes through as is).
         let isCacheLookup = (head.method == "GET" || head.method == "HEAD") && head.framing == .none
         self.isCacheLookup = isCacheLookup
-        let configuration = connection.worker.configuration
+        let configuration = worker.configuration
         let routes = configuration.routes
         key = routes.cacheKey(head.pathAndQuery)
         let route = routes.isEmpty ? nil : routes.match(key, method: head.method == "HEAD" ? "GET" : head.method)
@@ -55,7 +56,7 @@ final class Exchange {
         request = consume head
         machine.configure(.init(isCacheLookup: isCacheLookup, isGet: isGet,
                                 disconnectedGrace: route?.staleOnDisconnect ?? configuration.staleOnDisconnectSeconds,
-                                shared: configuration.sharedCache, fleet: connection.worker.sharedTier != nil),
+                                shared: configuration.sharedCache, fleet: worker.sharedTier != nil),
                           choice: PolicyChoice.make(for: request, route: route, configured: configuration.defaultPolicy,
                                                     clientsMayChoose: configuration.allowClientPolicy))
     }
@@ -65,7 +66,7 @@ final class Exchange {
     /// destroyed through the generic Optional witness.)
     let route: Route?
     var toDisk: Bool { route?.disk ?? true }
-    var peer: String { connection.peer }
+    var peer: String { sink.peer }
     var shared: Bool { worker.configuration.sharedCache }
     /// Whether the client's own Cache-Control and Pragma count in the
     /// lookup: not where clients may not choose a policy
@@ -114,7 +115,7 @@ final class Exchange {
     /// (Collapser), which the fetch keeps, as it keeps the fleet's
     /// (`claimedInFleet`).
     func forward(leading: Bool = false, claimedInFleet: Bool = false) {
-        var forwarded = UpstreamHeaders.forward(request, peer: connection.peer, forwardHost: worker.configuration.forwardHost,
+        var forwarded = UpstreamHeaders.forward(request, peer: sink.peer, forwardHost: worker.configuration.forwardHost,
                                                 passed: worker.configuration.passRequestHeaders)
         if isCacheLookup {
             UpstreamHeaders.normalizeAcceptEncoding(&forwarded, for: request)
@@ -133,7 +134,7 @@ final class Exchange {
 
     func requestBody(_ bytes: UnsafeRawBufferPointer) { fetch?.requestBody(bytes) }
     func requestBodyEnd() { fetch?.requestBodyEnd() }
-    func requestBodyDrained() { connection.uploadDrained() }
+    func requestBodyDrained() { sink.uploadDrained() }
     /// The connection stops reading the client's body meanwhile.
     var isUploadCongested: Bool { fetch?.isUploadCongested ?? false }
 
@@ -161,7 +162,7 @@ final class Exchange {
         fetch?.cancel()
         fetch = nil
         answer.log(request)
-        if closing { connection.exchangeAborted() } else { connection.exchangeFinished(keepAlive: answer.keepAlive(request)) }
+        if closing { sink.exchangeAborted() } else { sink.exchangeFinished(keepAlive: answer.keepAlive(request)) }
     }
 
     /// The client caught up: a paused upstream, or a decoding, continues.

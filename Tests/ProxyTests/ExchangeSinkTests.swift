@@ -1,0 +1,179 @@
+import CacheSemantics
+import CacheStorage
+import HTTP1
+import HTTPHeaders
+import Logging
+import Upstream
+import XCTest
+@testable import Proxy
+
+/// Whole exchanges against a real worker and store, answering into a sink
+/// that is not a connection (as an HTTP/2 stream will be) and a stand-in
+/// upstream: no sockets, and no HTTP/1 framing on the exchange's side.
+final class ExchangeSinkTests: XCTestCase {
+    private var worker: Worker!
+    private var upstream: RecordedUpstream!
+    private var sinks: [RecordingSink] = []
+
+    override func setUpWithError() throws {
+        let upstream = RecordedUpstream()
+        self.upstream = upstream
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        worker = try Worker(listener: -1, configuration: ProxyConfiguration(upstreamBase: "http://127.0.0.1:1"),
+                            store: TieredStore(tiers: [MemoryTier(limitBytes: 1 << 20)]), collapser: Collapser(), stats: ProxyStats(),
+                            logger: logger, accessLog: nil) { _, _ in upstream }
+    }
+
+    override func tearDown() {
+        (worker, upstream, sinks) = (nil, nil, [])
+    }
+
+    private func request(_ text: String) throws -> RequestHead {
+        var parser = RequestParser()
+        guard case .complete(let head, _) = Array(text.utf8).withUnsafeBytes({ parser.parse($0) }) else { throw XCTSkip("unparsed") }
+        return head
+    }
+
+    /// An exchange for `target`, started, answering into a new sink.
+    private func exchange(_ target: String) throws -> (Exchange, RecordingSink) {
+        let sink = RecordingSink()
+        sinks.append(sink)
+        let exchange = Exchange(head: try request("GET \(target) HTTP/1.1\r\nHost: a\r\n\r\n"), sink: sink, worker: worker)
+        sink.exchange = exchange
+        exchange.start()
+        return (exchange, sink)
+    }
+
+    private func body(_ text: String, to delegate: UpstreamTransferDelegate) -> Bool {
+        Array(text.utf8).withUnsafeBytes { delegate.upstreamDidReceiveBody($0) }
+    }
+
+    func testAMissStreamsIntoTheSinkAndTheNextRequestIsAHitFromTheStore() throws {
+        let (_, miss) = try exchange("/a")
+        let fetch = try XCTUnwrap(upstream.delegates.first, "the miss went upstream")
+        fetch.upstreamDidReceiveHead(status: 200, reason: "OK", headers: ["cache-control": "max-age=60", "content-length": "5"])
+        XCTAssertTrue(body("hel", to: fetch))
+        XCTAssertTrue(body("lo", to: fetch))
+        fetch.upstreamDidComplete(nil)
+        XCTAssertEqual(miss.events, ["head 200 larder; fwd=uri-miss; stored", "body 3", "body 2", "end whole", "finished keep-alive"])
+
+        let (_, hit) = try exchange("/a")
+        XCTAssertEqual(upstream.delegates.count, 1, "not asked again")
+        XCTAssertEqual(hit.events, ["stored 200 5 larder; hit; ttl=60", "finished keep-alive"])
+    }
+
+    func testASinkThatIsBehindPausesTheUpstreamUntilItDrains() throws {
+        let (exchange, sink) = try exchange("/slow")
+        let fetch = try XCTUnwrap(upstream.delegates.first)
+        fetch.upstreamDidReceiveHead(status: 200, reason: "OK", headers: ["cache-control": "no-store", "content-length": "6"])
+        XCTAssertTrue(body("abc", to: fetch))
+        sink.congested = true
+        XCTAssertFalse(body("def", to: fetch), "held upstream while the sink is behind")
+        XCTAssertEqual(upstream.transfers.first?.resumes, 0)
+        sink.congested = false
+        exchange.outputDrained()
+        XCTAssertEqual(upstream.transfers.first?.resumes, 1, "the drained sink resumes the transfer")
+        XCTAssertTrue(body("def", to: fetch), "the same bytes come again")
+        fetch.upstreamDidComplete(nil)
+        XCTAssertEqual(sink.events, ["head 200 larder; fwd=uri-miss", "body 3", "body 3", "end whole", "finished keep-alive"])
+    }
+
+    func testASinkThatGoesAwayMidStreamHearsNothingMore() throws {
+        let (exchange, sink) = try exchange("/gone")
+        let fetch = try XCTUnwrap(upstream.delegates.first)
+        fetch.upstreamDidReceiveHead(status: 200, reason: "OK", headers: ["cache-control": "no-store", "content-length": "4"])
+        exchange.cancel()
+        _ = body("data", to: fetch)
+        fetch.upstreamDidComplete(nil)
+        XCTAssertEqual(sink.events, ["head 200 larder; fwd=uri-miss"], "nothing after the sink left")
+        XCTAssertTrue(upstream.transfers.first?.cancelled ?? false, "a response not stored is not fetched for nobody")
+    }
+}
+
+/// A sink that writes down what it is told, as a transport would carry it.
+private final class RecordingSink: ResponseSink {
+    let peer = "127.0.0.1"
+    var congested = false
+    var exchange: Exchange?
+    private(set) var events: [String] = []
+    private(set) var answerBodyBytes = 0
+
+    func sendStored(_ entry: CachedResponse, for request: RequestHead, age: Int, now: Int64,
+                    cacheStatus: CacheStatusLine) -> SentAnswer? {
+        events.append("stored \(entry.status) \(entry.bodyLength) \(cacheStatus.value)")
+        return SentAnswer(status: entry.status, bodyBytes: entry.bodyLength)
+    }
+
+    func sendMadeHere(status: Int, message: String, extra: HeaderFields, for request: RequestHead) {
+        events.append("made \(status) \(message)")
+    }
+
+    func sendNotModified(fields: HeaderFields, age: Int, cacheStatus: String, now: Int64, for request: RequestHead) {
+        events.append("304 \(cacheStatus)")
+    }
+
+    func sendHead(status: Int, reason: String?, fields: HeaderFields, length: Int?, noBody: Bool, age: Int?, cacheStatus: String,
+                  now: Int64, for request: RequestHead) {
+        events.append("head \(status) \(cacheStatus)")
+    }
+
+    func sendDecodedHead(_ answer: StoredAnswer, entry: CachedResponse, fields: HeaderFields, length: Int, for request: RequestHead,
+                         age: Int, now: Int64, cacheStatus: CacheStatusLine) -> (sent: SentAnswer, body: Range<Int>?) {
+        events.append("decoded head \(length)")
+        return (SentAnswer(status: 200, bodyBytes: length), 0..<length)
+    }
+
+    var isBodyCongested: Bool { congested }
+    func sendBody(_ chunk: Bytes) { record(chunk.count) }
+    func sendBody(copying bytes: UnsafeRawBufferPointer) { record(bytes.count) }
+
+    private func record(_ count: Int) {
+        events.append("body \(count)")
+        answerBodyBytes += count
+    }
+
+    func endBody(whole: Bool) -> Bool {
+        events.append(whole ? "end whole" : "end short")
+        return !whole
+    }
+
+    func flush() {}
+    func flushSoon() {}
+
+    func exchangeFinished(keepAlive: Bool) {
+        events.append(keepAlive ? "finished keep-alive" : "finished close")
+        exchange = nil
+    }
+
+    func exchangeAborted() {
+        events.append("aborted")
+        exchange = nil
+    }
+
+    func uploadDrained() {}
+}
+
+private final class RecordedUpstream: UpstreamRequester {
+    var settings = UpstreamSettings()
+    private(set) var delegates: [UpstreamTransferDelegate] = []
+    private(set) var transfers: [RecordedTransfer] = []
+
+    func start(_ request: UpstreamRequest, delegate: UpstreamTransferDelegate) -> any UpstreamTransferControl {
+        let transfer = RecordedTransfer()
+        delegates.append(delegate)
+        transfers.append(transfer)
+        return transfer
+    }
+}
+
+private final class RecordedTransfer: UpstreamTransferControl {
+    var bufferedBodyBytes = 0
+    var onBodyDrained: (() -> Void)?
+    var cancelled = false
+    var resumes = 0
+    func supply(_ bytes: UnsafeRawBufferPointer) {}
+    func finishBody() {}
+    func resume() { resumes += 1 }
+    func cancel() { cancelled = true }
+}
