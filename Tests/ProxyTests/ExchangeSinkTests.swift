@@ -12,11 +12,11 @@ import XCTest
 /// upstream: no sockets, and no HTTP/1 framing on the exchange's side.
 final class ExchangeSinkTests: XCTestCase {
     private var worker: Worker!
-    private var upstream: RecordedUpstream!
+    private var upstream: StandInUpstream!
     private var sinks: [RecordingSink] = []
 
     override func setUpWithError() throws {
-        let upstream = RecordedUpstream()
+        let upstream = StandInUpstream()
         self.upstream = upstream
         var logger = Logger(label: "test")
         logger.logLevel = .critical
@@ -70,10 +70,10 @@ final class ExchangeSinkTests: XCTestCase {
         XCTAssertTrue(body("abc", to: fetch))
         sink.congested = true
         XCTAssertFalse(body("def", to: fetch), "held upstream while the sink is behind")
-        XCTAssertEqual(upstream.transfers.first?.resumes, 0)
+        XCTAssertEqual(upstream.started.first?.resumes, 0)
         sink.congested = false
         exchange.outputDrained()
-        XCTAssertEqual(upstream.transfers.first?.resumes, 1, "the drained sink resumes the transfer")
+        XCTAssertEqual(upstream.started.first?.resumes, 1, "the drained sink resumes the transfer")
         XCTAssertTrue(body("def", to: fetch), "the same bytes come again")
         fetch.upstreamDidComplete(nil)
         XCTAssertEqual(sink.events, ["head 200 larder; fwd=uri-miss", "body 3", "body 3", "end whole", "finished keep-alive"])
@@ -87,7 +87,7 @@ final class ExchangeSinkTests: XCTestCase {
         _ = body("data", to: fetch)
         fetch.upstreamDidComplete(nil)
         XCTAssertEqual(sink.events, ["head 200 larder; fwd=uri-miss"], "nothing after the sink left")
-        XCTAssertTrue(upstream.transfers.first?.cancelled ?? false, "a response not stored is not fetched for nobody")
+        XCTAssertTrue(upstream.started.first?.cancelled ?? false, "a response not stored is not fetched for nobody")
     }
 }
 
@@ -152,28 +152,4 @@ private final class RecordingSink: ResponseSink {
     }
 
     func uploadDrained() {}
-}
-
-private final class RecordedUpstream: UpstreamRequester {
-    var settings = UpstreamSettings()
-    private(set) var delegates: [UpstreamTransferDelegate] = []
-    private(set) var transfers: [RecordedTransfer] = []
-
-    func start(_ request: UpstreamRequest, delegate: UpstreamTransferDelegate) -> any UpstreamTransferControl {
-        let transfer = RecordedTransfer()
-        delegates.append(delegate)
-        transfers.append(transfer)
-        return transfer
-    }
-}
-
-private final class RecordedTransfer: UpstreamTransferControl {
-    var bufferedBodyBytes = 0
-    var onBodyDrained: (() -> Void)?
-    var cancelled = false
-    var resumes = 0
-    func supply(_ bytes: UnsafeRawBufferPointer) {}
-    func finishBody() {}
-    func resume() { resumes += 1 }
-    func cancel() { cancelled = true }
 }

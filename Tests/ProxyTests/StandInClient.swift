@@ -1,6 +1,7 @@
 import CacheSemantics
 import CacheStorage
 import HTTP1
+import Upstream
 @testable import Proxy
 
 /// A client that writes down what it is told.
@@ -29,4 +30,34 @@ final class StandInClient: FetchClient {
     func responseCut() { events.append("cut") }
     func fetchFailed(_ kind: UpstreamFailure.Kind, detail: String) { events.append("failed \(kind)") }
     func requestBodyDrained() { events.append("body drained") }
+}
+
+/// An upstream that writes down what it is asked and gives the test the
+/// transfers' delegates to answer through.
+final class StandInUpstream: UpstreamRequester {
+    var settings = UpstreamSettings()
+    var started: [StandInTransfer] = []
+    var requests: [UpstreamRequest] = []
+    var delegates: [UpstreamTransferDelegate] = []
+
+    func start(_ request: UpstreamRequest, delegate: UpstreamTransferDelegate) -> any UpstreamTransferControl {
+        let transfer = StandInTransfer()
+        started.append(transfer)
+        requests.append(request)
+        delegates.append(delegate)
+        return transfer
+    }
+}
+
+final class StandInTransfer: UpstreamTransferControl {
+    var bufferedBodyBytes = 0
+    var onBodyDrained: (() -> Void)?
+    var cancelled = false
+    var resumes = 0
+    var supplied: [UInt8] = []
+    var bodyFinished = false
+    func supply(_ bytes: UnsafeRawBufferPointer) { supplied += bytes }
+    func finishBody() { bodyFinished = true }
+    func resume() { resumes += 1 }
+    func cancel() { cancelled = true }
 }

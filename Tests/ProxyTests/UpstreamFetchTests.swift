@@ -278,28 +278,3 @@ final class UpstreamFetchTests: XCTestCase {
 }
 
 /// The upstream as a list of transfers started, each steered by hand.
-private final class StandInUpstream: UpstreamRequester {
-    var settings = UpstreamSettings()
-    var started: [StandInTransfer] = []
-    var requests: [UpstreamRequest] = []
-
-    func start(_ request: UpstreamRequest, delegate: UpstreamTransferDelegate) -> any UpstreamTransferControl {
-        let transfer = StandInTransfer()
-        started.append(transfer)
-        requests.append(request)
-        return transfer
-    }
-}
-
-private final class StandInTransfer: UpstreamTransferControl {
-    var bufferedBodyBytes = 0
-    var onBodyDrained: (() -> Void)?
-    var cancelled = false
-    var resumes = 0
-    var supplied: [UInt8] = []
-    var bodyFinished = false
-    func supply(_ bytes: UnsafeRawBufferPointer) { supplied += bytes }
-    func finishBody() { bodyFinished = true }
-    func resume() { resumes += 1 }
-    func cancel() { cancelled = true }
-}
