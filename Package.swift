@@ -51,7 +51,7 @@ let package = Package(
         .target(name: "CacheSemantics", dependencies: ["HTTPHeaders"], swiftSettings: swift5),
         .target(
             name: "CacheStorage",
-            dependencies: ["CacheSemantics", "HTTP1", "HTTPHeaders", "Threads", .product(name: "SystemPackage", package: "swift-system")],
+            dependencies: ["CacheSemantics", "CEventLoop", "HTTP1", "HTTPHeaders", "Threads", .product(name: "SystemPackage", package: "swift-system")],
             swiftSettings: swift5
         ),
         .target(name: "Upstream", dependencies: ["CCurl", "EventLoop", "HTTP1", "HTTPHeaders"], swiftSettings: swift5),

@@ -238,7 +238,7 @@ public final class AdminAPI {
             rangeFills: stats.total(.rangeFills),
             clientErrors: stats.total(.clientErrors), refusedConnections: stats.total(.refusedConnections),
             outputPauses: stats.total(.outputPauses), sendTimeouts: stats.total(.sendTimeouts),
-            streamedBodies: stats.total(.streamedBodies),
+            streamedBodies: stats.total(.streamedBodies), offloadedLookups: stats.total(.offloadedLookups),
             receivedBytes: stats.total(.receivedBytes), sentBytes: stats.total(.sentBytes),
             latency: LatencyHistograms.Series.allCases.map { stats.latency($0) },
             adminRefusedConnections: stats.adminRefusedConnections.load(ordering: .relaxed),

@@ -22,6 +22,8 @@ public struct StatsSnapshot: Equatable, Sendable {
     public var sendTimeouts = 0
     /// Request bodies streamed because held ones reached request_buffer_total.
     public var streamedBodies = 0
+    /// Lookups made on an I/O thread because the disk would have been waited for.
+    public var offloadedLookups = 0
     /// Bytes read from clients and written to them.
     public var receivedBytes = 0
     public var sentBytes = 0
@@ -62,6 +64,7 @@ public struct StatsSnapshot: Equatable, Sendable {
             "background_refreshes": \(backgroundRefreshes), "range_fills": \(rangeFills), "client_errors": \(clientErrors), \
             "refused_connections": \(refusedConnections), "output_pauses": \(outputPauses), \
             "send_timeouts": \(sendTimeouts), "streamed_request_bodies": \(streamedBodies), \
+            "offloaded_lookups": \(offloadedLookups), \
             "admin_refused_connections": \(adminRefusedConnections), \
             "open_connections": \(openConnections), "purged": \(purged), \
             "hit_ratio": \(ratio), \(sections.joined(separator: ", ")), "fleet": \(fleet?.json ?? "null"), \
@@ -102,6 +105,7 @@ final class Metrics {
             ("output_pauses", "Times a connection held back answers while its client left 1 MiB unread", \.outputPauses),
             ("send_timeouts", "Connections closed after send_timeout without the client reading", \.sendTimeouts),
             ("streamed_request_bodies", "Request bodies streamed because held ones reached request_buffer_total", \.streamedBodies),
+            ("offloaded_lookups", "Disk lookups made on an I/O thread because the file was not in the page cache", \.offloadedLookups),
             ("admin_refused_connections", "Admin connections refused over admin_max_connections", \.adminRefusedConnections),
             ("purged_objects", "Stored responses removed or marked stale by purges", \.purged),
             ("client_received_bytes", "Bytes read from clients", \.receivedBytes),

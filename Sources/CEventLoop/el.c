@@ -367,6 +367,16 @@ int el_accept(int listen_fd, char *addr, size_t addr_cap) {
     return fd;
 }
 
+ssize_t el_pread_nowait(int fd, void *buf, size_t len, int64_t offset) {
+    struct iovec iov = {.iov_base = buf, .iov_len = len};
+    ssize_t n;
+    do { n = preadv2(fd, &iov, 1, (off_t)offset, RWF_NOWAIT); } while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL)) {
+        do { n = pread(fd, buf, len, (off_t)offset); } while (n < 0 && errno == EINTR);
+    }
+    return n < 0 ? -errno : n;
+}
+
 ssize_t el_read(int fd, void *buf, size_t len) {
     ssize_t n;
     do { n = read(fd, buf, len); } while (n < 0 && errno == EINTR);

@@ -13,6 +13,9 @@ public protocol CacheTier: AnyObject, Sendable {
     /// The same, with `KeyHash.of(key)` computed once by the store for
     /// every tier it asks (the hash is seeded per process; by default unused).
     func lookup(_ key: String, hash: Int) -> Variants
+    /// The lookup without waiting for a disk: nil where it would (a worker's
+    /// loop then has `lookup` made on an I/O thread). By default, `lookup`.
+    func lookupWithoutBlocking(_ key: String, hash: Int) -> Variants?
     /// Stores a complete response beside the key's other variants. A tier may
     /// queue the work (the disk writes in the background). `promoted`: found
     /// in a slower tier, so this tier may decline it (admission). Returns
@@ -54,6 +57,7 @@ public protocol CacheTier: AnyObject, Sendable {
 extension CacheTier {
     public func beginStream(_ head: StoredHead, storedAt: Int64) -> (any TierStream)? { nil }
     public func lookup(_ key: String, hash: Int) -> Variants { lookup(key) }
+    public func lookupWithoutBlocking(_ key: String, hash: Int) -> Variants? { lookup(key, hash: hash) }
     public func wouldAdmit(_ entry: CachedResponse) -> Bool { true }
     public func wouldAdmit(_ entry: CachedResponse, keyHash: Int) -> Bool { wouldAdmit(entry) }
     public func waitUntilReady(timeoutSeconds: Double) {}

@@ -36,15 +36,27 @@ public final class TieredStore: @unchecked Sendable {
         let hash = KeyHash.of(key)
         let found = memory?.lookup(key, local: local, hash: hash) ?? tiers[0].lookup(key, hash: hash)
         guard found.isEmpty, tiers.count > 1 else { return found }
-        return lookupSlower(key, hash: hash)
+        return lookupSlower(key, hash: hash) ?? Variants()
+    }
+
+    /// `lookup` as a worker's loop makes it: nil, having found nothing,
+    /// where a slower tier would wait for the disk; then `lookup` is made
+    /// on an I/O thread (`BlockingWork`), off the loop.
+    public func lookupWithoutBlocking(_ key: String, local: LocalHits? = nil) -> Variants? {
+        let hash = KeyHash.of(key)
+        let found = memory?.lookup(key, local: local, hash: hash) ?? tiers[0].lookup(key, hash: hash)
+        guard found.isEmpty, tiers.count > 1 else { return found }
+        return lookupSlower(key, hash: hash, mayBlock: false)
     }
 
     /// The rest of a lookup, past the first tier (kept out of the hit path).
-    private func lookupSlower(_ key: String, hash: Int) -> Variants {
+    /// Nil only when `mayBlock` is false and a tier would wait for the disk.
+    private func lookupSlower(_ key: String, hash: Int, mayBlock: Bool = true) -> Variants? {
         let since = fetchToken
         let removedSince = removalNumber.load(ordering: .acquiring)
         for level in 1..<tiers.count {
-            let found = tiers[level].lookup(key, hash: hash)
+            guard let found = mayBlock ? tiers[level].lookup(key, hash: hash) : tiers[level].lookupWithoutBlocking(key, hash: hash)
+            else { return nil }
             guard !found.isEmpty else { continue }
             // Admission first, per tier: a working set larger than the faster
             // tiers is mostly declined, and then no store-wide lock is taken.

@@ -23,8 +23,14 @@ extension Exchange {
                 if forgetting {
                     worker.store.remove(key)
                     action = lookedUp(Variants())
+                } else if let found = worker.store.lookupWithoutBlocking(key, local: worker.localHits) {
+                    action = lookedUp(found)
                 } else {
-                    action = lookedUp(worker.store.lookup(key, local: worker.localHits))
+                    // The disk would be waited for: read on an I/O thread; the loop serves others meanwhile.
+                    WorkerStats.bump(worker.counters.offloadedLookups)
+                    let (store, key) = (worker.store, key)
+                    BlockingWork.shared.run({ store.lookup(key) }, on: worker.loop) { [self] found in perform(lookedUp(found)) }
+                    return false
                 }
             case .askFleet:
                 // What the fleet had is added to the store, and to what was found here.

@@ -41,7 +41,7 @@ public final class ProxyStats: Sendable {
 public final class WorkerStats: Sendable {
     public enum Counter: CaseIterable, Sendable {
         case hits, misses, staleForwards, stored, revalidations, staleHits, backgroundRefreshes, rangeFills, collapsed
-        case upstreamErrors, clientErrors, refusedConnections, outputPauses, sendTimeouts, streamedBodies
+        case upstreamErrors, clientErrors, refusedConnections, outputPauses, sendTimeouts, streamedBodies, offloadedLookups
         case receivedBytes, sentBytes
     }
 
@@ -70,6 +70,8 @@ public final class WorkerStats: Sendable {
     /// Request bodies small enough to hold that streamed instead: the
     /// bodies held by every worker had reached request_buffer_total.
     let streamedBodies = Atomic<Int>(0)
+    /// Lookups made on an I/O thread: the disk would have been waited for.
+    let offloadedLookups = Atomic<Int>(0)
     /// Bytes read from clients and written to them.
     let receivedBytes = Atomic<Int>(0)
     let sentBytes = Atomic<Int>(0)
@@ -108,6 +110,7 @@ public final class WorkerStats: Sendable {
         case .outputPauses: outputPauses.load(ordering: .relaxed)
         case .sendTimeouts: sendTimeouts.load(ordering: .relaxed)
         case .streamedBodies: streamedBodies.load(ordering: .relaxed)
+        case .offloadedLookups: offloadedLookups.load(ordering: .relaxed)
         case .receivedBytes: receivedBytes.load(ordering: .relaxed)
         case .sentBytes: sentBytes.load(ordering: .relaxed)
         }

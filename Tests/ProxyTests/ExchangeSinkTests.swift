@@ -1,4 +1,8 @@
 import CacheSemantics
+import CEventLoop
+import EventLoop
+import Foundation
+import Glibc
 import CacheStorage
 import HTTP1
 import HTTPHeaders
@@ -77,6 +81,64 @@ final class ExchangeSinkTests: XCTestCase {
         XCTAssertTrue(body("def", to: fetch), "the same bytes come again")
         fetch.upstreamDidComplete(nil)
         XCTAssertEqual(sink.events, ["head 200 larder; fwd=uri-miss", "body 3", "body 3", "end whole", "finished keep-alive"])
+    }
+
+    func testALookupThatWouldWaitForTheDiskIsMadeOffTheLoopWhileOthersAreServed() throws {
+        let directory = FileManager.default.currentDirectoryPath + "/.build/larder-exchange-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let disk = try DiskTier(directory: directory, limitBytes: 100 << 20) { _ in }
+        disk.waitForIndex(timeoutSeconds: 10)
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let upstream = self.upstream!
+        worker = try Worker(listener: -1, configuration: ProxyConfiguration(upstreamBase: "http://127.0.0.1:1"),
+                            store: TieredStore(tiers: [MemoryTier(limitBytes: 1 << 20), disk]), collapser: Collapser(),
+                            stats: ProxyStats(), logger: logger, accessLog: nil) { _, _ in upstream }
+        func stored(_ key: String) -> CachedResponse {
+            let now = EventLoop.wallSeconds()
+            return [UInt8](repeating: 0x63, count: 20_000).withUnsafeBytes {
+                StoredResponseBuilder(shared: true, targetedField: "x").build(
+                    key: key, status: 200, reason: nil, headers: ["cache-control": "max-age=60"], body: $0,
+                    timing: ResponseTiming(requestTime: now, responseTime: now, dateValue: nil, ageValue: 0), tags: [],
+                    varyFrom: { _ in nil })
+            }
+        }
+        XCTAssertTrue(disk.insert(stored("/cold"), promoted: false))
+        disk.flush(timeoutSeconds: 10)
+        XCTAssertEqual(disk.lookup("/cold").count, 1, "stored and verified")
+        try dropFromPageCache(directory)
+
+        let (_, waiting) = try exchange("/cold")
+        XCTAssertEqual(waiting.events, [], "nothing yet: the file is read on an I/O thread")
+        // A memory hit meanwhile is answered at once.
+        worker.store.insert(stored("/warm"), firstTierOnly: true, fetchedSince: 0)
+        let (_, warm) = try exchange("/warm")
+        XCTAssertEqual(warm.events.last, "finished keep-alive")
+
+        let deadline = Date().addingTimeInterval(10)
+        while waiting.events.isEmpty && Date() < deadline { worker.loop.runOnce(maxWaitMilliseconds: 20) }
+        XCTAssertEqual(waiting.events.first?.hasPrefix("stored 200 20000 larder; hit"), true, "\(waiting.events)")
+        XCTAssertEqual(waiting.events.last, "finished keep-alive")
+        XCTAssertEqual(worker.counters.offloadedLookups.load(ordering: .relaxed), 1)
+        XCTAssertTrue(upstream.delegates.isEmpty, "never a miss")
+    }
+
+    /// Every cache file under `directory` written back and dropped from the page cache.
+    private func dropFromPageCache(_ directory: String) throws {
+        let files = FileManager.default.enumerator(atPath: directory)?.compactMap { $0 as? String } ?? []
+        var dropped = 0
+        for file in files {
+            let fd = open(directory + "/" + file, O_RDONLY)
+            guard fd >= 0 else { continue }
+            defer { close(fd) }
+            var isDirectory = stat()
+            guard fstat(fd, &isDirectory) == 0, (isDirectory.st_mode & S_IFMT) == S_IFREG else { continue }
+            _ = fsync(fd)
+            _ = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
+            var byte: UInt8 = 0
+            if el_pread_nowait(fd, &byte, 1, 0) < 0 { dropped += 1 }
+        }
+        if dropped == 0 { throw XCTSkip("this file system keeps the files' pages in memory (tmpfs?): nothing can be cold here") }
     }
 
     func testASinkThatGoesAwayMidStreamHearsNothingMore() throws {

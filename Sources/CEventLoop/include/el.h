@@ -94,6 +94,11 @@ int el_listen_tcp(const char *host, uint16_t port, int backlog, int reuse_port,
 int el_accept(int listen_fd, char *addr, size_t addr_cap);
 
 ssize_t el_read(int fd, void *buf, size_t len);
+/// pread(2) that never waits for the disk (preadv2 with RWF_NOWAIT): -EAGAIN
+/// when the bytes are not in the page cache (or fewer bytes than asked, those
+/// that are), -errno on other errors. Where the kernel or the file system
+/// cannot tell, it is a plain pread.
+ssize_t el_pread_nowait(int fd, void *buf, size_t len, int64_t offset);
 /// sendfile(2): up to count bytes of in_fd from offset to out_fd.
 ssize_t el_sendfile(int out_fd, int in_fd, int64_t offset, size_t count);
 /// open(path, O_RDONLY | O_CLOEXEC).

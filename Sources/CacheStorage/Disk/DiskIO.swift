@@ -1,3 +1,4 @@
+import CEventLoop
 import SystemPackage
 #if canImport(Glibc)
 import Glibc
@@ -97,6 +98,16 @@ enum DiskIO {
             if n < wanted { break }
         }
         return done
+    }
+
+    /// Reads into `buffer` at `offset` only what the page cache holds,
+    /// never waiting for the disk: nil when the first byte is not there.
+    /// (Fewer bytes than asked: the rest was not there, or the file ends.)
+    static func readCached(_ fd: FileDescriptor, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(Errno) -> Int? {
+        let n = el_pread_nowait(fd.rawValue, buffer.baseAddress, buffer.count, Int64(offset))
+        if n >= 0 { return n }
+        if n == -Int(EAGAIN) { return nil }
+        throw Errno(rawValue: Int32(-n))
     }
 
     /// Reads `offset..<offset+length` in pieces of at most `chunk` bytes.

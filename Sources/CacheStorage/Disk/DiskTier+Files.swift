@@ -54,27 +54,53 @@ extension DiskTier {
     /// another size (replaced by a newer write since the index was read) is
     /// then read again whole, by its real size. nil when it cannot be read
     /// (a file that vanished, or an I/O error: dropped).
-    func readFile<R>(named name: FileName, size: Int, kept: FileDescriptor?,
-                     _ body: (UnsafeRawBufferPointer) -> R) -> (result: R, opened: FileDescriptor?)? {
-        guard let fd = kept ?? openStored(name) else { return nil }
+    func readFile<R>(named name: FileName, size: Int, kept: FileDescriptor?, mayBlock: Bool = true,
+                     _ body: (UnsafeRawBufferPointer) -> R) -> FileRead<R> {
+        guard let fd = kept ?? openStored(name) else { return .unreadable }
         let opened = kept == nil ? fd : nil
         do throws(Errno) {
+            var cold = false
             let read = ReadScratch.with(count: size + 1) { buffer in
                 Result { () throws(Errno) -> R? in
-                    let n = try DiskIO.read(fd, into: buffer, at: 0)
+                    let n: Int
+                    if mayBlock {
+                        n = try DiskIO.read(fd, into: buffer, at: 0)
+                    } else {
+                        // Not all in the page cache (or not as long as indexed): an I/O thread reads it.
+                        guard let cached = try DiskIO.readCached(fd, into: buffer, at: 0), cached >= size else {
+                            cold = true
+                            return nil
+                        }
+                        n = cached
+                    }
                     return n == size ? body(UnsafeRawBufferPointer(rebasing: buffer[..<n])) : nil
                 }
             }
-            if let result = try read.get() { return (result, opened) }
+            if let result = try read.get() { return .read(result, opened: opened) }
+            if cold {
+                if let opened { DiskIO.close(opened) }
+                return .wouldBlock
+            }
             let real = try DiskIO.size(fd)
             // (A large file now: the next lookup opens it so.)
-            if real <= Self.inlineReadLimit { return (try DiskIO.read(fd, upTo: real, at: 0).withUnsafeBytes(body), opened) }
+            if real <= Self.inlineReadLimit {
+                return .read(try DiskIO.read(fd, upTo: real, at: 0).withUnsafeBytes(body), opened: opened)
+            }
         } catch {
             fault("corrupt", "dropping cache file \(path(of: name)): \(error)")
             try? DiskIO.remove(path(of: name))
         }
         if let opened { DiskIO.close(opened) }
-        return nil
+        return .unreadable
+    }
+
+    /// What became of reading a stored file whole.
+    enum FileRead<R> {
+        /// `opened`: the descriptor opened for it (none when a kept one was read).
+        case read(R, opened: FileDescriptor?)
+        case unreadable
+        /// Asked not to wait for the disk, and it would have.
+        case wouldBlock
     }
 
     /// A file's size, fixed header, raw metadata and record (the body left
@@ -183,4 +209,45 @@ extension DiskTier {
     static func subdirectory(_ byte: Int) -> String { byte < 16 ? "0" + String(byte, radix: 16) : String(byte, radix: 16) }
 
     static func charged(_ fileBytes: Int) -> Int { fileBytes + overheadBytes }
+
+    /// A large file: header and metadata read, the body left in place. Its
+    /// checksum is verified (streaming) the first time it is used after start.
+    func openLarge(_ path: String, key: String, name: FileName, indexed: Bool) -> DiskRecord? {
+        guard let fd = try? DiskIO.openForReading(path) else {
+            state.withLock { _ = $0.remove(key: key, name: name) }
+            return nil
+        }
+        defer { DiskIO.close(fd) }
+        func drop(_ why: String) -> DiskRecord? {
+            fault("corrupt", "dropping unreadable cache file \(path): \(why)")
+            try? DiskIO.remove(path)
+            state.withLock { _ = $0.remove(key: key, name: name) }
+            return nil
+        }
+        guard let (size, h, meta, found) = readHead(fd) else { return drop("bad header or metadata") }
+        var record = found
+        guard record.key == key else { return nil }  // a hash collision
+        if let lifetime = lifetime(for: key), Int64(time(nil)).minusSaturating(record.storedAt) > Int64(lifetime) {
+            try? DiskIO.remove(path)
+            state.withLock { _ = $0.remove(key: key, name: name) }
+            return nil
+        }
+        let verified = files.isVerified(key, name)
+        if !verified {
+            // Rarely here: the start-up rebuild verifies large files off the loop.
+            if let failure = bodyChecksumFailure(fd, header: h, meta: meta) { return drop(failure) }
+            if !indexed {
+                state.withLock {
+                    $0.insertIfAbsent(key: key, name: name, bytes: Self.charged(size), storedAt: record.storedAt, tags: record.tags)
+                }
+            }
+            files.setVerified(key, name)
+        }
+        let body = FileBody(path: path, offset: DiskFormat.fixedHeaderBytes + h.metaLength, length: h.bodyLength)
+        // Its pages are asked for now (read ahead by the kernel, without
+        // waiting), so that sendfile on a worker's loop seldom waits for them.
+        _ = posix_fadvise(fd.rawValue, off_t(body.offset), off_t(body.length), POSIX_FADV_WILLNEED)
+        record.bodyFile = body
+        return record
+    }
 }

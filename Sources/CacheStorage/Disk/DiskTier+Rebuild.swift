@@ -51,6 +51,11 @@ extension DiskTier {
     }
 
     /// A sub-directory's stored files while the rebuild runs, listed once.
+    /// Whether sub-directory `byte`'s listing is at hand (no directory read).
+    func isListed(_ byte: Int) -> Bool {
+        rebuildListings.withLock { $0.indices.contains(byte) && $0[byte] != nil }
+    }
+
     func listedNames(_ byte: Int) -> [FileName] {
         if let listed = rebuildListings.withLock({ $0.indices.contains(byte) ? $0[byte] : nil }) { return listed }
         let names = listFiles(subdirectory: Self.subdirectory(byte)).compactMap(FileName.init)

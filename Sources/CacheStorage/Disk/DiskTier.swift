@@ -148,20 +148,29 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
     /// straight into the stored response (the body copied once), and its
     /// checksum is checked the first time only (a later corruption that
     /// keeps the size is not caught: the price of not summing every hit).
-    public func lookup(_ key: String) -> Variants { responses(HashedKey(key)).variants }
+    public func lookup(_ key: String) -> Variants { responses(HashedKey(key))?.variants ?? Variants() }
 
-    public func lookup(_ key: String, hash: Int) -> Variants { responses(HashedKey(key, hash: hash)).variants }
+    public func lookup(_ key: String, hash: Int) -> Variants { responses(HashedKey(key, hash: hash))?.variants ?? Variants() }
+
+    /// The lookup as a worker's loop may make it: nil, having found
+    /// nothing, where it would wait for the disk (a small file not wholly in
+    /// the page cache, a large file's head, a sub-directory not listed yet
+    /// during the start-up rebuild); `lookup` on an I/O thread does it then.
+    public func lookupWithoutBlocking(_ key: String, hash: Int) -> Variants? {
+        responses(HashedKey(key, hash: hash), mayBlock: false)?.variants
+    }
 
     /// The records behind `lookup` (tests read these).
     func records(_ key: String) -> [DiskRecord] {
-        responses(HashedKey(key)).variants.map { entry in
+        (responses(HashedKey(key))?.variants ?? Variants()).map { entry in
             var record = DiskRecord(head: entry.storedHead, storedAt: 0, body: Array(entry.body))
             record.bodyFile = entry.bodyFile
             return record
         }
     }
 
-    private func responses(_ hashed: HashedKey) -> Variants.Builder {
+    /// Nil only when `mayBlock` is false and the disk would be waited for.
+    private func responses(_ hashed: HashedKey, mayBlock: Bool = true) -> Variants.Builder? {
         let key = hashed.key
         // Read before the lookup: once the rebuild is done, every file is
         // indexed, so a key the index lacks has none.
@@ -172,16 +181,20 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
         if !indexed {
             // Still rebuilding: look at the files themselves.
             let hash = Self.keyHashValue(key)
-            files = Uses(listedNames(FileName.subdirectory(ofKey: hash)).filter { $0.key == hash }.map { ($0, nil, false, 0, nil) })
+            let byte = FileName.subdirectory(ofKey: hash)
+            guard mayBlock || isListed(byte) else { return nil }
+            files = Uses(listedNames(byte).filter { $0.key == hash }.map { ($0, nil, false, 0, nil) })
         }
         var found = Variants.Builder()
         for file in files {
             let name = file.name
+            guard mayBlock || file.size != nil else { return nil }
             guard let size = file.size ?? fileSize(path(of: name)) else {
                 state.withLock { _ = $0.remove(key: key, name: name, id: file.id) }
                 continue
             }
             if size > Self.inlineReadLimit {
+                guard mayBlock else { return nil }
                 if let record = openLarge(path(of: name), key: key, name: name, indexed: indexed) { found.append(record.response) }
                 continue
             }
@@ -192,11 +205,15 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
             // number is what is read).
             let kept = file.kept.flatMap { $0.isLinked(now: now, recheckNanoseconds: self.files.recheckNanoseconds) ? $0 : nil }
             let read = withExtendedLifetime(kept) {
-                readFile(named: name, size: size, kept: kept?.fd) { bytes in
+                readFile(named: name, size: size, kept: kept?.fd, mayBlock: mayBlock) { bytes in
                     Result { () throws(DiskFormat.Failure) in try DiskFormat.decodeEntry(bytes, key: key, verify: !file.verified) }
                 }
             }
-            guard let (decoded, opened) = read else {
+            let decoded: Result<(storedAt: Int64, entry: CachedResponse)?, DiskFormat.Failure>, opened: FileDescriptor?
+            switch read {
+            case .read(let result, let fd): (decoded, opened) = (result, fd)
+            case .wouldBlock: return nil
+            case .unreadable:
                 state.withLock { _ = $0.remove(key: key, name: name, id: file.id) }
                 continue
             }
@@ -238,43 +255,6 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
     /// Files larger than this are not read into memory: their body is
     /// served from the file (sendfile).
     public static let inlineReadLimit = 1 << 20
-
-    /// A large file: header and metadata read, the body left in place. Its
-    /// checksum is verified (streaming) the first time it is used after start.
-    private func openLarge(_ path: String, key: String, name: FileName, indexed: Bool) -> DiskRecord? {
-        guard let fd = try? DiskIO.openForReading(path) else {
-            state.withLock { _ = $0.remove(key: key, name: name) }
-            return nil
-        }
-        defer { DiskIO.close(fd) }
-        func drop(_ why: String) -> DiskRecord? {
-            fault("corrupt", "dropping unreadable cache file \(path): \(why)")
-            try? DiskIO.remove(path)
-            state.withLock { _ = $0.remove(key: key, name: name) }
-            return nil
-        }
-        guard let (size, h, meta, found) = readHead(fd) else { return drop("bad header or metadata") }
-        var record = found
-        guard record.key == key else { return nil }  // a hash collision
-        if let lifetime = lifetime(for: key), Int64(time(nil)).minusSaturating(record.storedAt) > Int64(lifetime) {
-            try? DiskIO.remove(path)
-            state.withLock { _ = $0.remove(key: key, name: name) }
-            return nil
-        }
-        let verified = files.isVerified(key, name)
-        if !verified {
-            // Rarely here: the start-up rebuild verifies large files off the loop.
-            if let failure = bodyChecksumFailure(fd, header: h, meta: meta) { return drop(failure) }
-            if !indexed {
-                state.withLock {
-                    $0.insertIfAbsent(key: key, name: name, bytes: Self.charged(size), storedAt: record.storedAt, tags: record.tags)
-                }
-            }
-            files.setVerified(key, name)
-        }
-        record.bodyFile = FileBody(path: path, offset: DiskFormat.fixedHeaderBytes + h.metaLength, length: h.bodyLength)
-        return record
-    }
 
     private func fileSize(_ path: String) -> Int? { DiskIO.size(atPath: path) }
 

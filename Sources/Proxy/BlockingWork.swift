@@ -1,0 +1,71 @@
+import EventLoop
+import Threads
+
+/// A small pool of threads for work that may wait for the disk, so that a
+/// worker's loop never does (what nginx's `aio threads` are for): a disk
+/// lookup whose file is not in the page cache, a large file's head, a
+/// directory listed during the start-up rebuild. Each job runs on one of
+/// the pool's threads; its result is handed back to the loop that asked
+/// (`EventLoop.execute`). One pool per process; its threads start on the
+/// first job and wait on a condition while there is none.
+final class BlockingWork: @unchecked Sendable {
+    private let condition = Condition()
+    private var jobs: [() -> Void] = []
+    private var started = 0
+    private let threads: Int
+    /// Jobs run so far (tests and stats read it).
+    private(set) var completed = 0
+
+    /// The process's pool.
+    static let shared = BlockingWork(threads: 4)
+
+    init(threads: Int) {
+        self.threads = max(1, threads)
+    }
+
+    /// Runs `work` on a pool thread, then `done` with its result on `loop`.
+    func run<Result>(_ work: @escaping () -> Result, on loop: EventLoop, then done: @escaping (Result) -> Void) {
+        let job = { [self] in
+            let result = work()
+            loop.execute { done(result) }
+            condition.lock()
+            completed += 1
+            condition.unlock()
+        }
+        condition.lock()
+        jobs.append(job)
+        let startOne = started < min(threads, jobs.count + busy)
+        if startOne { started += 1 }
+        condition.broadcast()
+        condition.unlock()
+        if startOne { startWorker() }
+    }
+
+    /// Threads running a job now.
+    private var busy = 0
+
+    private func startWorker() {
+        do {
+            try startThread(name: "larder-io") { [self] in
+                while true {
+                    condition.lock()
+                    while jobs.isEmpty { condition.wait() }
+                    let job = jobs.removeFirst()
+                    busy += 1
+                    condition.unlock()
+                    job()
+                    condition.lock()
+                    busy -= 1
+                    condition.unlock()
+                }
+            }
+        } catch {
+            // No thread: the job runs here rather than never (the loop waits, as before the pool).
+            condition.lock()
+            started -= 1
+            let job = jobs.isEmpty ? nil : jobs.removeFirst()
+            condition.unlock()
+            job?()
+        }
+    }
+}

@@ -1,0 +1,86 @@
+import XCTest
+import Foundation
+import Glibc
+import CacheSemantics
+import CEventLoop
+@testable import CacheStorage
+
+/// A worker's loop asks the disk tier without waiting for the disk: a file
+/// in the page cache is read at once; one that is not (dropped from the
+/// page cache here with posix_fadvise), a large file's head, or a
+/// sub-directory not listed yet makes the lookup decline, to be made on an
+/// I/O thread instead.
+final class DiskNonBlockingTests: XCTestCase {
+    private var directory = ""
+
+    override func setUp() {
+        // Beside the build, not in /tmp: a tmpfs keeps every page in memory, and nothing could be cold there.
+        directory = FileManager.default.currentDirectoryPath + "/.build/larder-nowait-\(UUID().uuidString)"
+    }
+
+    override func tearDown() {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    private func openTier() throws -> DiskTier {
+        let tier = try DiskTier(directory: directory, limitBytes: 100 << 20) { _ in }
+        tier.waitForIndex(timeoutSeconds: 10)
+        return tier
+    }
+
+    private func store(_ tier: DiskTier, _ key: String, bytes: Int) {
+        tier.store(DiskRecord(head: testHead(key), storedAt: 1, body: [UInt8](repeating: 0x61, count: bytes)))
+        tier.flush(timeoutSeconds: 10)
+    }
+
+    /// Drops the file's pages from the page cache (written back first).
+    private func evict(_ key: String) throws {
+        let hash = DiskTier.keyHash(key)
+        let sub = directory + "/" + DiskTier.subdirectory(hash)
+        let name = try XCTUnwrap(try FileManager.default.contentsOfDirectory(atPath: sub).first { $0.hasPrefix(hash) })
+        let fd = open(sub + "/" + name, O_RDONLY)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        defer { close(fd) }
+        XCTAssertEqual(fsync(fd), 0)
+        XCTAssertEqual(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0)
+        var byte: UInt8 = 0
+        if el_pread_nowait(fd, &byte, 1, 0) >= 0 {
+            throw XCTSkip("this file system keeps the file's pages in memory (tmpfs?): nothing can be cold here")
+        }
+    }
+
+    func testAFileInThePageCacheIsReadOnTheLoopAndAColdOneIsLeftToAnIOThread() throws {
+        let tier = try openTier()
+        store(tier, "/warm", bytes: 20_000)
+        let hash = KeyHash.of("/warm")
+        XCTAssertEqual(tier.lookup("/warm", hash: hash).first?.bodyLength, 20_000, "first hit: verified")
+        XCTAssertEqual(tier.lookupWithoutBlocking("/warm", hash: hash)?.first?.bodyLength, 20_000, "in the page cache: read at once")
+
+        try evict("/warm")
+        XCTAssertNil(tier.lookupWithoutBlocking("/warm", hash: hash), "not in the page cache: declined, nothing read")
+        XCTAssertEqual(tier.lookup("/warm", hash: hash).first?.bodyLength, 20_000, "the blocking lookup (on an I/O thread) reads it")
+        XCTAssertEqual(tier.lookupWithoutBlocking("/warm", hash: hash)?.first?.bodyLength, 20_000, "and it is warm again")
+        XCTAssertEqual(tier.stats.objects, 1, "declining dropped nothing")
+    }
+
+    func testALargeFilesHeadIsReadOffTheLoop() throws {
+        let tier = try openTier()
+        store(tier, "/large", bytes: DiskTier.inlineReadLimit + 1)
+        let hash = KeyHash.of("/large")
+        XCTAssertNil(tier.lookupWithoutBlocking("/large", hash: hash), "its head is read on an I/O thread")
+        XCTAssertEqual(tier.lookup("/large", hash: hash).first?.bodyFile?.length, DiskTier.inlineReadLimit + 1)
+        XCTAssertTrue(tier.lookupWithoutBlocking("/missing", hash: KeyHash.of("/missing"))?.isEmpty ?? false, "a miss is known at once")
+    }
+
+    func testTheStoreDeclinesOnlyWhereASlowerTierWouldWait() throws {
+        let disk = try openTier()
+        let tiered = TieredStore(tiers: [MemoryTier(limitBytes: 1 << 20), disk])
+        store(disk, "/cold", bytes: 10_000)
+        _ = disk.lookup("/cold")  // verified once
+        try evict("/cold")
+        XCTAssertNil(tiered.lookupWithoutBlocking("/cold"), "only on disk, not in the page cache")
+        XCTAssertEqual(tiered.lookup("/cold").first?.bodyLength, 10_000, "read where waiting is allowed, and promoted")
+        XCTAssertEqual(tiered.lookupWithoutBlocking("/cold")?.first?.bodyLength, 10_000, "a memory hit now: never declined")
+        XCTAssertEqual(tiered.lookupWithoutBlocking("/nothing")?.count, 0, "a miss everywhere is an answer too")
+    }
+}
