@@ -10,11 +10,14 @@ import Compression
 /// behind, so no client holds a body decoded whole, and a large one never
 /// makes other connections' hits wait. The decoded length must be the one
 /// the trailer declared (sent as Content-Length): any other is a failure.
-final class DecodingBody {
+final class DecodingBody: BodySource {
     /// Decoded bytes per piece handed on.
     static let pieceBytes = 16 << 10
     /// Decoded bytes per loop turn, at most (then other connections' events).
     static let turnBytes = 32 << 10
+    let pullBudget = DecodingBody.turnBytes
+    /// Told why, when the body fails after its head went (the driver cuts the client).
+    var failed: ((String) -> Void)?
 
     enum Step: Equatable {
         /// A turn's worth done, or the client is behind: more to come.
@@ -117,6 +120,21 @@ final class DecodingBody {
         }
         return .more
     }
+
+    func pull(into sink: any ResponseSink, budget: Int) -> BodyPull {
+        switch pump(budget: budget, deliver: { piece in
+            sink.sendBody(copying: piece)
+            return !sink.isBodyCongested
+        }) {
+        case .more: return .more
+        case .ended: return .ended
+        case .failed(let reason):
+            failed?(reason)
+            return .cut(reason)
+        }
+    }
+
+    func stop() {}
 
     /// The end, once every wanted byte went (a range needs no more) or the
     /// body ended; nil while more is to come.

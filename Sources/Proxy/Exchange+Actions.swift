@@ -107,7 +107,7 @@ extension Exchange {
         }
         let next = machine.served(result)
         if result == .served { complete() }
-        if result == .decoding { pumpDecoding(offered.entry) }
+        if result == .decoding { pullBody() }
         return next
     }
 
@@ -133,9 +133,7 @@ extension Exchange {
     /// Answers with the leader's response, piece by piece as it arrives.
     private func follow(_ fetch: SharedFetch, cacheStatus: String) {
         answer.sharedHead(fetch.head, for: request, cacheStatus: cacheStatus)
-        let reader = SharedFetchReader(fetch, for: self, loop: worker.loop)
-        self.reader = reader
-        reader.pull()
+        stream(from: SharedFetchReader(fetch, loop: worker.loop, ready: { [weak self] in self?.pullBody() }))
     }
 
     func bump(_ count: ExchangeCount) {

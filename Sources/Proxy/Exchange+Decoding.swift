@@ -26,7 +26,7 @@ extension Exchange {
         }
         let fields = ClientCoding.decodedFields(entry)
         let choice = ClientCoding.answer(for: request, entry: entry, fields: fields, length: length)
-        var body: DecodingBody?
+        var decoder: DecodingBody?
         if choice.sendsBody, request.method != "HEAD", length > 0 {
             // The first piece before the head: a body that is not gzip at all fails with nothing sent.
             guard let opened = DecodingBody(entry, file: file, length: length, wanted: 0..<length) else { return .bodyGone }
@@ -34,46 +34,19 @@ extension Exchange {
                 worker.undecodable.insert(entry)
                 return .undecodable
             }
-            body = opened
+            decoder = opened
         }
         let wanted = answer.decodedHead(choice, entry: entry, fields: fields, length: length, for: request, age: age, now: now,
                                         cacheStatus: cacheStatus)
-        guard let body, let wanted, !wanted.isEmpty else { return .served }
-        body.want(wanted)
-        fetch?.cancel()  // a 304's refresh or a stand-in: the fetch is not wanted any more
-        fetch = nil
-        decoding = body
-        return .decoding
-    }
-
-    /// Continues on a later loop turn (once), so other connections' events come first.
-    func scheduleDecoding() {
-        guard !decodingScheduled, let decoding else { return }
-        decodingScheduled = true
-        let entry = decoding.entry
-        worker.loop.schedule(after: 0) { [weak self] in
-            guard let self else { return }
-            self.decodingScheduled = false
-            self.pumpDecoding(entry)
-        }
-    }
-
-    func pumpDecoding(_ entry: CachedResponse) {
-        guard let decoding, !machine.clientDone, !sink.isBodyCongested else { return }
-        let step = decoding.pump(budget: DecodingBody.turnBytes) { piece in
-            sink.sendBody(copying: piece)
-            return !sink.isBodyCongested
-        }
-        switch step {
-        case .more:
-            // Behind: `outputDrained` continues; else the next turn does.
-            if !sink.isBodyCongested { scheduleDecoding() }
-        case .ended:
-            complete(closing: sink.endBody(whole: true))
-        case .failed(let reason):
+        guard let decoder, let wanted, !wanted.isEmpty else { return .served }
+        decoder.want(wanted)
+        decoder.failed = { [worker, key] reason in
             worker.undecodable.insert(entry)
             worker.logger.warning("stored gzip body of \(key) cannot be decoded for a client that does not take gzip (\(reason)); connection cut, such clients get it from the upstream")
-            complete(closing: true)
         }
+        fetch?.cancel()  // a 304's refresh or a stand-in: the fetch is not wanted any more
+        fetch = nil
+        body = decoder  // pulled once the machine knows (`served(.decoding)`)
+        return .decoding
     }
 }

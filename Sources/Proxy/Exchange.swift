@@ -23,12 +23,12 @@ final class Exchange {
     var answer: ClientAnswer
     /// The upstream request answering this one, while it runs.
     var fetch: UpstreamFetch?
-    /// While collapsed: waiting for the leader, then reading its response.
+    /// While collapsed: waiting for the leader.
     var wait: LeaderWait?
-    var reader: SharedFetchReader?
-    /// A stored gzip body decoded for this client as it drains.
-    var decoding: DecodingBody?
-    var decodingScheduled = false
+    /// The body pulled as the client drains (`Exchange+Body`): a stored gzip
+    /// body decoded for this client, or the leader's response followed.
+    var body: (any BodySource)?
+    var pullScheduled = false
 
     let isCacheLookup: Bool
     let key: String
@@ -157,18 +157,18 @@ final class Exchange {
     /// close-delimited body or cut one short after its head was sent.
     func complete(closing: Bool = false) {
         machine.finish()
-        decoding = nil
-        reader?.stop()
+        body?.stop()
+        body = nil
         fetch?.cancel()
         fetch = nil
         answer.log(request)
         if closing { sink.exchangeAborted() } else { sink.exchangeFinished(keepAlive: answer.keepAlive(request)) }
     }
 
-    /// The client caught up: a paused upstream, or a decoding, continues.
+    /// The client caught up: a paused upstream, or the body source, continues.
     func outputDrained() {
         fetch?.resume()
-        if decoding != nil { scheduleDecoding() }
+        if body != nil { schedulePull() }
     }
 
     /// The client connection went away: the fetch decides whether to
@@ -176,9 +176,9 @@ final class Exchange {
     func cancel() {
         answer.log(request)
         machine.clientGone()
-        decoding = nil
+        body?.stop()
+        body = nil
         wait?.stop()
-        reader?.stop()
         fetch?.clientLeft()
         fetch = nil
     }

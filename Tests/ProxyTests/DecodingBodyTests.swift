@@ -86,6 +86,38 @@ final class DecodingBodyTests: XCTestCase {
         XCTAssertNil(ClientCoding.decodedLength(of: entry(Array("tiny".utf8)), file: nil), "no trailer")
     }
 
+    /// As a body source: pulled into a sink a budget at a time, then the
+    /// end; a corrupt one cuts the client and says why to its hook.
+    func testPulledIntoASinkItEndsOrCutsAndSaysWhy() throws {
+        let sink = RecordingSink()
+        let body = try XCTUnwrap(DecodingBody(entry(gzipped(plain)), file: nil, length: plain.count, wanted: 0..<plain.count))
+        XCTAssertTrue(body.prime())
+        var pulls = 0
+        var last = BodyPull.more
+        while last == .more && pulls < 1_000 {
+            last = body.pull(into: sink, budget: body.pullBudget)
+            pulls += 1
+        }
+        XCTAssertEqual(last, .ended)
+        XCTAssertEqual(sink.answerBodyBytes, plain.count)
+        XCTAssertGreaterThan(pulls, plain.count / DecodingBody.turnBytes, "a budget a pull")
+
+        var corrupt = gzipped(plain)
+        corrupt[corrupt.count / 2] ^= 0xFF
+        let broken = try XCTUnwrap(DecodingBody(entry(corrupt), file: nil, length: plain.count, wanted: 0..<plain.count))
+        var why: String?
+        broken.failed = { why = $0 }
+        XCTAssertTrue(broken.prime())
+        var result = BodyPull.more
+        pulls = 0
+        while result == .more && pulls < 1_000 {
+            result = broken.pull(into: sink, budget: broken.pullBudget)
+            pulls += 1
+        }
+        guard case .cut(let reason) = result else { return XCTFail("\(result)") }
+        XCTAssertEqual(why, reason, "told once, with the reason the client is cut for")
+    }
+
     func testTheDecodedRepresentationHasAWeakTagAndNoCoding() {
         let fields = ClientCoding.decodedFields(entry(gzipped(plain)))
         XCTAssertNil(fields["content-encoding"])

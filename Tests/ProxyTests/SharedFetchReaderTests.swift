@@ -6,26 +6,41 @@ import XCTest
 @testable import Proxy
 
 /// A collapsed request reading the leader's shared response, without
-/// sockets: pieces in order whenever they arrive, one end, and nothing
-/// after the client left mid-collapse.
+/// sockets: pieces in order whenever they arrive, one end, nothing after
+/// the client left mid-collapse, and no more than the sink takes.
 final class SharedFetchReaderTests: XCTestCase {
     private var loop: EventLoop!
-    private var client: StandInClient!
+    private var client: RecordingSink!
     private var shared: SharedFetch!
+    private var readers: [SharedFetchReader] = []
 
     override func setUpWithError() throws {
         loop = try EventLoop()
-        var parser = RequestParser()
-        guard case .complete(let head, _) = Array("GET /a HTTP/1.1\r\nHost: x\r\n\r\n".utf8).withUnsafeBytes({ parser.parse($0) })
-        else { throw XCTSkip("unparsed") }
-        client = StandInClient(request: head, key: "/a")
+        client = RecordingSink()
         shared = SharedFetch(head: SharedFetch.Head(
             status: 200, reason: nil, headers: [:], timing: ResponseTiming(requestTime: 0, responseTime: 0, dateValue: nil, ageValue: 0),
             contentLength: nil, varyNames: [], varyValues: []), limitBytes: 16)
     }
 
     override func tearDown() {
-        (loop, client, shared) = (nil, nil, nil)
+        (loop, client, shared, readers) = (nil, nil, nil, [])
+    }
+
+    /// A reader driven as an exchange drives its body source: pulled when
+    /// it says pieces are ready, its end written down.
+    private func follow(budget: Int = 1 << 20) -> SharedFetchReader {
+        var reader: SharedFetchReader!
+        reader = SharedFetchReader(shared, loop: loop, ready: { [unowned self] in self.pull(reader, budget: budget) })
+        readers.append(reader)
+        return reader
+    }
+
+    @discardableResult
+    private func pull(_ reader: SharedFetchReader, budget: Int = 1 << 20) -> BodyPull {
+        let result = reader.pull(into: client, budget: budget)
+        if result == .ended { _ = client.endBody(whole: true) }
+        if case .cut = result { client.note("cut") }
+        return result
     }
 
     /// Runs what was queued to the loop (bounded).
@@ -37,8 +52,8 @@ final class SharedFetchReaderTests: XCTestCase {
 
     func testPiecesBeforeAndAfterJoiningArriveInOrderThenTheEndOnce() {
         shared.append(piece("ab"))
-        let reader = SharedFetchReader(shared, for: client, loop: loop)
-        reader.pull()
+        let reader = follow()
+        pull(reader)
         XCTAssertEqual(client.events, ["body 2"], "what arrived before joining comes first")
         shared.append(piece("cde"))
         shared.append(piece("f"))
@@ -46,16 +61,16 @@ final class SharedFetchReaderTests: XCTestCase {
         XCTAssertEqual(client.events, ["body 2", "body 3", "body 1"])
         shared.finish(.complete)
         runQueued()
-        XCTAssertEqual(client.events, ["body 2", "body 3", "body 1", "ended whole"])
-        reader.pull()
+        XCTAssertEqual(client.events, ["body 2", "body 3", "body 1", "end whole"])
+        pull(reader)
         runQueued()
         XCTAssertEqual(client.events.count, 4, "one end, however often it is woken")
         XCTAssertFalse(shared.hasFollowers)
     }
 
     func testALeaderFailingMidBodyCutsTheFollower() {
-        let reader = SharedFetchReader(shared, for: client, loop: loop)
-        reader.pull()
+        let reader = follow()
+        pull(reader)
         shared.append(piece("ab"))
         shared.finish(.failed)
         runQueued()
@@ -63,23 +78,39 @@ final class SharedFetchReaderTests: XCTestCase {
     }
 
     func testAResponseTooLargeToKeepCutsTheFollower() {
-        let reader = SharedFetchReader(shared, for: client, loop: loop)
-        reader.pull()
+        let reader = follow()
+        pull(reader)
         shared.append(piece(String(repeating: "x", count: 17)))
         runQueued()
         XCTAssertEqual(client.events, ["cut"], "limitBytes (16) exceeded: the follower cannot have it all")
     }
 
     func testAClientLeavingMidCollapseHearsNothingMore() {
-        let reader = SharedFetchReader(shared, for: client, loop: loop)
-        reader.pull()
+        let reader = follow()
+        pull(reader)
         shared.append(piece("ab"))
         reader.stop()  // the client left before its notification ran
         XCTAssertFalse(shared.hasFollowers, "the shared response stops notifying it")
         runQueued()
         shared.finish(.complete)
         runQueued()
-        reader.pull()
+        pull(reader)
         XCTAssertEqual(client.events, [])
+    }
+
+    func testAFollowerTakesNoMoreThanItsBudgetOrWhatItsSinkTakes() {
+        shared.append(piece("ab"))
+        shared.append(piece("cd"))
+        shared.append(piece("ef"))
+        shared.append(piece("gh"))
+        let reader = follow(budget: 3)
+        XCTAssertEqual(pull(reader, budget: 3), .more, "two pieces (4 bytes reach the budget of 3): more to come")
+        XCTAssertEqual(client.events, ["body 2", "body 2"])
+        client.congested = true
+        XCTAssertEqual(pull(reader, budget: 3), .more, "the sink is behind: one piece goes, then it stops")
+        XCTAssertEqual(client.events, ["body 2", "body 2", "body 2"])
+        client.congested = false
+        XCTAssertEqual(pull(reader, budget: 3), .waiting, "all handed over; the leader is still fetching")
+        XCTAssertEqual(client.events.count, 4)
     }
 }

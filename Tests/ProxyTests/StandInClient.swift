@@ -1,6 +1,7 @@
 import CacheSemantics
 import CacheStorage
 import HTTP1
+import HTTPHeaders
 import Upstream
 @testable import Proxy
 
@@ -60,4 +61,69 @@ final class StandInTransfer: UpstreamTransferControl {
     func finishBody() { bodyFinished = true }
     func resume() { resumes += 1 }
     func cancel() { cancelled = true }
+}
+
+/// A sink that writes down what it is told, as a transport would carry it.
+final class RecordingSink: ResponseSink {
+    let peer = "127.0.0.1"
+    var congested = false
+    var exchange: Exchange?
+    private(set) var events: [String] = []
+    private(set) var answerBodyBytes = 0
+
+    func sendStored(_ entry: CachedResponse, for request: RequestHead, age: Int, now: Int64,
+                    cacheStatus: CacheStatusLine) -> SentAnswer? {
+        events.append("stored \(entry.status) \(entry.bodyLength) \(cacheStatus.value)")
+        return SentAnswer(status: entry.status, bodyBytes: entry.bodyLength)
+    }
+
+    func sendMadeHere(status: Int, message: String, extra: HeaderFields, for request: RequestHead) {
+        events.append("made \(status) \(message)")
+    }
+
+    func sendNotModified(fields: HeaderFields, age: Int, cacheStatus: String, now: Int64, for request: RequestHead) {
+        events.append("304 \(cacheStatus)")
+    }
+
+    func sendHead(status: Int, reason: String?, fields: HeaderFields, length: Int?, noBody: Bool, age: Int?, cacheStatus: String,
+                  now: Int64, for request: RequestHead) {
+        events.append("head \(status) \(cacheStatus)")
+    }
+
+    func sendDecodedHead(_ answer: StoredAnswer, entry: CachedResponse, fields: HeaderFields, length: Int, for request: RequestHead,
+                         age: Int, now: Int64, cacheStatus: CacheStatusLine) -> (sent: SentAnswer, body: Range<Int>?) {
+        events.append("decoded head \(length)")
+        return (SentAnswer(status: 200, bodyBytes: length), 0..<length)
+    }
+
+    var isBodyCongested: Bool { congested }
+    func sendBody(_ chunk: Bytes) { record(chunk.count) }
+    func sendBody(copying bytes: UnsafeRawBufferPointer) { record(bytes.count) }
+
+    func note(_ event: String) { events.append(event) }
+
+    private func record(_ count: Int) {
+        events.append("body \(count)")
+        answerBodyBytes += count
+    }
+
+    func endBody(whole: Bool) -> Bool {
+        events.append(whole ? "end whole" : "end short")
+        return !whole
+    }
+
+    func flush() {}
+    func flushSoon() {}
+
+    func exchangeFinished(keepAlive: Bool) {
+        events.append(keepAlive ? "finished keep-alive" : "finished close")
+        exchange = nil
+    }
+
+    func exchangeAborted() {
+        events.append("aborted")
+        exchange = nil
+    }
+
+    func uploadDrained() {}
 }
