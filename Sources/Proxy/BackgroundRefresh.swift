@@ -50,7 +50,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
         headers.remove("if-range")
         UpstreamHeaders.normalizeAcceptEncoding(&headers, for: request)
         if let entry { UpstreamHeaders.addValidators(for: entry, among: variants, to: &headers) }
-        requestTime = EventLoop.wallSeconds()
+        requestTime = worker.clock.now()
         sentMicroseconds = EventLoop.nowMicroseconds()
         fetchToken = worker.store.fetchToken
         sharedMark = worker.sharedTier?.fetchMark()
@@ -62,7 +62,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
     func upstreamDidReceiveHead(status: Int, reason: String?, headers: HeaderFields) {
         worker.counters.latency.record(.upstreamHead, microseconds: Int(EventLoop.nowMicroseconds() &- sentMicroseconds))
         let response = UpstreamResponse(status: status, reason: reason, headers: headers, requestTime: requestTime,
-                                        responseTime: EventLoop.wallSeconds(), stripTagHeaders: worker.configuration.stripTagHeaders)
+                                        responseTime: worker.clock.now(), stripTagHeaders: worker.configuration.stripTagHeaders)
         if case .invalid = response.framing { return }  // the stored response stays as it was
         if status == 304 {
             guard let entry else { return }

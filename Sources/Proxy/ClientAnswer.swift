@@ -85,7 +85,7 @@ struct ClientAnswer {
     /// The head of a leader's response shared with this collapsed request,
     /// aged by the time since it arrived.
     mutating func sharedHead(_ head: SharedFetch.Head, for request: RequestHead, cacheStatus: String) {
-        let now = EventLoop.wallSeconds()
+        let now = worker.clock.now()
         access.note(status: head.status, result: .miss, queuedWhole: false, cacheStatus: Array(cacheStatus.utf8), bodyBytes: nil)
         sink.sendHead(status: head.status, reason: head.reason, fields: head.headers, length: head.contentLength,
                       noBody: UpstreamResponse.hasNoBody(status: head.status, answering: request.method),

@@ -84,7 +84,7 @@ extension Exchange {
                 let refreshed = worker.applyNotModified(response.value, validated: validated,
                                                         among: variants, fetchedSince: fetch?.fetchToken ?? 0,
                                                         sharedMark: fetch?.sharedMark, toDisk: toDisk)
-                action = machine.refreshed(refreshed, now: EventLoop.wallSeconds())
+                action = machine.refreshed(refreshed, now: worker.clock.now())
             case .revalidate(let entry):
                 worker.revalidateInBackground(entry, among: variants, request: request, peer: sink.peer)
                 return false

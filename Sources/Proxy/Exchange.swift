@@ -103,7 +103,7 @@ final class Exchange {
             variants = StoredAnswer.usable(looked, for: request)
             completable = Forwarding.completable(among: looked, for: request, facts: lookupFacts(directives))
         }
-        let now = EventLoop.wallSeconds()
+        let now = worker.clock.now()
         let found = LookupFound(outcome: Lookup.decide(lookupFacts(directives), variants, now: now, shared: shared),
                                 completable: completable, now: now, onlyIfCached: directives.onlyIfCached,
                                 staleIfError: directives.staleIfError)

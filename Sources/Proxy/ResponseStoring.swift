@@ -19,7 +19,7 @@ struct PendingStore {
         self.response = response
         self.compressedHead = compressedHead
         // A body streamed to disk is also kept for the fleet when its shared tier takes it.
-        writer = StoreWriter(head, into: worker.store, fetchedSince: fetchedSince, storedAt: EventLoop.wallSeconds(),
+        writer = StoreWriter(head, into: worker.store, fetchedSince: fetchedSince, storedAt: worker.clock.now(),
                              firstTierOnly: !toDisk, expectedLength: response.length,
                              keepStreamedUpTo: worker.sharedTier?.maxObjectBytes ?? 0)
         // A body too large for every tier, or a purge that won already: not stored.

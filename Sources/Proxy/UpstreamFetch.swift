@@ -118,7 +118,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
 
     private func attempt() {
         guard let upstreamRequest else { return }
-        requestTime = EventLoop.wallSeconds()
+        requestTime = worker.clock.now()
         sentMicroseconds = EventLoop.nowMicroseconds()
         fetchToken = worker.store.fetchToken
         sharedMark = worker.sharedTier?.fetchMark()
@@ -155,7 +155,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         let upstreamMicroseconds = Int(EventLoop.nowMicroseconds() &- sentMicroseconds)
         worker.counters.latency.record(.upstreamHead, microseconds: upstreamMicroseconds)
         var response = UpstreamResponse(status: status, reason: reason, headers: headers, requestTime: requestTime,
-                                        responseTime: EventLoop.wallSeconds(), stripTagHeaders: worker.configuration.stripTagHeaders)
+                                        responseTime: worker.clock.now(), stripTagHeaders: worker.configuration.stripTagHeaders)
         response.upstreamMicroseconds = upstreamMicroseconds
         if case .invalid(let why) = response.framing {
             // RFC 9112 section 6.3: discard the response, close the upstream

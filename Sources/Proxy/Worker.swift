@@ -46,7 +46,7 @@ public final class Worker: IOHandler {
     @inline(__always)
     func sample(_ request: RequestHead, _ access: AccessRecord) {
         guard let weight = sampler.weight(access.result, status: access.status) else { return }
-        sampler.push(RequestSample(time: EventLoop.wallSeconds(), method: request.method, target: request.target,
+        sampler.push(RequestSample(time: clock.now(), method: request.method, target: request.target,
                                    status: access.status, result: access.result, weight: weight,
                                    cache: access.status >= 500 ? access.cacheColumn : nil))
     }
@@ -78,6 +78,8 @@ public final class Worker: IOHandler {
     /// the connection's queue (no array allocated per hit).
     @exclusivity(unchecked) var headScratch: [UInt8] = { var a: [UInt8] = []; a.reserveCapacity(256); return a }()
     var dateHeader = DateHeader()
+    /// The wall clock of every age, freshness and stored time here.
+    let clock: WallClock
     private(set) var builder: StoredResponseBuilder
     private var listener: Int32
     private var connections: [ObjectIdentifier: ClientConnection] = [:]
@@ -91,10 +93,12 @@ public final class Worker: IOHandler {
     }
 
     /// `upstream`: how the worker reaches the upstream, made on its loop
-    /// (ProxyTests give a stand-in; otherwise libcurl).
+    /// (ProxyTests give a stand-in; otherwise libcurl); `clock`: the wall
+    /// clock its requests read (ProxyTests move one by hand).
     init(listener: Int32, configuration: ProxyConfiguration, store: TieredStore, collapser: Collapser, stats: ProxyStats,
-         logger: Logger, accessLog: AccessLog?,
+         logger: Logger, accessLog: AccessLog?, clock: WallClock = WallClock(),
          upstream: (EventLoop, UpstreamSettings) -> any UpstreamRequester) throws(SystemError) {
+        self.clock = clock
         self.accessLog = accessLog
         loop = try EventLoop()
         self.listener = listener

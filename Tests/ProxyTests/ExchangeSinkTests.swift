@@ -18,6 +18,8 @@ final class ExchangeSinkTests: XCTestCase {
     private var worker: Worker!
     private var upstream: StandInUpstream!
     private var sinks: [RecordingSink] = []
+    /// The worker's wall clock, moved by hand.
+    private let clock = WallClock()
 
     override func setUpWithError() throws {
         let upstream = StandInUpstream()
@@ -26,7 +28,7 @@ final class ExchangeSinkTests: XCTestCase {
         logger.logLevel = .critical
         worker = try Worker(listener: -1, configuration: ProxyConfiguration(upstreamBase: "http://127.0.0.1:1"),
                             store: TieredStore(tiers: [MemoryTier(limitBytes: 1 << 20)]), collapser: Collapser(), stats: ProxyStats(),
-                            logger: logger, accessLog: nil) { _, _ in upstream }
+                            logger: logger, accessLog: nil, clock: clock) { _, _ in upstream }
     }
 
     override func tearDown() {
@@ -65,6 +67,29 @@ final class ExchangeSinkTests: XCTestCase {
         let (_, hit) = try exchange("/a")
         XCTAssertEqual(upstream.delegates.count, 1, "not asked again")
         XCTAssertEqual(hit.events, ["stored 200 5 larder; hit; ttl=60", "finished keep-alive"])
+    }
+
+    func testTimeMovedByHandMakesTheStoredResponseStaleAndA304RefreshesIt() throws {
+        let (_, miss) = try exchange("/t")
+        let first = try XCTUnwrap(upstream.delegates.first)
+        first.upstreamDidReceiveHead(status: 200, reason: "OK",
+                                     headers: ["cache-control": "max-age=60", "etag": "\"v1\"", "content-length": "2"])
+        XCTAssertTrue(body("ok", to: first))
+        first.upstreamDidComplete(nil)
+        XCTAssertEqual(miss.events.last, "finished keep-alive")
+
+        clock.advance(by: 30)
+        let (_, hit) = try exchange("/t")
+        XCTAssertEqual(hit.events.first, "stored 200 2 larder; hit; ttl=30", "30 s later: fresh, 30 s left")
+
+        clock.advance(by: 31)  // no waiting: 61 s have passed for the worker
+        let (_, stale) = try exchange("/t")
+        XCTAssertEqual(upstream.delegates.count, 2, "stale: validated upstream")
+        XCTAssertEqual(upstream.requests.last?.headers["if-none-match"], "\"v1\"")
+        let validation = try XCTUnwrap(upstream.delegates.last)
+        validation.upstreamDidReceiveHead(status: 304, reason: "Not Modified", headers: ["cache-control": "max-age=60", "etag": "\"v1\""])
+        XCTAssertEqual(stale.events.first, "stored 200 2 larder; fwd=stale; fwd-status=304; stored")
+        XCTAssertEqual(stale.events.last, "finished keep-alive")
     }
 
     func testASinkThatIsBehindPausesTheUpstreamUntilItDrains() throws {
