@@ -38,7 +38,22 @@ final class DiskTierTests: XCTestCase {
         XCTAssertEqual(tier.records("/b").first?.body.count, 300)
         XCTAssertEqual(tier.records("/c"), [])
         XCTAssertEqual(tier.remove("/a"), 2)
-        XCTAssertEqual(tier.records("/a"), [])
+        XCTAssertEqual(tier.records("/a"), [], "out of the index at once")
+        tier.flush(timeoutSeconds: 10)  // the files themselves go on the writer's thread
+        XCTAssertEqual(files().count, 1)
+    }
+
+    /// A removal's files are deleted on the writer's thread, in order with
+    /// the writes: the same response stored again right after survives.
+    func testAFileRemovedThenStoredAgainIsKept() throws {
+        let tier = try DiskTier(directory: directory, limitBytes: 100 << 20) { _ in }
+        waitForIndex(tier)
+        tier.store(record("/o", bytes: 100))
+        tier.flush(timeoutSeconds: 10)
+        XCTAssertEqual(tier.remove("/o"), 1)
+        tier.store(record("/o", bytes: 150))
+        tier.flush(timeoutSeconds: 10)
+        XCTAssertEqual(tier.records("/o").map(\.body.count), [150], "the later write is not deleted by the earlier removal")
         XCTAssertEqual(files().count, 1)
     }
 

@@ -25,6 +25,8 @@ extension DiskTier {
                     DiskIO.close(s.fd)
                     try? DiskIO.remove(s.tmpPath)
                 }
+            case .unlink(let paths):
+                for path in paths { try? DiskIO.remove(path) }
             }
             // Tombstones and purges only matter while older writes are queued.
             if queue.done() && streams.isEmpty {

@@ -359,7 +359,16 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
             for name in names { index.remove(key: key, name: name) }
             return names
         }
-        for name in names { try? DiskIO.remove(path(of: name)) }
+        guard !names.isEmpty else { return 0 }
+        // Out of the index now (no lookup finds them); the files go on the
+        // writer's thread, after the writes queued before (a removal from a
+        // worker, such as an invalidation, does not wait for the disk). While
+        // the start-up rebuild lists files, they go at once: a listing would
+        // find them.
+        let paths = names.map { path(of: $0) }
+        if !files.rebuilt.load(ordering: .acquiring) || !queue.push(.unlink(paths), bytes: 0, force: true) {
+            for path in paths { try? DiskIO.remove(path) }
+        }
         return names.count
     }
 

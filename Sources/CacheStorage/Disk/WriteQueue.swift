@@ -13,6 +13,10 @@ final class WriteQueue: @unchecked Sendable {
         case streamAppend(UInt64, [UInt8])
         case streamFinish(UInt64)
         case streamAbort(UInt64)
+        /// Files no longer indexed, deleted here rather than on the
+        /// thread that removed them (a worker's loop must not wait for an
+        /// unlink); in order with the writes around them.
+        case unlink([String])
     }
 
     private let condition = Condition()
