@@ -1,0 +1,22 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CEventLoop
+
+/// The kernel's page cache, for tests of reads that must not wait for the
+/// disk.
+public enum PageCache {
+    /// Writes the file back and drops its pages from the page cache; false
+    /// when they stay (a tmpfs keeps every page in memory: nothing can be
+    /// cold there) or the file cannot be opened.
+    @discardableResult
+    public static func drop(_ path: String) -> Bool {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        _ = fsync(fd)
+        _ = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
+        var byte: UInt8 = 0
+        return el_pread_nowait(fd, &byte, 1, 0) < 0
+    }
+}
