@@ -229,6 +229,27 @@ final class DiskTierEndToEndTests: ConfiguredTestCase {
         XCTAssertEqual(try origin.lastRequest(target)["headers"].map { "\($0)".contains("if-none-match") }, false)
     }
 
+    /// A hit on disk whose read may wait for the disk (here a large file's
+    /// head) is read on an I/O thread, not the worker's loop, and answered
+    /// whole; the loop meanwhile answers others.
+    func testADiskReadThatMayWaitIsMadeOffTheWorkersLoop() throws {
+        let l = try start(["--config", try config("max_object_size = \"1MiB\"\n")])  // larger ones: disk only
+        let target = "/offloaded?size=2097152"
+        let miss = try l.client().get(target)
+        XCTAssertEqual(miss.body.count, 2_097_152)
+        let deadline = Date().addingTimeInterval(10)
+        while cacheFiles().isEmpty && Date() < deadline { usleep(20_000) }
+        XCTAssertEqual(cacheFiles().count, 1)
+        XCTAssertEqual(try statsFigure(l, "offloaded_lookups"), 0)
+        let hit = try l.client().get(target)
+        XCTAssertTrue(hit.header("cache-status")?.contains("hit") ?? false, "\(hit.headers)")
+        XCTAssertTrue(hit.body == miss.body, "the body served is the one fetched")
+        XCTAssertGreaterThanOrEqual(try statsFigure(l, "offloaded_lookups"), 1, "its head was read on an I/O thread")
+        XCTAssertEqual(try origin.count(target), 1)
+        let metrics = try l.adminClient().get("/metrics")
+        XCTAssertTrue(String(decoding: metrics.body, as: UTF8.self).contains("larder_offloaded_lookups_total 1"))
+    }
+
     /// A 100 MiB response: too large for memory, streamed to disk while it
     /// streams to the client, then served from the file (sendfile).
     func testAHundredMebibyteObjectIsCachedOnDiskAndServedWithFlatMemory() throws {
