@@ -1,5 +1,6 @@
 import CacheStorage
 import Compression
+import EventLoop
 
 /// A stored gzip body decoded for one client as the client drains
 /// (`ClientCoding`): compressed bytes are taken a piece at a time (from
@@ -18,10 +19,21 @@ final class DecodingBody: BodySource {
     let pullBudget = DecodingBody.turnBytes
     /// Told why, when the body fails after its head went (the driver cuts the client).
     var failed: ((String) -> Void)?
+    /// Where a file read that would wait for the disk is made instead
+    /// (nil: read where asked), and what to call on the loop when its
+    /// bytes are in.
+    var offload: (loop: EventLoop, ready: () -> Void)?
+    /// A read of the file is under way on an I/O thread: `fileBuffer` is its.
+    private var reading = false
+    /// That read failed.
+    private var readFailed = false
 
     enum Step: Equatable {
         /// A turn's worth done, or the client is behind: more to come.
         case more
+        /// The next compressed bytes are being read from the file off the
+        /// loop (not in the page cache): `ready` runs when they are in.
+        case waiting
         /// Every wanted byte delivered (and, for the whole, the body ended as declared).
         case ended
         /// Corrupt, cut short, not the declared length, or its file failed.
@@ -99,7 +111,9 @@ final class DecodingBody: BodySource {
         }
         var done = 0
         while done < budget {
+            if reading { return .waiting }
             guard let input = nextInput() else { return .failed("its file could not be read") }
+            if reading { return .waiting }
             let isLast = position + input.count == compressedLength
             let consumed: Int, made: Int
             do {
@@ -127,6 +141,7 @@ final class DecodingBody: BodySource {
             return !sink.isBodyCongested
         }) {
         case .more: return .more
+        case .waiting: return .waiting
         case .ended: return .ended
         case .failed(let reason):
             failed?(reason)
@@ -150,8 +165,29 @@ final class DecodingBody: BodySource {
             return UnsafeRawBufferPointer(rebasing: entry.body[position...])
         }
         if fileFilled.isEmpty && position < compressedLength {
-            guard let n = file.read(from: position, into: buffer), n > 0 else { return nil }
-            fileFilled = 0..<n
+            guard !readFailed else { return nil }
+            guard let offload else {
+                guard let n = file.read(from: position, into: buffer), n > 0 else { return nil }
+                fileFilled = 0..<n
+                return UnsafeRawBufferPointer(rebasing: buffer[fileFilled])
+            }
+            switch file.readCached(from: position, into: buffer) {
+            case .read(let n):
+                fileFilled = 0..<n
+            case .failed:
+                return nil
+            case .wouldBlock:
+                // Read on an I/O thread into the buffer, which nothing here touches meanwhile
+                // (`self` is held until the read is in).
+                reading = true
+                let at = position
+                BlockingWork.shared.run({ [self] in file.read(from: at, into: buffer) }, on: offload.loop) { [self] n in
+                    reading = false
+                    if let n, n > 0 { fileFilled = 0..<n } else { readFailed = true }
+                    self.offload?.ready()
+                }
+                return UnsafeRawBufferPointer(start: nil, count: 0)
+            }
         }
         return UnsafeRawBufferPointer(rebasing: buffer[fileFilled])
     }

@@ -2,6 +2,9 @@ import CacheSemantics
 import CacheStorage
 import Compression
 import HTTPHeaders
+import EventLoop
+import Foundation
+import TestSupport
 import XCTest
 @testable import Proxy
 
@@ -116,6 +119,44 @@ final class DecodingBodyTests: XCTestCase {
         }
         guard case .cut(let reason) = result else { return XCTFail("\(result)") }
         XCTAssertEqual(why, reason, "told once, with the reason the client is cut for")
+    }
+
+    /// A body in a file whose pages are not in the page cache: each read
+    /// that would wait for the disk is made on an I/O thread (the pull
+    /// says `waiting`, and `ready` comes on the loop), never on the loop.
+    func testAColdFileIsReadOffTheLoopAndDecodedWhole() throws {
+        var generator = SystemRandomNumberGenerator()
+        let random = (0..<200_000).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let compressed = gzipped(random)
+        XCTAssertGreaterThan(compressed.count, 4 * DecodingBody.pieceBytes, "several file reads")
+        let path = FileManager.default.currentDirectoryPath + "/.build/larder-decoding-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try Data([0, 1, 2] + compressed).write(to: URL(fileURLWithPath: path))
+        guard PageCache.drop(path) else { throw XCTSkip("this file system keeps the file's pages in memory (tmpfs?)") }
+        let file = try XCTUnwrap(FileBodyReader(FileBody(path: path, offset: 3, length: compressed.count)))
+        let body = try XCTUnwrap(DecodingBody(entry([]), file: file, length: random.count, wanted: 0..<random.count))
+        XCTAssertTrue(body.prime())
+        let loop = try EventLoop()
+        var readies = 0
+        body.offload = (loop, { readies += 1 })
+        PageCache.drop(path)
+        let sink = RecordingSink()
+        var result = BodyPull.more, waits = 0
+        let deadline = Date().addingTimeInterval(20)
+        while result != .ended && Date() < deadline {
+            result = body.pull(into: sink, budget: body.pullBudget)
+            if result == .waiting {
+                waits += 1
+                let before = readies
+                while readies == before && Date() < deadline { loop.runOnce(maxWaitMilliseconds: 20) }
+            } else if case .cut(let why) = result {
+                return XCTFail(why)
+            }
+        }
+        XCTAssertEqual(result, .ended)
+        XCTAssertEqual(sink.answerBodyBytes, random.count)
+        XCTAssertGreaterThan(waits, 0, "a cold read waited off the loop")
+        XCTAssertEqual(readies, waits, "each wait ended with its read in")
     }
 
     func testTheDecodedRepresentationHasAWeakTagAndNoCoding() {

@@ -245,4 +245,24 @@ public final class FileBodyReader {
         guard count > 0 else { return 0 }
         return try? DiskIO.read(fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]), at: body.offset + position)
     }
+
+    /// The same, from the page cache only: `.wouldBlock` when the bytes at
+    /// `position` are not there (the caller reads them where it may wait).
+    public func readCached(from position: Int, into buffer: UnsafeMutableRawBufferPointer) -> CachedRead {
+        let count = min(buffer.count, body.length - position)
+        guard count > 0 else { return .read(0) }
+        do throws(Errno) {
+            guard let n = try DiskIO.readCached(fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]),
+                                                at: body.offset + position) else { return .wouldBlock }
+            return n > 0 ? .read(n) : .failed
+        } catch {
+            return .failed
+        }
+    }
+
+    public enum CachedRead: Equatable {
+        case read(Int)
+        case wouldBlock
+        case failed
+    }
 }
