@@ -189,14 +189,17 @@ final class DiskTierEndToEndTests: ConfiguredTestCase {
         XCTAssertTrue(stale.header("cache-status")?.hasPrefix("larder; hit") ?? false, "served stale at once")
         XCTAssertEqual(stale.body.count, 300_000)
         XCTAssertEqual(try origin.waitForCount(target, atLeast: fetched + 1), fetched + 1, "one background revalidation")
+        // A refreshed copy (this revalidation's, or a later one's: with
+        // max-age=1 a slow machine may see the next one first) replaces the stale one.
+        func count(_ response: HTTPResponse) -> Int { Int(response.header("x-origin-count") ?? "") ?? 0 }
         var refreshed = try c.get(target)
         var trace: [String] = []  // what came instead, for the failure message
-        while refreshed.header("x-origin-count") != "\(fetched + 1)" && Date() < deadline.addingTimeInterval(10) {
+        while count(refreshed) <= fetched && Date() < deadline.addingTimeInterval(10) {
             if trace.count < 8 { trace.append("\(refreshed.header("cache-status") ?? "-"), count \(refreshed.header("x-origin-count") ?? "-")") }
             refreshed = try c.get(target)
         }
-        XCTAssertEqual(refreshed.header("x-origin-count"), "\(fetched + 1)",
-                       "the refreshed response replaced the stale one; came instead: \(trace.joined(separator: " | "))")
+        XCTAssertGreaterThan(count(refreshed), fetched,
+                             "the refreshed response replaced the stale one; came instead: \(trace.joined(separator: " | "))")
         XCTAssertEqual(refreshed.body.count, 300_000)
     }
 
