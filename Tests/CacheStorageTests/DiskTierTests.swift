@@ -39,8 +39,25 @@ final class DiskTierTests: XCTestCase {
         XCTAssertEqual(tier.records("/c"), [])
         XCTAssertEqual(tier.remove("/a"), 2)
         XCTAssertEqual(tier.records("/a"), [], "out of the index at once")
-        tier.flush(timeoutSeconds: 10)  // the files themselves go on the writer's thread
-        XCTAssertEqual(files().count, 1)
+        XCTAssertEqual(files().count, 1, "and out of the stored names at once: a crash now cannot bring them back")
+        tier.flush(timeoutSeconds: 10)  // the files themselves are deleted on the writer's thread
+        XCTAssertEqual(allNames().filter { $0.hasSuffix(".gone") }, [])
+    }
+
+    /// Every name under the cache directory.
+    private func allNames() -> [String] {
+        FileManager.default.enumerator(atPath: directory)?.allObjects as? [String] ?? []
+    }
+
+    func testARemovedFileLeftBehindByACrashIsDeletedAtTheNextStart() throws {
+        let sub = directory + "/" + DiskTier.subdirectory(DiskTier.keyHash("/x"))
+        try FileManager.default.createDirectory(atPath: sub, withIntermediateDirectories: true)
+        let leftover = sub + "/" + DiskTier.keyHash("/x") + "-0.lrd.gone"
+        try Data(DiskFormat.encode(record("/x", bytes: 10))).write(to: URL(fileURLWithPath: leftover))
+        let tier = try DiskTier(directory: directory, limitBytes: 100 << 20) { _ in }
+        waitForIndex(tier)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: leftover), "deleted by the rebuild")
+        XCTAssertEqual(tier.records("/x"), [], "never served")
     }
 
     /// A removal's files are deleted on the writer's thread, in order with

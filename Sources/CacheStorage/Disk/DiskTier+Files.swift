@@ -15,6 +15,10 @@ extension DiskTier {
     /// first byte names the sub-directory).
     func path(of name: FileName) -> String { subdirectoryPath(of: name) + "/" + name.description }
 
+    /// Where a removed file waits for its deletion: beside it, under a name
+    /// no lookup reads and the start-up rebuild deletes.
+    static func gonePath(of path: String) -> String { path + ".gone" }
+
     private func subdirectoryPath(of name: FileName) -> String { directory + "/" + Self.subdirectory(name.subdirectory) }
 
     /// A stored file opened for reading, relative to its sub-directory's

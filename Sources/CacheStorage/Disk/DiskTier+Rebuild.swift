@@ -22,6 +22,11 @@ extension DiskTier {
                     if !listed.hasPrefix(".tmp-" + instanceToken + "-") { try? DiskIO.remove(path) }
                     continue
                 }
+                if listed.hasSuffix(".gone") {
+                    // Removed, and not yet deleted when an earlier run stopped (or by ours: it goes either way).
+                    try? DiskIO.remove(path)
+                    continue
+                }
                 guard listed.hasSuffix(".lrd") else { continue }
                 guard let name = FileName(listed), name.subdirectory == byte else {
                     // Not a name Larder gives: no lookup would ever find it.

@@ -360,14 +360,19 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
             return names
         }
         guard !names.isEmpty else { return 0 }
-        // Out of the index now (no lookup finds them); the files go on the
-        // writer's thread, after the writes queued before (a removal from a
-        // worker, such as an invalidation, does not wait for the disk). While
-        // the start-up rebuild lists files, they go at once: a listing would
-        // find them.
-        let paths = names.map { path(of: $0) }
-        if !files.rebuilt.load(ordering: .acquiring) || !queue.push(.unlink(paths), bytes: 0, force: true) {
-            for path in paths { try? DiskIO.remove(path) }
+        // Out of the index now (no lookup finds them). Each file is renamed
+        // out of the stored names at once (a crash before its deletion
+        // cannot bring it back at the next start: the rebuild deletes such
+        // names), and deleted on the writer's thread, after the writes
+        // queued before: a removal from a worker, such as an invalidation,
+        // does not wait for the disk to free a large file.
+        var gone: [String] = []
+        for name in names {
+            let path = path(of: name), renamed = Self.gonePath(of: path)
+            if (try? DiskIO.rename(path, to: renamed)) != nil { gone.append(renamed) }
+        }
+        if !gone.isEmpty && !queue.push(.unlink(gone), bytes: 0, force: true) {
+            for path in gone { try? DiskIO.remove(path) }
         }
         return names.count
     }
