@@ -33,25 +33,27 @@ public final class TieredStore: @unchecked Sendable {
 
     /// `local`: the calling worker's copies of its recent memory hits.
     public func lookup(_ key: String, local: LocalHits? = nil) -> Variants {
-        let hash = KeyHash.of(key)
-        let found = memory?.lookup(key, local: local, hash: hash) ?? tiers[0].lookup(key, hash: hash)
-        guard found.isEmpty, tiers.count > 1 else { return found }
-        return lookupSlower(key, hash: hash) ?? Variants()
+        lookup(key, local: local, mayBlock: true) ?? Variants()
     }
 
     /// `lookup` as a worker's loop makes it: nil, having found nothing,
     /// where a slower tier would wait for the disk; then `lookup` is made
     /// on an I/O thread (`BlockingWork`), off the loop.
     public func lookupWithoutBlocking(_ key: String, local: LocalHits? = nil) -> Variants? {
+        lookup(key, local: local, mayBlock: false)
+    }
+
+    @inline(__always)
+    private func lookup(_ key: String, local: LocalHits?, mayBlock: Bool) -> Variants? {
         let hash = KeyHash.of(key)
         let found = memory?.lookup(key, local: local, hash: hash) ?? tiers[0].lookup(key, hash: hash)
         guard found.isEmpty, tiers.count > 1 else { return found }
-        return lookupSlower(key, hash: hash, mayBlock: false)
+        return lookupSlower(key, hash: hash, mayBlock: mayBlock)
     }
 
     /// The rest of a lookup, past the first tier (kept out of the hit path).
     /// Nil only when `mayBlock` is false and a tier would wait for the disk.
-    private func lookupSlower(_ key: String, hash: Int, mayBlock: Bool = true) -> Variants? {
+    private func lookupSlower(_ key: String, hash: Int, mayBlock: Bool) -> Variants? {
         let since = fetchToken
         let removedSince = removalNumber.load(ordering: .acquiring)
         for level in 1..<tiers.count {

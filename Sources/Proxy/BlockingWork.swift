@@ -12,9 +12,9 @@ final class BlockingWork: @unchecked Sendable {
     private let condition = Condition()
     private var jobs: [() -> Void] = []
     private var started = 0
+    /// Threads running a job now.
+    private var busy = 0
     private let threads: Int
-    /// Jobs run so far (tests and stats read it).
-    private(set) var completed = 0
 
     /// The process's pool.
     static let shared = BlockingWork(threads: 4)
@@ -25,12 +25,9 @@ final class BlockingWork: @unchecked Sendable {
 
     /// Runs `work` on a pool thread, then `done` with its result on `loop`.
     func run<Result>(_ work: @escaping () -> Result, on loop: EventLoop, then done: @escaping (Result) -> Void) {
-        let job = { [self] in
+        let job = {
             let result = work()
             loop.execute { done(result) }
-            condition.lock()
-            completed += 1
-            condition.unlock()
         }
         condition.lock()
         jobs.append(job)
@@ -40,9 +37,6 @@ final class BlockingWork: @unchecked Sendable {
         condition.unlock()
         if startOne { startWorker() }
     }
-
-    /// Threads running a job now.
-    private var busy = 0
 
     private func startWorker() {
         do {
