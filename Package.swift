@@ -39,6 +39,8 @@ let package = Package(
         // gzip through zlib: stored gzip bodies decoded for clients that do not accept gzip.
         .target(name: "Compression", dependencies: ["CZlib"], swiftSettings: swift5),
         .target(name: "EventLoop", dependencies: ["CEventLoop"], swiftSettings: swift5),
+        // The one wall clock tiers and workers read (tests move it by hand).
+        .target(name: "Clocks", dependencies: ["CEventLoop"], swiftSettings: swift5),
         // Named threads and a condition variable on pthreads (no Foundation).
         .target(name: "Threads", dependencies: ["CEventLoop"], swiftSettings: swift5),
         // An asynchronous Redis connection driven by a worker's loop.
@@ -51,14 +53,14 @@ let package = Package(
         .target(name: "CacheSemantics", dependencies: ["HTTPHeaders"], swiftSettings: swift5),
         .target(
             name: "CacheStorage",
-            dependencies: ["CacheSemantics", "CEventLoop", "HTTP1", "HTTPHeaders", "Threads", .product(name: "SystemPackage", package: "swift-system")],
+            dependencies: ["CacheSemantics", "Clocks", "CEventLoop", "HTTP1", "HTTPHeaders", "Threads", .product(name: "SystemPackage", package: "swift-system")],
             swiftSettings: swift5
         ),
         .target(name: "Upstream", dependencies: ["CCurl", "EventLoop", "HTTP1", "HTTPHeaders"], swiftSettings: swift5),
         .target(
             name: "Proxy",
             dependencies: [
-                "EventLoop", "HTTP1", "HTTPHeaders", "CacheSemantics", "CacheStorage", "Upstream", "Compression",
+                "EventLoop", "Clocks", "HTTP1", "HTTPHeaders", "CacheSemantics", "CacheStorage", "Upstream", "Compression",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swift5
@@ -75,7 +77,7 @@ let package = Package(
         .executableTarget(
             name: "larder",
             dependencies: [
-                "Proxy", "Admin", "EventLoop", "Upstream", "CacheStorage", "CacheSemantics", "CCurl", "Fleet", "Redis", "Threads",
+                "Proxy", "Admin", "EventLoop", "Clocks", "Upstream", "CacheStorage", "CacheSemantics", "CCurl", "Fleet", "Redis", "Threads",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
@@ -88,7 +90,7 @@ let package = Package(
         .testTarget(name: "HTTPHeadersTests", dependencies: ["HTTPHeaders"], swiftSettings: swift5),
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "HTTPHeaders"], swiftSettings: swift5),
         .testTarget(name: "CacheSemanticsTests", dependencies: ["CacheSemantics", "HTTPHeaders"], swiftSettings: swift5),
-        .testTarget(name: "CacheStorageTests", dependencies: ["CacheStorage", "HTTP1", "HTTPHeaders", "TestSupport"], swiftSettings: swift5),
+        .testTarget(name: "CacheStorageTests", dependencies: ["CacheStorage", "Clocks", "HTTP1", "HTTPHeaders", "TestSupport"], swiftSettings: swift5),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"], swiftSettings: swift5),
         .testTarget(name: "ThreadsTests", dependencies: ["Threads"], swiftSettings: swift5),
         .testTarget(name: "CompressionTests", dependencies: ["Compression"], swiftSettings: swift5),
@@ -98,7 +100,7 @@ let package = Package(
         .testTarget(name: "FleetTests", dependencies: ["Fleet", "Redis", "EventLoop", "CacheStorage", "TestSupport"],
                     swiftSettings: swift5),
         .testTarget(name: "AdminTests", dependencies: ["Admin", "CacheStorage", "Proxy", "HTTPHeaders"], swiftSettings: swift5),
-        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "CacheSemantics", "CacheStorage", "HTTP1", "HTTPHeaders", "EventLoop",
+        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "Clocks", "CacheSemantics", "CacheStorage", "HTTP1", "HTTPHeaders", "EventLoop",
                                                   "Upstream", "TestSupport", .product(name: "Logging", package: "swift-log")],
                     swiftSettings: swift5),
         .testTarget(

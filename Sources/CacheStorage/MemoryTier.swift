@@ -1,3 +1,4 @@
+import Clocks
 import CacheSemantics
 import FoundationEssentials
 import Synchronization
@@ -43,6 +44,8 @@ public final class MemoryTier: CacheTier {
     /// evicted). This decides how long the tier keeps the bytes, not what
     /// is fresh.
     public let lifetimeSeconds: Int?
+    /// What memory_ttl is measured by.
+    let clock: WallClock
     /// Per-key overrides (routes); `hasRules` spares a hit the lock when no
     /// route sets a lifetime.
     private let rules = Locked<(any TierLifetimes)?>(nil)
@@ -59,7 +62,9 @@ public final class MemoryTier: CacheTier {
     /// tier's alone. Otherwise a memory tier of 2 MiB in front of a disk tier
     /// is one shard, and every worker's disk hits take its one lock twice
     /// (the look-up that misses, then admission).
-    public init(limitBytes: Int, maxObjectBytes: Int? = nil, lifetimeSeconds: Int? = nil, slowerTierBehind: Bool = false) {
+    public init(limitBytes: Int, maxObjectBytes: Int? = nil, lifetimeSeconds: Int? = nil, slowerTierBehind: Bool = false,
+                clock: WallClock = WallClock()) {
+        self.clock = clock
         self.limitBytes = limitBytes
         var largest = min(maxObjectBytes ?? limitBytes, limitBytes)
         self.lifetimeSeconds = lifetimeSeconds
@@ -119,7 +124,7 @@ public final class MemoryTier: CacheTier {
         guard !found.isEmpty else { return found }
         let override = hasRules.load(ordering: .acquiring) ? rules.withLock({ $0 })?.memoryLifetime(key) : nil
         guard let lifetime = override ?? lifetimeSeconds else { return found }
-        let now = Int64(Date().timeIntervalSince1970)
+        let now = clock.now()
         guard found.contains(where: { now.minusSaturating($0.timing.responseTime) > Int64(lifetime) }) else { return found }
         remove(key)
         return Variants()

@@ -1,4 +1,5 @@
 import CacheStorage
+import Clocks
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -87,9 +88,10 @@ public final class Worker: IOHandler {
     private var onDrained: (() -> Void)?
 
     public convenience init(listener: Int32, configuration: ProxyConfiguration, store: TieredStore, collapser: Collapser,
-                            stats: ProxyStats, logger: Logger, accessLog: AccessLog? = nil) throws(SystemError) {
+                            stats: ProxyStats, logger: Logger, accessLog: AccessLog? = nil,
+                            clock: WallClock = WallClock()) throws(SystemError) {
         try self.init(listener: listener, configuration: configuration, store: store, collapser: collapser, stats: stats,
-                      logger: logger, accessLog: accessLog) { UpstreamClient(loop: $0, settings: $1) }
+                      logger: logger, accessLog: accessLog, clock: clock) { UpstreamClient(loop: $0, settings: $1) }
     }
 
     /// `upstream`: how the worker reaches the upstream, made on its loop

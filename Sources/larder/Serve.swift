@@ -1,6 +1,7 @@
 import Admin
 import ArgumentParser
 import CacheStorage
+import Clocks
 import EventLoop
 import FoundationEssentials
 #if canImport(Glibc)
@@ -68,13 +69,16 @@ struct Serve: ParsableCommand {
 
         let workerCount = settings.effectiveWorkers
         let proxyConfig = Self.proxyConfiguration(settings, upstream: upstream)
+        // One wall clock for the tiers' lifetimes and the workers' ages.
+        let clock = WallClock()
         var tiers: [any CacheTier] = []
         if let directory = settings.cacheDirectory {
             do {
                 let diskLogger = logger
                 tiers.append(try DiskTier(directory: directory, limitBytes: settings.diskLimitBytes,
                                           lifetimeSeconds: settings.effectiveDiskTTLSeconds,
-                                          keptFiles: Self.keptFiles(settings.diskOpenFiles, openFiles: openFiles, logger)) {
+                                          keptFiles: Self.keptFiles(settings.diskOpenFiles, openFiles: openFiles, logger),
+                                          clock: clock) {
                     diskLogger.warning("\($0)")
                 })
             } catch .inUse(let message) {
@@ -87,7 +91,7 @@ struct Serve: ParsableCommand {
         }
         // Fastest first; with a disk tier behind it the memory tier leaves it the objects its shards cannot hold.
         tiers.insert(MemoryTier(limitBytes: settings.memoryLimitBytes, maxObjectBytes: proxyConfig.maxObjectBytes,
-                                lifetimeSeconds: settings.memoryTTLSeconds, slowerTierBehind: !tiers.isEmpty), at: 0)
+                                lifetimeSeconds: settings.memoryTTLSeconds, slowerTierBehind: !tiers.isEmpty, clock: clock), at: 0)
         let store = TieredStore(tiers: tiers)
         Self.installLifetimeRules(proxyConfig.routes, store: store)
         let stats = ProxyStats()
@@ -116,7 +120,7 @@ struct Serve: ParsableCommand {
         do {
             for fd in listeners.proxy {
                 let worker = try Worker(listener: fd, configuration: proxyConfig, store: store, collapser: collapser,
-                                        stats: stats, logger: logger, accessLog: accessLog)
+                                        stats: stats, logger: logger, accessLog: accessLog, clock: clock)
                 worker.index = workers.count
                 worker.attach(logFeed, samples: samples)
                 workers.append(worker)

@@ -414,14 +414,16 @@ final class CollapsingTests: ProxyTestCase {
         final class Box: @unchecked Sendable { var responses: [String: HTTPResponse] = [:]; let lock = NSLock() }
         let box = Box()
         let group = DispatchGroup()
-        for (i, language) in ["en", "fr"].enumerated() {
+        for language in ["en", "fr"] {
             group.enter()
             Thread {
-                if i == 1 { usleep(100_000) }  // let "en" lead (the order only labels the roles)
                 let r = try? HTTPClient(port: port).get(target, headers: ["Accept-Language: \(language)"])
                 box.lock.lock(); box.responses[language] = r; box.lock.unlock()
                 group.leave()
             }.start()
+            // "fr" is sent once "en" leads: its fetch is at the origin (counted before the delay).
+            let deadline = Date().addingTimeInterval(10)
+            while language == "en", try origin.count(target) < 1, Date() < deadline { usleep(5_000) }
         }
         XCTAssertEqual(group.wait(timeout: .now() + 20), .success)
         XCTAssertTrue(box.responses["en"]?.text.hasPrefix("Accept-Language=en") ?? false)

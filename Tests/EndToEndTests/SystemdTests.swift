@@ -13,6 +13,8 @@ final class NotifySocket {
     private let condition = NSCondition()
     private var messages: [(time: Date, text: String)] = []
     private var closed = false
+    /// Until the receiving thread has returned (`close` waits for it).
+    private var receiving = true
 
     init() throws {
         path = FileManager.default.temporaryDirectory.appendingPathComponent("larder-notify-\(UUID().uuidString.prefix(8))").path
@@ -38,7 +40,14 @@ final class NotifySocket {
             condition.lock()
             let stop = closed
             condition.unlock()
-            if stop { return }
+            if stop {
+                // Joined by close(): the descriptor goes only after this.
+                condition.lock()
+                receiving = false
+                condition.broadcast()
+                condition.unlock()
+                return
+            }
             let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             guard n > 0 else { continue }
             condition.lock()
@@ -71,8 +80,10 @@ final class NotifySocket {
     func close() {
         condition.lock()
         closed = true
+        // The receiver sees `closed` within its receive timeout (200 ms).
+        let deadline = Date().addingTimeInterval(10)
+        while receiving && condition.wait(until: deadline) {}
         condition.unlock()
-        usleep(300_000)  // the receiver's timeout, so it sees `closed` before the fd goes
         Glibc.close(fd)
         unlink(path)
     }

@@ -4,6 +4,7 @@ import EventLoop
 import Foundation
 import Glibc
 import CacheStorage
+import Clocks
 import HTTP1
 import HTTPHeaders
 import Logging
@@ -27,7 +28,7 @@ final class ExchangeSinkTests: XCTestCase {
         var logger = Logger(label: "test")
         logger.logLevel = .critical
         worker = try Worker(listener: -1, configuration: ProxyConfiguration(upstreamBase: "http://127.0.0.1:1"),
-                            store: TieredStore(tiers: [MemoryTier(limitBytes: 1 << 20)]), collapser: Collapser(), stats: ProxyStats(),
+                            store: TieredStore(tiers: [MemoryTier(limitBytes: 1 << 20, clock: clock)]), collapser: Collapser(), stats: ProxyStats(),
                             logger: logger, accessLog: nil, clock: clock) { _, _ in upstream }
     }
 
@@ -111,16 +112,16 @@ final class ExchangeSinkTests: XCTestCase {
     func testALookupThatWouldWaitForTheDiskIsMadeOffTheLoopWhileOthersAreServed() throws {
         let directory = FileManager.default.currentDirectoryPath + "/.build/larder-exchange-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let disk = try DiskTier(directory: directory, limitBytes: 100 << 20) { _ in }
+        let disk = try DiskTier(directory: directory, limitBytes: 100 << 20, clock: clock) { _ in }
         disk.waitForIndex(timeoutSeconds: 10)
         var logger = Logger(label: "test")
         logger.logLevel = .critical
         let upstream = self.upstream!
         worker = try Worker(listener: -1, configuration: ProxyConfiguration(upstreamBase: "http://127.0.0.1:1"),
-                            store: TieredStore(tiers: [MemoryTier(limitBytes: 1 << 20), disk]), collapser: Collapser(),
-                            stats: ProxyStats(), logger: logger, accessLog: nil) { _, _ in upstream }
+                            store: TieredStore(tiers: [MemoryTier(limitBytes: 1 << 20, clock: clock), disk]), collapser: Collapser(),
+                            stats: ProxyStats(), logger: logger, accessLog: nil, clock: clock) { _, _ in upstream }
         func stored(_ key: String) -> CachedResponse {
-            let now = EventLoop.wallSeconds()
+            let now = clock.now()
             return [UInt8](repeating: 0x63, count: 20_000).withUnsafeBytes {
                 StoredResponseBuilder(shared: true, targetedField: "x").build(
                     key: key, status: 200, reason: nil, headers: ["cache-control": "max-age=60"], body: $0,

@@ -1,3 +1,4 @@
+import Clocks
 import FoundationEssentials
 import Synchronization
 import SystemPackage
@@ -231,7 +232,7 @@ extension DiskTier {
         guard let (size, h, meta, found) = readHead(fd) else { return drop("bad header or metadata") }
         var record = found
         guard record.key == key else { return nil }  // a hash collision
-        if let lifetime = lifetime(for: key), Int64(time(nil)).minusSaturating(record.storedAt) > Int64(lifetime) {
+        if let lifetime = lifetime(for: key), clock.now().minusSaturating(record.storedAt) > Int64(lifetime) {
             try? DiskIO.remove(path)
             state.withLock { _ = $0.remove(key: key, name: name) }
             return nil

@@ -1,3 +1,4 @@
+import Clocks
 import FoundationEssentials
 import Synchronization
 #if canImport(Glibc)
@@ -92,7 +93,7 @@ extension DiskTier {
         while true {
             sleep(60)
             _ = retryUndeleted()
-            let now = Int64(time(nil))
+            let now = clock.now()
             let overrides = rules.withLock { $0 }
             let fallback = lifetimeSeconds
             guard overrides != nil || fallback != nil else { continue }

@@ -1,3 +1,4 @@
+import Clocks
 import CacheSemantics
 import FoundationEssentials
 import Threads
@@ -30,6 +31,8 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
     public var maxObjectBytes: Int { limitBytes / 4 }
     /// How long a file is kept after it was stored (disk_ttl); nil: until evicted.
     public let lifetimeSeconds: Int?
+    /// What disk_ttl and stored times are measured by.
+    let clock: WallClock
     /// Per-key overrides (routes); nil when there are none. `hasRules`
     /// spares a hit the lock when there are none.
     let rules = Locked<(any TierLifetimes)?>(nil)
@@ -93,8 +96,9 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
     /// `keptFileRecheckNanoseconds`: how often a kept one's file is checked
     /// for deletion by hand (`KeptFile.isLinked`).
     public init(directory: String, limitBytes: Int, lifetimeSeconds: Int? = nil, keptFiles: Int = DiskFiles.defaultKeepLimit(),
-                keptFileRecheckNanoseconds: UInt64 = DiskFiles.defaultRecheckNanoseconds,
+                keptFileRecheckNanoseconds: UInt64 = DiskFiles.defaultRecheckNanoseconds, clock: WallClock = WallClock(),
                 log: @escaping @Sendable (String) -> Void) throws(OpenError) {
+        self.clock = clock
         files = DiskFiles(keepLimit: keptFiles, recheckNanoseconds: keptFileRecheckNanoseconds)
         self.directory = directory
         self.limitBytes = limitBytes
@@ -226,7 +230,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
             }
             do {
                 guard let (storedAt, entry) = try decoded.get() else { continue }  // a hash collision: another key's file
-                if let lifetime = lifetime(for: key), Int64(time(nil)).minusSaturating(storedAt) > Int64(lifetime) {
+                if let lifetime = lifetime(for: key), clock.now().minusSaturating(storedAt) > Int64(lifetime) {
                     // Past disk_ttl (unless stored again meanwhile: then the file is another).
                     if state.withLock({ $0.remove(key: key, name: name, id: file.id) }) || file.id == 0 { try? DiskIO.remove(path(of: name)) }
                     continue
@@ -264,7 +268,7 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
     /// Queues the entry's disk write (not for a body already in a file).
     @discardableResult
     public func insert(_ entry: CachedResponse, promoted: Bool = false) -> Bool {
-        guard entry.bodyLength <= maxObjectBytes, let record = DiskRecord(entry, storedAt: Int64(Date().timeIntervalSince1970))
+        guard entry.bodyLength <= maxObjectBytes, let record = DiskRecord(entry, storedAt: clock.now())
         else { return false }
         store(record)
         return true
