@@ -14,7 +14,8 @@ import HTTPHeaders
 /// current answer that cannot be stored removes it; an error leaves it as
 /// it was. It asks for the whole: a Range of the client's is not sent.
 final class BackgroundRefresh: UpstreamTransferDelegate {
-    private unowned let worker: Worker
+    private unowned let upstream: UpstreamAccess
+    private unowned let cache: CacheAccess
     private let key: String
     private let entry: CachedResponse?
     private let variants: Variants
@@ -29,11 +30,12 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
     private var pending: PendingStore?
     private var received = 0
     private let onFinish: () -> Void
-    private var toDisk: Bool { worker.configuration.routes.match(key)?.disk ?? true }
+    private var toDisk: Bool { upstream.configuration.routes.match(key)?.disk ?? true }
 
-    init(worker: Worker, key: String, validating entry: CachedResponse?, variants: Variants, request: RequestHead,
+    init(upstream: UpstreamAccess, key: String, validating entry: CachedResponse?, variants: Variants, request: RequestHead,
          onFinish: @escaping () -> Void) {
-        self.worker = worker
+        self.upstream = upstream
+        cache = upstream.cache
         self.key = key
         self.entry = entry
         self.variants = variants
@@ -42,43 +44,43 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
     }
 
     func start(peer: String) {
-        var headers = UpstreamHeaders.forward(request, peer: peer, forwardHost: worker.configuration.forwardHost,
-                                              passed: worker.configuration.passRequestHeaders)
+        var headers = UpstreamHeaders.forward(request, peer: peer, forwardHost: upstream.configuration.forwardHost,
+                                              passed: upstream.configuration.passRequestHeaders)
         headers.remove("cache-control")
         headers.remove("pragma")
         headers.remove("range")
         headers.remove("if-range")
         UpstreamHeaders.normalizeAcceptEncoding(&headers, for: request)
         if let entry { UpstreamHeaders.addValidators(for: entry, among: variants, to: &headers) }
-        requestTime = worker.clock.now()
+        requestTime = cache.clock.now()
         sentMicroseconds = EventLoop.nowMicroseconds()
-        fetchToken = worker.store.fetchToken
-        sharedMark = worker.sharedTier?.fetchMark()
-        transfer = worker.upstream.start(
-            UpstreamRequest(method: "GET", url: worker.configuration.upstreamBase + request.pathAndQuery, headers: headers, body: .none),
+        fetchToken = cache.store.fetchToken
+        sharedMark = cache.sharedTier?.fetchMark()
+        transfer = upstream.requester.start(
+            UpstreamRequest(method: "GET", url: upstream.configuration.upstreamBase + request.pathAndQuery, headers: headers, body: .none),
             delegate: self)
     }
 
     func upstreamDidReceiveHead(status: Int, reason: String?, headers: HeaderFields) {
-        worker.counters.latency.record(.upstreamHead, microseconds: Int(EventLoop.nowMicroseconds() &- sentMicroseconds))
+        upstream.counters.latency.record(.upstreamHead, microseconds: Int(EventLoop.nowMicroseconds() &- sentMicroseconds))
         let response = UpstreamResponse(status: status, reason: reason, headers: headers, requestTime: requestTime,
-                                        responseTime: worker.clock.now(), stripTagHeaders: worker.configuration.stripTagHeaders)
+                                        responseTime: cache.clock.now(), stripTagHeaders: upstream.configuration.stripTagHeaders)
         if case .invalid = response.framing { return }  // the stored response stays as it was
         if status == 304 {
             guard let entry else { return }
-            _ = worker.applyNotModified(response, validated: entry, among: variants, fetchedSince: fetchToken, sharedMark: sharedMark,
+            _ = cache.applyNotModified(response, validated: entry, among: variants, fetchedSince: fetchToken, sharedMark: sharedMark,
                                         toDisk: toDisk)
             return
         }
         if status >= 500 { return }  // stale-if-error keeps serving what is stored
-        pending = worker.applyCacheEffect(of: response, to: request, key: key, isCacheLookup: true, variants: variants,
+        pending = cache.applyCacheEffect(of: response, to: request, key: key, isCacheLookup: true, variants: variants,
                                           fetchedSince: fetchToken, toDisk: toDisk)
     }
 
     func upstreamDidReceiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard pending != nil else { return true }
         // A disk slower than the upstream holds the transfer, as for a client's fetch.
-        if pending!.pauseIfBacklogged(on: worker.loop, resume: { [weak self] in self?.transfer?.resume() }) { return false }
+        if pending!.pauseIfBacklogged(on: upstream.loop, resume: { [weak self] in self?.transfer?.resume() }) { return false }
         received += bytes.count
         if !pending!.append(bytes) { pending = nil }
         return true
@@ -90,7 +92,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
         guard var pending else { return }
         self.pending = nil
         if error == nil, BodyEnd.isWhole(expected: pending.response.length, received: received) {
-            if pending.commit(on: worker, sharedMark: sharedMark) { WorkerStats.bump(worker.counters.stored) }
+            if pending.commit(on: cache, sharedMark: sharedMark) { WorkerStats.bump(upstream.counters.stored) }
         } else {
             pending.abort()  // incomplete: never stored (section 3.3)
         }

@@ -14,21 +14,20 @@ struct ClientAnswer {
     /// owns this; checked references would cost a hit about 2 % in
     /// reference counting.
     unowned(unsafe) let sink: any ResponseSink
-    unowned(unsafe) let worker: Worker
+    /// Where the answer is recorded (the worker owns it, and the sink).
+    unowned(unsafe) let log: RequestLog
     private var access: AccessRecord
 
     /// The request is the exchange's, passed to each call (a copy kept here
     /// would cost every hit its reference counting).
-    init(on sink: any ResponseSink, worker: Worker) {
+    @inline(__always)
+    init(on sink: any ResponseSink, log: RequestLog) {
         self.sink = sink
-        self.worker = worker
+        self.log = log
         // Timed from the wake that brought the request: its wait behind
         // others handled in that wake counts, and no clock is read here.
-        access = AccessRecord(logging: worker.recordsRequests, start: worker.wakeMicroseconds)
+        access = AccessRecord(logging: log.recordsRequests, start: log.wakeMicroseconds)
     }
-
-    /// Whether the connection stays open after answering `request`.
-    func keepAlive(_ request: RequestHead) -> Bool { request.keepAlive && !worker.draining }
 
     /// Queues a stored response (a hit, a 304 to the client's conditional,
     /// a 206/416 for a range). False, having queued nothing, when its body
@@ -85,7 +84,7 @@ struct ClientAnswer {
     /// The head of a leader's response shared with this collapsed request,
     /// aged by the time since it arrived.
     mutating func sharedHead(_ head: SharedFetch.Head, for request: RequestHead, cacheStatus: String) {
-        let now = worker.clock.now()
+        let now = log.clock.now()
         access.note(status: head.status, result: .miss, queuedWhole: false, cacheStatus: Array(cacheStatus.utf8), bodyBytes: nil)
         sink.sendHead(status: head.status, reason: head.reason, fields: head.headers, length: head.contentLength,
                       noBody: UpstreamResponse.hasNoBody(status: head.status, answering: request.method),
@@ -98,16 +97,6 @@ struct ClientAnswer {
     /// completes, or ends early (status 0 if nothing was sent).
     mutating func log(_ request: RequestHead) {
         guard access.takeTurn() else { return }
-        let latencies = access.latencies()
-        if let (firstByte, total) = latencies { worker.recordLatency(access.result, firstByte: firstByte, total: total) }
-        worker.sample(request, access)
-        guard access.logging else { return }
-        let figures = AccessLine.Figures(time: access.endSeconds, worker: worker.index, status: access.status,
-                                         bodyBytes: access.bodyBytes ?? sink.answerBodyBytes,
-                                         firstByteMicroseconds: latencies?.firstByte,
-                                         totalMicroseconds: latencies?.total ?? access.microseconds, result: access.result,
-                                         upstreamStatus: access.upstream?.status, upstreamMicroseconds: access.upstream?.microseconds)
-        worker.logAccess(figures, client: sink.peer, method: request.method, target: request.target,
-                         cache: access.cacheStatus)  // cut to the log's column where it is formatted
+        log.record(request, access, sentBy: sink)
     }
 }

@@ -34,7 +34,7 @@ extension ClientConnection: ResponseSink {
             return SentAnswer(status: 304, bodyBytes: 0)
         case .partial(let range, let length, let stored):
             enqueue(ClientHead.partial(fields: entry.headers, range: range, length: length, tail: tail,
-                                       isHidden: worker.builder.isHidden))
+                                       isHidden: worker.cache.builder.isHidden))
             let first = range.lowerBound - stored, end = range.upperBound - stored + 1
             if let file, let bodyFile = entry.bodyFile {
                 enqueue(file: file, from: bodyFile.offset + first, to: bodyFile.offset + end)
@@ -44,7 +44,7 @@ extension ClientConnection: ResponseSink {
             return SentAnswer(status: 206, bodyBytes: range.count)
         case .unsatisfiable(let length):
             enqueue(ClientHead.partial(fields: entry.headers, range: nil, length: length, tail: tail,
-                                       isHidden: worker.builder.isHidden))
+                                       isHidden: worker.cache.builder.isHidden))
             return SentAnswer(status: 416, bodyBytes: 0)
         case .whole:
             // The stored head as is, then the per-request tail from a buffer the worker reuses.
@@ -75,10 +75,10 @@ extension ClientConnection: ResponseSink {
             enqueue(ClientHead.notModified(fields: fields, tail: tail))
             return (SentAnswer(status: 304, bodyBytes: 0), nil)
         case .unsatisfiable(let length):
-            enqueue(ClientHead.partial(fields: fields, range: nil, length: length, tail: tail, isHidden: worker.builder.isHidden))
+            enqueue(ClientHead.partial(fields: fields, range: nil, length: length, tail: tail, isHidden: worker.cache.builder.isHidden))
             return (SentAnswer(status: 416, bodyBytes: 0), nil)
         case .partial(let range, let length, _):
-            enqueue(ClientHead.partial(fields: fields, range: range, length: length, tail: tail, isHidden: worker.builder.isHidden))
+            enqueue(ClientHead.partial(fields: fields, range: range, length: length, tail: tail, isHidden: worker.cache.builder.isHidden))
             answerFraming = .length
             return (SentAnswer(status: 206, bodyBytes: range.count), range.lowerBound..<(range.upperBound + 1))
         case .whole:
@@ -109,7 +109,7 @@ extension ClientConnection: ResponseSink {
         answerFraming = ClientFraming.choose(noBody: noBody, length: length, minorVersion: request.minorVersion)
         enqueue(ClientHead.forwarded(status: status, reason: reason, fields: fields, framing: answerFraming, length: length,
                                      noBody: noBody, age: age, cacheStatus: cacheStatus, dateLine: worker.dateHeader.current(now: now),
-                                     connection: connectionField(request), isHidden: worker.builder.isHidden))
+                                     connection: connectionField(request), isHidden: worker.cache.builder.isHidden))
     }
 
     /// Queues a 304 for a conditional request that an upstream 200 satisfies.

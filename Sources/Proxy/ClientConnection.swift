@@ -9,12 +9,16 @@ import Logging
 final class ClientConnection: IOHandler, BatchEndHandler {
     let fd: Int32
     let peer: String
-    /// The worker and its counters, held without reference counting (the
-    /// worker owns its connections and outlives them): the worker is read
-    /// about ten times per request, and a checked reference cost each read
-    /// a retain and a release.
+    /// The worker that accepted it (its buffers, its draining, what its
+    /// exchanges use), its loop and its counters, held without reference
+    /// counting (the worker owns its connections and outlives them): a
+    /// checked reference cost each of their reads a retain and a release.
     unowned(unsafe) let worker: Worker
+    private unowned(unsafe) let loop: EventLoop
     private unowned(unsafe) let counters: WorkerStats
+    private let settings: ConnectionSettings
+    /// What its exchanges are made with.
+    private let parts: ExchangeParts
 
     // `input`, `output` (and the worker's `scratch`) are touched on every
     // request, only on the worker's thread and never re-entrantly (the whole
@@ -53,34 +57,29 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     private var timer: TimerID = .none
     private var timerAt: UInt64 = 0
     private var processing = false
-    /// Answers wait (and input is not read) while this much output is
-    /// queued: a client that pipelines and never reads cannot make Larder
-    /// hold answers (and their open files) without bound.
-    private let outputBound: Int
+    /// Answers wait while `settings.outputBoundBytes` are queued.
     private var waitingForOutput = false
 
-    /// Bytes of unparsed input held before reading pauses (pipelining bound:
-    /// one request is in flight, the next ones wait here).
-    private var maxBufferedInput: Int { worker.configuration.pipelineBufferBytes }
-
-    init(fd: Int32, peer: String, worker: Worker) {
+    init(fd: Int32, peer: String, worker: Worker, settings: ConnectionSettings) {
         self.fd = fd
         self.peer = peer
         self.worker = worker
+        loop = worker.loop
         counters = worker.counters
-        parser = RequestParser(limits: worker.configuration.limits)
-        outputBound = worker.configuration.clientBufferBytes
+        self.settings = settings
+        parts = worker.exchangeParts
+        parser = RequestParser(limits: settings.limits)
     }
 
     func start() {
         do {
-            try worker.loop.watch(fd, interest, self)
+            try loop.watch(fd, interest, self)
         } catch {
             worker.logger.warning("cannot watch client socket: \(error)")
             close()
             return
         }
-        setDeadline(.idle, after: worker.configuration.headerTimeoutMilliseconds)
+        setDeadline(.idle, after: settings.headerTimeoutMilliseconds)
     }
 
     // MARK: events
@@ -98,7 +97,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
 
     private func readAvailable() {
         var rounds = 0
-        while !closed && !readEOF && rounds < 16 && unparsedCount < maxBufferedInput
+        while !closed && !readEOF && rounds < 16 && unparsedCount < settings.pipelineBufferBytes
             && !(exchange?.isUploadCongested ?? false) {
             rounds += 1
             let result: Int?
@@ -152,9 +151,9 @@ final class ClientConnection: IOHandler, BatchEndHandler {
                 continue
             }
             guard exchange == nil, unparsedCount > 0 else { return }
-            if output.pendingBytes >= outputBound {
+            if output.pendingBytes >= settings.outputBoundBytes {
                 // The next answer waits until the client reads (flush resumes).
-                if !waitingForOutput { WorkerStats.bump(worker.counters.outputPauses) }
+                if !waitingForOutput { WorkerStats.bump(counters.outputPauses) }
                 waitingForOutput = true
                 return
             }
@@ -165,7 +164,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
             case .incomplete:
                 return
             case .invalid(let error):
-                WorkerStats.bump(worker.counters.clientErrors)
+                WorkerStats.bump(counters.clientErrors)
                 sendError(error.status, error.message, close: true)
                 return
             case .complete(let head, let consumed):
@@ -178,13 +177,13 @@ final class ClientConnection: IOHandler, BatchEndHandler {
 
     private func beginRequest(_ head: consuming RequestHead) {
         deadlines[.idle] = nil
-        body = RequestBodyReader(head.framing, maxBodyBytes: worker.configuration.limits.maxBodyBytes)
-        if let body, !body.isEmpty { setDeadline(.body, after: worker.configuration.bodyTimeoutMilliseconds) }
+        body = RequestBodyReader(head.framing, maxBodyBytes: settings.limits.maxBodyBytes)
+        if let body, !body.isEmpty { setDeadline(.body, after: settings.bodyTimeoutMilliseconds) }
         if head.expectsContinue && head.minorVersion == 1 {
             output.append(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
         }
         (answerFraming, answerBodyBytes) = (.none, 0)
-        let exchange = Exchange(head: consume head, sink: self, worker: worker)
+        let exchange = Exchange(head: consume head, sink: self, parts: parts)
         self.exchange = exchange
         exchange.start()
         // What the exchange queued and did not write itself (a 100
@@ -198,7 +197,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     private func feedBody() {
         guard var reader = body, unparsedCount > 0 || reader.isEmpty else { return }
         // Progress: the deadline moves (the armed timer stays, and finds it later).
-        deadlines[.body] = EventLoop.nowMilliseconds() + worker.configuration.bodyTimeoutMilliseconds
+        deadlines[.body] = EventLoop.nowMilliseconds() + settings.bodyTimeoutMilliseconds
         let outcome = input.withUnsafeBytes { raw in
             reader.feed(UnsafeRawBufferPointer(rebasing: raw[inputStart...])) { exchange?.requestBody($0) }
         }
@@ -214,7 +213,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         case .invalid(let error):
             failRequest(error.status, error.message)
         }
-        if body == nil && exchange == nil { setDeadline(.idle, after: worker.configuration.keepAliveTimeoutMilliseconds) }
+        if body == nil && exchange == nil { setDeadline(.idle, after: settings.keepAliveTimeoutMilliseconds) }
     }
 
     private func consume(_ n: Int) {
@@ -230,7 +229,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
 
     /// A broken or stalled body: answer if nothing was sent yet, then close.
     private func failRequest(_ status: Int, _ message: String) {
-        WorkerStats.bump(worker.counters.clientErrors)
+        WorkerStats.bump(counters.clientErrors)
         body = nil
         deadlines[.body] = nil
         if let exchange, !exchange.responseStarted {
@@ -251,12 +250,12 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     func enqueue(file: OpenFile, from: Int, to: Int) { output.append(file: file, from: from, to: to) }
 
     /// Whether the upstream should pause until the client catches up.
-    var isCongested: Bool { output.pendingBytes >= worker.configuration.clientBufferBytes }
+    var isCongested: Bool { output.pendingBytes >= settings.outputBoundBytes }
 
     /// The exchange has queued its whole response.
     func exchangeFinished(keepAlive: Bool) {
         exchange = nil
-        if !keepAlive || readEOF && body == nil && unparsedCount == 0 {
+        if !keepAlive || worker.draining || readEOF && body == nil && unparsedCount == 0 {
             phase = .closingWhenFlushed
         }
         // Pipelined requests answered in this batch leave in one writev; a
@@ -265,7 +264,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         if unparsedCount > 0 { flushSoon() } else { write() }
         if closed { return }
         if !closeWhenFlushed {
-            if body == nil { setDeadline(.idle, after: worker.configuration.keepAliveTimeoutMilliseconds) }
+            if body == nil { setDeadline(.idle, after: settings.keepAliveTimeoutMilliseconds) }
             processInput()
             if readEOF && exchange == nil && body == nil { phase = .closingWhenFlushed; flush() }
         }
@@ -303,7 +302,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     func flushSoon() {
         guard !flushQueued, !closed else { return }
         flushQueued = true
-        worker.loop.atBatchEnd(self)
+        loop.atBatchEnd(self)
     }
 
     func batchEnded() {
@@ -330,9 +329,9 @@ final class ClientConnection: IOHandler, BatchEndHandler {
             if done {
                 if deadlines[.send] != nil { deadlines[.send] = nil }
             } else if sent > 0 || deadlines[.send] == nil {
-                setDeadline(.send, after: worker.configuration.sendTimeoutMilliseconds)
+                setDeadline(.send, after: settings.sendTimeoutMilliseconds)
             }
-            if waitingForOutput && output.pendingBytes < outputBound {
+            if waitingForOutput && output.pendingBytes < settings.outputBoundBytes {
                 waitingForOutput = false
                 processInput()
                 if closed { return false }
@@ -343,7 +342,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
                     return false
                 }
                 exchange?.outputDrained()
-            } else if output.pendingBytes < worker.configuration.clientBufferBytes / 4 {
+            } else if output.pendingBytes < settings.outputBoundBytes / 4 {
                 exchange?.outputDrained()
             }
         } catch {
@@ -362,13 +361,13 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         if !output.isEmpty && !flushQueued { wanted.insert(.write) }
         // Stop reading while an answer is pending and enough input is buffered
         // (pipelining bound), or when the client has finished sending.
-        if !readEOF && !closeWhenFlushed && unparsedCount < maxBufferedInput && !(exchange?.isUploadCongested ?? false)
-            && (body != nil || output.pendingBytes < outputBound) {
+        if !readEOF && !closeWhenFlushed && unparsedCount < settings.pipelineBufferBytes && !(exchange?.isUploadCongested ?? false)
+            && (body != nil || output.pendingBytes < settings.outputBoundBytes) {
             wanted.insert(.read)
         }
         if wanted != interest {
             interest = wanted
-            worker.loop.setInterest(fd, wanted)
+            loop.setInterest(fd, wanted)
         }
     }
 
@@ -383,12 +382,12 @@ final class ClientConnection: IOHandler, BatchEndHandler {
 
     private func armTimer() {
         guard !deadlines.timerServes(armedAt: timerAt) else { return }
-        worker.loop.cancel(timer)
+        loop.cancel(timer)
         (timer, timerAt) = (.none, 0)
         guard let next = deadlines.next else { return }
         let now = EventLoop.nowMilliseconds()
         timerAt = max(next, now)
-        timer = worker.loop.schedule(after: timerAt - now) { [unowned self] in
+        timer = loop.schedule(after: timerAt - now) { [unowned self] in
             // Held for the turn: a deadline may close the connection, and
             // its worker let go of it.
             let connection = self
@@ -410,14 +409,14 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         case .body:
             // body_timeout: a body held back because the upstream reads slowly does not count.
             guard body != nil else { return }
-            let timeout = worker.configuration.bodyTimeoutMilliseconds
+            let timeout = settings.bodyTimeoutMilliseconds
             if exchange?.isUploadCongested ?? false { return setDeadline(.body, after: timeout) }
             failRequest(408, "request body timeout: no body bytes for \(timeout) ms")
         case .send:
             // send_timeout: a client that takes no output for this long is
             // dropped (its queued answers would otherwise be held for ever).
             guard !output.isEmpty else { return }
-            WorkerStats.bump(worker.counters.sendTimeouts)
+            WorkerStats.bump(counters.sendTimeouts)
             abort()
         case .linger:
             close()
@@ -442,7 +441,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         deadlines = ConnectionDeadlines()
         setDeadline(.linger, after: Self.lingerMilliseconds)
         interest = [.read]
-        worker.loop.setInterest(fd, interest)
+        loop.setInterest(fd, interest)
     }
 
     private func drainWhileLingering() {
@@ -475,12 +474,12 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     func close() {
         guard !closed else { return }
         phase = .closed
-        worker.loop.cancel(timer)
+        loop.cancel(timer)
         timer = .none
         exchange?.cancel()
         exchange = nil
         output.removeAll()
-        worker.loop.unwatch(fd)
+        loop.unwatch(fd)
         Socket.close(fd)
         worker.connectionClosed(self)
     }

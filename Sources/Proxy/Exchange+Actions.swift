@@ -21,21 +21,21 @@ extension Exchange {
                 return true
             case .lookUp(let forgetting):
                 if forgetting {
-                    worker.store.remove(key)
+                    cache.store.remove(key)
                     action = lookedUp(Variants())
-                } else if let found = worker.store.lookupWithoutBlocking(key, local: worker.localHits) {
+                } else if let found = cache.store.lookupWithoutBlocking(key, local: cache.localHits) {
                     action = lookedUp(found)
                 } else {
                     // The disk would be waited for: read on an I/O thread; the loop serves others meanwhile.
-                    WorkerStats.bump(worker.counters.offloadedLookups)
-                    let (store, key) = (worker.store, key)
-                    BlockingWork.shared.run({ store.lookup(key) }, on: worker.loop) { [self] found in perform(lookedUp(found)) }
+                    WorkerStats.bump(cache.counters.offloadedLookups)
+                    let (store, key) = (cache.store, key)
+                    BlockingWork.shared.run({ store.lookup(key) }, on: loop) { [self] found in perform(lookedUp(found)) }
                     return false
                 }
             case .askFleet:
                 // What the fleet had is added to the store, and to what was found here.
-                guard let tier = worker.sharedTier,
-                      SharedLookup.ask(tier, key: key, into: worker.store, toDisk: toDisk, found: { [self] shared in
+                guard let tier = cache.sharedTier,
+                      SharedLookup.ask(tier, key: key, into: cache.store, toDisk: toDisk, found: { [self] shared in
                           let all = shared.isEmpty ? variants : Variants(Array(variants) + shared)
                           perform(lookedUp(all))
                       }) else {
@@ -44,8 +44,8 @@ extension Exchange {
                 }
                 return false
             case .claimInFleet:
-                guard let tier = worker.sharedTier,
-                      tier.claim(key, milliseconds: UInt64(worker.configuration.upstream.responseTimeoutMilliseconds), outcome: {
+                guard let tier = cache.sharedTier,
+                      tier.claim(key, milliseconds: UInt64(upstream.configuration.upstream.responseTimeoutMilliseconds), outcome: {
                           [self] claim in perform(machine.claimed(claim == .claimed))
                       }) else {
                     action = machine.fleetUnavailable()
@@ -72,25 +72,25 @@ extension Exchange {
                 forward(leading: how.leading, claimedInFleet: how.claimedInFleet)
                 return false
             case .forwardAgain(let dropStored):
-                if dropStored { worker.store.remove(key) }
+                if dropStored { cache.store.remove(key) }
                 fetch?.cancel()
                 fetch = nil
-                worker.loop.schedule(after: 0) { [weak self] in
+                loop.schedule(after: 0) { [weak self] in
                     guard let self else { return }
                     self.perform(self.machine.nextTurn())
                 }
                 return false
             case .refresh(let validated, let response):
-                let refreshed = worker.applyNotModified(response.value, validated: validated,
+                let refreshed = cache.applyNotModified(response.value, validated: validated,
                                                         among: variants, fetchedSince: fetch?.fetchToken ?? 0,
                                                         sharedMark: fetch?.sharedMark, toDisk: toDisk)
-                action = machine.refreshed(refreshed, now: worker.clock.now())
+                action = machine.refreshed(refreshed, now: cache.clock.now())
             case .revalidate(let entry):
-                worker.revalidateInBackground(entry, among: variants, request: request, peer: sink.peer)
+                upstream.revalidateInBackground(entry, among: variants, request: request, peer: sink.peer)
                 return false
             case .releaseClaims(let fleet):
-                if fleet { worker.sharedTier?.release(key) }
-                worker.collapser.release(key)
+                if fleet { cache.sharedTier?.release(key) }
+                cache.collapser.release(key)
                 return false
             }
         }
@@ -99,11 +99,11 @@ extension Exchange {
     /// Offers a stored response; a whole one queued completes the exchange.
     @inline(__always)  // into `perform`: the offer's fields are not copied
     private func serve(_ offered: StoredServing) -> ExchangeAction {
-        if offered.releasesClaim { worker.collapser.release(key) }
+        if offered.releasesClaim { cache.collapser.release(key) }
         let result = serveStored(offered.entry, age: offered.age, now: offered.now, cacheStatus: offered.cacheStatus)
         if result == .served || result == .decoding {
             bump(offered.count)
-            if variants.count > 1 { worker.store.noteServed(offered.entry) }
+            if variants.count > 1 { cache.store.noteServed(offered.entry) }
         }
         let next = machine.served(result)
         if result == .served { complete() }
@@ -114,8 +114,8 @@ extension Exchange {
     /// Joins the key's collapser: leads its fetch, follows or waits for
     /// the one already under way, or fetches alone.
     private func join() -> ExchangeMachine.Joined {
-        switch LeaderWait.join(key, for: request, collapser: worker.collapser, loop: worker.loop,
-                               timeoutMilliseconds: UInt64(worker.configuration.upstream.responseTimeoutMilliseconds),
+        switch LeaderWait.join(key, for: request, collapser: cache.collapser, loop: loop,
+                               timeoutMilliseconds: UInt64(upstream.configuration.upstream.responseTimeoutMilliseconds),
                                ended: { [weak self] ended in
                                    guard let self else { return }
                                    self.wait = nil
@@ -133,17 +133,17 @@ extension Exchange {
     /// Answers with the leader's response, piece by piece as it arrives.
     private func follow(_ fetch: SharedFetch, cacheStatus: String) {
         answer.sharedHead(fetch.head, for: request, cacheStatus: cacheStatus)
-        stream(from: SharedFetchReader(fetch, loop: worker.loop, ready: { [weak self] in self?.pullBody() }))
+        stream(from: SharedFetchReader(fetch, loop: loop, ready: { [weak self] in self?.pullBody() }))
     }
 
     func bump(_ count: ExchangeCount) {
         switch count {
         case .none: break
-        case .hit: WorkerStats.bump(worker.counters.hits)
-        case .staleHit: WorkerStats.bump(worker.counters.staleHits)
-        case .miss: WorkerStats.bump(worker.counters.misses)
-        case .staleForward: WorkerStats.bump(worker.counters.staleForwards)
-        case .collapsed: WorkerStats.bump(worker.counters.collapsed)
+        case .hit: WorkerStats.bump(cache.counters.hits)
+        case .staleHit: WorkerStats.bump(cache.counters.staleHits)
+        case .miss: WorkerStats.bump(cache.counters.misses)
+        case .staleForward: WorkerStats.bump(cache.counters.staleForwards)
+        case .collapsed: WorkerStats.bump(cache.counters.collapsed)
         }
     }
 }

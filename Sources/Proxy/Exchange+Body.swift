@@ -13,7 +13,7 @@ extension Exchange {
     func schedulePull() {
         guard !pullScheduled, body != nil else { return }
         pullScheduled = true
-        worker.loop.schedule(after: 0) { [weak self] in
+        loop.schedule(after: 0) { [weak self] in
             guard let self else { return }
             self.pullScheduled = false
             self.pullBody()

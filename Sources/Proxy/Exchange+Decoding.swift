@@ -9,11 +9,11 @@ import EventLoop
 /// client is behind. A body found corrupt or not as long as declared
 /// before anything was sent is `undecodable` (the request goes upstream
 /// for an identity copy); after its head, the connection is cut, as for an
-/// upstream body that breaks off; either way the worker remembers it, so
+/// upstream body that breaks off; either way it is remembered (`undecodable`), so
 /// the next such client goes upstream instead.
 extension Exchange {
     func serveDecoded(_ entry: CachedResponse, age: Int, now: Int64, cacheStatus: CacheStatusLine) -> StoredServe {
-        guard !worker.undecodable.contains(entry) else { return .undecodable }
+        guard !cache.undecodable.contains(entry) else { return .undecodable }
         // A body file is opened once, for its trailer and its bytes.
         var file: FileBodyReader?
         if let bodyFile = entry.bodyFile {
@@ -21,7 +21,7 @@ extension Exchange {
             file = opened
         }
         guard let length = ClientCoding.decodedLength(of: entry, file: file) else {
-            worker.undecodable.insert(entry)
+            cache.undecodable.insert(entry)
             return .undecodable
         }
         let fields = ClientCoding.decodedFields(entry)
@@ -31,7 +31,7 @@ extension Exchange {
             // The first piece before the head: a body that is not gzip at all fails with nothing sent.
             guard let opened = DecodingBody(entry, file: file, length: length, wanted: 0..<length) else { return .bodyGone }
             guard opened.prime() else {
-                worker.undecodable.insert(entry)
+                cache.undecodable.insert(entry)
                 return .undecodable
             }
             decoder = opened
@@ -40,12 +40,12 @@ extension Exchange {
                                         cacheStatus: cacheStatus)
         guard let decoder, let wanted, !wanted.isEmpty else { return .served }
         decoder.want(wanted)
-        decoder.failed = { [worker, key] reason in
-            worker.undecodable.insert(entry)
-            worker.logger.warning("stored gzip body of \(key) cannot be decoded for a client that does not take gzip (\(reason)); connection cut, such clients get it from the upstream")
+        decoder.failed = { [undecodable = cache.undecodable, logger = upstream.logger, key] reason in
+            undecodable.insert(entry)
+            logger.warning("stored gzip body of \(key) cannot be decoded for a client that does not take gzip (\(reason)); connection cut, such clients get it from the upstream")
         }
         // Compressed bytes not in the page cache are read on an I/O thread, then pulled on.
-        decoder.offload = (worker.loop, { [weak self] in self?.pullBody() })
+        decoder.offload = (loop, { [weak self] in self?.pullBody() })
         fetch?.cancel()  // a 304's refresh or a stand-in: the fetch is not wanted any more
         fetch = nil
         body = decoder  // pulled once the machine knows (`served(.decoding)`)

@@ -9,7 +9,7 @@ extension Exchange: FetchClient {
     /// exchange answered otherwise (a stand-in for a 5xx, a 304's
     /// refresh) and the rest of the fetch is not wanted.
     func takes(_ response: UpstreamResponse) -> Bool {
-        perform(machine.upstreamHead(response, now: worker.clock.now()))
+        perform(machine.upstreamHead(response, now: cache.clock.now()))
     }
 
     /// Writes the upstream's head for the client (`stored`: the response
@@ -36,6 +36,6 @@ extension Exchange: FetchClient {
     func responseEnded(whole: Bool) { complete(closing: sink.endBody(whole: whole)) }
     func responseCut() { complete(closing: true) }
     func fetchFailed(_ kind: UpstreamFailure.Kind, detail: String) {
-        perform(machine.upstreamFailed(kind, detail: detail, now: worker.clock.now()))
+        perform(machine.upstreamFailed(kind, detail: detail, now: cache.clock.now()))
     }
 }

@@ -14,7 +14,13 @@ final class Exchange {
     /// it by); a checked reference cost every read a retain and a release.
     unowned(unsafe) let sink: any ResponseSink
     let request: RequestHead
-    let worker: Worker
+    /// The cache as this request uses it. Held (one retain an exchange):
+    /// what is read through it on a hit is then borrowed, not retained.
+    let cache: CacheAccess
+    /// The upstream, and the worker's loop. Unsafe, and safe: the worker
+    /// owns them, and the sink.
+    unowned(unsafe) let upstream: UpstreamAccess
+    unowned(unsafe) let loop: EventLoop
     /// Where the request's life stands and what happens next
     /// (ExchangeMachine): this class performs its actions.
     var machine = ExchangeMachine()
@@ -36,15 +42,17 @@ final class Exchange {
     /// variants a response replaces).
     var variants = Variants()
 
-    init(head: consuming RequestHead, sink: any ResponseSink, worker: Worker) {
+    init(head: consuming RequestHead, sink: any ResponseSink, parts: ExchangeParts) {
         self.sink = sink
-        self.worker = worker
-        answer = ClientAnswer(on: sink, worker: worker)
+        cache = parts.cache
+        upstream = parts.upstream
+        loop = parts.loop
+        answer = ClientAnswer(on: sink, log: parts.log)
         // A GET with a body may be answered by what the body says: never
         // looked up or stored under the URL alone (it goes through as is).
         let isCacheLookup = (head.method == "GET" || head.method == "HEAD") && head.framing == .none
         self.isCacheLookup = isCacheLookup
-        let configuration = worker.configuration
+        let configuration = upstream.configuration
         let routes = configuration.routes
         key = routes.cacheKey(head.pathAndQuery)
         let route = routes.isEmpty ? nil : routes.match(key, method: head.method == "HEAD" ? "GET" : head.method)
@@ -56,7 +64,7 @@ final class Exchange {
         request = consume head
         machine.configure(.init(isCacheLookup: isCacheLookup, isGet: isGet,
                                 disconnectedGrace: route?.staleOnDisconnect ?? configuration.staleOnDisconnectSeconds,
-                                shared: configuration.sharedCache, fleet: worker.sharedTier != nil),
+                                shared: configuration.sharedCache, fleet: cache.sharedTier != nil),
                           choice: PolicyChoice.make(for: request, route: route, configured: configuration.defaultPolicy,
                                                     clientsMayChoose: configuration.allowClientPolicy))
     }
@@ -67,7 +75,7 @@ final class Exchange {
     let route: Route?
     var toDisk: Bool { route?.disk ?? true }
     var peer: String { sink.peer }
-    var shared: Bool { worker.configuration.sharedCache }
+    var shared: Bool { upstream.configuration.sharedCache }
     /// Whether the client's own Cache-Control and Pragma count in the
     /// lookup: not where clients may not choose a policy
     /// (`allow_client_policy = false`), or any client could bypass the
@@ -103,7 +111,7 @@ final class Exchange {
             variants = StoredAnswer.usable(looked, for: request)
             completable = Forwarding.completable(among: looked, for: request, facts: lookupFacts(directives))
         }
-        let now = worker.clock.now()
+        let now = cache.clock.now()
         let found = LookupFound(outcome: Lookup.decide(lookupFacts(directives), variants, now: now, shared: shared),
                                 completable: completable, now: now, onlyIfCached: directives.onlyIfCached,
                                 staleIfError: directives.staleIfError)
@@ -115,8 +123,8 @@ final class Exchange {
     /// (Collapser), which the fetch keeps, as it keeps the fleet's
     /// (`claimedInFleet`).
     func forward(leading: Bool = false, claimedInFleet: Bool = false) {
-        var forwarded = UpstreamHeaders.forward(request, peer: sink.peer, forwardHost: worker.configuration.forwardHost,
-                                                passed: worker.configuration.passRequestHeaders)
+        var forwarded = UpstreamHeaders.forward(request, peer: sink.peer, forwardHost: upstream.configuration.forwardHost,
+                                                passed: upstream.configuration.passRequestHeaders)
         if isCacheLookup {
             UpstreamHeaders.normalizeAcceptEncoding(&forwarded, for: request)
             // Several ranges go as asked only when modest; else the whole is fetched (and stored).
@@ -125,7 +133,7 @@ final class Exchange {
                 forwarded.remove("if-range")
             }
         }
-        let fetch = UpstreamFetch(fields: machine.forwarding.upstreamFields(forwarded, among: variants), for: self, worker: worker,
+        let fetch = UpstreamFetch(fields: machine.forwarding.upstreamFields(forwarded, among: variants), for: self, upstream: upstream,
                                   leading: leading)
         fetch.claimedInFleet = claimedInFleet
         self.fetch = fetch
@@ -162,7 +170,7 @@ final class Exchange {
         fetch?.cancel()
         fetch = nil
         answer.log(request)
-        if closing { sink.exchangeAborted() } else { sink.exchangeFinished(keepAlive: answer.keepAlive(request)) }
+        if closing { sink.exchangeAborted() } else { sink.exchangeFinished(keepAlive: request.keepAlive) }
     }
 
     /// The client caught up: a paused upstream, or the body source, continues.
@@ -182,4 +190,15 @@ final class Exchange {
         fetch?.clientLeft()
         fetch = nil
     }
+}
+
+/// What an exchange is made with, besides its request and its sink: the
+/// worker's cache, upstream, log and loop. Held without reference
+/// counting (the worker owns them and every sink): handing them to each
+/// new exchange costs no retains.
+struct ExchangeParts {
+    unowned(unsafe) let cache: CacheAccess
+    unowned(unsafe) let upstream: UpstreamAccess
+    unowned(unsafe) let log: RequestLog
+    unowned(unsafe) let loop: EventLoop
 }

@@ -63,7 +63,8 @@ protocol ResponseSink: AnyObject {
 
     // MARK: the exchange's end
 
-    /// The whole answer is queued; `keepAlive`: the client may send another request.
+    /// The whole answer is queued; `keepAlive`: the request lets the
+    /// connection stay open (the sink may still close it: draining).
     func exchangeFinished(keepAlive: Bool)
     /// The answer broke off after its head: the client can only be told by a cut.
     func exchangeAborted()

@@ -14,14 +14,14 @@ struct PendingStore {
     /// body was held in memory and compressing made it smaller.
     private let compressedHead: StoredHead?
 
-    fileprivate init?(_ response: UpstreamResponse, head: StoredHead, compressedHead: StoredHead?, worker: Worker,
+    fileprivate init?(_ response: UpstreamResponse, head: StoredHead, compressedHead: StoredHead?, cache: CacheAccess,
                       fetchedSince: UInt64, toDisk: Bool) {
         self.response = response
         self.compressedHead = compressedHead
         // A body streamed to disk is also kept for the fleet when its shared tier takes it.
-        writer = StoreWriter(head, into: worker.store, fetchedSince: fetchedSince, storedAt: worker.clock.now(),
+        writer = StoreWriter(head, into: cache.store, fetchedSince: fetchedSince, storedAt: cache.clock.now(),
                              firstTierOnly: !toDisk, expectedLength: response.length,
-                             keepStreamedUpTo: worker.sharedTier?.maxObjectBytes ?? 0)
+                             keepStreamedUpTo: cache.sharedTier?.maxObjectBytes ?? 0)
         // A body too large for every tier, or a purge that won already: not stored.
         if writer.abandoned { return nil }
     }
@@ -49,8 +49,8 @@ struct PendingStore {
     /// The body is whole: stores the response (true when a tier took it)
     /// and offers it to the fleet's shared tier (`sharedMark`: taken when
     /// the fetch began).
-    mutating func commit(on worker: Worker, sharedMark: SharedMark?) -> Bool {
-        switch response.status == 206 ? pieceFate(on: worker) : .alone {
+    mutating func commit(on cache: CacheAccess, sharedMark: SharedMark?) -> Bool {
+        switch response.status == 206 ? pieceFate(on: cache) : .alone {
         case .joined(let head, let body):
             guard body.withUnsafeBytes({ writer.commit(as: head, body: $0) }) else { return false }
         case .notStored:
@@ -59,7 +59,7 @@ struct PendingStore {
         case .alone:
             guard commitWhole() else { return false }
         }
-        if let tier = worker.sharedTier, let mark = sharedMark, let entry = writer.committed { tier.store(entry, fetchedAt: mark) }
+        if let tier = cache.sharedTier, let mark = sharedMark, let entry = writer.committed { tier.store(entry, fetchedAt: mark) }
         return true
     }
 
@@ -89,14 +89,14 @@ struct PendingStore {
     /// streamed one always is); a multipart/byteranges 206 split into its
     /// pieces, the one that joins what is stored (else the largest) kept:
     /// a variant holds one piece.
-    private func pieceFate(on worker: Worker) -> PieceFate {
+    private func pieceFate(on cache: CacheAccess) -> PieceFate {
         let received = writer.collected
         if let new = PartialContent.piece(contentRange: response.fields["content-range"]) {
             guard new.count == writer.bodyBytes else { return .notStored }
             if writer.isStreaming { return .alone }
             // All of it: its head is the 200 it amounts to already (`Worker.pendingStore`).
             if new.isWhole { return .alone }
-            return joined(new, received, fields: response.fields, on: worker) ?? .alone
+            return joined(new, received, fields: response.fields, on: cache) ?? .alone
         }
         guard !writer.isStreaming, let boundary = MultipartByteranges.boundary(contentType: response.fields["content-type"]),
               let parts = MultipartByteranges.parts(of: received, boundary: boundary) else { return .notStored }
@@ -113,11 +113,11 @@ struct PendingStore {
             var fields = response.fields
             fields.remove("content-type")
             if let type = parts[segment.parts[0]].contentType { fields.append("content-type", type) }
-            if let fate = body.withUnsafeBytes({ joined(segment.piece, $0, fields: fields, on: worker) }) { return fate }
+            if let fate = body.withUnsafeBytes({ joined(segment.piece, $0, fields: fields, on: cache) }) { return fate }
             if segment.piece.count > largest?.piece.count ?? -1 { largest = (segment.piece, body, fields) }
         }
         guard let largest else { return .notStored }
-        return .joined(storedHead(largest.piece, fields: largest.fields, on: worker), largest.body)
+        return .joined(storedHead(largest.piece, fields: largest.fields, on: cache), largest.body)
     }
 
     /// `new` (its bytes `received`, its response's `fields`) joined with a
@@ -126,10 +126,10 @@ struct PendingStore {
     /// up the whole. `.notStored` when a whole is stored that it cannot
     /// join; nil when nothing stored joins it.
     private func joined(_ new: PartialContent.Piece, _ received: UnsafeRawBufferPointer, fields: HeaderFields,
-                        on worker: Worker) -> PieceFate? {
+                        on cache: CacheAccess) -> PieceFate? {
         let head = writer.head
         let etag = fields["etag"]
-        let variants = worker.store.lookup(head.key, local: worker.localHits).filter { $0.varyValues == head.varyValues }
+        let variants = cache.store.lookup(head.key, local: cache.localHits).filter { $0.varyValues == head.varyValues }
         for stored in variants.reversed() where stored.bodyFile == nil {
             let old = stored.status == 200 ? PartialContent.Piece(first: 0, last: stored.bodyLength - 1, length: stored.bodyLength)
                 : stored.piece
@@ -141,7 +141,7 @@ struct PendingStore {
                 out.baseAddress!.advanced(by: old.first - whole.first).copyMemory(from: stored.body.baseAddress!, byteCount: old.count)
                 out.baseAddress!.advanced(by: new.first - whole.first).copyMemory(from: received.baseAddress!, byteCount: new.count)
             }
-            return .joined(storedHead(whole, fields: fields, on: worker), body)
+            return .joined(storedHead(whole, fields: fields, on: cache), body)
         }
         return variants.contains { $0.status == 200 } ? .notStored : nil
     }
@@ -149,12 +149,12 @@ struct PendingStore {
     /// The head of a stored piece (a 200 when it is the whole) with
     /// `fields` and its own Content-Range, for this response's key, variant
     /// and tags.
-    private func storedHead(_ piece: PartialContent.Piece, fields: HeaderFields, on worker: Worker) -> StoredHead {
+    private func storedHead(_ piece: PartialContent.Piece, fields: HeaderFields, on cache: CacheAccess) -> StoredHead {
         var fields = fields
         fields.remove("content-range")
         if !piece.isWhole { fields.append("content-range", piece.contentRange) }
         let head = writer.head, names = head.varyNames, values = head.varyValues
-        return worker.builder.storedHead(key: head.key, status: piece.isWhole ? 200 : 206,
+        return cache.builder.storedHead(key: head.key, status: piece.isWhole ? 200 : 206,
                                          reason: piece.isWhole ? "OK" : response.reason, headers: fields,
                                          timing: response.timing, tags: head.tags, varyNames: names) { name in
             names.firstIndex(of: name).flatMap { values[$0] }
@@ -168,7 +168,7 @@ struct PendingStore {
 /// What an upstream response does to the cache (`UpstreamResponse.cacheEffect`),
 /// carried out against the store: the same for a client's fetch and a
 /// background refresh, so the two cannot drift.
-extension Worker {
+extension CacheAccess {
     /// Returns where the body goes when the response is to be stored.
     /// `fetchedSince`: the store's purge number when the request went out
     /// (a purge since then that matches keeps it out).
@@ -221,7 +221,7 @@ extension Worker {
                                             tags: tags, directives: directives, varyNames: head.varyNames,
                                             varyFrom: { request.combinedHeader($0) })
         }
-        return PendingStore(response, head: head, compressedHead: compressed, worker: self, fetchedSince: fetchedSince,
+        return PendingStore(response, head: head, compressedHead: compressed, cache: self, fetchedSince: fetchedSince,
                             toDisk: toDisk)
     }
 
@@ -238,10 +238,10 @@ extension Worker {
     /// The cache key a Location or Content-Location value names, when it
     /// is one of this upstream's (or the client's Host's) URLs.
     private func cacheKey(of reference: String, after request: RequestHead) -> String? {
-        let upstream = configuration.upstreamOrigin
+        let upstream = upstreamOrigin
         return Invalidation.key(for: reference, requestKey: request.pathAndQuery, upstreamAuthority: upstream.authority,
                                 upstreamPathPrefix: upstream.pathPrefix, clientAuthority: request.header("host"))
-            .map { configuration.routes.cacheKey($0) }
+            .map { routes.cacheKey($0) }
     }
 
     /// A 304 answered a conditional request (a client's, or a background

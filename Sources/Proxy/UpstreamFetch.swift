@@ -42,9 +42,10 @@ protocol FetchClient: AnyObject {
 /// requests collapsed onto it (while it leads). The client keeps the
 /// answer's decisions (stand-ins for failures, 304 refreshes, its head and
 /// framing); this keeps the response's. It goes on without its client
-/// when the response is worth finishing: orphaned, held by the worker.
+/// when the response is worth finishing: orphaned, held by `UpstreamAccess`.
 final class UpstreamFetch: UpstreamTransferDelegate {
-    private unowned let worker: Worker
+    private unowned let upstream: UpstreamAccess
+    private unowned let cache: CacheAccess
     /// Nil once the client left or the fetch is over. (Unowned: the
     /// exchange lets go of it, by `clientLeft` or `cancel`, before it
     /// goes; a weak reference would cost every miss a side table.)
@@ -78,8 +79,9 @@ final class UpstreamFetch: UpstreamTransferDelegate {
 
     /// `fields`: what the upstream request carries. `leading`: the
     /// client holds the key's claim (Collapser), which the fetch keeps.
-    init(fields: HeaderFields, for client: any FetchClient, worker: Worker, leading: Bool) {
-        self.worker = worker
+    init(fields: HeaderFields, for client: any FetchClient, upstream: UpstreamAccess, leading: Bool) {
+        self.upstream = upstream
+        cache = upstream.cache
         self.client = client
         request = client.request
         key = client.key
@@ -87,10 +89,10 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         variants = client.variants
         toDisk = client.toDisk
         self.fields = fields
-        requestBody = HeldRequestBody(framing: request.framing, limit: worker.configuration.requestBufferBytes,
+        requestBody = HeldRequestBody(framing: request.framing, limit: upstream.configuration.requestBufferBytes,
                                       reservation: request.framing == .none ? nil
-                                          : HeldBodyReservation(stats: worker.stats, limit: worker.configuration.requestBufferTotalBytes))
-        if requestBody.streamedForTotal { WorkerStats.bump(worker.counters.streamedBodies) }
+                                          : HeldBodyReservation(stats: upstream.stats, limit: upstream.configuration.requestBufferTotalBytes))
+        if requestBody.streamedForTotal { WorkerStats.bump(upstream.counters.streamedBodies) }
         machine = FetchMachine(leading: leading)
     }
 
@@ -105,7 +107,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         // OPTIONS *: the upstream gets the asterisk form too.
         let asterisk = request.target == "*"
         upstreamRequest = UpstreamRequest(method: request.method,
-                                          url: worker.configuration.upstreamBase + (asterisk ? "/" : request.pathAndQuery),
+                                          url: upstream.configuration.upstreamBase + (asterisk ? "/" : request.pathAndQuery),
                                           headers: fields, body: body, requestTarget: asterisk ? "*" : nil)
         attempt()
         guard let transfer, request.framing != .none else { return }
@@ -118,11 +120,11 @@ final class UpstreamFetch: UpstreamTransferDelegate {
 
     private func attempt() {
         guard let upstreamRequest else { return }
-        requestTime = worker.clock.now()
+        requestTime = cache.clock.now()
         sentMicroseconds = EventLoop.nowMicroseconds()
-        fetchToken = worker.store.fetchToken
-        sharedMark = worker.sharedTier?.fetchMark()
-        transfer = worker.upstream.start(upstreamRequest, delegate: self)
+        fetchToken = cache.store.fetchToken
+        sharedMark = cache.sharedTier?.fetchMark()
+        transfer = upstream.requester.start(upstreamRequest, delegate: self)
     }
 
     // MARK: the request body
@@ -133,7 +135,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         case .held: break
         case .supply: transfer?.supply(bytes)
         case .startStreaming(let fields):
-            if requestBody.streamedForTotal { WorkerStats.bump(worker.counters.streamedBodies) }
+            if requestBody.streamedForTotal { WorkerStats.bump(upstream.counters.streamedBodies) }
             send(fields, body: .streamed(length: nil))
         }
     }
@@ -145,7 +147,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
 
     /// Whether request-body bytes pile up faster than the upstream reads them.
     var isUploadCongested: Bool {
-        (transfer?.bufferedBodyBytes ?? 0) >= worker.configuration.clientBufferBytes
+        (transfer?.bufferedBodyBytes ?? 0) >= upstream.configuration.clientBufferBytes
     }
 
     // MARK: the response
@@ -153,16 +155,16 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     func upstreamDidReceiveHead(status: Int, reason: String?, headers: HeaderFields) {
         guard machine.takesHead else { return }
         let upstreamMicroseconds = Int(EventLoop.nowMicroseconds() &- sentMicroseconds)
-        worker.counters.latency.record(.upstreamHead, microseconds: upstreamMicroseconds)
+        upstream.counters.latency.record(.upstreamHead, microseconds: upstreamMicroseconds)
         var response = UpstreamResponse(status: status, reason: reason, headers: headers, requestTime: requestTime,
-                                        responseTime: worker.clock.now(), stripTagHeaders: worker.configuration.stripTagHeaders)
+                                        responseTime: cache.clock.now(), stripTagHeaders: upstream.configuration.stripTagHeaders)
         response.upstreamMicroseconds = upstreamMicroseconds
         if case .invalid(let why) = response.framing {
             // RFC 9112 section 6.3: discard the response, close the upstream
             // connection, 502 (the body's end cannot be known).
-            WorkerStats.bump(worker.counters.upstreamErrors)
+            WorkerStats.bump(upstream.counters.upstreamErrors)
             if let line = FaultSummary.shared.note("invalid upstream response: \(why)", example: "\(request.method) \(key)") {
-                worker.logger.warning("\(line)")
+                upstream.logger.warning("\(line)")
             }
             let client = self.client
             cancel()
@@ -173,7 +175,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         guard let client, client.takes(response) else { return cancel() }
         machine.headTaken()
         expectedLength = response.length
-        store = worker.applyCacheEffect(of: response, to: request, key: key, isCacheLookup: isCacheLookup, variants: variants,
+        store = cache.applyCacheEffect(of: response, to: request, key: key, isCacheLookup: isCacheLookup, variants: variants,
                                         fetchedSince: fetchToken, toDisk: toDisk)
         // Not storable: waiters need not wait for it, they fetch on their own.
         if store == nil { releaseClaim() }
@@ -220,7 +222,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         var retryable = false
         if case .unreachable = error {
             retryable = Retry.mayRetry(method: request.method, hasBody: request.framing != .none,
-                                       failedAttempts: machine.failedAttempts, limit: worker.configuration.upstreamRetries)
+                                       failedAttempts: machine.failedAttempts, limit: upstream.configuration.upstreamRetries)
         }
         let message = error?.message ?? "upstream closed without a response"
         let client = self.client
@@ -232,15 +234,15 @@ final class UpstreamFetch: UpstreamTransferDelegate {
             // request without a body can safely go again (on a later loop
             // turn: libcurl must not be re-entered from its callback).
             // Not logged: the failure, if the retries fail too, is (`FaultSummary`).
-            worker.loop.schedule(after: 0) { [weak self] in
+            upstream.loop.schedule(after: 0) { [weak self] in
                 guard let self, self.machine.state == .requesting else { return }
                 self.attempt()
             }
             return
         case .failed:
-            WorkerStats.bump(worker.counters.upstreamErrors)
+            WorkerStats.bump(upstream.counters.upstreamErrors)
             if let line = FaultSummary.shared.note("upstream error: \(message)", example: "\(request.method) \(key)") {
-                worker.logger.warning("\(line)")
+                upstream.logger.warning("\(line)")
             }
             end()
             if case .timedOut = error {
@@ -249,9 +251,9 @@ final class UpstreamFetch: UpstreamTransferDelegate {
                 client?.fetchFailed(.unreachable, detail: message)
             }
         case .cut:
-            WorkerStats.bump(worker.counters.upstreamErrors)
+            WorkerStats.bump(upstream.counters.upstreamErrors)
             if let line = FaultSummary.shared.note("upstream failed mid-response: \(message)", example: "\(request.method) \(key)") {
-                worker.logger.warning("\(line)")
+                upstream.logger.warning("\(line)")
             }
             settle(whole: false)
             end()
@@ -269,7 +271,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     /// store's writer has caught up (as a slow client pauses it), rather
     /// than the queue growing or the object being dropped.
     private func storeIsBacklogged() -> Bool {
-        store?.pauseIfBacklogged(on: worker.loop, resume: { [weak self] in self?.resume() }) ?? false
+        store?.pauseIfBacklogged(on: upstream.loop, resume: { [weak self] in self?.resume() }) ?? false
     }
 
     /// The client (or the store's writer) caught up: a paused transfer goes on.
@@ -285,8 +287,8 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         if whole {
             if var pending = store {
                 store = nil
-                if pending.commit(on: worker, sharedMark: sharedMark) {
-                    WorkerStats.bump(worker.counters.stored)
+                if pending.commit(on: cache, sharedMark: sharedMark) {
+                    WorkerStats.bump(upstream.counters.stored)
                     // A multipart 206 names the whole's length in its parts alone.
                     if pending.response.status == 206, pending.response.fields["content-range"] == nil,
                        let piece = pending.storedPiece {
@@ -305,11 +307,11 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     /// A stored piece of a range the client asked for: the whole comes
     /// too, for the ranges that follow (a piece's completion needs none).
     private func fillAfterRange(_ piece: PartialContent.Piece) {
-        guard worker.configuration.rangeFill, request.header("range") != nil, !piece.isWhole, let peer = client?.peer,
-              piece.length <= StoreWriter.largestBody(in: worker.store, firstTierOnly: !toDisk) else { return }
+        guard upstream.configuration.rangeFill, request.header("range") != nil, !piece.isWhole, let peer = client?.peer,
+              piece.length <= StoreWriter.largestBody(in: cache.store, firstTierOnly: !toDisk) else { return }
         // On a later loop turn: libcurl must not be re-entered from its callback.
-        let (worker, key, variants, request) = (worker, key, variants, request)
-        worker.loop.execute { worker.fetchWholeInBackground(key, among: variants, request: request, peer: peer) }
+        let (upstream, key, variants, request) = (upstream, key, variants, request)
+        upstream.loop.execute { upstream.fetchWholeInBackground(key, among: variants, request: request, peer: peer) }
     }
 
     // MARK: the end
@@ -323,7 +325,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         case .none:
             return
         case .keepFetching(let resume):
-            worker.adopt(self)  // held until it ends
+            upstream.adopt(self)  // held until it ends
             if resume { transfer?.resume() }
         case .cancel:
             cancel()
@@ -334,7 +336,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         guard transfer != nil else { return false }
         if machine.published?.hasFollowers ?? false { return true }
         guard store != nil else { return false }
-        let limit = worker.configuration.finishStoreLimitBytes
+        let limit = upstream.configuration.finishStoreLimitBytes
         return limit > 0 && max(expectedLength ?? 0, receivedBody) <= limit
     }
 
@@ -351,15 +353,15 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     /// Over: the claim on the key released; an orphan let go.
     private func end() {
         releaseClaim()
-        if client == nil { worker.release(self) }
+        if client == nil { upstream.release(self) }
         client = nil
     }
 
     private func releaseClaim() {
-        if machine.endLeadership() { worker.collapser.release(key) }
+        if machine.endLeadership() { cache.collapser.release(key) }
         if claimedInFleet {
             claimedInFleet = false
-            worker.sharedTier?.release(key)
+            cache.sharedTier?.release(key)
         }
     }
 
@@ -369,7 +371,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     /// (published at once when some already wait).
     private func offerToShare() {
         guard canShare, request.method == "GET" else { return }
-        if worker.collapser.offer(key, loop: worker.loop, share: { [weak self] in self?.shareRequested() }) { share() }
+        if cache.collapser.offer(key, loop: upstream.loop, share: { [weak self] in self?.shareRequested() }) { share() }
     }
 
     /// Still leading, not yet shared, and the body so far is in memory.
@@ -386,12 +388,12 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     /// Publishes the response with the body received so far.
     private func share() {
         guard let pending = store else { return }
-        let head = SharedFetch.head(of: pending.response, varyNames: worker.builder.variantFields(pending.response.fields, key: key),
+        let head = SharedFetch.head(of: pending.response, varyNames: cache.builder.variantFields(pending.response.fields, key: key),
                                     leader: request)
-        let fetch = SharedFetch(head: head, limitBytes: 2 * max(worker.configuration.maxObjectBytes, 1 << 20))
+        let fetch = SharedFetch(head: head, limitBytes: 2 * max(upstream.configuration.maxObjectBytes, 1 << 20))
         let soFar = pending.collected
         if soFar.count > 0 { fetch.append(Bytes(soFar)) }
         machine.publish(fetch)
-        worker.collapser.publish(key, fetch)
+        cache.collapser.publish(key, fetch)
     }
 }

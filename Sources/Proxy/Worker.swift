@@ -17,61 +17,35 @@ public final class Worker: IOHandler {
     public let loop: EventLoop
     /// Read on the loop's thread only; `reconfigure` replaces it there.
     public private(set) var configuration: ProxyConfiguration
-    let store: TieredStore
-    /// This worker's copies of its recent memory hits (no lock for a hot key).
-    let localHits = LocalHits()
-    let collapser: Collapser
+    /// The cache as this worker's requests use it.
+    let cache: CacheAccess
     let stats: ProxyStats
     /// This worker's number (0, 1, ...), for the access log.
-    public var index = 0
-    /// Followers of the log (`attach`, before the worker runs).
-    private var logFeed: LogFeed?
-    private var logQueue: LineQueue?
-    /// The feed's follower count (it outlives the workers).
-    private var followers: UnsafeMutablePointer<Atomic<Int>>?
-
-    /// Which answers the status page and `larder top` count (`attach`).
-    @exclusivity(unchecked) private var sampler = RequestSampler(nil)
+    public var index: Int {
+        get { log.worker }
+        set { log.worker = newValue }
+    }
+    /// What is recorded of each answer (latencies, samples, log lines).
+    let log: RequestLog
 
     /// Lines go to `feed` while someone follows it; answers are sampled
     /// into `samples`. Call before `run`.
-    public func attach(_ feed: LogFeed, samples: RequestSamples? = nil) {
-        logFeed = feed
-        logQueue = feed.makeQueue()
-        followers = feed.followers
-        sampler = RequestSampler(samples?.makeQueue())
-    }
-
-    /// Queues one answer for the admin thread's counts when it is sampled
-    /// (every miss, pass and error; one hit in `RequestSamples.hitStride`).
-    @inline(__always)
-    func sample(_ request: RequestHead, _ access: AccessRecord) {
-        guard let weight = sampler.weight(access.result, status: access.status) else { return }
-        sampler.push(RequestSample(time: clock.now(), method: request.method, target: request.target,
-                                   status: access.status, result: access.result, weight: weight,
-                                   cache: access.status >= 500 ? access.cacheColumn : nil))
-    }
-
-    /// Whether someone follows the log.
-    private var isFollowed: Bool { (followers?.pointee.load(ordering: .relaxed) ?? 0) > 0 }
-
-    /// Whether a request's line is wanted: the access log is on or someone follows.
-    var recordsRequests: Bool { accessLog != nil || isFollowed }
+    public func attach(_ feed: LogFeed, samples: RequestSamples? = nil) { log.attach(feed, samples: samples) }
     /// This worker's own counters (only its thread writes them).
     let counters: WorkerStats
     let logger: Logger
-    /// Stored gzip bodies found not decodable (`Exchange+Decoding`).
-    let undecodable = UndecodableBodies.shared
-    let upstream: any UpstreamRequester
+    /// The upstream as this worker's requests reach it.
+    let upstream: UpstreamAccess
+    /// What its connections' exchanges are made with.
+    var exchangeParts: ExchangeParts { ExchangeParts(cache: cache, upstream: upstream, log: log, loop: loop) }
+    /// What connections accepted from now on are bound by.
+    private var connectionSettings: ConnectionSettings
     /// The fleet's shared tier (`[fleet]`), asked after the local tiers
     /// miss; set before the worker runs.
-    public var sharedTier: (any SharedTier)?
-    /// nil: access logging is off.
-    let accessLog: AccessLog?
-    /// Lines for the access log, written in batches (32 KiB, or a second).
-    private let accessBuffer = ByteBuffer(capacity: AccessLog.flushBytes + 4096)
-    private var accessFormat = AccessLineFormatter()
-    private var accessFlushPending = false
+    public var sharedTier: (any SharedTier)? {
+        get { cache.sharedTier }
+        set { cache.sharedTier = newValue }
+    }
     /// Read buffer shared by this worker's connections (one thread, one at a
     /// time; exclusivity checks off: see `ClientConnection.input`).
     @exclusivity(unchecked) var scratch = [UInt8](repeating: 0, count: 64 * 1024)
@@ -81,7 +55,6 @@ public final class Worker: IOHandler {
     var dateHeader = DateHeader()
     /// The wall clock of every age, freshness and stored time here.
     let clock: WallClock
-    private(set) var builder: StoredResponseBuilder
     private var listener: Int32
     private var connections: [ObjectIdentifier: ClientConnection] = [:]
     private(set) var draining = false
@@ -101,18 +74,18 @@ public final class Worker: IOHandler {
          logger: Logger, accessLog: AccessLog?, clock: WallClock = WallClock(),
          upstream: (EventLoop, UpstreamSettings) -> any UpstreamRequester) throws(SystemError) {
         self.clock = clock
-        self.accessLog = accessLog
         loop = try EventLoop()
         self.listener = listener
         self.configuration = configuration
-        self.store = store
-        self.collapser = collapser
         self.stats = stats
         counters = stats.makeWorkerStats()
         self.logger = logger
-        self.upstream = upstream(loop, configuration.upstream)
-        builder = StoredResponseBuilder(configuration)
+        connectionSettings = ConnectionSettings(configuration)
+        cache = CacheAccess(store: store, collapser: collapser, clock: clock, counters: counters, configuration: configuration)
+        self.upstream = UpstreamAccess(requester: upstream(loop, configuration.upstream), loop: loop, cache: cache, stats: stats,
+                                       counters: counters, logger: logger, configuration: configuration)
         let latency = counters.latency
+        log = RequestLog(loop: loop, clock: clock, latency: latency, accessLog: accessLog)
         loop.turnEnded = { latency.record(.loopTurn, microseconds: Int(clamping: $0)) }
     }
 
@@ -151,7 +124,7 @@ public final class Worker: IOHandler {
                 refuse(accepted.fd)
                 continue
             }
-            let connection = ClientConnection(fd: accepted.fd, peer: accepted.peer, worker: self)
+            let connection = ClientConnection(fd: accepted.fd, peer: accepted.peer, worker: self, settings: connectionSettings)
             connections[ObjectIdentifier(connection)] = connection
             connection.start()
         }
@@ -177,38 +150,10 @@ public final class Worker: IOHandler {
     public func reconfigure(_ configuration: ProxyConfiguration) {
         loop.execute { [self] in
             self.configuration = configuration
-            builder = StoredResponseBuilder(configuration)
-            upstream.settings = configuration.upstream
+            connectionSettings = ConnectionSettings(configuration)
+            cache.configure(configuration)
+            upstream.configure(configuration)
         }
-    }
-
-    /// Background revalidations in flight on this worker, by key: at most one each.
-    private var refreshing: [String: BackgroundRefresh] = [:]
-
-    /// Starts a background revalidation of `entry` unless one is running.
-    func revalidateInBackground(_ entry: CachedResponse, among variants: Variants, request: RequestHead, peer: String) {
-        fetchInBackground(entry.key, validating: entry, among: variants, request: request, peer: peer)
-    }
-
-    /// A range of a response not stored whole was fetched for a client:
-    /// the whole is fetched too, with no client waiting, so that later
-    /// ranges are hits (one fetch per key across the workers).
-    func fetchWholeInBackground(_ key: String, among variants: Variants, request: RequestHead, peer: String) {
-        fetchInBackground(key, validating: nil, among: variants, request: request, peer: peer)
-    }
-
-    private func fetchInBackground(_ key: String, validating entry: CachedResponse?, among variants: Variants,
-                                   request: RequestHead, peer: String) {
-        // One background fetch per key across all workers.
-        guard refreshing[key] == nil, !draining, collapser.beginRefresh(key) else { return }
-        let refresh = BackgroundRefresh(worker: self, key: key, validating: entry, variants: variants, request: request) { [weak self] in
-            self?.collapser.endRefresh(key)
-            // Deferred: the refresh is still on the stack when it finishes.
-            self?.loop.execute { self?.refreshing[key] = nil }
-        }
-        refreshing[key] = refresh
-        if entry == nil { WorkerStats.bump(counters.rangeFills) } else { WorkerStats.bump(counters.backgroundRefreshes) }
-        refresh.start(peer: peer)
     }
 
     /// When this worker's loop last answered a liveness probe (the service
@@ -219,20 +164,6 @@ public final class Worker: IOHandler {
     /// Asks the loop to record `stamp` when it gets to it. Any thread.
     public func probe(_ stamp: UInt64) {
         loop.execute { [weak self] in self?.heartbeat.store(stamp, ordering: .releasing) }
-    }
-
-    /// Fetches whose client left while their response is still being
-    /// stored or shared; held here until they finish.
-    private var orphans: [ObjectIdentifier: UpstreamFetch] = [:]
-
-    func adopt(_ fetch: UpstreamFetch) { orphans[ObjectIdentifier(fetch)] = fetch }
-
-    /// Deferred: the fetch is still on the stack when it lets go. (Most
-    /// fetches end with their client and were never held.)
-    func release(_ fetch: UpstreamFetch) {
-        let id = ObjectIdentifier(fetch)
-        guard !orphans.isEmpty, orphans[id] != nil else { return }
-        loop.execute { [weak self] in self?.orphans[id] = nil }
     }
 
     func connectionClosed(_ connection: ClientConnection) {
@@ -248,6 +179,7 @@ public final class Worker: IOHandler {
         loop.execute { [self] in
             guard !draining else { return }
             draining = true
+            upstream.draining = true
             onDrained = completion
             loop.unwatch(listener)
             Socket.close(listener)
@@ -261,45 +193,8 @@ public final class Worker: IOHandler {
         }
     }
 
-    /// When the loop's last poll returned (what it handles now arrived then).
-    /// Read here, where the loop needs no reference counting, on every request.
-    var wakeMicroseconds: UInt64 { loop.wakeMicroseconds }
-
-    /// One answer's latencies, into this worker's histograms.
-    @inline(__always)
-    func recordLatency(_ result: LatencyHistograms.Result, firstByte: Int, total: Int) {
-        counters.latency.record(result, firstByte: firstByte, total: total)
-    }
-
-    /// Hands one request's line to the log's followers and the access log
-    /// (in batches). Its texts are copied as bytes, never made Strings.
-    func logAccess(_ figures: AccessLine.Figures, client: String, method: String, target: String, cache: [UInt8]) {
-        let followed = isFollowed
-        guard followed || accessLog != nil else { return }
-        AccessLine.with(figures, client: client, method: method, target: target, cache: cache) { line in
-            if followed, let logQueue, logQueue.push(line) { loop.atBatchEnd(logQueue) }
-            guard let accessLog else { return }
-            if accessLog.json { accessFormat.appendJSON(line, to: accessBuffer) } else { accessFormat.appendText(line, to: accessBuffer) }
-        }
-        guard let accessLog else { return }
-        if accessBuffer.count >= AccessLog.flushBytes {
-            accessLog.write(accessBuffer.bytes)
-            accessBuffer.removeAll()
-        } else if !accessFlushPending {
-            accessFlushPending = true
-            loop.schedule(after: 1000) { [weak self] in self?.flushAccessLog() }
-        }
-    }
-
-    private func flushAccessLog() {
-        accessFlushPending = false
-        guard let accessLog, !accessBuffer.isEmpty else { return }
-        accessLog.write(accessBuffer.bytes)
-        accessBuffer.removeAll()
-    }
-
     private func finishDrain() {
-        flushAccessLog()
+        log.flush()
         guard let done = onDrained else { return }
         onDrained = nil
         loop.stop()

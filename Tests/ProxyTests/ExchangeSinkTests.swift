@@ -46,7 +46,8 @@ final class ExchangeSinkTests: XCTestCase {
     private func exchange(_ target: String) throws -> (Exchange, RecordingSink) {
         let sink = RecordingSink()
         sinks.append(sink)
-        let exchange = Exchange(head: try request("GET \(target) HTTP/1.1\r\nHost: a\r\n\r\n"), sink: sink, worker: worker)
+        let exchange = Exchange(head: try request("GET \(target) HTTP/1.1\r\nHost: a\r\n\r\n"), sink: sink,
+                                parts: worker.exchangeParts)
         sink.exchange = exchange
         exchange.start()
         return (exchange, sink)
@@ -137,7 +138,7 @@ final class ExchangeSinkTests: XCTestCase {
         let (_, waiting) = try exchange("/cold")
         XCTAssertEqual(waiting.events, [], "nothing yet: the file is read on an I/O thread")
         // A memory hit meanwhile is answered at once.
-        worker.store.insert(stored("/warm"), firstTierOnly: true, fetchedSince: 0)
+        worker.cache.store.insert(stored("/warm"), firstTierOnly: true, fetchedSince: 0)
         let (_, warm) = try exchange("/warm")
         XCTAssertEqual(warm.events.last, "finished keep-alive")
 

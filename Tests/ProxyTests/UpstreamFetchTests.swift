@@ -54,7 +54,7 @@ final class UpstreamFetchTests: XCTestCase {
     private func startFetch(for request: RequestHead, leading: Bool = false) throws -> (UpstreamFetch, StandInClient) {
         let client = StandInClient(request: request, key: key)
         clients.append(client)
-        let fetch = UpstreamFetch(fields: [:], for: client, worker: worker, leading: leading)
+        let fetch = UpstreamFetch(fields: [:], for: client, upstream: worker.upstream, leading: leading)
         fetch.start()
         return (fetch, client)
     }
@@ -267,7 +267,7 @@ final class UpstreamFetchTests: XCTestCase {
 
     /// The role a new request for the key gets.
     private func lead(wake: @escaping (SharedFetch?) -> Void = { _ in }) -> Role {
-        switch worker.collapser.lead(key, loop: worker.loop, wake: wake) {
+        switch worker.cache.collapser.lead(key, loop: worker.loop, wake: wake) {
         case .leader: return .leader
         case .waiting: return .waiting
         case .following: return .following
