@@ -239,6 +239,7 @@ public final class AdminAPI {
             clientErrors: stats.total(.clientErrors), refusedConnections: stats.total(.refusedConnections),
             outputPauses: stats.total(.outputPauses), sendTimeouts: stats.total(.sendTimeouts),
             streamedBodies: stats.total(.streamedBodies), offloadedLookups: stats.total(.offloadedLookups),
+            offloadedReads: stats.total(.offloadedReads),
             receivedBytes: stats.total(.receivedBytes), sentBytes: stats.total(.sentBytes),
             latency: LatencyHistograms.Series.allCases.map { stats.latency($0) },
             adminRefusedConnections: stats.adminRefusedConnections.load(ordering: .relaxed),

@@ -24,6 +24,8 @@ public struct StatsSnapshot: Equatable, Sendable {
     public var streamedBodies = 0
     /// Lookups made on an I/O thread because the disk would have been waited for.
     public var offloadedLookups = 0
+    /// Body reads made on an I/O thread because the file was not in the page cache.
+    public var offloadedReads = 0
     /// Bytes read from clients and written to them.
     public var receivedBytes = 0
     public var sentBytes = 0
@@ -64,7 +66,7 @@ public struct StatsSnapshot: Equatable, Sendable {
             "background_refreshes": \(backgroundRefreshes), "range_fills": \(rangeFills), "client_errors": \(clientErrors), \
             "refused_connections": \(refusedConnections), "output_pauses": \(outputPauses), \
             "send_timeouts": \(sendTimeouts), "streamed_request_bodies": \(streamedBodies), \
-            "offloaded_lookups": \(offloadedLookups), \
+            "offloaded_lookups": \(offloadedLookups), "offloaded_reads": \(offloadedReads), \
             "admin_refused_connections": \(adminRefusedConnections), \
             "open_connections": \(openConnections), "purged": \(purged), \
             "hit_ratio": \(ratio), \(sections.joined(separator: ", ")), "fleet": \(fleet?.json ?? "null"), \
@@ -106,6 +108,7 @@ final class Metrics {
             ("send_timeouts", "Connections closed after send_timeout without the client reading", \.sendTimeouts),
             ("streamed_request_bodies", "Request bodies streamed because held ones reached request_buffer_total", \.streamedBodies),
             ("offloaded_lookups", "Disk lookups made on an I/O thread because the file was not in the page cache", \.offloadedLookups),
+            ("offloaded_reads", "Body reads made on an I/O thread because the file was not in the page cache", \.offloadedReads),
             ("admin_refused_connections", "Admin connections refused over admin_max_connections", \.adminRefusedConnections),
             ("purged_objects", "Stored responses removed or marked stale by purges", \.purged),
             ("client_received_bytes", "Bytes read from clients", \.receivedBytes),

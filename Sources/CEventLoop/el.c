@@ -18,6 +18,7 @@
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -375,6 +376,43 @@ ssize_t el_pread_nowait(int fd, void *buf, size_t len, int64_t offset) {
         do { n = pread(fd, buf, len, (off_t)offset); } while (n < 0 && errno == EINTR);
     }
     return n < 0 ? -errno : n;
+}
+
+#ifndef __NR_cachestat
+#define __NR_cachestat 451  /* the same on every architecture (Linux 6.5) */
+#endif
+
+/* Whether a 1-byte read at offset would be served from the page cache. */
+static int el_byte_cached(int fd, int64_t offset) {
+    char byte;
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    ssize_t n;
+    do { n = preadv2(fd, &iov, 1, (off_t)offset, RWF_NOWAIT); } while (n < 0 && errno == EINTR);
+    if (n >= 0) return 1;
+    return errno == EAGAIN ? 0 : -1;
+}
+
+int el_range_cached(int fd, int64_t offset, size_t len) {
+    static int no_cachestat;
+    if (len == 0) return 1;
+    if (!__atomic_load_n(&no_cachestat, __ATOMIC_RELAXED)) {
+        struct { uint64_t off, len; } range = {(uint64_t)offset, (uint64_t)len};
+        struct { uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted; } stat;
+        if (syscall(__NR_cachestat, fd, &range, &stat, 0) == 0) {
+            uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+            uint64_t pages = ((uint64_t)offset + len - 1) / page - (uint64_t)offset / page + 1;
+            if (stat.nr_cache < pages) return 0;
+            /* Pages being read ahead count as present before their bytes are
+               in: the last one, read last, must be readable without waiting. */
+            return el_byte_cached(fd, offset + (int64_t)len - 1) == 0 ? 0 : 1;
+        }
+        if (errno != ENOSYS && errno != EPERM) return -1;
+        __atomic_store_n(&no_cachestat, 1, __ATOMIC_RELAXED);
+    }
+    /* Before Linux 6.5: the range's first and last bytes stand for it. */
+    int first = el_byte_cached(fd, offset);
+    if (first != 1) return first;
+    return el_byte_cached(fd, offset + (int64_t)len - 1);
 }
 
 ssize_t el_read(int fd, void *buf, size_t len) {

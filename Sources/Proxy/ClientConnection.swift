@@ -59,6 +59,8 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     private var processing = false
     /// Answers wait while `settings.outputBoundBytes` are queued.
     private var waitingForOutput = false
+    /// A file's next bytes are being read into the page cache (`load`).
+    private var waitingForDisk = false
 
     init(fd: Int32, peer: String, worker: Worker, settings: ConnectionSettings) {
         self.fd = fd
@@ -318,11 +320,13 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     /// its lingering close meanwhile (its interest is set then).
     @discardableResult
     private func write() -> Bool {
-        guard !closed else { return false }
+        guard !closed, !waitingForDisk else { return false }
         do {
             var sent = 0
-            let done = try output.flush(to: fd, sent: &sent)
+            let flushed = try output.flush(to: fd, sent: &sent)
             WorkerStats.add(counters.sentBytes, sent)
+            if case .waitsForDisk(let file, let offset, let count) = flushed { load(file, offset: offset, count: count) }
+            let done = if case .done = flushed { true } else { false }
             // send_timeout bookkeeping only while output is held up (a hit
             // that leaves at once reads no clock). Caught up: the next stall
             // is timed from its own start.
@@ -352,13 +356,27 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         return !closed
     }
 
+    /// A file's next bytes are read into the page cache on an I/O thread
+    /// (sendfile would have waited for the disk on the loop); the output
+    /// goes on once they are in. The connection is held until then.
+    private func load(_ file: OpenFile, offset: Int, count: Int) {
+        waitingForDisk = true
+        WorkerStats.bump(counters.offloadedReads)
+        BlockingWork.shared.run({ FilePages.load(file.fd, offset: offset, count: count) }, on: loop) { [self] _ in
+            file.cachedUntil = max(file.cachedUntil, offset + count)
+            waitingForDisk = false
+            flush()
+        }
+    }
+
     private func updateInterest() {
         // Lingering reads (and only reads) until it closes: its interest is its own.
         guard !closed, !lingering else { return }
         var wanted: IOEvents = []
         // A write is already due at the end of this batch: no need to ask
-        // epoll (it would cost a system call per response).
-        if !output.isEmpty && !flushQueued { wanted.insert(.write) }
+        // epoll (it would cost a system call per response). None is wanted
+        // while the next bytes are being read from the disk.
+        if !output.isEmpty && !flushQueued && !waitingForDisk { wanted.insert(.write) }
         // Stop reading while an answer is pending and enough input is buffered
         // (pipelining bound), or when the client has finished sending.
         if !readEOF && !closeWhenFlushed && unparsedCount < settings.pipelineBufferBytes && !(exchange?.isUploadCongested ?? false)

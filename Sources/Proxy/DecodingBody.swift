@@ -20,9 +20,9 @@ final class DecodingBody: BodySource {
     /// Told why, when the body fails after its head went (the driver cuts the client).
     var failed: ((String) -> Void)?
     /// Where a file read that would wait for the disk is made instead
-    /// (nil: read where asked), and what to call on the loop when its
-    /// bytes are in.
-    var offload: (loop: EventLoop, ready: () -> Void)?
+    /// (nil: read where asked), the counters that count it, and what to
+    /// call on the loop when its bytes are in.
+    var offload: (loop: EventLoop, counters: WorkerStats, ready: () -> Void)?
     /// A read of the file is under way on an I/O thread: `fileBuffer` is its.
     private var reading = false
     /// That read failed.
@@ -180,6 +180,7 @@ final class DecodingBody: BodySource {
                 // Read on an I/O thread into the buffer, which nothing here touches meanwhile
                 // (`self` is held until the read is in).
                 reading = true
+                WorkerStats.bump(offload.counters.offloadedReads)
                 let at = position
                 BlockingWork.shared.run({ [self] in file.read(from: at, into: buffer) }, on: offload.loop) { [self] n in
                     reading = false

@@ -45,7 +45,7 @@ extension Exchange {
             logger.warning("stored gzip body of \(key) cannot be decoded for a client that does not take gzip (\(reason)); connection cut, such clients get it from the upstream")
         }
         // Compressed bytes not in the page cache are read on an I/O thread, then pulled on.
-        decoder.offload = (loop, { [weak self] in self?.pullBody() })
+        decoder.offload = (loop, cache.counters, { [weak self] in self?.pullBody() })
         fetch?.cancel()  // a 304's refresh or a stand-in: the fetch is not wanted any more
         fetch = nil
         body = decoder  // pulled once the machine knows (`served(.decoding)`)

@@ -8,6 +8,9 @@ import Glibc
 /// using it is gone.
 final class OpenFile {
     let fd: Int32
+    /// Bytes up to here were found in the page cache (or loaded there, or
+    /// cannot be told): sendfile may send them without waiting for the disk.
+    var cachedUntil = 0
     init(fd: Int32) { self.fd = fd }
     deinit { Socket.close(fd) }
 }
@@ -43,6 +46,18 @@ struct OutputQueue {
 
     var isEmpty: Bool { pendingBytes == 0 }
 
+    /// How a flush ended.
+    enum Flushed {
+        case done, wouldBlock
+        /// The next bytes are a file's that are not in the page cache: they
+        /// are to be loaded (`FilePages.load`) off the loop, then flushed.
+        case waitsForDisk(OpenFile, offset: Int, count: Int)
+    }
+
+    /// A file's bytes are checked for the page cache this much at a time
+    /// before sendfile sends them (about what a socket takes at once).
+    static let cacheWindow = 1 << 20
+
     mutating func append(_ bytes: Bytes, from offset: Int = 0, to end: Int? = nil) {
         let end = end ?? bytes.count
         guard end > offset else { return }
@@ -75,29 +90,40 @@ struct OutputQueue {
     }
 
     /// Writes as much as the socket takes. Returns false when it would block
-    /// with bytes left; throws on a socket error.
+    /// with bytes left (or waits for the disk); throws on a socket error.
     mutating func flush(to fd: Int32) throws(SystemError) -> Bool {
         var sent = 0
-        return try flush(to: fd, sent: &sent)
+        if case .done = try flush(to: fd, sent: &sent) { return true }
+        return false
     }
 
-    /// The same, adding the bytes written to `sent`.
-    mutating func flush(to fd: Int32, sent: inout Int) throws(SystemError) -> Bool {
-        guard head < segments.count else { return true }
+    /// The same, adding the bytes written to `sent`; stops before a file's
+    /// bytes that are not in the page cache (sendfile would wait for them).
+    mutating func flush(to fd: Int32, sent: inout Int) throws(SystemError) -> Flushed {
+        guard head < segments.count else { return .done }
         // The iovec array lives on the stack: a heap array here cost a 1 KiB
         // allocation on every flush, that is, on every request.
-        return try withUnsafeTemporaryAllocation(of: iovec.self, capacity: 64) { (iov) throws(SystemError) -> Bool in
+        return try withUnsafeTemporaryAllocation(of: iovec.self, capacity: 64) { (iov) throws(SystemError) -> Flushed in
             try flush(to: fd, using: iov, sent: &sent)
         }
     }
 
     private mutating func flush(to fd: Int32, using iov: UnsafeMutableBufferPointer<iovec>,
-                                sent: inout Int) throws(SystemError) -> Bool {
+                                sent: inout Int) throws(SystemError) -> Flushed {
         while head < segments.count {
             let written: Int?
             if case .file(let file) = segments[head].source {
                 let s = segments[head]
-                written = try Socket.sendfile(to: fd, from: file.fd, offset: s.offset, count: min(s.end - s.offset, 1 << 30))
+                if s.offset >= file.cachedUntil {
+                    let window = min(s.end - s.offset, Self.cacheWindow)
+                    switch FilePages.cached(file.fd, offset: s.offset, count: window) {
+                    case false?: return .waitsForDisk(file, offset: s.offset, count: window)
+                    case true?: file.cachedUntil = s.offset + window
+                    case nil: file.cachedUntil = Int.max  // cannot tell: sent as it comes
+                    }
+                }
+                written = try Socket.sendfile(to: fd, from: file.fd, offset: s.offset,
+                                              count: min(min(s.end, file.cachedUntil) - s.offset, 1 << 30))
                 if written == 0 { throw SystemError(errno: EIO, operation: "sendfile (file shorter than expected)") }
             } else {
                 // Gather memory segments up to the next file segment.
@@ -111,7 +137,7 @@ struct OutputQueue {
                 }
                 written = try Socket.writev(fd, iov.baseAddress!, count: Int32(n))
             }
-            guard var remaining = written else { return false }
+            guard var remaining = written else { return .wouldBlock }
             pendingBytes -= remaining
             sent += remaining
             while remaining > 0 && head < segments.count {
@@ -132,7 +158,7 @@ struct OutputQueue {
                 head = 0
             }
         }
-        return true
+        return .done
     }
 
     mutating func removeAll() {

@@ -42,6 +42,7 @@ public final class WorkerStats: Sendable {
     public enum Counter: CaseIterable, Sendable {
         case hits, misses, staleForwards, stored, revalidations, staleHits, backgroundRefreshes, rangeFills, collapsed
         case upstreamErrors, clientErrors, refusedConnections, outputPauses, sendTimeouts, streamedBodies, offloadedLookups
+        case offloadedReads
         case receivedBytes, sentBytes
     }
 
@@ -72,6 +73,10 @@ public final class WorkerStats: Sendable {
     let streamedBodies = Atomic<Int>(0)
     /// Lookups made on an I/O thread: the disk would have been waited for.
     let offloadedLookups = Atomic<Int>(0)
+    /// Body bytes read into the page cache on an I/O thread before they
+    /// were sent (sendfile, or a stored gzip body's decoding, would have
+    /// waited for the disk).
+    let offloadedReads = Atomic<Int>(0)
     /// Bytes read from clients and written to them.
     let receivedBytes = Atomic<Int>(0)
     let sentBytes = Atomic<Int>(0)
@@ -111,6 +116,7 @@ public final class WorkerStats: Sendable {
         case .sendTimeouts: sendTimeouts.load(ordering: .relaxed)
         case .streamedBodies: streamedBodies.load(ordering: .relaxed)
         case .offloadedLookups: offloadedLookups.load(ordering: .relaxed)
+        case .offloadedReads: offloadedReads.load(ordering: .relaxed)
         case .receivedBytes: receivedBytes.load(ordering: .relaxed)
         case .sentBytes: sentBytes.load(ordering: .relaxed)
         }

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -254,6 +255,40 @@ final class DiskTierEndToEndTests: ConfiguredTestCase {
         XCTAssertEqual(try origin.count(target), 1)
         let metrics = try l.adminClient().get("/metrics")
         XCTAssertTrue(String(decoding: metrics.body, as: UTF8.self).contains("larder_offloaded_lookups_total \(after)"))
+    }
+
+    /// A disk hit's body whose pages left the page cache while it was being
+    /// sent (the client reads slowly) is read into it on an I/O thread, a
+    /// window at a time, not by sendfile on the worker's loop; it arrives
+    /// whole. (The kernel's own readahead may bring a window back before
+    /// Larder looks at it: then nothing waits and nothing is offloaded, so
+    /// the hit is tried a few times.)
+    func testABodyThatLeftThePageCacheMidSendIsReadOffTheWorkersLoop() throws {
+        let l = try start(["--config", try config("max_object_size = \"1MiB\"\n")])
+        let size = 32 << 20
+        let target = "/coldsend?size=\(size)"
+        let miss = try l.client().get(target)
+        XCTAssertEqual(miss.body.count, size)
+        let deadline = Date().addingTimeInterval(10)
+        while cacheFiles().isEmpty && Date() < deadline { usleep(20_000) }
+        let file = try XCTUnwrap(cacheFiles().first)
+        let before = try statsFigure(l, "offloaded_reads")
+        var after = before
+        for _ in 0..<5 where after == before {
+            let c = try HTTPClient(port: l.port, receiveBuffer: 64 << 10)
+            try c.send("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            XCTAssertNotNil(try c.read(until: "\r\n\r\n"), "the head came")
+            // What is not in the sockets' buffers yet now has to come from the disk.
+            guard PageCache.drop(file, probe: size - 1) else { throw XCTSkip("this file system keeps the file's pages in memory (tmpfs?)") }
+            let hit = try c.readResponse()
+            XCTAssertTrue(hit.header("cache-status")?.contains("hit") ?? false, "\(hit.headers)")
+            XCTAssertTrue(hit.body == miss.body, "the body arrived whole")
+            after = try statsFigure(l, "offloaded_reads")
+        }
+        XCTAssertGreaterThan(after, before, "its cold windows were read on an I/O thread")
+        let metrics = String(decoding: try l.adminClient().get("/metrics").body, as: UTF8.self)
+        XCTAssertTrue(metrics.contains("larder_offloaded_reads_total \(after)"), metrics)
+        XCTAssertEqual(try origin.count(target), 1)
     }
 
     /// A 100 MiB response: too large for memory, streamed to disk while it

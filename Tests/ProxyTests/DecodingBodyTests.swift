@@ -138,7 +138,8 @@ final class DecodingBodyTests: XCTestCase {
         XCTAssertTrue(body.prime())
         let loop = try EventLoop()
         var readies = 0
-        body.offload = (loop, { readies += 1 })
+        let counters = ProxyStats().makeWorkerStats()
+        body.offload = (loop, counters, { readies += 1 })
         PageCache.drop(path)
         let sink = RecordingSink()
         var result = BodyPull.more, waits = 0
@@ -157,6 +158,7 @@ final class DecodingBodyTests: XCTestCase {
         XCTAssertEqual(sink.answerBodyBytes, random.count)
         XCTAssertGreaterThan(waits, 0, "a cold read waited off the loop")
         XCTAssertEqual(readies, waits, "each wait ended with its read in")
+        XCTAssertEqual(counters.value(.offloadedReads), waits, "each counted")
     }
 
     func testTheDecodedRepresentationHasAWeakTagAndNoCoding() {

@@ -1,6 +1,7 @@
 import XCTest
 import CacheStorage
 import EventLoop
+import TestSupport
 @testable import Proxy
 #if canImport(Glibc)
 import Glibc
@@ -9,11 +10,11 @@ import Glibc
 /// Bytes queued for a client go out in order, across short writes, from
 /// memory, stored responses and files alike.
 final class OutputQueueTests: XCTestCase {
-    /// A non-blocking pipe of one page: writes come up short quickly.
-    private func smallPipe() throws -> (read: Int32, write: Int32) {
+    /// A non-blocking pipe of one page (`size`): writes come up short quickly.
+    private func smallPipe(size: Int32 = 4096) throws -> (read: Int32, write: Int32) {
         var fds: [Int32] = [0, 0]
         XCTAssertEqual(pipe(&fds), 0)
-        _ = fcntl(fds[1], 1031 /* F_SETPIPE_SZ */, 4096)
+        _ = fcntl(fds[1], 1031 /* F_SETPIPE_SZ */, size)
         _ = fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK)
         addTeardownBlock { close(fds[0]); close(fds[1]) }
         return (fds[0], fds[1])
@@ -73,5 +74,60 @@ final class OutputQueueTests: XCTestCase {
         XCTAssertThrowsError(try queue.flush(to: w))
         queue.removeAll()
         XCTAssertTrue(queue.isEmpty)
+    }
+
+    /// A file's bytes that are not in the page cache are not sent by the
+    /// flush (sendfile would wait for the disk on the loop): it stops before
+    /// them and names the window to load, an I/O thread's job; once loaded
+    /// they go out, whole and in order.
+    func testAFilesBytesNotInThePageCacheAreLoadedBeforeTheyAreSent() throws {
+        let (r, w) = try smallPipe(size: 1 << 20)
+        let path = FileManager.default.currentDirectoryPath + "/.build/larder-oq-\(UUID().uuidString)"
+        let fileBytes = (0..<(3 << 20)).map { UInt8($0 % 251) }
+        try Data(fileBytes).write(to: URL(fileURLWithPath: path))
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: path) }
+        guard PageCache.drop(path) else { throw XCTSkip("this file system keeps the file's pages in memory (tmpfs?)") }
+        let file = OpenFile(fd: open(path, O_RDONLY))
+        XCTAssertGreaterThanOrEqual(file.fd, 0)
+        var queue = OutputQueue()
+        let head = Array("HTTP/1.1 200 OK\r\n\r\n".utf8)
+        queue.append(head)
+        queue.append(file: file, from: 0, to: fileBytes.count)
+
+        var sent = 0
+        guard case .waitsForDisk(let cold, let offset, let count) = try queue.flush(to: w, sent: &sent) else {
+            return XCTFail("the cold file was sent from the flush")
+        }
+        XCTAssertTrue(cold === file)
+        XCTAssertEqual(offset, 0)
+        XCTAssertEqual(count, OutputQueue.cacheWindow)
+        XCTAssertEqual(sent, head.count, "what was in memory went")
+        XCTAssertEqual(FilePages.cached(file.fd, offset: offset, count: count), false)
+
+        var received: [UInt8] = []
+        var loads = 0, rounds = 0
+        var flushed = OutputQueue.Flushed.waitsForDisk(cold, offset: offset, count: count)
+        while rounds < 1_000 {
+            rounds += 1
+            switch flushed {
+            case .done:
+                rounds = 1_000
+                continue
+            case .waitsForDisk(let file, let offset, let count):
+                loads += 1
+                XCTAssertEqual(FilePages.load(file.fd, offset: offset, count: count), count)
+                XCTAssertEqual(FilePages.cached(file.fd, offset: offset, count: count), true)
+                file.cachedUntil = offset + count
+            case .wouldBlock:
+                break
+            }
+            drain(r, into: &received)
+            flushed = try queue.flush(to: w, sent: &sent)
+        }
+        drain(r, into: &received)
+        XCTAssertTrue(queue.isEmpty)
+        XCTAssertGreaterThanOrEqual(loads, 1)
+        XCTAssertEqual(sent, head.count + fileBytes.count)
+        XCTAssertTrue(received == head + fileBytes, "every byte, in order")
     }
 }

@@ -8,15 +8,16 @@ import CEventLoop
 public enum PageCache {
     /// Writes the file back and drops its pages from the page cache; false
     /// when they stay (a tmpfs keeps every page in memory: nothing can be
-    /// cold there) or the file cannot be opened.
+    /// cold there) or the file cannot be opened. `probe`: the offset whose
+    /// page is checked (pages a socket still holds, being sent, stay).
     @discardableResult
-    public static func drop(_ path: String) -> Bool {
+    public static func drop(_ path: String, probe: Int = 0) -> Bool {
         let fd = open(path, O_RDONLY)
         guard fd >= 0 else { return false }
         defer { close(fd) }
         _ = fsync(fd)
         _ = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
         var byte: UInt8 = 0
-        return el_pread_nowait(fd, &byte, 1, 0) < 0
+        return el_pread_nowait(fd, &byte, 1, Int64(probe)) < 0
     }
 }

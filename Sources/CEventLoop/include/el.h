@@ -99,6 +99,11 @@ ssize_t el_read(int fd, void *buf, size_t len);
 /// that are), -errno on other errors. Where the kernel or the file system
 /// cannot tell, it is a plain pread.
 ssize_t el_pread_nowait(int fd, void *buf, size_t len, int64_t offset);
+/* Whether bytes [offset, offset + len) of fd are all in the page cache:
+   1 yes, 0 no (a read may wait for the disk), -1 cannot tell. cachestat
+   (Linux 6.5) counts the pages; before it, the first and last bytes are
+   probed with RWF_NOWAIT. */
+int el_range_cached(int fd, int64_t offset, size_t len);
 /// sendfile(2): up to count bytes of in_fd from offset to out_fd.
 ssize_t el_sendfile(int out_fd, int in_fd, int64_t offset, size_t count);
 /// open(path, O_RDONLY | O_CLOEXEC).
