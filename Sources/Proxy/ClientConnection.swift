@@ -35,18 +35,10 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     var answerFraming = ClientFraming.none
     var answerBodyBytes = 0
     private var body: RequestBodyReader?
-    /// The client sent its last byte (it may still read).
-    private var readEOF = false
-    /// Where the connection stands: serving, ending once its output is
-    /// written, lingering (reading and discarding before the close), closed.
-    private var phase = Phase.open
-    enum Phase {
-        case open, closingWhenFlushed, lingering, closed
-    }
-    var closed: Bool { phase == .closed }
-    /// Ending: nothing more is read or answered.
-    private var closeWhenFlushed: Bool { phase == .closingWhenFlushed || phase == .lingering }
-    private var lingering: Bool { phase == .lingering }
+    /// Where the connection stands and what it waits for, and its
+    /// decisions (keep-alive, pipelining, the output bound, lingering).
+    private var flow: ConnectionFlow
+    var closed: Bool { flow.closed }
     private var interest: IOEvents = [.read]
     /// Every deadline (waiting for a request, its body, the client taking
     /// output, a lingering close), behind one timer armed for the
@@ -57,10 +49,6 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     private var timer: TimerID = .none
     private var timerAt: UInt64 = 0
     private var processing = false
-    /// Answers wait while `settings.outputBoundBytes` are queued.
-    private var waitingForOutput = false
-    /// A file's next bytes are being read into the page cache (`load`).
-    private var waitingForDisk = false
 
     init(fd: Int32, peer: String, worker: Worker, settings: ConnectionSettings) {
         self.fd = fd
@@ -71,6 +59,15 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         self.settings = settings
         parts = worker.exchangeParts
         parser = RequestParser(limits: settings.limits)
+        flow = ConnectionFlow(outputBound: settings.outputBoundBytes, pipelineBound: settings.pipelineBufferBytes)
+    }
+
+    /// What the connection holds, for `flow`'s decisions. (`upload`: ask
+    /// the exchange whether the upstream is behind with the request body.)
+    @inline(__always)
+    private func held(upload: Bool = true) -> ConnectionFlow.Held {
+        ConnectionFlow.Held(output: output.pendingBytes, unparsed: unparsedCount, body: body != nil, exchange: exchange != nil,
+                            uploadCongested: upload && (exchange?.isUploadCongested ?? false))
     }
 
     func start() {
@@ -88,7 +85,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
 
     func ready(_ events: IOEvents) {
         if closed { return }
-        if lingering {
+        if flow.lingering {
             drainWhileLingering()
             return
         }
@@ -99,8 +96,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
 
     private func readAvailable() {
         var rounds = 0
-        while !closed && !readEOF && rounds < 16 && unparsedCount < settings.pipelineBufferBytes
-            && !(exchange?.isUploadCongested ?? false) {
+        while rounds < 16 && flow.mayRead(held()) {
             rounds += 1
             let result: Int?
             do {
@@ -116,7 +112,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
             guard let n = result else { break }
             WorkerStats.add(counters.receivedBytes, n)
             if n == 0 {
-                readEOF = true
+                flow.inputEnded()
                 break
             }
             // A short read took all the socket had: the next read would only
@@ -125,14 +121,11 @@ final class ClientConnection: IOHandler, BatchEndHandler {
             if n < worker.scratch.count { break }
         }
         processInput()
-        if readEOF {
-            // The client will send nothing more. A request body or head that
-            // is still incomplete can never complete: give up (and cancel the
-            // upstream transfer). Otherwise finish the answer in hand, then close.
-            if body != nil || exchange == nil {
-                abort()
-                return
-            }
+        // The client will send nothing more: an incomplete request is given
+        // up (and its upstream transfer cancelled).
+        if flow.cannotFinish(held(upload: false)) {
+            abort()
+            return
         }
         updateInterest()
     }
@@ -146,18 +139,21 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         if processing { return }
         processing = true
         defer { processing = false }
-        while !closed && !closeWhenFlushed {
+        while !flow.closed && !flow.closeWhenFlushed {
             if body != nil {
                 feedBody()
                 if body != nil { return }
                 continue
             }
-            guard exchange == nil, unparsedCount > 0 else { return }
-            if output.pendingBytes >= settings.outputBoundBytes {
-                // The next answer waits until the client reads (flush resumes).
-                if !waitingForOutput { WorkerStats.bump(counters.outputPauses) }
-                waitingForOutput = true
+            switch flow.next(held(upload: false)) {
+            case .stop:
                 return
+            case .waitForOutput(let paused):
+                // The next answer waits until the client reads (a write resumes).
+                if paused { WorkerStats.bump(counters.outputPauses) }
+                return
+            case .parse:
+                break
             }
             let result = input.withUnsafeBytes { raw in
                 parser.parse(UnsafeRawBufferPointer(rebasing: raw[inputStart...]))
@@ -257,18 +253,16 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     /// The exchange has queued its whole response.
     func exchangeFinished(keepAlive: Bool) {
         exchange = nil
-        if !keepAlive || worker.draining || readEOF && body == nil && unparsedCount == 0 {
-            phase = .closingWhenFlushed
-        }
+        let ending = flow.answered(keepAlive: keepAlive, draining: worker.draining, held(upload: false))
         // Pipelined requests answered in this batch leave in one writev; a
         // lone response goes at once (waiting for the batch adds latency).
         // The interest is set once, below.
         if unparsedCount > 0 { flushSoon() } else { write() }
         if closed { return }
-        if !closeWhenFlushed {
+        if !ending {
             if body == nil { setDeadline(.idle, after: settings.keepAliveTimeoutMilliseconds) }
             processInput()
-            if readEOF && exchange == nil && body == nil { phase = .closingWhenFlushed; flush() }
+            if flow.endIfInputOver(held(upload: false)) { flush() }
         }
         if !closed { updateInterest() }
     }
@@ -284,31 +278,30 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     /// in-band, so the connection is closed.
     func exchangeAborted() {
         exchange = nil
-        if phase == .open { phase = .closingWhenFlushed }
+        flow.end()
         flush()
     }
 
     func sendError(_ status: Int, _ message: String, close: Bool) {
         output.append(ResponseSerializer.simple(status: status, body: message, close: close))
-        if close && phase == .open { phase = .closingWhenFlushed }
+        if close { flow.end() }
         flush()
     }
 
     // MARK: writing
 
-    private var flushQueued = false
 
     /// Writes what is queued once the loop has dispatched its current batch
     /// of events: a response head and body produced in one batch (an
     /// upstream answer, pipelined hits) leave in one writev.
     func flushSoon() {
-        guard !flushQueued, !closed else { return }
-        flushQueued = true
+        guard !flow.flushQueued, !closed else { return }
+        flow.flushQueued = true
         loop.atBatchEnd(self)
     }
 
     func batchEnded() {
-        flushQueued = false
+        flow.flushQueued = false
         flush()
     }
 
@@ -320,7 +313,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     /// its lingering close meanwhile (its interest is set then).
     @discardableResult
     private func write() -> Bool {
-        guard !closed, !waitingForDisk else { return false }
+        guard !closed, !flow.waitingForDisk else { return false }
         do {
             var sent = 0
             let flushed = try output.flush(to: fd, sent: &sent)
@@ -335,19 +328,18 @@ final class ClientConnection: IOHandler, BatchEndHandler {
             } else if sent > 0 || deadlines[.send] == nil {
                 setDeadline(.send, after: settings.sendTimeoutMilliseconds)
             }
-            if waitingForOutput && output.pendingBytes < settings.outputBoundBytes {
-                waitingForOutput = false
+            if flow.outputTaken(pending: output.pendingBytes) {
                 processInput()
                 if closed { return false }
             }
-            if done {
-                if closeWhenFlushed {
-                    lingerThenClose()
-                    return false
-                }
+            switch flow.afterWrite(done: done, pending: output.pendingBytes) {
+            case .finish:
+                lingerThenClose()
+                return false
+            case .drained:
                 exchange?.outputDrained()
-            } else if output.pendingBytes < settings.outputBoundBytes / 4 {
-                exchange?.outputDrained()
+            case .none:
+                break
             }
         } catch {
             abort()
@@ -360,29 +352,19 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     /// (sendfile would have waited for the disk on the loop); the output
     /// goes on once they are in. The connection is held until then.
     private func load(_ file: OpenFile, offset: Int, count: Int) {
-        waitingForDisk = true
+        flow.waitingForDisk = true
         WorkerStats.bump(counters.offloadedReads)
         BlockingWork.shared.run({ FilePages.load(file.fd, offset: offset, count: count) }, on: loop) { [self] _ in
             file.cachedUntil = max(file.cachedUntil, offset + count)
-            waitingForDisk = false
+            flow.waitingForDisk = false
             flush()
         }
     }
 
     private func updateInterest() {
         // Lingering reads (and only reads) until it closes: its interest is its own.
-        guard !closed, !lingering else { return }
-        var wanted: IOEvents = []
-        // A write is already due at the end of this batch: no need to ask
-        // epoll (it would cost a system call per response). None is wanted
-        // while the next bytes are being read from the disk.
-        if !output.isEmpty && !flushQueued && !waitingForDisk { wanted.insert(.write) }
-        // Stop reading while an answer is pending and enough input is buffered
-        // (pipelining bound), or when the client has finished sending.
-        if !readEOF && !closeWhenFlushed && unparsedCount < settings.pipelineBufferBytes && !(exchange?.isUploadCongested ?? false)
-            && (body != nil || output.pendingBytes < settings.outputBoundBytes) {
-            wanted.insert(.read)
-        }
+        guard !closed, !flow.lingering else { return }
+        let wanted = flow.interest(held())
         if wanted != interest {
             interest = wanted
             loop.setInterest(fd, wanted)
@@ -444,17 +426,15 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     // MARK: lingering close
 
     /// After the last answer (an error, or Connection: close) the client may
-    /// still be sending: closing with unread bytes makes the kernel send a
-    /// reset, which can destroy the answer before the client reads it (a 431
-    /// to a client still uploading). So, as nginx does: shut down the
-    /// sending side, read and discard for a bounded time and amount, close.
+    /// still be sending (`ConnectionFlow.lingers`): the sending side is shut
+    /// down, and what comes is read and discarded for a bounded time and
+    /// amount before the close.
     private var lingeredBytes = 0
     static let lingerMilliseconds: UInt64 = 5_000
     static let lingerMaxBytes = 8 << 20
 
     private func lingerThenClose() {
-        guard !readEOF, !worker.draining else { close(); return }
-        phase = .lingering
+        guard flow.lingers(draining: worker.draining) else { close(); return }
         Socket.shutdownWrite(fd)
         deadlines = ConnectionDeadlines()
         setDeadline(.linger, after: Self.lingerMilliseconds)
@@ -481,7 +461,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     }
 
     /// Whether nothing is in progress (used when draining on shutdown).
-    var isIdle: Bool { lingering || exchange == nil && body == nil && output.isEmpty && unparsedCount == 0 }
+    var isIdle: Bool { flow.lingering || exchange == nil && body == nil && output.isEmpty && unparsedCount == 0 }
 
     func abort() {
         exchange?.cancel()
@@ -491,7 +471,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
 
     func close() {
         guard !closed else { return }
-        phase = .closed
+        flow.close()
         loop.cancel(timer)
         timer = .none
         exchange?.cancel()
