@@ -34,6 +34,8 @@ public struct StatsSnapshot: Equatable, Sendable {
     /// Admin connections refused over admin_max_connections.
     public var adminRefusedConnections = 0
     public var openConnections = 0
+    /// Disk reads and lookups on the I/O threads now, waiting or running.
+    public var ioJobs = 0
     public var purged: Int
     /// Every tier's figures, fastest first (the first is the memory tier).
     public var tiers: [TierStats]
@@ -68,7 +70,7 @@ public struct StatsSnapshot: Equatable, Sendable {
             "send_timeouts": \(sendTimeouts), "streamed_request_bodies": \(streamedBodies), \
             "offloaded_lookups": \(offloadedLookups), "offloaded_reads": \(offloadedReads), \
             "admin_refused_connections": \(adminRefusedConnections), \
-            "open_connections": \(openConnections), "purged": \(purged), \
+            "open_connections": \(openConnections), "io_jobs": \(ioJobs), "purged": \(purged), \
             "hit_ratio": \(ratio), \(sections.joined(separator: ", ")), "fleet": \(fleet?.json ?? "null"), \
             "uptime_seconds": \(uptimeSeconds)}
             """
@@ -86,7 +88,7 @@ final class Metrics {
                          diskObjects: Gauge, diskBytes: Gauge, diskLimit: Gauge, uptime: Gauge, hitRatio: Gauge)
     /// Responses purged through the admin API (kept here: only the admin purges).
     var purged = 0
-    private let openConnections: Gauge, diskQueue: Gauge
+    private let openConnections: Gauge, diskQueue: Gauge, ioJobs: Gauge
 
     init() {
         func describe(_ metric: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
@@ -132,6 +134,7 @@ final class Metrics {
         )
         openConnections = registry.makeGauge(descriptor: describe("open_connections", "", "Client connections open now"))
         diskQueue = registry.makeGauge(descriptor: describe("disk_write_queue", "bytes", "Bytes waiting to be written to the disk tier"))
+        ioJobs = registry.makeGauge(descriptor: describe("io_jobs", "", "Disk reads and lookups on the I/O threads, waiting or running"))
     }
 
     func render(_ snapshot: StatsSnapshot) -> String {
@@ -150,6 +153,7 @@ final class Metrics {
         gauges.hitRatio.set(snapshot.hitRatio)
         openConnections.set(Double(snapshot.openConnections))
         diskQueue.set(Double(snapshot.disk?.queuedBytes ?? 0))
+        ioJobs.set(Double(snapshot.ioJobs))
         if let fleet = snapshot.fleet {
             if fleetMetrics == nil { fleetMetrics = FleetMetrics(registry) }
             fleetMetrics?.update(fleet)

@@ -23,6 +23,14 @@ final class BlockingWork: @unchecked Sendable {
         self.threads = max(1, threads)
     }
 
+    /// Jobs waiting for a thread or running (a disk slower than the
+    /// requests for it shows here first).
+    var pending: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return jobs.count + busy
+    }
+
     /// Runs `work` on a pool thread, then `done` with its result on `loop`.
     func run<Result>(_ work: @escaping () -> Result, on loop: EventLoop, then done: @escaping (Result) -> Void) {
         let job = {

@@ -30,6 +30,9 @@ public final class ProxyStats: Sendable {
         workers.withLock { $0.reduce(into: LatencyHistograms.Snapshot.empty) { $0.add($1.latency.snapshot(series)) } }
     }
 
+    /// Disk reads and lookups on the I/O threads now, waiting or running.
+    public var ioJobs: Int { BlockingWork.shared.pending }
+
     /// A counter summed over every worker.
     public func total(_ counter: WorkerStats.Counter) -> Int {
         workers.withLock { $0.reduce(0) { $0 + $1.value(counter) } }

@@ -255,6 +255,8 @@ final class DiskTierEndToEndTests: ConfiguredTestCase {
         XCTAssertEqual(try origin.count(target), 1)
         let metrics = try l.adminClient().get("/metrics")
         XCTAssertTrue(String(decoding: metrics.body, as: UTF8.self).contains("larder_offloaded_lookups_total \(after)"))
+        XCTAssertEqual(try statsFigure(l, "io_jobs"), 0, "none left on the I/O threads once answered")
+        XCTAssertTrue(String(decoding: metrics.body, as: UTF8.self).contains("larder_io_jobs 0"))
     }
 
     /// A disk hit's body whose pages left the page cache while it was being
