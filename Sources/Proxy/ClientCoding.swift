@@ -26,14 +26,19 @@ enum ClientCoding {
     /// origin's; decoded piece by piece, its size is not bounded, as a
     /// stored file's is not). `file`: its body file, opened (the entry's
     /// body is in a file). Nil when there is no trailer to say it.
+    /// The bytes at a gzip body's end read for its declared size (the
+    /// smallest gzip member is this long).
+    static let trailerBytes = 18
+
     static func decodedLength(of entry: CachedResponse, file: FileBodyReader?) -> Int? {
         if entry.bodyLength == 0 { return 0 }
-        guard entry.bodyLength >= 18 else { return nil }
-        var trailer = [UInt8](repeating: 0, count: 18)
+        guard entry.bodyLength >= trailerBytes else { return nil }
+        var trailer = [UInt8](repeating: 0, count: trailerBytes)
         if let file {
-            guard trailer.withUnsafeMutableBytes({ file.read(from: file.body.length - 18, into: $0) }) == 18 else { return nil }
+            guard trailer.withUnsafeMutableBytes({ file.read(from: file.body.length - trailerBytes, into: $0) }) == trailerBytes
+            else { return nil }
         } else {
-            trailer = Array(entry.body[(entry.body.count - 18)...])
+            trailer = Array(entry.body[(entry.body.count - trailerBytes)...])
         }
         return trailer.withUnsafeBytes { Gzip.declaredSize($0) }
     }

@@ -170,7 +170,7 @@ struct ConnectionFlow {
         if held.output > 0 && !flushQueued && !waitingForDisk { wanted.insert(.write) }
         // Stop reading while an answer is pending and enough input is
         // buffered (pipelining bound), or when the client finished sending.
-        if mayRead(held) && !closeWhenFlushed && (held.body || held.output < outputBound) { wanted.insert(.read) }
+        if !closeWhenFlushed && (held.body || held.output < outputBound) && mayRead(held) { wanted.insert(.read) }
         return wanted
     }
 }

@@ -100,11 +100,20 @@ extension Exchange {
     @inline(__always)  // into `perform`: the offer's fields are not copied
     private func serve(_ offered: StoredServing) -> ExchangeAction {
         if offered.releasesClaim { cache.collapser.release(key) }
-        let result = serveStored(offered.entry, age: offered.age, now: offered.now, cacheStatus: offered.cacheStatus)
+        return served(offered, serveStored(offered.entry, age: offered.age, now: offered.now, cacheStatus: offered.cacheStatus,
+                                           count: offered.count))
+    }
+
+    /// What became of a stored response offered (now, or once it waited
+    /// for the disk: `.waiting` says it comes later, the machine offering
+    /// it meanwhile).
+    @inline(__always)
+    func served(_ offered: StoredServing, _ result: StoredServe) -> ExchangeAction {
         if result == .served || result == .decoding {
             bump(offered.count)
             if variants.count > 1 { cache.store.noteServed(offered.entry) }
         }
+        // (`.waiting`: the machine goes on offering; nothing else happens.)
         let next = machine.served(result)
         if result == .served { complete() }
         if result == .decoding { pullBody() }

@@ -1,6 +1,8 @@
 import CacheSemantics
 import CacheStorage
 import EventLoop
+import HTTP1
+import HTTPHeaders
 
 /// A stored gzip body for a client that does not take gzip, decoded as the
 /// client drains (`ClientCoding`, `DecodingBody`): the head says what the
@@ -12,7 +14,8 @@ import EventLoop
 /// upstream body that breaks off; either way it is remembered (`undecodable`), so
 /// the next such client goes upstream instead.
 extension Exchange {
-    func serveDecoded(_ entry: CachedResponse, age: Int, now: Int64, cacheStatus: CacheStatusLine) -> StoredServe {
+    func serveDecoded(_ offered: StoredServing) -> StoredServe {
+        let (entry, age, now, cacheStatus) = (offered.entry, offered.age, offered.now, offered.cacheStatus)
         guard !cache.undecodable.contains(entry) else { return .undecodable }
         // A body file is opened once, for its trailer and its bytes.
         var file: FileBodyReader?
@@ -20,21 +23,33 @@ extension Exchange {
             guard let opened = FileBodyReader(bodyFile) else { return .bodyGone }
             file = opened
         }
-        guard let length = ClientCoding.decodedLength(of: entry, file: file) else {
-            cache.undecodable.insert(entry)
-            return .undecodable
-        }
-        let fields = ClientCoding.decodedFields(entry)
-        let choice = ClientCoding.answer(for: request, entry: entry, fields: fields, length: length)
-        var decoder: DecodingBody?
-        if choice.sendsBody, request.method != "HEAD", length > 0 {
-            // The first piece before the head: a body that is not gzip at all fails with nothing sent.
-            guard let opened = DecodingBody(entry, file: file, length: length, wanted: 0..<length) else { return .bodyGone }
-            guard opened.prime() else {
-                cache.undecodable.insert(entry)
-                return .undecodable
+        if let file, !file.isCached(from: 0, count: DecodingBody.pieceBytes)
+            || !file.isCached(from: file.body.length - ClientCoding.trailerBytes, count: ClientCoding.trailerBytes) {
+            // Its trailer and first piece would wait for the disk: read on an
+            // I/O thread; the answer goes on from there, unless the client left.
+            WorkerStats.bump(cache.counters.offloadedReads)
+            fetch?.cancel()  // a 304's refresh or a stand-in: the fetch is not wanted any more
+            fetch = nil
+            let (request, undecodable) = (request, cache.undecodable)
+            BlockingWork.shared.run({ DecodingStart(entry, file: file, for: request, undecodable: undecodable) }, on: loop) {
+                [weak self] start in
+                guard let self, self.machine.isOffering else { return }
+                self.perform(self.served(offered, self.sendDecoded(start, entry: entry, age: age, now: now, cacheStatus: cacheStatus)))
             }
-            decoder = opened
+            return .waiting
+        }
+        return sendDecoded(DecodingStart(entry, file: file, for: request, undecodable: cache.undecodable), entry: entry, age: age,
+                           now: now, cacheStatus: cacheStatus)
+    }
+
+    /// The decoded representation's head, then its body pulled as the client drains.
+    private func sendDecoded(_ start: DecodingStart, entry: CachedResponse, age: Int, now: Int64,
+                             cacheStatus: CacheStatusLine) -> StoredServe {
+        let (length, fields, choice, decoder): (Int, HeaderFields, StoredAnswer, DecodingBody?)
+        switch start {
+        case .gone: return .bodyGone
+        case .undecodable: return .undecodable
+        case .ready(let l, let f, let c, let d): (length, fields, choice, decoder) = (l, f, c, d)
         }
         let wanted = answer.decodedHead(choice, entry: entry, fields: fields, length: length, for: request, age: age, now: now,
                                         cacheStatus: cacheStatus)
@@ -50,5 +65,39 @@ extension Exchange {
         fetch = nil
         body = decoder  // pulled once the machine knows (`served(.decoding)`)
         return .decoding
+    }
+}
+
+/// What decoding a stored gzip body for one client starts from: the
+/// decoded length (from the gzip trailer), the fields and the answer, and
+/// the decoder holding its first piece (a body that is not gzip at all
+/// fails here, with nothing sent). Made where reading may wait for the
+/// disk (an I/O thread) when the file is not in the page cache.
+enum DecodingStart {
+    case gone, undecodable
+    case ready(length: Int, fields: HeaderFields, choice: StoredAnswer, decoder: DecodingBody?)
+
+    init(_ entry: CachedResponse, file: FileBodyReader?, for request: RequestHead, undecodable: UndecodableBodies) {
+        guard let length = ClientCoding.decodedLength(of: entry, file: file) else {
+            undecodable.insert(entry)
+            self = .undecodable
+            return
+        }
+        let fields = ClientCoding.decodedFields(entry)
+        let choice = ClientCoding.answer(for: request, entry: entry, fields: fields, length: length)
+        guard choice.sendsBody, request.method != "HEAD", length > 0 else {
+            self = .ready(length: length, fields: fields, choice: choice, decoder: nil)
+            return
+        }
+        guard let decoder = DecodingBody(entry, file: file, length: length, wanted: 0..<length) else {
+            self = .gone
+            return
+        }
+        guard decoder.prime() else {
+            undecodable.insert(entry)
+            self = .undecodable
+            return
+        }
+        self = .ready(length: length, fields: fields, choice: choice, decoder: decoder)
     }
 }

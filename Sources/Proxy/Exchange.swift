@@ -148,8 +148,10 @@ final class Exchange {
 
     /// A stored response, decoded as the client drains for a client that
     /// does not take its gzip (`ClientCoding`, `Exchange+Decoding`).
-    func serveStored(_ entry: CachedResponse, age: Int, now: Int64, cacheStatus: CacheStatusLine) -> StoredServe {
-        if ClientCoding.mustDecode(entry, for: request) { return serveDecoded(entry, age: age, now: now, cacheStatus: cacheStatus) }
+    func serveStored(_ entry: CachedResponse, age: Int, now: Int64, cacheStatus: CacheStatusLine, count: ExchangeCount) -> StoredServe {
+        if ClientCoding.mustDecode(entry, for: request) {
+            return serveDecoded(StoredServing(entry: entry, age: age, now: now, cacheStatus: cacheStatus, count: count))
+        }
         guard answer.stored(entry, for: request, age: age, now: now, cacheStatus: cacheStatus) else { return .bodyGone }
         return .served
     }

@@ -97,6 +97,9 @@ enum StoredServe: Equatable {
     /// decoded here (`ClientCoding`); the stored copy is still good for
     /// those who take it.
     case undecodable
+    /// Nothing sent yet: what it needs is being read from the disk on an
+    /// I/O thread; the outcome comes later (`Exchange.served`).
+    case waiting
 }
 
 /// What a lookup found, as the machine decides on it: the outcome of

@@ -10,10 +10,13 @@ extension ExchangeMachine {
     /// What became of the stored response offered (`.serve`).
     @inline(__always)
     mutating func served(_ result: StoredServe) -> ExchangeAction {
-        guard state == .serving || state == .forwarding else { return .none }
+        // `.waiting`: the driver comes back with the outcome; the offer stays.
+        guard isOffering, result != .waiting else { return .none }
         var offered = Offer.none
         swap(&offered, &offer)  // moved out, not copied
         switch result {
+        case .waiting:
+            return .none
         case .served, .decoding:
             state = result == .served ? .done : .decoding
             if case .hit(let refreshing?) = offered { return .revalidate(refreshing) }

@@ -138,6 +138,9 @@ struct ExchangeMachine {
     }
 
     /// Whether the client has been sent, or is being sent, an answer.
+    /// A stored response is being offered (`served` comes next).
+    var isOffering: Bool { state == .serving || state == .forwarding }
+
     var responseStarted: Bool {
         switch state {
         case .starting, .lookingUp, .askingFleet, .joining, .claimingInFleet, .lookingAgainInFleet, .waitingForLeader,

@@ -4,6 +4,7 @@ import EventLoop
 import Foundation
 import Glibc
 import CacheStorage
+import Compression
 import Clocks
 import HTTP1
 import HTTPHeaders
@@ -148,6 +149,46 @@ final class ExchangeSinkTests: XCTestCase {
         XCTAssertEqual(waiting.events.last, "finished keep-alive")
         XCTAssertEqual(worker.counters.offloadedLookups.load(ordering: .relaxed), 1)
         XCTAssertTrue(upstream.delegates.isEmpty, "never a miss")
+    }
+
+    /// A stored gzip body in a file, for a client that does not take gzip:
+    /// its trailer and first piece, not in the page cache, are read on an
+    /// I/O thread before the decoded head goes (the loop answers others
+    /// meanwhile); then the body arrives whole.
+    func testADecodedBodyWhoseFileIsNotInThePageCacheStartsOffTheLoop() throws {
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15  // xorshift: bytes gzip cannot shrink
+        let plain = (0..<(2 << 20)).map { _ -> UInt8 in
+            state ^= state << 13; state ^= state >> 7; state ^= state << 17
+            return UInt8(truncatingIfNeeded: state)
+        }
+        let compressed = plain.withUnsafeBytes { Gzip.compress($0) }
+        let path = FileManager.default.currentDirectoryPath + "/.build/larder-exchange-gz-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try Data([0, 1, 2] + compressed).write(to: URL(fileURLWithPath: path))
+        // (Probed in its middle: a probe reads ahead where it looks, and its ends must stay cold.)
+        guard PageCache.drop(path, probe: compressed.count / 2) else {
+            throw XCTSkip("this file system keeps the file's pages in memory (tmpfs?)")
+        }
+        let now = clock.now()
+        let head = StoredResponseBuilder(shared: true, targetedField: "x").storedHead(
+            key: "/gz-cold", status: 200, reason: nil, headers: ["cache-control": "max-age=60", "content-encoding": "gzip"],
+            timing: ResponseTiming(requestTime: now, responseTime: now, dateValue: nil, ageValue: 0), tags: [], varyFrom: { _ in nil })
+        let entry = CachedResponse.make(head: head, body: UnsafeRawBufferPointer(start: nil, count: 0),
+                                        bodyFile: FileBody(path: path, offset: 3, length: compressed.count))
+        worker.cache.store.insert(entry, firstTierOnly: true, fetchedSince: 0)
+
+        let (_, cold) = try exchange("/gz-cold")
+        XCTAssertEqual(cold.events, [], "nothing yet: its trailer and first piece are read on an I/O thread")
+        XCTAssertGreaterThanOrEqual(worker.counters.offloadedReads.load(ordering: .relaxed), 1)
+        let (_, other) = try exchange("/other")
+        XCTAssertEqual(upstream.delegates.count, 1, "another request is handled meanwhile")
+        _ = other
+
+        let deadline = Date().addingTimeInterval(20)
+        while cold.events.last != "finished keep-alive" && Date() < deadline { worker.loop.runOnce(maxWaitMilliseconds: 20) }
+        XCTAssertEqual(cold.events.first, "decoded head \(plain.count)")
+        XCTAssertEqual(cold.events.last, "finished keep-alive")
+        XCTAssertEqual(cold.answerBodyBytes, plain.count, "decoded whole")
     }
 
     /// Every cache file under `directory` written back and dropped from the page cache.

@@ -246,6 +246,15 @@ public final class FileBodyReader {
         return try? DiskIO.read(fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]), at: body.offset + position)
     }
 
+    /// Whether `count` bytes of the body from `position` are in the page
+    /// cache, so that reading them does not wait for the disk (true when
+    /// that cannot be told).
+    public func isCached(from position: Int, count: Int) -> Bool {
+        let position = max(0, position), count = min(count, body.length - max(0, position))
+        guard count > 0 else { return true }
+        return el_range_cached(fd.rawValue, Int64(body.offset + position), count) != 0
+    }
+
     /// The same, from the page cache only: `.wouldBlock` when the bytes at
     /// `position` are not there (the caller reads them where it may wait).
     public func readCached(from position: Int, into buffer: UnsafeMutableRawBufferPointer) -> CachedRead {
