@@ -15,7 +15,7 @@ final class DecodingBody: BodySource {
     /// Decoded bytes per piece handed on.
     static let pieceBytes = 16 << 10
     /// Decoded bytes per loop turn, at most (then other connections' events).
-    static let turnBytes = 32 << 10
+    static let turnBytes = 16 << 10
     let pullBudget = DecodingBody.turnBytes
     /// Told why, when the body fails after its head went (the driver cuts the client).
     var failed: ((String) -> Void)?

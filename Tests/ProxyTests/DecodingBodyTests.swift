@@ -50,7 +50,7 @@ final class DecodingBodyTests: XCTestCase {
         let (bytes, step, turns) = drain(body)
         XCTAssertEqual(step, .ended)
         XCTAssertEqual(bytes, plain)
-        XCTAssertGreaterThan(turns, plain.count / DecodingBody.turnBytes, "never the whole at once")
+        XCTAssertGreaterThanOrEqual(turns, plain.count / DecodingBody.turnBytes, "never the whole at once")
     }
 
     func testARangeDeliversOnlyItsBytesAndStopsAtItsEnd() throws {
@@ -103,7 +103,7 @@ final class DecodingBodyTests: XCTestCase {
         }
         XCTAssertEqual(last, .ended)
         XCTAssertEqual(sink.answerBodyBytes, plain.count)
-        XCTAssertGreaterThan(pulls, plain.count / DecodingBody.turnBytes, "a budget a pull")
+        XCTAssertGreaterThanOrEqual(pulls, plain.count / DecodingBody.turnBytes, "a budget a pull")
 
         var corrupt = gzipped(plain)
         corrupt[corrupt.count / 2] ^= 0xFF
