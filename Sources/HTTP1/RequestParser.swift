@@ -145,7 +145,7 @@ public struct RequestParser: Sendable {
             if i == nameStart || i >= end || b[i] != COLON {
                 return .failure(.badRequest("malformed header field"))
             }
-            let name = lowercasedString(b, nameStart, i)
+            let name = CommonFieldNames.match(b, nameStart, i) ?? lowercasedString(b, nameStart, i)
             i += 1
             while i < end && (b[i] == SP || b[i] == HTAB) { i += 1 }
             let valueStart = i

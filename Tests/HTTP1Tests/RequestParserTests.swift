@@ -25,6 +25,24 @@ final class RequestParserTests: XCTestCase {
         return nil
     }
 
+    /// Field names every request carries come out lowercase whatever their
+    /// case (taken from literals, not built), and a name that only looks
+    /// like one of them is kept as sent.
+    func testCommonFieldNamesInAnyCaseAndTheirNearNeighbours() {
+        let common = ["Host", "RANGE", "accept", "Cookie", "User-Agent", "CONNECTION", "Content-Type", "Cache-Control",
+                      "If-None-Match", "Authorization", "Content-Length", "Accept-Encoding", "Accept-Language",
+                      "If-Modified-Since"]
+        let near = ["Hosts", "Hos", "X-Host", "Hosu", "User_Agent", "Accept-Encodinh", "Content-Lengths", "Content~Type"]
+        var text = "GET / HTTP/1.1\r\n"
+        for (i, name) in (common + near).enumerated() { text += "\(name): \(i)\r\n" }
+        text += "\r\n"
+        guard case .complete(let head, _) = parse(text) else { return XCTFail("not complete") }
+        for (i, name) in (common + near).enumerated() {
+            XCTAssertEqual(head.headers.first { $0.name == name.lowercased() }?.value, "\(i)", name)
+        }
+        XCTAssertEqual(head.headers.map(\.name), (common + near).map { $0.lowercased() })
+    }
+
     func testSimpleGet() {
         let text = "GET /a?b=1 HTTP/1.1\r\nHost: example\r\nAccept: */*\r\nX-Pad:  spaced value \t\r\n\r\n"
         guard case .complete(let head, let consumed) = parse(text) else { return XCTFail("not complete") }
