@@ -122,10 +122,15 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         }
         processInput()
         // The client will send nothing more: an incomplete request is given
-        // up (and its upstream transfer cancelled).
+        // up (and its upstream transfer cancelled); with nothing left to
+        // answer, the connection ends once its output is written.
         if flow.cannotFinish(held(upload: false)) {
             abort()
             return
+        }
+        if flow.endIfInputOver(held(upload: false)) {
+            flush()
+            if closed { return }
         }
         updateInterest()
     }

@@ -65,10 +65,13 @@ struct ConnectionFlow {
 
     /// Once the input was taken after the client closed its side: a
     /// request it left unfinished (a body, or a head not complete) can
-    /// never complete, so the connection is cut; otherwise the answer in
-    /// hand is finished, then the connection closes.
+    /// never complete, so the connection is cut. (Answers in hand, being
+    /// made or written, and pipelined requests waiting for the client to
+    /// read are finished first: `endIfInputOver`.)
     @inline(__always)
-    func cannotFinish(_ held: Held) -> Bool { readEOF && (held.body || !held.exchange) }
+    func cannotFinish(_ held: Held) -> Bool {
+        readEOF && (held.body || !held.exchange && held.unparsed > 0 && !waitingForOutput)
+    }
 
     /// What to do with the input before the next request.
     enum Next: Equatable {
@@ -102,10 +105,11 @@ struct ConnectionFlow {
     }
 
     /// After the next pipelined requests were taken: the client has closed
-    /// its side and nothing is left to answer, so the connection ends.
+    /// its side and nothing is left to answer, so the connection ends once
+    /// what is queued is written (at once when nothing is).
     @inline(__always)
     mutating func endIfInputOver(_ held: Held) -> Bool {
-        guard readEOF, !held.exchange, !held.body, phase == .open else { return false }
+        guard readEOF, !held.exchange, !held.body, !(waitingForOutput && held.unparsed > 0), phase == .open else { return false }
         end()
         return true
     }

@@ -254,6 +254,27 @@ final class ProxyTests: ProxyTestCase {
         XCTAssertTrue(c.isClosedByPeer())
     }
 
+    /// A hit too large to be written at once, asked by a client that
+    /// closes its sending side right after the request (as `nc -N` or an
+    /// HTTP/1.0-style client does): answered whole, then the connection closes.
+    func testHalfClosedClientGetsAWholeLargeHit() throws {
+        let size = 8 << 20
+        let target = "/half-large?size=\(size)"
+        XCTAssertEqual(try larder.client().get(target).body.count, size)
+        let c = try HTTPClient(port: larder.port, receiveBuffer: 64 << 10)  // it cannot take the answer at once
+        try c.send("GET \(target) HTTP/1.1\r\nHost: t\r\n\r\n")
+        shutdown(c.fd, Int32(SHUT_WR))
+        let hit = try c.readResponse()
+        XCTAssertTrue(hit.header("cache-status")?.contains("hit") ?? false, "\(hit.headers)")
+        XCTAssertEqual(hit.body.count, size)
+        XCTAssertTrue(c.isClosedByPeer())
+        // An idle connection whose client closes its side is closed at once.
+        let idle = try larder.client()
+        XCTAssertEqual(try idle.get("/half-idle?size=10").status, 200)
+        shutdown(idle.fd, Int32(SHUT_WR))
+        XCTAssertTrue(idle.isClosedByPeer())
+    }
+
     func testClientClosingMidBodyCancelsTheUpstreamRequest() throws {
         let c = try larder.client()
         try c.send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n12345")

@@ -66,6 +66,27 @@ final class ConnectionFlowTests: XCTestCase {
         XCTAssertTrue(f.cannotFinish(Held(unparsed: 10)), "nor its head")
     }
 
+    func testAnAnswerStillBeingWrittenWhenTheClientClosesItsSideIsWrittenWhole() {
+        var f = flow()
+        XCTAssertFalse(f.answered(keepAlive: true, draining: false, Held(output: 5000)), "kept alive")
+        f.inputEnded()
+        XCTAssertFalse(f.cannotFinish(Held(output: 5000)), "the answer is not cut")
+        XCTAssertTrue(f.endIfInputOver(Held(output: 5000)), "it ends once written")
+        XCTAssertEqual(f.afterWrite(done: false, pending: 3000), .none)
+        XCTAssertEqual(f.afterWrite(done: true, pending: 0), .finish)
+        XCTAssertFalse(f.lingers(draining: false), "then closes: the client sends nothing more")
+    }
+
+    func testPipelinedRequestsWaitingForTheClientToReadAreAnsweredAfterItClosesItsSide() {
+        var f = flow()
+        XCTAssertEqual(f.next(Held(output: 1000, unparsed: 80)), .waitForOutput(paused: true))
+        f.inputEnded()
+        XCTAssertFalse(f.cannotFinish(Held(output: 1000, unparsed: 80)), "complete requests, not a broken one")
+        XCTAssertFalse(f.endIfInputOver(Held(output: 1000, unparsed: 80)), "not ended: they are answered once it reads")
+        XCTAssertTrue(f.outputTaken(pending: 10))
+        XCTAssertEqual(f.next(Held(output: 10, unparsed: 80)), .parse)
+    }
+
     func testPipelinedRequestsLeftAfterTheClientClosedAreAnsweredFirst() {
         var f = flow()
         f.inputEnded()
