@@ -36,6 +36,8 @@ public struct StatsSnapshot: Equatable, Sendable {
     public var openConnections = 0
     /// Disk reads and lookups on the I/O threads now, waiting or running.
     public var ioJobs = 0
+    /// The I/O threads there may be (`io_threads`).
+    public var ioThreads = 0
     public var purged: Int
     /// Every tier's figures, fastest first (the first is the memory tier).
     public var tiers: [TierStats]
@@ -70,7 +72,7 @@ public struct StatsSnapshot: Equatable, Sendable {
             "send_timeouts": \(sendTimeouts), "streamed_request_bodies": \(streamedBodies), \
             "offloaded_lookups": \(offloadedLookups), "offloaded_reads": \(offloadedReads), \
             "admin_refused_connections": \(adminRefusedConnections), \
-            "open_connections": \(openConnections), "io_jobs": \(ioJobs), "purged": \(purged), \
+            "open_connections": \(openConnections), "io_jobs": \(ioJobs), "io_threads": \(ioThreads), "purged": \(purged), \
             "hit_ratio": \(ratio), \(sections.joined(separator: ", ")), "fleet": \(fleet?.json ?? "null"), \
             "uptime_seconds": \(uptimeSeconds)}
             """

@@ -8,16 +8,23 @@ import Threads
 /// the pool's threads; its result is handed back to the loop that asked
 /// (`EventLoop.execute`). One pool per process; its threads start on the
 /// first job and wait on a condition while there is none.
-final class BlockingWork: @unchecked Sendable {
+public final class BlockingWork: @unchecked Sendable {
     private let condition = Condition()
     private var jobs: [() -> Void] = []
     private var started = 0
     /// Threads running a job now.
     private var busy = 0
-    private let threads: Int
+    /// The most threads it starts (`io_threads` for the process's pool).
+    let threads: Int
+
+    public static let defaultThreads = 4
+    /// How many threads the process's pool starts at most (`io_threads`):
+    /// set once, before the first job.
+    nonisolated(unsafe) private static var sharedThreads = defaultThreads
+    public static func setSharedThreads(_ count: Int) { sharedThreads = count }
 
     /// The process's pool.
-    static let shared = BlockingWork(threads: 4)
+    static let shared = BlockingWork(threads: sharedThreads)
 
     init(threads: Int) {
         self.threads = max(1, threads)

@@ -32,6 +32,8 @@ public final class ProxyStats: Sendable {
 
     /// Disk reads and lookups on the I/O threads now, waiting or running.
     public var ioJobs: Int { BlockingWork.shared.pending }
+    /// The I/O threads there may be (`io_threads`).
+    public var ioThreads: Int { BlockingWork.shared.threads }
 
     /// A counter summed over every worker.
     public func total(_ counter: WorkerStats.Counter) -> Int {

@@ -69,6 +69,7 @@ struct Serve: ParsableCommand {
 
         let workerCount = settings.effectiveWorkers
         let proxyConfig = Self.proxyConfiguration(settings, upstream: upstream)
+        BlockingWork.setSharedThreads(settings.ioThreads)
         // One wall clock for the tiers' lifetimes and the workers' ages.
         let clock = WallClock()
         var tiers: [any CacheTier] = []
@@ -450,6 +451,7 @@ final class Reloader {
             ("cache_dir", next.cacheDirectory != running.cacheDirectory),
             ("disk_limit", next.diskLimitBytes != running.diskLimitBytes),
             ("disk_open_files", next.diskOpenFiles != running.diskOpenFiles),
+            ("io_threads", next.ioThreads != running.ioThreads),
             ("memory_ttl", next.memoryTTLSeconds != running.memoryTTLSeconds),
             ("disk_ttl", next.effectiveDiskTTLSeconds != running.effectiveDiskTTLSeconds),
             ("log_level", next.logLevel != running.logLevel),

@@ -46,6 +46,8 @@ struct Settings {
     var adminTokenFile: String?
     /// Open admin connections; more are answered 503 and closed.
     var adminMaxConnections = 64
+    /// Threads for the disk reads a worker's loop must not wait for.
+    var ioThreads = BlockingWork.defaultThreads
     /// Host names the admin API answers to besides IP literals and localhost.
     var adminHosts: [String] = []
     /// Concurrent upstream connections, all workers together; more
@@ -84,7 +86,7 @@ enum ConfigKey: String, CaseIterable {
     case upstream_retries, upstream_max_connections, finish_store_limit, upstream_total_timeout, store_set_cookie
     case max_connections, body_timeout, max_header_count, forward_host, max_pipeline_buffer
     case send_timeout, admin_max_connections, request_buffer_size, pass_request_headers, stale_on_disconnect
-    case compress, range_fill, access_log_format, disk_open_files, admin_hosts, request_buffer_total
+    case compress, range_fill, access_log_format, disk_open_files, admin_hosts, request_buffer_total, io_threads
 
     enum Kind { case string, size, duration, integer, bool, lifetime, list }
 
@@ -99,7 +101,7 @@ enum ConfigKey: String, CaseIterable {
              .header_timeout, .drain_timeout, .upstream_total_timeout, .body_timeout, .send_timeout, .stale_on_disconnect:
             return .duration
         case .workers, .upstream_retries, .upstream_max_connections, .max_connections, .max_header_count, .admin_max_connections,
-             .disk_open_files:
+             .disk_open_files, .io_threads:
             return .integer
         case .upstream_tls_verify, .allow_client_policy, .strip_tag_headers, .strip_targeted_fields, .store_set_cookie, .forward_host,
              .range_fill:
@@ -136,6 +138,7 @@ extension Settings {
         .max_header_count: (8...10_000, \.proxy.limits.maxHeaderCount),
         .admin_max_connections: (1...10_000, \.adminMaxConnections),
         .disk_open_files: (0...1_000_000, \.diskOpenFiles),
+        .io_threads: (1...256, \.ioThreads),
     ]
 
     /// What `compress` takes (top level and in a route).

@@ -8,6 +8,16 @@ import Glibc
 /// End-to-end cases that need their own larder settings or upstream.
 final class ConfiguredProxyTests: ConfiguredTestCase {
 
+    /// `io_threads`: how many threads make the disk reads a worker must not
+    /// wait for (4 unless set; /stats says how many there may be).
+    func testIOThreadsAreApplied() throws {
+        for (setting, expected) in [("", 4), ("io_threads = 9\n", 9)] {
+            let l = try startLarder(upstream: "http://127.0.0.1:\(unusedPort())", ["--config", try writeConfig(setting)])
+            XCTAssertEqual(try statsFigure(l, "io_threads"), expected, setting)
+            l.stop()
+        }
+    }
+
     func testDeadUpstreamGives502() throws {
         let larder = try startLarder(upstream: "http://127.0.0.1:\(unusedPort())")
         let c = try larder.client()
@@ -245,6 +255,11 @@ final class CommandLineTests: XCTestCase {
     func testDiskOpenFilesOutOfRangeIsRefused() throws {
         try assertRefused("disk_open_files = -1\n", ":1: disk_open_files: must be between 0 and 1000000")
         XCTAssertEqual(try checkConfigStatus("disk_open_files = 0\n"), 0)
+    }
+
+    func testIOThreadsOutOfRangeAreRefused() throws {
+        try assertRefused("io_threads = 0\n", ":1: io_threads: must be between 1 and 256")
+        XCTAssertEqual(try checkConfigStatus("io_threads = 256\n"), 0)
     }
 
     func testWrongTypeNamesFileLineAndKey() throws {
