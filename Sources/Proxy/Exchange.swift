@@ -46,7 +46,7 @@ final class Exchange {
         self.sink = sink
         cache = parts.cache
         upstream = parts.upstream
-        loop = parts.loop
+        loop = parts.upstream.loop
         answer = ClientAnswer(on: sink, log: parts.log)
         // A GET with a body may be answered by what the body says: never
         // looked up or stored under the URL alone (it goes through as is).
@@ -195,12 +195,11 @@ final class Exchange {
 }
 
 /// What an exchange is made with, besides its request and its sink: the
-/// worker's cache, upstream, log and loop. Held without reference
+/// worker's cache, upstream (and its loop) and log. Held without reference
 /// counting (the worker owns them and every sink): handing them to each
 /// new exchange costs no retains.
 struct ExchangeParts {
     unowned(unsafe) let cache: CacheAccess
     unowned(unsafe) let upstream: UpstreamAccess
     unowned(unsafe) let log: RequestLog
-    unowned(unsafe) let loop: EventLoop
 }

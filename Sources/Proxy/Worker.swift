@@ -37,7 +37,7 @@ public final class Worker: IOHandler {
     /// The upstream as this worker's requests reach it.
     let upstream: UpstreamAccess
     /// What its connections' exchanges are made with.
-    var exchangeParts: ExchangeParts { ExchangeParts(cache: cache, upstream: upstream, log: log, loop: loop) }
+    var exchangeParts: ExchangeParts { ExchangeParts(cache: cache, upstream: upstream, log: log) }
     /// What connections accepted from now on are bound by.
     private var connectionSettings: ConnectionSettings
     /// The fleet's shared tier (`[fleet]`), asked after the local tiers
@@ -53,8 +53,6 @@ public final class Worker: IOHandler {
     /// the connection's queue (no array allocated per hit).
     @exclusivity(unchecked) var headScratch: [UInt8] = { var a: [UInt8] = []; a.reserveCapacity(256); return a }()
     var dateHeader = DateHeader()
-    /// The wall clock of every age, freshness and stored time here.
-    let clock: WallClock
     private var listener: Int32
     private var connections: [ObjectIdentifier: ClientConnection] = [:]
     private(set) var draining = false
@@ -73,7 +71,6 @@ public final class Worker: IOHandler {
     init(listener: Int32, configuration: ProxyConfiguration, store: TieredStore, collapser: Collapser, stats: ProxyStats,
          logger: Logger, accessLog: AccessLog?, clock: WallClock = WallClock(),
          upstream: (EventLoop, UpstreamSettings) -> any UpstreamRequester) throws(SystemError) {
-        self.clock = clock
         loop = try EventLoop()
         self.listener = listener
         self.configuration = configuration
