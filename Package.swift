@@ -32,6 +32,11 @@ let package = Package(
         // libcurl (libcurl4-openssl-dev's headers), opened at run time with
         // dlopen (a hit needs none of its ~30 libraries); typed, non-variadic shims.
         .target(name: "CCurl"),
+        // OpenSSL (libssl3) for TLS towards clients, opened at run time as
+        // libcurl is: only types and constants come from its headers.
+        .target(name: "CTLS"),
+        // TLS contexts (certificates, SNI, ALPN, OCSP) and sessions.
+        .target(name: "TLS", dependencies: ["CTLS"], swiftSettings: swift5),
         // hiredis (Redis's protocol, for the fleet) from /usr/include/hiredis;
         // not through pkg-config, whose -D_FILE_OFFSET_BITS SwiftPM refuses.
         .systemLibrary(name: "CHiredis", providers: [.apt(["libhiredis-dev"])]),
@@ -60,7 +65,7 @@ let package = Package(
         .target(
             name: "Proxy",
             dependencies: [
-                "EventLoop", "Clocks", "HTTP1", "HTTPHeaders", "CacheSemantics", "CacheStorage", "Upstream", "Compression",
+                "EventLoop", "Clocks", "HTTP1", "HTTPHeaders", "CacheSemantics", "CacheStorage", "Upstream", "Compression", "TLS",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swift5
@@ -77,7 +82,7 @@ let package = Package(
         .executableTarget(
             name: "larder",
             dependencies: [
-                "Proxy", "Admin", "EventLoop", "Clocks", "Upstream", "CacheStorage", "CacheSemantics", "CCurl", "Fleet", "Redis", "Threads",
+                "Proxy", "Admin", "EventLoop", "Clocks", "Upstream", "CacheStorage", "CacheSemantics", "CCurl", "Fleet", "Redis", "Threads", "TLS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),

@@ -240,6 +240,8 @@ public final class AdminAPI {
             outputPauses: stats.total(.outputPauses), sendTimeouts: stats.total(.sendTimeouts),
             streamedBodies: stats.total(.streamedBodies), offloadedLookups: stats.total(.offloadedLookups),
             offloadedReads: stats.total(.offloadedReads),
+            tlsHandshakes: stats.total(.tlsHandshakes), tlsResumed: stats.total(.tlsResumed),
+            tlsFailures: stats.total(.tlsFailures), plainOnTLS: stats.total(.plainOnTLS),
             receivedBytes: stats.total(.receivedBytes), sentBytes: stats.total(.sentBytes),
             latency: LatencyHistograms.Series.allCases.map { stats.latency($0) },
             adminRefusedConnections: stats.adminRefusedConnections.load(ordering: .relaxed),

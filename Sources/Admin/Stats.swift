@@ -26,6 +26,12 @@ public struct StatsSnapshot: Equatable, Sendable {
     public var offloadedLookups = 0
     /// Body reads made on an I/O thread because the file was not in the page cache.
     public var offloadedReads = 0
+    /// TLS handshakes completed, of them resumed sessions, failed ones, and
+    /// plain HTTP requests sent to a TLS listener.
+    public var tlsHandshakes = 0
+    public var tlsResumed = 0
+    public var tlsFailures = 0
+    public var plainOnTLS = 0
     /// Bytes read from clients and written to them.
     public var receivedBytes = 0
     public var sentBytes = 0
@@ -71,6 +77,8 @@ public struct StatsSnapshot: Equatable, Sendable {
             "refused_connections": \(refusedConnections), "output_pauses": \(outputPauses), \
             "send_timeouts": \(sendTimeouts), "streamed_request_bodies": \(streamedBodies), \
             "offloaded_lookups": \(offloadedLookups), "offloaded_reads": \(offloadedReads), \
+            "tls_handshakes": \(tlsHandshakes), "tls_resumed": \(tlsResumed), "tls_handshake_failures": \(tlsFailures), \
+            "plain_http_on_tls": \(plainOnTLS), \
             "admin_refused_connections": \(adminRefusedConnections), \
             "open_connections": \(openConnections), "io_jobs": \(ioJobs), "io_threads": \(ioThreads), "purged": \(purged), \
             "hit_ratio": \(ratio), \(sections.joined(separator: ", ")), "fleet": \(fleet?.json ?? "null"), \
@@ -113,6 +121,10 @@ final class Metrics {
             ("streamed_request_bodies", "Request bodies streamed because held ones reached request_buffer_total", \.streamedBodies),
             ("offloaded_lookups", "Disk lookups made on an I/O thread because the file was not in the page cache", \.offloadedLookups),
             ("offloaded_reads", "Body reads made on an I/O thread because the file was not in the page cache", \.offloadedReads),
+            ("tls_handshakes", "TLS handshakes completed with clients", \.tlsHandshakes),
+            ("tls_resumed", "TLS handshakes that resumed a session", \.tlsResumed),
+            ("tls_handshake_failures", "TLS handshakes that failed or timed out", \.tlsFailures),
+            ("plain_http_on_tls", "Plain HTTP requests sent to a TLS listener (answered 400)", \.plainOnTLS),
             ("admin_refused_connections", "Admin connections refused over admin_max_connections", \.adminRefusedConnections),
             ("purged_objects", "Stored responses removed or marked stale by purges", \.purged),
             ("client_received_bytes", "Bytes read from clients", \.receivedBytes),

@@ -79,6 +79,20 @@ public enum Socket {
         close(fd)
     }
 
+    /// The next byte the socket would read, left there: nil when none has
+    /// arrived yet, -1 when the peer closed.
+    public static func peek(_ fd: Int32) throws(SystemError) -> Int? {
+        var byte: UInt8 = 0
+        while true {
+            let n = recv(fd, &byte, 1, Int32(MSG_PEEK))
+            if n == 1 { return Int(byte) }
+            if n == 0 { return -1 }
+            if errno == EINTR { continue }
+            if errno == EAGAIN || errno == EWOULDBLOCK { return nil }
+            throw SystemError(errno: errno, operation: "recv")
+        }
+    }
+
     /// Stops sending (FIN) while still reading: the first half of a lingering close.
     public static func shutdownWrite(_ fd: Int32) { _ = Glibc.shutdown(fd, Int32(SHUT_WR)) }
 

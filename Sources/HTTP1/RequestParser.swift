@@ -79,7 +79,15 @@ public struct RequestParser: Sendable {
         var i = start
         while i < end && isTokenChar(b[i]) { i += 1 }
         if i - start > Self.maxMethodBytes { return .badRequest("method too long") }
-        guard i < end, b[i] == SP else { return nil }
+        guard i < end else { return nil }
+        // A byte that cannot be in a method (a TLS client hello's 0x16 on
+        // the plain port, binary noise) is refused now, not after
+        // header_timeout. (A CR that ends the bytes so far may still start
+        // an empty line before the request line.)
+        if b[i] != SP {
+            if i == start && b[i] == CR && i + 1 == end { return nil }
+            return .badRequest("malformed request line")
+        }
         i += 1
         let targetStart = i
         while i < end && b[i] > SP && b[i] < DEL { i += 1 }

@@ -2,10 +2,12 @@ import CacheStorage
 import EventLoop
 import HTTP1
 import Logging
+import TLS
 
-/// One client's HTTP/1.1 connection: reads and parses requests in order,
-/// hands each to an `Exchange`, and writes answers in the same order
-/// (pipelined requests wait in the input buffer until the one before is done).
+/// One client's HTTP/1.1 connection, plain or through TLS: reads and parses
+/// requests in order, hands each to an `Exchange`, and writes answers in
+/// the same order (pipelined requests wait in the input buffer until the
+/// one before is done).
 final class ClientConnection: IOHandler, BatchEndHandler {
     let fd: Int32
     let peer: String
@@ -14,11 +16,16 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     /// counting (the worker owns its connections and outlives them): a
     /// checked reference cost each of their reads a retain and a release.
     unowned(unsafe) let worker: Worker
-    private unowned(unsafe) let loop: EventLoop
+    unowned(unsafe) let loop: EventLoop
     private unowned(unsafe) let counters: WorkerStats
-    private let settings: ConnectionSettings
+    let settings: ConnectionSettings
     /// What its exchanges are made with.
     private let parts: ExchangeParts
+    /// TLS on this connection (nil: plain); its handshake comes first
+    /// (ClientConnection+TLS).
+    var tls: TLSSession?
+    /// Whether its first byte was seen to begin a TLS handshake.
+    var tlsSniffed = false
 
     // `input`, `output` (and the worker's `scratch`) are touched on every
     // request, only on the worker's thread and never re-entrantly (the whole
@@ -37,21 +44,22 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     private var body: RequestBodyReader?
     /// Where the connection stands and what it waits for, and its
     /// decisions (keep-alive, pipelining, the output bound, lingering).
-    private var flow: ConnectionFlow
+    var flow: ConnectionFlow
     var closed: Bool { flow.closed }
-    private var interest: IOEvents = [.read]
+    var interest: IOEvents = [.read]
     /// Every deadline (waiting for a request, its body, the client taking
     /// output, a lingering close), behind one timer armed for the
     /// earliest; `timerAt`: when it fires (0: not armed). The timer holds
     /// the connection `unowned` (close() cancels it): a weak reference
     /// gives it a side table, and every retain of it a slow path.
-    private var deadlines = ConnectionDeadlines()
+    var deadlines = ConnectionDeadlines()
     private var timer: TimerID = .none
     private var timerAt: UInt64 = 0
     private var processing = false
 
-    init(fd: Int32, peer: String, worker: Worker, settings: ConnectionSettings) {
+    init(fd: Int32, peer: String, worker: Worker, settings: ConnectionSettings, tls: TLSSession? = nil) {
         self.fd = fd
+        self.tls = tls
         self.peer = peer
         self.worker = worker
         loop = worker.loop
@@ -78,7 +86,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
             close()
             return
         }
-        setDeadline(.idle, after: settings.headerTimeoutMilliseconds)
+        setDeadline(.idle, after: tls == nil ? settings.headerTimeoutMilliseconds : settings.handshakeTimeoutMilliseconds)
     }
 
     // MARK: events
@@ -89,19 +97,24 @@ final class ClientConnection: IOHandler, BatchEndHandler {
             drainWhileLingering()
             return
         }
+        if let tls, !tls.established {
+            continueHandshake(tls)
+            return
+        }
         if events.contains(.write) || events.contains(.error) { flush() }
         if closed { return }
-        if events.contains(.read) || events.contains(.hangup) { readAvailable() }
+        // (A TLS read may have waited for the socket to take a write.)
+        if events.contains(.read) || events.contains(.hangup) || tls?.wantsWrite == true { readAvailable() }
     }
 
-    private func readAvailable() {
+    func readAvailable() {
         var rounds = 0
         while rounds < 16 && flow.mayRead(held()) {
             rounds += 1
             let result: Int?
             do {
                 result = try worker.scratch.withUnsafeMutableBytes { (buf) throws(SystemError) -> Int? in
-                    let n = try Socket.read(fd, into: buf)
+                    let n = try read(into: buf)
                     if let n, n > 0 { input.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[0..<n])) }
                     return n
                 }
@@ -118,7 +131,8 @@ final class ClientConnection: IOHandler, BatchEndHandler {
             // A short read took all the socket had: the next read would only
             // say EAGAIN (one syscall per request saved). Epoll is
             // level-triggered, so anything arriving later is reported again.
-            if n < worker.scratch.count { break }
+            // (A TLS read returns one record: it reads on until it would block.)
+            if n < worker.scratch.count && tls == nil { break }
         }
         processInput()
         // The client will send nothing more: an incomplete request is given
@@ -321,7 +335,13 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         guard !closed, !flow.waitingForDisk else { return false }
         do {
             var sent = 0
-            let flushed = try output.flush(to: fd, sent: &sent)
+            let flushed = if let tls {
+                try worker.scratch.withUnsafeMutableBytes { (buffer) throws(SystemError) -> OutputQueue.Flushed in
+                    try output.flush(through: tls, buffer: buffer, sent: &sent)
+                }
+            } else {
+                try output.flush(to: fd, sent: &sent)
+            }
             WorkerStats.add(counters.sentBytes, sent)
             if case .waitsForDisk(let file, let offset, let count) = flushed { load(file, offset: offset, count: count) }
             let done = if case .done = flushed { true } else { false }
@@ -369,7 +389,8 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     private func updateInterest() {
         // Lingering reads (and only reads) until it closes: its interest is its own.
         guard !closed, !flow.lingering else { return }
-        let wanted = flow.interest(held())
+        var wanted = flow.interest(held())
+        if tls?.wantsWrite == true { wanted.insert(.write) }
         if wanted != interest {
             interest = wanted
             loop.setInterest(fd, wanted)
@@ -380,7 +401,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
 
     /// Sets a deadline `milliseconds` from now; the one timer is armed
     /// again only when it would fire too late.
-    private func setDeadline(_ kind: ConnectionDeadlines.Kind, after milliseconds: UInt64) {
+    func setDeadline(_ kind: ConnectionDeadlines.Kind, after milliseconds: UInt64) {
         deadlines[kind] = EventLoop.nowMilliseconds() + milliseconds
         armTimer()
     }
@@ -410,6 +431,7 @@ final class ClientConnection: IOHandler, BatchEndHandler {
         case .idle:
             // header_timeout or keep_alive_timeout (never while an answer is made).
             guard exchange == nil else { return }
+            if let tls, !tls.established { WorkerStats.bump(counters.tlsFailures) }  // handshake_timeout
             if unparsedCount > 0 || body != nil { sendError(408, "request timeout", close: true) } else { close() }
         case .body:
             // body_timeout: a body held back because the upstream reads slowly does not count.
@@ -430,40 +452,8 @@ final class ClientConnection: IOHandler, BatchEndHandler {
 
     // MARK: lingering close
 
-    /// After the last answer (an error, or Connection: close) the client may
-    /// still be sending (`ConnectionFlow.lingers`): the sending side is shut
-    /// down, and what comes is read and discarded for a bounded time and
-    /// amount before the close.
-    private var lingeredBytes = 0
-    static let lingerMilliseconds: UInt64 = 5_000
-    static let lingerMaxBytes = 8 << 20
-
-    private func lingerThenClose() {
-        guard flow.lingers(draining: worker.draining) else { close(); return }
-        Socket.shutdownWrite(fd)
-        deadlines = ConnectionDeadlines()
-        setDeadline(.linger, after: Self.lingerMilliseconds)
-        interest = [.read]
-        loop.setInterest(fd, interest)
-    }
-
-    private func drainWhileLingering() {
-        for _ in 0..<4 {
-            let n: Int?
-            do {
-                n = try worker.scratch.withUnsafeMutableBytes { (buf) throws(SystemError) -> Int? in try Socket.read(fd, into: buf) }
-            } catch {
-                close()
-                return
-            }
-            guard let n else { return }
-            lingeredBytes += n
-            if n == 0 || lingeredBytes > Self.lingerMaxBytes {
-                close()
-                return
-            }
-        }
-    }
+    /// Bytes read and dropped while lingering (ClientConnection+Linger).
+    var lingeredBytes = 0
 
     /// Whether nothing is in progress (used when draining on shutdown).
     var isIdle: Bool { flow.lingering || exchange == nil && body == nil && output.isEmpty && unparsedCount == 0 }
@@ -476,6 +466,8 @@ final class ClientConnection: IOHandler, BatchEndHandler {
 
     func close() {
         guard !closed else { return }
+        // close_notify, unless a lingering close sent it already.
+        if let tls, tls.established, !flow.lingering { tls.shutdown() }
         flow.close()
         loop.cancel(timer)
         timer = .none

@@ -16,6 +16,8 @@ struct ConnectionSettings {
     var bodyTimeoutMilliseconds: UInt64
     var keepAliveTimeoutMilliseconds: UInt64
     var sendTimeoutMilliseconds: UInt64
+    /// A TLS client's handshake must be done within this.
+    var handshakeTimeoutMilliseconds: UInt64
 
     init(_ configuration: ProxyConfiguration) {
         limits = configuration.limits
@@ -25,5 +27,6 @@ struct ConnectionSettings {
         bodyTimeoutMilliseconds = configuration.bodyTimeoutMilliseconds
         keepAliveTimeoutMilliseconds = configuration.keepAliveTimeoutMilliseconds
         sendTimeoutMilliseconds = configuration.sendTimeoutMilliseconds
+        handshakeTimeoutMilliseconds = configuration.handshakeTimeoutMilliseconds
     }
 }

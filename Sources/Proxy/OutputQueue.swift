@@ -1,5 +1,6 @@
 import CacheStorage
 import EventLoop
+import TLS
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -114,14 +115,7 @@ struct OutputQueue {
             let written: Int?
             if case .file(let file) = segments[head].source {
                 let s = segments[head]
-                if s.offset >= file.cachedUntil {
-                    let window = min(s.end - s.offset, Self.cacheWindow)
-                    switch FilePages.cached(file.fd, offset: s.offset, count: window) {
-                    case false?: return .waitsForDisk(file, offset: s.offset, count: window)
-                    case true?: file.cachedUntil = s.offset + window
-                    case nil: file.cachedUntil = Int.max  // cannot tell: sent as it comes
-                    }
-                }
+                if let wait = checkCached(file, s) { return wait }
                 written = try Socket.sendfile(to: fd, from: file.fd, offset: s.offset,
                                               count: min(min(s.end, file.cachedUntil) - s.offset, 1 << 30))
                 if written == 0 { throw SystemError(errno: EIO, operation: "sendfile (file shorter than expected)") }
@@ -137,26 +131,89 @@ struct OutputQueue {
                 }
                 written = try Socket.writev(fd, iov.baseAddress!, count: Int32(n))
             }
-            guard var remaining = written else { return .wouldBlock }
-            pendingBytes -= remaining
-            sent += remaining
-            while remaining > 0 && head < segments.count {
-                let available = segments[head].end - segments[head].offset
-                if remaining >= available {
-                    remaining -= available
-                    head += 1
+            guard let written else { return .wouldBlock }
+            consume(written, sent: &sent)
+        }
+        return .done
+    }
+
+    /// `written` bytes from the front have left.
+    private mutating func consume(_ written: Int, sent: inout Int) {
+        var remaining = written
+        pendingBytes -= remaining
+        sent += remaining
+        while remaining > 0 && head < segments.count {
+            let available = segments[head].end - segments[head].offset
+            if remaining >= available {
+                remaining -= available
+                head += 1
+            } else {
+                segments[head].offset += remaining
+                remaining = 0
+            }
+        }
+        if head == segments.count {
+            segments.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head > 64 {
+            segments.removeFirst(head)
+            head = 0
+        }
+    }
+
+    /// Whether a file's bytes at `offset` may be read without waiting for
+    /// the disk; nil when they can (the window is then marked), else what
+    /// to load first.
+    private func checkCached(_ file: OpenFile, _ s: Segment) -> Flushed? {
+        guard s.offset >= file.cachedUntil else { return nil }
+        let window = min(s.end - s.offset, Self.cacheWindow)
+        switch FilePages.cached(file.fd, offset: s.offset, count: window) {
+        case false?: return .waitsForDisk(file, offset: s.offset, count: window)
+        case true?: file.cachedUntil = s.offset + window
+        case nil: file.cachedUntil = Int.max  // cannot tell: sent as it comes
+        }
+        return nil
+    }
+
+    /// The same through TLS: the front bytes are gathered into `buffer`
+    /// (memory copied, a file's read) and encrypted from there. After a
+    /// write that would block, the next call gathers the same bytes again,
+    /// as OpenSSL requires of a retried write.
+    mutating func flush(through tls: TLSSession, buffer: UnsafeMutableRawBufferPointer,
+                        sent: inout Int) throws(SystemError) -> Flushed {
+        while head < segments.count {
+            var n = 0
+            var i = head
+            gather: while i < segments.count && n < buffer.count {
+                let s = segments[i]
+                let take = min(s.end - s.offset, buffer.count - n)
+                if case .file(let file) = s.source {
+                    if s.offset >= file.cachedUntil {
+                        if n > 0 { break gather }  // what is gathered goes first
+                        if let wait = checkCached(file, s) { return wait }
+                    }
+                    let want = min(take, file.cachedUntil - s.offset)
+                    let got = pread(file.fd, buffer.baseAddress! + n, want, off_t(s.offset))
+                    guard got > 0 else {
+                        throw SystemError(errno: got < 0 ? errno : EIO, operation: "read (file shorter than expected)")
+                    }
+                    n += got
+                    if got < s.end - s.offset { break gather }
                 } else {
-                    segments[head].offset += remaining
-                    remaining = 0
+                    (buffer.baseAddress! + n).copyMemory(from: s.source.base! + s.offset, byteCount: take)
+                    n += take
+                    if take < s.end - s.offset { break gather }
                 }
+                i += 1
             }
-            if head == segments.count {
-                segments.removeAll(keepingCapacity: true)
-                head = 0
-            } else if head > 64 {
-                segments.removeFirst(head)
-                head = 0
+            let written: Int?
+            do {
+                written = try tls.write(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            } catch {
+                throw SystemError(errno: EPROTO, operation: "TLS write (\(error))")
             }
+            guard let written else { return .wouldBlock }
+            consume(written, sent: &sent)
         }
         return .done
     }

@@ -60,6 +60,9 @@ public struct ProxyConfiguration: Sendable {
     public var keepAliveTimeoutMilliseconds: UInt64 = 60_000
     /// A client must send a complete request head within this long.
     public var headerTimeoutMilliseconds: UInt64 = 15_000
+    /// A TLS client must finish its handshake within this long (slow or
+    /// stalled handshakes hold a connection and a worker's memory).
+    public var handshakeTimeoutMilliseconds: UInt64 = 10_000
     /// A request body that makes no progress for this long gets 408 (or,
     /// once the answer has started, the connection closed).
     public var bodyTimeoutMilliseconds: UInt64 = 30_000

@@ -47,7 +47,7 @@ public final class WorkerStats: Sendable {
     public enum Counter: CaseIterable, Sendable {
         case hits, misses, staleForwards, stored, revalidations, staleHits, backgroundRefreshes, rangeFills, collapsed
         case upstreamErrors, clientErrors, refusedConnections, outputPauses, sendTimeouts, streamedBodies, offloadedLookups
-        case offloadedReads
+        case offloadedReads, tlsHandshakes, tlsResumed, tlsFailures, plainOnTLS
         case receivedBytes, sentBytes
     }
 
@@ -82,6 +82,13 @@ public final class WorkerStats: Sendable {
     /// were sent (sendfile, or a stored gzip body's decoding, would have
     /// waited for the disk).
     let offloadedReads = Atomic<Int>(0)
+    /// TLS handshakes completed (of them, sessions resumed), and ones that
+    /// failed (a bad or refused client hello, no shared protocol or suite,
+    /// the handshake timeout); plain HTTP sent to a TLS listener.
+    let tlsHandshakes = Atomic<Int>(0)
+    let tlsResumed = Atomic<Int>(0)
+    let tlsFailures = Atomic<Int>(0)
+    let plainOnTLS = Atomic<Int>(0)
     /// Bytes read from clients and written to them.
     let receivedBytes = Atomic<Int>(0)
     let sentBytes = Atomic<Int>(0)
@@ -122,6 +129,10 @@ public final class WorkerStats: Sendable {
         case .streamedBodies: streamedBodies.load(ordering: .relaxed)
         case .offloadedLookups: offloadedLookups.load(ordering: .relaxed)
         case .offloadedReads: offloadedReads.load(ordering: .relaxed)
+        case .tlsHandshakes: tlsHandshakes.load(ordering: .relaxed)
+        case .tlsResumed: tlsResumed.load(ordering: .relaxed)
+        case .tlsFailures: tlsFailures.load(ordering: .relaxed)
+        case .plainOnTLS: plainOnTLS.load(ordering: .relaxed)
         case .receivedBytes: receivedBytes.load(ordering: .relaxed)
         case .sentBytes: sentBytes.load(ordering: .relaxed)
         }

@@ -9,11 +9,12 @@ import Logging
 import Synchronization
 import Upstream
 import HTTPHeaders
+import TLS
 
-/// One event loop on one thread: its own listener (SO_REUSEPORT), its own
-/// curl multi handle, its connections. Workers share only the memory tier
-/// and the statistics.
-public final class Worker: IOHandler {
+/// One event loop on one thread: its own socket per listener
+/// (SO_REUSEPORT), its own curl multi handle, its connections. Workers
+/// share only the memory tier and the statistics.
+public final class Worker {
     public let loop: EventLoop
     /// Read on the loop's thread only; `reconfigure` replaces it there.
     public private(set) var configuration: ProxyConfiguration
@@ -53,26 +54,32 @@ public final class Worker: IOHandler {
     /// the connection's queue (no array allocated per hit).
     @exclusivity(unchecked) var headScratch: [UInt8] = { var a: [UInt8] = []; a.reserveCapacity(256); return a }()
     var dateHeader = DateHeader()
-    private var listener: Int32
+    private var acceptors: [Acceptor] = []
     private var connections: [ObjectIdentifier: ClientConnection] = [:]
     private(set) var draining = false
     private var onDrained: (() -> Void)?
 
+    public convenience init(listeners: [ProxyListener], configuration: ProxyConfiguration, store: TieredStore,
+                            collapser: Collapser, stats: ProxyStats, logger: Logger, accessLog: AccessLog? = nil,
+                            clock: WallClock = WallClock()) throws(SystemError) {
+        try self.init(listeners: listeners, configuration: configuration, store: store, collapser: collapser, stats: stats,
+                      logger: logger, accessLog: accessLog, clock: clock) { UpstreamClient(loop: $0, settings: $1) }
+    }
+
     public convenience init(listener: Int32, configuration: ProxyConfiguration, store: TieredStore, collapser: Collapser,
                             stats: ProxyStats, logger: Logger, accessLog: AccessLog? = nil,
                             clock: WallClock = WallClock()) throws(SystemError) {
-        try self.init(listener: listener, configuration: configuration, store: store, collapser: collapser, stats: stats,
-                      logger: logger, accessLog: accessLog, clock: clock) { UpstreamClient(loop: $0, settings: $1) }
+        try self.init(listeners: [ProxyListener(fd: listener)], configuration: configuration, store: store,
+                      collapser: collapser, stats: stats, logger: logger, accessLog: accessLog, clock: clock)
     }
 
     /// `upstream`: how the worker reaches the upstream, made on its loop
     /// (ProxyTests give a stand-in; otherwise libcurl); `clock`: the wall
     /// clock its requests read (ProxyTests move one by hand).
-    init(listener: Int32, configuration: ProxyConfiguration, store: TieredStore, collapser: Collapser, stats: ProxyStats,
-         logger: Logger, accessLog: AccessLog?, clock: WallClock = WallClock(),
+    init(listeners: [ProxyListener], configuration: ProxyConfiguration, store: TieredStore, collapser: Collapser,
+         stats: ProxyStats, logger: Logger, accessLog: AccessLog?, clock: WallClock = WallClock(),
          upstream: (EventLoop, UpstreamSettings) -> any UpstreamRequester) throws(SystemError) {
         loop = try EventLoop()
-        self.listener = listener
         self.configuration = configuration
         self.stats = stats
         counters = stats.makeWorkerStats()
@@ -84,12 +91,21 @@ public final class Worker: IOHandler {
         let latency = counters.latency
         log = RequestLog(loop: loop, clock: clock, latency: latency, accessLog: accessLog)
         loop.turnEnded = { latency.record(.loopTurn, microseconds: Int(clamping: $0)) }
+        acceptors = listeners.map { Acceptor($0, worker: self) }
+    }
+
+    convenience init(listener: Int32, configuration: ProxyConfiguration, store: TieredStore, collapser: Collapser,
+                     stats: ProxyStats, logger: Logger, accessLog: AccessLog?, clock: WallClock = WallClock(),
+                     upstream: (EventLoop, UpstreamSettings) -> any UpstreamRequester) throws(SystemError) {
+        try self.init(listeners: [ProxyListener(fd: listener)], configuration: configuration, store: store,
+                      collapser: collapser, stats: stats, logger: logger, accessLog: accessLog, clock: clock,
+                      upstream: upstream)
     }
 
     /// Runs the loop on the calling thread until the worker has drained.
     public func run() {
         do {
-            try loop.watch(listener, .read, self)
+            for acceptor in acceptors { try acceptor.start() }
         } catch {
             logger.error("cannot watch listener: \(error)")
             return
@@ -97,41 +113,34 @@ public final class Worker: IOHandler {
         loop.run()
     }
 
-    /// Accepts pending connections.
-    public func ready(_ events: IOEvents) {
-        guard !draining else { return }
-        for _ in 0..<64 {
-            let accepted: (fd: Int32, peer: String)?
-            do {
-                accepted = try Socket.accept(listener)
-            } catch {
-                // EMFILE and friends: the listener stays readable, so pause
-                // accepting briefly rather than spin (and log once per pause).
-                logger.warning("accept failed: \(error); pausing accepts for 100 ms")
-                loop.setInterest(listener, [])
-                loop.schedule(after: 100) { [weak self] in
-                    guard let self, !self.draining else { return }
-                    self.loop.setInterest(self.listener, .read)
-                }
+    /// A connection an acceptor took: served, or refused over max_connections.
+    func admit(_ fd: Int32, peer: String, tls: TLSContext?) {
+        guard !draining else { Socket.close(fd); return }
+        if stats.openConnections.wrappingAdd(1, ordering: .relaxed).newValue > configuration.maxConnections {
+            stats.openConnections.wrappingSubtract(1, ordering: .relaxed)
+            refuse(fd, tls: tls != nil)
+            return
+        }
+        var session: TLSSession?
+        if let tls {
+            session = TLSSession(context: tls, fd: fd)
+            if session == nil {
+                stats.openConnections.wrappingSubtract(1, ordering: .relaxed)
+                Socket.close(fd)
                 return
             }
-            guard let accepted else { return }
-            if stats.openConnections.wrappingAdd(1, ordering: .relaxed).newValue > configuration.maxConnections {
-                stats.openConnections.wrappingSubtract(1, ordering: .relaxed)
-                refuse(accepted.fd)
-                continue
-            }
-            let connection = ClientConnection(fd: accepted.fd, peer: accepted.peer, worker: self, settings: connectionSettings)
-            connections[ObjectIdentifier(connection)] = connection
-            connection.start()
         }
+        let connection = ClientConnection(fd: fd, peer: peer, worker: self, settings: connectionSettings, tls: session)
+        connections[ObjectIdentifier(connection)] = connection
+        connection.start()
     }
 
     /// Over max_connections: a short 503 (best effort, the socket buffer of
     /// a new connection takes it) and close; existing connections go on.
-    private func refuse(_ fd: Int32) {
+    private func refuse(_ fd: Int32, tls: Bool) {
         WorkerStats.bump(counters.refusedConnections)
-        Socket.refuse(fd, with: Self.busy)
+        // A TLS client could not read a plain 503: it is closed without one.
+        if tls { Socket.close(fd) } else { Socket.refuse(fd, with: Self.busy) }
         let now = EventLoop.nowMilliseconds()
         if now - lastRefusalLog > 10_000 {
             lastRefusalLog = now
@@ -178,8 +187,7 @@ public final class Worker: IOHandler {
             draining = true
             upstream.draining = true
             onDrained = completion
-            loop.unwatch(listener)
-            Socket.close(listener)
+            for acceptor in acceptors { acceptor.close() }
             for connection in connections.values where connection.isIdle { connection.close() }
             if connections.isEmpty { finishDrain(); return }
             loop.schedule(after: timeoutMilliseconds) { [weak self] in

@@ -31,6 +31,13 @@ enum ConfigFile {
                 settings.routes = try routes(value, path: path, lines: lines, presets: settings.presets)
                 continue
             }
+            if key == "listen", value.type == .array {
+                settings.listeners = try ListenerConfig.parse(value) { index, key, message in
+                    let line = lines["listen.\(index).\(key)"] ?? lines["listen.\(index)"] ?? lines["listen"]
+                    return ConfigError(file: path, line: line, key: key.isEmpty ? "listen" : "listen.\(key)", message: message)
+                }
+                continue
+            }
             if key == "fleet" {
                 guard value.type == .table, let table = value.table else {
                     throw ConfigError(file: path, line: lines["fleet"], key: "fleet", message: "expected a [fleet] table")
@@ -227,7 +234,8 @@ enum ConfigFile {
     /// Line numbers of top-level `key = value` lines. TOMLKit does not report
     /// positions of keys, so they are found by a light scan of the text.
     /// Keys inside the n-th `[[route]]` table are recorded as "route.n.key",
-    /// the table's header line as "route.n".
+    /// the table's header line as "route.n"; likewise "listen.n.key" (and
+    /// "listen.n.certificates.key") for `[[listen]]` tables.
     static func keyLines(_ text: String) -> [String: Int] {
         // Bytes, not Characters: a scan by grapheme cluster took more
         // instructions than parsing the file (and never split "\r\n").
@@ -236,6 +244,7 @@ enum ConfigFile {
         var result: [String: Int] = [:]
         var scope: String? = ""  // "" top level, "route.n" in a route table, nil elsewhere
         var routeIndex = -1
+        var listenIndex = -1
         var (start, lineNumber) = (0, 0)
         while start <= bytes.count {
             let end = bytes[start...].firstIndex(of: UInt8(ascii: "\n")) ?? bytes.count
@@ -253,6 +262,13 @@ enum ConfigFile {
                     scope = "route.\(routeIndex)"
                     result[scope!] = lineNumber
                     if result["route"] == nil { result["route"] = lineNumber }
+                } else if high - low > 1 && bytes[low + 1] == UInt8(ascii: "[") && name == "listen" {
+                    listenIndex += 1
+                    scope = "listen.\(listenIndex)"
+                    result[scope!] = lineNumber
+                    if result["listen"] == nil { result["listen"] = lineNumber }
+                } else if name == "listen.certificates" && listenIndex >= 0 {
+                    scope = "listen.\(listenIndex).certificates"
                 } else if name == "presets" || name == "fleet" {
                     scope = name
                     result[name] = lineNumber

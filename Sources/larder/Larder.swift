@@ -1,5 +1,6 @@
 import ArgumentParser
 import FoundationEssentials
+import TLS
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -202,7 +203,22 @@ struct CheckConfig: ParsableCommand {
             throw Exit.config
         }
         print("\(config): ok")
-        print("listen = \(settings.listenHost):\(settings.listenPort)")
+        for listener in settings.listeners {
+            guard let tls = listener.tls else { print("listen = \(listener.shown)"); continue }
+            // The certificates are loaded as serve loads them: one it would refuse fails here.
+            let context: TLSContext?
+            do {
+                context = try listener.loadTLS()
+            } catch {
+                complain("\(config): \(error)")
+                throw Exit.config
+            }
+            let names = context?.names.map { $0.isEmpty ? "(no names)" : $0 } ?? []
+            print("listen = \(listener.shown) TLS, certificates: "
+                  + zip(tls.certificates, names).map { "\($0.chain) [\($1)]" }.joined(separator: ", ")
+                  + (tls.strictSNI ? ", strict SNI" : ""))
+            for warning in listener.keyWarnings() { complain("warning: \(warning)", priority: 4) }
+        }
         print("upstream = \(settings.upstream ?? "(none: give --upstream)")")
         print("memory_limit = \(settings.memoryLimitBytes) bytes")
         print("cache_dir = \(settings.cacheDirectory ?? "none (memory only)")")

@@ -11,6 +11,7 @@ import Logging
 import Proxy
 import Synchronization
 import Threads
+import TLS
 import Upstream
 
 struct Serve: ParsableCommand {
@@ -107,6 +108,8 @@ struct Serve: ParsableCommand {
             }
         }
 
+        // Certificates load before any socket opens: a bad one stops the start (78).
+        let tlsSlots = try Self.tlsSlots(settings.listeners, logger: logger)
         let listeners = try Self.openListeners(settings, workers: workerCount)
         // Checked on the address actually in use: admin_listen, or a socket
         // systemd passed. Nothing serves yet, so refusing here is clean.
@@ -119,8 +122,9 @@ struct Serve: ParsableCommand {
         // Samples only for an admin thread that drains them.
         let logFeed = LogFeed(), samples = listeners.admin == nil ? nil : RequestSamples()
         do {
-            for fd in listeners.proxy {
-                let worker = try Worker(listener: fd, configuration: proxyConfig, store: store, collapser: collapser,
+            for index in 0..<workerCount {
+                let own = listeners.proxy.indices.map { ProxyListener(fd: listeners.proxy[$0][index], tls: tlsSlots[$0]) }
+                let worker = try Worker(listeners: own, configuration: proxyConfig, store: store, collapser: collapser,
                                         stats: stats, logger: logger, accessLog: accessLog, clock: clock)
                 worker.index = workers.count
                 worker.attach(logFeed, samples: samples)
@@ -184,7 +188,8 @@ struct Serve: ParsableCommand {
         let fleetNote = fleet.map { ", fleet \($0.config.name) as node \($0.config.node) on \($0.config.address)" } ?? ""
         complain("listening on \(listeners.shown) with \(workerCount) workers, upstream \(upstream), memory limit \(settings.memoryLimitBytes) bytes\(diskNote)\(adminNote)\(fleetNote)", priority: 5)
 
-        let reload = Reloader(options: options, running: settings, workers: workers, store: store, logger: logger) { routes in
+        let reload = Reloader(options: options, running: settings, workers: workers, store: store, tlsSlots: tlsSlots,
+                              logger: logger) { routes in
             routesForAdmin.withLock { $0 = routes }
         }
         let service = ServiceNotifier(workers: workers, stats: stats)
@@ -235,14 +240,30 @@ struct Serve: ParsableCommand {
         }
     }
 
-    /// The proxy listener for each worker and the admin listener, with the
-    /// addresses to show. From systemd socket activation when sockets were
-    /// passed (named "proxy" and "admin" by FileDescriptorName=; an unnamed
-    /// one is the proxy), else bound here: the first proxy listener fixes
+    /// Each listener's TLS certificates, loaded (nil for a plain listener);
+    /// a certificate that cannot be used is a configuration error (78).
+    static func tlsSlots(_ listeners: [ListenerConfig], logger: Logger?) throws -> [TLSContextSlot?] {
+        try listeners.map { listener in
+            do {
+                guard let context = try listener.loadTLS() else { return nil }
+                for warning in listener.keyWarnings() { logger?.warning("\(warning)") }
+                return TLSContextSlot(context)
+            } catch {
+                complain("\(error); fix the certificate, key or ocsp file of that [[listen]] table")
+                throw Exit.config
+            }
+        }
+    }
+
+    /// The sockets of each listener, one per worker (`proxy[listener][worker]`),
+    /// and the admin listener, with the addresses to show. From systemd
+    /// socket activation when sockets were passed (named "proxy" and "admin"
+    /// by FileDescriptorName=; an unnamed one is the proxy; it serves as the
+    /// first listener), else bound here: a listener's first socket fixes
     /// the port (it may be 0), the others join it with SO_REUSEPORT so the
     /// kernel spreads connections over the workers.
     static func openListeners(_ settings: Settings, workers: Int) throws
-        -> (proxy: [Int32], shown: String, admin: (fd: Int32, shown: String)?)
+        -> (proxy: [[Int32]], shown: String, admin: (fd: Int32, shown: String)?)
     {
         let passed = Systemd.takeListenFDs()
         var proxyFD: Int32?
@@ -263,31 +284,36 @@ struct Serve: ParsableCommand {
             throw Exit.failure
         }
 
-        var proxy: [Int32] = []
-        var shown: String
-        if let proxyFD {
-            // Every worker watches the same socket through its own descriptor,
-            // so each can close its own when draining.
-            proxy = [proxyFD] + (1..<max(1, workers)).map { _ in fcntl(proxyFD, F_DUPFD_CLOEXEC, 3) }
-            shown = Systemd.localAddress(proxyFD) ?? "the socket systemd passed"
-        } else {
-            var port = settings.listenPort
+        var proxy: [[Int32]] = []
+        var shown: [String] = []
+        for (index, listener) in settings.listeners.enumerated() {
+            let note = listener.tls == nil ? "" : " (TLS)"
+            if index == 0, let proxyFD {
+                // Every worker watches the same socket through its own descriptor,
+                // so each can close its own when draining.
+                proxy.append([proxyFD] + (1..<max(1, workers)).map { _ in fcntl(proxyFD, F_DUPFD_CLOEXEC, 3) })
+                shown.append((Systemd.localAddress(proxyFD) ?? "the socket systemd passed") + note)
+                continue
+            }
+            var port = listener.port
+            var sockets: [Int32] = []
             do {
                 // SO_REUSEPORT would let this process join another's listener
                 // on the port (another Larder, or nginx with reuseport, under
                 // the same user) and the kernel split connections between
                 // them: first bind it alone, which fails while anyone holds it.
-                if port != 0 { Socket.close(try Socket.listen(host: settings.listenHost, port: port, reusePort: false, backlog: 1).fd) }
+                if port != 0 { Socket.close(try Socket.listen(host: listener.host, port: port, reusePort: false, backlog: 1).fd) }
                 for _ in 0..<workers {
-                    let listener = try Socket.listen(host: settings.listenHost, port: port, reusePort: true)
-                    port = listener.port
-                    proxy.append(listener.fd)
+                    let socket = try Socket.listen(host: listener.host, port: port, reusePort: true)
+                    port = socket.port
+                    sockets.append(socket.fd)
                 }
             } catch {
                 complain("cannot \(error); choose another address with --listen or the listen key")
                 throw Exit.failure
             }
-            shown = (settings.listenHost.contains(":") ? "[\(settings.listenHost)]" : settings.listenHost) + ":\(port)"
+            proxy.append(sockets)
+            shown.append(ListenerConfig(host: listener.host, port: port).shown + note)
         }
 
         // The admin API listens before the workers start, so a taken admin
@@ -304,7 +330,7 @@ struct Serve: ParsableCommand {
                 throw Exit.failure
             }
         }
-        return (proxy, shown, admin)
+        return (proxy, shown.joined(separator: ", "), admin)
     }
 
     /// The admin token: from --admin-token-file, else LARDER_ADMIN_TOKEN,
@@ -412,15 +438,18 @@ final class Reloader {
     private var running: Settings
     private let workers: [Worker]
     private let store: TieredStore
+    /// Each listener's certificates (nil: plain), replaced on reload.
+    private let tlsSlots: [TLSContextSlot?]
     private let logger: Logger
     private let routesChanged: (RouteTable) -> Void
 
-    init(options: ServeOptions, running: Settings, workers: [Worker], store: TieredStore, logger: Logger,
-         routesChanged: @escaping (RouteTable) -> Void) {
+    init(options: ServeOptions, running: Settings, workers: [Worker], store: TieredStore, tlsSlots: [TLSContextSlot?],
+         logger: Logger, routesChanged: @escaping (RouteTable) -> Void) {
         self.options = options
         self.running = running
         self.workers = workers
         self.store = store
+        self.tlsSlots = tlsSlots
         self.logger = logger
         self.routesChanged = routesChanged
     }
@@ -443,7 +472,8 @@ final class Reloader {
         }
         // What lives in sockets, threads and tiers needs a restart.
         let restartOnly: [(String, Bool)] = [
-            ("listen", next.listenHost != running.listenHost || next.listenPort != running.listenPort),
+            ("listen", next.listeners.map { [$0.host, "\($0.port)", "\($0.tls != nil)"] }
+                != running.listeners.map { [$0.host, "\($0.port)", "\($0.tls != nil)"] }),
             ("workers", next.workers != running.workers),
             ("memory_limit", next.memoryLimitBytes != running.memoryLimitBytes),
             // It sizes the memory tier's shards, fixed when the tier is made.
@@ -466,6 +496,21 @@ final class Reloader {
         for (key, changed) in restartOnly where changed {
             logger.warning("SIGHUP: \(key) changed in \(file); it takes effect after a restart")
         }
+        // Certificates are read again (renewed files in place, or new
+        // paths); one that cannot be used refuses the whole reload.
+        var contexts: [(TLSContextSlot, TLSContext)] = []
+        for (slot, listener) in zip(tlsSlots, next.listeners) {
+            guard let slot else { continue }
+            do {
+                guard let context = try listener.loadTLS() else { continue }
+                contexts.append((slot, context))
+                for warning in listener.keyWarnings() { logger.warning("SIGHUP: \(warning)") }
+            } catch {
+                logger.error("SIGHUP: configuration not reloaded, keeping the running one and its certificates: \(error)")
+                return
+            }
+        }
+        for (slot, context) in contexts { slot.replace(with: context) }
         let configuration = Serve.proxyConfiguration(next, upstream: upstream)
         for worker in workers { worker.reconfigure(configuration) }
         Serve.installLifetimeRules(configuration.routes, store: store)

@@ -15,8 +15,17 @@ struct Settings {
     /// the proxy in one place. Serve adds the upstream URL, the routes and
     /// the per-worker share of upstream connections.
     var proxy = ProxyConfiguration(upstreamBase: "")
-    var listenHost = "127.0.0.1"
-    var listenPort: UInt16 = 8080
+    /// Where clients connect: `listen = "HOST:PORT"` (or --listen) sets the
+    /// first listener's address; `[[listen]]` tables give the whole list.
+    var listeners = [ListenerConfig(host: "127.0.0.1", port: 8080)]
+    var listenHost: String {
+        get { listeners[0].host }
+        set { listeners[0].host = newValue }
+    }
+    var listenPort: UInt16 {
+        get { listeners[0].port }
+        set { listeners[0].port = newValue }
+    }
     var upstream: String?
     var memoryLimitBytes = 256 << 20
     /// `[fleet]`: nil for a node on its own.
@@ -87,6 +96,7 @@ enum ConfigKey: String, CaseIterable {
     case max_connections, body_timeout, max_header_count, forward_host, max_pipeline_buffer
     case send_timeout, admin_max_connections, request_buffer_size, pass_request_headers, stale_on_disconnect
     case compress, range_fill, access_log_format, disk_open_files, admin_hosts, request_buffer_total, io_threads
+    case handshake_timeout
 
     enum Kind { case string, size, duration, integer, bool, lifetime, list }
 
@@ -98,7 +108,8 @@ enum ConfigKey: String, CaseIterable {
         case .memory_limit, .disk_limit, .max_object_size, .max_header_size, .max_target_size, .max_body_size,
              .finish_store_limit, .max_pipeline_buffer, .request_buffer_size, .request_buffer_total: return .size
         case .upstream_connect_timeout, .upstream_timeout, .upstream_idle_timeout, .keepalive_timeout,
-             .header_timeout, .drain_timeout, .upstream_total_timeout, .body_timeout, .send_timeout, .stale_on_disconnect:
+             .header_timeout, .drain_timeout, .upstream_total_timeout, .body_timeout, .send_timeout, .stale_on_disconnect,
+             .handshake_timeout:
             return .duration
         case .workers, .upstream_retries, .upstream_max_connections, .max_connections, .max_header_count, .admin_max_connections,
              .disk_open_files, .io_threads:
@@ -209,6 +220,7 @@ extension Settings {
                 proxy.upstream.idleTimeoutSeconds = ms / 1000
             case .keepalive_timeout: proxy.keepAliveTimeoutMilliseconds = UInt64(ms)
             case .header_timeout: proxy.headerTimeoutMilliseconds = UInt64(ms)
+            case .handshake_timeout: proxy.handshakeTimeoutMilliseconds = UInt64(ms)
             case .drain_timeout: drainTimeoutMilliseconds = ms
             case .upstream_total_timeout: proxy.upstream.totalTimeoutMilliseconds = ms
             case .body_timeout: proxy.bodyTimeoutMilliseconds = UInt64(ms)

@@ -146,6 +146,21 @@ final class RequestParserTests: XCTestCase {
         XCTAssertEqual(status(parse(many, limits: limits)), 431)
     }
 
+    func testARequestLineThatCannotBeHTTPIsRefusedBeforeItEnds() {
+        // A TLS client hello on the plain port: no line end may ever come.
+        var parser = RequestParser()
+        let hello: [UInt8] = [0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xFC, 0x03, 0x03]
+        XCTAssertEqual(status(hello.withUnsafeBytes { parser.parse($0) }), 400)
+        var binary = RequestParser()
+        XCTAssertEqual(status(Array("GE\u{1}T / HTTP/1.1".utf8).withUnsafeBytes { binary.parse($0) }), 400)
+        // The same answer whole and byte by byte; a CR may still begin an empty line.
+        XCTAssertEqual(status(parse("G\u{16}T / HTTP/1.1\r\n\r\n")), 400)
+        XCTAssertEqual(status(parse("\u{16}\u{3}\u{1}\r\n\r\n")), 400)
+        var split = RequestParser()
+        XCTAssertEqual(Array("\r".utf8).withUnsafeBytes { split.parse($0) }, .incomplete)
+        guard case .complete = parse("\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n") else { return XCTFail("an empty line first is fine") }
+    }
+
     func testIncompleteStaysIncomplete() {
         var parser = RequestParser()
         let text = Array("GET / HTTP/1.1\r\nHost: a\r\n".utf8)

@@ -1,0 +1,455 @@
+// OpenSSL for TLS towards clients, opened at run time (see tls.h for why).
+// Only types and constants come from OpenSSL's headers; every call goes
+// through the table `load` fills.
+#include "tls.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+static struct {
+    const SSL_METHOD *(*TLS_server_method)(void);
+    SSL_CTX *(*SSL_CTX_new)(const SSL_METHOD *);
+    void (*SSL_CTX_free)(SSL_CTX *);
+    long (*SSL_CTX_ctrl)(SSL_CTX *, int, long, void *);
+    long (*SSL_CTX_callback_ctrl)(SSL_CTX *, int, void (*)(void));
+    uint64_t (*SSL_CTX_set_options)(SSL_CTX *, uint64_t);
+    int (*SSL_CTX_set_cipher_list)(SSL_CTX *, const char *);
+    int (*SSL_CTX_set_session_id_context)(SSL_CTX *, const unsigned char *, unsigned int);
+    int (*SSL_CTX_use_certificate_chain_file)(SSL_CTX *, const char *);
+    int (*SSL_CTX_use_PrivateKey_file)(SSL_CTX *, const char *, int);
+    int (*SSL_CTX_check_private_key)(const SSL_CTX *);
+    X509 *(*SSL_CTX_get0_certificate)(const SSL_CTX *);
+    void (*SSL_CTX_set_alpn_select_cb)(SSL_CTX *, SSL_CTX_alpn_select_cb_func, void *);
+    SSL *(*SSL_new)(SSL_CTX *);
+    void (*SSL_free)(SSL *);
+    int (*SSL_set_fd)(SSL *, int);
+    int (*SSL_accept)(SSL *);
+    int (*SSL_read)(SSL *, void *, int);
+    int (*SSL_write)(SSL *, const void *, int);
+    int (*SSL_get_error)(const SSL *, int);
+    int (*SSL_shutdown)(SSL *);
+    long (*SSL_ctrl)(SSL *, int, long, void *);
+    const char *(*SSL_get_servername)(const SSL *, const int);
+    SSL_CTX *(*SSL_set_SSL_CTX)(SSL *, SSL_CTX *);
+    SSL_CTX *(*SSL_get_SSL_CTX)(const SSL *);
+    void (*SSL_get0_alpn_selected)(const SSL *, const unsigned char **, unsigned int *);
+    int (*SSL_session_reused)(const SSL *);
+    const char *(*SSL_get_version)(const SSL *);
+    unsigned long (*ERR_get_error)(void);
+    void (*ERR_error_string_n)(unsigned long, char *, size_t);
+    void (*ERR_clear_error)(void);
+    void *(*X509_get_ext_d2i)(const X509 *, int, int *, int *);
+    int (*OPENSSL_sk_num)(const OPENSSL_STACK *);
+    void *(*OPENSSL_sk_value)(const OPENSSL_STACK *, int);
+    void (*GENERAL_NAMES_free)(GENERAL_NAMES *);
+    const unsigned char *(*ASN1_STRING_get0_data)(const ASN1_STRING *);
+    int (*ASN1_STRING_length)(const ASN1_STRING *);
+    X509_NAME *(*X509_get_subject_name)(const X509 *);
+    int (*X509_NAME_get_text_by_NID)(X509_NAME *, int, char *, int);
+    void *(*CRYPTO_malloc)(size_t, const char *, int);
+} api;
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int loaded = -1;
+static char load_error[512] = "OpenSSL was not loaded";
+
+static void load(void) {
+    const char *name = getenv("LARDER_LIBSSL");
+    if (name == NULL || *name == '\0') name = "libssl.so.3";
+    void *lib = dlopen(name, RTLD_LAZY | RTLD_LOCAL);
+    if (lib == NULL) {
+        const char *why = dlerror();
+        snprintf(load_error, sizeof load_error, "cannot load OpenSSL (%s): %s; install libssl3", name, why ? why : "unknown error");
+        return;
+    }
+#define SYMBOL(s) {#s, (void **)&api.s}
+    struct { const char *symbol; void **slot; } table[] = {
+        SYMBOL(TLS_server_method), SYMBOL(SSL_CTX_new), SYMBOL(SSL_CTX_free), SYMBOL(SSL_CTX_ctrl),
+        SYMBOL(SSL_CTX_callback_ctrl), SYMBOL(SSL_CTX_set_options), SYMBOL(SSL_CTX_set_cipher_list),
+        SYMBOL(SSL_CTX_set_session_id_context), SYMBOL(SSL_CTX_use_certificate_chain_file),
+        SYMBOL(SSL_CTX_use_PrivateKey_file), SYMBOL(SSL_CTX_check_private_key), SYMBOL(SSL_CTX_get0_certificate),
+        SYMBOL(SSL_CTX_set_alpn_select_cb), SYMBOL(SSL_new), SYMBOL(SSL_free), SYMBOL(SSL_set_fd), SYMBOL(SSL_accept),
+        SYMBOL(SSL_read), SYMBOL(SSL_write), SYMBOL(SSL_get_error), SYMBOL(SSL_shutdown), SYMBOL(SSL_ctrl),
+        SYMBOL(SSL_get_servername), SYMBOL(SSL_set_SSL_CTX), SYMBOL(SSL_get_SSL_CTX), SYMBOL(SSL_get0_alpn_selected),
+        SYMBOL(SSL_session_reused), SYMBOL(SSL_get_version), SYMBOL(ERR_get_error), SYMBOL(ERR_error_string_n),
+        SYMBOL(ERR_clear_error), SYMBOL(X509_get_ext_d2i), SYMBOL(OPENSSL_sk_num), SYMBOL(OPENSSL_sk_value),
+        SYMBOL(GENERAL_NAMES_free), SYMBOL(ASN1_STRING_get0_data), SYMBOL(ASN1_STRING_length),
+        SYMBOL(X509_get_subject_name), SYMBOL(X509_NAME_get_text_by_NID), SYMBOL(CRYPTO_malloc),
+    };
+#undef SYMBOL
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        *table[i].slot = dlsym(lib, table[i].symbol);
+        if (*table[i].slot == NULL) {
+            snprintf(load_error, sizeof load_error, "%s has no %s: Larder needs OpenSSL 3", name, table[i].symbol);
+            return;
+        }
+    }
+    loaded = 0;
+}
+
+int larder_tls_load(void) {
+    pthread_once(&once, load);
+    return loaded;
+}
+
+const char *larder_tls_error(void) { return load_error; }
+
+// MARK: contexts
+
+struct larder_tls_context {
+    int count;
+    int strict_sni;
+    SSL_CTX **ctx;
+    char **names;           // per certificate: "a.example,*.b.example"
+    unsigned char **ocsp;   // per certificate: DER response or NULL
+    long *ocsp_length;
+    unsigned char alpn[64];
+    unsigned alpn_length;
+};
+
+static __thread char session_error[256];
+
+// The oldest queued OpenSSL error as text (the queue is emptied).
+static void take_error(char *out, size_t size) {
+    unsigned long code = api.ERR_get_error(), next;
+    while ((next = api.ERR_get_error()) != 0) (void)next;
+    if (code == 0) {
+        snprintf(out, size, "%s", errno ? strerror(errno) : "unknown error");
+        return;
+    }
+    api.ERR_error_string_n(code, out, size);
+}
+
+// "*.example.com" matches one label; comparison ignores case.
+static int name_matches(const char *pattern, size_t pattern_length, const char *name) {
+    size_t length = strlen(name);
+    if (pattern_length > 2 && pattern[0] == '*' && pattern[1] == '.') {
+        const char *dot = strchr(name, '.');
+        if (dot == NULL || dot == name) return 0;
+        return strlen(dot) == pattern_length - 1 && strncasecmp(dot, pattern + 1, pattern_length - 1) == 0;
+    }
+    return length == pattern_length && strncasecmp(pattern, name, length) == 0;
+}
+
+static int context_for(const larder_tls_context *context, const char *name) {
+    for (int i = 0; i < context->count; i++) {
+        const char *list = context->names[i];
+        while (list != NULL && *list) {
+            const char *comma = strchr(list, ',');
+            size_t length = comma ? (size_t)(comma - list) : strlen(list);
+            if (name_matches(list, length, name)) return i;
+            list = comma ? comma + 1 : NULL;
+        }
+    }
+    return -1;
+}
+
+static int on_server_name(SSL *ssl, int *alert, void *arg) {
+    larder_tls_context *context = arg;
+    const char *name = api.SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    int index = name ? context_for(context, name) : -1;
+    if (index > 0) api.SSL_set_SSL_CTX(ssl, context->ctx[index]);
+    if (index < 0 && context->strict_sni) {
+        *alert = SSL_AD_UNRECOGNIZED_NAME;
+        return SSL_TLSEXT_ERR_ALERT_FATAL;
+    }
+    return SSL_TLSEXT_ERR_OK;
+}
+
+static int on_alpn(SSL *ssl, const unsigned char **out, unsigned char *out_length, const unsigned char *in,
+                   unsigned int in_length, void *arg) {
+    (void)ssl;
+    larder_tls_context *context = arg;
+    // The server's preference wins: the first of ours the client offers.
+    for (unsigned i = 0; i < context->alpn_length; i += 1 + context->alpn[i]) {
+        const unsigned char *ours = context->alpn + i;
+        for (unsigned j = 0; j < in_length; j += 1 + in[j]) {
+            if (j + 1 + in[j] > in_length) break;
+            if (in[j] == ours[0] && memcmp(in + j + 1, ours + 1, ours[0]) == 0) {
+                *out = in + j + 1;
+                *out_length = in[j];
+                return SSL_TLSEXT_ERR_OK;
+            }
+        }
+    }
+    return SSL_TLSEXT_ERR_NOACK;  // no common protocol: go on without ALPN (as nginx does)
+}
+
+static int on_status_request(SSL *ssl, void *arg) {
+    larder_tls_context *context = arg;
+    SSL_CTX *ctx = api.SSL_get_SSL_CTX(ssl);
+    for (int i = 0; i < context->count; i++) {
+        if (context->ctx[i] != ctx || context->ocsp[i] == NULL) continue;
+        unsigned char *copy = api.CRYPTO_malloc((size_t)context->ocsp_length[i], __FILE__, __LINE__);
+        if (copy == NULL) return SSL_TLSEXT_ERR_NOACK;
+        memcpy(copy, context->ocsp[i], (size_t)context->ocsp_length[i]);
+        api.SSL_ctrl(ssl, SSL_CTRL_SET_TLSEXT_STATUS_REQ_OCSP_RESP, context->ocsp_length[i], copy);
+        return SSL_TLSEXT_ERR_OK;
+    }
+    return SSL_TLSEXT_ERR_NOACK;
+}
+
+// The names a certificate answers to: subjectAltName's DNS names, else the common name.
+static char *certificate_names(X509 *certificate) {
+    size_t size = 256, used = 0;
+    char *out = calloc(1, size);
+    if (out == NULL) return NULL;
+    GENERAL_NAMES *names = api.X509_get_ext_d2i(certificate, NID_subject_alt_name, NULL, NULL);
+    int count = names ? api.OPENSSL_sk_num((const OPENSSL_STACK *)names) : 0;
+    for (int i = 0; i < count; i++) {
+        GENERAL_NAME *name = api.OPENSSL_sk_value((const OPENSSL_STACK *)names, i);
+        if (name->type != GEN_DNS) continue;
+        int length = api.ASN1_STRING_length(name->d.dNSName);
+        const unsigned char *bytes = api.ASN1_STRING_get0_data(name->d.dNSName);
+        if (length <= 0 || memchr(bytes, ',', (size_t)length) || memchr(bytes, 0, (size_t)length)) continue;
+        if (used + (size_t)length + 2 > size) {
+            size = (used + (size_t)length + 2) * 2;
+            char *grown = realloc(out, size);
+            if (grown == NULL) break;
+            out = grown;
+        }
+        if (used) out[used++] = ',';
+        memcpy(out + used, bytes, (size_t)length);
+        used += (size_t)length;
+        out[used] = 0;
+    }
+    if (names) api.GENERAL_NAMES_free(names);
+    if (used == 0) {
+        char common[256] = "";
+        if (api.X509_NAME_get_text_by_NID(api.X509_get_subject_name(certificate), NID_commonName, common, sizeof common) > 0
+            && strchr(common, ',') == NULL)
+            snprintf(out, size, "%s", common);
+    }
+    return out;
+}
+
+static unsigned char *read_file(const char *path, long *length, char *error, size_t error_size) {
+    FILE *file = fopen(path, "rb");
+    if (file == NULL) {
+        snprintf(error, error_size, "OCSP response %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    unsigned char *bytes = malloc(1 << 20);
+    size_t n = bytes ? fread(bytes, 1, 1 << 20, file) : 0;
+    int over = bytes && n == 1 << 20 && fgetc(file) != EOF;
+    fclose(file);
+    if (bytes == NULL || n == 0 || over) {
+        snprintf(error, error_size, "OCSP response %s: %s", path, over ? "larger than 1 MiB" : "empty or unreadable");
+        free(bytes);
+        return NULL;
+    }
+    *length = (long)n;
+    return bytes;
+}
+
+// TLS 1.2 suites when the client has no 1.3: forward secret, AEAD only
+// (Mozilla's "intermediate" list without DHE, which needs parameters).
+static const char *ciphers_1_2 = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+                                 "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+                                 "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+
+static SSL_CTX *make_ctx(larder_tls_context *context, const larder_tls_certificate *certificate, char *error,
+                         size_t error_size) {
+    char why[256];
+    SSL_CTX *ctx = api.SSL_CTX_new(api.TLS_server_method());
+    if (ctx == NULL) {
+        take_error(why, sizeof why);
+        snprintf(error, error_size, "cannot make a TLS context: %s", why);
+        return NULL;
+    }
+    api.SSL_CTX_ctrl(ctx, SSL_CTRL_SET_MIN_PROTO_VERSION, TLS1_2_VERSION, NULL);
+    // No renegotiation (a client could make the server redo handshakes);
+    // a client that closes without close_notify ends the stream as a plain
+    // socket would (HTTP frames its own messages).
+    api.SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_COMPRESSION);
+    // Partial writes and a moving buffer: the output queue hands whatever it
+    // holds; idle connections give their buffers back.
+    api.SSL_CTX_ctrl(ctx, SSL_CTRL_MODE,
+                     SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS, NULL);
+    api.SSL_CTX_ctrl(ctx, SSL_CTRL_SET_SESS_CACHE_MODE, SSL_SESS_CACHE_SERVER, NULL);
+    api.SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"larder", 6);
+    api.SSL_CTX_set_cipher_list(ctx, ciphers_1_2);
+    if (api.SSL_CTX_use_certificate_chain_file(ctx, certificate->chain) != 1) {
+        take_error(why, sizeof why);
+        snprintf(error, error_size, "certificate %s: %s", certificate->chain, why);
+        goto fail;
+    }
+    if (api.SSL_CTX_use_PrivateKey_file(ctx, certificate->key, SSL_FILETYPE_PEM) != 1) {
+        take_error(why, sizeof why);
+        if (strstr(why, "key values mismatch"))
+            snprintf(error, error_size, "key %s does not belong to certificate %s", certificate->key, certificate->chain);
+        else
+            snprintf(error, error_size, "key %s: %s", certificate->key, why);
+        goto fail;
+    }
+    if (api.SSL_CTX_check_private_key(ctx) != 1) {
+        take_error(why, sizeof why);
+        snprintf(error, error_size, "key %s does not belong to certificate %s (%s)", certificate->key, certificate->chain, why);
+        goto fail;
+    }
+    api.SSL_CTX_callback_ctrl(ctx, SSL_CTRL_SET_TLSEXT_SERVERNAME_CB, (void (*)(void))on_server_name);
+    api.SSL_CTX_ctrl(ctx, SSL_CTRL_SET_TLSEXT_SERVERNAME_ARG, 0, context);
+    api.SSL_CTX_callback_ctrl(ctx, SSL_CTRL_SET_TLSEXT_STATUS_REQ_CB, (void (*)(void))on_status_request);
+    api.SSL_CTX_ctrl(ctx, SSL_CTRL_SET_TLSEXT_STATUS_REQ_CB_ARG, 0, context);
+    if (context->alpn_length) api.SSL_CTX_set_alpn_select_cb(ctx, on_alpn, context);
+    return ctx;
+fail:
+    api.SSL_CTX_free(ctx);
+    return NULL;
+}
+
+larder_tls_context *larder_tls_context_new(const larder_tls_certificate *certificates, int count, int strict_sni,
+                                           const unsigned char *alpn, unsigned alpn_length, char *error,
+                                           size_t error_size) {
+    if (larder_tls_load() != 0) {
+        snprintf(error, error_size, "%s", load_error);
+        return NULL;
+    }
+    if (count < 1 || alpn_length > sizeof ((larder_tls_context *)0)->alpn) {
+        snprintf(error, error_size, "no certificate");
+        return NULL;
+    }
+    larder_tls_context *context = calloc(1, sizeof *context);
+    if (context == NULL) return NULL;
+    context->strict_sni = strict_sni;
+    memcpy(context->alpn, alpn, alpn_length);
+    context->alpn_length = alpn_length;
+    context->ctx = calloc((size_t)count, sizeof *context->ctx);
+    context->names = calloc((size_t)count, sizeof *context->names);
+    context->ocsp = calloc((size_t)count, sizeof *context->ocsp);
+    context->ocsp_length = calloc((size_t)count, sizeof *context->ocsp_length);
+    if (!context->ctx || !context->names || !context->ocsp || !context->ocsp_length) {
+        snprintf(error, error_size, "out of memory");
+        larder_tls_context_free(context);
+        return NULL;
+    }
+    api.ERR_clear_error();
+    for (int i = 0; i < count; i++) {
+        context->count = i + 1;
+        context->ctx[i] = make_ctx(context, &certificates[i], error, error_size);
+        if (context->ctx[i] == NULL) goto fail;
+        context->names[i] = certificate_names(api.SSL_CTX_get0_certificate(context->ctx[i]));
+        if (certificates[i].ocsp != NULL && *certificates[i].ocsp) {
+            context->ocsp[i] = read_file(certificates[i].ocsp, &context->ocsp_length[i], error, error_size);
+            if (context->ocsp[i] == NULL) goto fail;
+        }
+    }
+    return context;
+fail:
+    larder_tls_context_free(context);
+    return NULL;
+}
+
+void larder_tls_context_free(larder_tls_context *context) {
+    if (context == NULL) return;
+    for (int i = 0; i < context->count; i++) {
+        if (context->ctx && context->ctx[i]) api.SSL_CTX_free(context->ctx[i]);
+        if (context->names) free(context->names[i]);
+        if (context->ocsp) free(context->ocsp[i]);
+    }
+    free(context->ctx);
+    free(context->names);
+    free(context->ocsp);
+    free(context->ocsp_length);
+    free(context);
+}
+
+const char *larder_tls_context_names(const larder_tls_context *context, int index) {
+    if (index < 0 || index >= context->count || context->names[index] == NULL) return "";
+    return context->names[index];
+}
+
+// MARK: sessions
+
+larder_tls_session *larder_tls_session_new(larder_tls_context *context, int fd) {
+    SSL *ssl = api.SSL_new(context->ctx[0]);
+    if (ssl == NULL) return NULL;
+    if (api.SSL_set_fd(ssl, fd) != 1) {
+        api.SSL_free(ssl);
+        return NULL;
+    }
+    return ssl;
+}
+
+void larder_tls_session_free(larder_tls_session *session) {
+    if (session) api.SSL_free(session);
+}
+
+// Maps a call's result through SSL_get_error.
+static int outcome(SSL *ssl, int result) {
+    switch (api.SSL_get_error(ssl, result)) {
+    case SSL_ERROR_WANT_READ: return LARDER_TLS_WANT_READ;
+    case SSL_ERROR_WANT_WRITE: return LARDER_TLS_WANT_WRITE;
+    case SSL_ERROR_ZERO_RETURN: return LARDER_TLS_CLOSED;
+    case SSL_ERROR_SYSCALL:
+        if (errno == 0) return LARDER_TLS_CLOSED;
+        snprintf(session_error, sizeof session_error, "%s", strerror(errno));
+        return LARDER_TLS_FAILED;
+    default:
+        take_error(session_error, sizeof session_error);
+        return LARDER_TLS_FAILED;
+    }
+}
+
+int larder_tls_handshake(larder_tls_session *session) {
+    api.ERR_clear_error();
+    errno = 0;
+    int result = api.SSL_accept(session);
+    if (result == 1) return LARDER_TLS_DONE;
+    int why = outcome(session, result);
+    return why == LARDER_TLS_CLOSED ? LARDER_TLS_FAILED : why;
+}
+
+int larder_tls_read(larder_tls_session *session, void *buffer, int length) {
+    api.ERR_clear_error();
+    errno = 0;
+    int result = api.SSL_read(session, buffer, length);
+    return result > 0 ? result : outcome(session, result);
+}
+
+int larder_tls_write(larder_tls_session *session, const void *buffer, int length) {
+    api.ERR_clear_error();
+    errno = 0;
+    int result = api.SSL_write(session, buffer, length);
+    if (result > 0) return result;
+    int why = outcome(session, result);
+    return why == LARDER_TLS_CLOSED ? LARDER_TLS_FAILED : why;
+}
+
+void larder_tls_shutdown(larder_tls_session *session) {
+    api.ERR_clear_error();
+    (void)api.SSL_shutdown(session);
+    api.ERR_clear_error();
+}
+
+const char *larder_tls_session_error(void) { return session_error; }
+
+const char *larder_tls_alpn(const larder_tls_session *session) {
+    static __thread char protocol[32];
+    const unsigned char *bytes = NULL;
+    unsigned length = 0;
+    api.SSL_get0_alpn_selected(session, &bytes, &length);
+    if (bytes == NULL || length >= sizeof protocol) return "";
+    memcpy(protocol, bytes, length);
+    protocol[length] = 0;
+    return protocol;
+}
+
+const char *larder_tls_version(const larder_tls_session *session) { return api.SSL_get_version(session); }
+
+int larder_tls_resumed(const larder_tls_session *session) { return api.SSL_session_reused(session); }
+
+const char *larder_tls_server_name(const larder_tls_session *session) {
+    const char *name = api.SSL_get_servername(session, TLSEXT_NAMETYPE_host_name);
+    return name ? name : "";
+}

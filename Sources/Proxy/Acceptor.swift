@@ -1,0 +1,60 @@
+import EventLoop
+import Logging
+import TLS
+
+/// A socket a worker accepts client connections on: plain HTTP, or TLS
+/// with its listener's current certificates.
+public struct ProxyListener {
+    public let fd: Int32
+    public let tls: TLSContextSlot?
+
+    public init(fd: Int32, tls: TLSContextSlot? = nil) {
+        self.fd = fd
+        self.tls = tls
+    }
+}
+
+/// Accepts one listener's connections for its worker (each worker has its
+/// own socket per listener, SO_REUSEPORT).
+final class Acceptor: IOHandler {
+    let listener: ProxyListener
+    private unowned let worker: Worker
+    private var closed = false
+
+    init(_ listener: ProxyListener, worker: Worker) {
+        self.listener = listener
+        self.worker = worker
+    }
+
+    func start() throws(SystemError) { try worker.loop.watch(listener.fd, .read, self) }
+
+    func ready(_ events: IOEvents) {
+        guard !closed else { return }
+        for _ in 0..<64 {
+            let accepted: (fd: Int32, peer: String)?
+            do {
+                accepted = try Socket.accept(listener.fd)
+            } catch {
+                // EMFILE and friends: the listener stays readable, so pause
+                // accepting briefly rather than spin (and log once per pause).
+                worker.logger.warning("accept failed: \(error); pausing accepts for 100 ms")
+                worker.loop.setInterest(listener.fd, [])
+                worker.loop.schedule(after: 100) { [weak self] in
+                    guard let self, !self.closed else { return }
+                    self.worker.loop.setInterest(self.listener.fd, .read)
+                }
+                return
+            }
+            guard let accepted else { return }
+            worker.admit(accepted.fd, peer: accepted.peer, tls: listener.tls?.context)
+        }
+    }
+
+    /// Stops accepting (draining): the socket is closed.
+    func close() {
+        guard !closed else { return }
+        closed = true
+        worker.loop.unwatch(listener.fd)
+        Socket.close(listener.fd)
+    }
+}

@@ -1,0 +1,74 @@
+import EventLoop
+#if canImport(Glibc)
+import Glibc
+#endif
+import TLS
+
+extension ClientConnection {
+    /// Reads what the client sent: decrypted through TLS, or as it came.
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int? {
+        guard let tls else { return try Socket.read(fd, into: buffer) }
+        do {
+            return try tls.read(into: buffer)
+        } catch {
+            throw SystemError(errno: EPROTO, operation: "TLS read (\(error))")
+        }
+    }
+
+    /// The TLS handshake's next step (within handshake_timeout, the idle
+    /// deadline until it is done); requests are read once it is done.
+    func continueHandshake(_ tls: TLSSession) {
+        guard plainHTTPChecked() else { return }
+        switch tls.handshake() {
+        case .done:
+            WorkerStats.bump(worker.counters.tlsHandshakes)
+            if tls.resumed { WorkerStats.bump(worker.counters.tlsResumed) }
+            setDeadline(.idle, after: settings.headerTimeoutMilliseconds)
+            setInterest([.read])
+            // A request that came with the handshake's last flight is read now.
+            readAvailable()
+        case .wantRead:
+            setInterest([.read])
+        case .wantWrite:
+            setInterest([.read, .write])
+        case .failed(let why):
+            WorkerStats.bump(worker.counters.tlsFailures)
+            worker.logger.debug("TLS handshake with \(peer) failed: \(why)")
+            close()
+        }
+    }
+
+    /// Before the handshake: a TLS connection starts with a handshake
+    /// record (0x16). A client that speaks plain HTTP to this port gets a
+    /// plain 400 that says so (as nginx answers), then the connection
+    /// closes. False while nothing has arrived (or it was answered).
+    private func plainHTTPChecked() -> Bool {
+        if tlsSniffed { return true }
+        let first: Int?
+        do {
+            first = try Socket.peek(fd)
+        } catch {
+            close()
+            return false
+        }
+        guard let first else { return false }
+        if first == 0x16 {
+            tlsSniffed = true
+            return true
+        }
+        if first < 0 {
+            close()
+            return false
+        }
+        WorkerStats.bump(worker.counters.plainOnTLS)
+        self.tls = nil
+        sendError(400, "this port speaks TLS (HTTPS): use https://", close: true)
+        return false
+    }
+
+    private func setInterest(_ wanted: IOEvents) {
+        guard !closed, wanted != interest else { return }
+        interest = wanted
+        worker.loop.setInterest(fd, wanted)
+    }
+}

@@ -1,0 +1,125 @@
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
+import TLS
+import TOMLKit
+
+/// One socket clients connect to: `listen = "HOST:PORT"` (one plain
+/// listener), or each `[[listen]]` table, plain or TLS.
+struct ListenerConfig: Equatable {
+    var host: String
+    var port: UInt16
+    var tls: TLSListenerConfig?
+
+    /// HOST:PORT as the log and check-config show it.
+    var shown: String { (host.contains(":") ? "[\(host)]" : host) + ":\(port)" }
+}
+
+/// A TLS listener's certificates: the first is the default, the others are
+/// chosen by the name the client asks for (SNI).
+struct TLSListenerConfig: Equatable {
+    var certificates: [TLSCertificate]
+    /// Refuse a handshake whose name (or its absence) matches no certificate.
+    var strictSNI = false
+}
+
+extension ListenerConfig {
+    static let keys = ["address", "tls", "certificate", "key", "ocsp", "strict_sni", "certificates"]
+    static let certificateKeys = ["certificate", "key", "ocsp"]
+
+    /// `[[listen]]` tables; `fail(index, key, message)` makes the error for a key.
+    static func parse(_ value: TOMLValueConvertible,
+                      fail: (Int, String, String) -> ConfigError) throws(ConfigError) -> [ListenerConfig] {
+        guard value.type == .array, let array = value.array, array.count > 0 else {
+            throw fail(0, "", "expected listen = \"HOST:PORT\" or [[listen]] tables with an address")
+        }
+        var listeners: [ListenerConfig] = []
+        for index in 0..<array.count {
+            guard let table = array[index].table else {
+                throw fail(index, "", "expected listen = \"HOST:PORT\" or [[listen]] tables with an address")
+            }
+            for key in table.keys where !keys.contains(key) {
+                throw fail(index, key, "unknown listen key (known: \(keys.joined(separator: ", ")))")
+            }
+            guard let address = table["address"]?.string, let hp = Units.parseHostPort(address) else {
+                throw fail(index, "address", "every [[listen]] needs address = \"HOST:PORT\", e.g. \"0.0.0.0:8443\"")
+            }
+            var listener = ListenerConfig(host: hp.host, port: hp.port)
+            let tls: Bool
+            if let item = table["tls"] {
+                guard let flag = item.bool else { throw fail(index, "tls", "expected true or false") }
+                tls = flag
+            } else {
+                tls = false
+            }
+            let tlsKeys = ["certificate", "key", "ocsp", "strict_sni", "certificates"].filter { table[$0] != nil }
+            guard tls else {
+                if let key = tlsKeys.first { throw fail(index, key, "only a TLS listener has it: add tls = true") }
+                listeners.append(listener)
+                continue
+            }
+            var certificates: [TLSCertificate] = []
+            guard table["certificate"] != nil || table["key"] != nil else {
+                throw fail(index, "certificate", "a TLS listener needs certificate = \"PEM chain\" and key = \"PEM key\" files")
+            }
+            certificates.append(try certificate(table, fail: { fail(index, $0, $1) }))
+            if let item = table["certificates"] {
+                guard item.type == .array, let more = item.array else {
+                    throw fail(index, "certificates", "expected [[listen.certificates]] tables with certificate and key")
+                }
+                for n in 0..<more.count {
+                    guard let entry = more[n].table else {
+                        throw fail(index, "certificates", "expected [[listen.certificates]] tables with certificate and key")
+                    }
+                    for key in entry.keys where !certificateKeys.contains(key) {
+                        throw fail(index, "certificates.\(key)", "unknown key (known: \(certificateKeys.joined(separator: ", ")))")
+                    }
+                    certificates.append(try certificate(entry, fail: { fail(index, "certificates.\($0)", $1) }))
+                }
+            }
+            var config = TLSListenerConfig(certificates: certificates)
+            if let item = table["strict_sni"] {
+                guard let flag = item.bool else { throw fail(index, "strict_sni", "expected true or false") }
+                config.strictSNI = flag
+            }
+            listener.tls = config
+            listeners.append(listener)
+        }
+        return listeners
+    }
+
+    private static func certificate(_ table: TOMLTable, fail: (String, String) -> ConfigError) throws(ConfigError) -> TLSCertificate {
+        var paths: [String: String] = [:]
+        for key in certificateKeys {
+            guard let item = table[key] else { continue }
+            guard let path = item.string, !path.isEmpty else { throw fail(key, "expected a file path string") }
+            paths[key] = path
+        }
+        guard let chain = paths["certificate"] else { throw fail("certificate", "expected the certificate's PEM file (its chain, leaf first)") }
+        guard let key = paths["key"] else { throw fail("key", "expected the PEM file of the certificate's private key") }
+        return TLSCertificate(chain: chain, key: key, ocsp: paths["ocsp"])
+    }
+
+    /// Loads this listener's certificates (nil for a plain listener); the
+    /// error names the listener and the file.
+    func loadTLS() throws(TLSError) -> TLSContext? {
+        guard let tls else { return nil }
+        do {
+            return try TLSContext(certificates: tls.certificates, strictSNI: tls.strictSNI)
+        } catch {
+            throw TLSError("TLS listener \(shown): \(error)")
+        }
+    }
+
+    /// Warnings for private keys that users other than the service's owner
+    /// and group may read (mode wider than 0640), as ssh warns.
+    func keyWarnings() -> [String] {
+        (tls?.certificates ?? []).compactMap { certificate in
+            var info = stat()
+            guard stat(certificate.key, &info) == 0, info.st_mode & 0o037 != 0 else { return nil }
+            return "TLS key \(certificate.key) is readable by others (mode \(String(info.st_mode & 0o777, radix: 8))); "
+                + "chmod 640 it (owner root, group of the service) or pass it as a systemd credential"
+        }
+    }
+}

@@ -1,0 +1,246 @@
+import Foundation
+import XCTest
+import TestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// TLS towards clients: `[[listen]]` tables with `tls = true`, certificates
+/// chosen by SNI and re-read on SIGHUP, and the mistakes clients and
+/// operators make. Clients are curl and `openssl s_client`.
+final class TLSListenerTests: ConfiguredTestCase {
+    private var dir = ""
+
+    override func setUpWithError() throws {
+        dir = temporaryPath("larder-tls")
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    }
+
+    /// Runs a program to its end (bounded): status, stdout, stderr.
+    @discardableResult
+    private func run(_ arguments: [String], timeout: TimeInterval = 30) throws -> (status: Int32?, stdout: String, stderr: String) {
+        let child = try startChild("/usr/bin/env", arguments)
+        let status = child.waitForExit(timeout: timeout)
+        child.drainOutput()
+        return (status, child.stdout, child.stderr)
+    }
+
+    /// A self-signed certificate for `names` (the first is its CN), in
+    /// dir/FILE.pem and dir/FILE.key (mode 0600).
+    @discardableResult
+    private func certificate(_ file: String, names: [String], organization: String? = nil) throws -> (pem: String, key: String) {
+        let (pem, key) = ("\(dir)/\(file).pem", "\(dir)/\(file).key")
+        let subject = "/CN=\(names[0])" + (organization.map { "/O=\($0)" } ?? "")
+        let made = try run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                            "-keyout", key, "-out", pem, "-days", "2", "-subj", subject,
+                            "-addext", "subjectAltName=" + names.map { "DNS:\($0)" }.joined(separator: ",")])
+        XCTAssertEqual(made.status, 0, made.stderr)
+        chmod(key, 0o600)
+        return (pem, key)
+    }
+
+    /// A larder with a plain listener and a TLS one whose table holds
+    /// `tls` (and `top` above the tables): the larder and the TLS port.
+    private func startTLSLarder(upstream: String, tls: String, top: String = "",
+                                extra: [String] = []) throws -> (larder: LarderProcess, port: Int) {
+        let config = try writeConfig("""
+            \(top)
+            [[listen]]
+            address = "127.0.0.1:0"
+
+            [[listen]]
+            address = "127.0.0.1:0"
+            tls = true
+            \(tls)
+            """)
+        let larder = try startLarder(upstream: upstream, ["--config", config] + extra)
+        let port = try XCTUnwrap(larder.child.stderr.firstMatch(of: #/127\.0\.0\.1:(\d+) \(TLS\)/#).flatMap { Int($0.1) },
+                                 larder.child.stderr)
+        return (larder, port)
+    }
+
+    /// curl against the TLS port as `name` (resolved to 127.0.0.1),
+    /// trusting `ca`: exit status, the body (in a file) and what -w printed.
+    private func curl(_ port: Int, _ target: String, name: String = "a.test", ca: String,
+                      _ more: [String] = []) throws -> (status: Int32?, body: [UInt8], out: String, stderr: String) {
+        let body = "\(dir)/body-\(UUID().uuidString)"
+        let r = try run(["curl", "-sS", "--cacert", ca, "--resolve", "\(name):\(port):127.0.0.1", "-o", body,
+                         "-w", "%{http_code} %{http_version} %header{cache-status}"] + more + ["https://\(name):\(port)\(target)"])
+        let bytes = (try? Data(contentsOf: URL(fileURLWithPath: body))).map { [UInt8]($0) } ?? []
+        return (r.status, bytes, r.stdout, r.stderr)
+    }
+
+    /// What `openssl s_client` saw of a handshake with the TLS port and one
+    /// request (Connection: close) after it: it ends when Larder closes,
+    /// having read the session tickets that come after a TLS 1.3 handshake.
+    private func handshake(_ port: Int, name: String?, _ more: [String] = []) throws -> (status: Int32?, text: String) {
+        var arguments = ["openssl", "s_client", "-connect", "127.0.0.1:\(port)", "-ign_eof", "-crlf"] + more
+        if let name { arguments += ["-servername", name] } else { arguments.append("-noservername") }
+        let child = try startChild("/usr/bin/env", arguments, withInput: true)
+        child.send("GET /handshake HTTP/1.1\nHost: a.test\nConnection: close\n\n")
+        let status = child.waitForExit(timeout: 20)
+        child.drainOutput()
+        return (status, child.stdout + child.stderr)
+    }
+
+    func testMissesAndHitsOverTLSIncludingLargeDiskBodies() throws {
+        let origin = try startOrigin()
+        let a = try certificate("a", names: ["a.test"])
+        // A small memory tier: the 3 MB body is kept on disk and sent from its file.
+        let (larder, port) = try startTLSLarder(upstream: origin.url, tls: "certificate = \"\(a.pem)\"\nkey = \"\(a.key)\"",
+                                                extra: ["--cache-dir", dir + "/cache", "--memory-limit", "1MiB"])
+        let first = try curl(port, "/tls/small?size=5000", ca: a.pem, ["-v"])
+        XCTAssertEqual(first.status, 0, first.stderr)
+        XCTAssertTrue(first.out.hasPrefix("200 1.1"), first.out)
+        XCTAssertTrue(first.stderr.contains("ALPN: server accepted http/1.1"), first.stderr)
+        XCTAssertEqual(first.body.count, 5000)
+        let second = try curl(port, "/tls/small?size=5000", ca: a.pem)
+        XCTAssertTrue(second.out.contains("hit"), second.out)
+        XCTAssertEqual(second.body, first.body)
+        XCTAssertEqual(try origin.count("/tls/small?size=5000"), 1)
+
+        let plain = try larder.client().get("/tls/big?size=3000000")
+        XCTAssertEqual(plain.body.count, 3_000_000)
+        for _ in 0..<2 {
+            let big = try curl(port, "/tls/big?size=3000000", ca: a.pem)
+            XCTAssertEqual(big.status, 0, big.stderr)
+            XCTAssertTrue(big.out.contains("hit"), big.out)
+            XCTAssertEqual(big.body, plain.body, "the same bytes as over plain HTTP")
+        }
+        XCTAssertEqual(try origin.count("/tls/big?size=3000000"), 1)
+        // Keep-alive: several requests over one TLS connection.
+        let both = try run(["curl", "-sS", "--cacert", a.pem, "--resolve", "a.test:\(port):127.0.0.1", "-o", "/dev/null",
+                            "-o", "/dev/null", "-w", "%{num_connects} ", "https://a.test:\(port)/tls/small?size=5000",
+                            "https://a.test:\(port)/tls/k?size=10"])
+        XCTAssertEqual(both.stdout, "1 0 ", "the second request reused the connection")
+        XCTAssertGreaterThanOrEqual(try statsFigure(larder, "tls_handshakes"), 5)
+    }
+
+    func testSNIChoosesTheCertificateAndStrictSNIRefusesOtherNames() throws {
+        let origin = try startOrigin()
+        let a = try certificate("a", names: ["a.test", "*.a.test"])
+        let b = try certificate("b", names: ["b.test"])
+        let tls = """
+            certificate = "\(a.pem)"
+            key = "\(a.key)"
+            %@
+            [[listen.certificates]]
+            certificate = "\(b.pem)"
+            key = "\(b.key)"
+            """
+        let (_, port) = try startTLSLarder(upstream: origin.url, tls: tls.replacingOccurrences(of: "%@", with: ""))
+        XCTAssertTrue(try handshake(port, name: "b.test").text.contains("CN = b.test"))
+        XCTAssertTrue(try handshake(port, name: "x.a.test").text.contains("CN = a.test"), "a wildcard name")
+        XCTAssertTrue(try handshake(port, name: "other.test").text.contains("CN = a.test"), "an unknown name gets the default")
+        XCTAssertTrue(try handshake(port, name: nil).text.contains("CN = a.test"), "no name gets the default")
+        let viaB = try curl(port, "/sni?size=10", name: "b.test", ca: b.pem)
+        XCTAssertTrue(viaB.out.hasPrefix("200"), viaB.out + viaB.stderr)
+
+        let (strict, strictPort) = try startTLSLarder(upstream: origin.url, tls: tls.replacingOccurrences(of: "%@", with: "strict_sni = true"))
+        let refused = try handshake(strictPort, name: "other.test")
+        XCTAssertNotEqual(refused.status, 0)
+        XCTAssertTrue(refused.text.contains("unrecognized name"), refused.text)
+        XCTAssertNotEqual(try handshake(strictPort, name: nil).status, 0, "no name is refused too")
+        XCTAssertTrue(try handshake(strictPort, name: "b.test").text.contains("CN = b.test"), "known names still work")
+        XCTAssertGreaterThanOrEqual(try waitForStats(strict, "tls_handshake_failures", atLeast: 2), 2)
+    }
+
+    func testClientsThatSpeakTheWrongProtocolGetClearAnswersAndOthersAreServed() throws {
+        let origin = try startOrigin()
+        let a = try certificate("a", names: ["a.test"])
+        let (larder, port) = try startTLSLarder(upstream: origin.url, tls: "certificate = \"\(a.pem)\"\nkey = \"\(a.key)\"")
+        // Plain HTTP to the TLS port: a plain 400 that says what to do.
+        let plain = try HTTPClient(port: port).get("/wrong")
+        XCTAssertEqual(plain.status, 400)
+        XCTAssertTrue(String(decoding: plain.body, as: UTF8.self).contains("https://"), plain.text)
+        // TLS to the plain port: the handshake fails, the plain port goes on.
+        let tlsToPlain = try run(["curl", "-sS", "-k", "https://127.0.0.1:\(larder.port)/wrong"])
+        XCTAssertEqual(tlsToPlain.status, 35, tlsToPlain.stderr)
+        XCTAssertEqual(try larder.client().get("/right?size=7").status, 200)
+        // A client that does not trust the certificate gives up; others are served.
+        let untrusted = try run(["curl", "-sS", "--resolve", "a.test:\(port):127.0.0.1", "https://a.test:\(port)/x"])
+        XCTAssertEqual(untrusted.status, 60, untrusted.stderr)
+        XCTAssertTrue(try curl(port, "/right?size=7", ca: a.pem).out.hasPrefix("200"))
+        XCTAssertEqual(try statsFigure(larder, "plain_http_on_tls"), 1)
+        XCTAssertGreaterThanOrEqual(try waitForStats(larder, "tls_handshake_failures", atLeast: 1), 1)
+    }
+
+    func testAStalledHandshakeIsClosedAfterHandshakeTimeout() throws {
+        let origin = try startOrigin()
+        let a = try certificate("a", names: ["a.test"])
+        let (larder, port) = try startTLSLarder(upstream: origin.url, tls: "certificate = \"\(a.pem)\"\nkey = \"\(a.key)\"",
+                                                top: "handshake_timeout = \"1s\"\nheader_timeout = \"60s\"")
+        // The start of a client hello, then nothing (slowloris on the handshake).
+        let stalled = try HTTPClient(port: port)
+        try stalled.send([0x16, 0x03, 0x01, 0x02, 0x00])
+        let idle = try HTTPClient(port: port)  // sends nothing at all
+        XCTAssertTrue(try curl(port, "/meanwhile?size=9", ca: a.pem).out.hasPrefix("200"), "others are served meanwhile")
+        XCTAssertTrue(stalled.isClosedByPeer(), "closed by handshake_timeout (the client's read timeout is 20 s)")
+        XCTAssertTrue(idle.isClosedByPeer())
+        XCTAssertGreaterThanOrEqual(try waitForStats(larder, "tls_handshake_failures", atLeast: 2), 2)
+    }
+
+    func testSessionsAreResumed() throws {
+        let origin = try startOrigin()
+        let a = try certificate("a", names: ["a.test"])
+        let (larder, port) = try startTLSLarder(upstream: origin.url, tls: "certificate = \"\(a.pem)\"\nkey = \"\(a.key)\"")
+        let session = dir + "/session"
+        for version in ["-tls1_2", "-tls1_3"] {
+            let first = try handshake(port, name: "a.test", [version, "-sess_out", session])
+            XCTAssertTrue(first.text.contains("New, TLSv1."), first.text)
+            let again = try handshake(port, name: "a.test", [version, "-sess_in", session])
+            XCTAssertTrue(again.text.contains("Reused, TLSv1."), again.text)
+        }
+        XCTAssertGreaterThanOrEqual(try statsFigure(larder, "tls_resumed"), 2)
+    }
+
+    func testCertificatesThatCannotBeUsedStopTheStartWithTheFileNamed() throws {
+        let a = try certificate("a", names: ["a.test"])
+        let b = try certificate("b", names: ["b.test"])
+        try "not a key".write(toFile: dir + "/broken.key", atomically: true, encoding: .utf8)
+        let cases: [(String, String)] = [
+            ("certificate = \"\(dir)/missing.pem\"\nkey = \"\(a.key)\"", "missing.pem"),
+            ("certificate = \"\(a.pem)\"\nkey = \"\(dir)/broken.key\"", "broken.key"),
+            ("certificate = \"\(a.pem)\"\nkey = \"\(b.key)\"", "does not belong"),
+            ("certificate = \"\(a.pem)\"", "key"),
+        ]
+        for (table, named) in cases {
+            let config = try writeConfig("upstream = \"http://127.0.0.1:9\"\n[[listen]]\naddress = \"127.0.0.1:0\"\ntls = true\n" + table)
+            for command in [["check-config", "--config", config], ["serve", "--config", config, "--admin-listen", "none"]] {
+                let child = try startChild(Paths.larder, command)
+                XCTAssertEqual(child.waitForExit(timeout: 20), 78, "\(command): \(child.stderr)")
+                child.drainOutput()
+                XCTAssertTrue(child.stderr.contains(named), "\(command) names \(named): \(child.stderr)")
+                XCTAssertFalse(child.stderr.contains("listening on"), child.stderr)
+            }
+        }
+    }
+
+    func testReloadReadsCertificatesAgainKeepsConnectionsAndRefusesBrokenOnes() throws {
+        let origin = try startOrigin()
+        let a = try certificate("a", names: ["a.test"], organization: "first")
+        let (larder, port) = try startTLSLarder(upstream: origin.url, tls: "certificate = \"\(a.pem)\"\nkey = \"\(a.key)\"")
+        // A client that keeps its connection across the reload.
+        let client = try startChild("/usr/bin/env", ["openssl", "s_client", "-connect", "127.0.0.1:\(port)", "-servername",
+                                                     "a.test", "-quiet", "-crlf"], withInput: true)
+        client.send("GET /reload/1?size=5 HTTP/1.1\nHost: a.test\n\n")
+        XCTAssertNotNil(client.waitFor("HTTP/1.1 200"), client.stderr)
+
+        try certificate("a", names: ["a.test"], organization: "renewed")  // renewed in place
+        kill(larder.child.process.processIdentifier, SIGHUP)
+        let deadline = Date().addingTimeInterval(10)
+        var renewed = false
+        while !renewed && Date() < deadline {
+            renewed = try handshake(port, name: "a.test").text.contains("O = renewed")
+            if !renewed { usleep(50_000) }
+        }
+        XCTAssertTrue(renewed, "new handshakes present the renewed certificate")
+        client.send("GET /reload/2?size=5 HTTP/1.1\nHost: a.test\n\n")
+        XCTAssertNotNil(client.waitFor("(?s)HTTP/1.1 200.*HTTP/1.1 200"), "the open connection was kept: \(client.stdout)")
+
+        try "garbage".write(toFile: a.pem, atomically: true, encoding: .utf8)
+        kill(larder.child.process.processIdentifier, SIGHUP)
+        XCTAssertNotNil(larder.child.waitFor("SIGHUP: configuration not reloaded.*a.pem"), larder.child.stderr)
+        XCTAssertTrue(try handshake(port, name: "a.test").text.contains("O = renewed"), "the running certificate stays")
+    }
+}
