@@ -194,6 +194,36 @@ final class TLSListenerTests: ConfiguredTestCase {
         XCTAssertGreaterThanOrEqual(try statsFigure(larder, "tls_resumed"), 2)
     }
 
+    func testAnOCSPResponseIsStapledForClientsThatAsk() throws {
+        // A CA, a certificate it signed and the CA's OCSP answer for it (openssl ocsp as responder).
+        func openssl(_ arguments: [String]) throws {
+            let r = try run(["openssl"] + arguments)
+            XCTAssertEqual(r.status, 0, "\(arguments): \(r.stderr)")
+        }
+        let p256 = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+        try openssl(["req", "-x509"] + p256 + ["-keyout", "\(dir)/ca.key", "-out", "\(dir)/ca.pem", "-days", "2", "-subj", "/CN=test ca"])
+        try openssl(["req"] + p256 + ["-keyout", "\(dir)/leaf.key", "-out", "\(dir)/leaf.csr", "-subj", "/CN=a.test"])
+        try "subjectAltName=DNS:a.test\n".write(toFile: "\(dir)/ext", atomically: true, encoding: .utf8)
+        try openssl(["x509", "-req", "-in", "\(dir)/leaf.csr", "-CA", "\(dir)/ca.pem", "-CAkey", "\(dir)/ca.key", "-set_serial",
+                     "0x1234", "-days", "2", "-extfile", "\(dir)/ext", "-out", "\(dir)/leaf.pem"])
+        try "V\t301231235959Z\t\t1234\tunknown\t/CN=a.test\n".write(toFile: "\(dir)/index.txt", atomically: true, encoding: .utf8)
+        try openssl(["ocsp", "-issuer", "\(dir)/ca.pem", "-cert", "\(dir)/leaf.pem", "-reqout", "\(dir)/req.der", "-no_nonce"])
+        try openssl(["ocsp", "-index", "\(dir)/index.txt", "-rsigner", "\(dir)/ca.pem", "-rkey", "\(dir)/ca.key", "-CA", "\(dir)/ca.pem",
+                     "-reqin", "\(dir)/req.der", "-respout", "\(dir)/resp.der", "-ndays", "1"])
+        chmod("\(dir)/leaf.key", 0o600)
+        let origin = try startOrigin()
+        let (_, port) = try startTLSLarder(upstream: origin.url, tls: """
+            certificate = "\(dir)/leaf.pem"
+            key = "\(dir)/leaf.key"
+            ocsp = "\(dir)/resp.der"
+            """)
+        let stapled = try handshake(port, name: "a.test", ["-status"])
+        XCTAssertTrue(stapled.text.contains("OCSP Response Status: successful"), stapled.text)
+        XCTAssertTrue(stapled.text.contains("Cert Status: good"), stapled.text)
+        let unasked = try handshake(port, name: "a.test")
+        XCTAssertFalse(unasked.text.contains("OCSP Response Status"), "stapled only when asked")
+    }
+
     func testCertificatesThatCannotBeUsedStopTheStartWithTheFileNamed() throws {
         let a = try certificate("a", names: ["a.test"])
         let b = try certificate("b", names: ["b.test"])
@@ -203,6 +233,7 @@ final class TLSListenerTests: ConfiguredTestCase {
             ("certificate = \"\(a.pem)\"\nkey = \"\(dir)/broken.key\"", "broken.key"),
             ("certificate = \"\(a.pem)\"\nkey = \"\(b.key)\"", "does not belong"),
             ("certificate = \"\(a.pem)\"", "key"),
+            ("certificate = \"\(a.pem)\"\nkey = \"\(a.key)\"\nocsp = \"\(dir)/missing.ocsp\"", "missing.ocsp"),
         ]
         for (table, named) in cases {
             let config = try writeConfig("upstream = \"http://127.0.0.1:9\"\n[[listen]]\naddress = \"127.0.0.1:0\"\ntls = true\n" + table)
