@@ -242,6 +242,8 @@ public final class AdminAPI {
             offloadedReads: stats.total(.offloadedReads),
             tlsHandshakes: stats.total(.tlsHandshakes), tlsResumed: stats.total(.tlsResumed),
             tlsFailures: stats.total(.tlsFailures), plainOnTLS: stats.total(.plainOnTLS),
+            http2Connections: stats.total(.http2Connections), http2Requests: stats.total(.http2Streams),
+            http2Resets: stats.total(.http2Resets), http2Refusals: stats.total(.http2Refusals),
             receivedBytes: stats.total(.receivedBytes), sentBytes: stats.total(.sentBytes),
             latency: LatencyHistograms.Series.allCases.map { stats.latency($0) },
             adminRefusedConnections: stats.adminRefusedConnections.load(ordering: .relaxed),

@@ -32,6 +32,12 @@ public struct StatsSnapshot: Equatable, Sendable {
     public var tlsResumed = 0
     public var tlsFailures = 0
     public var plainOnTLS = 0
+    /// HTTP/2 connections, requests on them, streams ended by a reset, and
+    /// connections ended for a protocol error or a flood.
+    public var http2Connections = 0
+    public var http2Requests = 0
+    public var http2Resets = 0
+    public var http2Refusals = 0
     /// Bytes read from clients and written to them.
     public var receivedBytes = 0
     public var sentBytes = 0
@@ -78,7 +84,9 @@ public struct StatsSnapshot: Equatable, Sendable {
             "send_timeouts": \(sendTimeouts), "streamed_request_bodies": \(streamedBodies), \
             "offloaded_lookups": \(offloadedLookups), "offloaded_reads": \(offloadedReads), \
             "tls_handshakes": \(tlsHandshakes), "tls_resumed": \(tlsResumed), "tls_handshake_failures": \(tlsFailures), \
-            "plain_http_on_tls": \(plainOnTLS), \
+            "plain_http_on_tls": \(plainOnTLS), "http2_connections": \(http2Connections), \
+            "http2_requests": \(http2Requests), "http2_stream_resets": \(http2Resets), \
+            "http2_connections_refused": \(http2Refusals), \
             "admin_refused_connections": \(adminRefusedConnections), \
             "open_connections": \(openConnections), "io_jobs": \(ioJobs), "io_threads": \(ioThreads), "purged": \(purged), \
             "hit_ratio": \(ratio), \(sections.joined(separator: ", ")), "fleet": \(fleet?.json ?? "null"), \
@@ -125,6 +133,10 @@ final class Metrics {
             ("tls_resumed", "TLS handshakes that resumed a session", \.tlsResumed),
             ("tls_handshake_failures", "TLS handshakes that failed or timed out", \.tlsFailures),
             ("plain_http_on_tls", "Plain HTTP requests sent to a TLS listener (answered 400)", \.plainOnTLS),
+            ("http2_connections", "HTTP/2 connections taken (h2 and h2c)", \.http2Connections),
+            ("http2_requests", "Requests on HTTP/2 connections", \.http2Requests),
+            ("http2_stream_resets", "HTTP/2 streams that ended in a reset", \.http2Resets),
+            ("http2_connections_refused", "HTTP/2 connections ended for a protocol error or a flood", \.http2Refusals),
             ("admin_refused_connections", "Admin connections refused over admin_max_connections", \.adminRefusedConnections),
             ("purged_objects", "Stored responses removed or marked stale by purges", \.purged),
             ("client_received_bytes", "Bytes read from clients", \.receivedBytes),

@@ -7,10 +7,14 @@ import TLS
 public struct ProxyListener {
     public let fd: Int32
     public let tls: TLSContextSlot?
+    /// Whether HTTP/2 is spoken: h2c by prior knowledge on a plain
+    /// listener (a TLS listener offers h2 by ALPN when its context does).
+    public let http2: Bool
 
-    public init(fd: Int32, tls: TLSContextSlot? = nil) {
+    public init(fd: Int32, tls: TLSContextSlot? = nil, http2: Bool = true) {
         self.fd = fd
         self.tls = tls
+        self.http2 = http2
     }
 }
 
@@ -46,7 +50,7 @@ final class Acceptor: IOHandler {
                 return
             }
             guard let accepted else { return }
-            worker.admit(accepted.fd, peer: accepted.peer, tls: listener.tls?.context)
+            worker.admit(accepted.fd, peer: accepted.peer, tls: listener.tls?.context, http2: listener.http2)
         }
     }
 

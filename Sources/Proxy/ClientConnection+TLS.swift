@@ -23,6 +23,7 @@ extension ClientConnection {
         case .done:
             WorkerStats.bump(worker.counters.tlsHandshakes)
             if tls.resumed { WorkerStats.bump(worker.counters.tlsResumed) }
+            if tls.alpn == "h2" { return worker.switchToHTTP2(self) }
             setDeadline(.idle, after: settings.headerTimeoutMilliseconds)
             setInterest([.read])
             // A request that came with the handshake's last flight is read now.
@@ -66,9 +67,38 @@ extension ClientConnection {
         return false
     }
 
+    /// Hands the socket over (to HTTP/2): what was read and not parsed, and
+    /// the TLS session; this object lets go of the socket without closing it.
+    func detach() -> (input: [UInt8], tls: TLSSession?) {
+        let rest = Array(input[inputStart...])
+        flow.close()
+        loop.cancel(timer)
+        timer = .none
+        loop.unwatch(fd)
+        let session = tls
+        tls = nil
+        return (rest, session)
+    }
+
     private func setInterest(_ wanted: IOEvents) {
         guard !closed, wanted != interest else { return }
         interest = wanted
         worker.loop.setInterest(fd, wanted)
+    }
+}
+
+/// The client connection preface of HTTP/2 (RFC 9113 section 3.4): h2c by
+/// prior knowledge begins with it.
+enum HTTP2Preface {
+    static let bytes = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+
+    /// Whether `input` from `start` is the preface (true), a beginning of
+    /// it (false: wait for more), or not it (nil).
+    static func match(_ input: [UInt8], from start: Int) -> Bool? {
+        let available = input.count - start
+        guard available > 0, input[start] == bytes[0] else { return nil }
+        let n = min(available, bytes.count)
+        for i in 0..<n where input[start + i] != bytes[i] { return nil }
+        return n == bytes.count
     }
 }

@@ -8,7 +8,7 @@ import TLS
 /// requests in order, hands each to an `Exchange`, and writes answers in
 /// the same order (pipelined requests wait in the input buffer until the
 /// one before is done).
-final class ClientConnection: IOHandler, BatchEndHandler {
+final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
     let fd: Int32
     let peer: String
     /// The worker that accepted it (its buffers, its draining, what its
@@ -32,8 +32,8 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     // suite, sanitizers included, passed with the checks on before they were
     // turned off): runtime exclusivity checks on them cost about 2 % of a
     // hit, so they are off for these three.
-    @exclusivity(unchecked) private var input: [UInt8] = []
-    private var inputStart = 0
+    @exclusivity(unchecked) var input: [UInt8] = []
+    var inputStart = 0
     private var parser: RequestParser
     @exclusivity(unchecked) private(set) var output = OutputQueue()
     private var exchange: Exchange?
@@ -53,12 +53,18 @@ final class ClientConnection: IOHandler, BatchEndHandler {
     /// the connection `unowned` (close() cancels it): a weak reference
     /// gives it a side table, and every retain of it a slow path.
     var deadlines = ConnectionDeadlines()
-    private var timer: TimerID = .none
+    var timer: TimerID = .none
     private var timerAt: UInt64 = 0
     private var processing = false
 
-    init(fd: Int32, peer: String, worker: Worker, settings: ConnectionSettings, tls: TLSSession? = nil) {
+    /// Whether a client may begin HTTP/2 here by prior knowledge (h2c).
+    private let http2: Bool
+    /// No request was taken yet (an h2c preface may still come).
+    private var fresh = true
+
+    init(fd: Int32, peer: String, worker: Worker, settings: ConnectionSettings, tls: TLSSession? = nil, http2: Bool = false) {
         self.fd = fd
+        self.http2 = http2
         self.tls = tls
         self.peer = peer
         self.worker = worker
@@ -173,6 +179,14 @@ final class ClientConnection: IOHandler, BatchEndHandler {
                 return
             case .parse:
                 break
+            }
+            if fresh {
+                fresh = false
+                if http2 && tls == nil, let preface = HTTP2Preface.match(input, from: inputStart) {
+                    if preface { return worker.switchToHTTP2(self) }
+                    fresh = true  // a part of it: wait for the rest
+                    return
+                }
             }
             let result = input.withUnsafeBytes { raw in
                 parser.parse(UnsafeRawBufferPointer(rebasing: raw[inputStart...]))
@@ -457,6 +471,10 @@ final class ClientConnection: IOHandler, BatchEndHandler {
 
     /// Whether nothing is in progress (used when draining on shutdown).
     var isIdle: Bool { flow.lingering || exchange == nil && body == nil && output.isEmpty && unparsedCount == 0 }
+
+    /// Shutting down: an idle connection closes now; one answering closes
+    /// after its answer (which says Connection: close).
+    func drain() { if isIdle { close() } }
 
     func abort() {
         exchange?.cancel()

@@ -4,6 +4,8 @@ import HTTPHeaders
 /// How the body of the response written to the client is delimited.
 enum ClientFraming: Equatable {
     case none, length, chunked, untilClose
+    /// The transport marks the end (an HTTP/2 stream's END_STREAM).
+    case endOfStream
 
     /// By the response's own length when it has one; else chunked for an
     /// HTTP/1.1 client and the connection's close for an HTTP/1.0 one.
@@ -24,7 +26,7 @@ enum BodyEnd: Equatable {
     case end(terminator: Bool, close: Bool)
 
     static func decide(framing: ClientFraming, whole: Bool) -> BodyEnd {
-        if framing == .length && !whole { return .cut }
+        if (framing == .length || framing == .endOfStream) && !whole { return .cut }
         return .end(terminator: framing == .chunked, close: framing == .untilClose)
     }
 

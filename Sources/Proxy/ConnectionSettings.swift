@@ -18,6 +18,8 @@ struct ConnectionSettings {
     var sendTimeoutMilliseconds: UInt64
     /// A TLS client's handshake must be done within this.
     var handshakeTimeoutMilliseconds: UInt64
+    /// SETTINGS_MAX_CONCURRENT_STREAMS of an HTTP/2 connection.
+    var http2MaxConcurrentStreams: Int
 
     init(_ configuration: ProxyConfiguration) {
         limits = configuration.limits
@@ -28,5 +30,6 @@ struct ConnectionSettings {
         keepAliveTimeoutMilliseconds = configuration.keepAliveTimeoutMilliseconds
         sendTimeoutMilliseconds = configuration.sendTimeoutMilliseconds
         handshakeTimeoutMilliseconds = configuration.handshakeTimeoutMilliseconds
+        http2MaxConcurrentStreams = configuration.http2MaxConcurrentStreams
     }
 }

@@ -176,35 +176,16 @@ struct OutputQueue {
     }
 
     /// The same through TLS: the front bytes are gathered into `buffer`
-    /// (memory copied, a file's read) and encrypted from there. After a
-    /// write that would block, the next call gathers the same bytes again,
-    /// as OpenSSL requires of a retried write.
+    /// and encrypted from there. After a write that would block, the next
+    /// call gathers the same bytes again, as OpenSSL requires of a retried
+    /// write.
     mutating func flush(through tls: TLSSession, buffer: UnsafeMutableRawBufferPointer,
                         sent: inout Int) throws(SystemError) -> Flushed {
         while head < segments.count {
-            var n = 0
-            var i = head
-            gather: while i < segments.count && n < buffer.count {
-                let s = segments[i]
-                let take = min(s.end - s.offset, buffer.count - n)
-                if case .file(let file) = s.source {
-                    if s.offset >= file.cachedUntil {
-                        if n > 0 { break gather }  // what is gathered goes first
-                        if let wait = checkCached(file, s) { return wait }
-                    }
-                    let want = min(take, file.cachedUntil - s.offset)
-                    let got = pread(file.fd, buffer.baseAddress! + n, want, off_t(s.offset))
-                    guard got > 0 else {
-                        throw SystemError(errno: got < 0 ? errno : EIO, operation: "read (file shorter than expected)")
-                    }
-                    n += got
-                    if got < s.end - s.offset { break gather }
-                } else {
-                    (buffer.baseAddress! + n).copyMemory(from: s.source.base! + s.offset, byteCount: take)
-                    n += take
-                    if take < s.end - s.offset { break gather }
-                }
-                i += 1
+            let n: Int
+            switch try gather(into: buffer) {
+            case .bytes(let count): n = count
+            case .waits(let wait): return wait
             }
             let written: Int?
             do {
@@ -216,6 +197,54 @@ struct OutputQueue {
             consume(written, sent: &sent)
         }
         return .done
+    }
+
+    /// Takes up to `buffer.count` front bytes into `buffer` (an HTTP/2
+    /// stream's DATA): how many, or what to load from the disk first.
+    mutating func take(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Gathered {
+        guard head < segments.count else { return .bytes(0) }
+        let gathered = try gather(into: buffer)
+        if case .bytes(let n) = gathered {
+            var sent = 0
+            consume(n, sent: &sent)
+        }
+        return gathered
+    }
+
+    enum Gathered {
+        case bytes(Int)
+        case waits(Flushed)
+    }
+
+    /// Copies the front bytes into `buffer` without consuming them: memory
+    /// copied, a file's read (up to the bytes known to be in the page
+    /// cache; a window that is not stops it before it is read).
+    private func gather(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Gathered {
+        var n = 0
+        var i = head
+        while i < segments.count && n < buffer.count {
+            let s = segments[i]
+            let take = min(s.end - s.offset, buffer.count - n)
+            if case .file(let file) = s.source {
+                if s.offset >= file.cachedUntil {
+                    if n > 0 { break }  // what is gathered goes first
+                    if let wait = checkCached(file, s) { return .waits(wait) }
+                }
+                let want = min(take, file.cachedUntil - s.offset)
+                let got = pread(file.fd, buffer.baseAddress! + n, want, off_t(s.offset))
+                guard got > 0 else {
+                    throw SystemError(errno: got < 0 ? errno : EIO, operation: "read (file shorter than expected)")
+                }
+                n += got
+                if got < s.end - s.offset { break }
+            } else {
+                (buffer.baseAddress! + n).copyMemory(from: s.source.base! + s.offset, byteCount: take)
+                n += take
+                if take < s.end - s.offset { break }
+            }
+            i += 1
+        }
+        return .bytes(n)
     }
 
     mutating func removeAll() {

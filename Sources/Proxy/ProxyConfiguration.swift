@@ -63,6 +63,8 @@ public struct ProxyConfiguration: Sendable {
     /// A TLS client must finish its handshake within this long (slow or
     /// stalled handshakes hold a connection and a worker's memory).
     public var handshakeTimeoutMilliseconds: UInt64 = 10_000
+    /// Requests an HTTP/2 client may have open at once on a connection.
+    public var http2MaxConcurrentStreams = 100
     /// A request body that makes no progress for this long gets 408 (or,
     /// once the answer has started, the connection closed).
     public var bodyTimeoutMilliseconds: UInt64 = 30_000

@@ -48,6 +48,7 @@ public final class WorkerStats: Sendable {
         case hits, misses, staleForwards, stored, revalidations, staleHits, backgroundRefreshes, rangeFills, collapsed
         case upstreamErrors, clientErrors, refusedConnections, outputPauses, sendTimeouts, streamedBodies, offloadedLookups
         case offloadedReads, tlsHandshakes, tlsResumed, tlsFailures, plainOnTLS
+        case http2Connections, http2Streams, http2Resets, http2Refusals
         case receivedBytes, sentBytes
     }
 
@@ -89,6 +90,13 @@ public final class WorkerStats: Sendable {
     let tlsResumed = Atomic<Int>(0)
     let tlsFailures = Atomic<Int>(0)
     let plainOnTLS = Atomic<Int>(0)
+    /// HTTP/2 connections taken, requests (streams) on them, streams that
+    /// ended in a reset, and connections ended for a protocol error or a
+    /// flood (GOAWAY).
+    let http2Connections = Atomic<Int>(0)
+    let http2Streams = Atomic<Int>(0)
+    let http2Resets = Atomic<Int>(0)
+    let http2Refusals = Atomic<Int>(0)
     /// Bytes read from clients and written to them.
     let receivedBytes = Atomic<Int>(0)
     let sentBytes = Atomic<Int>(0)
@@ -133,6 +141,10 @@ public final class WorkerStats: Sendable {
         case .tlsResumed: tlsResumed.load(ordering: .relaxed)
         case .tlsFailures: tlsFailures.load(ordering: .relaxed)
         case .plainOnTLS: plainOnTLS.load(ordering: .relaxed)
+        case .http2Connections: http2Connections.load(ordering: .relaxed)
+        case .http2Streams: http2Streams.load(ordering: .relaxed)
+        case .http2Resets: http2Resets.load(ordering: .relaxed)
+        case .http2Refusals: http2Refusals.load(ordering: .relaxed)
         case .receivedBytes: receivedBytes.load(ordering: .relaxed)
         case .sentBytes: sentBytes.load(ordering: .relaxed)
         }

@@ -55,7 +55,7 @@ public final class Worker {
     @exclusivity(unchecked) var headScratch: [UInt8] = { var a: [UInt8] = []; a.reserveCapacity(256); return a }()
     var dateHeader = DateHeader()
     private var acceptors: [Acceptor] = []
-    private var connections: [ObjectIdentifier: ClientConnection] = [:]
+    private var connections: [ObjectIdentifier: any ClientTransport] = [:]
     private(set) var draining = false
     private var onDrained: (() -> Void)?
 
@@ -114,7 +114,7 @@ public final class Worker {
     }
 
     /// A connection an acceptor took: served, or refused over max_connections.
-    func admit(_ fd: Int32, peer: String, tls: TLSContext?) {
+    func admit(_ fd: Int32, peer: String, tls: TLSContext?, http2: Bool) {
         guard !draining else { Socket.close(fd); return }
         if stats.openConnections.wrappingAdd(1, ordering: .relaxed).newValue > configuration.maxConnections {
             stats.openConnections.wrappingSubtract(1, ordering: .relaxed)
@@ -130,7 +130,7 @@ public final class Worker {
                 return
             }
         }
-        let connection = ClientConnection(fd: fd, peer: peer, worker: self, settings: connectionSettings, tls: session)
+        let connection = ClientConnection(fd: fd, peer: peer, worker: self, settings: connectionSettings, tls: session, http2: http2)
         connections[ObjectIdentifier(connection)] = connection
         connection.start()
     }
@@ -172,7 +172,17 @@ public final class Worker {
         loop.execute { [weak self] in self?.heartbeat.store(stamp, ordering: .releasing) }
     }
 
-    func connectionClosed(_ connection: ClientConnection) {
+    /// A connection that began as HTTP/1.1 speaks HTTP/2 (ALPN h2, or the
+    /// h2c preface): the socket goes on with an `HTTP2Connection`.
+    func switchToHTTP2(_ connection: ClientConnection) {
+        let (input, tls) = connection.detach()
+        connections[ObjectIdentifier(connection)] = nil
+        let http2 = HTTP2Connection(fd: connection.fd, peer: connection.peer, worker: self, settings: connection.settings, tls: tls)
+        connections[ObjectIdentifier(http2)] = http2
+        http2.start(initial: input)
+    }
+
+    func connectionClosed(_ connection: any ClientTransport) {
         connections[ObjectIdentifier(connection)] = nil
         stats.openConnections.wrappingSubtract(1, ordering: .relaxed)
         if draining && connections.isEmpty { finishDrain() }
@@ -188,7 +198,7 @@ public final class Worker {
             upstream.draining = true
             onDrained = completion
             for acceptor in acceptors { acceptor.close() }
-            for connection in connections.values where connection.isIdle { connection.close() }
+            for connection in connections.values { connection.drain() }
             if connections.isEmpty { finishDrain(); return }
             loop.schedule(after: timeoutMilliseconds) { [weak self] in
                 guard let self else { return }

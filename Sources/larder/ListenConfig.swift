@@ -11,6 +11,8 @@ struct ListenerConfig: Equatable {
     var host: String
     var port: UInt16
     var tls: TLSListenerConfig?
+    /// HTTP/2: by ALPN (h2) on a TLS listener, by prior knowledge (h2c) on a plain one.
+    var http2 = true
 
     /// HOST:PORT as the log and check-config show it.
     var shown: String { (host.contains(":") ? "[\(host)]" : host) + ":\(port)" }
@@ -25,7 +27,7 @@ struct TLSListenerConfig: Equatable {
 }
 
 extension ListenerConfig {
-    static let keys = ["address", "tls", "certificate", "key", "ocsp", "strict_sni", "certificates"]
+    static let keys = ["address", "tls", "http2", "certificate", "key", "ocsp", "strict_sni", "certificates"]
     static let certificateKeys = ["certificate", "key", "ocsp"]
 
     /// `[[listen]]` tables; `fail(index, key, message)` makes the error for a key.
@@ -46,6 +48,10 @@ extension ListenerConfig {
                 throw fail(index, "address", "every [[listen]] needs address = \"HOST:PORT\", e.g. \"0.0.0.0:8443\"")
             }
             var listener = ListenerConfig(host: hp.host, port: hp.port)
+            if let item = table["http2"] {
+                guard let flag = item.bool else { throw fail(index, "http2", "expected true or false") }
+                listener.http2 = flag
+            }
             let tls: Bool
             if let item = table["tls"] {
                 guard let flag = item.bool else { throw fail(index, "tls", "expected true or false") }
@@ -106,7 +112,8 @@ extension ListenerConfig {
     func loadTLS() throws(TLSError) -> TLSContext? {
         guard let tls else { return nil }
         do {
-            return try TLSContext(certificates: tls.certificates, strictSNI: tls.strictSNI)
+            return try TLSContext(certificates: tls.certificates, strictSNI: tls.strictSNI,
+                                  alpn: http2 ? ["h2", "http/1.1"] : ["http/1.1"])
         } catch {
             throw TLSError("TLS listener \(shown): \(error)")
         }

@@ -96,7 +96,7 @@ enum ConfigKey: String, CaseIterable {
     case max_connections, body_timeout, max_header_count, forward_host, max_pipeline_buffer
     case send_timeout, admin_max_connections, request_buffer_size, pass_request_headers, stale_on_disconnect
     case compress, range_fill, access_log_format, disk_open_files, admin_hosts, request_buffer_total, io_threads
-    case handshake_timeout
+    case handshake_timeout, http2_max_concurrent_streams
 
     enum Kind { case string, size, duration, integer, bool, lifetime, list }
 
@@ -112,7 +112,7 @@ enum ConfigKey: String, CaseIterable {
              .handshake_timeout:
             return .duration
         case .workers, .upstream_retries, .upstream_max_connections, .max_connections, .max_header_count, .admin_max_connections,
-             .disk_open_files, .io_threads:
+             .disk_open_files, .io_threads, .http2_max_concurrent_streams:
             return .integer
         case .upstream_tls_verify, .allow_client_policy, .strip_tag_headers, .strip_targeted_fields, .store_set_cookie, .forward_host,
              .range_fill:
@@ -150,6 +150,7 @@ extension Settings {
         .admin_max_connections: (1...10_000, \.adminMaxConnections),
         .disk_open_files: (0...1_000_000, \.diskOpenFiles),
         .io_threads: (1...256, \.ioThreads),
+        .http2_max_concurrent_streams: (1...10_000, \.proxy.http2MaxConcurrentStreams),
     ]
 
     /// What `compress` takes (top level and in a route).

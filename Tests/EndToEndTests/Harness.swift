@@ -11,6 +11,7 @@ enum Paths {
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     static let originScript = packageRoot.appendingPathComponent("Tests/EndToEndTests/origin.py").path
+    static let h2client = packageRoot.appendingPathComponent("Tests/EndToEndTests/h2client.py").path
 
     /// `swift test` builds the executable next to the test bundle.
     static var larder: String {
@@ -314,6 +315,15 @@ class ConfiguredTestCase: XCTestCase {
         let child = try ChildProcess(path, arguments, environment: environment, withInput: withInput)
         addTeardownBlock(child.stop)
         return child
+    }
+
+    /// Runs a program (found on PATH) to its end, bounded: its status
+    /// (nil: it did not end in time), stdout and stderr.
+    func runProgram(_ arguments: [String], timeout: TimeInterval = 60) throws -> (status: Int32?, stdout: String, stderr: String) {
+        let child = try startChild("/usr/bin/env", arguments)
+        let status = child.waitForExit(timeout: timeout)
+        child.drainOutput()
+        return (status, child.stdout, child.stderr)
     }
 
     /// A fresh directory path under the temporary directory (not created),

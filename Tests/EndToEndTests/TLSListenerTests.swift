@@ -16,22 +16,13 @@ final class TLSListenerTests: ConfiguredTestCase {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
     }
 
-    /// Runs a program to its end (bounded): status, stdout, stderr.
-    @discardableResult
-    private func run(_ arguments: [String], timeout: TimeInterval = 30) throws -> (status: Int32?, stdout: String, stderr: String) {
-        let child = try startChild("/usr/bin/env", arguments)
-        let status = child.waitForExit(timeout: timeout)
-        child.drainOutput()
-        return (status, child.stdout, child.stderr)
-    }
-
     /// A self-signed certificate for `names` (the first is its CN), in
     /// dir/FILE.pem and dir/FILE.key (mode 0600).
     @discardableResult
     private func certificate(_ file: String, names: [String], organization: String? = nil) throws -> (pem: String, key: String) {
         let (pem, key) = ("\(dir)/\(file).pem", "\(dir)/\(file).key")
         let subject = "/CN=\(names[0])" + (organization.map { "/O=\($0)" } ?? "")
-        let made = try run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        let made = try runProgram(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
                             "-keyout", key, "-out", pem, "-days", "2", "-subj", subject,
                             "-addext", "subjectAltName=" + names.map { "DNS:\($0)" }.joined(separator: ",")])
         XCTAssertEqual(made.status, 0, made.stderr)
@@ -64,7 +55,7 @@ final class TLSListenerTests: ConfiguredTestCase {
     private func curl(_ port: Int, _ target: String, name: String = "a.test", ca: String,
                       _ more: [String] = []) throws -> (status: Int32?, body: [UInt8], out: String, stderr: String) {
         let body = "\(dir)/body-\(UUID().uuidString)"
-        let r = try run(["curl", "-sS", "--cacert", ca, "--resolve", "\(name):\(port):127.0.0.1", "-o", body,
+        let r = try runProgram(["curl", "-sS", "--cacert", ca, "--resolve", "\(name):\(port):127.0.0.1", "-o", body,
                          "-w", "%{http_code} %{http_version} %header{cache-status}"] + more + ["https://\(name):\(port)\(target)"])
         let bytes = (try? Data(contentsOf: URL(fileURLWithPath: body))).map { [UInt8]($0) } ?? []
         return (r.status, bytes, r.stdout, r.stderr)
@@ -89,12 +80,13 @@ final class TLSListenerTests: ConfiguredTestCase {
         // A small memory tier: the 3 MB body is kept on disk and sent from its file.
         let (larder, port) = try startTLSLarder(upstream: origin.url, tls: "certificate = \"\(a.pem)\"\nkey = \"\(a.key)\"",
                                                 extra: ["--cache-dir", dir + "/cache", "--memory-limit", "1MiB"])
-        let first = try curl(port, "/tls/small?size=5000", ca: a.pem, ["-v"])
+        // HTTP/1.1 over TLS here (HTTP2ClientTests has h2, which ALPN prefers).
+        let first = try curl(port, "/tls/small?size=5000", ca: a.pem, ["-v", "--http1.1"])
         XCTAssertEqual(first.status, 0, first.stderr)
         XCTAssertTrue(first.out.hasPrefix("200 1.1"), first.out)
         XCTAssertTrue(first.stderr.contains("ALPN: server accepted http/1.1"), first.stderr)
         XCTAssertEqual(first.body.count, 5000)
-        let second = try curl(port, "/tls/small?size=5000", ca: a.pem)
+        let second = try curl(port, "/tls/small?size=5000", ca: a.pem, ["--http1.1"])
         XCTAssertTrue(second.out.contains("hit"), second.out)
         XCTAssertEqual(second.body, first.body)
         XCTAssertEqual(try origin.count("/tls/small?size=5000"), 1)
@@ -102,14 +94,14 @@ final class TLSListenerTests: ConfiguredTestCase {
         let plain = try larder.client().get("/tls/big?size=3000000")
         XCTAssertEqual(plain.body.count, 3_000_000)
         for _ in 0..<2 {
-            let big = try curl(port, "/tls/big?size=3000000", ca: a.pem)
+            let big = try curl(port, "/tls/big?size=3000000", ca: a.pem, ["--http1.1"])
             XCTAssertEqual(big.status, 0, big.stderr)
             XCTAssertTrue(big.out.contains("hit"), big.out)
             XCTAssertEqual(big.body, plain.body, "the same bytes as over plain HTTP")
         }
         XCTAssertEqual(try origin.count("/tls/big?size=3000000"), 1)
         // Keep-alive: several requests over one TLS connection.
-        let both = try run(["curl", "-sS", "--cacert", a.pem, "--resolve", "a.test:\(port):127.0.0.1", "-o", "/dev/null",
+        let both = try runProgram(["curl", "-sS", "--http1.1", "--cacert", a.pem, "--resolve", "a.test:\(port):127.0.0.1", "-o", "/dev/null",
                             "-o", "/dev/null", "-w", "%{num_connects} ", "https://a.test:\(port)/tls/small?size=5000",
                             "https://a.test:\(port)/tls/k?size=10"])
         XCTAssertEqual(both.stdout, "1 0 ", "the second request reused the connection")
@@ -154,11 +146,11 @@ final class TLSListenerTests: ConfiguredTestCase {
         XCTAssertEqual(plain.status, 400)
         XCTAssertTrue(String(decoding: plain.body, as: UTF8.self).contains("https://"), plain.text)
         // TLS to the plain port: the handshake fails, the plain port goes on.
-        let tlsToPlain = try run(["curl", "-sS", "-k", "https://127.0.0.1:\(larder.port)/wrong"])
+        let tlsToPlain = try runProgram(["curl", "-sS", "-k", "https://127.0.0.1:\(larder.port)/wrong"])
         XCTAssertEqual(tlsToPlain.status, 35, tlsToPlain.stderr)
         XCTAssertEqual(try larder.client().get("/right?size=7").status, 200)
         // A client that does not trust the certificate gives up; others are served.
-        let untrusted = try run(["curl", "-sS", "--resolve", "a.test:\(port):127.0.0.1", "https://a.test:\(port)/x"])
+        let untrusted = try runProgram(["curl", "-sS", "--resolve", "a.test:\(port):127.0.0.1", "https://a.test:\(port)/x"])
         XCTAssertEqual(untrusted.status, 60, untrusted.stderr)
         XCTAssertTrue(try curl(port, "/right?size=7", ca: a.pem).out.hasPrefix("200"))
         XCTAssertEqual(try statsFigure(larder, "plain_http_on_tls"), 1)
@@ -197,7 +189,7 @@ final class TLSListenerTests: ConfiguredTestCase {
     func testAnOCSPResponseIsStapledForClientsThatAsk() throws {
         // A CA, a certificate it signed and the CA's OCSP answer for it (openssl ocsp as responder).
         func openssl(_ arguments: [String]) throws {
-            let r = try run(["openssl"] + arguments)
+            let r = try runProgram(["openssl"] + arguments)
             XCTAssertEqual(r.status, 0, "\(arguments): \(r.stderr)")
         }
         let p256 = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]

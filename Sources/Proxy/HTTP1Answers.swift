@@ -3,15 +3,39 @@ import EventLoop
 import HTTP1
 import HTTPHeaders
 
-/// The connection as an exchange's `ResponseSink`: answers queued as the
-/// exchange decided them, in HTTP/1.1: a stored response (`StoredAnswer`
-/// chooses whole, 304, 206 or 416; `ClientHead` writes the head), body
-/// pieces in the client's framing, the Connection field.
-extension ClientConnection: ResponseSink {
+/// A transport that says answers as HTTP/1.1 messages: the HTTP/1.1
+/// connection writes them as they are; an HTTP/2 stream turns the head into
+/// its fields and frames the body itself (`framesItsOwnBodies`: no chunked
+/// coding, no Connection field). Either way the exchange's answers are
+/// built once, here: a stored response (`StoredAnswer` chooses whole, 304,
+/// 206 or 416; `ClientHead` writes the head), body pieces in the client's
+/// framing.
+protocol HTTP1Answers: ResponseSink {
+    /// The worker it runs on (its date line, head buffer, draining, log).
+    var worker: Worker { get }
+    var answerFraming: ClientFraming { get set }
+    var answerBodyBytes: Int { get set }
+    /// Whether the client is behind with its output.
+    var isCongested: Bool { get }
+    /// HTTP/2: the transport marks a body's end, and a connection's persistence is its own.
+    var framesItsOwnBodies: Bool { get }
+    func enqueue(_ bytes: [UInt8])
+    func enqueue(copying buffer: UnsafeRawBufferPointer)
+    func enqueue(_ bytes: Bytes, from: Int, to: Int?)
+    func enqueue(_ entry: CachedResponse, from: Int, to: Int)
+    func enqueue(file: OpenFile, from: Int, to: Int)
+}
+
+extension ClientConnection: HTTP1Answers {
+    var framesItsOwnBodies: Bool { false }
+}
+
+extension HTTP1Answers {
     /// The Connection field of an answer to `request`: kept alive unless
     /// it or a drain says otherwise.
     private func connectionField(_ request: RequestHead) -> ConnectionField {
-        ConnectionField(keepAlive: request.keepAlive && !worker.draining, minorVersion: request.minorVersion)
+        if framesItsOwnBodies { return .implicit }
+        return ConnectionField(keepAlive: request.keepAlive && !worker.draining, minorVersion: request.minorVersion)
     }
 
     /// Queues a stored response for `request`. Nil, having queued nothing,
@@ -106,7 +130,8 @@ extension ClientConnection: ResponseSink {
     /// chooses how its body is framed for this client.
     func sendHead(status: Int, reason: String?, fields: HeaderFields, length: Int?, noBody: Bool, age: Int?, cacheStatus: String,
                   now: Int64, for request: RequestHead) {
-        answerFraming = ClientFraming.choose(noBody: noBody, length: length, minorVersion: request.minorVersion)
+        answerFraming = framesItsOwnBodies ? (noBody ? .none : length != nil ? .length : .endOfStream)
+            : ClientFraming.choose(noBody: noBody, length: length, minorVersion: request.minorVersion)
         enqueue(ClientHead.forwarded(status: status, reason: reason, fields: fields, framing: answerFraming, length: length,
                                      noBody: noBody, age: age, cacheStatus: cacheStatus, dateLine: worker.dateHeader.current(now: now),
                                      connection: connectionField(request), isHidden: worker.cache.builder.isHidden))
@@ -121,21 +146,22 @@ extension ClientConnection: ResponseSink {
 
     /// Queues an answer made here.
     func sendMadeHere(status: Int, message: String, extra: HeaderFields, for request: RequestHead) {
-        enqueue(ResponseSerializer.simple(status: status, body: message, close: !request.keepAlive || worker.draining, extra: extra))
+        enqueue(ResponseSerializer.simple(status: status, body: message,
+                                          close: !framesItsOwnBodies && (!request.keepAlive || worker.draining), extra: extra))
     }
 
     /// Whether the client is behind with a body being passed on.
     var isBodyCongested: Bool { answerFraming != .none && isCongested }
 
     /// Queues a body piece in the answer's framing.
-    func sendBody(_ chunk: Bytes) { sendFramed(chunk.count) { enqueue(chunk) } }
+    func sendBody(_ chunk: Bytes) { sendFramed(chunk.count) { enqueue(chunk, from: 0, to: nil) } }
 
     /// Queues a copy of a body piece in the answer's framing.
     func sendBody(copying bytes: UnsafeRawBufferPointer) { sendFramed(bytes.count) { enqueue(copying: bytes) } }
 
     /// `count` bytes queued by `enqueueBytes`, in a chunk when chunked;
     /// nothing for a bodiless answer.
-    private func sendFramed(_ count: Int, _ enqueueBytes: () -> Void) {
+    func sendFramed(_ count: Int, _ enqueueBytes: () -> Void) {
         guard answerFraming != .none else { return }
         let chunked = answerFraming == .chunked
         if chunked { enqueue(ResponseSerializer.chunkHeader(count)) }
