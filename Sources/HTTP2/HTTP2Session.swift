@@ -197,6 +197,18 @@ public final class HTTP2Session {
         }
     }
 
+    /// An interim response (1xx) on `stream`, before its final one.
+    public func informational(_ stream: Int32, status: Int) {
+        var name = Array(":status".utf8), value = Array(String(status).utf8)
+        name.withUnsafeMutableBufferPointer { n in
+            value.withUnsafeMutableBufferPointer { v in
+                var field = nghttp2_nv(name: n.baseAddress, value: v.baseAddress, namelen: n.count, valuelen: v.count,
+                                       flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+                _ = nghttp2_submit_headers(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, nil, &field, 1, nil)
+            }
+        }
+    }
+
     /// A stream whose body waited for bytes has some now.
     public func resume(_ stream: Int32) { nghttp2_session_resume_data(session, stream) }
 

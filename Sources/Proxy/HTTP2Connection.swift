@@ -213,8 +213,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     }
 
     func field(_ id: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Bool {
-        streams[id]?.field(name: name, value: value, limit: settings.limits.maxHeaderBytes)
-        return true
+        streams[id]?.field(name: name, value: value, limit: settings.limits.maxHeaderBytes) ?? true
     }
 
     func headersEnded(_ id: Int32, endStream: Bool) {
@@ -274,6 +273,11 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     func acknowledge(_ stream: HTTP2Stream) {
         session.consume(stream.id, stream.unacknowledged)
         stream.unacknowledged = 0
+        streamHasOutput(stream)
+    }
+
+    func sendContinue(_ stream: HTTP2Stream) {
+        session.informational(stream.id, status: 100)
         streamHasOutput(stream)
     }
 

@@ -27,6 +27,8 @@ final class HTTP2Stream: HTTP1Answers {
     private var hasHost = false, hasLength = false
     /// Over max_header_size: answered 431.
     private var tooLarge = false
+    /// Bytes of fields decoded, counted as SETTINGS_MAX_HEADER_LIST_SIZE counts them.
+    private var decodedBytes = 0
     private(set) var exchange: Exchange?
     /// Request body bytes received, and not yet acknowledged to the client
     /// (its window reopens as the upstream takes them).
@@ -62,12 +64,16 @@ final class HTTP2Stream: HTTP1Answers {
 
     // MARK: the request
 
-    /// One field; pseudo-fields are kept for the request line.
-    func field(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, limit: Int) {
-        guard !tooLarge else { return }
+    /// One field; pseudo-fields are kept for the request line. False when
+    /// the fields decoded so far are far beyond the limit (an HPACK bomb:
+    /// small references to large table entries): the stream is reset
+    /// rather than answered.
+    func field(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, limit: Int) -> Bool {
+        decodedBytes += name.count + value.count + 32  // (RFC 9113's field size)
+        guard !tooLarge else { return decodedBytes <= 4 * limit }
         if requestText.count + name.count + value.count + cookies.count > limit {
             tooLarge = true
-            return
+            return true
         }
         if name.first == UInt8(ascii: ":") {
             let text = String(decoding: value, as: UTF8.self)
@@ -77,13 +83,13 @@ final class HTTP2Stream: HTTP1Answers {
             case ":authority": pseudo.authority = text
             default: break  // :scheme (checked by the library)
             }
-            return
+            return true
         }
         // Cookie crumbs are joined with "; " (RFC 9113 section 8.2.3).
         if name.elementsEqual("cookie".utf8) {
             if !cookies.isEmpty { cookies += "; ".utf8 }
             cookies += value
-            return
+            return true
         }
         if name.elementsEqual("host".utf8) { hasHost = true }
         if name.elementsEqual("content-length".utf8) { hasLength = true }
@@ -91,6 +97,7 @@ final class HTTP2Stream: HTTP1Answers {
         requestText += ": ".utf8
         requestText += value
         requestText += "\r\n".utf8
+        return true
     }
 
     /// The head is complete: parsed as an HTTP/1.1 head would be, then
@@ -115,6 +122,8 @@ final class HTTP2Stream: HTTP1Answers {
                 return refuse(413, "request body too large")
             }
             head.keepAlive = true
+            // The client waits for a 100 before it sends the body.
+            if head.expectsContinue && !endStream { connection.sendContinue(self) }
             let exchange = Exchange(head: head, sink: self, parts: parts)
             self.exchange = exchange
             exchange.start()

@@ -54,6 +54,12 @@ final class HTTP2ClientTests: ConfiguredTestCase {
         let echoed = try h2c(larder.port, "/echo", ["--data-binary", "@" + upload])
         XCTAssertTrue(echoed.out.hasPrefix("200 2"), echoed.out + echoed.stderr)
         XCTAssertEqual(echoed.body, sent)
+        // A client that waits for 100 Continue gets it (and sends the body at once).
+        let waiting = try runProgram(["curl", "-sS", "-v", "--http2-prior-knowledge", "-H", "Expect: 100-continue",
+                                      "--expect100-timeout", "30", "--data-binary", "@" + upload, "-o", "/dev/null",
+                                      "http://127.0.0.1:\(larder.port)/echo"])
+        XCTAssertTrue(waiting.stderr.contains("< HTTP/2 100"), waiting.stderr)
+        XCTAssertTrue(waiting.stderr.contains("< HTTP/2 200"), waiting.stderr)
 
         // A large body streamed on a miss, then sent from its disk file.
         let big = try h2c(larder.port, "/h2/big?size=3000000")
@@ -126,6 +132,10 @@ final class HTTP2ClientTests: ConfiguredTestCase {
         XCTAssertTrue(streams.allSatisfy { $0.contains(" 200 100 ") }, "\(streams)")
         XCTAssertEqual(try origin.count("/h2/slow?delay=0.5&size=100"), 1, "one upstream request for six streams")
         XCTAssertEqual(try h2client(larder.port, ["bigheader", "/h2/x", "8000"]).first, "STATUS 431")
+        // An HPACK bomb: 40 MB of fields from 40 KB of references; the
+        // stream is reset, and the connection's table stays in step.
+        let bomb = try h2client(larder.port, ["hpack-bomb", "/h2/bomb?size=5", "10000"])
+        XCTAssertEqual(bomb.filter { $0.hasPrefix("STREAM") }, ["STREAM 1 200", "STREAM 3 RESET 2", "STREAM 5 200"], "\(bomb)")
     }
 
     func testABodyOverTheLimitIsAnswered413AndTheConnectionGoesOn() throws {

@@ -16,6 +16,9 @@ Modes:
   uploads PATH SIZE      on one connection, one after another: a POST of SIZE
                          bytes announced by content-length, the same without
                          one, then a POST of 10 bytes; "STREAM ..." for each
+  hpack-bomb PATH N      a GET that puts a 4,000-byte field in the HPACK
+                         table, one that refers to it N times (1 byte each),
+                         then a plain GET; "STREAM <id> <status or RESET code>"
   rapid-reset N          opens N streams, resetting each at once (CVE-2023-44487)
   made-you-reset N       N streams each broken by the client so that the
                          server must reset it (CVE-2025-8671)
@@ -196,6 +199,44 @@ def uploads(port, path, size):
     result(None, False)
 
 
+def hpack_bomb(port, path, n):
+    sock = connect(port)
+    raw_start(sock)
+    encoder = hpack.Encoder()
+    big = ("x-bomb", "v" * 4000)
+
+    def send(sid, block):
+        frame = HeadersFrame(sid, block)
+        frame.flags.add("END_HEADERS")
+        frame.flags.add("END_STREAM")
+        sock.sendall(frame.serialize())
+
+    # The request's own fields never enter the table: it holds x-bomb alone.
+    plain = [hpack.NeverIndexedHeaderTuple(name, value) for name, value in request_headers(path)]
+    send(1, encoder.encode(plain + [big]))
+    index = encoder.header_table.search(big[0].encode(), big[1].encode())[0]
+    assert index < 127
+    send(3, encoder.encode(plain) + bytes([0x80 | index]) * n)
+    send(5, encoder.encode(plain))
+    buffer, answers, deadline = bytearray(), {}, time.time() + 20
+    decoder = hpack.Decoder()
+    while len(answers) < 3 and time.time() < deadline:
+        data = sock.recv(65536)
+        if not data:
+            break
+        buffer += data
+        for kind, flags, stream, payload in frames_in(buffer):
+            if kind == 0x1:
+                answers.setdefault(stream, dict(decoder.decode(payload)).get(":status"))
+            elif kind == 0x3:
+                answers.setdefault(stream, "RESET %d" % int.from_bytes(payload[0:4], "big"))
+            elif kind == 0x4 and not flags & 0x1:
+                sock.sendall(SettingsFrame(0, flags=["ACK"]).serialize())
+    for stream in sorted(answers):
+        print("STREAM %d %s" % (stream, answers[stream]), flush=True)
+    result(None, False)
+
+
 def raw_start(sock):
     sock.sendall(PREFACE + SettingsFrame(0).serialize())
 
@@ -337,6 +378,8 @@ def main():
         bigheader(port, args[0], int(args[1]))
     elif mode == "uploads":
         uploads(port, args[0], int(args[1]))
+    elif mode == "hpack-bomb":
+        hpack_bomb(port, args[0], int(args[1]))
     elif mode == "rapid-reset":
         rapid_reset(port, int(args[0]))
     elif mode == "made-you-reset":
