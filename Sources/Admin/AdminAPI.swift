@@ -45,7 +45,7 @@ public final class AdminAPI {
 
     public init(store: TieredStore, stats: ProxyStats, token: String?, startedAt: Int64,
                 clock: @escaping () -> Int64, cacheKey: @escaping (String) -> String, fanOut: PurgeFanOut? = nil,
-                samples: RequestSamples? = nil, log: @escaping (String) -> Void) {
+                samples: RequestSamples? = nil, version: String = "", log: @escaping (String) -> Void) {
         self.fanOut = fanOut
         self.samples = samples
         self.store = store
@@ -56,6 +56,8 @@ public final class AdminAPI {
         self.cacheKey = cacheKey
         self.log = log
         metrics = Metrics()
+        metrics.version = version
+        metrics.startedAt = startedAt
     }
 
     /// Answers one request. `target` is the request target as sent;
@@ -245,7 +247,7 @@ public final class AdminAPI {
             http2Connections: stats.total(.http2Connections), http2Requests: stats.total(.http2Streams),
             http2Resets: stats.total(.http2Resets), http2Refusals: stats.total(.http2Refusals),
             receivedBytes: stats.total(.receivedBytes), sentBytes: stats.total(.sentBytes),
-            latency: LatencyHistograms.Series.allCases.map { stats.latency($0) },
+            latency: LatencyHistograms.Series.allCases.map { stats.latency($0) }, responses: stats.responses,
             adminRefusedConnections: stats.adminRefusedConnections.load(ordering: .relaxed),
             openConnections: stats.openConnections.load(ordering: .relaxed), ioJobs: stats.ioJobs, ioThreads: stats.ioThreads, purged: metrics.purged,
             tiers: store.stats, uptimeSeconds: max(0, clock() - startedAt), fleet: fanOut?.status)

@@ -43,6 +43,8 @@ public struct StatsSnapshot: Equatable, Sendable {
     public var sentBytes = 0
     /// Latency histograms, by `LatencyHistograms.Series` (empty: none kept).
     public var latency: [LatencyHistograms.Snapshot] = []
+    /// Answers by status class and result: `[class][result]` (`ResponseCounts`).
+    public var responses: [[Int]] = []
     /// Admin connections refused over admin_max_connections.
     public var adminRefusedConnections = 0
     public var openConnections = 0
@@ -68,6 +70,19 @@ public struct StatsSnapshot: Equatable, Sendable {
         return total == 0 ? 0 : Double(served) / Double(total)
     }
 
+    /// Answers with a 5xx: what "errors" means in `/stats`, `larder top` and
+    /// on the status page.
+    public var errors: Int { responses.count == ResponseCounts.classes.count ? responses[4].reduce(0, +) : 0 }
+
+    /// {"2xx": {"hit": n, "miss": n, ...}, ...}
+    private var responsesJSON: String {
+        guard responses.count == ResponseCounts.classes.count else { return "{}" }
+        let results = LatencyHistograms.Result.allCases
+        return "{" + ResponseCounts.classes.indices.map { c in
+            "\"\(ResponseCounts.classes[c])\": {" + results.map { "\"\($0.label)\": \(responses[c][$0.rawValue])" }.joined(separator: ", ") + "}"
+        }.joined(separator: ", ") + "}"
+    }
+
     public var json: String {
         let ratio = (hitRatio * 10000).rounded() / 10000
         // One object per tier under its name ("disk": null without one).
@@ -89,6 +104,7 @@ public struct StatsSnapshot: Equatable, Sendable {
             "http2_connections_refused": \(http2Refusals), \
             "admin_refused_connections": \(adminRefusedConnections), \
             "open_connections": \(openConnections), "io_jobs": \(ioJobs), "io_threads": \(ioThreads), "purged": \(purged), \
+            "responses": \(responsesJSON), "errors": \(errors), \
             "hit_ratio": \(ratio), \(sections.joined(separator: ", ")), "fleet": \(fleet?.json ?? "null"), \
             "uptime_seconds": \(uptimeSeconds)}
             """
@@ -100,6 +116,9 @@ public struct StatsSnapshot: Equatable, Sendable {
 /// are advanced by what changed since the last one.
 final class Metrics {
     private let registry = PrometheusCollectorRegistry()
+    /// For larder_build_info and process_start_time_seconds.
+    var version = ""
+    var startedAt: Int64 = 0
     private var counters: [(Counter, KeyPath<StatsSnapshot, Int>)] = []
     private var last: [Int]
     private let gauges: (memoryObjects: Gauge, memoryBytes: Gauge, memoryLimit: Gauge,
@@ -184,7 +203,8 @@ final class Metrics {
             if fleetMetrics == nil { fleetMetrics = FleetMetrics(registry) }
             fleetMetrics?.update(fleet)
         }
-        return registry.emitToString() + LatencyText.render(snapshot.latency)
+        return registry.emitToString() + LatencyText.render(snapshot.latency) + ResponseText.render(snapshot.responses)
+            + ProcessText.render(version: version, startedAt: startedAt)
     }
 
     /// Made at the first scrape of a node in a fleet (a node alone shows none).

@@ -44,26 +44,19 @@ public final class LatencyHistograms: @unchecked Sendable {
     /// microseconds (a literal: a static array's count is read through a
     /// lazy global on every use).
     static let stride = 18
-    private let cells: UnsafeMutablePointer<Atomic<Int>>
-    private let count = Series.allCases.count * LatencyHistograms.stride
+    private let cells = CounterCells(count: Series.allCases.count * LatencyHistograms.stride)
 
-    init() {
-        cells = .allocate(capacity: count)
-        for i in 0..<count { (cells + i).initialize(to: Atomic(0)) }
-    }
+    init() {}
 
-    deinit {
-        cells.deinitialize(count: count)
-        cells.deallocate()
-    }
+    deinit { cells.free() }
 
     /// Adds one observation; called only on the owning worker's thread.
     @inline(__always)
     func record(_ series: Series, microseconds: Int) {
         let bucket = Self.bucket(microseconds)
         let base = series.rawValue * Self.stride
-        Self.add(cells + base + bucket, 1)
-        Self.add(cells + base + Self.stride - 1, max(0, microseconds))
+        cells.add(base + bucket, 1)
+        cells.add(base + Self.stride - 1, max(0, microseconds))
     }
 
     /// The bucket of an observation: the first bound that holds it, by
@@ -84,15 +77,10 @@ public final class LatencyHistograms: @unchecked Sendable {
         let firstBucket = Self.bucket(firstByte)
         let totalBucket = total == firstByte ? firstBucket : Self.bucket(total)
         let first = Series.firstByte(result).rawValue * Self.stride, whole = Series.total(result).rawValue * Self.stride
-        Self.add(cells + first + firstBucket, 1)
-        Self.add(cells + first + Self.stride - 1, max(0, firstByte))
-        Self.add(cells + whole + totalBucket, 1)
-        Self.add(cells + whole + Self.stride - 1, max(0, total))
-    }
-
-    @inline(__always)
-    private static func add(_ cell: UnsafeMutablePointer<Atomic<Int>>, _ n: Int) {
-        cell.pointee.store(cell.pointee.load(ordering: .relaxed) &+ n, ordering: .relaxed)
+        cells.add(first + firstBucket, 1)
+        cells.add(first + Self.stride - 1, max(0, firstByte))
+        cells.add(whole + totalBucket, 1)
+        cells.add(whole + Self.stride - 1, max(0, total))
     }
 
     /// One series as read now.
@@ -117,12 +105,39 @@ public final class LatencyHistograms: @unchecked Sendable {
 
     public func snapshot(_ series: Series) -> Snapshot {
         let base = series.rawValue * Self.stride
-        return Snapshot(buckets: (0..<Self.stride - 1).map { cells[base + $0].load(ordering: .relaxed) },
-                        sumMicroseconds: cells[base + Self.stride - 1].load(ordering: .relaxed))
+        return Snapshot(buckets: (0..<Self.stride - 1).map { cells.value(base + $0) },
+                        sumMicroseconds: cells.value(base + Self.stride - 1))
     }
 }
 
 extension LatencyHistograms.Series {
     public static func firstByte(_ result: LatencyHistograms.Result) -> Self { Self(rawValue: result.rawValue)! }
     public static func total(_ result: LatencyHistograms.Result) -> Self { Self(rawValue: 4 + result.rawValue)! }
+}
+
+/// Counters in one allocation that one thread writes (a relaxed load and
+/// store, no locked read-modify-write) and any thread reads; its owner
+/// frees it.
+struct CounterCells {
+    private let base: UnsafeMutablePointer<Atomic<Int>>
+    private let count: Int
+
+    init(count: Int) {
+        self.count = count
+        base = .allocate(capacity: count)
+        for i in 0..<count { (base + i).initialize(to: Atomic(0)) }
+    }
+
+    func free() {
+        base.deinitialize(count: count)
+        base.deallocate()
+    }
+
+    @inline(__always)
+    func add(_ index: Int, _ n: Int) {
+        let cell = base + index
+        cell.pointee.store(cell.pointee.load(ordering: .relaxed) &+ n, ordering: .relaxed)
+    }
+
+    func value(_ index: Int) -> Int { base[index].load(ordering: .relaxed) }
 }

@@ -35,6 +35,18 @@ public final class ProxyStats: Sendable {
     /// The I/O threads there may be (`io_threads`).
     public var ioThreads: Int { BlockingWork.shared.threads }
 
+    /// Answers by status class (`ResponseCounts.classes`) and result, summed
+    /// over every worker: `[class][result]`.
+    public var responses: [[Int]] {
+        workers.withLock { workers in
+            ResponseCounts.classes.indices.map { index in
+                LatencyHistograms.Result.allCases.map { result in
+                    workers.reduce(0) { $0 + $1.responses.value(classIndex: index, result: result) }
+                }
+            }
+        }
+    }
+
     /// A counter summed over every worker.
     public func total(_ counter: WorkerStats.Counter) -> Int {
         workers.withLock { $0.reduce(0) { $0 + $1.value(counter) } }
@@ -102,6 +114,8 @@ public final class WorkerStats: Sendable {
     let sentBytes = Atomic<Int>(0)
     /// Latencies (a separate allocation: its cells are this worker's too).
     let latency = LatencyHistograms()
+    /// Answers by status class and result (likewise).
+    let responses = ResponseCounts()
     private let padAfter = (0, 0, 0, 0, 0, 0, 0, 0)
 
     fileprivate init() {}

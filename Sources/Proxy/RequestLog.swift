@@ -14,6 +14,7 @@ final class RequestLog {
     /// The worker's number (0, 1, ...) written in each line.
     var worker = 0
     private let latency: LatencyHistograms
+    private let responses: ResponseCounts
     /// nil: access logging is off.
     private let accessLog: AccessLog?
     /// Lines for the access log, written in batches (32 KiB, or a second).
@@ -27,10 +28,11 @@ final class RequestLog {
     /// Which answers the status page and `larder top` count (`attach`).
     @exclusivity(unchecked) private var sampler = RequestSampler(nil)
 
-    init(loop: EventLoop, clock: WallClock, latency: LatencyHistograms, accessLog: AccessLog?) {
+    init(loop: EventLoop, clock: WallClock, latency: LatencyHistograms, responses: ResponseCounts, accessLog: AccessLog?) {
         self.loop = loop
         self.clock = clock
         self.latency = latency
+        self.responses = responses
         self.accessLog = accessLog
     }
 
@@ -57,6 +59,7 @@ final class RequestLog {
     func record(_ request: RequestHead, _ access: AccessRecord, sentBy sink: any ResponseSink) {
         let latencies = access.latencies()
         if let (firstByte, total) = latencies { latency.record(access.result, firstByte: firstByte, total: total) }
+        if access.status > 0 { responses.record(status: access.status, result: access.result) }  // (0: nothing was answered)
         sample(request, access)
         guard access.logging else { return }
         let figures = AccessLine.Figures(time: access.endSeconds, worker: worker, status: access.status,

@@ -89,7 +89,7 @@ public final class Worker {
         self.upstream = UpstreamAccess(requester: upstream(loop, configuration.upstream), loop: loop, cache: cache, stats: stats,
                                        counters: counters, logger: logger, configuration: configuration)
         let latency = counters.latency
-        log = RequestLog(loop: loop, clock: clock, latency: latency, accessLog: accessLog)
+        log = RequestLog(loop: loop, clock: clock, latency: latency, responses: counters.responses, accessLog: accessLog)
         loop.turnEnded = { latency.record(.loopTurn, microseconds: Int(clamping: $0)) }
         acceptors = listeners.map { Acceptor($0, worker: self) }
     }

@@ -146,7 +146,7 @@ struct Serve: ParsableCommand {
                 let api = AdminAPI(store: store, stats: stats, token: adminToken, startedAt: EventLoop.wallSeconds(),
                                    clock: { EventLoop.wallSeconds() },
                                    cacheKey: { target in routesForAdmin.withLock { $0.cacheKey(target) } }, fanOut: fleet,
-                                   samples: samples, log: { adminLogger.notice("\($0)") })
+                                   samples: samples, version: Larder.version, log: { adminLogger.notice("\($0)") })
                 let admin = try AdminServer(listener: fd, api: api, maxConnections: settings.adminMaxConnections, feed: logFeed,
                                             followerSendTimeoutMilliseconds: settings.proxy.sendTimeoutMilliseconds,
                                             requestGuard: AdminRequestGuard(allowedHosts: settings.adminHosts)) {

@@ -49,6 +49,11 @@ struct TopView {
         Self.results.reduce(0) { $0 + current["larder_request_duration_seconds_count{result=\"\($1)\"}"] }
     }
 
+    /// Answers with a 5xx per second: "errors", as `/stats` and the status page count them.
+    var errorsPerSecond: Double {
+        Self.results.reduce(0) { $0 + rate("larder_responses_total{code=\"5xx\",result=\"\($1)\"}") }
+    }
+
     /// Hits (fresh and stale) over lookups in the interval; nil without lookups.
     var hitRatioNow: Double? {
         let hits = rate("larder_hits_total") + rate("larder_stale_hits_total")
@@ -92,7 +97,7 @@ struct TopView {
         out.append("per second   hits \(Self.number(rate("larder_hits_total")))  misses \(Self.number(rate("larder_misses_total")))  "
                    + "stale \(Self.number(rate("larder_stale_hits_total")))  revalidated \(Self.number(rate("larder_revalidations_total")))  "
                    + "collapsed \(Self.number(rate("larder_collapsed_total")))  "
-                   + "errors \(Self.number(rate("larder_upstream_errors_total") + rate("larder_client_errors_total")))")
+                   + "errors \(Self.number(errorsPerSecond))")
         out.append("totals       hits \(Self.count(current["larder_hits_total"]))  misses \(Self.count(current["larder_misses_total"]))  "
                    + "stored \(Self.count(current["larder_stored_total"]))  purged \(Self.count(current["larder_purged_objects_total"]))")
         out.append("latency      hit p99 \(ms(quantile(0.99, of: "larder_request_duration_seconds", labels: "result=\"hit\"")))  "

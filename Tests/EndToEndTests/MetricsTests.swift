@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+@testable import larder
 
 /// `/metrics` beyond the counters: latency histograms by how requests were
 /// answered, the upstream's latency, bytes in and out, open connections;
@@ -56,6 +57,32 @@ final class MetricsEndToEndTests: ProxyTestCase {
         XCTAssertEqual(after["larder_upstream_response_seconds_count"], 3)
         XCTAssertEqual(after["larder_request_duration_seconds_bucket{result=\"miss\",le=\"0.25\"}"], 1)
         XCTAssertGreaterThanOrEqual(after["larder_request_duration_seconds_sum{result=\"miss\"}"] ?? 0, 0.3)
+    }
+
+    /// Answers by status class and result, the errors (5xx) among them in
+    /// /stats, the build and the process.
+    func testAnswersAreCountedByStatusClassWithErrorsAndTheProcess() throws {
+        let c = try larder.client()
+        XCTAssertEqual(try c.get("/m/ok").status, 200)  // miss
+        XCTAssertEqual(try c.get("/m/ok").status, 200)  // hit
+        XCTAssertEqual(try c.get("/m/gone?status=404&cc=none").status, 404)  // miss, not stored
+        XCTAssertEqual(try c.get("/m/broken?status=503&cc=none").status, 503)  // a 5xx passed on
+        XCTAssertEqual(try c.get("/m/a", headers: ["Larder-Cache-Policy: whenever"]).status, 400)  // other
+        let v = samples(try larder.adminClient().get("/metrics").text)
+        XCTAssertEqual(v["larder_responses_total{code=\"2xx\",result=\"miss\"}"], 1)
+        XCTAssertEqual(v["larder_responses_total{code=\"2xx\",result=\"hit\"}"], 1)
+        XCTAssertEqual(v["larder_responses_total{code=\"4xx\",result=\"miss\"}"], 1)
+        XCTAssertEqual(v["larder_responses_total{code=\"4xx\",result=\"other\"}"], 1)
+        let fiveHundreds = ["hit", "miss", "pass", "other"].compactMap { v["larder_responses_total{code=\"5xx\",result=\"\($0)\"}"] }
+        XCTAssertEqual(fiveHundreds.reduce(0, +), 1, "the 503, whichever result it counts as")
+        XCTAssertEqual(try statsFigure(larder, "errors"), 1, "errors in /stats: answers with a 5xx")
+        XCTAssertEqual(v["larder_build_info{version=\"\(Larder.version)\"}"], 1)
+        XCTAssertGreaterThan(v["process_resident_memory_bytes"] ?? 0, 1_048_576)
+        XCTAssertGreaterThan(v["process_open_fds"] ?? 0, 3)
+        XCTAssertGreaterThanOrEqual(v["process_max_fds"] ?? 0, v["process_open_fds"] ?? 0)
+        XCTAssertGreaterThan(v["process_cpu_seconds_total"] ?? 0, 0)
+        let start = try XCTUnwrap(v["process_start_time_seconds"])
+        XCTAssertLessThanOrEqual(abs(start - Date().timeIntervalSince1970), 600, "the start, in seconds since the epoch")
     }
 
     /// Every worker's event-loop turns, as a histogram: a turn that ran

@@ -59,6 +59,9 @@ final class TopTests: ProxyTestCase {
             larder_upstream_response_seconds_bucket{le="0.001"} 10
             larder_upstream_response_seconds_bucket{le="0.01"} 40
             larder_upstream_response_seconds_bucket{le="+Inf"} 50
+            larder_responses_total{code="5xx",result="miss"} 1
+            larder_responses_total{code="5xx",result="other"} 0
+            larder_responses_total{code="4xx",result="miss"} 5
             """)
         let after = TopSample(time: 12, metrics: """
             # HELP larder_hits_total Requests answered with a fresh stored response
@@ -69,8 +72,12 @@ final class TopTests: ProxyTestCase {
             larder_upstream_response_seconds_bucket{le="0.001"} 10
             larder_upstream_response_seconds_bucket{le="0.01"} 60
             larder_upstream_response_seconds_bucket{le="+Inf"} 70
+            larder_responses_total{code="5xx",result="miss"} 3
+            larder_responses_total{code="5xx",result="other"} 4
+            larder_responses_total{code="4xx",result="miss"} 25
             """)
         let view = TopView(previous: before, current: after)
+        XCTAssertEqual(view.errorsPerSecond, 3, "5xx answers, whatever their result")
         XCTAssertEqual(view.rate("larder_hits_total"), 90)
         XCTAssertEqual(view.requestsPerSecond, 100)
         XCTAssertEqual(view.requestsSinceStart, 350)

@@ -1,0 +1,86 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Proxy
+
+/// `larder_responses_total{code, result}` in Prometheus' text format,
+/// from the workers' `ResponseCounts` summed at a scrape.
+enum ResponseText {
+    static func render(_ responses: [[Int]]) -> String {
+        guard responses.count == ResponseCounts.classes.count else { return "" }
+        var out = "# HELP larder_responses_total Answers sent to clients, by status class and how they were answered\n"
+        out += "# TYPE larder_responses_total counter\n"
+        for (c, code) in ResponseCounts.classes.enumerated() {
+            for result in LatencyHistograms.Result.allCases {
+                out += "larder_responses_total{code=\"\(code)\",result=\"\(result.label)\"} \(responses[c][result.rawValue])\n"
+            }
+        }
+        return out
+    }
+}
+
+/// `larder_build_info` and the process metrics Prometheus' client
+/// libraries export under these names (CPU, memory, descriptors, start
+/// time), read from /proc at a scrape.
+enum ProcessText {
+    static func render(version: String, startedAt: Int64) -> String {
+        var out = "# HELP larder_build_info Larder's version (the value is always 1)\n# TYPE larder_build_info gauge\n"
+        out += "larder_build_info{version=\"\(version)\"} 1\n"
+        if let cpu = cpuSeconds() {
+            out += "# HELP process_cpu_seconds_total User and system CPU time spent in seconds\n"
+            out += "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total \(cpu)\n"
+        }
+        if let rss = residentBytes() {
+            out += "# HELP process_resident_memory_bytes Resident memory size in bytes\n"
+            out += "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes \(rss)\n"
+        }
+        if let open = openDescriptors() {
+            out += "# HELP process_open_fds Number of open file descriptors\n# TYPE process_open_fds gauge\nprocess_open_fds \(open)\n"
+        }
+        var limit = rlimit()
+        if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 {
+            out += "# HELP process_max_fds Maximum number of open file descriptors\n# TYPE process_max_fds gauge\n"
+            out += "process_max_fds \(limit.rlim_cur)\n"
+        }
+        out += "# HELP process_start_time_seconds Start time of the process since the Unix epoch in seconds\n"
+        out += "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds \(startedAt)\n"
+        return out
+    }
+
+    /// utime + stime of /proc/self/stat (fields 14 and 15, after the command's closing parenthesis).
+    static func cpuSeconds() -> String? {
+        guard let text = read("/proc/self/stat"), let close = text.lastIndex(of: ")") else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        // After ")": state is field 3; utime and stime are fields 14 and 15.
+        guard fields.count > 12, let user = Int(fields[11]), let system = Int(fields[12]) else { return nil }
+        let ticks = max(1, sysconf(Int32(_SC_CLK_TCK)))
+        return LatencyText.seconds((user + system) * 1_000_000 / ticks)
+    }
+
+    static func residentBytes() -> Int? {
+        guard let text = read("/proc/self/statm") else { return nil }
+        let fields = text.split(separator: " ")
+        guard fields.count > 1, let pages = Int(fields[1]) else { return nil }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
+    static func openDescriptors() -> Int? {
+        guard let dir = opendir("/proc/self/fd") else { return nil }
+        defer { closedir(dir) }
+        var count = 0
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { $0.first }
+            if name != UInt8(ascii: ".") { count += 1 }
+        }
+        return max(0, count - 1)  // (the directory's own descriptor)
+    }
+
+    private static func read(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+        return n > 0 ? String(decoding: buffer[0..<n], as: UTF8.self) : nil
+    }
+}
