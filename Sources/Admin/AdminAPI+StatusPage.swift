@@ -9,8 +9,8 @@ extension AdminAPI {
 
     func statusPage(_ query: [(name: String, value: String)], authorization: String?, cookie: String?) -> Response {
         if let given = query.last(where: { $0.name == "token" })?.value {
-            guard let token, Self.constantTimeEqual(Array(given.utf8), token) else {
-                return Self.page(401, "Wrong admin token", "That token is not this Larder's admin token (admin_token_file).")
+            guard let token, isToken(Array(given.utf8), readOnly: false, admin: token) || isToken(Array(given.utf8), readOnly: true, admin: token) else {
+                return Self.page(401, "Wrong admin token", "That token is not this Larder's admin token (admin_token_file) or read token.")
             }
             var response = Response(status: 303, contentType: "text/plain; charset=utf-8", body: "signed in; see /\n")
             response.extraHeaders = [
@@ -19,7 +19,7 @@ extension AdminAPI {
             ]
             return response
         }
-        guard authorized(authorization) || authorized(cookie: cookie) else {
+        guard authorized(authorization) || authorized(authorization, readOnly: true) || authorized(cookie: cookie) else {
             return Self.page(401, "Sign in", "Open this page as /?token=YOUR_ADMIN_TOKEN (the token in admin_token_file).")
         }
         var response = Response(status: 200, contentType: "text/html; charset=utf-8", body: StatusPage.html)
@@ -51,7 +51,8 @@ extension AdminAPI {
         for pair in cookie.split(separator: ";") {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             guard parts.count == 2, parts[0].trimmingSpaces == Self.cookieName else { continue }
-            if Self.constantTimeEqual(Array(Self.percentDecode(parts[1].trimmingSpaces).utf8), token) { return true }
+            let given = Array(Self.percentDecode(parts[1].trimmingSpaces).utf8)
+            if isToken(given, readOnly: false, admin: token) || isToken(given, readOnly: true, admin: token) { return true }
         }
         return false
     }

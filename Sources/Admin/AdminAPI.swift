@@ -30,6 +30,10 @@ public final class AdminAPI {
     private let store: TieredStore
     let stats: ProxyStats
     let token: [UInt8]?
+    /// A token for reads only (nil: none); honoured only when `token` is set.
+    let readToken: [UInt8]?
+    /// /healthz answers without a token.
+    let healthzPublic: Bool
     /// The cache key of a request target under the current routes.
     private let cacheKey: (String) -> String
     private let startedAt: Int64
@@ -45,12 +49,15 @@ public final class AdminAPI {
 
     public init(store: TieredStore, stats: ProxyStats, token: String?, startedAt: Int64,
                 clock: @escaping () -> Int64, cacheKey: @escaping (String) -> String, fanOut: PurgeFanOut? = nil,
-                samples: RequestSamples? = nil, version: String = "", log: @escaping (String) -> Void) {
+                samples: RequestSamples? = nil, version: String = "", readToken: String? = nil, healthzPublic: Bool = true,
+                log: @escaping (String) -> Void) {
         self.fanOut = fanOut
         self.samples = samples
         self.store = store
         self.stats = stats
         self.token = token.map { Array($0.utf8) }
+        self.readToken = readToken.map { Array($0.utf8) }
+        self.healthzPublic = healthzPublic
         self.startedAt = startedAt
         self.clock = clock
         self.cacheKey = cacheKey
@@ -68,7 +75,10 @@ public final class AdminAPI {
         let (path, query) = Self.split(target)
         let reads = method == "GET" || method == "HEAD"
         if reads, path == "/" { return statusPage(query, authorization: authorization, cookie: cookie) }
-        guard authorized(authorization) || (reads && authorized(cookie: cookie)) else {
+        if reads, path == "/healthz", healthzPublic { return Response(status: 200, contentType: "text/plain; charset=utf-8", body: "ok\n") }
+        // The admin token opens everything; the read token (or the status
+        // page's cookie) reads only.
+        guard authorized(authorization) || (reads && (authorized(authorization, readOnly: true) || authorized(cookie: cookie))) else {
             var response = Response.error(401, "missing or wrong admin token: send Authorization: Bearer TOKEN")
             response.extraHeaders = ["www-authenticate": "Bearer realm=\"larder\""]
             return response
@@ -129,12 +139,20 @@ public final class AdminAPI {
 
     // MARK: auth
 
-    func authorized(_ header: String?) -> Bool {
+    /// Whether an Authorization field carries the admin token (or, with
+    /// `readOnly`, the read token).
+    func authorized(_ header: String?, readOnly: Bool = false) -> Bool {
         guard let token else { return true }
         guard let header else { return false }
         let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return false }
-        return Self.constantTimeEqual(Array(parts[1].utf8), token)
+        return isToken(Array(parts[1].utf8), readOnly: readOnly, admin: token)
+    }
+
+    /// `given` is the admin token, or with `readOnly` the read token.
+    func isToken(_ given: [UInt8], readOnly: Bool, admin: [UInt8]) -> Bool {
+        if readOnly { return readToken.map { Self.constantTimeEqual(given, $0) } ?? false }
+        return Self.constantTimeEqual(given, admin)
     }
 
     /// Compares without stopping at the first difference, so the time taken

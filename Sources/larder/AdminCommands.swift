@@ -19,22 +19,58 @@ func readAdminToken(_ path: String) throws -> String {
     return token
 }
 
-/// Where the admin API is and how to authenticate: shared by purge and stats.
+/// Where the admin API is and how to authenticate: shared by the commands
+/// that talk to it. Flags first, then the config file's `admin_listen` and
+/// admin token (the file `serve` runs with), then the defaults.
 struct AdminOptions: ParsableArguments {
-    @Option(help: "Admin API base URL (default http://127.0.0.1:8081).")
-    var admin: String = "http://127.0.0.1:8081"
+    @Option(help: "Admin API base URL (default: admin_listen of the config file, else http://127.0.0.1:8081).")
+    var admin: String?
 
     @Option(name: .customLong("admin-token-file"), help: "File holding the admin token (also: LARDER_ADMIN_TOKEN).")
     var adminTokenFile: String?
 
+    @Option(help: "Config file to take the admin address and token from (default: $LARDER_CONFIG, else /etc/larder/larder.toml if it exists).")
+    var config: String?
+
+    /// The config file's settings, when there is one; exits 78 when it is bad.
+    private func configured() throws -> Settings? {
+        guard let path = config ?? DefaultConfig.path else { return nil }
+        var settings = Settings()
+        do {
+            try ConfigFile.load(path, into: &settings)
+        } catch {
+            complain("\(error)")
+            throw Exit.config
+        }
+        return settings
+    }
+
     func token() throws -> String? {
         if let adminTokenFile { return try readAdminToken(adminTokenFile) }
         if let env = environmentValue("LARDER_ADMIN_TOKEN"), !env.isEmpty { return env }
-        return nil
+        guard let settings = try configured() else { return nil }
+        // The read token serves the commands that only read (a purge with it is refused).
+        return try Serve.adminToken(settings, flagFile: nil) ?? Serve.adminReadToken(settings)
     }
 
-    /// `--admin` without a trailing slash; exits 64 when it is not an http(s) URL.
+    /// The admin API's base URL, as given or as the config file says.
+    var address: String {
+        get throws {
+            if let admin { return admin }
+            guard let settings = try configured() else { return "http://127.0.0.1:8081" }
+            guard let host = settings.adminHost else {
+                complain("the admin API is off in \(config ?? DefaultConfig.path ?? "the config file") (admin_listen = none); pass --admin")
+                throw Exit.usage
+            }
+            // A wildcard address is reached on loopback.
+            let reachable = host == "0.0.0.0" ? "127.0.0.1" : host == "::" ? "::1" : host
+            return "http://" + (reachable.contains(":") ? "[\(reachable)]" : reachable) + ":\(settings.adminPort)"
+        }
+    }
+
+    /// The base URL without a trailing slash; exits 64 when it is not an http(s) URL.
     func baseURL() throws -> String {
+        let admin = try address
         guard admin.hasPrefix("http://") || admin.hasPrefix("https://") else {
             complain("--admin \(admin): expected http://HOST:PORT")
             throw Exit.usage
@@ -45,7 +81,8 @@ struct AdminOptions: ParsableArguments {
     /// Sends one request; exits 69 when the admin API cannot be reached and
     /// 77 when it refuses the token.
     func send(method: String, pathAndQuery: String) throws -> (status: Int, body: String) {
-        let result = AdminHTTP.perform(method: method, url: try baseURL() + pathAndQuery, token: try token())
+        let admin = try baseURL()
+        let result = AdminHTTP.perform(method: method, url: admin + pathAndQuery, token: try token())
         switch result {
         case .failure(let message):
             complain("cannot reach the admin API at \(admin): \(message); is larder running, and is --admin right?")
@@ -107,6 +144,17 @@ struct Purge: ParsableCommand {
         }
         let count = Self.number("purged", in: body) ?? 0
         print("\(soft ? "marked stale" : "purged") \(count) stored response\(count == 1 ? "" : "s")")
+        // In a fleet: which nodes applied it before the answer, or that it waits for Redis.
+        guard let fleet = JSONValue.parse(body)?["fleet"] else { return }
+        let nodes = fleet["nodes"]?.int ?? 0, acknowledged = fleet["acknowledged"]?.int ?? 0
+        if fleet["queued"]?.bool == true {
+            complain("the purge was applied here but only queued for the fleet: Redis is unreachable"
+                     + (fleet["error"]?.string.map { " (\($0))" } ?? "")
+                     + "; the other nodes get it once Redis is back")
+            throw Exit.unavailable
+        }
+        print("fleet: applied by \(acknowledged) of \(nodes) node\(nodes == 1 ? "" : "s")"
+              + (acknowledged < nodes ? " before the answer; the others apply it as they read the purge stream" : ""))
     }
 
     /// Percent-encodes everything but unreserved characters and '/'.

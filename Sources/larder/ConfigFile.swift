@@ -49,7 +49,7 @@ enum ConfigFile {
             }
             guard let known = ConfigKey(rawValue: key) else {
                 throw ConfigError(file: path, line: lines[key], key: key,
-                                  message: "unknown key (known keys: \(ConfigKey.allCases.map(\.rawValue).joined(separator: ", ")))")
+                                  message: UnknownKey.message("key", key, known: ConfigKey.allCases.map(\.rawValue) + ["route", "fleet", "presets"]))
             }
             let raw: RawValue
             switch value.type {
@@ -131,7 +131,7 @@ enum ConfigFile {
             var route = Route(prefix: prefix)
             for key in table.keys where key != "prefix" {
                 guard routeKeys.contains(key), let item = table[key] else {
-                    throw fail(key, "unknown route key (known: \(routeKeys.joined(separator: ", ")))")
+                    throw fail(key, UnknownKey.message("route key", key, known: routeKeys))
                 }
                 switch key {
                 case "policy":

@@ -43,7 +43,7 @@ struct FleetConfig: Equatable {
     /// Reads `[fleet]`; `fail(key, message)` makes the error for a key.
     static func parse(_ table: TOMLTable, fail: (String, String) -> ConfigError) throws(ConfigError) -> FleetConfig {
         for key in table.keys where !keys.contains(key) {
-            throw fail(key, "unknown fleet key (known: \(keys.joined(separator: ", ")))")
+            throw fail(key, UnknownKey.message("fleet key", key, known: keys))
         }
         guard let text = table["redis"]?.string else {
             throw fail("redis", "[fleet] needs redis = \"redis://HOST[:PORT][/DB]\" or \"unix:/PATH\"")

@@ -122,8 +122,11 @@ func readTextFile(_ path: String) -> Result<String, ReadFailure> {
 
 /// Options shared by serve and check-config.
 struct ServeOptions: ParsableArguments {
-    @Option(help: "Config file (TOML). Default: none; see config/larder.toml.")
+    @Option(help: "Config file (TOML). Default: $LARDER_CONFIG, else /etc/larder/larder.toml if it exists; see config/larder.toml.")
     var config: String?
+
+    /// The config file in use: --config, else the default one (`DefaultConfig`).
+    var configPath: String? { config ?? DefaultConfig.path }
 
     @Option(help: "Proxy listen address HOST:PORT (default 127.0.0.1:8080).")
     var listen: String?
@@ -166,7 +169,7 @@ struct ServeOptions: ParsableArguments {
     /// the file and `ValidationError` for a flag.
     func settings() throws -> Settings {
         var settings = Settings()
-        if let config { try ConfigFile.load(config, into: &settings) }
+        if let configPath { try ConfigFile.load(configPath, into: &settings) }
         let flags: [(String, ConfigKey, String?)] = [
             ("--listen", .listen, listen), ("--upstream", .upstream, upstream),
             ("--memory-limit", .memory_limit, memoryLimit), ("--log-level", .log_level, logLevel),
@@ -191,10 +194,14 @@ struct CheckConfig: ParsableCommand {
         abstract: "Validate a config file and print the effective settings."
     )
 
-    @Option(help: "Config file (TOML).")
-    var config: String = "config/larder.toml"
+    @Option(help: "Config file (TOML). Default: $LARDER_CONFIG, else /etc/larder/larder.toml.")
+    var config: String?
 
     func run() throws {
+        guard let config = config ?? DefaultConfig.path else {
+            complain("no config file: pass --config FILE (or set LARDER_CONFIG); \(DefaultConfig.systemPath) does not exist")
+            throw Exit.usage
+        }
         var settings = Settings()
         do {
             try ConfigFile.load(config, into: &settings)
@@ -202,22 +209,22 @@ struct CheckConfig: ParsableCommand {
             complain("\(error)")
             throw Exit.config
         }
+        // What serve would refuse is refused here, before "ok".
+        let warnings: [String]
+        do {
+            warnings = try ConfigChecks.run(settings, adminTokenFlag: nil)
+        } catch let refusal as ConfigChecks.Refusal {
+            complain("\(config): \(refusal.message)")
+            throw Exit.config
+        }
         print("\(config): ok")
+        for warning in warnings { complain("warning: \(warning)", priority: 4) }
         for listener in settings.listeners {
             guard let tls = listener.tls else { print("listen = \(listener.shown)"); continue }
-            // The certificates are loaded as serve loads them: one it would refuse fails here.
-            let context: TLSContext?
-            do {
-                context = try listener.loadTLS()
-            } catch {
-                complain("\(config): \(error)")
-                throw Exit.config
-            }
-            let names = context?.names.map { $0.isEmpty ? "(no names)" : $0 } ?? []
+            let names = ((try? listener.loadTLS())?.names ?? []).map { $0.isEmpty ? "(no names)" : $0 }
             print("listen = \(listener.shown) TLS, certificates: "
                   + zip(tls.certificates, names).map { "\($0.chain) [\($1)]" }.joined(separator: ", ")
                   + (tls.strictSNI ? ", strict SNI" : ""))
-            for warning in listener.keyWarnings() { complain("warning: \(warning)", priority: 4) }
         }
         print("upstream = \(settings.upstream ?? "(none: give --upstream)")")
         print("memory_limit = \(settings.memoryLimitBytes) bytes")
@@ -227,11 +234,6 @@ struct CheckConfig: ParsableCommand {
         if let fleet = settings.fleet {
             print("fleet = \(fleet.name), node \(fleet.node), redis \(fleet.address)"
                   + (fleet.passwordFile.map { ", password from \($0)" } ?? ""))
-            if fleet.passwordFile == nil, let refusal = fleet.refusal(password: nil) {
-                complain("\(config): \(refusal)")
-                throw Exit.config
-            }
-            if let warning = fleet.passwordFileWarning() { complain("warning: \(warning)", priority: 4) }
         }
     }
 }

@@ -42,7 +42,7 @@ extension ListenerConfig {
                 throw fail(index, "", "expected listen = \"HOST:PORT\" or [[listen]] tables with an address")
             }
             for key in table.keys where !keys.contains(key) {
-                throw fail(index, key, "unknown listen key (known: \(keys.joined(separator: ", ")))")
+                throw fail(index, key, UnknownKey.message("listen key", key, known: keys))
             }
             guard let address = table["address"]?.string, let hp = Units.parseHostPort(address) else {
                 throw fail(index, "address", "every [[listen]] needs address = \"HOST:PORT\", e.g. \"0.0.0.0:8443\"")
@@ -79,7 +79,7 @@ extension ListenerConfig {
                         throw fail(index, "certificates", "expected [[listen.certificates]] tables with certificate and key")
                     }
                     for key in entry.keys where !certificateKeys.contains(key) {
-                        throw fail(index, "certificates.\(key)", "unknown key (known: \(certificateKeys.joined(separator: ", ")))")
+                        throw fail(index, "certificates.\(key)", UnknownKey.message("key", key, known: certificateKeys))
                     }
                     certificates.append(try certificate(entry, fail: { fail(index, "certificates.\($0)", $1) }))
                 }

@@ -45,11 +45,11 @@ struct LogCommand: ParsableCommand {
         }
         switch AdminHTTP.stream(url: try adminOptions.baseURL() + query, token: try adminOptions.token()) {
         case .failure(let message):
-            complain("cannot reach the admin API at \(adminOptions.admin): \(message); is larder running, and is --admin right?")
+            complain("cannot reach the admin API at \((try? adminOptions.baseURL()) ?? "the admin API"): \(message); is larder running, and is --admin right?")
             throw Exit.unavailable
         case .success(let status, let body):
             if status == 401 || status == 403 {
-                complain("the admin API at \(adminOptions.admin) refused the token (\(status)); pass --admin-token-file or set LARDER_ADMIN_TOKEN")
+                complain("the admin API at \((try? adminOptions.baseURL()) ?? "the admin API") refused the token (\(status)); pass --admin-token-file or set LARDER_ADMIN_TOKEN")
                 throw Exit.noPermission
             }
             guard status == 200 else {

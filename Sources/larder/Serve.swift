@@ -49,6 +49,10 @@ struct Serve: ParsableCommand {
         }
         let logger = Logger(label: "larder")
         let adminToken = try Self.adminToken(settings, flagFile: options.adminTokenFile)
+        let adminReadToken = try Self.adminReadToken(settings)
+        if adminReadToken != nil && adminToken == nil {
+            logger.warning("admin_read_token is set but no admin token: the admin API is open to every request on its address")
+        }
 
         // Signals are blocked before any thread starts so that only the
         // signalfd sees them.
@@ -113,9 +117,9 @@ struct Serve: ParsableCommand {
         let listeners = try Self.openListeners(settings, workers: workerCount)
         // Checked on the address actually in use: admin_listen, or a socket
         // systemd passed. Nothing serves yet, so refusing here is clean.
-        if let admin = listeners.admin, adminToken == nil, !Self.isLoopback(Self.host(of: admin.shown)) {
-            complain("the admin API address \(admin.shown) is not a loopback address and no admin token is set; "
-                     + "set admin_token_file (or --admin-token-file, or LARDER_ADMIN_TOKEN), or admin_listen = \"127.0.0.1:8081\"")
+        if let admin = listeners.admin,
+           let refusal = ConfigChecks.adminRefusal(host: Self.host(of: admin.shown), shown: admin.shown, token: adminToken) {
+            complain(refusal)
             throw Exit.config
         }
         var workers: [Worker] = []
@@ -146,7 +150,8 @@ struct Serve: ParsableCommand {
                 let api = AdminAPI(store: store, stats: stats, token: adminToken, startedAt: EventLoop.wallSeconds(),
                                    clock: { EventLoop.wallSeconds() },
                                    cacheKey: { target in routesForAdmin.withLock { $0.cacheKey(target) } }, fanOut: fleet,
-                                   samples: samples, version: Larder.version, log: { adminLogger.notice("\($0)") })
+                                   samples: samples, version: Larder.version, readToken: adminReadToken,
+                                   healthzPublic: settings.adminHealthzPublic, log: { adminLogger.notice("\($0)") })
                 let admin = try AdminServer(listener: fd, api: api, maxConnections: settings.adminMaxConnections, feed: logFeed,
                                             followerSendTimeoutMilliseconds: settings.proxy.sendTimeoutMilliseconds,
                                             requestGuard: AdminRequestGuard(allowedHosts: settings.adminHosts)) {
@@ -246,14 +251,27 @@ struct Serve: ParsableCommand {
     /// else systemd's credential admin-token, else the config's
     /// admin_token_file, else its admin_token.
     static func adminToken(_ settings: Settings, flagFile: String?) throws -> String? {
+        try token(flagFile: flagFile, environment: "LARDER_ADMIN_TOKEN", credential: "admin-token",
+                  file: settings.adminTokenFile, value: settings.adminToken)
+    }
+
+    /// The read-only token, likewise: LARDER_ADMIN_READ_TOKEN, systemd's
+    /// credential admin-read-token, admin_read_token_file, admin_read_token.
+    static func adminReadToken(_ settings: Settings) throws -> String? {
+        try token(flagFile: nil, environment: "LARDER_ADMIN_READ_TOKEN", credential: "admin-read-token",
+                  file: settings.adminReadTokenFile, value: settings.adminReadToken)
+    }
+
+    private static func token(flagFile: String?, environment: String, credential: String, file: String?,
+                              value: String?) throws -> String? {
         if let flagFile { return try readAdminToken(flagFile) }
-        if let env = environmentValue("LARDER_ADMIN_TOKEN"), !env.isEmpty { return env }
-        // systemd's LoadCredential=admin-token:... (see systemd/larder.service).
-        if let credentials = environmentValue("CREDENTIALS_DIRECTORY"), FileManager.default.fileExists(atPath: credentials + "/admin-token") {
-            return try readAdminToken(credentials + "/admin-token")
+        if let env = environmentValue(environment), !env.isEmpty { return env }
+        // systemd's LoadCredential=NAME:... (see systemd/larder.service).
+        if let credentials = environmentValue("CREDENTIALS_DIRECTORY"), FileManager.default.fileExists(atPath: credentials + "/" + credential) {
+            return try readAdminToken(credentials + "/" + credential)
         }
-        if let file = settings.adminTokenFile { return try readAdminToken(file) }
-        return settings.adminToken
+        if let file { return try readAdminToken(file) }
+        return value
     }
 
     static func isLoopback(_ host: String) -> Bool {
@@ -364,7 +382,7 @@ final class Reloader {
     }
 
     func reload() {
-        guard let file = options.config else {
+        guard let file = options.configPath else {
             logger.notice("SIGHUP: no config file was given (--config), nothing to reload")
             return
         }
@@ -396,6 +414,8 @@ final class Reloader {
             ("log_level", next.logLevel != running.logLevel),
             ("admin_listen", next.adminHost != running.adminHost || next.adminPort != running.adminPort),
             ("admin_token", next.adminToken != running.adminToken || next.adminTokenFile != running.adminTokenFile),
+            ("admin_read_token", next.adminReadToken != running.adminReadToken || next.adminReadTokenFile != running.adminReadTokenFile),
+            ("admin_healthz_public", next.adminHealthzPublic != running.adminHealthzPublic),
             ("access_log", next.accessLog != running.accessLog || next.accessLogJSON != running.accessLogJSON),
             ("upstream_max_connections", next.upstreamMaxConnections != running.upstreamMaxConnections),
             ("admin_max_connections", next.adminMaxConnections != running.adminMaxConnections),

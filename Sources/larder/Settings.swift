@@ -53,6 +53,11 @@ struct Settings {
     var adminPort: UInt16 = 8081
     var adminToken: String?
     var adminTokenFile: String?
+    /// A token for reads only (/metrics, /stats, the status page and its views, /log).
+    var adminReadToken: String?
+    var adminReadTokenFile: String?
+    /// /healthz answers without a token.
+    var adminHealthzPublic = true
     /// Open admin connections; more are answered 503 and closed.
     var adminMaxConnections = 64
     /// Threads for the disk reads a worker's loop must not wait for.
@@ -96,14 +101,15 @@ enum ConfigKey: String, CaseIterable {
     case max_connections, body_timeout, max_header_count, forward_host, max_pipeline_buffer
     case send_timeout, admin_max_connections, request_buffer_size, pass_request_headers, stale_on_disconnect
     case compress, range_fill, access_log_format, disk_open_files, admin_hosts, request_buffer_total, io_threads
-    case handshake_timeout, http2_max_concurrent_streams
+    case handshake_timeout, http2_max_concurrent_streams, admin_read_token, admin_read_token_file, admin_healthz_public
 
     enum Kind { case string, size, duration, integer, bool, lifetime, list }
 
     var kind: Kind {
         switch self {
         case .listen, .upstream, .log_level, .cache_mode, .upstream_ca_file, .targeted_cache_control, .cache_dir, .policy,
-             .admin_listen, .admin_token, .admin_token_file, .access_log, .access_log_format:
+             .admin_listen, .admin_token, .admin_token_file, .access_log, .access_log_format, .admin_read_token,
+             .admin_read_token_file:
             return .string
         case .memory_limit, .disk_limit, .max_object_size, .max_header_size, .max_target_size, .max_body_size,
              .finish_store_limit, .max_pipeline_buffer, .request_buffer_size, .request_buffer_total: return .size
@@ -115,7 +121,7 @@ enum ConfigKey: String, CaseIterable {
              .disk_open_files, .io_threads, .http2_max_concurrent_streams:
             return .integer
         case .upstream_tls_verify, .allow_client_policy, .strip_tag_headers, .strip_targeted_fields, .store_set_cookie, .forward_host,
-             .range_fill:
+             .range_fill, .admin_healthz_public:
             return .bool
         case .memory_ttl, .disk_ttl: return .lifetime
         case .pass_request_headers, .compress, .admin_hosts: return .list
@@ -248,6 +254,7 @@ extension Settings {
             case .store_set_cookie: proxy.storeSetCookie = b
             case .forward_host: proxy.forwardHost = b
             case .range_fill: proxy.rangeFill = b
+            case .admin_healthz_public: adminHealthzPublic = b
             default: proxy.upstream.verifyTLS = b
             }
         case .list where key == .compress:
@@ -322,11 +329,14 @@ extension Settings {
                 guard let hp = Units.parseHostPort(s) else { return "expected HOST:PORT, e.g. 127.0.0.1:8081, or none" }
                 adminHost = hp.host
                 adminPort = hp.port
-            case .admin_token:
+            case .admin_token, .admin_read_token:
                 guard s.utf8.count >= 8, s.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
                     return "expected at least 8 visible characters without spaces"
                 }
-                adminToken = s
+                if key == .admin_token { adminToken = s } else { adminReadToken = s }
+            case .admin_read_token_file:
+                guard !s.isEmpty else { return "expected a file path" }
+                adminReadTokenFile = s
             case .admin_token_file:
                 guard !s.isEmpty else { return "expected a file path" }
                 adminTokenFile = s

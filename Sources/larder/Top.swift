@@ -56,7 +56,7 @@ struct Top: ParsableCommand {
         while true {
             let view = TopView(previous: previous, current: current, urls: topURLs(base: base, token: token))
             if let screen {
-                screen.draw(view.lines(admin: adminOptions.admin) + (problem.map { ["", $0] } ?? []))
+                screen.draw(view.lines(admin: base) + (problem.map { ["", $0] } ?? []))
             } else {
                 print(problem ?? view.plainLine())
                 fflush(stdout)

@@ -170,3 +170,42 @@ func fixedPoint(_ value: Double, digits: Int) -> String {
 
 /// `n` with at least two digits (`07`).
 func twoDigits(_ n: Int) -> String { n >= 0 && n < 10 ? "0\(n)" : String(n) }
+
+/// "unknown ... key" messages: the nearest known name when one is close
+/// (a typo), then every known name.
+enum UnknownKey {
+    static func message(_ kind: String, _ key: String, known: [String]) -> String {
+        let hint = closest(key, among: known).map { "did you mean \($0)? " } ?? ""
+        return "unknown \(kind) (\(hint)known: \(known.joined(separator: ", ")))"
+    }
+
+    /// The known name nearest to `word` by edits (insert, delete, replace
+    /// or swap two neighbours), if within a third of its length (at least 1, at most 3).
+    static func closest(_ word: String, among known: [String]) -> String? {
+        let limit = min(3, max(1, word.count / 3))
+        var best: (name: String, distance: Int)?
+        for name in known {
+            let d = distance(Array(word.lowercased().utf8), Array(name.utf8))
+            if d <= limit && d < (best?.distance ?? .max) { best = (name, d) }
+        }
+        return best?.name
+    }
+
+    /// Optimal string alignment distance.
+    static func distance(_ a: [UInt8], _ b: [UInt8]) -> Int {
+        if a.isEmpty || b.isEmpty { return max(a.count, b.count) }
+        var table = [[Int]](repeating: [Int](repeating: 0, count: b.count + 1), count: a.count + 1)
+        for i in 0...a.count { table[i][0] = i }
+        for j in 0...b.count { table[0][j] = j }
+        for i in 1...a.count {
+            for j in 1...b.count {
+                let cost = a[i - 1] == b[j - 1] ? 0 : 1
+                table[i][j] = min(table[i - 1][j] + 1, table[i][j - 1] + 1, table[i - 1][j - 1] + cost)
+                if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                    table[i][j] = min(table[i][j], table[i - 2][j - 2] + 1)
+                }
+            }
+        }
+        return table[a.count][b.count]
+    }
+}

@@ -12,9 +12,10 @@ final class AdminAPITests: XCTestCase {
         store = TieredStore(tiers: [MemoryTier(limitBytes: 1 << 20)])
     }
 
-    private func api(token: String? = nil, cacheKey: @escaping (String) -> String = { $0 }) -> AdminAPI {
+    private func api(token: String? = nil, readToken: String? = nil, healthzPublic: Bool = true,
+                     cacheKey: @escaping (String) -> String = { $0 }) -> AdminAPI {
         AdminAPI(store: store, stats: ProxyStats(), token: token, startedAt: 999_000, clock: { [unowned self] in now },
-                 cacheKey: cacheKey, log: { _ in })
+                 cacheKey: cacheKey, readToken: readToken, healthzPublic: healthzPublic, log: { _ in })
     }
 
     private func put(_ key: String, tags: [String] = [], at time: Int64 = 1_000_000) {
@@ -43,7 +44,7 @@ final class AdminAPITests: XCTestCase {
     }
 
     func testEveryRequestNeedsTheTokenWhenOneIsSet() {
-        let admin = api(token: "s3cret-token")
+        let admin = api(token: "s3cret-token", healthzPublic: false)
         for (method, target) in [("GET", "/healthz"), ("GET", "/stats"), ("POST", "/purge?all=true"), ("PURGE", "/x")] {
             let r = admin.handle(method: method, target: target, authorization: nil)
             XCTAssertEqual(r.status, 401, target)
@@ -54,6 +55,23 @@ final class AdminAPITests: XCTestCase {
         XCTAssertEqual(admin.handle(method: "GET", target: "/healthz", authorization: "Basic s3cret-token").status, 401)
         XCTAssertEqual(admin.handle(method: "GET", target: "/healthz", authorization: "Bearer s3cret-token").body, "ok\n")
         XCTAssertEqual(admin.handle(method: "GET", target: "/healthz", authorization: "bearer s3cret-token").status, 200)
+    }
+
+    func testHealthzIsOpenAndTheReadTokenOnlyReads() {
+        let admin = api(token: "admin-token-1", readToken: "read-token-1")
+        XCTAssertEqual(admin.handle(method: "GET", target: "/healthz", authorization: nil).status, 200, "health checks need no token")
+        for target in ["/stats", "/metrics", "/top", "/history", "/errors", "/status.js"] {
+            XCTAssertEqual(admin.handle(method: "GET", target: target, authorization: "Bearer read-token-1").status, 200, target)
+            XCTAssertEqual(admin.handle(method: "GET", target: target, authorization: nil).status, 401, target)
+        }
+        XCTAssertEqual(admin.handle(method: "GET", target: "/", authorization: "Bearer read-token-1").status, 200, "the status page")
+        for (method, target) in [("POST", "/purge?all=true"), ("PURGE", "/x"), ("POST", "/memory/clear"), ("POST", "/prune?older-than=1s")] {
+            XCTAssertEqual(admin.handle(method: method, target: target, authorization: "Bearer read-token-1").status, 401, target)
+            XCTAssertNotEqual(admin.handle(method: method, target: target, authorization: "Bearer admin-token-1").status, 401, target)
+        }
+        // Without an admin token a read token guards nothing (everything is open, as without tokens).
+        let open = api(token: nil, readToken: "read-token-1")
+        XCTAssertEqual(open.handle(method: "GET", target: "/stats", authorization: nil).status, 200)
     }
 
     func testConstantTimeComparison() {

@@ -248,7 +248,8 @@ final class AdminEndToEndTests: ConfiguredTestCase {
         XCTAssertEqual(values["larder_memory_objects"], 2)
         XCTAssertEqual(types["larder_hits_total"], "counter")
         XCTAssertEqual(types["larder_memory_bytes"], "gauge")
-        XCTAssertTrue(values.keys.allSatisfy { $0.hasPrefix("larder_") })
+        // Larder's own, and the process metrics under the names Prometheus' client libraries use.
+        XCTAssertTrue(values.keys.allSatisfy { $0.hasPrefix("larder_") || $0.hasPrefix("process_") }, "\(values.keys)")
 
         XCTAssertEqual(try admin(l, "GET", "/healthz").text, "ok\n")
     }
@@ -264,8 +265,23 @@ final class AdminEndToEndTests: ConfiguredTestCase {
 
     func testTheTokenFromTheEnvironment() throws {
         let l = try start([], environment: ["LARDER_ADMIN_TOKEN": "env-token-456"])
-        XCTAssertEqual(try admin(l, "GET", "/healthz").status, 401)
-        XCTAssertEqual(try admin(l, "GET", "/healthz", token: "env-token-456").status, 200)
+        XCTAssertEqual(try admin(l, "GET", "/stats").status, 401)
+        XCTAssertEqual(try admin(l, "GET", "/stats", token: "env-token-456").status, 200)
+        XCTAssertEqual(try admin(l, "GET", "/healthz").status, 200, "health checks need no token")
+    }
+
+    func testAReadTokenForMonitoringAndHealthChecksThatMayNeedNone() throws {
+        let config = try writeConfig("""
+            admin_read_token_file = "\(try tokenFile("read-token-789"))"
+            admin_healthz_public = false
+            """)
+        let l = try start(["--config", config], environment: ["LARDER_ADMIN_TOKEN": "admin-token-789"])
+        XCTAssertEqual(try admin(l, "GET", "/metrics", token: "read-token-789").status, 200)
+        XCTAssertEqual(try admin(l, "GET", "/stats", token: "read-token-789").status, 200)
+        XCTAssertEqual(try admin(l, "POST", "/purge?all=true", token: "read-token-789").status, 401, "the read token cannot purge")
+        XCTAssertEqual(try admin(l, "POST", "/purge?all=true", token: "admin-token-789").status, 200)
+        XCTAssertEqual(try admin(l, "GET", "/healthz").status, 401, "admin_healthz_public = false")
+        XCTAssertEqual(try admin(l, "GET", "/healthz", token: "read-token-789").status, 200)
     }
 
     func testANonLoopbackAdminAddressWithoutATokenIsRefused() throws {

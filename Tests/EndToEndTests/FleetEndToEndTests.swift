@@ -71,6 +71,11 @@ final class FleetEndToEndTests: FleetTestCase {
         XCTAssertEqual(try a.client().get("/miss-without-redis").status, 200, "misses go on")
         let queued = try purge(a, "url=%2Flater")
         XCTAssertEqual((queued["fleet"] as? [String: Any])?["queued"] as? Bool, true, "\(queued)")
+        // larder purge says so, and fails.
+        let tool = try startChild(Paths.larder, ["purge", "/later", "--admin", a.adminURL])
+        XCTAssertEqual(tool.waitForExit(timeout: 20), 69)
+        tool.drainOutput()
+        XCTAssertTrue(tool.stderr.contains("only queued for the fleet"), tool.stderr)
 
         let back = try RedisServer(extra: ["--appendonly", "yes"], port: port, directory: directory)
         addTeardownBlock { back.stop() }
@@ -82,6 +87,10 @@ final class FleetEndToEndTests: FleetTestCase {
         let answer = try purge(a, "url=%2Fagain")
         XCTAssertEqual((answer["fleet"] as? [String: Any])?["acknowledged"] as? Int, 2, "\(answer)")
         XCTAssertFalse(isHit(try b.client().get("/again")))
+        let applied = try startChild(Paths.larder, ["purge", "/again", "--admin", a.adminURL])
+        XCTAssertEqual(applied.waitForExit(timeout: 20), 0, applied.stderr)
+        applied.drainOutput()
+        XCTAssertTrue(applied.stdout.contains("fleet: applied by 2 of 2 nodes"), applied.stdout)
     }
 
     func testABadFleetConfigurationIsRefused() throws {

@@ -1,0 +1,59 @@
+import FoundationEssentials
+import TLS
+
+/// Where the config file is when `--config` is not given: the file
+/// `LARDER_CONFIG` names, else `/etc/larder/larder.toml` when it exists
+/// (nil: none, defaults and flags only).
+enum DefaultConfig {
+    static let systemPath = "/etc/larder/larder.toml"
+
+    static var path: String? {
+        if let named = environmentValue("LARDER_CONFIG"), !named.isEmpty { return named }
+        return FileManager.default.fileExists(atPath: systemPath) ? systemPath : nil
+    }
+}
+
+/// What `serve` refuses of its settings before it serves (exit 78), checked
+/// by `serve` and `check-config` alike so that a file check-config passes
+/// is one serve starts with. Warnings are returned; a refusal is thrown as
+/// the message to print.
+enum ConfigChecks {
+    struct Refusal: Error { let message: String }
+
+    static func run(_ settings: Settings, adminTokenFlag: String?) throws -> [String] {
+        var warnings: [String] = []
+        // TLS listeners: every certificate, key and OCSP file loads.
+        for listener in settings.listeners where listener.tls != nil {
+            do {
+                _ = try listener.loadTLS()
+            } catch {
+                throw Refusal(message: "\(error); fix the certificate, key or ocsp file of that [[listen]] table")
+            }
+            warnings += listener.keyWarnings()
+        }
+        // The admin API: off loopback only with a token.
+        if let host = settings.adminHost, let refusal = adminRefusal(host: host, shown: "\(host):\(settings.adminPort)",
+                                                                     token: try Serve.adminToken(settings, flagFile: adminTokenFlag)) {
+            throw Refusal(message: refusal)
+        }
+        // A fleet: a Redis others can reach needs a password.
+        if let fleet = settings.fleet {
+            let password: String?
+            do {
+                password = try fleet.password()
+            } catch {
+                throw Refusal(message: "\(error)")
+            }
+            if let refusal = fleet.refusal(password: password) { throw Refusal(message: refusal) }
+            if let warning = fleet.passwordFileWarning() { warnings.append(warning) }
+        }
+        return warnings
+    }
+
+    /// The refusal of an admin API at `host` (shown as `shown`) without a token, if any.
+    static func adminRefusal(host: String, shown: String, token: String?) -> String? {
+        guard token == nil, !Serve.isLoopback(host) else { return nil }
+        return "the admin API address \(shown) is not a loopback address and no admin token is set; "
+            + "set admin_token_file (or --admin-token-file, or LARDER_ADMIN_TOKEN), or admin_listen = \"127.0.0.1:8081\""
+    }
+}

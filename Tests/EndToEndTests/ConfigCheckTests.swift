@@ -1,0 +1,87 @@
+import Foundation
+import XCTest
+import TestSupport
+
+/// check-config runs serve's own checks; the config file is found without
+/// --config; the admin tools read the admin address and token from it; a
+/// typo gets the nearest key.
+final class ConfigCheckTests: ConfiguredTestCase {
+    private func larder(_ arguments: [String], environment: [String: String] = [:]) throws
+        -> (status: Int32?, stdout: String, stderr: String) {
+        let child = try startChild(Paths.larder, arguments, environment: environment)
+        let status = child.waitForExit(timeout: 30)
+        child.drainOutput()
+        return (status, child.stdout, child.stderr)
+    }
+
+    func testATypoGetsTheNearestKnownName() throws {
+        let cases: [(String, String)] = [
+            ("memory_limt = \"1MiB\"\n", "memory_limt: unknown key (did you mean memory_limit? known:"),
+            ("[fleat]\nredis = \"redis://127.0.0.1\"\n", "fleat: unknown key (did you mean fleet? known:"),
+            ("[[route]]\nprefix = \"/a/\"\npolcy = \"reloadIgnoringCacheData\"\n", "route.polcy: unknown route key (did you mean policy?"),
+            ("[[listen]]\naddress = \"127.0.0.1:0\"\ntsl = true\n", "listen.tsl: unknown listen key (did you mean tls?"),
+        ]
+        for (text, message) in cases {
+            let r = try larder(["check-config", "--config", try writeConfig(text)])
+            XCTAssertEqual(r.status, 78, text)
+            XCTAssertTrue(r.stderr.contains(message), "\(text): \(r.stderr)")
+        }
+        let far = try larder(["check-config", "--config", try writeConfig("zebra = 1\n")])
+        XCTAssertFalse(far.stderr.contains("did you mean"), far.stderr)
+    }
+
+    func testCheckConfigRefusesWhatServeRefusesBeforeSayingOk() throws {
+        let cases: [(String, String)] = [
+            ("admin_listen = \"0.0.0.0:0\"\n", "is not a loopback address and no admin token is set"),
+            ("[fleet]\nredis = \"redis://10.9.8.7:6379\"\n", "password"),
+        ]
+        for (text, message) in cases {
+            let path = try writeConfig("upstream = \"http://127.0.0.1:9\"\nlisten = \"127.0.0.1:0\"\n" + text)
+            let check = try larder(["check-config", "--config", path])
+            XCTAssertEqual(check.status, 78, text)
+            XCTAssertTrue(check.stderr.contains(message), check.stderr)
+            XCTAssertFalse(check.stdout.contains("ok"), "no ok before the refusal: \(check.stdout)")
+            let serve = try larder(["serve", "--config", path])
+            XCTAssertEqual(serve.status, 78, "serve refuses it too: \(serve.stderr)")
+            XCTAssertTrue(serve.stderr.contains(message), serve.stderr)
+        }
+        let withToken = try writeConfig("admin_listen = \"0.0.0.0:0\"\nadmin_token = \"a-long-enough-token\"\n")
+        XCTAssertEqual(try larder(["check-config", "--config", withToken]).status, 0)
+    }
+
+    func testTheConfigFileIsFoundWithoutAFlagAndTheToolsUseItsAdminAddressAndToken() throws {
+        let origin = try startOrigin()
+        let adminPort = unusedPort()
+        let token = temporaryPath("larder-token")
+        try "tool-token-1234\n".write(toFile: token, atomically: true, encoding: .utf8)
+        let path = try writeConfig("""
+            upstream = "\(origin.url)"
+            listen = "127.0.0.1:0"
+            admin_listen = "127.0.0.1:\(adminPort)"
+            admin_token_file = "\(token)"
+            workers = 1
+            """)
+        let environment = ["LARDER_CONFIG": path]
+        let check = try larder(["check-config"], environment: environment)
+        XCTAssertEqual(check.status, 0, check.stderr)
+        XCTAssertTrue(check.stdout.hasPrefix("\(path): ok"), check.stdout)
+        if !FileManager.default.fileExists(atPath: "/etc/larder/larder.toml") {
+            let none = try larder(["check-config"])
+            XCTAssertEqual(none.status, 64)
+            XCTAssertTrue(none.stderr.contains("no config file"), none.stderr)
+        }
+        let serve = try startChild(Paths.larder, ["serve"], environment: environment)
+        let port = try XCTUnwrap(serve.waitFor("listening on 127\\.0\\.0\\.1:(\\d+)").flatMap(Int.init), serve.stderr)
+        XCTAssertEqual(try HTTPClient(port: port).get("/tools/a").status, 200)
+        // No --admin, no --admin-token-file: both from the file.
+        let stats = try larder(["stats"], environment: environment)
+        XCTAssertEqual(stats.status, 0, stats.stderr)
+        XCTAssertTrue(stats.stdout.contains("\"misses\": 1"), stats.stdout)
+        let purge = try larder(["purge", "/tools/a"], environment: environment)
+        XCTAssertEqual(purge.status, 0, purge.stderr)
+        XCTAssertTrue(purge.stdout.contains("purged 1 stored response"), purge.stdout)
+        // A flag still wins over the file.
+        let elsewhere = try larder(["stats", "--admin", "http://127.0.0.1:1"], environment: environment)
+        XCTAssertEqual(elsewhere.status, 69, elsewhere.stderr)
+    }
+}
