@@ -341,9 +341,10 @@ public final class AdminAPI {
     }
 }
 
-/// JSON text helpers (the admin answers are small and flat).
-enum JSON {
-    static func string(_ s: String) -> String {
+/// JSON text helpers (the admin answers are small and flat). A string so
+/// written is a TOML basic string too (`larder check-config --print`).
+public enum JSON {
+    public static func string(_ s: String) -> String {
         var out = "\""
         for scalar in s.unicodeScalars {
             switch scalar {
@@ -353,7 +354,7 @@ enum JSON {
             case "\r": out += "\\r"
             case "\t": out += "\\t"
             default:
-                if scalar.value < 0x20 {
+                if scalar.value < 0x20 || scalar.value == 0x7F {
                     let hex = String(scalar.value, radix: 16)
                     out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
                 } else {

@@ -7,6 +7,8 @@ public struct MediaTypePatterns: Sendable, Equatable {
     /// Lowercased; a `type/*` pattern is kept as `type/`.
     public private(set) var patterns: [String] = []
     public var isEmpty: Bool { patterns.isEmpty }
+    /// As a config file writes them (`type/*` for a whole type).
+    public var spelled: [String] { patterns.map { $0.hasSuffix("/") ? $0 + "*" : $0 } }
 
     public init() {}
 

@@ -197,6 +197,9 @@ struct CheckConfig: ParsableCommand {
     @Option(help: "Config file (TOML). Default: $LARDER_CONFIG, else /etc/larder/larder.toml.")
     var config: String?
 
+    @Flag(name: .customLong("print"), help: "Print the whole effective configuration (every key, routes included) as a config file.")
+    var printAll = false
+
     func run() throws {
         guard let config = config ?? DefaultConfig.path else {
             complain("no config file: pass --config FILE (or set LARDER_CONFIG); \(DefaultConfig.systemPath) does not exist")
@@ -217,8 +220,12 @@ struct CheckConfig: ParsableCommand {
             complain("\(config): \(refusal.message)")
             throw Exit.config
         }
-        print("\(config): ok")
         for warning in warnings { complain("warning: \(warning)", priority: 4) }
+        if printAll {
+            print(EffectiveConfig.render(settings), terminator: "")
+            return
+        }
+        print("\(config): ok")
         for listener in settings.listeners {
             guard let tls = listener.tls else { print("listen = \(listener.shown)"); continue }
             let names = ((try? listener.loadTLS())?.names ?? []).map { $0.isEmpty ? "(no names)" : $0 }

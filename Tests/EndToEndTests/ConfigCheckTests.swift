@@ -84,4 +84,72 @@ final class ConfigCheckTests: ConfiguredTestCase {
         let elsewhere = try larder(["stats", "--admin", "http://127.0.0.1:1"], environment: environment)
         XCTAssertEqual(elsewhere.status, 69, elsewhere.stderr)
     }
+
+    func testPrintShowsTheWholeEffectiveConfigurationAndReadsBackTheSame() throws {
+        let path = try writeConfig("""
+            upstream = "http://127.0.0.1:9"
+            memory_limit = "300MB"
+            workers = 3
+            compress = ["application/json", "text/*"]
+            admin_token = "secret-token-abc"
+            stale_on_disconnect = "off"
+
+            [presets]
+            short = "2m"
+
+            [[listen]]
+            address = "127.0.0.1:0"
+            http2 = false
+
+            [[listen]]
+            address = "127.0.0.1:0"
+
+            [[route]]
+            prefix = "/api/"
+            policy = "cacheElseFetch"
+            default_ttl = "short"
+            ignore_upstream_cache_control = true
+            tags = ["api"]
+            methods = ["GET"]
+            memory_ttl = "never"
+            disk_ttl = "mirror"
+            ignore_query_params = ["utm_source"]
+            key_headers = ["X-Tenant"]
+
+            [[route]]
+            prefix = "/static/"
+            glob = "*.jpg"
+            disk = false
+            negative_ttl = "30s"
+            compress = []
+
+            [fleet]
+            redis = "redis://127.0.0.1:6390"
+            name = "f1"
+            node = "n1"
+            timeout = "3s"
+            """)
+        let printed = try larder(["check-config", "--print", "--config", path])
+        XCTAssertEqual(printed.status, 0, printed.stderr)
+        let lines = printed.stdout.split(separator: "\n").map(String.init)
+        for key in ["listen", "upstream", "memory_limit", "disk_ttl", "admin_token", "io_threads", "http2_max_concurrent_streams",
+                    "admin_healthz_public", "compress", "upstream_ca_file", "disk_open_files"] {
+            XCTAssertTrue(lines.contains { $0.hasPrefix("\(key) = ") || $0.hasPrefix("# \(key):") }, "\(key) in \(printed.stdout)")
+        }
+        XCTAssertTrue(lines.contains("memory_limit = \"300000000B\""), "300MB is decimal: \(printed.stdout)")
+        XCTAssertTrue(lines.contains("workers = 3"))
+        XCTAssertTrue(lines.contains("# admin_token: set in the file (not shown)"))
+        XCTAssertFalse(printed.stdout.contains("secret-token-abc"), "tokens are never printed")
+        XCTAssertTrue(printed.stdout.contains("[[route]]\nprefix = \"/api/\"\nmethods = [\"GET\"]\npolicy = \"returnCacheDataElseLoad\""),
+                      printed.stdout)
+        XCTAssertTrue(lines.contains("default_ttl = \"2m\""), "the preset as the file changed it")
+        XCTAssertTrue(lines.contains("compress = []"), "a route's compress off")
+        XCTAssertTrue(printed.stdout.contains("[fleet]\nredis = \"redis://127.0.0.1:6390\"\nname = \"f1\"\nnode = \"n1\""))
+        XCTAssertTrue(printed.stdout.contains("[[listen]]\naddress = \"127.0.0.1:0\"\nhttp2 = false"))
+        // What it prints is a config file that means the same.
+        let again = try larder(["check-config", "--print", "--config", try writeConfig(printed.stdout)])
+        XCTAssertEqual(again.status, 0, again.stderr)
+        func withoutTokens(_ text: String) -> [Substring] { text.split(separator: "\n").filter { !$0.hasPrefix("# admin_token:") } }
+        XCTAssertEqual(withoutTokens(again.stdout), withoutTokens(printed.stdout))
+    }
 }
