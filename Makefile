@@ -1,4 +1,4 @@
-# Install Larder as a systemd service (see README, "Install as a service").
+# Install Larder as a systemd service (see docs/running.md, "Install as a service").
 #
 #   make install                    # build (release) and install under /usr/local and /etc
 #   make uninstall
@@ -40,6 +40,8 @@ install: $(INSTALL_NEEDS)
 		echo "installed $(DESTDIR)$(UNITDIR)/$$unit"; \
 	done
 	install -D -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	install -d -m 0755 $(DESTDIR)$(DOCDIR)/docs
+	install -m 0644 docs/*.md $(DESTDIR)$(DOCDIR)/docs/
 	@if [ -z "$(DESTDIR)" ] && command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 	@echo "next: edit $(SYSCONFDIR)/larder/larder.toml (upstream), then: systemctl enable --now larder"
 

@@ -2,7 +2,7 @@ import CacheStorage
 import Proxy
 import HTTPHeaders
 
-/// The admin endpoints (the README's admin table): a request in, an
+/// The admin endpoints (docs/admin-and-purging.md's table): a request in, an
 /// answer out. No sockets here, so every endpoint is testable directly.
 /// Runs on the admin thread only (the metrics registry keeps scrape state).
 public final class AdminAPI {

@@ -1,5 +1,5 @@
 /// Per-request cache policies, as Apple's URLCache offers them
-/// (README, "Request policies").
+/// (docs/routes-and-policies.md).
 public enum RequestPolicy: String, CaseIterable, Sendable {
     case useProtocolCachePolicy
     case reloadIgnoringLocalCacheData

@@ -1,4 +1,4 @@
-/// Why a request cannot be served, with the status code the README's "Errors" table assigns.
+/// Why a request cannot be served, with the status code docs/limits-and-errors.md's "Errors" table assigns.
 public enum HTTPError: Error, Equatable, Sendable {
     /// Malformed request line, header or framing: 400, connection closed.
     case badRequest(String)

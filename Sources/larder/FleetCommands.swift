@@ -4,7 +4,7 @@ import FoundationEssentials
 /// `larder fleet ...`: the running node's view of its fleet.
 struct FleetCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "fleet", abstract: "The running node's fleet (README \"Running a fleet\").",
+        commandName: "fleet", abstract: "The running node's fleet (docs/fleet.md).",
         subcommands: [FleetStatusCommand.self])
 }
 

@@ -5,7 +5,7 @@ import TLS
 import Glibc
 #endif
 
-/// The `larder` command line (README, "Using it").
+/// The `larder` command line (docs/running.md, "Using it").
 @main
 struct Larder: ParsableCommand {
     static let version = "0.1.0"
@@ -61,7 +61,7 @@ struct Larder: ParsableCommand {
     }
 }
 
-/// Exit codes (sysexits), as the README lists them.
+/// Exit codes (sysexits), as docs/running.md lists them.
 enum Exit {
     static let usage = ExitCode(64)
     static let config = ExitCode(78)

@@ -1,4 +1,4 @@
-/// SIZE and duration values as the README spells them.
+/// SIZE and duration values as docs/running.md ("Sizes and durations") spells them.
 enum Units {
     /// `512KiB`, `256MiB`, `10GiB`, `1TiB`, `KB`/`MB`/`GB` (decimal) or plain bytes.
     static func parseSize(_ text: String) -> Int? {

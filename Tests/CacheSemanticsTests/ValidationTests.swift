@@ -270,7 +270,7 @@ final class TargetedCacheControlTests: XCTestCase {
     }
 }
 
-/// The README's request policies as pure decisions.
+/// The request policies of docs/routes-and-policies.md as pure decisions.
 final class RequestPolicyTests: XCTestCase {
     func testNamesAndAliasesAreCaseInsensitive() {
         XCTAssertEqual(RequestPolicy(name: "returnCacheDataElseLoad"), .returnCacheDataElseLoad)

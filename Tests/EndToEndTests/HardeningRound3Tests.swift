@@ -37,7 +37,7 @@ final class SplicedBodyEndToEndTests: ConfiguredTestCase {
     }
 }
 
-/// A second Larder on a port another one holds exits 1, as the README
+/// A second Larder on a port another one holds exits 1, as docs/running.md
 /// promises, instead of joining its SO_REUSEPORT group (the kernel split
 /// connections between the two).
 final class TakenPortEndToEndTests: ConfiguredTestCase {

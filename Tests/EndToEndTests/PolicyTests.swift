@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-/// The README's request policies, end to end: each on a miss, a fresh
+/// The request policies of docs/routes-and-policies.md, end to end: each on a miss, a fresh
 /// hit and a stale hit, counting what reaches the origin.
 final class PolicyTests: ProxyTestCase {
     private func get(_ target: String, policy: String? = nil, _ headers: [String] = []) throws -> HTTPResponse {

@@ -289,7 +289,8 @@ final class SystemdTests: ConfiguredTestCase {
         XCTAssertEqual(status, 0, output)
         let expected = ["usr/local/bin/larder", "etc/larder/larder.toml", "etc/systemd/system/larder.service",
                         "etc/systemd/system/larder.socket", "etc/systemd/system/larder-admin.socket",
-                        "usr/local/share/doc/larder/README.md"]
+                        "usr/local/share/doc/larder/README.md", "usr/local/share/doc/larder/docs/running.md",
+                        "usr/local/share/doc/larder/docs/configuration.md"]
         for path in expected { XCTAssertTrue(FileManager.default.fileExists(atPath: stage + "/" + path), path) }
         XCTAssertTrue(FileManager.default.isExecutableFile(atPath: stage + "/usr/local/bin/larder"))
         let unit = try String(contentsOfFile: stage + "/etc/systemd/system/larder.service", encoding: .utf8)

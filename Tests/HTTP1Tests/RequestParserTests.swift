@@ -94,7 +94,7 @@ final class RequestParserTests: XCTestCase {
         XCTAssertEqual(bare.pathAndQuery, "/")
     }
 
-    /// Every malformed shape in the README's error table, with its status.
+    /// Every malformed shape in docs/limits-and-errors.md's error table, with its status.
     func testMalformedRequests() {
         let cases: [(String, String, Int)] = [
             ("CL and TE", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
