@@ -42,6 +42,8 @@ install: $(INSTALL_NEEDS)
 	install -D -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
 	install -d -m 0755 $(DESTDIR)$(DOCDIR)/docs
 	install -m 0644 docs/*.md $(DESTDIR)$(DOCDIR)/docs/
+	install -d -m 0755 $(DESTDIR)$(DOCDIR)/examples
+	install -m 0644 config/grafana-dashboard.json config/prometheus.yml config/prometheus-alerts.yml $(DESTDIR)$(DOCDIR)/examples/
 	@if [ -z "$(DESTDIR)" ] && command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 	@echo "next: edit $(SYSCONFDIR)/larder/larder.toml (upstream), then: systemctl enable --now larder"
 
