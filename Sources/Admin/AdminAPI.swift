@@ -46,11 +46,13 @@ public final class AdminAPI {
     /// them and of the counters over time (the status page, top URLs).
     let samples: RequestSamples?
     let activity = Activity()
+    /// Version, node name and upstream, for /stats and the status page.
+    private var identity = ("", "", "")
 
     public init(store: TieredStore, stats: ProxyStats, token: String?, startedAt: Int64,
                 clock: @escaping () -> Int64, cacheKey: @escaping (String) -> String, fanOut: PurgeFanOut? = nil,
-                samples: RequestSamples? = nil, version: String = "", readToken: String? = nil, healthzPublic: Bool = true,
-                log: @escaping (String) -> Void) {
+                samples: RequestSamples? = nil, version: String = "", node: String = "", upstream: String = "",
+                readToken: String? = nil, healthzPublic: Bool = true, log: @escaping (String) -> Void) {
         self.fanOut = fanOut
         self.samples = samples
         self.store = store
@@ -64,6 +66,7 @@ public final class AdminAPI {
         self.log = log
         metrics = Metrics()
         metrics.version = version
+        identity = (version, node, upstream)
         metrics.startedAt = startedAt
     }
 
@@ -250,7 +253,7 @@ public final class AdminAPI {
     // MARK: stats
 
     public func snapshot() -> StatsSnapshot {
-        StatsSnapshot(
+        var snapshot = StatsSnapshot(
             hits: stats.total(.hits), misses: stats.total(.misses),
             staleHits: stats.total(.staleHits), revalidations: stats.total(.revalidations),
             collapsed: stats.total(.collapsed), upstreamErrors: stats.total(.upstreamErrors),
@@ -269,6 +272,8 @@ public final class AdminAPI {
             adminRefusedConnections: stats.adminRefusedConnections.load(ordering: .relaxed),
             openConnections: stats.openConnections.load(ordering: .relaxed), ioJobs: stats.ioJobs, ioThreads: stats.ioThreads, purged: metrics.purged,
             tiers: store.stats, uptimeSeconds: max(0, clock() - startedAt), fleet: fanOut?.status)
+        (snapshot.version, snapshot.node, snapshot.upstream) = identity
+        return snapshot
     }
 
     // MARK: parsing

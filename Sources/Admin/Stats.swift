@@ -4,6 +4,11 @@ import Proxy
 
 /// The figures `/stats` and `/metrics` report, read once per request.
 public struct StatsSnapshot: Equatable, Sendable {
+    /// Which Larder this is: its version, its node name (the fleet's, else
+    /// the host's) and its upstream (the status page's header).
+    public var version = ""
+    public var node = ""
+    public var upstream = ""
 
     public var hits: Int
     public var misses: Int
@@ -106,7 +111,8 @@ public struct StatsSnapshot: Equatable, Sendable {
             "open_connections": \(openConnections), "io_jobs": \(ioJobs), "io_threads": \(ioThreads), "purged": \(purged), \
             "responses": \(responsesJSON), "errors": \(errors), \
             "hit_ratio": \(ratio), \(sections.joined(separator: ", ")), "fleet": \(fleet?.json ?? "null"), \
-            "uptime_seconds": \(uptimeSeconds)}
+            "uptime_seconds": \(uptimeSeconds), "version": \(JSON.string(version)), "node": \(JSON.string(node)), \
+            "upstream": \(JSON.string(upstream))}
             """
     }
 }

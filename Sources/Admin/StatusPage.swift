@@ -31,8 +31,8 @@ enum StatusPage {
         #problem{color:#b42318;font-weight:600}
         </style></head>
         <body data-updates="0" data-errors="0">
-        <header><h1>Larder</h1><span id="rate">- req/s</span><span id="ratio">hit ratio -</span>
-        <span id="conns">- connections</span><span id="uptime">up -</span><span id="problem"></span></header>
+        <header><h1>Larder</h1><span id="who"></span><span id="rate">- req/s</span><span id="ratio">hit ratio -</span>
+        <span id="conns">- connections</span><span id="uptime">up -</span><span id="clock"></span><span id="problem"></span></header>
         <main>
         <section><h2>Requests per second (last 15 minutes at most)</h2>
         <svg id="requests-chart" viewBox="0 0 600 170" preserveAspectRatio="none"></svg>
@@ -44,7 +44,7 @@ enum StatusPage {
         <section><h2>Top URLs, last minute</h2><table id="top-requests"></table></section>
         <section><h2>Top URLs by misses, last minute</h2><table id="top-misses"></table></section>
         <section><h2>Top prefixes, last minute</h2><table id="top-prefixes"></table></section>
-        <section><h2>Recent errors</h2><table id="errors"></table></section>
+        <section><h2>Recent errors (times in UTC)</h2><table id="errors"></table></section>
         </main>
         <script src="/status.js"></script>
         </body></html>
@@ -53,7 +53,7 @@ enum StatusPage {
 
     static let script = """
         "use strict";
-        const NS = "http://www.w3.org/2000/svg", WINDOW = 900;
+        const NS = "http://www.w3.org/2000/svg", WINDOW = 900, GAP = 3;
         let points = [], lastTime = 0;
         window.addEventListener("error", () => { document.body.dataset.errors = Number(document.body.dataset.errors) + 1; });
         function $(id) { return document.getElementById(id); }
@@ -79,6 +79,33 @@ enum StatusPage {
           if (s < 7200) return Math.floor(s / 60) + " min";
           if (s < 172800) return Math.floor(s / 3600) + " h";
           return Math.floor(s / 86400) + " d";
+        }
+        // Seconds since 1970 as the time of day in UTC ("14:03:07").
+        function utc(seconds) { return new Date(seconds * 1000).toISOString().substring(11, 19); }
+        // A series' points in runs without a gap: a second with no point (the
+        // hit ratio of an idle second, a restart, a page asleep) ends a line
+        // rather than being drawn across.
+        function runs(data) {
+          const out = [];
+          let run = [];
+          for (const p of data) {
+            if (run.length && p[0] - run[run.length - 1][0] > GAP) { out.push(run); run = []; }
+            run.push(p);
+          }
+          if (run.length) out.push(run);
+          return out;
+        }
+        // The last errors, the same URL, status and Cache-Status once, with
+        // how many times and when last (newest first).
+        function grouped(errors) {
+          const groups = new Map();
+          for (const e of errors) {
+            const key = JSON.stringify([e.method, e.target, e.status, e.cache]);
+            const group = groups.get(key);
+            if (group) { group.count++; group.time = Math.max(group.time, e.time); }
+            else groups.set(key, {what: e.method + " " + e.target, status: e.status, cache: e.cache, time: e.time, count: 1});
+          }
+          return Array.from(groups.values()).sort((a, b) => b.time - a.time);
         }
         // Draws series (lists of [time, value]) on a chart: across, the time
         // since the first point (20 s at least, 15 minutes at most); up, 0 to
@@ -106,13 +133,15 @@ enum StatusPage {
               .textContent = ago ? "-" + (ago < 120 ? ago + " s" : Math.round(ago / 60) + " min") : "now";
           }
           for (const s of series) {
-            const coordinates = s.data.filter(p => p[0] >= now - span).map(p => {
-              const x = left + (width - left) * (p[0] - (now - span)) / span;
-              const y = 4 + (height - bottom - 4) * (1 - Math.min(p[1], max) / max);
-              return x.toFixed(1) + "," + y.toFixed(1);
-            });
-            svg("polyline", {points: coordinates.join(" "), fill: "none", stroke: s.color, "stroke-width": 2,
-                             "data-points": coordinates.length, "vector-effect": "non-scaling-stroke"}, node);
+            for (const run of runs(s.data.filter(p => p[0] >= now - span))) {
+              const coordinates = run.map(p => {
+                const x = left + (width - left) * (p[0] - (now - span)) / span;
+                const y = 4 + (height - bottom - 4) * (1 - Math.min(p[1], max) / max);
+                return x.toFixed(1) + "," + y.toFixed(1);
+              });
+              svg("polyline", {points: coordinates.join(" "), fill: "none", stroke: s.color, "stroke-width": 2,
+                               "data-series": s.name, "data-points": coordinates.length, "vector-effect": "non-scaling-stroke"}, node);
+            }
           }
         }
         function rows(id, headings, list, cells) {
@@ -174,17 +203,19 @@ enum StatusPage {
               " now, " + (100 * stats.hit_ratio).toFixed(1) + " % since start";
             $("conns").textContent = stats.open_connections + " connections";
             $("uptime").textContent = "up " + duration(stats.uptime_seconds);
+            $("who").textContent = stats.node + " · Larder " + stats.version + " · upstream " + stats.upstream;
+            $("clock").textContent = utc(history.now) + " UTC";
             chart("requests-chart", [
-              {color: "#2f6fdf", data: perSecond("requests")}, {color: "#e0861a", data: perSecond("misses")},
-              {color: "#d92d20", data: perSecond("errors")}], undefined, "");
-            chart("ratio-chart", [{color: "#2a9d4b", data: points.filter(p => p.hits + p.misses > 0)
+              {name: "requests", color: "#2f6fdf", data: perSecond("requests")}, {name: "misses", color: "#e0861a", data: perSecond("misses")},
+              {name: "errors", color: "#d92d20", data: perSecond("errors")}], undefined, "");
+            chart("ratio-chart", [{name: "hit ratio", color: "#2a9d4b", data: points.filter(p => p.hits + p.misses > 0)
               .map(p => [p.time, 100 * p.hits / (p.hits + p.misses)])}], 100, "%");
             drawTiers(stats);
             rows("top-requests", ["URL", "requests", "misses", "errors"], top.by_requests, t => [t.target, t.requests, t.misses, t.errors]);
             rows("top-misses", ["URL", "misses", "requests"], top.by_misses, t => [t.target, t.misses, t.requests]);
             rows("top-prefixes", ["prefix", "requests", "misses"], top.prefixes, t => [t.prefix, t.requests, t.misses]);
-            rows("errors", ["URL", "time", "status", "cache"], errors.errors,
-                 e => [e.method + " " + e.target, new Date(e.time * 1000).toLocaleTimeString(), e.status, e.cache]);
+            rows("errors", ["URL", "times", "last", "status", "cache"], grouped(errors.errors),
+                 e => [e.what, e.count, utc(e.time), e.status, e.cache]);
             $("problem").textContent = "";
             document.body.dataset.updates = Number(document.body.dataset.updates) + 1;
           } catch (error) {

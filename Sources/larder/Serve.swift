@@ -150,7 +150,8 @@ struct Serve: ParsableCommand {
                 let api = AdminAPI(store: store, stats: stats, token: adminToken, startedAt: EventLoop.wallSeconds(),
                                    clock: { EventLoop.wallSeconds() },
                                    cacheKey: { target in routesForAdmin.withLock { $0.cacheKey(target) } }, fanOut: fleet,
-                                   samples: samples, version: Larder.version, readToken: adminReadToken,
+                                   samples: samples, version: Larder.version,
+                                   node: settings.fleet?.node ?? FleetConfig.hostName, upstream: upstream, readToken: adminReadToken,
                                    healthzPublic: settings.adminHealthzPublic, log: { adminLogger.notice("\($0)") })
                 let admin = try AdminServer(listener: fd, api: api, maxConnections: settings.adminMaxConnections, feed: logFeed,
                                             followerSendTimeoutMilliseconds: settings.proxy.sendTimeoutMilliseconds,

@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+@testable import larder
 
 /// The status page in a real browser: headless Chromium signs in with
 /// `/?token=`, the page's script polls the admin API, and the charts,
@@ -57,12 +58,18 @@ final class StatusPageEndToEndTests: ConfiguredTestCase {
         XCTAssertNotNil(dom.firstMatch(of: #/data-updates="[1-9]/#), "the script updated the page: \(dom.prefix(2000))")
         XCTAssertTrue(dom.contains("data-errors=\"0\""))
         XCTAssertFalse(dom.contains("not signed in"), "the token became a cookie the page's requests carry")
-        let plotted = dom.matches(of: #/data-points="(\d+)"/#).compactMap { Int($0.1) }
-        XCTAssertEqual(plotted.count, 4, "requests, misses, errors and hit ratio lines")
-        XCTAssertTrue(plotted.allSatisfy { $0 >= 3 }, "every line has points: \(plotted)")
+        let plotted = Self.plotted(dom)
+        XCTAssertEqual(Set(plotted.keys), ["requests", "misses", "errors", "hit ratio"], "the four series")
+        XCTAssertTrue(plotted.values.allSatisfy { $0.reduce(0, +) >= 3 }, "every series has points: \(plotted)")
         XCTAssertTrue(dom.contains("/sp/hot"), "top URLs")
         XCTAssertTrue(dom.contains("/sp/cold-1"), "top misses")
-        XCTAssertTrue(dom.contains("GET /sp/broken?status=503&amp;cc=no-store"), "recent errors")
+        // Repeated errors once, with how many times and when last, in UTC.
+        let broken = dom.matches(of: #/>GET /sp/broken\?status=503&amp;cc=no-store</td><td class="n">(\d+)</td><td class="n">(\d\d:\d\d:\d\d)</td>/#)
+        XCTAssertEqual(broken.count, 1, "the same error grouped: \(dom.suffix(3000))")
+        XCTAssertEqual(broken.first.flatMap { Int($0.1) }, round, "one error a round, counted")
+        XCTAssertNotNil(dom.firstMatch(of: #/\d\d:\d\d:\d\d UTC/#), "the page's clock in UTC")
+        // The header names the node, the version and the upstream.
+        XCTAssertTrue(dom.contains("Larder \(Larder.version) · upstream \(origin.url)"), String(dom.prefix(3000)))
 
         let screenshot = temporaryPath("status") + ".png"
         addTeardownBlock { try? FileManager.default.removeItem(atPath: screenshot) }
@@ -72,6 +79,46 @@ final class StatusPageEndToEndTests: ConfiguredTestCase {
         // The lines' own colours (the legend's keys are paler): the charts drew.
         XCTAssertGreaterThan(image.count(0x2f6fdf), 40, "the requests line")
         XCTAssertGreaterThan(image.count(0x2a9d4b), 40, "the hit ratio line")
+    }
+
+    /// Each series' points by its name, a polyline each (a gap starts another).
+    private static func plotted(_ dom: String) -> [String: [Int]] {
+        var lines: [String: [Int]] = [:]
+        for match in dom.matches(of: #/data-series="([^"]+)" data-points="(\d+)"/#) {
+            lines[String(match.1), default: []].append(Int(match.2) ?? 0)
+        }
+        return lines
+    }
+
+    /// Idle seconds leave a gap in the hit ratio, not a line drawn across them.
+    func testIdleTimeIsAGapInTheHitRatio() throws {
+        let origin = try startOrigin()
+        let token = "gap-\(UUID().uuidString)"
+        let larder = try startLarder(upstream: origin.url, environment: ["LARDER_ADMIN_TOKEN": token])
+        let client = try larder.client()
+        func points() throws -> [[String: Any]] {
+            let history = try larder.adminClient().get("/history", headers: ["Authorization: Bearer \(token)"])
+            return (try JSONSerialization.jsonObject(with: Data(history.body)) as? [String: Any])?["points"] as? [[String: Any]] ?? []
+        }
+        func lookups(_ point: [String: Any]) -> Int { (point["hits"] as? Int ?? 0) + (point["misses"] as? Int ?? 0) }
+        // Traffic, then at least four seconds without any (the admin thread's
+        // own ticks say when), then traffic again: all bounded.
+        func traffic(until done: () throws -> Bool) throws {
+            let deadline = Date().addingTimeInterval(20)
+            repeat {
+                for _ in 0..<10 { XCTAssertEqual(try client.get("/gap/a").status, 200) }
+                usleep(100_000)  // pacing the load
+            } while try !done() && Date() < deadline
+        }
+        try traffic { try points().filter { lookups($0) > 0 }.count >= 2 }
+        let idleDeadline = Date().addingTimeInterval(20)
+        while try points().reversed().prefix { lookups($0) == 0 }.count < 4 && Date() < idleDeadline { usleep(200_000) }
+        let before = try points().count
+        try traffic { try points().dropFirst(before).filter { lookups($0) > 0 }.count >= 2 }
+        let dom = try browse("\(larder.adminURL)/?token=\(token)", "--dump-dom").stdout
+        let ratio = Self.plotted(dom)["hit ratio"] ?? []
+        XCTAssertGreaterThanOrEqual(ratio.count, 2, "a line before the idle seconds and one after: \(Self.plotted(dom))")
+        XCTAssertEqual(Self.plotted(dom)["requests"]?.count, 1, "requests are counted every second, idle ones too")
     }
 
     func testWithoutTheTokenTheBrowserIsAskedToSignIn() throws {
