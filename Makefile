@@ -5,12 +5,15 @@
 #   make install DESTDIR=/tmp/stage # stage the tree elsewhere (packaging)
 #
 # BIN=path installs an already built binary instead of building one.
+#   make man                        # regenerate man/larder.1 (swift-argument-parser's generate-manual)
 PREFIX ?= /usr/local
 SYSCONFDIR ?= /etc
 UNITDIR ?= /etc/systemd/system
 DESTDIR ?=
 BINDIR := $(PREFIX)/bin
 DOCDIR := $(PREFIX)/share/doc/larder
+MANDIR := $(PREFIX)/share/man/man1
+COMPLETIONS := $(PREFIX)/share
 UNITS := larder.service larder.socket larder-admin.socket
 
 ifeq ($(origin BIN), undefined)
@@ -18,10 +21,17 @@ BIN := .build/release/larder
 INSTALL_NEEDS := build
 endif
 
-.PHONY: build install uninstall
+.PHONY: build install uninstall man
 
 build:
 	swift build -c release --static-swift-stdlib --product larder
+
+# The manual page from the command line's own help (committed: installing
+# needs no toolchain for it).
+man:
+	mkdir -p .build/man
+	swift package --allow-writing-to-directory .build/man generate-manual --output-directory .build/man
+	cp .build/man/larder.1 man/larder.1
 
 install: $(INSTALL_NEEDS)
 	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/larder
@@ -40,6 +50,13 @@ install: $(INSTALL_NEEDS)
 		echo "installed $(DESTDIR)$(UNITDIR)/$$unit"; \
 	done
 	install -D -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	install -D -m 0644 man/larder.1 $(DESTDIR)$(MANDIR)/larder.1
+	@# Shell completions, written by the binary being installed.
+	install -d -m 0755 $(DESTDIR)$(COMPLETIONS)/bash-completion/completions $(DESTDIR)$(COMPLETIONS)/zsh/site-functions \
+		$(DESTDIR)$(COMPLETIONS)/fish/vendor_completions.d
+	$(BIN) --generate-completion-script bash > $(DESTDIR)$(COMPLETIONS)/bash-completion/completions/larder
+	$(BIN) --generate-completion-script zsh > $(DESTDIR)$(COMPLETIONS)/zsh/site-functions/_larder
+	$(BIN) --generate-completion-script fish > $(DESTDIR)$(COMPLETIONS)/fish/vendor_completions.d/larder.fish
 	install -d -m 0755 $(DESTDIR)$(DOCDIR)/docs
 	install -m 0644 docs/*.md $(DESTDIR)$(DOCDIR)/docs/
 	install -d -m 0755 $(DESTDIR)$(DOCDIR)/examples
@@ -48,7 +65,8 @@ install: $(INSTALL_NEEDS)
 	@echo "next: edit $(SYSCONFDIR)/larder/larder.toml (upstream), then: systemctl enable --now larder"
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/larder
+	rm -f $(DESTDIR)$(BINDIR)/larder $(DESTDIR)$(MANDIR)/larder.1 $(DESTDIR)$(COMPLETIONS)/bash-completion/completions/larder \
+		$(DESTDIR)$(COMPLETIONS)/zsh/site-functions/_larder $(DESTDIR)$(COMPLETIONS)/fish/vendor_completions.d/larder.fish
 	@for unit in $(UNITS); do rm -f $(DESTDIR)$(UNITDIR)/$$unit; done
 	rm -rf $(DESTDIR)$(DOCDIR)
 	@# The configuration goes only if it is still the installed example.

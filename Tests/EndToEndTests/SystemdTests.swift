@@ -290,11 +290,29 @@ final class SystemdTests: ConfiguredTestCase {
         let expected = ["usr/local/bin/larder", "etc/larder/larder.toml", "etc/systemd/system/larder.service",
                         "etc/systemd/system/larder.socket", "etc/systemd/system/larder-admin.socket",
                         "usr/local/share/doc/larder/README.md", "usr/local/share/doc/larder/docs/running.md",
-                        "usr/local/share/doc/larder/docs/configuration.md"]
+                        "usr/local/share/doc/larder/docs/configuration.md", "usr/local/share/man/man1/larder.1",
+                        "usr/local/share/bash-completion/completions/larder", "usr/local/share/zsh/site-functions/_larder",
+                        "usr/local/share/fish/vendor_completions.d/larder.fish"]
         for path in expected { XCTAssertTrue(FileManager.default.fileExists(atPath: stage + "/" + path), path) }
         XCTAssertTrue(FileManager.default.isExecutableFile(atPath: stage + "/usr/local/bin/larder"))
         let unit = try String(contentsOfFile: stage + "/etc/systemd/system/larder.service", encoding: .utf8)
         XCTAssertTrue(unit.contains("ExecStart=/usr/local/bin/larder serve --config /etc/larder/larder.toml"), unit)
+        // The manual page and the completions say what the binary takes: every
+        // command, and every option its help lists (man/larder.1 is regenerated
+        // by `make man` when the command line changes).
+        let manual = try String(contentsOfFile: stage + "/usr/local/share/man/man1/larder.1", encoding: .utf8)
+        XCTAssertTrue(manual.contains(".Dt LARDER 1"))
+        for command in ["serve", "purge", "stats", "top", "log", "fleet", "check-config"] {
+            XCTAssertTrue(manual.contains(".It Em \(command)"), "\(command) in the manual page")
+            let help = try ChildProcess(Paths.larder, command == "fleet" ? [command, "status", "--help"] : [command, "--help"])
+            XCTAssertEqual(help.waitForExit(timeout: 20), 0)
+            help.drainOutput()
+            for option in Set(help.stdout.matches(of: #/--([a-z][a-z0-9-]+)/#).map { String($0.1) }) where option != "help" {
+                XCTAssertTrue(manual.contains("Fl -\(option)"), "larder \(command) --\(option) in the manual page (make man)")
+            }
+        }
+        let bash = try String(contentsOfFile: stage + "/usr/local/share/bash-completion/completions/larder", encoding: .utf8)
+        XCTAssertTrue(bash.contains("check-config") && bash.contains("--memory-limit"), "bash completion")
 
         // A changed configuration survives a reinstall and an uninstall.
         let config = stage + "/etc/larder/larder.toml"
