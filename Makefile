@@ -5,7 +5,8 @@
 #   make install DESTDIR=/tmp/stage # stage the tree elsewhere (packaging)
 #
 # BIN=path installs an already built binary instead of building one.
-#   make man                        # regenerate man/larder.1 (swift-argument-parser's generate-manual)
+#   make man                        # regenerate docs/man/larder.1 (swift-argument-parser's generate-manual)
+#   make deb                        # a Debian package in .build/ (systemd/debian/ holds its metadata)
 PREFIX ?= /usr/local
 SYSCONFDIR ?= /etc
 UNITDIR ?= /etc/systemd/system
@@ -21,7 +22,11 @@ BIN := .build/release/larder
 INSTALL_NEEDS := build
 endif
 
-.PHONY: build install uninstall man
+.PHONY: build install uninstall man deb
+
+VERSION := $(shell sed -n 's/.*static let version = "\(.*\)"/\1/p' Sources/larder/Larder.swift)
+ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+DEBROOT := .build/deb/larder
 
 build:
 	swift build -c release --static-swift-stdlib --product larder
@@ -31,7 +36,7 @@ build:
 man:
 	mkdir -p .build/man
 	swift package --allow-writing-to-directory .build/man generate-manual --output-directory .build/man
-	cp .build/man/larder.1 man/larder.1
+	cp .build/man/larder.1 docs/man/larder.1
 
 install: $(INSTALL_NEEDS)
 	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/larder
@@ -50,7 +55,7 @@ install: $(INSTALL_NEEDS)
 		echo "installed $(DESTDIR)$(UNITDIR)/$$unit"; \
 	done
 	install -D -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
-	install -D -m 0644 man/larder.1 $(DESTDIR)$(MANDIR)/larder.1
+	install -D -m 0644 docs/man/larder.1 $(DESTDIR)$(MANDIR)/larder.1
 	@# Shell completions, written by the binary being installed.
 	install -d -m 0755 $(DESTDIR)$(COMPLETIONS)/bash-completion/completions $(DESTDIR)$(COMPLETIONS)/zsh/site-functions \
 		$(DESTDIR)$(COMPLETIONS)/fish/vendor_completions.d
@@ -76,3 +81,24 @@ uninstall:
 		echo "kept $(DESTDIR)$(SYSCONFDIR)/larder/larder.toml (changed since install; remove it by hand)"; \
 	fi
 	@if [ -z "$(DESTDIR)" ] && command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+
+# A Debian package: the tree `make install` makes under /usr, the binary
+# stripped, the manual compressed, with a changelog, the copyright notice
+# and maintainer scripts that reload systemd (the service is not started:
+# set upstream first). Checked by lintian in the tests.
+deb: $(INSTALL_NEEDS)
+	rm -rf .build/deb
+	$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/$(DEBROOT) PREFIX=/usr UNITDIR=/lib/systemd/system BIN=$(BIN)
+	strip --strip-unneeded --remove-section=.comment --remove-section=.note $(DEBROOT)/usr/bin/larder
+	gzip -9n $(DEBROOT)/usr/share/man/man1/larder.1
+	install -m 0644 systemd/debian/copyright $(DEBROOT)/usr/share/doc/larder/copyright
+	sed -e 's/@VERSION@/$(VERSION)/' -e "s/@DATE@/$$(date -R)/" systemd/debian/changelog.in | gzip -9n > $(DEBROOT)/usr/share/doc/larder/changelog.gz
+	chmod 0644 $(DEBROOT)/usr/share/doc/larder/changelog.gz
+	mv $(DEBROOT)/usr/share/zsh/site-functions $(DEBROOT)/usr/share/zsh/vendor-completions
+	install -d -m 0755 $(DEBROOT)/DEBIAN
+	sed -e 's/@VERSION@/$(VERSION)/' -e 's/@ARCH@/$(ARCH)/' systemd/debian/control.in > $(DEBROOT)/DEBIAN/control
+	echo "Installed-Size: $$(du -sk --exclude=DEBIAN $(DEBROOT) | cut -f1)" >> $(DEBROOT)/DEBIAN/control
+	install -m 0644 systemd/debian/conffiles $(DEBROOT)/DEBIAN/conffiles
+	install -m 0755 systemd/debian/postinst systemd/debian/prerm systemd/debian/postrm $(DEBROOT)/DEBIAN/
+	find $(DEBROOT) -type d -exec chmod 0755 {} +
+	dpkg-deb --build --root-owner-group $(DEBROOT) .build/larder_$(VERSION)_$(ARCH).deb

@@ -1,6 +1,7 @@
 import Foundation
 import TestSupport
 import XCTest
+@testable import larder
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -298,7 +299,7 @@ final class SystemdTests: ConfiguredTestCase {
         let unit = try String(contentsOfFile: stage + "/etc/systemd/system/larder.service", encoding: .utf8)
         XCTAssertTrue(unit.contains("ExecStart=/usr/local/bin/larder serve --config /etc/larder/larder.toml"), unit)
         // The manual page and the completions say what the binary takes: every
-        // command, and every option its help lists (man/larder.1 is regenerated
+        // command, and every option its help lists (docs/man/larder.1 is regenerated
         // by `make man` when the command line changes).
         let manual = try String(contentsOfFile: stage + "/usr/local/share/man/man1/larder.1", encoding: .utf8)
         XCTAssertTrue(manual.contains(".Dt LARDER 1"))
@@ -327,5 +328,51 @@ final class SystemdTests: ConfiguredTestCase {
         }
         XCTAssertTrue(FileManager.default.fileExists(atPath: config))
         XCTAssertTrue(output.contains("kept"), output)
+    }
+
+    /// `make deb`: the release binary (built by the README's run command,
+    /// which CI runs first) as a Debian package lintian accepts.
+    func testMakeDebBuildsAPackageLintianAccepts() throws {
+        let release = Paths.packageRoot.appendingPathComponent(".build/release/larder").path
+        let lintian = "/usr/bin/lintian"
+        let inCI = ProcessInfo.processInfo.environment["CI"] == "true"
+        guard FileManager.default.isExecutableFile(atPath: lintian) else {
+            if inCI { return XCTFail("lintian is missing: .ci/install-deps --test") }
+            throw XCTSkip("lintian is not installed (.ci/install-deps --test installs it)")
+        }
+        // The package holds the release build the README makes (static Swift
+        // runtime, no search path into a toolchain); a debug build is no package.
+        let elf = try ChildProcess("/usr/bin/readelf", ["-d", release])
+        let built = FileManager.default.isExecutableFile(atPath: release) && elf.waitForExit(timeout: 20) == 0
+        elf.drainOutput()
+        guard built, !elf.stdout.contains("/swift/"), !elf.stdout.contains("libswiftCore") else {
+            if inCI { return XCTFail("no release build at \(release): .ci/run runs the README's run command first") }
+            throw XCTSkip("build the release binary first: swift build -c release --static-swift-stdlib --product larder")
+        }
+        let make = try ChildProcess("/usr/bin/env", ["make", "-C", Paths.packageRoot.path, "deb", "BIN=\(release)"])
+        XCTAssertEqual(make.waitForExit(timeout: 120), 0, make.stderr)
+        make.drainOutput()
+        let version = Larder.version
+        let arch = make.stdout.firstMatch(of: #/larder_[^_]+_([a-z0-9]+)\.deb/#).map { String($0.1) } ?? "amd64"
+        let deb = Paths.packageRoot.appendingPathComponent(".build/larder_\(version)_\(arch).deb").path
+        XCTAssertTrue(FileManager.default.fileExists(atPath: deb), make.stdout)
+        let contents = try ChildProcess("/usr/bin/dpkg-deb", ["-c", deb])
+        XCTAssertEqual(contents.waitForExit(timeout: 30), 0)
+        contents.drainOutput()
+        for path in ["./usr/bin/larder", "./etc/larder/larder.toml", "./lib/systemd/system/larder.service",
+                     "./lib/systemd/system/larder.socket", "./usr/share/man/man1/larder.1.gz", "./usr/share/doc/larder/copyright",
+                     "./usr/share/doc/larder/changelog.gz", "./usr/share/doc/larder/docs/configuration.md",
+                     "./usr/share/bash-completion/completions/larder", "./usr/share/doc/larder/examples/prometheus-alerts.yml"] {
+            XCTAssertTrue(contents.stdout.contains(" \(path)\n") || contents.stdout.hasSuffix(" \(path)"), "\(path) in the package")
+        }
+        let fields = try ChildProcess("/usr/bin/dpkg-deb", ["-f", deb, "Package", "Version", "Depends"])
+        XCTAssertEqual(fields.waitForExit(timeout: 30), 0)
+        fields.drainOutput()
+        XCTAssertTrue(fields.stdout.contains("Package: larder") && fields.stdout.contains("Version: \(version)"), fields.stdout)
+        let check = try ChildProcess(lintian, ["--tag-display-limit", "0", deb])
+        XCTAssertNotEqual(check.waitForExit(timeout: 300), nil, "lintian finished")
+        check.drainOutput()
+        let errors = (check.stdout + check.stderr).split(separator: "\n").filter { $0.hasPrefix("E:") }
+        XCTAssertEqual(errors, [], "lintian's errors")
     }
 }
