@@ -1,4 +1,5 @@
 import CacheStorage
+import EventLoop
 import Proxy
 import HTTPHeaders
 
@@ -48,11 +49,14 @@ public final class AdminAPI {
     let activity = Activity()
     /// Version, node name and upstream, for /stats and the status page.
     private var identity = ("", "", "")
+    /// The upstream pools of the configuration in force.
+    private let pools: () -> [UpstreamPool]
 
     public init(store: TieredStore, stats: ProxyStats, token: String?, startedAt: Int64,
                 clock: @escaping () -> Int64, cacheKey: @escaping (String) -> String, fanOut: PurgeFanOut? = nil,
                 samples: RequestSamples? = nil, version: String = "", node: String = "", upstream: String = "",
-                readToken: String? = nil, healthzPublic: Bool = true, log: @escaping (String) -> Void) {
+                readToken: String? = nil, healthzPublic: Bool = true, pools: @escaping () -> [UpstreamPool] = { [] },
+                log: @escaping (String) -> Void) {
         self.fanOut = fanOut
         self.samples = samples
         self.store = store
@@ -67,6 +71,7 @@ public final class AdminAPI {
         metrics = Metrics()
         metrics.version = version
         identity = (version, node, upstream)
+        self.pools = pools
         metrics.startedAt = startedAt
     }
 
@@ -273,6 +278,8 @@ public final class AdminAPI {
             openConnections: stats.openConnections.load(ordering: .relaxed), ioJobs: stats.ioJobs, ioThreads: stats.ioThreads, purged: metrics.purged,
             tiers: store.stats, uptimeSeconds: max(0, clock() - startedAt), fleet: fanOut?.status)
         (snapshot.version, snapshot.node, snapshot.upstream) = identity
+        let now = EventLoop.nowMilliseconds()
+        snapshot.upstreams = pools().map { UpstreamPoolFigures($0, now: now) }
         return snapshot
     }
 

@@ -84,3 +84,41 @@ enum ProcessText {
         return n > 0 ? String(decoding: buffer[0..<n], as: UTF8.self) : nil
     }
 }
+
+/// Each upstream server's figures: `larder_upstream_server_*{upstream, server}`.
+enum UpstreamText {
+    static func render(_ pools: [UpstreamPoolFigures]) -> String {
+        guard !pools.isEmpty else { return "" }
+        var out = ""
+        let series: [(String, String, String, (UpstreamServer.Figures) -> String)] = [
+            ("requests_total", "counter", "Requests sent to the upstream server (retries included)", { String($0.requests) }),
+            ("errors_total", "counter", "Requests to the server that could not connect or timed out", { String($0.errors) }),
+            ("marked_down_total", "counter", "Times the server was left out after max_fails failures", { String($0.markedDown) }),
+            ("up", "gauge", "1 while the server takes requests, 0 while it is left out", { $0.up ? "1" : "0" }),
+        ]
+        for (suffix, type, help, value) in series {
+            let name = "larder_upstream_server_" + suffix
+            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+            for pool in pools {
+                for server in pool.servers {
+                    out += "\(name){upstream=\"\(escaped(pool.name))\",server=\"\(escaped(server.base))\"} \(value(server))\n"
+                }
+            }
+        }
+        return out
+    }
+
+    /// A label value as the text format escapes it.
+    private static func escaped(_ text: String) -> String {
+        var out = ""
+        for character in text {
+            switch character {
+            case "\\": out += "\\\\"
+            case "\"": out += "\\\""
+            case "\n": out += "\\n"
+            default: out.append(character)
+            }
+        }
+        return out
+    }
+}

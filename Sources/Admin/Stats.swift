@@ -3,6 +3,25 @@ import Prometheus
 import Proxy
 
 /// The figures `/stats` and `/metrics` report, read once per request.
+/// One upstream pool as `/stats` and `/metrics` show it.
+public struct UpstreamPoolFigures: Equatable, Sendable {
+    public var name: String
+    public var balance: String
+    public var servers: [UpstreamServer.Figures]
+
+    public init(_ pool: UpstreamPool, now: UInt64) {
+        name = pool.name
+        balance = pool.balance.rawValue
+        servers = pool.servers.map { $0.figures(now: now) }
+    }
+
+    /// A non-negative number to one decimal ("12.5").
+    static func tenths(_ value: Double) -> String {
+        let n = Int((max(0, value) * 10).rounded())
+        return "\(n / 10).\(n % 10)"
+    }
+}
+
 public struct StatsSnapshot: Equatable, Sendable {
     /// Which Larder this is: its version, its node name (the fleet's, else
     /// the host's) and its upstream (the status page's header).
@@ -50,6 +69,8 @@ public struct StatsSnapshot: Equatable, Sendable {
     public var latency: [LatencyHistograms.Snapshot] = []
     /// Answers by status class and result: `[class][result]` (`ResponseCounts`).
     public var responses: [[Int]] = []
+    /// Each upstream pool's servers, the default pool first.
+    public var upstreams: [UpstreamPoolFigures] = []
     /// Admin connections refused over admin_max_connections.
     public var adminRefusedConnections = 0
     public var openConnections = 0
@@ -78,6 +99,17 @@ public struct StatsSnapshot: Equatable, Sendable {
     /// Answers with a 5xx: what "errors" means in `/stats`, `larder top` and
     /// on the status page.
     public var errors: Int { responses.count == ResponseCounts.classes.count ? responses[4].reduce(0, +) : 0 }
+
+    /// [{"name": ..., "balance": ..., "servers": [{"url": ..., "up": true, ...}]}]
+    private var upstreamsJSON: String {
+        "[" + upstreams.map { pool in
+            "{\"name\": \(JSON.string(pool.name)), \"balance\": \(JSON.string(pool.balance)), \"servers\": ["
+                + pool.servers.map { s in
+                    "{\"url\": \(JSON.string(s.base)), \"up\": \(s.up), \"requests\": \(s.requests), \"errors\": \(s.errors), "
+                        + "\"marked_down\": \(s.markedDown), \"average_ms\": \(UpstreamPoolFigures.tenths(s.averageMilliseconds))}"
+                }.joined(separator: ", ") + "]}"
+        }.joined(separator: ", ") + "]"
+    }
 
     /// {"2xx": {"hit": n, "miss": n, ...}, ...}
     private var responsesJSON: String {
@@ -109,7 +141,7 @@ public struct StatsSnapshot: Equatable, Sendable {
             "http2_connections_refused": \(http2Refusals), \
             "admin_refused_connections": \(adminRefusedConnections), \
             "open_connections": \(openConnections), "io_jobs": \(ioJobs), "io_threads": \(ioThreads), "purged": \(purged), \
-            "responses": \(responsesJSON), "errors": \(errors), \
+            "responses": \(responsesJSON), "errors": \(errors), "upstreams": \(upstreamsJSON), \
             "hit_ratio": \(ratio), \(sections.joined(separator: ", ")), "fleet": \(fleet?.json ?? "null"), \
             "uptime_seconds": \(uptimeSeconds), "version": \(JSON.string(version)), "node": \(JSON.string(node)), \
             "upstream": \(JSON.string(upstream))}
@@ -210,6 +242,7 @@ final class Metrics {
             fleetMetrics?.update(fleet)
         }
         return registry.emitToString() + LatencyText.render(snapshot.latency) + ResponseText.render(snapshot.responses)
+            + UpstreamText.render(snapshot.upstreams)
             + ProcessText.render(version: version, startedAt: startedAt)
     }
 

@@ -56,8 +56,12 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
         sentMicroseconds = EventLoop.nowMicroseconds()
         fetchToken = cache.store.fetchToken
         sharedMark = cache.sharedTier?.fetchMark()
+        // The route's upstream pool, as the client's own fetch would take.
+        let configuration = upstream.configuration
+        let server = configuration.pool(named: configuration.routes.match(key)?.upstream).pick(key: key, now: EventLoop.nowMilliseconds())
+        server.started()
         transfer = upstream.requester.start(
-            UpstreamRequest(method: "GET", url: upstream.configuration.upstreamBase + request.pathAndQuery, headers: headers, body: .none),
+            UpstreamRequest(method: "GET", url: server.base + request.pathAndQuery, headers: headers, body: .none),
             delegate: self)
     }
 

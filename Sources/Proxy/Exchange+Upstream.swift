@@ -5,6 +5,8 @@ import EventLoop
 /// What the fetch tells the exchange: the upstream's head (answered with,
 /// or by a stand-in for a failure, or by a 304's refresh), body and end.
 extension Exchange: FetchClient {
+    var upstreamName: String? { route?.upstream }
+
     /// The upstream's head: true when it is the answer; false when this
     /// exchange answered otherwise (a stand-in for a 5xx, a 304's
     /// refresh) and the rest of the fetch is not wanted.

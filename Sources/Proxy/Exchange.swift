@@ -52,21 +52,24 @@ final class Exchange {
         // looked up or stored under the URL alone (it goes through as is).
         let isCacheLookup = (head.method == "GET" || head.method == "HEAD") && head.framing == .none
         self.isCacheLookup = isCacheLookup
-        let configuration = upstream.configuration
-        let routes = configuration.routes
+        // The configuration is read in place (`upstream` is a class): a local
+        // copy of the whole struct cost every request a retain and a release
+        // of each of its fields once it grew past what the optimizer copies inline.
+        let upstream = self.upstream
+        let routes = upstream.configuration.routes
         key = routes.cacheKey(head.pathAndQuery)
         let route = routes.isEmpty ? nil : routes.match(key, method: head.method == "HEAD" ? "GET" : head.method)
         self.route = route
-        let honours = route?.allowClientPolicy ?? configuration.allowClientPolicy
+        let honours = route?.allowClientPolicy ?? upstream.configuration.allowClientPolicy
         honoursClientDirectives = honours
         let isGet = head.method == "GET"
         // Last: the head moves in (read above in place, not copied).
         request = consume head
         machine.configure(.init(isCacheLookup: isCacheLookup, isGet: isGet,
-                                disconnectedGrace: route?.staleOnDisconnect ?? configuration.staleOnDisconnectSeconds,
-                                shared: configuration.sharedCache, fleet: cache.sharedTier != nil),
-                          choice: PolicyChoice.make(for: request, route: route, configured: configuration.defaultPolicy,
-                                                    clientsMayChoose: configuration.allowClientPolicy))
+                                disconnectedGrace: route?.staleOnDisconnect ?? upstream.configuration.staleOnDisconnectSeconds,
+                                shared: upstream.configuration.sharedCache, fleet: cache.sharedTier != nil),
+                          choice: PolicyChoice.make(for: request, route: route, configured: upstream.configuration.defaultPolicy,
+                                                    clientsMayChoose: upstream.configuration.allowClientPolicy))
     }
 
     /// The `[[route]]` this request falls under, if any. (Not `lazy`: a

@@ -99,13 +99,30 @@ public struct ProxyConfiguration: Sendable {
 
     public init(upstreamBase: String) {
         self.upstreamBase = ""
+        upstreams = UpstreamPools(defaultPool: UpstreamPool(name: "default", servers: ["http://127.0.0.1:1"]))
         setUpstreamBase(upstreamBase)
     }
 
-    /// The upstream base URL, without trailing slashes.
+    /// The upstream base URL, without trailing slashes; the default pool
+    /// becomes that one server.
     public mutating func setUpstreamBase(_ url: String) {
+        upstreamBase = Self.trimmed(url)
+        upstreams = UpstreamPools(defaultPool: UpstreamPool(name: "default", servers: [upstreamBase.isEmpty ? "http://127.0.0.1:1" : upstreamBase]))
+    }
+
+    static func trimmed(_ url: String) -> String {
         var base = url
         while base.hasSuffix("/") { base.removeLast() }
-        upstreamBase = base
+        return base
     }
+
+    /// The upstream pools: one reference (the configuration is copied on
+    /// every request; two more counted fields cost each copy).
+    public var upstreams: UpstreamPools
+
+    /// The pool a route names (nil, or unknown: the default).
+    public func pool(named name: String?) -> UpstreamPool { upstreams.pool(named: name) }
+
+    /// Every pool, the default first (for /stats and /metrics).
+    public var allPools: [UpstreamPool] { upstreams.all }
 }

@@ -20,6 +20,8 @@ public struct Route: Sendable, Equatable {
         if let glob { return fnmatch(glob, String(path), 0) == 0 }
         return true
     }
+    /// The named upstream (`[upstreams.NAME]`) its requests go to (nil: the default).
+    public var upstream: String?
     /// The default policy of requests under it (nil: the global one).
     public var policy: RequestPolicy?
     /// Whether clients may choose a policy here (nil: the global setting).

@@ -18,6 +18,8 @@ protocol FetchClient: AnyObject {
     var toDisk: Bool { get }
     /// The client's address (X-Forwarded-For of fetches made for it).
     var peer: String { get }
+    /// The named upstream its requests go to (nil: the default).
+    var upstreamName: String? { get }
     /// The upstream's head: false when the client answered otherwise (a
     /// stand-in for a 5xx, a 304's refresh) and wants no more of it.
     func takes(_ response: UpstreamResponse) -> Bool
@@ -35,6 +37,10 @@ protocol FetchClient: AnyObject {
     func fetchFailed(_ kind: UpstreamFailure.Kind, detail: String)
     /// The upstream took every request-body byte supplied: more may come.
     func requestBodyDrained()
+}
+
+extension FetchClient {
+    var upstreamName: String? { nil }
 }
 
 /// One request to the upstream and where its response goes: to the client
@@ -79,8 +85,15 @@ final class UpstreamFetch: UpstreamTransferDelegate {
 
     /// `fields`: what the upstream request carries. `leading`: the
     /// client holds the key's claim (Collapser), which the fetch keeps.
+    /// The pool this request's upstream is, the server of the current
+    /// attempt, and the path and query it is sent.
+    private let pool: UpstreamPool
+    private var server: UpstreamServer?
+    private var target = ""
+
     init(fields: HeaderFields, for client: any FetchClient, upstream: UpstreamAccess, leading: Bool) {
         self.upstream = upstream
+        pool = upstream.configuration.pool(named: client.upstreamName)
         cache = upstream.cache
         self.client = client
         request = client.request
@@ -106,9 +119,9 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         guard machine.state == .requesting, transfer == nil else { return }  // over, or sent already
         // OPTIONS *: the upstream gets the asterisk form too.
         let asterisk = request.target == "*"
-        upstreamRequest = UpstreamRequest(method: request.method,
-                                          url: upstream.configuration.upstreamBase + (asterisk ? "/" : request.pathAndQuery),
-                                          headers: fields, body: body, requestTarget: asterisk ? "*" : nil)
+        target = asterisk ? "/" : request.pathAndQuery
+        upstreamRequest = UpstreamRequest(method: request.method, url: "", headers: fields, body: body,
+                                          requestTarget: asterisk ? "*" : nil)
         attempt()
         guard let transfer, request.framing != .none else { return }
         transfer.onBodyDrained = { [weak self] in self?.client?.requestBodyDrained() }
@@ -119,7 +132,13 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     }
 
     private func attempt() {
-        guard let upstreamRequest else { return }
+        guard var upstreamRequest else { return }
+        // Each attempt (a retry too) goes to the pool's server of the moment.
+        let server = pool.pick(key: key, now: EventLoop.nowMilliseconds())
+        self.server = server
+        server.started()
+        upstreamRequest.url = server.base + target
+        self.upstreamRequest = upstreamRequest
         requestTime = cache.clock.now()
         sentMicroseconds = EventLoop.nowMicroseconds()
         fetchToken = cache.store.fetchToken
@@ -156,6 +175,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         guard machine.takesHead else { return }
         let upstreamMicroseconds = Int(EventLoop.nowMicroseconds() &- sentMicroseconds)
         upstream.counters.latency.record(.upstreamHead, microseconds: upstreamMicroseconds)
+        server?.answered(microseconds: upstreamMicroseconds)
         var response = UpstreamResponse(status: status, reason: reason, headers: headers, requestTime: requestTime,
                                         responseTime: cache.clock.now(), stripTagHeaders: upstream.configuration.stripTagHeaders)
         response.upstreamMicroseconds = upstreamMicroseconds
@@ -226,6 +246,14 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         }
         let message = error?.message ?? "upstream closed without a response"
         let client = self.client
+        // A server that cannot be reached, or does not answer in time, is
+        // counted against (and, after max_fails, left out for a while).
+        if let server, machine.takesHead {
+            switch error {
+            case .unreachable?, .timedOut?: pool.failed(server, now: EventLoop.nowMilliseconds())
+            default: break
+            }
+        }
         switch machine.complete(failed: error != nil, retryable: retryable) {
         case .ignore:
             return

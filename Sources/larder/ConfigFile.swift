@@ -31,6 +31,14 @@ enum ConfigFile {
                 settings.routes = try routes(value, path: path, lines: lines, presets: settings.presets)
                 continue
             }
+            if key == "upstreams" {
+                settings.pools = try PoolConfig.parse(value) { name, key, message in
+                    let line = lines["upstreams.\(name).\(key)"] ?? lines["upstreams.\(name)"] ?? lines["upstreams"]
+                    return ConfigError(file: path, line: line, key: key.isEmpty ? "upstreams.\(name)" : "upstreams.\(name).\(key)",
+                                       message: message)
+                }
+                continue
+            }
             if key == "listen", value.type == .array {
                 settings.listeners = try ListenerConfig.parse(value) { index, key, message in
                     let line = lines["listen.\(index).\(key)"] ?? lines["listen.\(index)"] ?? lines["listen"]
@@ -49,7 +57,8 @@ enum ConfigFile {
             }
             guard let known = ConfigKey(rawValue: key) else {
                 throw ConfigError(file: path, line: lines[key], key: key,
-                                  message: UnknownKey.message("key", key, known: ConfigKey.allCases.map(\.rawValue) + ["route", "fleet", "presets"]))
+                                  message: UnknownKey.message("key", key, known: ConfigKey.allCases.map(\.rawValue)
+                                                                + ["route", "fleet", "presets", "upstreams"]))
             }
             let raw: RawValue
             switch value.type {
@@ -81,13 +90,19 @@ enum ConfigFile {
                 throw ConfigError(file: path, line: lines[key], key: key, message: problem)
             }
         }
+        // Upstream names are known once every table is read.
+        if let problem = settings.unknownPool() {
+            let line = problem.route.map { lines["route.\($0).upstream"] } ?? lines["upstream"]
+            throw ConfigError(file: path, line: line ?? nil, key: problem.route == nil ? "upstream" : "route.upstream",
+                              message: problem.message)
+        }
     }
 
     /// The keys a `[[route]]` table may have.
     static let routeKeys = ["prefix", "policy", "allow_client_policy", "default_ttl", "ignore_upstream_cache_control",
                             "ignore_no_store", "negative_ttl", "disk", "ignore_query", "ignore_query_params", "sort_query",
                             "memory_ttl", "disk_ttl", "methods", "glob", "key_headers", "tags", "stale_on_disconnect",
-                            "compress"]
+                            "compress", "upstream"]
 
     /// `[[route]]` tables: every key checked, errors with file, line and key.
     /// `[presets]`: short, medium, long and max as durations.
@@ -159,6 +174,11 @@ enum ConfigFile {
                         throw fail(key, "expected a list of methods, e.g. [\"GET\", \"HEAD\"]")
                     }
                     route.methods = Set(names.map { $0.uppercased() })
+                case "upstream":
+                    guard let name = item.string, PoolConfig.isName(name) else {
+                        throw fail(key, "expected the name of an [upstreams.NAME] table")
+                    }
+                    route.upstream = name
                 case "glob":
                     guard let pattern = item.string, !pattern.isEmpty else { throw fail(key, "expected a glob string, e.g. \"*.jpg\"") }
                     route.glob = pattern
@@ -269,6 +289,10 @@ enum ConfigFile {
                     if result["listen"] == nil { result["listen"] = lineNumber }
                 } else if name == "listen.certificates" && listenIndex >= 0 {
                     scope = "listen.\(listenIndex).certificates"
+                } else if name.hasPrefix("upstreams.") {
+                    scope = name
+                    result[name] = lineNumber
+                    if result["upstreams"] == nil { result["upstreams"] = lineNumber }
                 } else if name == "presets" || name == "fleet" {
                     scope = name
                     result[name] = lineNumber

@@ -22,6 +22,10 @@ enum EffectiveConfig {
             out += "\n[presets]\n"
             for name in ["short", "medium", "long", "max"] { out += "\(name) = \(quoted(duration(settings.presets[name]! * 1000)))\n" }
         }
+        for pool in settings.pools {
+            out += "\n[upstreams.\(pool.name)]\nservers = \(list(pool.servers))\nbalance = \(quoted(pool.balance.rawValue))\n"
+            out += "max_fails = \(pool.maxFails)\nfail_timeout = \(quoted(duration(pool.failTimeoutMilliseconds)))\n"
+        }
         if !isSinglePlain(settings.listeners) { out += listeners(settings.listeners) }
         for route in settings.routes { out += self.route(route) }
         if let fleet = settings.fleet { out += self.fleet(fleet) }
@@ -135,6 +139,7 @@ enum EffectiveConfig {
         var out = "\n[[route]]\nprefix = \(quoted(r.prefix))\n"
         if !r.methods.isEmpty { out += "methods = \(list(r.methods.sorted()))\n" }
         if let glob = r.glob { out += "glob = \(quoted(glob))\n" }
+        if let upstream = r.upstream { out += "upstream = \(quoted(upstream))\n" }
         if let policy = r.policy { out += "policy = \(quoted(policy.rawValue))\n" }
         if let allow = r.allowClientPolicy { out += "allow_client_policy = \(allow)\n" }
         if let ttl = r.defaultTTL { out += "default_ttl = \(quoted(ttl >= Int(Int32.max) ? "never" : duration(ttl * 1000)))\n" }

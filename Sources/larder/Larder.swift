@@ -184,6 +184,9 @@ struct ServeOptions: ParsableArguments {
                 throw ValidationError("\(flag) \(value): \(problem)")
             }
         }
+        if let upstream, let problem = settings.unknownPool(), problem.route == nil {
+            throw ValidationError("--upstream \(upstream): \(problem.message)")
+        }
         return settings
     }
 }

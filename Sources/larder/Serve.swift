@@ -141,7 +141,7 @@ struct Serve: ParsableCommand {
             throw Exit.failure
         }
 
-        let routesForAdmin = Locked(proxyConfig.routes)
+        let routesForAdmin = Locked(proxyConfig.routes), poolsForAdmin = Locked(proxyConfig.allPools)
         let fleet = try Self.startFleet(settings, store: store, logger: logger) { target in routesForAdmin.withLock { $0.cacheKey(target) } }
         var adminNote = ", admin API off"
         if let (fd, shown) = listeners.admin {
@@ -152,7 +152,8 @@ struct Serve: ParsableCommand {
                                    cacheKey: { target in routesForAdmin.withLock { $0.cacheKey(target) } }, fanOut: fleet,
                                    samples: samples, version: Larder.version,
                                    node: settings.fleet?.node ?? FleetConfig.hostName, upstream: upstream, readToken: adminReadToken,
-                                   healthzPublic: settings.adminHealthzPublic, log: { adminLogger.notice("\($0)") })
+                                   healthzPublic: settings.adminHealthzPublic, pools: { poolsForAdmin.withLock { $0 } },
+                                   log: { adminLogger.notice("\($0)") })
                 let admin = try AdminServer(listener: fd, api: api, maxConnections: settings.adminMaxConnections, feed: logFeed,
                                             followerSendTimeoutMilliseconds: settings.proxy.sendTimeoutMilliseconds,
                                             requestGuard: AdminRequestGuard(allowedHosts: settings.adminHosts)) {
@@ -197,8 +198,9 @@ struct Serve: ParsableCommand {
         complain("listening on \(listeners.shown) with \(workerCount) workers, upstream \(upstream), memory limit \(settings.memoryLimitBytes) bytes\(diskNote)\(adminNote)\(fleetNote)", priority: 5)
 
         let reload = Reloader(options: options, running: settings, workers: workers, store: store, tlsSlots: tlsSlots,
-                              logger: logger) { routes in
-            routesForAdmin.withLock { $0 = routes }
+                              logger: logger) { configuration in
+            routesForAdmin.withLock { $0 = configuration.routes }
+            poolsForAdmin.withLock { $0 = configuration.allPools }
         }
         let service = ServiceNotifier(workers: workers, stats: stats)
         service.ready()
@@ -305,7 +307,10 @@ struct Serve: ParsableCommand {
     /// The proxy's view of the settings.
     static func proxyConfiguration(_ settings: Settings, upstream: String) -> ProxyConfiguration {
         var proxyConfig = settings.proxy
-        proxyConfig.setUpstreamBase(upstream)
+        let pools = Dictionary(uniqueKeysWithValues: settings.pools.map { ($0.name, $0.make()) })
+        // `upstream` names a pool (then the default one), or is a URL.
+        proxyConfig.setUpstreamBase(pools[upstream]?.servers[0].base ?? upstream)
+        proxyConfig.upstreams = UpstreamPools(defaultPool: pools[upstream] ?? proxyConfig.upstreams.defaultPool, named: pools)
         proxyConfig.routes = RouteTable(settings.routes)
         // Connection limits are shared out over the workers.
         let workers = settings.effectiveWorkers
@@ -369,10 +374,10 @@ final class Reloader {
     /// Each listener's certificates (nil: plain), replaced on reload.
     private let tlsSlots: [TLSContextSlot?]
     private let logger: Logger
-    private let routesChanged: (RouteTable) -> Void
+    private let routesChanged: (ProxyConfiguration) -> Void
 
     init(options: ServeOptions, running: Settings, workers: [Worker], store: TieredStore, tlsSlots: [TLSContextSlot?],
-         logger: Logger, routesChanged: @escaping (RouteTable) -> Void) {
+         logger: Logger, routesChanged: @escaping (ProxyConfiguration) -> Void) {
         self.options = options
         self.running = running
         self.workers = workers
@@ -444,7 +449,7 @@ final class Reloader {
         let configuration = Serve.proxyConfiguration(next, upstream: upstream)
         for worker in workers { worker.reconfigure(configuration) }
         Serve.installLifetimeRules(configuration.routes, store: store)
-        routesChanged(configuration.routes)
+        routesChanged(configuration)
         running = next
         logger.notice("SIGHUP: configuration reloaded from \(file)")
     }

@@ -45,6 +45,8 @@ struct Settings {
     var logLevel: Logger.Level = .info
     /// `[[route]]` tables, in file order.
     var routes: [Route] = []
+    /// `[upstreams.NAME]` tables: named pools of servers.
+    var pools: [PoolConfig] = []
     /// Preset lifetimes by name (short, medium, long, max).
     var presets = Units.defaultPresets
     var drainTimeoutMilliseconds = 10_000
@@ -294,7 +296,10 @@ extension Settings {
                 listenHost = hp.host
                 listenPort = hp.port
             case .upstream:
-                guard Units.validUpstream(s) else { return "expected an http:// or https:// URL with a host, e.g. http://127.0.0.1:9000" }
+                // A URL, or the name of an [upstreams.NAME] table (checked once the file is read).
+                guard Units.validUpstream(s) || PoolConfig.isName(s) else {
+                    return "expected an http:// or https:// URL with a host, e.g. http://127.0.0.1:9000, or an [upstreams.NAME] name"
+                }
                 upstream = s
             case .log_level:
                 guard let level = Logger.Level(rawValue: s.lowercased()) else {

@@ -1,0 +1,97 @@
+import Foundation
+import XCTest
+
+/// Named upstreams against several origin processes: requests spread over
+/// a pool's servers, a server that stops is left out while the others
+/// answer, a route sends its requests to another pool, and /stats and
+/// /metrics show each server.
+final class UpstreamPoolEndToEndTests: ConfiguredTestCase {
+    private func servers(_ larder: LarderProcess) throws -> [String: [String: Any]] {
+        let r = try larder.adminClient().get("/stats")
+        let json = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(r.body)) as? [String: Any])
+        var out: [String: [String: Any]] = [:]
+        for pool in json["upstreams"] as? [[String: Any]] ?? [] {
+            for server in pool["servers"] as? [[String: Any]] ?? [] {
+                out["\(pool["name"] as? String ?? "")|\(server["url"] as? String ?? "")"] = server
+            }
+        }
+        return out
+    }
+
+    func testRequestsSpreadOverAPoolAndAStoppedServerIsLeftOut() throws {
+        let a = try startOrigin(), b = try startOrigin(), c = try startOrigin()
+        let config = try writeConfig("""
+            upstream = "api"
+            workers = 1
+
+            [upstreams.api]
+            servers = ["\(a.url)", "\(b.url)"]
+            fail_timeout = "60s"
+
+            [upstreams.other]
+            servers = ["\(c.url)"]
+
+            [[route]]
+            prefix = "/other/"
+            upstream = "other"
+            """)
+        let larder = try startLarder(upstream: "api", ["--config", config])
+        let client = try larder.client()
+        for i in 0..<10 { XCTAssertEqual(try client.get("/pool/\(i)").status, 200) }
+        let onA = try (0..<10).reduce(0) { $0 + (try a.count("/pool/\($1)")) }
+        let onB = try (0..<10).reduce(0) { $0 + (try b.count("/pool/\($1)")) }
+        XCTAssertEqual(onA + onB, 10)
+        XCTAssertEqual(onA, 5, "round robin: every other request")
+        XCTAssertEqual(try client.get("/other/x").status, 200)
+        XCTAssertEqual(try c.count("/other/x"), 1, "the route's pool")
+        XCTAssertEqual(try a.count("/other/x") + b.count("/other/x"), 0)
+
+        // b stops: every request is still answered (a failed connection is
+        // retried on the other server), and b is left out.
+        b.stop()
+        for i in 10..<20 {
+            let r = try client.get("/pool/\(i)")
+            XCTAssertEqual(r.status, 200, "request \(i): \(r.text)")
+        }
+        XCTAssertEqual(try (10..<20).reduce(0) { $0 + (try a.count("/pool/\($1)")) }, 10, "a answered them all")
+        let figures = try servers(larder)
+        let stopped = try XCTUnwrap(figures["api|\(b.url)"], "\(figures)")
+        XCTAssertEqual(stopped["up"] as? Bool, false)
+        XCTAssertEqual(stopped["errors"] as? Int, 1, "one failed connection, then left out")
+        XCTAssertEqual(figures["api|\(a.url)"]?["up"] as? Bool, true)
+        XCTAssertEqual(figures["api|\(a.url)"]?["requests"] as? Int, 15)
+        XCTAssertEqual(figures["other|\(c.url)"]?["requests"] as? Int, 1)
+        let metrics = try larder.adminClient().get("/metrics").text
+        XCTAssertTrue(metrics.contains("larder_upstream_server_up{upstream=\"api\",server=\"\(b.url)\"} 0"), metrics)
+        XCTAssertTrue(metrics.contains("larder_upstream_server_requests_total{upstream=\"other\",server=\"\(c.url)\"} 1"))
+    }
+
+    func testHashBalanceKeepsAURLOnOneServerAndUnknownNamesAreRefused() throws {
+        let a = try startOrigin(), b = try startOrigin()
+        let config = try writeConfig("""
+            upstream = "api"
+            [upstreams.api]
+            servers = ["\(a.url)", "\(b.url)"]
+            balance = "hash"
+            """)
+        let larder = try startLarder(upstream: "api", ["--config", config])
+        let client = try larder.client()
+        for _ in 0..<3 {
+            for i in 0..<6 { XCTAssertEqual(try client.get("/hash/\(i)?cc=no-store").status, 200) }
+        }
+        for i in 0..<6 {
+            let onA = try a.count("/hash/\(i)?cc=no-store"), onB = try b.count("/hash/\(i)?cc=no-store")
+            XCTAssertTrue((onA == 3 && onB == 0) || (onA == 0 && onB == 3), "/hash/\(i): \(onA) on a, \(onB) on b")
+        }
+        for (text, message) in [("upstream = \"nowhere\"\n", "no [upstreams.nowhere] table"),
+                                ("upstream = \"http://127.0.0.1:9\"\n[[route]]\nprefix = \"/a/\"\nupstream = \"api\"\n",
+                                 "route.upstream: no [upstreams.api] table"),
+                                ("[upstreams.api]\nservers = []\n", "upstreams.api.servers"),
+                                ("[upstreams.api]\nservers = [\"http://127.0.0.1:9\"]\nbalance = \"random\"\n", "round_robin")] {
+            let check = try startChild(Paths.larder, ["check-config", "--config", try writeConfig(text)])
+            XCTAssertEqual(check.waitForExit(timeout: 20), 78, text)
+            check.drainOutput()
+            XCTAssertTrue(check.stderr.contains(message), "\(text): \(check.stderr)")
+        }
+    }
+}
