@@ -106,7 +106,8 @@ public struct StatsSnapshot: Equatable, Sendable {
             "{\"name\": \(JSON.string(pool.name)), \"balance\": \(JSON.string(pool.balance)), \"servers\": ["
                 + pool.servers.map { s in
                     "{\"url\": \(JSON.string(s.base)), \"up\": \(s.up), \"requests\": \(s.requests), \"errors\": \(s.errors), "
-                        + "\"marked_down\": \(s.markedDown), \"average_ms\": \(UpstreamPoolFigures.tenths(s.averageMilliseconds))}"
+                        + "\"marked_down\": \(s.markedDown), \"healthy\": \(s.healthy), "
+                        + "\"average_ms\": \(UpstreamPoolFigures.tenths(s.averageMilliseconds))}"
                 }.joined(separator: ", ") + "]}"
         }.joined(separator: ", ") + "]"
     }

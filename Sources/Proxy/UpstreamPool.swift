@@ -18,10 +18,26 @@ public final class UpstreamPool: Sendable {
     public let balance: Balance
     public let maxFails: Int
     public let failTimeoutMilliseconds: UInt64
+    /// The active health check: a path each server is asked every
+    /// `interval`, and the statuses that pass (nil: any 2xx or 3xx).
+    public struct HealthCheck: Equatable, Sendable {
+        public var path: String
+        public var intervalMilliseconds: Int
+        public var status: Int?
+        public init(path: String, intervalMilliseconds: Int = 5_000, status: Int? = nil) {
+            (self.path, self.intervalMilliseconds, self.status) = (path, intervalMilliseconds, status)
+        }
+        public func passes(_ answer: Int?) -> Bool {
+            guard let answer else { return false }
+            return status.map { $0 == answer } ?? (200..<400).contains(answer)
+        }
+    }
+    public let healthCheck: HealthCheck?
     private let turn = Atomic<Int>(0)
 
     public init(name: String, servers: [String], balance: Balance = .roundRobin, maxFails: Int = 1,
-                failTimeoutMilliseconds: UInt64 = 10_000) {
+                failTimeoutMilliseconds: UInt64 = 10_000, healthCheck: HealthCheck? = nil) {
+        self.healthCheck = healthCheck
         precondition(!servers.isEmpty, "a pool has servers")
         self.name = name
         self.servers = servers.map { UpstreamServer(base: $0) }
@@ -105,7 +121,14 @@ public final class UpstreamServer: Sendable {
 
     init(base: String) { self.base = base }
 
-    public func isUp(now: UInt64) -> Bool { downUntil.load(ordering: .relaxed) <= now }
+    /// Not left out after failures, and passing its health check (if any).
+    public func isUp(now: UInt64) -> Bool { downUntil.load(ordering: .relaxed) <= now && healthy.load(ordering: .relaxed) }
+
+    /// What the last health check found (true until one fails).
+    let healthy = Atomic<Bool>(true)
+
+    /// The health checker's finding.
+    public func checked(healthy: Bool) { self.healthy.store(healthy, ordering: .relaxed) }
 
     func started() { requests.wrappingAdd(1, ordering: .relaxed) }
 
@@ -123,6 +146,8 @@ public final class UpstreamServer: Sendable {
         public var requests: Int
         public var errors: Int
         public var markedDown: Int
+        /// Whether the last health check passed (true without checks).
+        public var healthy: Bool
         /// Mean time to the response head, in milliseconds (0 before any).
         public var averageMilliseconds: Double
     }
@@ -131,6 +156,7 @@ public final class UpstreamServer: Sendable {
         let heads = heads.load(ordering: .relaxed)
         return Figures(base: base, up: isUp(now: now), requests: requests.load(ordering: .relaxed),
                        errors: errors.load(ordering: .relaxed), markedDown: markedDown.load(ordering: .relaxed),
+                       healthy: healthy.load(ordering: .relaxed),
                        averageMilliseconds: heads == 0 ? 0 : Double(headMicroseconds.load(ordering: .relaxed)) / Double(heads) / 1000)
     }
 }

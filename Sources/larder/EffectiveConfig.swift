@@ -25,6 +25,10 @@ enum EffectiveConfig {
         for pool in settings.pools {
             out += "\n[upstreams.\(pool.name)]\nservers = \(list(pool.servers))\nbalance = \(quoted(pool.balance.rawValue))\n"
             out += "max_fails = \(pool.maxFails)\nfail_timeout = \(quoted(duration(pool.failTimeoutMilliseconds)))\n"
+            if let check = pool.healthCheck {
+                out += "health_check = \(quoted(check.path))\nhealth_interval = \(quoted(duration(check.intervalMilliseconds)))\n"
+                if let status = check.status { out += "health_status = \(status)\n" }
+            }
         }
         if !isSinglePlain(settings.listeners) { out += listeners(settings.listeners) }
         for route in settings.routes { out += self.route(route) }

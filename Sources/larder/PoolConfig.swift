@@ -9,8 +9,9 @@ struct PoolConfig: Equatable {
     var balance = UpstreamPool.Balance.roundRobin
     var maxFails = 1
     var failTimeoutMilliseconds = 10_000
+    var healthCheck: UpstreamPool.HealthCheck?
 
-    static let keys = ["servers", "balance", "max_fails", "fail_timeout"]
+    static let keys = ["servers", "balance", "max_fails", "fail_timeout", "health_check", "health_interval", "health_status"]
 
     /// Names: letters, digits, '_' and '-'.
     static func isName(_ text: String) -> Bool {
@@ -55,6 +56,26 @@ struct PoolConfig: Equatable {
                 }
                 pool.failTimeoutMilliseconds = ms
             }
+            if let item = table["health_check"] {
+                guard let path = item.string, path.hasPrefix("/") else {
+                    throw fail(name, "health_check", "expected a path such as \"/healthz\" that each server is asked")
+                }
+                pool.healthCheck = UpstreamPool.HealthCheck(path: path)
+            }
+            if let item = table["health_interval"] {
+                guard pool.healthCheck != nil else { throw fail(name, "health_interval", "only with health_check") }
+                guard let text = item.string, let ms = Units.parseDurationMilliseconds(text), ms >= 100, ms <= 3_600_000 else {
+                    throw fail(name, "health_interval", "expected a duration from 100ms to 1h, such as \"5s\"")
+                }
+                pool.healthCheck?.intervalMilliseconds = ms
+            }
+            if let item = table["health_status"] {
+                guard pool.healthCheck != nil else { throw fail(name, "health_status", "only with health_check") }
+                guard let status = item.int, (100...599).contains(status) else {
+                    throw fail(name, "health_status", "expected a status code such as 200")
+                }
+                pool.healthCheck?.status = status
+            }
             pools.append(pool)
         }
         return pools
@@ -62,7 +83,7 @@ struct PoolConfig: Equatable {
 
     func make() -> UpstreamPool {
         UpstreamPool(name: name, servers: servers, balance: balance, maxFails: maxFails,
-                     failTimeoutMilliseconds: UInt64(failTimeoutMilliseconds))
+                     failTimeoutMilliseconds: UInt64(failTimeoutMilliseconds), healthCheck: healthCheck)
     }
 }
 

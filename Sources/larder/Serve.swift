@@ -176,6 +176,18 @@ struct Serve: ParsableCommand {
                 throw Exit.failure
             }
         }
+        // Active health checks of upstream pools, on a thread of their own.
+        if settings.pools.contains(where: { $0.healthCheck != nil }) {
+            let upstreamSettings = proxyConfig.upstream
+            let checker = HealthChecker(pools: { poolsForAdmin.withLock { $0 } }, settings: { upstreamSettings },
+                                        log: { logger.warning("\($0)") })
+            do {
+                try startThread(name: "larder-health") { checker.run() }
+            } catch {
+                complain("\(error)")
+                throw Exit.failure
+            }
+        }
         // libcurl and its ~30 libraries load on a thread of their own: a hit
         // needs none of them, and the first transfer waits if it comes sooner.
         // Started last: a dlopen holds the loader's TLS lock, which every

@@ -94,4 +94,43 @@ final class UpstreamPoolEndToEndTests: ConfiguredTestCase {
             XCTAssertTrue(check.stderr.contains(message), "\(text): \(check.stderr)")
         }
     }
+
+    func testAnActiveHealthCheckLeavesOutAServerBeforeAnyRequestFails() throws {
+        let a = try startOrigin(), b = try startOrigin()
+        let config = try writeConfig("""
+            upstream = "api"
+            workers = 1
+
+            [upstreams.api]
+            servers = ["\(a.url)", "\(b.url)"]
+            health_check = "/health"
+            health_interval = "200ms"
+            """)
+        let larder = try startLarder(upstream: "api", ["--config", config])
+        // Both healthy first (their health path answers 200), then b stops.
+        XCTAssertGreaterThanOrEqual(try a.waitForCount("/health", atLeast: 1), 1, "the check asks each server")
+        XCTAssertGreaterThanOrEqual(try b.waitForCount("/health", atLeast: 1), 1)
+        XCTAssertEqual(try servers(larder)["api|\(b.url)"]?["healthy"] as? Bool, true)
+        b.stop()
+        XCTAssertTrue(waitUntil { (try? self.servers(larder))?["api|\(b.url)"]?["healthy"] as? Bool == false },
+                      "the next check finds b gone")
+        let client = try larder.client()
+        for i in 0..<6 { XCTAssertEqual(try client.get("/checked/\(i)").status, 200) }
+        let figures = try servers(larder)
+        XCTAssertEqual(figures["api|\(b.url)"]?["requests"] as? Int, 0, "no client request went to b")
+        XCTAssertEqual(figures["api|\(b.url)"]?["errors"] as? Int, 0)
+        XCTAssertEqual(figures["api|\(a.url)"]?["requests"] as? Int, 6)
+        XCTAssertNotNil(larder.child.waitFor("upstream api: \(NSRegularExpression.escapedPattern(for: b.url)) is unhealthy"),
+                        larder.child.stderr)
+    }
+
+    /// Polls (bounded) until `condition` holds.
+    private func waitUntil(_ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(10)
+        while !condition() {
+            if Date() > deadline { return false }
+            usleep(50_000)
+        }
+        return true
+    }
 }
