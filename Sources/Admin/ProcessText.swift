@@ -95,6 +95,8 @@ enum UpstreamText {
             ("errors_total", "counter", "Requests to the server that could not connect or timed out", { String($0.errors) }),
             ("marked_down_total", "counter", "Times the server was left out after max_fails failures", { String($0.markedDown) }),
             ("up", "gauge", "1 while the server takes requests, 0 while it is left out", { $0.up ? "1" : "0" }),
+            ("heads_total", "counter", "Response heads received from the server", { String($0.heads) }),
+            ("head_seconds_total", "counter", "Time from the request to the response head, summed", { LatencyText.seconds($0.headMicroseconds) }),
         ]
         for (suffix, type, help, value) in series {
             let name = "larder_upstream_server_" + suffix

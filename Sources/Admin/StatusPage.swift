@@ -41,6 +41,7 @@ enum StatusPage {
         <section><h2>Hit ratio (last 15 minutes at most)</h2>
         <svg id="ratio-chart" viewBox="0 0 600 170" preserveAspectRatio="none"></svg></section>
         <section><h2>Storage</h2><div id="tiers"></div></section>
+        <section><h2>Upstream servers</h2><table id="servers"></table></section>
         <section><h2>Top URLs, last minute</h2><table id="top-requests"></table></section>
         <section><h2>Top URLs by misses, last minute</h2><table id="top-misses"></table></section>
         <section><h2>Top prefixes, last minute</h2><table id="top-prefixes"></table></section>
@@ -211,6 +212,10 @@ enum StatusPage {
             chart("ratio-chart", [{name: "hit ratio", color: "#2a9d4b", data: points.filter(p => p.hits + p.misses > 0)
               .map(p => [p.time, 100 * p.hits / (p.hits + p.misses)])}], 100, "%");
             drawTiers(stats);
+            const servers = [];
+            for (const pool of stats.upstreams || []) for (const s of pool.servers) servers.push(Object.assign({pool: pool.name}, s));
+            rows("servers", ["server", "state", "requests", "errors", "avg ms"], servers,
+                 s => [s.pool + " " + s.url, s.up ? "up" : s.healthy ? "left out" : "unhealthy", s.requests, s.errors, s.average_ms]);
             rows("top-requests", ["URL", "requests", "misses", "errors"], top.by_requests, t => [t.target, t.requests, t.misses, t.errors]);
             rows("top-misses", ["URL", "misses", "requests"], top.by_misses, t => [t.target, t.misses, t.requests]);
             rows("top-prefixes", ["prefix", "requests", "misses"], top.prefixes, t => [t.prefix, t.requests, t.misses]);

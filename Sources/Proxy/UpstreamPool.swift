@@ -150,6 +150,9 @@ public final class UpstreamServer: Sendable {
         public var healthy: Bool
         /// Mean time to the response head, in milliseconds (0 before any).
         public var averageMilliseconds: Double
+        /// Response heads received and the microseconds they took, summed.
+        public var heads: Int
+        public var headMicroseconds: Int
     }
 
     public func figures(now: UInt64) -> Figures {
@@ -157,6 +160,7 @@ public final class UpstreamServer: Sendable {
         return Figures(base: base, up: isUp(now: now), requests: requests.load(ordering: .relaxed),
                        errors: errors.load(ordering: .relaxed), markedDown: markedDown.load(ordering: .relaxed),
                        healthy: healthy.load(ordering: .relaxed),
-                       averageMilliseconds: heads == 0 ? 0 : Double(headMicroseconds.load(ordering: .relaxed)) / Double(heads) / 1000)
+                       averageMilliseconds: heads == 0 ? 0 : Double(headMicroseconds.load(ordering: .relaxed)) / Double(heads) / 1000,
+                       heads: heads, headMicroseconds: headMicroseconds.load(ordering: .relaxed))
     }
 }

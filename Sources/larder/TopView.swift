@@ -113,7 +113,24 @@ struct TopView {
         }
         out.append("connections  \(Self.count(current["larder_open_connections"])) open   "
                    + "in \(Self.bytes(rate("larder_client_received_bytes_total")))/s  out \(Self.bytes(rate("larder_client_sent_bytes_total")))/s")
-        return out + (urls?.lines ?? [])
+        return out + serverLines + (urls?.lines ?? [])
+    }
+
+    /// One line per upstream server, when there is more than one:
+    /// state, requests and errors per second, mean time to the head.
+    var serverLines: [String] {
+        let prefix = "larder_upstream_server_up{"
+        let labels = current.values.keys.filter { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count).dropLast()) }.sorted()
+        guard labels.count > 1 else { return [] }
+        return [""] + labels.map { label in
+            let heads = rate("larder_upstream_server_heads_total{\(label)}")
+            let seconds = rate("larder_upstream_server_head_seconds_total{\(label)}")
+            let name = label.firstMatch(of: #/upstream="([^"]*)",server="([^"]*)"/#).map { "\($0.1) \($0.2)" } ?? label
+            return "server       \(name)  \(current["larder_upstream_server_up{\(label)}"] == 1 ? "up" : "DOWN")  "
+                + "req/s \(Self.number(rate("larder_upstream_server_requests_total{\(label)}")))  "
+                + "errors/s \(Self.number(rate("larder_upstream_server_errors_total{\(label)}")))  "
+                + "avg \(heads > 0 ? fixedPoint(seconds / heads * 1000, digits: 1) + "ms" : "-")"
+        }
     }
 
     /// One line of `key=value` pairs, for a log or a pipe.

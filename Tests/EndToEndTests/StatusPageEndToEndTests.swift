@@ -68,6 +68,8 @@ final class StatusPageEndToEndTests: ConfiguredTestCase {
         XCTAssertEqual(broken.count, 1, "the same error grouped: \(dom.suffix(3000))")
         XCTAssertEqual(broken.first.flatMap { Int($0.1) }, round, "one error a round, counted")
         XCTAssertNotNil(dom.firstMatch(of: #/\d\d:\d\d:\d\d UTC/#), "the page's clock in UTC")
+        // Each upstream server with its state.
+        XCTAssertTrue(dom.contains(">default \(origin.url)</td><td class=\"n\">up</td>"), "the upstream servers' table")
         // The header names the node, the version and the upstream.
         XCTAssertTrue(dom.contains("Larder \(Larder.version) · upstream \(origin.url)"), String(dom.prefix(3000)))
 

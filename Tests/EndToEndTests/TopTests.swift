@@ -62,6 +62,13 @@ final class TopTests: ProxyTestCase {
             larder_responses_total{code="5xx",result="miss"} 1
             larder_responses_total{code="5xx",result="other"} 0
             larder_responses_total{code="4xx",result="miss"} 5
+            larder_upstream_server_up{upstream="api",server="http://a:1"} 1
+            larder_upstream_server_up{upstream="api",server="http://b:1"} 1
+            larder_upstream_server_requests_total{upstream="api",server="http://a:1"} 100
+            larder_upstream_server_requests_total{upstream="api",server="http://b:1"} 100
+            larder_upstream_server_errors_total{upstream="api",server="http://b:1"} 0
+            larder_upstream_server_heads_total{upstream="api",server="http://a:1"} 100
+            larder_upstream_server_head_seconds_total{upstream="api",server="http://a:1"} 0.2
             """)
         let after = TopSample(time: 12, metrics: """
             # HELP larder_hits_total Requests answered with a fresh stored response
@@ -75,9 +82,18 @@ final class TopTests: ProxyTestCase {
             larder_responses_total{code="5xx",result="miss"} 3
             larder_responses_total{code="5xx",result="other"} 4
             larder_responses_total{code="4xx",result="miss"} 25
+            larder_upstream_server_up{upstream="api",server="http://a:1"} 1
+            larder_upstream_server_up{upstream="api",server="http://b:1"} 0
+            larder_upstream_server_requests_total{upstream="api",server="http://a:1"} 120
+            larder_upstream_server_requests_total{upstream="api",server="http://b:1"} 101
+            larder_upstream_server_errors_total{upstream="api",server="http://b:1"} 1
+            larder_upstream_server_heads_total{upstream="api",server="http://a:1"} 120
+            larder_upstream_server_head_seconds_total{upstream="api",server="http://a:1"} 0.24
             """)
         let view = TopView(previous: before, current: after)
         XCTAssertEqual(view.errorsPerSecond, 3, "5xx answers, whatever their result")
+        XCTAssertEqual(view.serverLines, ["", "server       api http://a:1  up  req/s 10.0  errors/s 0.0  avg 2.0ms",
+                                          "server       api http://b:1  DOWN  req/s 0.5  errors/s 0.5  avg -"])
         XCTAssertEqual(view.rate("larder_hits_total"), 90)
         XCTAssertEqual(view.requestsPerSecond, 100)
         XCTAssertEqual(view.requestsSinceStart, 350)
