@@ -45,6 +45,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
 
     func start(peer: String) {
         var headers = UpstreamHeaders.forward(request, peer: peer, forwardHost: upstream.configuration.forwardHost,
+                                              preserveHost: upstream.configuration.preserveHost,
                                               passed: upstream.configuration.passRequestHeaders)
         headers.remove("cache-control")
         headers.remove("pragma")

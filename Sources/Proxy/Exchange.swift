@@ -127,6 +127,7 @@ final class Exchange {
     /// (`claimedInFleet`).
     func forward(leading: Bool = false, claimedInFleet: Bool = false) {
         var forwarded = UpstreamHeaders.forward(request, peer: sink.peer, forwardHost: upstream.configuration.forwardHost,
+                                                preserveHost: upstream.configuration.preserveHost,
                                                 passed: upstream.configuration.passRequestHeaders)
         if isCacheLookup {
             UpstreamHeaders.normalizeAcceptEncoding(&forwarded, for: request)

@@ -19,6 +19,9 @@ public struct ProxyConfiguration: Sendable {
     /// Send the client's Host upstream as X-Forwarded-Host. A response may
     /// then depend on it, so the Host becomes part of the cache key.
     public var forwardHost = false
+    /// Send the client's Host upstream as Host (virtual hosts behind one
+    /// upstream); stored responses are then keyed by it, as with `forwardHost`.
+    public var preserveHost = false
     /// Request fields normally dropped towards the upstream
     /// (`UpstreamHeaders.isOverride`) that go along; they key responses.
     public var passRequestHeaders: [String] = []

@@ -28,7 +28,7 @@ struct StoredResponseBuilder: Sendable {
         self.init(shared: configuration.sharedCache, targetedField: configuration.targetedCacheControl, routes: configuration.routes,
                   stripTargetedFields: configuration.stripTargetedFields)
         storeSetCookie = configuration.storeSetCookie
-        hostIsKeyed = configuration.forwardHost
+        hostIsKeyed = configuration.forwardHost || configuration.preserveHost
         passedKeyed = configuration.passRequestHeaders
         compressTypes = configuration.compressTypes
     }

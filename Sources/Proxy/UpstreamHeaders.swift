@@ -33,7 +33,7 @@ enum UpstreamHeaders {
                                 "x-http-method-override", "x-method-override", "x-original-host", "x-forwarded-ssl",
                                 "x-forwarded-port", "x-forwarded-server", "x-forwarded-scheme", "x-forwarded-prefix"]
 
-    static func forward(_ request: RequestHead, peer: String, forwardHost: Bool = false,
+    static func forward(_ request: RequestHead, peer: String, forwardHost: Bool = false, preserveHost: Bool = false,
                         passed: [String] = []) -> HeaderFields {
         var headers: HeaderFields = []
         headers.reserveCapacity(request.headers.count + 4)
@@ -55,6 +55,8 @@ enum UpstreamHeaders {
         }
         headers.append("x-forwarded-for", forwardedFor.map { $0 + ", " + peer } ?? peer)
         if forwardHost, let host = request.header("host") { headers.append("x-forwarded-host", host) }
+        // (libcurl sends a Host field given here instead of the URL's host.)
+        if preserveHost, let host = request.header("host") { headers.append("host", host) }
         headers.append("x-forwarded-proto", "http")
         return headers
     }

@@ -103,6 +103,7 @@ enum EffectiveConfig {
         case .body_timeout: value = quoted(duration(Int(p.bodyTimeoutMilliseconds)))
         case .max_header_count: value = String(p.limits.maxHeaderCount)
         case .forward_host: value = String(p.forwardHost)
+        case .preserve_host: value = String(p.preserveHost)
         case .max_pipeline_buffer: value = quoted(size(p.pipelineBufferBytes))
         case .send_timeout: value = quoted(duration(Int(p.sendTimeoutMilliseconds)))
         case .admin_max_connections: value = String(s.adminMaxConnections)

@@ -259,4 +259,19 @@ final class PoisoningTests: ConfiguredTestCase {
         // A purge of the URL removes every host's copy.
         XCTAssertEqual(try larder.adminClient().request("POST", "/purge?url=%2Fper-host").text, "{\"purged\": 2}\n")
     }
+
+    func testWithPreserveHostTheUpstreamGetsTheClientsHostAndEachHostIsKeyed() throws {
+        let (origin, larder) = try start(config: "preserve_host = true\n")
+        let c = try larder.client()
+        func get(_ host: String) throws -> HTTPResponse {
+            try c.send("GET /vhost HTTP/1.1\r\nHost: \(host)\r\n\r\n")
+            return try c.readResponse()
+        }
+        XCTAssertEqual(try get("a.example").header("cache-status"), "larder; fwd=uri-miss; stored")
+        let fields = try origin.lastRequest("/vhost")["headers"] as? [[String]] ?? []
+        XCTAssertEqual(fields.filter { $0[0].lowercased() == "host" }.map { $0[1] }, ["a.example"], "the client's Host, not 127.0.0.1:PORT")
+        XCTAssertEqual(try get("b.example").header("cache-status"), "larder; fwd=vary-miss; stored", "not a.example's")
+        XCTAssertTrue(try get("a.example").header("cache-status")?.contains("hit") ?? false)
+        XCTAssertEqual(try origin.count("/vhost"), 2)
+    }
 }
