@@ -41,6 +41,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     /// Deadlines: the first request (header_timeout), idleness
     /// (keepalive_timeout), output the client does not take (send_timeout).
     private var timer: TimerID = .none
+    private var timerAt: UInt64 = 0
     private var lastActivity: UInt64
     private var lastWrite: UInt64
     private var servedAny = false
@@ -235,6 +236,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     func streamClosed(_ id: Int32, errorCode: UInt32) {
         guard let stream = streams.removeValue(forKey: id) else { return }
         stream.closed()
+        if streams.isEmpty { rearmIfSooner() }
         session.consumeConnection(stream.unacknowledged)
         stream.unacknowledged = 0
         lastActivity = EventLoop.nowMilliseconds()
@@ -313,14 +315,45 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
 
     // MARK: deadlines
 
+    /// One timer for every deadline, armed for the earliest one known now,
+    /// and at the latest send_timeout on (a stream may begin to wait on its
+    /// client meanwhile: such a deadline is found within two send_timeouts).
+    /// A deadline that moved later (activity) is found when the timer fires,
+    /// which arms it again: an idle connection wakes its worker once per
+    /// timeout, not once a second.
     private func armTimer() {
         guard !closed, timer == .none else { return }
-        timer = loop.schedule(after: 1000) { [unowned self] in
+        let now = EventLoop.nowMilliseconds()
+        let due = nextDeadline(now: now)
+        let delay = max(due > now ? due - now : 0, 10)
+        timerAt = now + delay
+        timer = loop.schedule(after: delay) { [unowned self] in
             let connection = self
             connection.timer = .none
             connection.checkDeadlines()
             connection.armTimer()
         }
+    }
+
+    /// The last stream closed: the idle deadline may come before the armed timer.
+    private func rearmIfSooner() {
+        guard timer != .none, nextDeadline(now: EventLoop.nowMilliseconds()) < timerAt else { return }
+        loop.cancel(timer)
+        timer = .none
+        armTimer()
+    }
+
+    /// The earliest deadline: output the client does not take, idleness,
+    /// a stream's window held shut; else send_timeout from now.
+    private func nextDeadline(now: UInt64) -> UInt64 {
+        let send = settings.sendTimeoutMilliseconds
+        var next = now + send
+        if pendingStart < pending.count { next = min(next, lastWrite + send) }
+        if streams.isEmpty {
+            next = min(next, lastActivity + (servedAny ? settings.keepAliveTimeoutMilliseconds : settings.headerTimeoutMilliseconds))
+        }
+        for stream in streams.values where stream.isWaitingForClient { next = min(next, stream.lastProgress + send) }
+        return next
     }
 
     private func checkDeadlines() {

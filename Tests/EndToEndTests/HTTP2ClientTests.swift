@@ -147,6 +147,12 @@ final class HTTP2ClientTests: ConfiguredTestCase {
         XCTAssertEqual(lines.last, "RESULT goaway=none closed=0")
     }
 
+    func testAnIdleHTTP2ConnectionIsClosedAfterKeepaliveTimeout() throws {
+        let (_, larder) = try start(config: "keepalive_timeout = \"1s\"")
+        let lines = try h2client(larder.port, ["idle", "/h2/idle?size=10"])
+        XCTAssertTrue(lines.contains("IDLE CLOSED"), "closed by keepalive_timeout (the client waits 20 s): \(lines)")
+    }
+
     /// One worker: the attacks and the request after each share it.
     func testAttacksEndTheAttackersConnectionWhileOthersAreServed() throws {
         let (_, larder) = try start(config: "workers = 1\nsend_timeout = \"2s\"")

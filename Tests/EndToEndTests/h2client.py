@@ -13,6 +13,8 @@ Modes:
                          "STREAM <id> <status> <body bytes> <cache-status>"
   settings               prints the server's SETTINGS ("SETTING name value")
   bigheader PATH SIZE    a GET with a field of SIZE bytes; prints its status
+  idle PATH              one GET, then nothing: waits (20 s at most) for the
+                         server to end the connection; prints "IDLE CLOSED"
   uploads PATH SIZE      on one connection, one after another: a POST of SIZE
                          bytes announced by content-length, the same without
                          one, then a POST of 10 bytes; "STREAM ..." for each
@@ -237,6 +239,26 @@ def hpack_bomb(port, path, n):
     result(None, False)
 
 
+def idle(port, path):
+    sock = connect(port)
+    conn = client(sock)
+    conn.send_headers(1, request_headers(path), end_stream=True)
+    sock.sendall(conn.data_to_send())
+    sock.settimeout(20)
+    goaway = None
+    while True:
+        try:
+            data = sock.recv(65536)
+        except socket.timeout:
+            return result(goaway, False)
+        except ConnectionResetError:
+            data = b""
+        if not data:
+            print("IDLE CLOSED", flush=True)
+            return result(goaway, True)
+        goaway = scan_goaway(data) if goaway is None else goaway
+
+
 def raw_start(sock):
     sock.sendall(PREFACE + SettingsFrame(0).serialize())
 
@@ -376,6 +398,8 @@ def main():
         settings(port)
     elif mode == "bigheader":
         bigheader(port, args[0], int(args[1]))
+    elif mode == "idle":
+        idle(port, args[0])
     elif mode == "uploads":
         uploads(port, args[0], int(args[1]))
     elif mode == "hpack-bomb":
