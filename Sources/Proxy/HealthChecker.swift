@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import EventLoop
+import Synchronization
 import Upstream
 
 /// Active health checks (`health_check` in an `[upstreams.NAME]` table): on
@@ -44,7 +45,7 @@ public final class HealthChecker: @unchecked Sendable {
                 let status = HealthProbe.status(server.base + check.path, timeoutMilliseconds: min(check.intervalMilliseconds, 5_000),
                                                 settings: settings())
                 let healthy = check.passes(status)
-                if healthy != server.figures(now: now).healthy {
+                if healthy != server.healthy.load(ordering: .relaxed) {
                     log("upstream \(pool.name): \(server.base) is \(healthy ? "healthy again" : "unhealthy") "
                         + "(\(check.path) answered \(status.map(String.init) ?? "nothing"))")
                 }
