@@ -36,7 +36,7 @@ public final class AdminAPI {
     /// /healthz answers without a token.
     let healthzPublic: Bool
     /// The cache key of a request target under the current routes.
-    private let cacheKey: (String) -> String
+    private let purgeScopes: (String) -> [PurgeScope]
     private let startedAt: Int64
     let clock: () -> Int64
     private let metrics: Metrics
@@ -53,7 +53,7 @@ public final class AdminAPI {
     private let pools: () -> [UpstreamPool]
 
     public init(store: TieredStore, stats: ProxyStats, token: String?, startedAt: Int64,
-                clock: @escaping () -> Int64, cacheKey: @escaping (String) -> String, fanOut: PurgeFanOut? = nil,
+                clock: @escaping () -> Int64, purgeScopes: @escaping (String) -> [PurgeScope], fanOut: PurgeFanOut? = nil,
                 samples: RequestSamples? = nil, version: String = "", node: String = "", upstream: String = "",
                 readToken: String? = nil, healthzPublic: Bool = true, pools: @escaping () -> [UpstreamPool] = { [] },
                 log: @escaping (String) -> Void) {
@@ -66,7 +66,7 @@ public final class AdminAPI {
         self.healthzPublic = healthzPublic
         self.startedAt = startedAt
         self.clock = clock
-        self.cacheKey = cacheKey
+        self.purgeScopes = purgeScopes
         self.log = log
         metrics = Metrics()
         metrics.version = version
@@ -206,7 +206,7 @@ public final class AdminAPI {
 
     private func purge(scope: PurgeScope, soft: Bool) -> Response {
         if case .key(let target) = scope, !target.hasPrefix("/") { return .error(400, "PURGE needs a path target such as /a/b") }
-        let (count, failures) = Self.apply(scope, soft: soft, to: store, cacheKey: cacheKey)
+        let (count, failures) = Self.apply(scope, soft: soft, to: store, purgeScopes: purgeScopes)
         metrics.purged += count
         let status: Int, fields: String
         if failures.isEmpty {
@@ -230,18 +230,18 @@ public final class AdminAPI {
     }
 
     /// A purge applied to this node's store, from the admin API or from
-    /// another node of the fleet. A URL's stored key is the target after
-    /// its route's key options (ignored or sorted query parameters): both
-    /// are purged.
+    /// another node of the fleet. A URL names what `purgeScopes` says: its
+    /// target and its stored key (the target after its route's key
+    /// options), and with virtual hosts and no host named, the path on
+    /// every host.
     public static func apply(_ scope: PurgeScope, soft: Bool, to store: TieredStore,
-                             cacheKey: (String) -> String) -> (purged: Int, failures: [String]) {
+                             purgeScopes: (String) -> [PurgeScope]) -> (purged: Int, failures: [String]) {
         guard case .key(let target) = scope else { return store.purgeReportingFailures(scope, soft: soft) }
-        let key = cacheKey(target)
-        var (count, failures) = store.purgeReportingFailures(.key(key), soft: soft)
-        if key != target {
-            let more = store.purgeReportingFailures(.key(target), soft: soft)
-            count += more.purged
-            failures += more.failures
+        var count = 0, failures: [String] = []
+        for each in purgeScopes(target) {
+            let done = store.purgeReportingFailures(each, soft: soft)
+            count += done.purged
+            failures += done.failures
         }
         return (count, failures)
     }
@@ -322,15 +322,18 @@ public final class AdminAPI {
         }
     }
 
-    /// "/a?b" stays; "https://host:port/a?b" becomes "/a?b" (Larder has one
-    /// upstream, so the host names nothing more).
+    /// "/a?b" stays; "https://host:port/a?b" becomes "/a?b host:port": the
+    /// host counts where routes name hosts (virtual hosts), and is dropped
+    /// where they do not (`RouteTable.purgeScopes`).
     static func target(fromPathOrURL value: String) -> String? {
         if value.hasPrefix("/") { return value }
         for scheme in ["http://", "https://"] where value.lowercased().hasPrefix(scheme) {
             let rest = value.dropFirst(scheme.count)
-            guard let slash = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) else { return rest.isEmpty ? nil : "/" }
+            let slash = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) ?? rest.endIndex
+            let host = rest[..<slash]
+            guard !host.isEmpty, !host.contains(" ") else { return nil }
             let target = String(rest[slash...])
-            return target.hasPrefix("?") ? "/" + target : target
+            return (target.hasPrefix("/") ? target : "/" + target) + " " + host
         }
         return nil
     }

@@ -59,13 +59,21 @@ enum SharedScripts {
     /// purge to the stream, at once: no node reads the purge while the
     /// tier still holds what it removes. ARGV: prefix, kind (keys, prefix,
     /// tag, all), target, the range's upper bound, stream length, number
-    /// of keys, keys..., the stream entry's fields... Returns the entry's ID.
+    /// of keys, keys..., number of key prefixes, prefixes... (with keys: a
+    /// path on every virtual host), the stream entry's fields... Returns
+    /// the entry's ID.
     static let purge = """
         local p, kind, target = ARGV[1], ARGV[2], ARGV[3]
         local n = tonumber(ARGV[6])
+        local m = tonumber(ARGV[7 + n])
         local keys = {}
         if kind == 'keys' then
           for i = 7, 6 + n do keys[#keys + 1] = ARGV[i] end
+          for i = 8 + n, 7 + n + m do
+            local pre = ARGV[i]
+            local upper = '(' .. string.sub(pre, 1, -2) .. string.char(string.byte(pre, -1) + 1)
+            for _, k in ipairs(redis.call('ZRANGEBYLEX', p .. 'keys', '[' .. pre, upper)) do keys[#keys + 1] = k end
+          end
         elseif kind == 'prefix' then
           keys = redis.call('ZRANGEBYLEX', p .. 'keys', '[' .. target, ARGV[4])
         elseif kind == 'tag' then
@@ -79,7 +87,7 @@ enum SharedScripts {
           redis.call('ZREM', p .. 'keys', k)
           redis.call('ZREM', p .. 'expiry', k)
         end
-        return redis.call('XADD', p .. 'purges', 'MAXLEN', '~', ARGV[5], '*', unpack(ARGV, 7 + n))
+        return redis.call('XADD', p .. 'purges', 'MAXLEN', '~', ARGV[5], '*', unpack(ARGV, 8 + n + m))
         """
 
     /// Claims the fetch of a key across the fleet. ARGV: prefix, key, this

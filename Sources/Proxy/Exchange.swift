@@ -57,7 +57,7 @@ final class Exchange {
         // of each of its fields once it grew past what the optimizer copies inline.
         let upstream = self.upstream
         let routes = upstream.configuration.routes
-        key = routes.cacheKey(head.pathAndQuery)
+        key = routes.cacheKey(head.pathAndQuery, host: routes.keysHost ? head.header("host") : nil)
         let route = routes.isEmpty ? nil : routes.match(key, method: head.method == "HEAD" ? "GET" : head.method)
         self.route = route
         let honours = route?.allowClientPolicy ?? upstream.configuration.allowClientPolicy

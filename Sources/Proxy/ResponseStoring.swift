@@ -241,7 +241,7 @@ extension CacheAccess {
         let upstream = upstreamOrigin
         return Invalidation.key(for: reference, requestKey: request.pathAndQuery, upstreamAuthority: upstream.authority,
                                 upstreamPathPrefix: upstream.pathPrefix, clientAuthority: request.header("host"))
-            .map { routes.cacheKey($0) }
+            .map { routes.cacheKey($0, host: request.header("host")) }
     }
 
     /// A 304 answered a conditional request (a client's, or a background

@@ -13,9 +13,18 @@ public struct Route: Sendable, Equatable {
     /// A shell glob the path must also match (fnmatch), e.g. "*.jpg".
     public var glob: String?
 
-    /// Whether this route applies to a path and method.
-    func applies(path: Substring, method: String) -> Bool {
+    /// Host names it serves (virtual hosts): names, or "*.example.com"
+    /// for every name under one (lowercased, from `VirtualHosts.pattern`).
+    /// Empty: every host.
+    public var hosts: [String] = []
+
+    /// Whether this route applies to a path and method (and, where it
+    /// names hosts, the request's host name).
+    func applies(path: Substring, host: Substring? = nil, method: String) -> Bool {
         guard path.hasPrefix(prefix) else { return false }
+        if !hosts.isEmpty {
+            guard let host, hosts.contains(where: { VirtualHosts.matches(host, pattern: $0) }) else { return false }
+        }
         if !methods.isEmpty && !methods.contains(method) { return false }
         if let glob { return fnmatch(glob, String(path), 0) == 0 }
         return true
@@ -87,14 +96,21 @@ public struct Route: Sendable, Equatable {
     }
 }
 
-/// The configured routes; `match` picks the longest prefix that applies.
+/// The configured routes; `match` picks the one that applies: routes that
+/// name hosts before those that do not (a virtual host's routes are its
+/// own), the longest prefix first within each.
 public struct RouteTable: Sendable, Equatable, TierLifetimes {
     public private(set) var routes: [Route]
     public var isEmpty: Bool { routes.isEmpty }
+    /// Whether any route names hosts: keys then carry the request's host
+    /// name after a space ("/a?b example.com"; `VirtualHosts`).
+    public let keysHost: Bool
 
     public init(_ routes: [Route] = []) {
-        // Longest prefix first, so the first match is the most specific.
-        self.routes = routes.sorted { $0.prefix.utf8.count > $1.prefix.utf8.count }
+        self.routes = routes.sorted {
+            $0.hosts.isEmpty != $1.hosts.isEmpty ? !$0.hosts.isEmpty : $0.prefix.utf8.count > $1.prefix.utf8.count
+        }
+        keysHost = routes.contains { !$0.hosts.isEmpty }
     }
 
     /// Per-key memory lifetime overrides, for the tiers.
@@ -108,16 +124,55 @@ public struct RouteTable: Sendable, Equatable, TierLifetimes {
         return route.diskMirrorsMemory ? route.memoryTTL : route.diskTTL
     }
 
-    /// The cache key of a target: as its route says, else the target itself.
-    public func cacheKey(_ target: String) -> String {
-        match(target)?.cacheKey(target) ?? target
+    /// The cache key of a request: its target as its route says, and with
+    /// virtual hosts the host name its Host field gives.
+    public func cacheKey(_ target: String, host: String?) -> String {
+        guard keysHost else { return match(target)?.cacheKey(target) ?? target }
+        let name = VirtualHosts.name(host)
+        let path = target.prefix { $0 != "?" }
+        let route = routes.first { $0.applies(path: path, host: Substring(name), method: "GET") }
+        return (route?.cacheKey(target) ?? target) + " " + name
     }
 
-    /// The route for a request target (path and query), if any.
-    /// Storage decisions concern GET responses, hence the default method.
-    public func match(_ target: String, method: String = "GET") -> Route? {
+    /// The cache key of a target that may name its host after a space (a
+    /// stored key, or a purge's "/a example.com"): without virtual hosts
+    /// the host is dropped.
+    public func cacheKey(_ target: String) -> String {
+        let (path, host) = VirtualHosts.split(target)
+        return cacheKey(host == nil ? target : String(path), host: host.map(String.init))
+    }
+
+    /// What a purge of one URL removes: the target as given and its cache
+    /// key. With virtual hosts, a target without a host ("/a", not
+    /// "/a example.com") names that path on every host: a prefix of every
+    /// such key (each route's key options applied).
+    public func purgeScopes(_ target: String) -> [PurgeScope] {
+        let (path, host) = VirtualHosts.split(target)
+        guard keysHost, host == nil else {
+            let key = cacheKey(target)
+            let asGiven = keysHost ? String(path) + " " + VirtualHosts.name(host.map(String.init)) : String(path)
+            return key == asGiven ? [.key(key)] : [.key(asGiven), .key(key)]
+        }
+        let onPath = path.prefix { $0 != "?" }
+        var targets = [target]
+        for route in routes where onPath.hasPrefix(route.prefix) {
+            let key = route.cacheKey(target)
+            if !targets.contains(key) { targets.append(key) }
+        }
+        return [.key(target)] + targets.map { .prefix($0 + " ") }
+    }
+
+    /// The route for a cache key (or a request target without virtual
+    /// hosts), if any. Storage decisions concern GET responses, hence the
+    /// default method.
+    public func match(_ key: String, method: String = "GET") -> Route? {
         guard !routes.isEmpty else { return nil }
+        guard keysHost else {
+            let path = key.prefix { $0 != "?" }
+            return routes.first { $0.applies(path: path, method: method) }
+        }
+        let (target, host) = VirtualHosts.split(key)
         let path = target.prefix { $0 != "?" }
-        return routes.first { $0.applies(path: path, method: method) }
+        return routes.first { $0.applies(path: path, host: host ?? "", method: method) }
     }
 }

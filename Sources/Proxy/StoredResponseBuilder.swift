@@ -128,7 +128,7 @@ struct StoredResponseBuilder: Sendable {
     /// which the cache key shares with the request target).
     func decision(request: RequestHead, status: Int, headers: HeaderFields,
                   timing: ResponseTiming) -> (decision: StoreDecision, directives: Directives) {
-        let directives = cacheControl(headers, key: request.pathAndQuery)
+        let directives = cacheControl(headers, key: routeKey(request))
         return (decide(request: request, status: status, headers: headers, timing: timing, directives: directives), directives)
     }
 
@@ -140,7 +140,7 @@ struct StoredResponseBuilder: Sendable {
     func postDecision(request: RequestHead, status: Int, headers: HeaderFields, timing: ResponseTiming,
                       contentLocationKey: String?) -> Directives? {
         guard status == 200 || status == 203, let contentLocationKey,
-              contentLocationKey == routes.cacheKey(request.pathAndQuery) else { return nil }
+              contentLocationKey == routes.cacheKey(request.pathAndQuery, host: request.header("host")) else { return nil }
         var asGET = request
         asGET.method = "GET"
         let (decision, directives) = decision(request: asGET, status: status, headers: headers, timing: timing)
@@ -151,9 +151,14 @@ struct StoredResponseBuilder: Sendable {
         return directives
     }
 
+    /// What routes match a request on: its target, and with virtual hosts its key.
+    private func routeKey(_ request: RequestHead) -> String {
+        routes.keysHost ? routes.cacheKey(request.pathAndQuery, host: request.header("host")) : request.pathAndQuery
+    }
+
     private func decide(request: RequestHead, status: Int, headers: HeaderFields,
                         timing: ResponseTiming, directives: Directives) -> StoreDecision {
-        let key = request.pathAndQuery
+        let key = routeKey(request)
         let (cc, targeted) = directives
         let hasValidator = headers["etag"] != nil || headers["last-modified"] != nil
         let reusable = hasValidator || cc.noCache

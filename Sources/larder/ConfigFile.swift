@@ -102,7 +102,7 @@ enum ConfigFile {
     static let routeKeys = ["prefix", "policy", "allow_client_policy", "default_ttl", "ignore_upstream_cache_control",
                             "ignore_no_store", "negative_ttl", "disk", "ignore_query", "ignore_query_params", "sort_query",
                             "memory_ttl", "disk_ttl", "methods", "glob", "key_headers", "tags", "stale_on_disconnect",
-                            "compress", "upstream"]
+                            "compress", "upstream", "hosts"]
 
     /// `[[route]]` tables: every key checked, errors with file, line and key.
     /// `[presets]`: short, medium, long and max as durations.
@@ -168,6 +168,18 @@ enum ConfigFile {
                         throw fail(key, "expected a list of tags without spaces or commas, e.g. [\"catalog\", \"v2\"]")
                     }
                     route.tags = names
+                case "hosts":
+                    guard item.type == .array, let names = item.array?.compactMap({ $0.string }), names.count == item.array?.count,
+                          !names.isEmpty else {
+                        throw fail(key, "expected a list of host names, e.g. [\"api.example.com\", \"*.example.org\"]")
+                    }
+                    route.hosts = try names.map { (name: String) throws(ConfigError) -> String in
+                        guard let pattern = VirtualHosts.pattern(name) else {
+                            throw fail(key, "\"\(name)\" is not a host name (letters, digits, - and ., no port), "
+                                       + "or *. and one for every name under it")
+                        }
+                        return pattern
+                    }
                 case "methods":
                     guard item.type == .array, let names = item.array?.compactMap({ $0.string }), names.count == item.array?.count,
                           !names.isEmpty else {

@@ -142,6 +142,7 @@ enum EffectiveConfig {
 
     private static func route(_ r: Route) -> String {
         var out = "\n[[route]]\nprefix = \(quoted(r.prefix))\n"
+        if !r.hosts.isEmpty { out += "hosts = \(list(r.hosts))\n" }
         if !r.methods.isEmpty { out += "methods = \(list(r.methods.sorted()))\n" }
         if let glob = r.glob { out += "glob = \(quoted(glob))\n" }
         if let upstream = r.upstream { out += "upstream = \(quoted(upstream))\n" }

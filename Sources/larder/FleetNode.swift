@@ -21,7 +21,7 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
     /// What `/stats` shows, kept current from the fleet's loop.
     private let current: Locked<FleetStatus>
     private let password: String?
-    private let cacheKey: (String) -> String
+    private let purgeScopes: (String) -> [PurgeScope]
     private lazy var resolvedAddress = config.address.resolved()
     private let logger: Logger
     /// Where this node stands in the purge stream (for shared-tier stores).
@@ -31,7 +31,7 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
     private lazy var sharedFaults = FaultLog { [logger] in logger.warning("\($0)") }
 
     /// `cacheDirectory`: the disk tier's, where the fleet's identity is remembered.
-    init(_ config: FleetConfig, password: String?, store: TieredStore, cacheKey: @escaping (String) -> String,
+    init(_ config: FleetConfig, password: String?, store: TieredStore, purgeScopes: @escaping (String) -> [PurgeScope],
          cacheDirectory: String?, logger: Logger) throws {
         self.config = config
         self.password = password
@@ -40,12 +40,12 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
         let current = Locked(FleetStatus(name: config.name, node: config.node, connected: false, purgesSent: 0, purgesReceived: 0,
                                          purgesQueued: 0, lastError: nil))
         self.current = current
-        self.cacheKey = cacheKey
+        self.purgeScopes = purgeScopes
         var settings = PurgeFeed.Settings(address: config.address, password: password, name: config.name, node: config.node)
         settings.connectTimeoutMilliseconds = config.connectTimeoutMilliseconds
         settings.timeoutMilliseconds = config.timeoutMilliseconds
         feed = PurgeFeed(settings, loop: loop, apply: { purge in
-            let (count, failures) = AdminAPI.apply(purge.scope, soft: purge.soft, to: store, cacheKey: cacheKey)
+            let (count, failures) = AdminAPI.apply(purge.scope, soft: purge.soft, to: store, purgeScopes: purgeScopes)
             current.withLock { $0.purgesReceived += 1 }
             let failed = failures.isEmpty ? "" : "; \(failures.count) files failed (\(failures[0]))"
             logger.notice("fleet: \(purge.soft ? "soft-" : "")purged \(purge.scope) from node \(purge.node) (\(count) responses)\(failed)")
@@ -165,11 +165,20 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
 
     func send(_ scope: PurgeScope, soft: Bool, delivered: @escaping @Sendable (PurgeDelivery) -> Void) {
         let (feed, node) = (self.feed!, config.node)
-        // A URL purge removes its target's stored key and its route's.
-        var keys: [String] = []
-        if case .key(let target) = scope { keys = Array(Set([target, cacheKey(target)])) }
+        // A URL purge removes its target's stored key and its route's (and
+        // with virtual hosts and no host named, the path on every host).
+        var keys: [String] = [], prefixes: [String] = []
+        if case .key(let target) = scope {
+            for each in purgeScopes(target) {
+                switch each {
+                case .key(let key): keys.append(key)
+                case .prefix(let prefix): prefixes.append(prefix)
+                default: break
+                }
+            }
+        }
         loop.execute { [self] in
-            feed.publish(FleetPurge(scope: scope, soft: soft, node: node), keys: keys) { [self] delivery in
+            feed.publish(FleetPurge(scope: scope, soft: soft, node: node), keys: keys, prefixes: prefixes) { [self] delivery in
                 refresh()
                 delivered(PurgeDelivery(nodes: delivery.nodes, acknowledged: delivery.acknowledged, queued: delivery.queued,
                                         error: delivery.error))

@@ -142,14 +142,14 @@ struct Serve: ParsableCommand {
         }
 
         let routesForAdmin = Locked(proxyConfig.routes), poolsForAdmin = Locked(proxyConfig.allPools)
-        let fleet = try Self.startFleet(settings, store: store, logger: logger) { target in routesForAdmin.withLock { $0.cacheKey(target) } }
+        let fleet = try Self.startFleet(settings, store: store, logger: logger) { target in routesForAdmin.withLock { $0.purgeScopes(target) } }
         var adminNote = ", admin API off"
         if let (fd, shown) = listeners.admin {
             do {
                 let adminLogger = logger
                 let api = AdminAPI(store: store, stats: stats, token: adminToken, startedAt: EventLoop.wallSeconds(),
                                    clock: { EventLoop.wallSeconds() },
-                                   cacheKey: { target in routesForAdmin.withLock { $0.cacheKey(target) } }, fanOut: fleet,
+                                   purgeScopes: { target in routesForAdmin.withLock { $0.purgeScopes(target) } }, fanOut: fleet,
                                    samples: samples, version: Larder.version,
                                    node: settings.fleet?.node ?? FleetConfig.hostName, upstream: upstream, readToken: adminReadToken,
                                    healthzPublic: settings.adminHealthzPublic, pools: { poolsForAdmin.withLock { $0 } },
@@ -232,7 +232,7 @@ struct Serve: ParsableCommand {
     /// `[fleet]`: the purge stream on its own thread. Refuses (exit 78) a
     /// Redis other machines can reach without a password.
     static func startFleet(_ settings: Settings, store: TieredStore, logger: Logger,
-                           cacheKey: @escaping (String) -> String) throws -> FleetNode? {
+                           purgeScopes: @escaping (String) -> [PurgeScope]) throws -> FleetNode? {
         guard let config = settings.fleet else { return nil }
         let password: String?
         do {
@@ -247,7 +247,7 @@ struct Serve: ParsableCommand {
         }
         if let warning = config.passwordFileWarning() { logger.warning("\(warning)") }
         do {
-            let node = try FleetNode(config, password: password, store: store, cacheKey: cacheKey,
+            let node = try FleetNode(config, password: password, store: store, purgeScopes: purgeScopes,
                                      cacheDirectory: settings.cacheDirectory, logger: logger)
             try node.start()
             // Purges missed while this node was away apply before it serves (bounded: Redis may be down).

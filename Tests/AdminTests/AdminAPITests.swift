@@ -13,9 +13,9 @@ final class AdminAPITests: XCTestCase {
     }
 
     private func api(token: String? = nil, readToken: String? = nil, healthzPublic: Bool = true,
-                     cacheKey: @escaping (String) -> String = { $0 }) -> AdminAPI {
+                     routes: RouteTable = RouteTable()) -> AdminAPI {
         AdminAPI(store: store, stats: ProxyStats(), token: token, startedAt: 999_000, clock: { [unowned self] in now },
-                 cacheKey: cacheKey, readToken: readToken, healthzPublic: healthzPublic, log: { _ in })
+                 purgeScopes: { routes.purgeScopes($0) }, readToken: readToken, healthzPublic: healthzPublic, log: { _ in })
     }
 
     private func put(_ key: String, tags: [String] = [], at time: Int64 = 1_000_000) {
@@ -36,7 +36,7 @@ final class AdminAPITests: XCTestCase {
         }
         XCTAssertEqual(stats.total(.hits), 10_000)
         let admin = AdminAPI(store: store, stats: stats, token: nil, startedAt: 999_000, clock: { [unowned self] in now },
-                             cacheKey: { $0 }, log: { _ in })
+                             purgeScopes: { [.key($0)] }, log: { _ in })
         let json = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(admin.handle(method: "GET", target: "/stats",
                                                                                           authorization: nil).body.utf8)) as? [String: Any])
         XCTAssertEqual(json["hits"] as? Int, 10_000)
@@ -104,9 +104,26 @@ final class AdminAPITests: XCTestCase {
 
     func testPurgeUsesTheRoutesCacheKey() {
         // A route that ignores the query stores /p?utm=1 as /p.
-        let admin = api(cacheKey: { $0.split(separator: "?").first.map(String.init) ?? $0 })
+        var route = Route(prefix: "/p")
+        route.ignoreQuery = true
+        let admin = api(routes: RouteTable([route]))
         put("/p")
         XCTAssertEqual(admin.handle(method: "POST", target: "/purge?url=%2Fp%3Futm%3D1", authorization: nil).body, "{\"purged\": 1}\n")
+    }
+
+    func testPurgeWithVirtualHosts() {
+        // Keys carry the host: a URL with a host purges that host's, a path every host's.
+        var route = Route(prefix: "/")
+        route.hosts = ["a.test", "*.b.test"]
+        let admin = api(routes: RouteTable([route]))
+        for key in ["/v a.test", "/v x.b.test", "/v ", "/vw a.test"] { put(key) }
+        XCTAssertEqual(admin.handle(method: "POST", target: "/purge?url=http%3A%2F%2FA.test%3A8080%2Fv", authorization: nil).body,
+                       "{\"purged\": 1}\n")
+        XCTAssertTrue(store.lookup("/v a.test").isEmpty)
+        XCTAssertFalse(store.lookup("/v x.b.test").isEmpty)
+        XCTAssertEqual(admin.handle(method: "POST", target: "/purge?url=%2Fv", authorization: nil).body, "{\"purged\": 2}\n")
+        XCTAssertTrue(store.lookup("/v x.b.test").isEmpty)
+        XCTAssertFalse(store.lookup("/vw a.test").isEmpty, "another path that starts the same stays")
     }
 
     func testSoftPurgeMarksStale() {
@@ -172,9 +189,9 @@ final class AdminAPITests: XCTestCase {
 
     func testTargetFromPathOrURL() {
         XCTAssertEqual(AdminAPI.target(fromPathOrURL: "/a?b"), "/a?b")
-        XCTAssertEqual(AdminAPI.target(fromPathOrURL: "https://h:8/a/b?c=1"), "/a/b?c=1")
-        XCTAssertEqual(AdminAPI.target(fromPathOrURL: "http://h"), "/")
-        XCTAssertEqual(AdminAPI.target(fromPathOrURL: "http://h?q"), "/?q")
+        XCTAssertEqual(AdminAPI.target(fromPathOrURL: "https://h:8/a/b?c=1"), "/a/b?c=1 h:8")
+        XCTAssertEqual(AdminAPI.target(fromPathOrURL: "http://h"), "/ h")
+        XCTAssertEqual(AdminAPI.target(fromPathOrURL: "http://h?q"), "/?q h")
         XCTAssertNil(AdminAPI.target(fromPathOrURL: "a/b"))
         XCTAssertNil(AdminAPI.target(fromPathOrURL: "http://"))
         XCTAssertEqual(AdminAPI.durationSeconds("90s"), 90)

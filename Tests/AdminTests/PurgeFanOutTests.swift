@@ -20,7 +20,7 @@ final class PurgeFanOutTests: XCTestCase {
     }
 
     private func api(_ fleet: StandInFleet?, store: TieredStore) -> AdminAPI {
-        AdminAPI(store: store, stats: ProxyStats(), token: nil, startedAt: 0, clock: { 0 }, cacheKey: { $0 }, fanOut: fleet,
+        AdminAPI(store: store, stats: ProxyStats(), token: nil, startedAt: 0, clock: { 0 }, purgeScopes: { [.key($0)] }, fanOut: fleet,
                  log: { _ in })
     }
 

@@ -12,7 +12,7 @@ final class StatusPageTests: XCTestCase {
 
     private func api(token: String?) -> AdminAPI {
         AdminAPI(store: TieredStore(tiers: [MemoryTier(limitBytes: 1 << 20)]), stats: ProxyStats(), token: token,
-                 startedAt: 1_999_000, clock: { [unowned self] in now }, cacheKey: { $0 }, samples: samples, log: { _ in })
+                 startedAt: 1_999_000, clock: { [unowned self] in now }, purgeScopes: { [.key($0)] }, samples: samples, log: { _ in })
     }
 
     func testATokenInTheAddressBecomesACookieForReadsOnly() throws {

@@ -119,6 +119,7 @@ final class ConfigCheckTests: ConfiguredTestCase {
 
             [[route]]
             prefix = "/static/"
+            hosts = ["Img.example.com", "*.cdn.example.com"]
             glob = "*.jpg"
             disk = false
             negative_ttl = "30s"
@@ -145,6 +146,7 @@ final class ConfigCheckTests: ConfiguredTestCase {
                       printed.stdout)
         XCTAssertTrue(lines.contains("default_ttl = \"2m\""), "the preset as the file changed it")
         XCTAssertTrue(lines.contains("compress = []"), "a route's compress off")
+        XCTAssertTrue(lines.contains("hosts = [\"img.example.com\", \"*.cdn.example.com\"]"), printed.stdout)
         XCTAssertTrue(printed.stdout.contains("[fleet]\nredis = \"redis://127.0.0.1:6390\"\nname = \"f1\"\nnode = \"n1\""))
         XCTAssertTrue(printed.stdout.contains("[[listen]]\naddress = \"127.0.0.1:0\"\nhttp2 = false"))
         // What it prints is a config file that means the same.

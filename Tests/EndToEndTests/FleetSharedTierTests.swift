@@ -51,6 +51,26 @@ final class FleetSharedTierTests: FleetTestCase {
         }
     }
 
+    func testAPathPurgeWithVirtualHostsRemovesEveryHostsResponseFromTheSharedTier() throws {
+        let routes = "\n[[route]]\nprefix = \"/\"\nhosts = [\"a.test\"]\n"
+        let a = try node("a", extra: routes), b = try node("b", extra: routes)
+        func get(_ node: LarderProcess, _ host: String) throws -> HTTPResponse {
+            let client = try node.client()
+            try client.send("GET /s/vh HTTP/1.1\r\nHost: \(host)\r\n\r\n")
+            return try client.readResponse()
+        }
+        _ = try get(a, "a.test")
+        _ = try get(a, "other.test")
+        XCTAssertTrue(waitForSharedStores(a, 2), "both hosts' responses in the shared tier")
+        XCTAssertTrue(isFleetHit(try get(b, "a.test")), "keys carry the host across the fleet")
+        XCTAssertEqual(try origin.count("/s/vh"), 2)
+        _ = try purge(a, "url=%2Fs%2Fvh")
+        for host in ["a.test", "other.test"] {
+            XCTAssertFalse(isHit(try get(b, host)), "\(host): gone from b and from Redis")
+        }
+        XCTAssertEqual(try origin.count("/s/vh"), 4)
+    }
+
     func testOnlyWhatFitsTheSharedTierAndIsStillUsableIsShared() throws {
         let a = try node("a", extra: "max_object_size = \"1KiB\""), b = try node("b", extra: "max_object_size = \"1KiB\"")
         _ = try a.client().get("/big?size=4000")

@@ -66,7 +66,7 @@ final class UpstreamPoolEndToEndTests: ConfiguredTestCase {
         XCTAssertTrue(metrics.contains("larder_upstream_server_requests_total{upstream=\"other\",server=\"\(c.url)\"} 1"))
     }
 
-    func testHashBalanceKeepsAURLOnOneServerAndUnknownNamesAreRefused() throws {
+    func testHashBalanceKeepsAURLOnOneServerAndBadNamesAreRefused() throws {
         let a = try startOrigin(), b = try startOrigin()
         let config = try writeConfig("""
             upstream = "api"
@@ -87,7 +87,10 @@ final class UpstreamPoolEndToEndTests: ConfiguredTestCase {
                                 ("upstream = \"http://127.0.0.1:9\"\n[[route]]\nprefix = \"/a/\"\nupstream = \"api\"\n",
                                  "route.upstream: no [upstreams.api] table"),
                                 ("[upstreams.api]\nservers = []\n", "upstreams.api.servers"),
-                                ("[upstreams.api]\nservers = [\"http://127.0.0.1:9\"]\nbalance = \"random\"\n", "round_robin")] {
+                                ("[upstreams.api]\nservers = [\"http://127.0.0.1:9\"]\nbalance = \"random\"\n", "round_robin"),
+                                ("[[route]]\nprefix = \"/\"\nhosts = [\"a.test:80\"]\n", "route.hosts: \"a.test:80\" is not a host name"),
+                                ("[[route]]\nprefix = \"/\"\nhosts = []\n", "route.hosts: expected a list of host names"),
+                                ("[[route]]\nprefix = \"/\"\nhosts = \"a.test\"\n", "route.hosts: expected a list of host names")] {
             let check = try startChild(Paths.larder, ["check-config", "--config", try writeConfig(text)])
             XCTAssertEqual(check.waitForExit(timeout: 20), 78, text)
             check.drainOutput()
@@ -122,6 +125,53 @@ final class UpstreamPoolEndToEndTests: ConfiguredTestCase {
         XCTAssertEqual(figures["api|\(a.url)"]?["requests"] as? Int, 6)
         XCTAssertNotNil(larder.child.waitFor("upstream api: \(NSRegularExpression.escapedPattern(for: b.url)) is unhealthy"),
                         larder.child.stderr)
+    }
+
+    func testVirtualHostsChooseTheirRoutesAndKeepTheirOwnResponses() throws {
+        let a = try startOrigin(), b = try startOrigin()
+        let config = try writeConfig("""
+            upstream = "\(a.url)"
+            workers = 1
+
+            [upstreams.bees]
+            servers = ["\(b.url)"]
+
+            [[route]]
+            prefix = "/"
+            hosts = ["a.test"]
+
+            [[route]]
+            prefix = "/"
+            hosts = ["*.b.test"]
+            upstream = "bees"
+            """)
+        let larder = try startLarder(upstream: a.url, ["--config", config])
+        let client = try larder.client()
+        func get(_ host: String) throws -> HTTPResponse {
+            try client.send("GET /vh HTTP/1.1\r\nHost: \(host)\r\n\r\n")
+            return try client.readResponse()
+        }
+        func counts() throws -> [Int] { [try a.count("/vh"), try b.count("/vh")] }
+        XCTAssertEqual(try get("A.test:80").status, 200)
+        XCTAssertEqual(try get("eu.b.test").status, 200)
+        XCTAssertEqual(try counts(), [1, 1], "each host went to its route's upstream: one's answer is not the other's")
+        XCTAssertEqual(try get("a.test").status, 200)
+        XCTAssertEqual(try get("EU.b.test:8080").status, 200)
+        XCTAssertEqual(try counts(), [1, 1], "both hits")
+        XCTAssertEqual(try get("other.test").status, 200)
+        XCTAssertEqual(try counts(), [2, 1], "a host no route names: the default upstream, a key of its own")
+
+        // A URL with a host purges that host's response; a path, every host's.
+        let admin = try larder.adminClient()
+        XCTAssertEqual(try admin.request("POST", "/purge?url=http%3A%2F%2Fa.test%2Fvh").status, 200)
+        XCTAssertEqual(try get("a.test").status, 200)
+        XCTAssertEqual(try get("eu.b.test").status, 200)
+        XCTAssertEqual(try counts(), [3, 1], "a.test fetched again, eu.b.test still a hit")
+        let purged = try admin.request("POST", "/purge?url=%2Fvh")
+        XCTAssertTrue(purged.text.contains("\"purged\": 3"), purged.text)
+        XCTAssertEqual(try get("eu.b.test").status, 200)
+        XCTAssertEqual(try counts(), [3, 2])
+
     }
 
     /// Polls (bounded) until `condition` holds.
