@@ -29,6 +29,8 @@ let package = Package(
     targets: [
         // C: epoll loop, timers, eventfd wake-ups, signalfd, socket helpers.
         .target(name: "CEventLoop"),
+        // CRC-32C for stored records (the CPU's instruction where it has one).
+        .target(name: "CChecksum"),
         // libcurl (libcurl4-openssl-dev's headers), opened at run time with
         // dlopen (a hit needs none of its ~30 libraries); typed, non-variadic shims.
         .target(name: "CCurl"),
@@ -61,7 +63,7 @@ let package = Package(
         .target(name: "CacheSemantics", dependencies: ["HTTPHeaders"], swiftSettings: swift5),
         .target(
             name: "CacheStorage",
-            dependencies: ["CacheSemantics", "Clocks", "CEventLoop", "HTTP1", "HTTPHeaders", "Threads", .product(name: "SystemPackage", package: "swift-system")],
+            dependencies: ["CacheSemantics", "Clocks", "CEventLoop", "CChecksum", "HTTP1", "HTTPHeaders", "Threads", .product(name: "SystemPackage", package: "swift-system")],
             swiftSettings: swift5
         ),
         .target(name: "Upstream", dependencies: ["CCurl", "EventLoop", "HTTP1", "HTTPHeaders"], swiftSettings: swift5),
@@ -98,7 +100,7 @@ let package = Package(
         .testTarget(name: "HTTPHeadersTests", dependencies: ["HTTPHeaders"], swiftSettings: swift5),
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "HTTPHeaders"], swiftSettings: swift5),
         .testTarget(name: "CacheSemanticsTests", dependencies: ["CacheSemantics", "HTTPHeaders"], swiftSettings: swift5),
-        .testTarget(name: "CacheStorageTests", dependencies: ["CacheStorage", "Clocks", "HTTP1", "HTTPHeaders", "TestSupport"], swiftSettings: swift5),
+        .testTarget(name: "CacheStorageTests", dependencies: ["CacheStorage", "CChecksum", "Clocks", "HTTP1", "HTTPHeaders", "TestSupport"], swiftSettings: swift5),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"], swiftSettings: swift5),
         .testTarget(name: "ThreadsTests", dependencies: ["Threads"], swiftSettings: swift5),
         .testTarget(name: "CompressionTests", dependencies: ["Compression"], swiftSettings: swift5),

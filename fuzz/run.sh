@@ -24,7 +24,15 @@ mkdir -p "$OUT" fuzz/crashes
 module() {
     # shellcheck disable=SC2086
     swiftc $FLAGS -wmo -module-name "$1" -emit-module -emit-module-path "$OUT/$1.swiftmodule" -I "$OUT" \
+        -I "$OUT/CEventLoop" -I "$OUT/CChecksum" \
         -c Sources/"$1"/*.swift -o "$OUT/$1.o"
+}
+
+# A C target (Sources/NAME/FILE.c, its header in include/) as a module swiftc finds.
+cmodule() {
+    mkdir -p "$OUT/$1"
+    printf 'module %s {\n  header "%s"\n  export *\n}\n' "$1" "$PWD/Sources/$1/include/$2.h" > "$OUT/$1/module.modulemap"
+    clang -O2 -g -fsanitize=fuzzer-no-link,address -I "Sources/$1/include" -c "Sources/$1/$2.c" -o "$OUT/$2.o"
 }
 
 build() {
@@ -47,9 +55,14 @@ build() {
             # build those modules first. The record format needs no disk
             # tier (nor swift-system, which it uses).
             for m in HTTPHeaders CacheSemantics HTTP1; do module $m; done
+            # and the C targets it reaches (CChecksum; CEventLoop through Clocks).
+            cmodule CChecksum crc32c
+            cmodule CEventLoop el
+            module Clocks
             # shellcheck disable=SC2086
-            swiftc $FLAGS -module-name CacheStorage -I "$OUT" Sources/CacheStorage/*.swift "fuzz/targets/$1.swift" \
-                "$OUT/HTTPHeaders.o" "$OUT/CacheSemantics.o" "$OUT/HTTP1.o" -o "$OUT/$1" ;;
+            swiftc $FLAGS -module-name CacheStorage -I "$OUT" -I "$OUT/CEventLoop" -I "$OUT/CChecksum" Sources/CacheStorage/*.swift "fuzz/targets/$1.swift" \
+                "$OUT/HTTPHeaders.o" "$OUT/CacheSemantics.o" "$OUT/HTTP1.o" "$OUT/Clocks.o" "$OUT/crc32c.o" "$OUT/el.o" \
+                -o "$OUT/$1" ;;
         *) echo "unknown target $1" >&2; exit 64 ;;
     esac
 }

@@ -1,3 +1,4 @@
+import CChecksum
 import CacheSemantics
 
 /// What the disk tier keeps of a stored response: its `StoredHead` (the
@@ -42,15 +43,17 @@ public struct DiskRecord: Equatable, Sendable {
     }
 }
 
-/// The on-disk file format, version 3 (little-endian):
+/// The on-disk file format, version 4 (little-endian), also the shared
+/// tier's record in Redis:
 ///
 ///     0  "LRDR"            magic
-///     4  u32 version       3 (files of versions 1 and 2, which kept raw
-///                          fields for the proxy to rebuild, are dropped)
+///     4  u32 version       4 (files of other versions are dropped: 1 and 2
+///                          kept raw fields for the proxy to rebuild, 3 had
+///                          a weaker 64-bit FNV-style sum in the same place)
 ///     8  u32 metaLength
 ///    12  u32 flags         bit 0: marked stale by a soft purge
 ///    16  u64 bodyLength
-///    24  u64 checksum      over meta and body (not the flags)
+///    24  u64 checksum      CRC-32C over meta and body (not the flags)
 ///    32  meta              key, status, timing, storedAt, lifetime, validator,
 ///                          directives, head prefix, other fields, vary, tags
 ///        body
@@ -58,7 +61,7 @@ public struct DiskRecord: Equatable, Sendable {
 /// A file whose magic, version, lengths or checksum do not match is not a
 /// record: the reader treats it as a miss and the tier deletes it.
 public enum DiskFormat {
-    public static let version: UInt32 = 3
+    public static let version: UInt32 = 4
     public static let fixedHeaderBytes = 32
     /// Where the flags word sits, and its bits.
     public static let flagsOffset = 12
@@ -155,61 +158,29 @@ public enum DiskFormat {
     }
 }
 
-/// A 64-bit checksum (FNV-1a style, eight bytes per step, little-endian
-/// words): catches torn and corrupted files; not a defence against
-/// deliberate tampering. Adding bytes in pieces gives the same value as
-/// adding them at once, so a body streamed to disk in chunks is summed the
-/// same way the reader sums the whole file.
+/// A record's checksum: CRC-32C (the CPU's crc32 instruction where it has
+/// one), which catches every burst of up to 32 flipped bits and any odd
+/// number of them; not a defence against deliberate tampering. Adding
+/// bytes in pieces gives the same value as adding them at once, so a body
+/// streamed to disk in chunks is summed as the reader sums the whole file.
 public struct Checksum: Sendable {
-    private var h: UInt64 = 0xCBF2_9CE4_8422_2325
-    private var pending: UInt64 = 0
-    private var pendingCount = 0
-    private static let prime: UInt64 = 0x0000_0100_0000_01B3
+    private var crc: UInt32 = 0
 
     public init() {}
 
-    /// The sum of everything added so far.
-    public var value: UInt64 {
-        var v = h
-        for k in 0..<pendingCount { v = (v ^ ((pending >> (8 * UInt64(k))) & 0xFF)) &* Self.prime }
-        return v
-    }
+    /// The sum of everything added so far (the header's u64 holds it).
+    public var value: UInt64 { UInt64(crc) }
 
     public mutating func add<C: Collection>(_ bytes: C) where C.Element == UInt8 {
         let done: Bool? = bytes.withContiguousStorageIfAvailable { buffer -> Bool in
             add(UnsafeRawBufferPointer(buffer))
             return true
         }
-        if done == nil { for b in bytes { addByte(b) } }
+        if done == nil { Array(bytes).withUnsafeBytes { add($0) } }
     }
 
     public mutating func add(_ raw: UnsafeRawBufferPointer) {
-        var i = 0
-        let n = raw.count
-        while pendingCount > 0 && i < n {
-            addByte(raw[i])
-            i += 1
-        }
-        var v = h
-        while i + 8 <= n {
-            v = (v ^ UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: i, as: UInt64.self))) &* Self.prime
-            i += 8
-        }
-        h = v
-        while i < n {
-            addByte(raw[i])
-            i += 1
-        }
-    }
-
-    @inline(__always)
-    private mutating func addByte(_ b: UInt8) {
-        pending |= UInt64(b) << (8 * UInt64(pendingCount))
-        pendingCount += 1
-        if pendingCount == 8 {
-            h = (h ^ pending) &* Self.prime
-            pending = 0
-            pendingCount = 0
-        }
+        guard let base = raw.baseAddress, raw.count > 0 else { return }
+        crc = larder_crc32c(crc, base, raw.count)
     }
 }

@@ -168,6 +168,9 @@ public final class RedisSharedTier: SharedTier {
             do {
                 // Stored in Redis's time: read in this node's.
                 if let entry = try DiskFormat.response(bytes, key: key, shiftSeconds: -clock.shiftSeconds) { entries.append(entry) }
+            } catch .unsupportedVersion(let version) {
+                // A node of another release wrote it (a rolling upgrade): a miss here.
+                note("fleet: shared tier: skipping a stored record of \(key) in format \(version) (this node reads \(DiskFormat.version))")
             } catch {
                 note("fleet: shared tier: skipping a stored record of \(key) that is not Larder's (\(error))")
             }

@@ -129,6 +129,53 @@ final class DiskTierTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: copy + "/" + sub + "/.tmp-leftover"))
     }
 
+    /// A file of the previous format (version 3, its 64-bit sum valid) and
+    /// one of the current format with its version word changed to the
+    /// current one from 3: both dropped at start, neither served.
+    func testFilesOfTheOldFormatAreDroppedNotMisread() throws {
+        do {
+            let tier = try DiskTier(directory: directory, limitBytes: 100 << 20) { _ in }
+            tier.store(record("/current", bytes: 500))
+            tier.store(record("/old", bytes: 500))
+            tier.store(record("/relabelled", bytes: 500))
+            tier.flush(timeoutSeconds: 10)
+            waitForIndex(tier)
+        }
+        func file(of key: String) -> String {
+            files().first { String(decoding: FileManager.default.contents(atPath: directory + "/" + $0) ?? Data(), as: UTF8.self)
+                .contains(key) }!
+        }
+        // As version 3 wrote it: the version word 3 and its sum over meta and body.
+        func writeOld(_ name: String, version: UInt8) {
+            var bytes = [UInt8](FileManager.default.contents(atPath: directory + "/" + name)!)
+            bytes[4] = 3
+            var h: UInt64 = 0xCBF2_9CE4_8422_2325
+            var i = DiskFormat.fixedHeaderBytes
+            while i + 8 <= bytes.count {
+                var w: UInt64 = 0
+                for k in 0..<8 { w |= UInt64(bytes[i + k]) << (8 * UInt64(k)) }
+                h = (h ^ w) &* 0x0000_0100_0000_01B3
+                i += 8
+            }
+            for b in bytes[i...] { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01B3 }
+            for k in 0..<8 { bytes[24 + k] = UInt8(truncatingIfNeeded: h >> (8 * UInt64(k))) }
+            bytes[4] = version
+            FileManager.default.createFile(atPath: directory + "/" + name, contents: Data(bytes))
+        }
+        let old = file(of: "/old"), relabelled = file(of: "/relabelled")
+        writeOld(old, version: 3)
+        writeOld(relabelled, version: UInt8(DiskFormat.version))
+        try FileManager.default.removeItem(atPath: directory + "/lock")
+        let reopened = try DiskTier(directory: directory, limitBytes: 100 << 20) { _ in }
+        waitForIndex(reopened)
+        XCTAssertEqual(reopened.records("/old"), [], "an old file is a miss")
+        XCTAssertEqual(reopened.records("/relabelled"), [], "a sum of the old kind does not pass as the new")
+        XCTAssertEqual(reopened.records("/current").first?.body.count, 500)
+        XCTAssertEqual(reopened.stats.objects, 1)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/" + old), "and it is deleted")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/" + relabelled))
+    }
+
     /// Large files' checksums are checked by the start-up rebuild, off any
     /// worker's loop: a good one is verified before its first hit, a
     /// corrupt one dropped without being asked for.
