@@ -15,7 +15,8 @@
 # Counts everything in the Larder process (Larder, libcurl, libc, the Swift
 # runtime), not the kernel, thread by thread: the worker's thread (the
 # request path) and the others (the admin thread's work for a follower,
-# the disk writer). Larder runs one worker under callgrind (about 50x
+# the disk writer). ROUTE=1 configures one [[route]] that matches nothing.
+# Larder runs one worker under callgrind (about 50x
 # slower); wrk offers 8 connections. TOP=n prints each busy thread's n
 # costliest functions (self). FOLLOW=1 attaches one `larder log --follow` reader
 # (its cost on the hot path). ADMIN_ON=1 keeps the admin listener on (its
@@ -44,6 +45,12 @@ case $WORKLOAD in
     json-gzip|json-decoded)
         echo 'compress = ["application/json"]' > "$WORK/compress.toml"
         TIERS="$TIERS --config $WORK/compress.toml" ;;
+    *)
+        # ROUTE=1: one [[route]] that matches nothing (what routes cost a hit).
+        if [ -n "${ROUTE:-}" ]; then
+            printf '[[route]]\nprefix = "/nothing-here/"\ndefault_ttl = "1m"\nmemory_ttl = "1h"\n' > "$WORK/route.toml"
+            TIERS="$TIERS --config $WORK/route.toml"
+        fi ;;
 esac
 ACCEPT=""
 [ "$WORKLOAD" = json-gzip ] && ACCEPT="Accept-Encoding: gzip"

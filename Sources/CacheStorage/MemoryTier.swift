@@ -46,10 +46,8 @@ public final class MemoryTier: CacheTier {
     public let lifetimeSeconds: Int?
     /// What memory_ttl is measured by.
     let clock: WallClock
-    /// Per-key overrides (routes); `hasRules` spares a hit the lock when no
-    /// route sets a lifetime.
-    private let rules = Locked<(any TierLifetimes)?>(nil)
-    private let hasRules = Atomic<Bool>(false)
+    /// Per-key overrides (routes), read by a hit without a lock.
+    private let rules = LifetimeRules()
 
     /// `maxObjectBytes`: the largest body kept (max_object_size; default:
     /// anything that fits). Up to 16 shards, as many as still each hold the
@@ -96,8 +94,7 @@ public final class MemoryTier: CacheTier {
     func shardVersion(of key: String) -> UInt64 { shard(KeyHash.of(key)).version.load(ordering: .acquiring) }
 
     public func setLifetimeRules(_ lifetimes: (any TierLifetimes)?) {
-        rules.withLock { $0 = lifetimes }
-        hasRules.store(lifetimes != nil, ordering: .releasing)
+        rules.set(lifetimes)
     }
 
     /// The stored variants for `key` (one per distinct set of values of the
@@ -122,7 +119,7 @@ public final class MemoryTier: CacheTier {
             if let local, !found.isEmpty { local.keep(found, hash: hash, version: version) }
         }
         guard !found.isEmpty else { return found }
-        let override = hasRules.load(ordering: .acquiring) ? rules.withLock({ $0 })?.memoryLifetime(key) : nil
+        let override = rules.isEmpty ? nil : rules.memoryLifetime(key)
         guard let lifetime = override ?? lifetimeSeconds else { return found }
         let now = clock.now()
         guard found.contains(where: { now.minusSaturating($0.timing.responseTime) > Int64(lifetime) }) else { return found }

@@ -57,8 +57,8 @@ final class Exchange {
         // of each of its fields once it grew past what the optimizer copies inline.
         let upstream = self.upstream
         let routes = upstream.configuration.routes
-        key = routes.cacheKey(head.pathAndQuery, host: routes.keysHost ? head.header("host") : nil)
-        let route = routes.isEmpty ? nil : routes.match(key, method: head.method == "HEAD" ? "GET" : head.method)
+        let route: RouteFacts?
+        (key, route) = routes.keyAndFacts(head.pathAndQuery, host: head.header("host"), method: head.method)
         self.route = route
         let honours = route?.allowClientPolicy ?? upstream.configuration.allowClientPolicy
         honoursClientDirectives = honours
@@ -75,7 +75,7 @@ final class Exchange {
     /// The `[[route]]` this request falls under, if any. (Not `lazy`: a
     /// lazy optional is a double optional, which every exchange's deinit
     /// destroyed through the generic Optional witness.)
-    let route: Route?
+    let route: RouteFacts?
     var toDisk: Bool { route?.disk ?? true }
     var peer: String { sink.peer }
     var shared: Bool { upstream.configuration.sharedCache }

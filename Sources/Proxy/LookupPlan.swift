@@ -88,7 +88,7 @@ enum PolicyChoice: Equatable {
 
     /// `route`'s policy and permission, else the configuration's (its two
     /// values passed alone: the whole configuration would be copied).
-    static func make(for request: RequestHead, route: Route?, configured: RequestPolicy, clientsMayChoose: Bool) -> PolicyChoice {
+    static func make(for request: RequestHead, route: RouteFacts?, configured: RequestPolicy, clientsMayChoose: Bool) -> PolicyChoice {
         make(clientMayChoose: route?.allowClientPolicy ?? clientsMayChoose, header: request.combinedHeader("larder-cache-policy"),
              configured: route?.policy ?? configured)
     }

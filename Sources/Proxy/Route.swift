@@ -18,17 +18,6 @@ public struct Route: Sendable, Equatable {
     /// Empty: every host.
     public var hosts: [String] = []
 
-    /// Whether this route applies to a path and method (and, where it
-    /// names hosts, the request's host name).
-    func applies(path: Substring, host: Substring? = nil, method: String) -> Bool {
-        guard path.hasPrefix(prefix) else { return false }
-        if !hosts.isEmpty {
-            guard let host, hosts.contains(where: { VirtualHosts.matches(host, pattern: $0) }) else { return false }
-        }
-        if !methods.isEmpty && !methods.contains(method) { return false }
-        if let glob { return fnmatch(glob, String(path), 0) == 0 }
-        return true
-    }
     /// The named upstream (`[upstreams.NAME]`) its requests go to (nil: the default).
     public var upstream: String?
     /// The default policy of requests under it (nil: the global one).
@@ -52,6 +41,9 @@ public struct Route: Sendable, Equatable {
     public var tags: [String] = []
     /// Whether responses under this route go to the disk tier.
     public var disk = true
+    /// Whether the key options change keys (`cacheKey` is the target otherwise).
+    var changesKeys: Bool { ignoreQuery || sortQuery || !ignoredQueryParameters.isEmpty }
+
     /// Tier lifetimes for this route: nil inherits the global setting,
     /// .some(nil) keeps until evicted. `diskMirrorsMemory`: disk_ttl = mirror.
     public var memoryTTL: Int??
@@ -69,8 +61,7 @@ public struct Route: Sendable, Equatable {
     /// The cache key for a request target under this route (the upstream
     /// still receives the target as the client sent it).
     public func cacheKey(_ target: String) -> String {
-        guard ignoreQuery || sortQuery || !ignoredQueryParameters.isEmpty,
-              let mark = target.firstIndex(of: "?") else { return target }
+        guard changesKeys, let mark = target.firstIndex(of: "?") else { return target }
         let path = String(target[..<mark])
         if ignoreQuery { return path }
         var parameters = target[target.index(after: mark)...].split(separator: "&", omittingEmptySubsequences: true)
@@ -96,83 +87,22 @@ public struct Route: Sendable, Equatable {
     }
 }
 
-/// The configured routes; `match` picks the one that applies: routes that
-/// name hosts before those that do not (a virtual host's routes are its
-/// own), the longest prefix first within each.
-public struct RouteTable: Sendable, Equatable, TierLifetimes {
-    public private(set) var routes: [Route]
-    public var isEmpty: Bool { routes.isEmpty }
-    /// Whether any route names hosts: keys then carry the request's host
-    /// name after a space ("/a?b example.com"; `VirtualHosts`).
-    public let keysHost: Bool
+/// What one request reads of its route, copied out of the table once (a
+/// `Route` copied whole would retain each of its strings and sets, shared
+/// by every worker, on every request).
+struct RouteFacts {
+    /// The named upstream (nil: the default); a short name is held inline.
+    var upstream: String?
+    var policy: RequestPolicy?
+    var allowClientPolicy: Bool?
+    var staleOnDisconnect: Int?
+    var disk: Bool
 
-    public init(_ routes: [Route] = []) {
-        self.routes = routes.sorted {
-            $0.hosts.isEmpty != $1.hosts.isEmpty ? !$0.hosts.isEmpty : $0.prefix.utf8.count > $1.prefix.utf8.count
-        }
-        keysHost = routes.contains { !$0.hosts.isEmpty }
-    }
-
-    /// Per-key memory lifetime overrides, for the tiers.
-    public func memoryLifetime(_ key: String) -> Int?? {
-        match(key)?.memoryTTL
-    }
-
-    /// Per-key disk lifetime overrides, for the tiers.
-    public func diskLifetime(_ key: String) -> Int?? {
-        guard let route = match(key) else { return nil }
-        return route.diskMirrorsMemory ? route.memoryTTL : route.diskTTL
-    }
-
-    /// The cache key of a request: its target as its route says, and with
-    /// virtual hosts the host name its Host field gives.
-    public func cacheKey(_ target: String, host: String?) -> String {
-        guard keysHost else { return match(target)?.cacheKey(target) ?? target }
-        let name = VirtualHosts.name(host)
-        let path = target.prefix { $0 != "?" }
-        let route = routes.first { $0.applies(path: path, host: Substring(name), method: "GET") }
-        return (route?.cacheKey(target) ?? target) + " " + name
-    }
-
-    /// The cache key of a target that may name its host after a space (a
-    /// stored key, or a purge's "/a example.com"): without virtual hosts
-    /// the host is dropped.
-    public func cacheKey(_ target: String) -> String {
-        let (path, host) = VirtualHosts.split(target)
-        return cacheKey(host == nil ? target : String(path), host: host.map(String.init))
-    }
-
-    /// What a purge of one URL removes: the target as given and its cache
-    /// key. With virtual hosts, a target without a host ("/a", not
-    /// "/a example.com") names that path on every host: a prefix of every
-    /// such key (each route's key options applied).
-    public func purgeScopes(_ target: String) -> [PurgeScope] {
-        let (path, host) = VirtualHosts.split(target)
-        guard keysHost, host == nil else {
-            let key = cacheKey(target)
-            let asGiven = keysHost ? String(path) + " " + VirtualHosts.name(host.map(String.init)) : String(path)
-            return key == asGiven ? [.key(key)] : [.key(asGiven), .key(key)]
-        }
-        let onPath = path.prefix { $0 != "?" }
-        var targets = [target]
-        for route in routes where onPath.hasPrefix(route.prefix) {
-            let key = route.cacheKey(target)
-            if !targets.contains(key) { targets.append(key) }
-        }
-        return [.key(target)] + targets.map { .prefix($0 + " ") }
-    }
-
-    /// The route for a cache key (or a request target without virtual
-    /// hosts), if any. Storage decisions concern GET responses, hence the
-    /// default method.
-    public func match(_ key: String, method: String = "GET") -> Route? {
-        guard !routes.isEmpty else { return nil }
-        guard keysHost else {
-            let path = key.prefix { $0 != "?" }
-            return routes.first { $0.applies(path: path, method: method) }
-        }
-        let (target, host) = VirtualHosts.split(key)
-        let path = target.prefix { $0 != "?" }
-        return routes.first { $0.applies(path: path, host: host ?? "", method: method) }
+    init(_ route: Route) {
+        upstream = route.upstream
+        policy = route.policy
+        allowClientPolicy = route.allowClientPolicy
+        staleOnDisconnect = route.staleOnDisconnect
+        disk = route.disk
     }
 }

@@ -313,7 +313,7 @@ struct Serve: ParsableCommand {
 
     /// Routes' memory_ttl / disk_ttl, for the tiers.
     static func installLifetimeRules(_ routes: RouteTable, store: TieredStore) {
-        store.setLifetimeRules(routes.routes.isEmpty ? nil : routes)
+        store.setLifetimeRules(routes.setsLifetimes ? routes : nil)
     }
 
     /// The proxy's view of the settings.

@@ -39,6 +39,30 @@ final class TierLifetimeTests: XCTestCase {
         XCTAssertEqual(tier.stats.objects, 0)
     }
 
+    /// Per-key lifetimes (routes) swapped while the tier serves, as a reload does.
+    private struct Rules: TierLifetimes {
+        let prefix: String, seconds: Int
+        func memoryLifetime(_ key: String) -> Int?? { key.hasPrefix(prefix) ? .some(seconds) : nil }
+        func diskLifetime(_ key: String) -> Int?? { nil }
+    }
+
+    func testRouteLifetimesApplyAndAReloadReplacesThem() {
+        let clock = WallClock()
+        let tier = MemoryTier(limitBytes: 1 << 20, clock: clock)
+        tier.setLifetimeRules(Rules(prefix: "/short/", seconds: 2))
+        tier.insert(entry("/short/a", at: clock))
+        tier.insert(entry("/long/a", at: clock))
+        clock.advance(by: 3)
+        XCTAssertEqual(tier.lookup("/short/a").count, 0, "its route's memory_ttl ended it")
+        XCTAssertEqual(tier.lookup("/long/a").count, 1, "no route: kept until evicted")
+        tier.setLifetimeRules(Rules(prefix: "/long/", seconds: 1))
+        XCTAssertEqual(tier.lookup("/long/a").count, 0, "the new rules apply at once")
+        tier.insert(entry("/long/b", at: clock))
+        tier.setLifetimeRules(nil)
+        clock.advance(by: 5)
+        XCTAssertEqual(tier.lookup("/long/b").count, 1, "rules gone: no lifetime")
+    }
+
     func testDiskTTLEndsAFileAndDeletesIt() throws {
         let clock = WallClock()
         let tier = try DiskTier(directory: directory, limitBytes: 100 << 20, lifetimeSeconds: 5, clock: clock) { _ in }

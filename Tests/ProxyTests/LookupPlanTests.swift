@@ -91,7 +91,7 @@ final class LookupPlanTests: XCTestCase {
     }
 
     private func choose(_ request: RequestHead, _ route: Route?, _ configuration: ProxyConfiguration) -> PolicyChoice {
-        PolicyChoice.make(for: request, route: route, configured: configuration.defaultPolicy,
+        PolicyChoice.make(for: request, route: route.map(RouteFacts.init), configured: configuration.defaultPolicy,
                           clientsMayChoose: configuration.allowClientPolicy)
     }
 

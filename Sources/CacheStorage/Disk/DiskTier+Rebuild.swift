@@ -94,10 +94,9 @@ extension DiskTier {
             sleep(60)
             _ = retryUndeleted()
             let now = clock.now()
-            let overrides = rules.withLock { $0 }
             let fallback = lifetimeSeconds
-            guard overrides != nil || fallback != nil else { continue }
-            deleteFiles(state.withLock { $0.removeExpired(now: now) { overrides?.diskLifetime($0) ?? fallback } })
+            guard !rules.isEmpty || fallback != nil else { continue }
+            deleteFiles(state.withLock { $0.removeExpired(now: now) { rules.diskLifetime($0) ?? fallback } })
         }
     }
 }

@@ -33,21 +33,18 @@ public final class DiskTier: CacheTier, @unchecked Sendable {
     public let lifetimeSeconds: Int?
     /// What disk_ttl and stored times are measured by.
     let clock: WallClock
-    /// Per-key overrides (routes); nil when there are none. `hasRules`
-    /// spares a hit the lock when there are none.
-    let rules = Locked<(any TierLifetimes)?>(nil)
-    private let hasRules = Atomic<Bool>(false)
+    /// Per-key overrides (routes), read by a hit without a lock.
+    let rules = LifetimeRules()
 
     /// Installs per-key lifetimes (routes' disk_ttl).
     public func setLifetimeRules(_ lifetimes: (any TierLifetimes)?) {
-        rules.withLock { $0 = lifetimes }
-        hasRules.store(lifetimes != nil, ordering: .releasing)
+        rules.set(lifetimes)
     }
 
     /// The disk lifetime of `key`: its route's, else the tier's.
     func lifetime(for key: String) -> Int? {
-        guard hasRules.load(ordering: .acquiring) else { return lifetimeSeconds }
-        return rules.withLock { $0 }?.diskLifetime(key) ?? lifetimeSeconds
+        guard !rules.isEmpty else { return lifetimeSeconds }
+        return rules.diskLifetime(key) ?? lifetimeSeconds
     }
 
     /// A fan-out sub-directory's descriptor, opened on first use and kept:
