@@ -97,10 +97,13 @@ let package = Package(
             // and link Foundation, CoreFoundation and ICU (see Threads).
             swiftSettings: swift5 + [.enableUpcomingFeature("MemberImportVisibility")]
         ),
+        // bench/store-threads.sh: store lookups from 1 and 2 threads, in-process.
+        .executableTarget(name: "store-bench", dependencies: ["CacheStorage", "CacheSemantics", "Clocks", "Proxy", "Threads"],
+                          path: "Sources/StoreBench", swiftSettings: swift5),
         .testTarget(name: "HTTPHeadersTests", dependencies: ["HTTPHeaders"], swiftSettings: swift5),
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "HTTPHeaders"], swiftSettings: swift5),
         .testTarget(name: "CacheSemanticsTests", dependencies: ["CacheSemantics", "HTTPHeaders"], swiftSettings: swift5),
-        .testTarget(name: "CacheStorageTests", dependencies: ["CacheStorage", "CChecksum", "Clocks", "HTTP1", "HTTPHeaders", "TestSupport"], swiftSettings: swift5),
+        .testTarget(name: "CacheStorageTests", dependencies: ["CacheStorage", "CChecksum", "Clocks", "Threads", "HTTP1", "HTTPHeaders", "TestSupport"], swiftSettings: swift5),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"], swiftSettings: swift5),
         .testTarget(name: "ThreadsTests", dependencies: ["Threads"], swiftSettings: swift5),
         .testTarget(name: "CompressionTests", dependencies: ["Compression"], swiftSettings: swift5),

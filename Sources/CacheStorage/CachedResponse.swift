@@ -1,3 +1,4 @@
+import CEventLoop
 import CacheSemantics
 import HTTP1
 import HTTPHeaders
@@ -233,23 +234,77 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
 
     /// Newer and older key in the memory tier's list (unowned: the tier's
     /// table owns entries). The newer word's low bits (objects are 16-byte
-    /// aligned) are SIEVE's visited bit (the key's) and `variantServed`.
+    /// aligned) are flags: SIEVE's visited bit (the key's), `variantServed`,
+    /// `retired` and `isLocalCopy`. Workers' copies read it without the
+    /// tier's lock, hence atomic loads and stores (plain moves on x86).
     var lruNewer: CachedResponse? {
         get {
-            let word = links.load(as: UInt.self) & ~3
+            let word = linkWord & ~Self.flagBits
             return word == 0 ? nil : CachedResponse(storage: Unmanaged<Storage>.fromOpaque(UnsafeRawPointer(bitPattern: word)!)
                 .takeUnretainedValue())
         }
         nonmutating set {
             let pointer = newValue.map { UInt(bitPattern: Unmanaged.passUnretained($0.storage).toOpaque()) } ?? 0
-            links.storeBytes(of: pointer | (links.load(as: UInt.self) & 3), as: UInt.self)
+            el_store_word(links, pointer | (linkWord & Self.flagBits))
         }
+    }
+
+    private static let flagBits: UInt = 15
+    private var linkWord: UInt { el_load_word(links) }
+
+    /// The entry left the memory tier's index (evicted, replaced, removed,
+    /// purged, or its key's variants changed): a worker's copy of it is no
+    /// longer served. Set once, never cleared.
+    var retired: Bool {
+        get { linkWord & 4 != 0 }
+        nonmutating set { setLinkBit(4, newValue) }
+    }
+
+    /// A worker's private copy (`LocalHits`): the same response in a block
+    /// of its own, so that its hits count references on nothing another
+    /// thread touches. It holds the tier's entry it copies (`original`).
+    var isLocalCopy: Bool { linkWord & 8 != 0 }
+
+    /// The tier's entry a local copy was made of.
+    var original: CachedResponse? { isLocalCopy ? olderVariants.first : nil }
+
+    /// For a local copy: whether it may answer, its original being still
+    /// the tier's and used since SIEVE's hand last passed (else the hit
+    /// goes through the tier, which marks it). Read through the original's
+    /// address kept in the copy's second link word: no reference counted.
+    var mayAnswerAsCopy: Bool {
+        guard let raw = (links + 8).load(as: UnsafeRawPointer?.self) else { return false }
+        return Unmanaged<Storage>.fromOpaque(raw)._withUnsafeGuaranteedRef { original in
+            el_load_word(original.withUnsafeMutablePointerToElements { UnsafeRawPointer($0) }) & 5 == 1
+        }
+    }
+
+    /// This entry as the memory tier's index may take it as a key's head:
+    /// itself, or a copy when it was retired or is a worker's copy.
+    var forIndex: CachedResponse { linkWord & 12 == 0 ? self : copied() }
+
+    /// The same response in a new block with no links or flags (`local`:
+    /// a worker's copy holding this entry).
+    func copied(local: Bool = false) -> CachedResponse {
+        let tail = Int(storage.header.keyLength) + headLength + storage.header.bodyCount
+        let header = storage.header
+        let copy = unsafeDowncast(Storage.create(minimumCapacity: Self.linkBytes + tail) { _ in header }, to: Storage.self)
+        let from = UnsafeRawPointer(links)
+        copy.withUnsafeMutablePointerToElements { start in
+            let to = UnsafeMutableRawPointer(start)
+            to.storeBytes(of: local ? 8 : 0, as: UInt.self)
+            to.storeBytes(of: local ? UnsafeRawPointer(Unmanaged.passUnretained(storage).toOpaque()) : nil, toByteOffset: 8,
+                          as: UnsafeRawPointer?.self)
+            (to + 16).bindMemory(to: [CachedResponse].self, capacity: 1).initialize(to: local ? [self] : [])
+            if tail > 0 { (to + Self.linkBytes).copyMemory(from: from + Self.linkBytes, byteCount: tail) }
+        }
+        return CachedResponse(storage: copy)
     }
 
     /// Hit since the eviction hand last passed (SIEVE): set by a hit, cleared
     /// by the hand, which spares the entry once.
     var visited: Bool {
-        get { links.load(as: UInt.self) & 1 != 0 }
+        get { linkWord & 1 != 0 }
         nonmutating set { setLinkBit(1, newValue) }
     }
 
@@ -257,15 +312,15 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     /// key's variants to keep (`SieveIndex.maxVariants`): the variants most
     /// asked for stay, whatever values others send for the Vary fields.
     var variantServed: Bool {
-        get { links.load(as: UInt.self) & 2 != 0 }
+        get { linkWord & 2 != 0 }
         nonmutating set { setLinkBit(2, newValue) }
     }
 
     /// Sets or clears a flag bit of the links word, writing only on a change.
     private func setLinkBit(_ bit: UInt, _ on: Bool) {
-        let word = links.load(as: UInt.self)
+        let word = linkWord
         let wanted = on ? word | bit : word & ~bit
-        if wanted != word { links.storeBytes(of: wanted, as: UInt.self) }
+        if wanted != word { el_store_word(links, wanted) }
     }
 
     var lruOlder: CachedResponse? {

@@ -25,6 +25,11 @@ public final class LifetimeRules: Sendable {
     @inline(__always)
     public var isEmpty: Bool { current.load(ordering: .relaxed) == 0 }
 
+    /// Which snapshot is current (0: none): what a worker's copy of an
+    /// answer computed with them remembers, to know it still holds.
+    @inline(__always)
+    var generation: UInt { current.load(ordering: .acquiring) }
+
     @inline(__always)
     public func memoryLifetime(_ key: String) -> Int?? {
         let raw = current.load(ordering: .acquiring)

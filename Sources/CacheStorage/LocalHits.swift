@@ -1,45 +1,68 @@
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// One worker's copy of its recent memory-tier hits, so a key hit again
-/// and again (a hot object) takes no lock: each worker owns one (never
-/// shared between threads), and an entry here is used only while its
-/// shard's version is what it was when the entry was copied, i.e. while
-/// nothing in that shard has been stored, removed, purged or evicted since.
-/// SIEVE stays right: its hand clears visited bits only while storing (a
-/// change), so the first hit after that goes through the shard again and
-/// sets the bit of a key still in use.
+/// One worker's copies of its recent memory-tier hits, so that a key hit
+/// again and again (a hot object) takes no lock and writes nothing another
+/// thread reads: each worker owns one (never shared between threads), and
+/// holds private copies of the tier's entries (`CachedResponse.copied`), so
+/// a hit counts references on its own copy, not on the entry every worker
+/// reads. A copy answers while its key's entry is still the tier's (not
+/// `retired`: evicted, replaced, removed, purged or its variants changed;
+/// other keys' changes do not matter) and SIEVE's visited bit is set: once
+/// the hand clears it, the next hit goes through the tier, which sets it
+/// again, so a key in use is spared as if every hit went there.
 ///
-/// A copy keeps its entry alive after the tier let go of it, so only small
-/// entries are copied (at most `largestCopied` bytes each) into at most
-/// `slotCount` slots: at most 2 MiB per worker beyond `memory_limit`.
+/// A copy costs memory beyond `memory_limit` and keeps its entry alive, so
+/// only small entries are copied (at most `largestCopied` bytes each) into
+/// at most `slotCount` slots: at most 4 MiB per worker.
 public final class LocalHits {
     struct Slot {
         var hash = 0
         var variants = Variants()
-        var version: UInt64 = 0
+        /// The routes' lifetime rules (`LifetimeRules.generation`) when
+        /// copied, and the key's memory lifetime by them.
+        var rules: UInt = 0
+        var lifetime: Int?? = nil
+        /// Copies are made on a key's second hit in a row here: a working
+        /// set larger than the slots would copy on nearly every lookup.
+        var seen = false
     }
 
     static let slotCount = 128
     static let largestCopied = 16 << 10
     private var slots = [Slot](repeating: Slot(), count: LocalHits.slotCount)
+    /// Lookups answered here (tests).
+    private(set) var answered = 0
 
     public init() {}
 
-    /// The variants copied for `key` while `version` is current, if any.
+    /// The copies for `key` while its entry is current and the lifetime
+    /// rules are those they were made under (`rules`), with the key's
+    /// memory lifetime by them; nil otherwise.
     @inline(__always)
-    func find(_ key: String, hash: Int, version: UInt64) -> Variants? {
+    func find(_ key: String, hash: Int, rules: UInt) -> (variants: Variants, lifetime: Int??)? {
         let i = hash & (Self.slotCount - 1)
-        guard slots[i].hash == hash, slots[i].version == version,
-              let newest = slots[i].variants.last, Self.same(newest.keyBytes, key) else { return nil }
-        return slots[i].variants
+        guard slots[i].hash == hash, slots[i].rules == rules, let newest = slots[i].variants.last, newest.mayAnswerAsCopy,
+              Self.same(newest.keyBytes, key) else { return nil }
+        answered &+= 1
+        return (slots[i].variants, slots[i].lifetime)
     }
 
-    func keep(_ variants: Variants, hash: Int, version: UInt64) {
+    /// Keeps copies of what the tier answered for a key (`variants`, its
+    /// entries), on its second lookup in a row here. The same entry again
+    /// (the hand had cleared its visited bit) keeps the copies made before.
+    func keep(_ variants: Variants, hash: Int, rules: UInt, lifetime: Int??) {
+        guard let head = variants.last else { return }
+        let i = hash & (Self.slotCount - 1)
+        guard slots[i].hash == hash, slots[i].seen else {
+            slots[i] = Slot(hash: hash, seen: true)
+            return
+        }
+        if let kept = slots[i].variants.last?.original, kept.isSame(head), slots[i].rules == rules { return }
         guard variants.allSatisfy({ $0.costBytes <= Self.largestCopied }) else { return }
-        slots[hash & (Self.slotCount - 1)] = Slot(hash: hash, variants: variants, version: version)
+        slots[i] = Slot(hash: hash, variants: Variants(variants.map { $0.copied(local: true) }), rules: rules, lifetime: lifetime,
+                        seen: true)
     }
 
     /// Slots holding a copy (tests).

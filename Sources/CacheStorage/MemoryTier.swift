@@ -17,24 +17,14 @@ public final class MemoryTier: CacheTier {
     /// sets a bit under its shard's lock (no list splice).
     private let shards: [Shard]
 
-    /// A shard: its index behind its own lock, and a version bumped (under
-    /// that lock) by every change a lookup could see; hits do not bump it.
+    /// A shard: its index behind its own lock. (Workers' copies of entries
+    /// learn of changes per key, from the entries: `LocalHits`.)
     final class Shard: Sendable {
         let index: Locked<SieveIndex>
-        let version = Atomic<UInt64>(0)
         init(limitBytes: Int) { index = Locked(SieveIndex(limitBytes: limitBytes)) }
 
-        /// Runs a change under the lock and bumps the version when `changed`
-        /// says it changed something: a declined promotion or the removal of
-        /// an absent key leaves the workers' LocalHits of the shard valid.
         @inline(__always)
-        func change<T>(_ body: (inout SieveIndex) -> T, changed: (T) -> Bool = { _ in true }) -> T {
-            index.withLock { index in
-                let result = body(&index)
-                if changed(result) { version.add(1, ordering: .releasing) }
-                return result
-            }
-        }
+        func change<T>(_ body: (inout SieveIndex) -> T) -> T { index.withLock(body) }
     }
     private let shardShift: Int
     public let name = "memory"
@@ -90,9 +80,6 @@ public final class MemoryTier: CacheTier {
     /// The smallest shard a tier with a slower tier behind it is split into.
     static let smallestShardBytes = 256 << 10
 
-    /// The version of `key`'s shard (tests: what invalidates LocalHits).
-    func shardVersion(of key: String) -> UInt64 { shard(KeyHash.of(key)).version.load(ordering: .acquiring) }
-
     public func setLifetimeRules(_ lifetimes: (any TierLifetimes)?) {
         rules.set(lifetimes)
     }
@@ -105,21 +92,21 @@ public final class MemoryTier: CacheTier {
     public func lookup(_ key: String, hash: Int) -> Variants { lookup(key, local: nil, hash: hash) }
 
     /// The same, first from (and then into) a worker's `LocalHits`: a key
-    /// hit there takes no lock while its shard is unchanged.
+    /// hit there takes no lock while its entry is unchanged.
     /// `hash`: `KeyHash.of(key)`, when the caller has it.
     public func lookup(_ key: String, local: LocalHits?, hash: Int? = nil) -> Variants {
         let hash = hash ?? KeyHash.of(key)
-        let shard = shard(hash)
-        var found: Variants
-        if let local, let copied = local.find(key, hash: hash, version: shard.version.load(ordering: .acquiring)) {
-            found = copied
+        let found: Variants
+        let override: Int??  // the key's route's memory_ttl, kept with a copy
+        let generation = rules.generation
+        if let local, let kept = local.find(key, hash: hash, rules: generation) {
+            (found, override) = kept
         } else {
-            let version: UInt64
-            (found, version) = shard.index.withLock { ($0.get(key, hash: hash), shard.version.load(ordering: .relaxed)) }
-            if let local, !found.isEmpty { local.keep(found, hash: hash, version: version) }
+            found = shard(hash).index.withLock { $0.get(key, hash: hash) }
+            guard !found.isEmpty else { return found }
+            override = generation == 0 ? nil : rules.memoryLifetime(key)
+            local?.keep(found, hash: hash, rules: generation, lifetime: override)
         }
-        guard !found.isEmpty else { return found }
-        let override = rules.isEmpty ? nil : rules.memoryLifetime(key)
         guard let lifetime = override ?? lifetimeSeconds else { return found }
         let now = clock.now()
         guard found.contains(where: { now.minusSaturating($0.timing.responseTime) > Int64(lifetime) }) else { return found }
@@ -137,7 +124,7 @@ public final class MemoryTier: CacheTier {
         // A body in a file costs memory only for its head (hits sendfile it).
         guard entry.body.count <= maxObjectBytes else { return false }
         let hash = KeyHash.of(entry.keyBytes)
-        return shard(hash).change({ $0.put(entry, promoted: promoted, hash: hash) }, changed: { $0 })
+        return shard(hash).change { $0.put(entry, promoted: promoted, hash: hash) }
     }
 
     public func wouldAdmit(_ entry: CachedResponse) -> Bool { wouldAdmit(entry, keyHash: KeyHash.of(entry.keyBytes)) }
@@ -149,14 +136,14 @@ public final class MemoryTier: CacheTier {
 
     @discardableResult
     public func remove(_ key: String) -> Int {
-        shard(KeyHash.of(key)).change({ $0.remove(key) }, changed: { $0 > 0 })
+        shard(KeyHash.of(key)).change { $0.remove(key) }
     }
 
     /// `entry`, one of a key's several variants, answered a request: the
     /// variants most served are the ones kept (`SieveIndex.variantToDrop`).
     /// Once per variant between choices: the mark is read first, unlocked.
     public func noteServed(_ entry: CachedResponse) {
-        guard !entry.variantServed else { return }
+        guard !(entry.original ?? entry).variantServed else { return }
         shard(KeyHash.of(entry.keyBytes)).index.withLock { $0.markServed(entry) }
     }
 

@@ -135,12 +135,13 @@ struct SieveIndex: ~Copyable {
 
     /// Marks `entry`, a variant of a key with several, as served (under
     /// the shard's lock, as the choice that clears the mark).
-    func markServed(_ entry: CachedResponse) { entry.variantServed = true }
+    func markServed(_ entry: CachedResponse) { (entry.original ?? entry).variantServed = true }
 
     var tagLinks: Int { tagged.values.reduce(0) { $0 + $1.count } }
 
     /// `add` for a key with one variant.
     private mutating func add(single entry: CachedResponse, cost: Int, hash: Int) {
+        let entry = entry.forIndex
         table.insert(entry, hash: hash)
         pushNewest(entry)
         bytes += cost
@@ -156,7 +157,9 @@ struct SieveIndex: ~Copyable {
     /// newest key; returns its head.
     @discardableResult
     private mutating func add(_ variants: [CachedResponse], hash: Int? = nil) -> CachedResponse {
-        let head = variants.last!
+        // A head once taken out stays retired (workers' copies of its key
+        // must not answer again): a key's new set gets a head of its own.
+        let head = variants.last!.forIndex
         head.olderVariants = Array(variants.dropLast())
         table.insert(head, hash: hash)
         pushNewest(head)
@@ -183,6 +186,7 @@ struct SieveIndex: ~Copyable {
         if let last = lastVictim, last.entry.isSame(head) { lastVictim = nil }
         let variants = variants(of: head)
         unlink(head)
+        head.retired = true  // workers' copies of the key stop answering
         head.olderVariants = []
         bytes -= Self.cost(variants)
         objectCount -= variants.count
@@ -209,6 +213,7 @@ struct SieveIndex: ~Copyable {
             head.lruNewer = nil
             head.lruOlder = nil
             head.visited = false
+            head.retired = true
             head.olderVariants = []
         }
         newest = nil

@@ -1,6 +1,8 @@
 import XCTest
 #if canImport(Glibc)
 import Glibc
+import Synchronization
+import Threads
 #endif
 import CacheSemantics
 @testable import CacheStorage
@@ -296,21 +298,56 @@ final class LocalHitsTests: XCTestCase {
         XCTAssertTrue(tier.lookup("/b", local: local).isEmpty, "and a clear")
     }
 
-    func testADeclinedPromotionLeavesTheCopiesValid() {
-        // A working set larger than memory offers (and is refused) a
-        // promotion on nearly every disk hit: that must not send every
-        // worker's hits of the shard back through its lock.
-        let tier = MemoryTier(limitBytes: entry("/a").costBytes * 2)
+    func testOtherKeysChangesLeaveACopyValidAndItIsTheWorkersOwn() {
+        // Per key, not per shard: storing, promoting or removing other keys
+        // (a miss's store, a declined promotion, a POST's invalidation)
+        // does not send this key's hits back through the lock.
+        let tier = MemoryTier(limitBytes: 1 << 20)
+        XCTAssertEqual(tier.shardCount, 1, "every key in one shard")
+        let local = LocalHits()
         tier.insert(entry("/a"))
+        let stored = tier.lookup("/a")
+        _ = tier.lookup("/a", local: local)
+        XCTAssertEqual(local.copies, 0, "copied on a key's second lookup in a row, not its first")
+        _ = tier.lookup("/a", local: local)
+        let copy = tier.lookup("/a", local: local)
+        XCTAssertEqual(local.answered, 1)
+        XCTAssertFalse(copy.first!.isSame(stored.first!), "a copy of its own: its reference count is this worker's")
+        XCTAssertTrue(copy.first!.original!.isSame(stored.first!))
+        XCTAssertEqual(Array(copy.first!.body), Array(stored.first!.body))
+        XCTAssertEqual(Array(copy.first!.headPrefix), Array(stored.first!.headPrefix))
         tier.insert(entry("/b"))
-        let before = tier.shardVersion(of: "/a")
-        XCTAssertFalse(tier.wouldAdmit(entry("/c")))
-        XCTAssertFalse(tier.insert(entry("/c"), promoted: true))
-        XCTAssertEqual(tier.shardVersion(of: "/a"), before, "nothing changed, so the copies stay valid")
-        XCTAssertEqual(tier.remove("/absent-a"), 0)
-        XCTAssertEqual(tier.shardVersion(of: "/a"), before, "nor does removing a key it does not hold (a POST's invalidation)")
-        XCTAssertTrue(tier.insert(entry("/c")), "a store is not a promotion")
-        XCTAssertGreaterThan(tier.shardVersion(of: "/a"), before)
+        XCTAssertEqual(tier.remove("/absent"), 0)
+        _ = tier.lookup("/a", local: local)
+        XCTAssertEqual(local.answered, 2, "still from the copy")
+    }
+
+    func testAPurgeRacingHitsIsSeenByTheNextHitAfterIt() throws {
+        // A worker hits a key through its copies while another thread
+        // purges it: once the purge has returned, no hit answers with it.
+        for round in 0..<20 {
+            let tier = MemoryTier(limitBytes: 1 << 20)
+            tier.insert(entry("/p"))
+            let purged = Atomic<Bool>(false), hits = Atomic<Int>(0), servedAfter = Atomic<Int>(0), done = Atomic<Bool>(false)
+            try startThread(name: "hits") {
+                let local = LocalHits()
+                while true {
+                    let after = purged.load(ordering: .acquiring)
+                    let found = tier.lookup("/p", local: local)
+                    if after && !found.isEmpty { servedAfter.add(1, ordering: .relaxed) }
+                    hits.add(1, ordering: .releasing)
+                    if after { break }
+                }
+                done.store(true, ordering: .releasing)
+            }
+            let deadline = Date().addingTimeInterval(10)
+            while hits.load(ordering: .acquiring) < 100 + round * 50 && Date() < deadline { usleep(10) }
+            XCTAssertEqual(tier.purge(.key("/p"), soft: false).counts, ["/p": 1])
+            purged.store(true, ordering: .releasing)
+            while !done.load(ordering: .acquiring) && Date() < deadline { usleep(100) }
+            XCTAssertTrue(done.load(ordering: .acquiring))
+            XCTAssertEqual(servedAfter.load(ordering: .relaxed), 0, "round \(round)")
+        }
     }
 
     func testAdmissionComparesWithTheKeyTheHandWouldEvictAndHoldsNoneThatLeft() {
@@ -331,8 +368,8 @@ final class LocalHitsTests: XCTestCase {
     }
 
     func testAKeyHitOnlyThroughCopiesIsStillSparedByTheHand() {
-        // The hand clears visited bits while storing, which changes the
-        // shard: the next hit goes through the shard and sets the bit again.
+        // A copy answers only while its entry's visited bit is set: once the
+        // hand clears it, the next hit goes through the shard and sets it.
         let tier = MemoryTier(limitBytes: entry("/a").costBytes * 2)
         let local = LocalHits()
         tier.insert(entry("/a"))
@@ -350,9 +387,10 @@ final class LocalHitsTests: XCTestCase {
         let local = LocalHits()
         tier.insert(entry("/small", bytes: 100))
         tier.insert(entry("/large", bytes: 32 << 10))
-        XCTAssertFalse(tier.lookup("/small", local: local).isEmpty)
-        XCTAssertFalse(tier.lookup("/large", local: local).isEmpty)
-        XCTAssertEqual(local.copies, 1)
+        for key in ["/large", "/small"] {
+            for _ in 0..<2 { XCTAssertFalse(tier.lookup(key, local: local).isEmpty) }
+        }
+        XCTAssertEqual(local.copies, 1, "the small one")
     }
 
     func testTwoKeysInOneSlotDoNotMix() {

@@ -111,4 +111,13 @@ int el_open_read(const char *path);
 ssize_t el_writev(int fd, const struct iovec *iov, int count);
 int el_close(int fd);
 
+/* A word other threads read while one writes it (a stored response's
+   flags, read by workers' copies without the tier's lock). */
+static inline uintptr_t el_load_word(const void *word) {
+    return __atomic_load_n((const uintptr_t *)word, __ATOMIC_ACQUIRE);
+}
+static inline void el_store_word(void *word, uintptr_t value) {
+    __atomic_store_n((uintptr_t *)word, value, __ATOMIC_RELEASE);
+}
+
 #endif
