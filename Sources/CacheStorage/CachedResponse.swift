@@ -250,6 +250,24 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     }
 
     private static let flagBits: UInt = 15
+
+    /// The block's address, and the list read by address: for walks over
+    /// the memory tier's list (under its lock) that take no references.
+    var address: UnsafeRawPointer { UnsafeRawPointer(Unmanaged.passUnretained(storage).toOpaque()) }
+
+    static func linkWord(at address: UnsafeRawPointer) -> UInt {
+        Unmanaged<Storage>.fromOpaque(address)._withUnsafeGuaranteedRef { storage in
+            el_load_word(storage.withUnsafeMutablePointerToElements { UnsafeRawPointer($0) })
+        }
+    }
+
+    static func newer(at address: UnsafeRawPointer) -> UnsafeRawPointer? {
+        UnsafeRawPointer(bitPattern: linkWord(at: address) & ~flagBits)
+    }
+
+    static func entry(at address: UnsafeRawPointer) -> CachedResponse {
+        CachedResponse(storage: Unmanaged<Storage>.fromOpaque(address).takeUnretainedValue())
+    }
     private var linkWord: UInt { el_load_word(links) }
 
     /// The entry left the memory tier's index (evicted, replaced, removed,

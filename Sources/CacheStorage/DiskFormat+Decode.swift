@@ -175,8 +175,13 @@ extension DiskFormat {
     /// in the freshness arithmetic).
     static let maxTimeMagnitude: Int64 = 253_402_300_799
 
-    static func plausibleTimes(_ times: Int64...) -> Bool {
-        times.allSatisfy { (-maxTimeMagnitude...maxTimeMagnitude).contains($0) }
+    @inline(__always)
+    static func plausibleTimes(_ time: Int64) -> Bool { (-maxTimeMagnitude...maxTimeMagnitude).contains(time) }
+
+    /// (Not variadic: a variadic call built an array on every disk hit.)
+    @inline(__always)
+    static func plausibleTimes(_ a: Int64, _ b: Int64, _ c: Int64) -> Bool {
+        plausibleTimes(a) && plausibleTimes(b) && plausibleTimes(c)
     }
 
     /// A head prefix must start "HTTP/1." and end with CRLF.

@@ -63,14 +63,19 @@ struct SieveIndex: ~Copyable {
     /// wanted more often than the key the hand would evict (looked at
     /// without moving the hand, a few keys at most). `hash`: the entry's key's.
     private mutating func admits(_ entry: CachedResponse, hash: Int) -> Bool {
-        guard var candidate = hand ?? oldest else { return true }
-        for _ in 0..<8 where candidate.visited { candidate = candidate.lruNewer ?? oldest! }
+        guard let start = hand ?? oldest, let oldestAddress = oldest?.address else { return true }
+        // Walked by address: no reference taken per key passed.
+        var candidate = start.address
+        for _ in 0..<8 where CachedResponse.linkWord(at: candidate) & 1 != 0 {
+            candidate = CachedResponse.newer(at: candidate) ?? oldestAddress
+        }
         let victimHash: Int
-        if let last = lastVictim, last.entry.isSame(candidate) {
+        if let last = lastVictim, last.entry.address == candidate {
             victimHash = last.hash
         } else {
-            victimHash = KeyHash.of(candidate.keyBytes)
-            lastVictim = (candidate, victimHash)
+            let victim = CachedResponse.entry(at: candidate)
+            victimHash = KeyHash.of(victim.keyBytes)
+            lastVictim = (victim, victimHash)
         }
         return sketch.frequency(hash) > sketch.frequency(victimHash)
     }
