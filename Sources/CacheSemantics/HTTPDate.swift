@@ -4,7 +4,10 @@ public enum HTTPDate {
     private static let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
     private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
-    /// Parses IMF-fixdate, the obsolete RFC 850 form and asctime. nil when invalid.
+    /// Parses IMF-fixdate, the obsolete RFC 850 form and asctime. nil when
+    /// invalid. Month and zone names are read in any case ("jan", "gmt"):
+    /// RFC 9110 section 5.6.7 asks recipients to be robust, and an Expires
+    /// read as invalid would mean "already expired".
     public static func parse(_ value: String) -> Int64? {
         if let fixed = parseFixdate(value) { return fixed }
         // One space between parts, as the grammar has it (RFC 9110 section
@@ -16,13 +19,13 @@ public enum HTTPDate {
         else if parts.count == 5, parts[2].count != 2 { return nil }
         guard !parts.contains(where: \.isEmpty) else { return nil }
         // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
-        if parts.count == 6, parts[0].hasSuffix(","), parts[5] == "GMT",
+        if parts.count == 6, parts[0].hasSuffix(","), isGMT(parts[5]),
            let day = Int(parts[1]), let month = monthIndex(parts[2]), let year = Int(parts[3]), parts[3].count == 4,
            let time = clock(parts[4]) {
             return epochSeconds(year: year, month: month, day: day, time: time)
         }
         // RFC 850: Sunday, 06-Nov-94 08:49:37 GMT
-        if parts.count == 4, parts[0].hasSuffix(","), parts[3] == "GMT" {
+        if parts.count == 4, parts[0].hasSuffix(","), isGMT(parts[3]) {
             let dmy = parts[1].split(separator: "-")
             if dmy.count == 3, let day = Int(dmy[0]), let month = monthIndex(dmy[1]), let yy = Int(dmy[2]),
                dmy[2].count == 2, let time = clock(parts[2]) {
@@ -104,8 +107,12 @@ public enum HTTPDate {
     }
 
     private static func monthIndex(_ s: Substring) -> Int? {
-        months.firstIndex { $0 == s }.map { $0 + 1 }
+        guard s.utf8.count == 3 else { return nil }
+        let lower = s.lowercased()
+        return months.firstIndex { $0.lowercased() == lower }.map { $0 + 1 }
     }
+
+    private static func isGMT(_ s: Substring) -> Bool { s.utf8.count == 3 && s.lowercased() == "gmt" }
 
     private static func clock(_ s: Substring) -> Int? {
         let hms = s.split(separator: ":", omittingEmptySubsequences: false)

@@ -165,7 +165,12 @@ public final class HTTP2Session {
     /// A response head for `stream` (names in lower case, ":status" first);
     /// with `body`, its bytes are asked of the delegate (`body(_:into:)`).
     public func respond(_ stream: Int32, fields: [(name: [UInt8], value: [UInt8])], body: Bool) {
-        // One buffer holds every name and value through the call (which copies them).
+        withFields(fields) { nva in submit(stream, nva, body: body) }
+    }
+
+    /// `fields` as nghttp2's name-value pairs, valid during `body` (one
+    /// buffer holds every name and value; nghttp2 copies them).
+    private func withFields(_ fields: [(name: [UInt8], value: [UInt8])], _ body: ([nghttp2_nv]) -> Void) {
         let total = fields.reduce(0) { $0 + $1.name.count + $1.value.count }
         let bytes = UnsafeMutablePointer<UInt8>.allocate(capacity: max(total, 1))
         defer { bytes.deallocate() }
@@ -182,6 +187,10 @@ public final class HTTP2Session {
             nva.append(nghttp2_nv(name: name, value: value, namelen: field.name.count, valuelen: field.value.count,
                                   flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
         }
+        body(nva)
+    }
+
+    private func submit(_ stream: Int32, _ nva: [nghttp2_nv], body: Bool) {
         if body {
             var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil)) { _, stream, buffer, length, flags, _, user in
                 let delegate = HTTP2Session.of(user).delegate
@@ -197,15 +206,11 @@ public final class HTTP2Session {
         }
     }
 
-    /// An interim response (1xx) on `stream`, before its final one.
-    public func informational(_ stream: Int32, status: Int) {
-        var name = Array(":status".utf8), value = Array(String(status).utf8)
-        name.withUnsafeMutableBufferPointer { n in
-            value.withUnsafeMutableBufferPointer { v in
-                var field = nghttp2_nv(name: n.baseAddress, value: v.baseAddress, namelen: n.count, valuelen: v.count,
-                                       flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
-                _ = nghttp2_submit_headers(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, nil, &field, 1, nil)
-            }
+    /// An interim response (1xx) on `stream`, before its final one, with
+    /// its fields (names in lower case).
+    public func informational(_ stream: Int32, status: Int, fields: [(name: [UInt8], value: [UInt8])] = []) {
+        withFields([(Array(":status".utf8), Array(String(status).utf8))] + fields) { nva in
+            _ = nghttp2_submit_headers(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, nil, nva, nva.count, nil)
         }
     }
 

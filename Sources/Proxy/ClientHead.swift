@@ -92,6 +92,26 @@ enum ClientHead {
         return head
     }
 
+    /// An interim response passed on (RFC 9110 section 15.2): its status
+    /// line and fields but hop-by-hop and framing ones; no Date, Age or
+    /// Cache-Status (it is not an answer).
+    static func interim(status: Int, fields: HeaderFields) -> [UInt8] {
+        var head: [UInt8] = []
+        ResponseSerializer.appendStatusLine(status, reason: status == 103 ? "Early Hints" : status == 102 ? "Processing" : nil,
+                                            to: &head)
+        for field in interimFields(fields) { ResponseSerializer.appendField(field.name, field.value, to: &head) }
+        head.append(contentsOf: [0x0D, 0x0A])
+        return head
+    }
+
+    /// The fields of an interim response a client is sent.
+    static func interimFields(_ fields: HeaderFields) -> [HeaderField] {
+        let nominated = HopByHop.nominated(inFields: fields)
+        return fields.filter { field in
+            !HopByHop.isHopByHop(field.name) && !nominated.contains(field.name) && !field.name.isField("content-length")
+        }
+    }
+
     /// A 304 for the client (RFC 9110 section 15.4.5): the fields a 200
     /// would have had that describe the representation, no body.
     static func notModified(fields: HeaderFields, tail: Tail) -> [UInt8] {

@@ -1,6 +1,7 @@
 import CacheSemantics
 import CacheStorage
 import EventLoop
+import HTTPHeaders
 
 /// What the fetch tells the exchange: the upstream's head (answered with,
 /// or by a stand-in for a failure, or by a 304's refresh), body and end.
@@ -10,6 +11,14 @@ extension Exchange: FetchClient {
     /// The upstream's head: true when it is the answer; false when this
     /// exchange answered otherwise (a stand-in for a 5xx, a 304's
     /// refresh) and the rest of the fetch is not wanted.
+    /// An interim response from the upstream, passed on while the client
+    /// still waits for its answer (not once a stand-in or stored answer
+    /// went out). Its fields are never stored nor merged into the answer.
+    func interim(status: Int, fields: HeaderFields) {
+        guard machine.state == .forwarding else { return }
+        sink.sendInterim(status: status, fields: fields, for: request)
+    }
+
     func takes(_ response: UpstreamResponse) -> Bool {
         perform(machine.upstreamHead(response, now: cache.clock.now()))
     }

@@ -28,6 +28,13 @@ protocol HTTP1Answers: ResponseSink {
 
 extension ClientConnection: HTTP1Answers {
     var framesItsOwnBodies: Bool { false }
+
+    func sendInterim(status: Int, fields: HeaderFields, for request: RequestHead) {
+        // RFC 9110 section 15.2: never to an HTTP/1.0 client.
+        guard request.minorVersion >= 1 else { return }
+        enqueue(ClientHead.interim(status: status, fields: fields))
+        flushSoon()
+    }
 }
 
 extension HTTP1Answers {

@@ -1,4 +1,5 @@
 import EventLoop
+import HTTPHeaders
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -275,6 +276,13 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     func acknowledge(_ stream: HTTP2Stream) {
         session.consume(stream.id, stream.unacknowledged)
         stream.unacknowledged = 0
+        streamHasOutput(stream)
+    }
+
+    func sendInterim(_ stream: HTTP2Stream, status: Int, fields: HeaderFields) {
+        session.informational(stream.id, status: status, fields: ClientHead.interimFields(fields).map {
+            (Array($0.name.lowercased().utf8), Array($0.value.utf8))
+        })
         streamHasOutput(stream)
     }
 

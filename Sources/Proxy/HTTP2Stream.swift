@@ -220,6 +220,11 @@ final class HTTP2Stream: HTTP1Answers {
         connection.resetStream(self, code: .internalError)
     }
 
+    func sendInterim(status: Int, fields: HeaderFields, for request: RequestHead) {
+        guard !submitted else { return }
+        connection.sendInterim(self, status: status, fields: fields)
+    }
+
     func uploadDrained() { connection.acknowledge(self) }
 
     /// What the connection does with queued output at the batch's end:

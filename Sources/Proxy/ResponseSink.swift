@@ -23,6 +23,11 @@ protocol ResponseSink: AnyObject {
     /// An answer made here (400, 502, 504), queued whole.
     func sendMadeHere(status: Int, message: String, extra: HeaderFields, for request: RequestHead)
 
+    /// An interim response (103 Early Hints, 102) passed on before the
+    /// answer: its status and the fields to send (hop-by-hop ones dropped
+    /// here); nothing for a client that may not get one (HTTP/1.0).
+    func sendInterim(status: Int, fields: HeaderFields, for request: RequestHead)
+
     /// A 304 for a conditional request that an upstream 200 satisfies.
     func sendNotModified(fields: HeaderFields, age: Int, cacheStatus: String, now: Int64, for request: RequestHead)
 

@@ -35,6 +35,8 @@ protocol FetchClient: AnyObject {
     func responseCut()
     /// The upstream failed before any response.
     func fetchFailed(_ kind: UpstreamFailure.Kind, detail: String)
+    /// An interim response (103, 102) before the final head.
+    func interim(status: Int, fields: HeaderFields)
     /// The upstream took every request-body byte supplied: more may come.
     func requestBodyDrained()
 }
@@ -170,6 +172,12 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     }
 
     // MARK: the response
+
+    /// Passed to the client while it waits for the head; never stored.
+    func upstreamDidReceiveInterim(status: Int, headers: HeaderFields) {
+        guard machine.takesHead else { return }
+        client?.interim(status: status, fields: headers)
+    }
 
     func upstreamDidReceiveHead(status: Int, reason: String?, headers: HeaderFields) {
         guard machine.takesHead else { return }

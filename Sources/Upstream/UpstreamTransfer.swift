@@ -299,11 +299,15 @@ public final class UpstreamTransfer {
         let bytes = line.bindMemory(to: UInt8.self)
         while end > 0 && (bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D) { end -= 1 }
         if end == 0 {
-            // Blank line: the end of a head. 1xx heads are skipped.
+            // Blank line: the end of a head. An interim one (1xx) is handed
+            // on, except 100 (Larder answers a client's Expect itself) and
+            // 101 (no upgrades); the final head starts over.
             if status >= 200 {
                 headDelivered = true
                 client.loop.cancel(responseTimer)
                 delegate?.upstreamDidReceiveHead(status: status, reason: reason, headers: headers)
+            } else if status > 101 {
+                delegate?.upstreamDidReceiveInterim(status: status, headers: headers)
             }
             return line.count
         }

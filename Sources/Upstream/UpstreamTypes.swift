@@ -81,4 +81,11 @@ public protocol UpstreamTransferDelegate: AnyObject {
     func upstreamDidReceiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool
     /// The transfer ended. After this no more calls arrive.
     func upstreamDidComplete(_ error: UpstreamError?)
+    /// An interim response (102, 103, ...; not 100 or 101) before the
+    /// final head. Its fields are never part of the final head.
+    func upstreamDidReceiveInterim(status: Int, headers: HeaderFields)
+}
+
+extension UpstreamTransferDelegate {
+    public func upstreamDidReceiveInterim(status: Int, headers: HeaderFields) {}
 }

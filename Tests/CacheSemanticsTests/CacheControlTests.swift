@@ -71,6 +71,18 @@ final class HTTPDateTests: XCTestCase {
 
     /// One space between the parts, as the grammar has it; an Expires with
     /// a doubled space is invalid, so already expired.
+    func testMonthDayAndZoneNamesInAnotherCaseAreTheSameDate() {
+        // RFC 9110 section 5.6.7: recipients are robust (an Expires read as
+        // invalid would mean "already expired").
+        for text in ["Sun, 06 nov 1994 08:49:37 GMT", "Sun, 06 NOV 1994 08:49:37 GMT", "sun, 06 Nov 1994 08:49:37 GMT",
+                     "SUN, 06 Nov 1994 08:49:37 gmt", "Sun, 06 Nov 1994 08:49:37 Gmt", "sunday, 06-nov-94 08:49:37 gmt",
+                     "sun nov  6 08:49:37 1994"] {
+            XCTAssertEqual(HTTPDate.parse(text), 784111777, text)
+        }
+        XCTAssertNil(HTTPDate.parse("Sun, 06 Novem 1994 08:49:37 GMT"))
+        XCTAssertNil(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 UTC"), "GMT only, in any case")
+    }
+
     func testDoubledSpacesMakeADateInvalid() {
         XCTAssertNil(HTTPDate.parse("Sun,  06 Nov 1994 08:49:37 GMT"))
         XCTAssertNil(HTTPDate.parse("Sun, 06 Nov  1994 08:49:37 GMT"))

@@ -44,6 +44,31 @@ final class ValidationEndToEndTests: ProxyTestCase {
         XCTAssertEqual(try origin.count(target), 1)
     }
 
+    func testIfModifiedSinceWithoutLastModifiedComparesTheStoredDate() throws {
+        // No Last-Modified: the stored Date stands in (RFC 9111 section 4.3.2).
+        let target = "/ims-no-lm?size=10"
+        let c = try larder.client()
+        let stored = try c.get(target)
+        let date = try XCTUnwrap(stored.header("date"))
+        XCTAssertEqual(try c.get(target, headers: ["If-Modified-Since: \(date)"]).status, 304, "not modified since its Date")
+        XCTAssertEqual(try c.get(target, headers: ["If-Modified-Since: Sat, 01 Jan 2000 00:00:00 GMT"]).status, 200,
+                       "a Date after the condition: it may have changed since")
+        XCTAssertEqual(try origin.count(target), 1)
+    }
+
+    func testAnExpiresWithItsMonthOrZoneInAnotherCaseIsAValidDate() throws {
+        // RFC 9110 section 5.6.7: robust parsing; read as invalid it would mean "already expired".
+        let c = try larder.client()
+        for (n, expires) in ["Thu, 01 jan 2099 00:00:00 GMT", "Thu, 01 JAN 2099 00:00:00 gmt", "thursday, 01-jan-60 00:00:00 Gmt"]
+            .enumerated() {
+            let target = "/expires-case/\(n)?cc=none&extra=Expires:" + expires.replacingOccurrences(of: " ", with: "%20")
+            _ = try c.get(target)
+            let again = try c.get(target)
+            XCTAssertTrue(again.header("cache-status")?.contains("hit") == true, "\(expires): \(again.header("cache-status") ?? "")")
+            XCTAssertEqual(try origin.count(target), 1, expires)
+        }
+    }
+
     func testConditionalMissFetchesFullResponseToStore() throws {
         let target = "/cond2?etag=e2&size=30"
         let c = try larder.client()

@@ -23,6 +23,8 @@ Query parameters on any path:
   chunked=1     send the body with Transfer-Encoding: chunked (in pieces)
   vary=Name     add "Vary: Name"; the body then includes that header's value
   delay=S       sleep S seconds (float) before answering
+  interim=C,... send these 1xx responses first (103 carries Link and
+                X-Interim fields, 102 none)
   status=N      status code (default 200); reason=TEXT its reason phrase
   tags=a b      add Surrogate-Key (and the same as Cache-Tag)
   skey=a b      add only Surrogate-Key; ctag=a,b only Cache-Tag
@@ -150,6 +152,16 @@ class Handler(BaseHTTPRequestHandler):
             if q.get("closeafter") == "1":
                 self.close_connection = True
             return
+        if "interim" in q:
+            # Interim responses before the final one: "103" (with a Link
+            # field, and X-Interim), "102", or both as "102,103".
+            for code in q["interim"].split(","):
+                text = "HTTP/1.1 %s %s\r\n" % (code, "Early Hints" if code == "103" else "Processing")
+                if code == "103":
+                    text += "Link: </style.css>; rel=preload; as=style\r\nX-Interim: yes\r\n"
+                self.wfile.write((text + "\r\n").encode())
+                self.wfile.flush()
+                time.sleep(0.05)
         if "delay" in q:
             time.sleep(float(q["delay"]))
         status = int(q.get("status", "200"))

@@ -30,6 +30,7 @@ final class StandInClient: FetchClient {
     func responseEnded(whole: Bool) { events.append(whole ? "ended whole" : "ended short") }
     func responseCut() { events.append("cut") }
     func fetchFailed(_ kind: UpstreamFailure.Kind, detail: String) { events.append("failed \(kind)") }
+    func interim(status: Int, fields: HeaderFields) { events.append("interim \(status)") }
     func requestBodyDrained() { events.append("body drained") }
 }
 
@@ -76,6 +77,8 @@ final class RecordingSink: ResponseSink {
         events.append("stored \(entry.status) \(entry.bodyLength) \(cacheStatus.value)")
         return SentAnswer(status: entry.status, bodyBytes: entry.bodyLength)
     }
+
+    func sendInterim(status: Int, fields: HeaderFields, for request: RequestHead) { events.append("interim \(status)") }
 
     func sendMadeHere(status: Int, message: String, extra: HeaderFields, for request: RequestHead) {
         events.append("made \(status) \(message)")
