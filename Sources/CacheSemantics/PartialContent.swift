@@ -74,11 +74,14 @@ public enum PartialContent {
     /// The fields that ask for the rest of a stored piece that starts the
     /// representation (cache-tests' `partial-store-partial-complete`):
     /// `Range` from its end, and `If-Range` with its strong ETag, so that a
-    /// changed representation comes whole (200) instead. Nil when the piece
-    /// cannot be completed so (not from byte 0, or no strong ETag).
-    public static func restRequest(for piece: Piece, etag: String?) -> (range: String, ifRange: String)? {
-        guard piece.first == 0, !piece.isWhole, let etag, !etag.hasPrefix("W/") else { return nil }
-        return ("bytes=\(piece.last + 1)-", etag)
+    /// changed representation comes whole (200) instead. Without a strong
+    /// ETag, no If-Range: a rest that comes cannot be joined (nothing shows
+    /// it is the same representation) and the whole is asked for then,
+    /// while an upstream that answers the whole at once costs nothing
+    /// more. Nil when the piece does not start the representation.
+    public static func restRequest(for piece: Piece, etag: String?) -> (range: String, ifRange: String?)? {
+        guard piece.first == 0, !piece.isWhole else { return nil }
+        return ("bytes=\(piece.last + 1)-", etag.flatMap { $0.hasPrefix("W/") ? nil : $0 })
     }
 
     /// Whether a 206's piece is exactly the rest `restRequest` asked for.

@@ -26,8 +26,8 @@ final class Forwarding {
 
     /// The stored piece a GET without Range may be answered from, with
     /// the rest asked of the upstream (`fwd=partial`): one of the variant
-    /// the request selects (`facts`: its Vary fields), held in memory, with
-    /// a strong ETag, for a client that takes its coding.
+    /// the request selects (`facts`: its Vary fields), held in memory, for
+    /// a client that takes its coding.
     static func completable(among variants: Variants, for request: RequestHead, facts: RequestFacts) -> CachedResponse? {
         guard request.method == "GET", request.header("range") == nil else { return nil }
         return variants.last { entry in
@@ -62,7 +62,7 @@ final class Forwarding {
             fields.remove("range")
             fields.remove("if-range")
             fields.append("range", range)
-            fields.append("if-range", ifRange)
+            if let ifRange { fields.append("if-range", ifRange) }
         }
         if noCacheUpstream {
             fields.remove("cache-control")

@@ -159,6 +159,20 @@ extension PartialContentEndToEndTests {
         XCTAssertEqual(changed.header("cache-status"), "larder; fwd=partial; fwd-status=200; stored")
         XCTAssertEqual(changed.body.count, 100)
         XCTAssertTrue(isHit(try c.get(changing)))
+
+        // A piece without a validator: the rest is asked for all the same
+        // (cache-tests' partial-store-partial-complete), without If-Range;
+        // a rest that comes cannot be joined (nothing shows it is the same
+        // representation), so the whole is asked for and is what the client gets.
+        let plain = "/part/h?size=100&ranges=1"
+        XCTAssertEqual(try c.get(plain, headers: ["Range: bytes=0-29"]).status, 206)
+        let rest = try c.get(plain)
+        XCTAssertEqual(rest.status, 200)
+        XCTAssertEqual(rest.body, try larder.client().get(plain.replacingOccurrences(of: "ranges=1", with: "ranges=0")).body)
+        let asked = try origin.lastRequest(plain)["headers"] as? [[String]] ?? []
+        XCTAssertFalse(asked.contains { $0[0] == "range" }, "the last request, for the whole, asks no range: \(asked)")
+        XCTAssertEqual(try origin.count(plain), 3, "the piece, the rest (not joined), the whole")
+        XCTAssertTrue(isHit(try c.get(plain)))
     }
 }
 
