@@ -57,6 +57,8 @@ static struct {
     X509_NAME *(*X509_get_subject_name)(const X509 *);
     int (*X509_NAME_get_text_by_NID)(X509_NAME *, int, char *, int);
     void *(*CRYPTO_malloc)(size_t, const char *, int);
+    const void *(*EVP_sha256)(void);
+    int (*EVP_Digest)(const void *, size_t, unsigned char *, unsigned int *, const void *, void *);
 } api;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -85,6 +87,7 @@ static void load(void) {
         SYMBOL(ERR_clear_error), SYMBOL(X509_get_ext_d2i), SYMBOL(OPENSSL_sk_num), SYMBOL(OPENSSL_sk_value),
         SYMBOL(GENERAL_NAMES_free), SYMBOL(ASN1_STRING_get0_data), SYMBOL(ASN1_STRING_length),
         SYMBOL(X509_get_subject_name), SYMBOL(X509_NAME_get_text_by_NID), SYMBOL(CRYPTO_malloc),
+        SYMBOL(EVP_sha256), SYMBOL(EVP_Digest),
     };
 #undef SYMBOL
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
@@ -103,6 +106,12 @@ int larder_tls_load(void) {
 }
 
 const char *larder_tls_error(void) { return load_error; }
+
+int larder_sha256(const void *data, size_t length, unsigned char out[32]) {
+    if (larder_tls_load() != 0) return -1;
+    unsigned int size = 0;
+    return api.EVP_Digest(data, length, out, &size, api.EVP_sha256(), NULL) == 1 && size == 32 ? 0 : -1;
+}
 
 // MARK: contexts
 

@@ -17,6 +17,17 @@ struct ClientAnswer {
     /// Where the answer is recorded (the worker owns it, and the sink).
     unowned(unsafe) let log: RequestLog
     private var access: AccessRecord
+    /// Added to Cache-Status (RFC 9211's `key`): a cached POST's body digest.
+    var cacheStatusKey: String?
+
+    private func keyed(_ value: String) -> String {
+        guard let cacheStatusKey else { return value }
+        return value + "; key=\"" + cacheStatusKey + "\""
+    }
+
+    private func keyed(_ line: CacheStatusLine) -> CacheStatusLine {
+        cacheStatusKey == nil ? line : CacheStatusLine(keyed(line.value))
+    }
 
     /// The request is the exchange's, passed to each call (a copy kept here
     /// would cost every hit its reference counting).
@@ -33,6 +44,7 @@ struct ClientAnswer {
     /// a 206/416 for a range). False, having queued nothing, when its body
     /// is a disk file that can no longer be opened.
     mutating func stored(_ entry: CachedResponse, for request: RequestHead, age: Int, now: Int64, cacheStatus: CacheStatusLine) -> Bool {
+        let cacheStatus = keyed(cacheStatus)
         guard let sent = sink.sendStored(entry, for: request, age: age, now: now, cacheStatus: cacheStatus) else { return false }
         access.note(status: sent.status, result: .hit, queuedWhole: true, cacheStatus: cacheStatus.bytes, bodyBytes: sent.bodyBytes,
                     now: now)
@@ -44,6 +56,7 @@ struct ClientAnswer {
     /// follow (nil: none).
     mutating func decodedHead(_ answer: StoredAnswer, entry: CachedResponse, fields: HeaderFields, length: Int,
                               for request: RequestHead, age: Int, now: Int64, cacheStatus: CacheStatusLine) -> Range<Int>? {
+        let cacheStatus = keyed(cacheStatus)
         let (sent, body) = sink.sendDecodedHead(answer, entry: entry, fields: fields, length: length, for: request, age: age,
                                                 now: now, cacheStatus: cacheStatus)
         access.note(status: sent.status, result: .hit, queuedWhole: body == nil, cacheStatus: cacheStatus.bytes,
@@ -54,6 +67,7 @@ struct ClientAnswer {
 
     /// A whole answer made here (400, 502, 504).
     mutating func madeHere(_ status: Int, _ message: String, for request: RequestHead, cacheStatus: String?) {
+        let cacheStatus = cacheStatus.map(keyed)
         let extra: HeaderFields = cacheStatus.map { [HeaderField(lowercasedName: "cache-status", value: $0)] } ?? []
         access.note(status: status, result: .other, queuedWhole: true, cacheStatus: Array((cacheStatus ?? "").utf8),
                     bodyBytes: message.utf8.count + 1)
@@ -64,6 +78,7 @@ struct ClientAnswer {
     /// client's conditional request already has (the body still goes to
     /// the store, not to the client). `age`: nil when not looked up.
     mutating func upstreamHead(_ response: UpstreamResponse, for request: RequestHead, age: Int?, cacheStatus: String) {
+        let cacheStatus = keyed(cacheStatus)
         let fields = response.fields, now = response.timing.responseTime
         if let age, response.status == 200, StoredAnswer.clientIsNotModified(
             request, etag: fields["etag"], lastModified: fields["last-modified"], dateValue: response.timing.dateValue ?? response.timing.responseTime) {
@@ -84,6 +99,7 @@ struct ClientAnswer {
     /// The head of a leader's response shared with this collapsed request,
     /// aged by the time since it arrived.
     mutating func sharedHead(_ head: SharedFetch.Head, for request: RequestHead, cacheStatus: String) {
+        let cacheStatus = keyed(cacheStatus)
         let now = log.clock.now()
         access.note(status: head.status, result: .miss, queuedWhole: false, cacheStatus: Array(cacheStatus.utf8), bodyBytes: nil)
         sink.sendHead(status: head.status, reason: head.reason, fields: head.headers, length: head.contentLength,

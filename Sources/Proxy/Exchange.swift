@@ -36,8 +36,12 @@ final class Exchange {
     var body: (any BodySource)?
     var pullScheduled = false
 
-    let isCacheLookup: Bool
-    let key: String
+    private(set) var isCacheLookup: Bool
+    /// (A cached POST's changes once its body is read: `PostQuery`.)
+    private(set) var key: String
+    /// A POST under a route that caches POSTs (`Exchange+PostQuery`); nil
+    /// for every other request (one word, nothing to destroy).
+    var post: HeldPost?
     /// What the latest lookup found (the fetch reads validators and the
     /// variants a response replaces).
     var variants = Variants()
@@ -65,11 +69,28 @@ final class Exchange {
         let isGet = head.method == "GET"
         // Last: the head moves in (read above in place, not copied).
         request = consume head
+        if request.method == "POST", request.framing != .none, let caching = routes.postCaching(key) {
+            if case .contentLength(let n) = request.framing, n > caching.maxBody {} else { post = HeldPost(PostQuery(caching: caching)) }
+        }
+        configureMachine(isCacheLookup: isCacheLookup, isGet: isGet)
+    }
+
+    @inline(__always)
+    private func configureMachine(isCacheLookup: Bool, isGet: Bool) {
         machine.configure(.init(isCacheLookup: isCacheLookup, isGet: isGet,
                                 disconnectedGrace: route?.staleOnDisconnect ?? upstream.configuration.staleOnDisconnectSeconds,
                                 shared: upstream.configuration.sharedCache, fleet: cache.sharedTier != nil),
                           choice: PolicyChoice.make(for: request, route: route, configured: upstream.configuration.defaultPolicy,
                                                     clientsMayChoose: upstream.configuration.allowClientPolicy))
+    }
+
+    /// A POST whose body makes it a query: looked up, collapsed and stored
+    /// under `key` as a GET is; Cache-Status names the body's digest.
+    func becomeQuery(key: String, digest: String, normalized: Bool) {
+        self.key = key
+        isCacheLookup = true
+        answer.cacheStatusKey = (normalized ? "body-json-sha256:" : "body-sha256:") + digest
+        configureMachine(isCacheLookup: true, isGet: false)
     }
 
     /// The `[[route]]` this request falls under, if any. (Not `lazy`: a
@@ -99,6 +120,8 @@ final class Exchange {
     }
 
     func start() {
+        // A POST cached as a query starts once its body is read.
+        guard post?.query == nil else { return }
         perform(machine.start())
     }
 
@@ -142,10 +165,21 @@ final class Exchange {
         fetch.claimedInFleet = claimedInFleet
         self.fetch = fetch
         fetch.start()
+        if let held = post?.body {
+            held.withUnsafeBytes { fetch.requestBody($0) }
+            fetch.requestBodyEnd()
+        }
     }
 
-    func requestBody(_ bytes: UnsafeRawBufferPointer) { fetch?.requestBody(bytes) }
-    func requestBodyEnd() { fetch?.requestBodyEnd() }
+    func requestBody(_ bytes: UnsafeRawBufferPointer) {
+        guard post?.query != nil else { return fetch?.requestBody(bytes) ?? () }
+        holdPostBody(bytes)
+    }
+
+    func requestBodyEnd() {
+        guard post?.query != nil else { return fetch?.requestBodyEnd() ?? () }
+        postBodyComplete()
+    }
     func requestBodyDrained() { sink.uploadDrained() }
     /// The connection stops reading the client's body meanwhile.
     var isUploadCongested: Bool { fetch?.isUploadCongested ?? false }

@@ -46,7 +46,8 @@ final class LeaderWait {
     /// stops being waited for; the request then looks up and fetches).
     static func join(_ key: String, for request: RequestHead, collapser: Collapser, loop: EventLoop,
                      timeoutMilliseconds: UInt64, ended: @escaping (Ended) -> Void) -> Joined {
-        guard request.method == "GET" else { return .fetchAlone }
+        // GETs, and POSTs cached as queries (their key holds their body's digest).
+        guard request.method == "GET" || request.method == "POST" else { return .fetchAlone }
         let wait = LeaderWait(loop: loop, request: request, ended: ended)
         switch collapser.lead(key, loop: loop, wake: { [weak wait] (fetch: SharedFetch?) in wait?.end(fetch) }) {
         case .leader:

@@ -202,7 +202,11 @@ extension CacheAccess {
     /// gzip encoded when that is smaller).
     private func pendingStore(_ response: UpstreamResponse, to request: RequestHead, key: String,
                               directives: StoredResponseBuilder.Directives, fetchedSince: UInt64, toDisk: Bool) -> PendingStore? {
-        let tags = builder.tags(response.received, key: key)
+        var tags = builder.tags(response.received, key: key)
+        // A cached query carries its URL's tag: a purge of the URL, or a write to it, reaches it.
+        if request.method == "POST", let tag = PostQuery.tag(urlKey: PostQuery.urlKey(of: key)), !tags.contains(tag) {
+            tags = (tags + [tag]).sorted()
+        }
         var (status, reason, fields) = (response.status, response.reason, response.fields)
         if status == 206, let piece = PartialContent.piece(contentRange: fields["content-range"]), piece.isWhole {
             // All of it (a `bytes=0-` answer, as video players ask first):
@@ -229,6 +233,8 @@ extension CacheAccess {
     /// target and the same-origin Location and Content-Location.
     private func invalidate(after request: RequestHead, key: String, _ headers: HeaderFields) {
         store.remove(key)
+        // The target's cached queries (POSTs keyed by their bodies) with it.
+        if routes.cachesPost, let tag = PostQuery.tag(urlKey: key) { _ = store.purge(.tag(tag), soft: false) }
         for name in ["location", "content-location"] {
             guard let reference = headers[name], let target = cacheKey(of: reference, after: request) else { continue }
             store.remove(target)

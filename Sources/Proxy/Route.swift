@@ -41,6 +41,18 @@ public struct Route: Sendable, Equatable {
     public var tags: [String] = []
     /// Whether responses under this route go to the disk tier.
     public var disk = true
+    /// `cache_post`: POSTs under this route are cached as queries (GraphQL,
+    /// JSON-RPC), keyed by their body's digest (`PostQuery`).
+    public var cachePost = false
+    /// `max_post_body`: the largest body a cached POST may have; a larger
+    /// one goes through uncached.
+    public var maxPostBody = 64 << 10
+    /// `normalize_json`: the key digests the body's JSON with object keys
+    /// sorted and whitespace removed (the body as received otherwise).
+    public var normalizeJSON = false
+    /// `uncached_rpc_methods`: JSON-RPC methods never cached.
+    public var uncachedRPCMethods: [String] = []
+
     /// Whether the key options change keys (`cacheKey` is the target otherwise).
     var changesKeys: Bool { ignoreQuery || sortQuery || !ignoredQueryParameters.isEmpty }
 
@@ -105,4 +117,11 @@ struct RouteFacts {
         staleOnDisconnect = route.staleOnDisconnect
         disk = route.disk
     }
+}
+
+/// A route's `cache_post` settings, as a request under it reads them.
+struct PostCaching {
+    var maxBody: Int
+    var normalizeJSON: Bool
+    var uncachedMethods: [String]
 }

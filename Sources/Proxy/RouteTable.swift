@@ -15,6 +15,9 @@ public struct RouteTable: Sendable, Equatable, TierLifetimes {
     public let keysHost: Bool
     /// Whether any route sets a tier lifetime (else the tiers need not ask).
     public let setsLifetimes: Bool
+    /// Whether any route caches POSTs (`PostQuery`): a URL's purge then
+    /// reaches its cached queries too.
+    public let cachesPost: Bool
     private let matcher: RouteMatcher
 
     public init(_ routes: [Route] = []) {
@@ -23,6 +26,7 @@ public struct RouteTable: Sendable, Equatable, TierLifetimes {
         }
         keysHost = routes.contains { !$0.hosts.isEmpty }
         setsLifetimes = routes.contains { $0.memoryTTL != nil || $0.diskTTL != nil || $0.diskMirrorsMemory }
+        cachesPost = routes.contains { $0.cachePost }
         matcher = RouteMatcher(self.routes)
     }
 
@@ -70,7 +74,10 @@ public struct RouteTable: Sendable, Equatable, TierLifetimes {
         guard keysHost, host == nil else {
             let key = cacheKey(target)
             let asGiven = keysHost ? String(path) + " " + VirtualHosts.name(host.map(String.init)) : String(path)
-            return key == asGiven ? [.key(key)] : [.key(asGiven), .key(key)]
+            let keys = key == asGiven ? [key] : [asGiven, key]
+            // The URL's cached queries (POSTs), by their tag.
+            let queries = cachesPost ? keys.compactMap { PostQuery.tag(urlKey: $0).map(PurgeScope.tag) } : []
+            return keys.map(PurgeScope.key) + queries
         }
         let onPath = path.prefix { $0 != "?" }
         var targets = [target]
@@ -78,7 +85,8 @@ public struct RouteTable: Sendable, Equatable, TierLifetimes {
             let key = route.cacheKey(target)
             if !targets.contains(key) { targets.append(key) }
         }
-        return [.key(target)] + targets.map { .prefix($0 + " ") }
+        // Every host's key of the path, and with cached POSTs their queries ("path\n...").
+        return [.key(target)] + targets.map { .prefix($0 + " ") } + (cachesPost ? targets.map { .prefix($0 + "\n") } : [])
     }
 
     /// The route for a cache key (or a request target without virtual
@@ -101,6 +109,13 @@ public struct RouteTable: Sendable, Equatable, TierLifetimes {
         return (routes[i].changesKeys ? routes[i].cacheKey(target) : target, RouteFacts(routes[i]))
     }
 
+    /// How a POST with this key is cached, when its route caches POSTs.
+    func postCaching(_ key: String) -> PostCaching? {
+        guard cachesPost, let i = index(key, method: "POST"), routes[i].cachePost else { return nil }
+        let route = routes[i]
+        return PostCaching(maxBody: route.maxPostBody, normalizeJSON: route.normalizeJSON, uncachedMethods: route.uncachedRPCMethods)
+    }
+
     /// The position in `routes` of the route for a key, if any.
     @inline(__always)
     func index(_ key: String, method: String = "GET") -> Int? {
@@ -114,7 +129,9 @@ public struct RouteTable: Sendable, Equatable, TierLifetimes {
     private func index(_ bytes: UnsafeRawBufferPointer, key: String, method: String) -> Int? {
         // The path ends at the query (or, with virtual hosts, at the space before the host).
         var end = 0
-        while end < bytes.count && bytes[end] != UInt8(ascii: "?") && !(keysHost && bytes[end] == VirtualHosts.separator) { end += 1 }
+        // (or at the line feed before a cached POST's body digest).
+        while end < bytes.count && bytes[end] != UInt8(ascii: "?") && bytes[end] != 0x0A
+              && !(keysHost && bytes[end] == VirtualHosts.separator) { end += 1 }
         var host: UnsafeRawBufferPointer?
         if keysHost {
             var space = bytes.count

@@ -141,6 +141,13 @@ struct StoredResponseBuilder: Sendable {
                       contentLocationKey: String?) -> Directives? {
         guard status == 200 || status == 203, let contentLocationKey,
               contentLocationKey == routes.cacheKey(request.pathAndQuery, host: request.header("host")) else { return nil }
+        return queryDecision(request: request, status: status, headers: headers, timing: timing)
+    }
+
+    /// A POST answer stored as a GET's would be, when it has explicit
+    /// freshness: a cached query's (`cache_post`), or one that names its
+    /// own target (above). The directives then; nil otherwise.
+    func queryDecision(request: RequestHead, status: Int, headers: HeaderFields, timing: ResponseTiming) -> Directives? {
         var asGET = request
         asGET.method = "GET"
         let (decision, directives) = decision(request: asGET, status: status, headers: headers, timing: timing)

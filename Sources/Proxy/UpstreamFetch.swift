@@ -406,7 +406,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     /// Offers the response to collapsed requests once it is known storable
     /// (published at once when some already wait).
     private func offerToShare() {
-        guard canShare, request.method == "GET" else { return }
+        guard canShare, request.method == "GET" || request.method == "POST" && isCacheLookup else { return }
         if cache.collapser.offer(key, loop: upstream.loop, share: { [weak self] in self?.shareRequested() }) { share() }
     }
 

@@ -118,6 +118,13 @@ struct UpstreamResponse {
             }
             return .invalidate
         }
+        if request.method == "POST" {
+            // A cached query (`PostQuery`): stored as a GET's answer would be,
+            // with explicit freshness only; it invalidates nothing.
+            guard let directives = builder.queryDecision(request: request, status: status, headers: fields, timing: timing),
+                  (length ?? 0) <= largestBody() else { return .none }
+            return .store(directives)
+        }
         if request.method == "GET" {
             let (decision, directives) = builder.decision(request: request, status: status, headers: fields, timing: timing)
             if decision == .store, (length ?? 0) <= largestBody() { return .store(directives) }

@@ -68,3 +68,16 @@ public final class TLSContext: @unchecked Sendable {
 #if canImport(Glibc)
 import Glibc
 #endif
+
+/// Strong digests, from the OpenSSL that TLS loads.
+public enum Digest {
+    /// SHA-256 of `bytes` as 64 lowercase hex digits; throws when OpenSSL
+    /// cannot be loaded.
+    public static func sha256Hex(_ bytes: UnsafeRawBufferPointer) throws(TLSError) -> String {
+        var out = [UInt8](repeating: 0, count: 32)
+        let done = out.withUnsafeMutableBufferPointer { larder_sha256(bytes.baseAddress, bytes.count, $0.baseAddress) }
+        guard done == 0 else { throw TLSError(String(cString: larder_tls_error())) }
+        let hex = Array("0123456789abcdef".utf8)
+        return String(decoding: out.flatMap { [hex[Int($0 >> 4)], hex[Int($0 & 15)]] }, as: UTF8.self)
+    }
+}

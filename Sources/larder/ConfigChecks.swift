@@ -31,6 +31,14 @@ enum ConfigChecks {
             }
             warnings += listener.keyWarnings()
         }
+        // Cached POSTs: their keys digest bodies with OpenSSL's SHA-256.
+        if settings.routes.contains(where: \.cachePost) {
+            do {
+                try TLSContext.loadLibrary()
+            } catch {
+                throw Refusal(message: "\(error): cache_post digests request bodies with OpenSSL's SHA-256")
+            }
+        }
         // The admin API: off loopback only with a token.
         if let host = settings.adminHost, let refusal = adminRefusal(host: host, shown: "\(host):\(settings.adminPort)",
                                                                      token: try Serve.adminToken(settings, flagFile: adminTokenFlag)) {

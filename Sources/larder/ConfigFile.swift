@@ -102,7 +102,8 @@ enum ConfigFile {
     static let routeKeys = ["prefix", "policy", "allow_client_policy", "default_ttl", "ignore_upstream_cache_control",
                             "ignore_no_store", "negative_ttl", "disk", "ignore_query", "ignore_query_params", "sort_query",
                             "memory_ttl", "disk_ttl", "methods", "glob", "key_headers", "tags", "stale_on_disconnect",
-                            "compress", "upstream", "hosts"]
+                            "compress", "upstream", "hosts", "cache_post", "max_post_body", "normalize_json",
+                            "uncached_rpc_methods"]
 
     /// `[[route]]` tables: every key checked, errors with file, line and key.
     /// `[presets]`: short, medium, long and max as durations.
@@ -168,6 +169,17 @@ enum ConfigFile {
                         throw fail(key, "expected a list of tags without spaces or commas, e.g. [\"catalog\", \"v2\"]")
                     }
                     route.tags = names
+                case "max_post_body":
+                    guard let text = item.string, let bytes = Units.parseSize(text), bytes > 0, bytes <= 16 << 20 else {
+                        throw fail(key, "expected a size from 1B to 16MiB, e.g. \"64KiB\"")
+                    }
+                    route.maxPostBody = bytes
+                case "uncached_rpc_methods":
+                    guard item.type == .array, let names = item.array?.compactMap({ $0.string }), names.count == item.array?.count,
+                          names.allSatisfy({ !$0.isEmpty }) else {
+                        throw fail(key, "expected a list of JSON-RPC method names, e.g. [\"eth_sendRawTransaction\"]")
+                    }
+                    route.uncachedRPCMethods = names
                 case "hosts":
                     guard item.type == .array, let names = item.array?.compactMap({ $0.string }), names.count == item.array?.count,
                           !names.isEmpty else {
@@ -236,12 +248,17 @@ enum ConfigFile {
                     case "ignore_no_store": route.ignoreNoStore = flag
                     case "ignore_query": route.ignoreQuery = flag
                     case "sort_query": route.sortQuery = flag
+                    case "cache_post": route.cachePost = flag
+                    case "normalize_json": route.normalizeJSON = flag
                     default: route.disk = flag
                     }
                 }
             }
             if route.ignoreUpstreamCacheControl && route.defaultTTL == nil {
                 throw fail("ignore_upstream_cache_control", "needs default_ttl in the same route (how long to keep responses)")
+            }
+            for postKey in ["max_post_body", "normalize_json", "uncached_rpc_methods"] where table.contains(key: postKey) && !route.cachePost {
+                throw fail(postKey, "only applies with cache_post = true")
             }
             if route.ignoreNoStore && !route.ignoreUpstreamCacheControl {
                 throw fail("ignore_no_store", "only applies with ignore_upstream_cache_control = true")

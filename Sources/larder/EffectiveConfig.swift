@@ -143,6 +143,11 @@ enum EffectiveConfig {
     private static func route(_ r: Route) -> String {
         var out = "\n[[route]]\nprefix = \(quoted(r.prefix))\n"
         if !r.hosts.isEmpty { out += "hosts = \(list(r.hosts))\n" }
+        if r.cachePost {
+            out += "cache_post = true\nmax_post_body = \(quoted("\(r.maxPostBody)B"))\n"
+            if r.normalizeJSON { out += "normalize_json = true\n" }
+            if !r.uncachedRPCMethods.isEmpty { out += "uncached_rpc_methods = \(list(r.uncachedRPCMethods))\n" }
+        }
         if !r.methods.isEmpty { out += "methods = \(list(r.methods.sorted()))\n" }
         if let glob = r.glob { out += "glob = \(quoted(glob))\n" }
         if let upstream = r.upstream { out += "upstream = \(quoted(upstream))\n" }

@@ -125,6 +125,13 @@ final class ConfigCheckTests: ConfiguredTestCase {
             negative_ttl = "30s"
             compress = []
 
+            [[route]]
+            prefix = "/graphql"
+            cache_post = true
+            max_post_body = "32KiB"
+            normalize_json = true
+            uncached_rpc_methods = ["send"]
+
             [fleet]
             redis = "redis://127.0.0.1:6390"
             name = "f1"
@@ -147,6 +154,8 @@ final class ConfigCheckTests: ConfiguredTestCase {
         XCTAssertTrue(lines.contains("default_ttl = \"2m\""), "the preset as the file changed it")
         XCTAssertTrue(lines.contains("compress = []"), "a route's compress off")
         XCTAssertTrue(lines.contains("hosts = [\"img.example.com\", \"*.cdn.example.com\"]"), printed.stdout)
+        XCTAssertTrue(printed.stdout.contains("cache_post = true\nmax_post_body = \"32768B\"\nnormalize_json = true\n"
+                                              + "uncached_rpc_methods = [\"send\"]"), printed.stdout)
         XCTAssertTrue(printed.stdout.contains("[fleet]\nredis = \"redis://127.0.0.1:6390\"\nname = \"f1\"\nnode = \"n1\""))
         XCTAssertTrue(printed.stdout.contains("[[listen]]\naddress = \"127.0.0.1:0\"\nhttp2 = false"))
         // What it prints is a config file that means the same.

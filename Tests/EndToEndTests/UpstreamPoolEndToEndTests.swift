@@ -90,7 +90,13 @@ final class UpstreamPoolEndToEndTests: ConfiguredTestCase {
                                 ("[upstreams.api]\nservers = [\"http://127.0.0.1:9\"]\nbalance = \"random\"\n", "round_robin"),
                                 ("[[route]]\nprefix = \"/\"\nhosts = [\"a.test:80\"]\n", "route.hosts: \"a.test:80\" is not a host name"),
                                 ("[[route]]\nprefix = \"/\"\nhosts = []\n", "route.hosts: expected a list of host names"),
-                                ("[[route]]\nprefix = \"/\"\nhosts = \"a.test\"\n", "route.hosts: expected a list of host names")] {
+                                ("[[route]]\nprefix = \"/\"\nhosts = \"a.test\"\n", "route.hosts: expected a list of host names"),
+                                ("[[route]]\nprefix = \"/\"\nmax_post_body = \"1KiB\"\n",
+                                 "route.max_post_body: only applies with cache_post = true"),
+                                ("[[route]]\nprefix = \"/\"\ncache_post = true\nmax_post_body = \"1GiB\"\n",
+                                 "route.max_post_body: expected a size from 1B to 16MiB"),
+                                ("[[route]]\nprefix = \"/\"\ncache_post = true\nuncached_rpc_methods = [1]\n",
+                                 "route.uncached_rpc_methods: expected a list of JSON-RPC method names")] {
             let check = try startChild(Paths.larder, ["check-config", "--config", try writeConfig(text)])
             XCTAssertEqual(check.waitForExit(timeout: 20), 78, text)
             check.drainOutput()

@@ -15,6 +15,10 @@ typedef struct ssl_st larder_tls_session;
 int larder_tls_load(void);
 const char *larder_tls_error(void);
 
+// SHA-256 of `length` bytes into `out` (libcrypto's, through the same
+// load). 0 on success; -1 when OpenSSL cannot be loaded.
+int larder_sha256(const void *data, size_t length, unsigned char out[32]);
+
 // One certificate: a PEM chain (leaf first), its PEM key, and optionally a
 // DER OCSP response to staple.
 typedef struct {

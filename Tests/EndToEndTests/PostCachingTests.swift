@@ -1,0 +1,98 @@
+import Foundation
+import XCTest
+
+/// Cached GraphQL and JSON-RPC queries (a route's `cache_post`) against a
+/// GraphQL-style origin (`/echo` answers a POST with its body, fresh for a
+/// minute): a query is keyed by its body's digest (its JSON normalized),
+/// a write is never cached and invalidates the URL's queries, a purge of
+/// the URL reaches every body, identical queries at once collapse, and a
+/// body over the limit goes through.
+final class PostCachingTests: ConfiguredTestCase {
+    private func post(_ c: HTTPClient, _ target: String, _ body: String) throws -> HTTPResponse {
+        try c.send("POST \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                   + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)")
+        return try c.readResponse(method: "POST")
+    }
+
+    private func isHit(_ r: HTTPResponse) -> Bool { r.header("cache-status")?.contains("; hit") ?? false }
+
+    func testQueriesAreCachedByTheirBodyAndWritesAreNot() throws {
+        let origin = try startOrigin()
+        let config = try writeConfig("""
+            upstream = "\(origin.url)"
+
+            [[route]]
+            prefix = "/echo"
+            cache_post = true
+            normalize_json = true
+            max_post_body = "1KiB"
+            uncached_rpc_methods = ["send"]
+            """)
+        let larder = try startLarder(upstream: origin.url, ["--config", config])
+        let c = try larder.client()
+        let target = "/echo?api=1"
+        let query = #"{"query":"{ user(id: 1) { name } }","variables":{"a":1,"b":2}}"#
+        let first = try post(c, target, query)
+        XCTAssertEqual(first.status, 200)
+        XCTAssertEqual(first.text, query)
+        XCTAssertFalse(isHit(first))
+        let again = try post(c, target, query)
+        XCTAssertTrue(isHit(again), again.header("cache-status") ?? "")
+        XCTAssertEqual(again.text, query)
+        XCTAssertTrue(again.header("cache-status")?.contains("key=\"body-json-sha256:") == true, again.header("cache-status") ?? "")
+        let relaid = try post(c, target, "{ \"variables\" : {\"b\":2, \"a\":1}, \"query\" : \"{ user(id: 1) { name } }\" }")
+        XCTAssertTrue(isHit(relaid), "the same JSON laid out otherwise: one key")
+        XCTAssertEqual(relaid.text, query, "the stored answer")
+        let other = try post(c, target, #"{"query":"{ user(id: 2) { name } }"}"#)
+        XCTAssertFalse(isHit(other))
+        XCTAssertEqual(other.text, #"{"query":"{ user(id: 2) { name } }"}"#, "another body: another answer, never the first's")
+        XCTAssertEqual(try origin.count(target), 2)
+
+        // A write goes through, uncached, and invalidates the URL's queries.
+        let mutation = #"{"query":"mutation { rename(id: 1, name: \"x\") }"}"#
+        XCTAssertFalse(isHit(try post(c, target, mutation)))
+        XCTAssertFalse(isHit(try post(c, target, mutation)))
+        XCTAssertEqual(try origin.count(target), 4)
+        XCTAssertFalse(isHit(try post(c, target, query)), "the write invalidated the stored query")
+        XCTAssertTrue(isHit(try post(c, target, query)))
+        let rpc = #"{"jsonrpc":"2.0","method":"send","params":[1],"id":7}"#
+        _ = try post(c, target, rpc)
+        XCTAssertFalse(isHit(try post(c, target, query)), "a listed JSON-RPC method is a write too")
+        XCTAssertEqual(try origin.count(target), 7)
+
+        // A body over max_post_body goes through whole, uncached: an
+        // unsafe request as any POST, it invalidates the URL's queries.
+        let large = "{\"query\":\"{ a }\",\"pad\":\"" + String(repeating: "p", count: 2000) + "\"}"
+        for _ in 0..<2 {
+            let r = try post(c, target, large)
+            XCTAssertEqual(r.text, large)
+            XCTAssertFalse(isHit(r))
+        }
+        XCTAssertFalse(isHit(try post(c, target, query)))
+
+        // A purge of the URL reaches every body's answer.
+        XCTAssertTrue(isHit(try post(c, target, query)))
+        XCTAssertFalse(isHit(try post(c, target, #"{"query":"{ b }"}"#)))
+        let purged = try larder.adminClient().request("POST", "/purge?url=%2Fecho%3Fapi%3D1")
+        XCTAssertTrue(purged.text.contains("\"purged\": 2"), purged.text)
+        XCTAssertFalse(isHit(try post(c, target, query)))
+    }
+
+    func testIdenticalQueriesAtOnceAskTheUpstreamOnce() throws {
+        let origin = try startOrigin()
+        let config = try writeConfig("upstream = \"\(origin.url)\"\n[[route]]\nprefix = \"/echo\"\ncache_post = true\n")
+        let larder = try startLarder(upstream: origin.url, ["--config", config])
+        let target = "/echo?slow=1&delay=0.5"
+        let query = #"{"query":"{ slow }"}"#
+        let clients = try (0..<3).map { _ in try larder.client() }
+        for c in clients {
+            try c.send("POST \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(query.utf8.count)\r\n\r\n\(query)")
+        }
+        for c in clients { XCTAssertEqual(try c.readResponse(method: "POST").text, query) }
+        XCTAssertEqual(try origin.count(target), 1, "collapsed onto one fetch")
+        // Without cache_post a POST is never a cached query.
+        let plain = try startLarder(upstream: origin.url)
+        for _ in 0..<2 { _ = try post(try plain.client(), "/echo?plain=1", query) }
+        XCTAssertEqual(try origin.count("/echo?plain=1"), 2)
+    }
+}
