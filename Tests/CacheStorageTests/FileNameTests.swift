@@ -34,4 +34,13 @@ final class FileNameTests: XCTestCase {
             XCTAssertNil(FileName(other), other)
         }
     }
+
+    /// Names come from a 64-bit hash, not the records' 32-bit checksum: a
+    /// million keys would share names by the hundred with 32 bits.
+    func testNamesUseSixtyFourBitsAndRarelyCollide() {
+        let hashes = (0..<100_000).map { DiskTier.keyHashValue("/k/\($0)?page=\($0 % 7)") }
+        XCTAssertEqual(Set(hashes).count, hashes.count)
+        XCTAssertTrue(hashes.contains { $0 >> 32 != 0 }, "the upper half is used")
+        XCTAssertNotEqual(DiskTier.variantHashValue(["a", nil]), DiskTier.variantHashValue([nil, "a"]))
+    }
 }

@@ -197,13 +197,13 @@ extension DiskTier {
     }
 
     static func keyHashValue(_ key: String) -> UInt64 {
-        var sum = Checksum()
+        var sum = NameHash()
         sum.add(Array(key.utf8))
         return sum.value
     }
 
     static func variantHashValue(_ values: [String?]) -> UInt64 {
-        var sum = Checksum()
+        var sum = NameHash()
         for value in values {
             sum.add(value.map { Array($0.utf8) + [0] } ?? [1])
         }

@@ -79,3 +79,29 @@ struct FileName: Hashable, Sendable, CustomStringConvertible {
         for (i, c) in Self.suffix.enumerated() { bytes[33 + i] = c }
     }
 }
+
+/// The 64-bit hash file names are made of (FNV-1a style, eight bytes per
+/// step): spread well enough that two keys of a million rarely share a
+/// name (a shared name costs one of them its file). Not the records'
+/// checksum, which must catch damage instead (`Checksum`, CRC-32C).
+struct NameHash {
+    private var h: UInt64 = 0xCBF2_9CE4_8422_2325
+    private static let prime: UInt64 = 0x0000_0100_0000_01B3
+
+    var value: UInt64 { h }
+
+    mutating func add(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { raw in
+            var i = 0, v = h
+            while i + 8 <= raw.count {
+                v = (v ^ UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: i, as: UInt64.self))) &* Self.prime
+                i += 8
+            }
+            while i < raw.count {
+                v = (v ^ UInt64(raw[i])) &* Self.prime
+                i += 1
+            }
+            h = v
+        }
+    }
+}
