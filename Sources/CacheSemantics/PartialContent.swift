@@ -66,6 +66,18 @@ public enum PartialContent {
         return a.first <= b.last + 1 && b.first <= a.last + 1
     }
 
+    /// Whether a stored piece stays beside a new one of its variant (a
+    /// variant may hold several, so that a player's seeks are hits): both
+    /// of one representation (the same complete length and strong ETag)
+    /// and apart (pieces that overlap or touch are joined instead).
+    public static func staysBeside(_ new: Piece, etag: String?, stored: Piece, etag storedTag: String?) -> Bool {
+        guard new.length == stored.length, let etag, let storedTag, !etag.hasPrefix("W/"), etag == storedTag else { return false }
+        return stored.last + 1 < new.first || new.last + 1 < stored.first
+    }
+
+    /// Pieces a variant keeps at most; beyond, the oldest go.
+    public static let maxPiecesPerVariant = 8
+
     /// The piece covering both (they may join).
     public static func joined(_ a: Piece, _ b: Piece) -> Piece {
         Piece(first: min(a.first, b.first), last: max(a.last, b.last), length: a.length)

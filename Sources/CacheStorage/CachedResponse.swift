@@ -410,6 +410,10 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     }
 
     public var etag: String? { header("etag") }
+    /// The bytes a stored 206 holds, from its Content-Range.
+    public var storedPiece: PartialContent.Piece? {
+        status == 206 ? PartialContent.piece(contentRange: header("content-range")) : nil
+    }
     /// Whether the body is gzip-encoded (Content-Encoding: gzip alone).
     public var isGzip: Bool { storage.header.isGzip }
     public var lastModified: String? { header("last-modified") }

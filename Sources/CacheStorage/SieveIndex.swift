@@ -1,3 +1,5 @@
+import CacheSemantics
+
 /// Single-threaded index over keys with SIEVE eviction (Zhang et al., NSDI
 /// 2024): keys sit in insertion order; a hit only sets the key's visited
 /// bit (no list splice); the eviction hand walks from the oldest end,
@@ -108,7 +110,21 @@ struct SieveIndex: ~Copyable {
             return true
         }
         var variants = self.variants(of: head)
-        variants.removeAll { $0.varyNames != entry.varyNames || $0.varyValues == entry.varyValues }
+        let newPiece = entry.status == 206 ? entry.storedPiece : nil
+        variants.removeAll { old in
+            guard old.varyNames == entry.varyNames else { return true }
+            guard old.varyValues == entry.varyValues else { return false }
+            // The same variant: replaced, but for the other pieces of a new
+            // piece's representation, apart from it (bounded below).
+            guard let newPiece, old.status == 206, let oldPiece = old.storedPiece else { return true }
+            return !PartialContent.staysBeside(newPiece, etag: entry.etag, stored: oldPiece, etag: old.etag)
+        }
+        if newPiece != nil {
+            let pieces = variants.indices.filter { variants[$0].varyValues == entry.varyValues }
+            for index in pieces.prefix(max(0, pieces.count - (PartialContent.maxPiecesPerVariant - 1))).reversed() {
+                variants.remove(at: index)
+            }
+        }
         variants.append(entry)
         while variants.count > Self.maxVariants { variants.remove(at: Self.variantToDrop(variants)) }
         remove(head: head)

@@ -120,30 +120,44 @@ struct PendingStore {
         return .joined(storedHead(largest.piece, fields: largest.fields, on: cache), largest.body)
     }
 
-    /// `new` (its bytes `received`, its response's `fields`) joined with a
-    /// stored piece (or a stored whole response) of the same
-    /// representation that it touches: one piece, or a 200 once they make
-    /// up the whole. `.notStored` when a whole is stored that it cannot
-    /// join; nil when nothing stored joins it.
+    /// `new` (its bytes `received`, its response's `fields`) joined with
+    /// the stored pieces (or a stored whole response) of the same
+    /// representation that it touches, one after another (a piece that
+    /// bridges two joins both): one piece, or a 200 once they make up the
+    /// whole. `.notStored` when a whole is stored that it cannot join; nil
+    /// when nothing stored joins it.
     private func joined(_ new: PartialContent.Piece, _ received: UnsafeRawBufferPointer, fields: HeaderFields,
                         on cache: CacheAccess) -> PieceFate? {
         let head = writer.head
         let etag = fields["etag"]
         let variants = cache.store.lookup(head.key, local: cache.localHits).filter { $0.varyValues == head.varyValues }
-        for stored in variants.reversed() where stored.bodyFile == nil {
-            let old = stored.status == 200 ? PartialContent.Piece(first: 0, last: stored.bodyLength - 1, length: stored.bodyLength)
-                : stored.piece
-            guard let old, old.count == stored.body.count, PartialContent.mayJoin(old, etag: stored.etag, new, etag: etag)
-            else { continue }
-            let whole = PartialContent.joined(old, new)
-            var body = [UInt8](repeating: 0, count: whole.count)
-            body.withUnsafeMutableBytes { out in
+        var candidates = variants.reversed().filter { $0.bodyFile == nil }
+        var (piece, body) = (new, [UInt8](received))
+        while let index = candidates.firstIndex(where: { stored in
+            guard let old = Self.held(by: stored) else { return false }
+            return PartialContent.mayJoin(old, etag: stored.etag, piece, etag: etag)
+        }) {
+            let stored = candidates.remove(at: index)
+            let old = Self.held(by: stored)!
+            let whole = PartialContent.joined(old, piece)
+            var joinedBody = [UInt8](repeating: 0, count: whole.count)
+            joinedBody.withUnsafeMutableBytes { out in
                 out.baseAddress!.advanced(by: old.first - whole.first).copyMemory(from: stored.body.baseAddress!, byteCount: old.count)
-                out.baseAddress!.advanced(by: new.first - whole.first).copyMemory(from: received.baseAddress!, byteCount: new.count)
+                body.withUnsafeBytes { out.baseAddress!.advanced(by: piece.first - whole.first).copyMemory(from: $0.baseAddress!, byteCount: piece.count) }
             }
-            return .joined(storedHead(whole, fields: fields, on: cache), body)
+            (piece, body) = (whole, joinedBody)
         }
+        if piece != new { return .joined(storedHead(piece, fields: fields, on: cache), body) }
         return variants.contains { $0.status == 200 } ? .notStored : nil
+    }
+
+    /// The bytes a stored response holds in memory (a 200: all of them),
+    /// when its body is what it says.
+    private static func held(by stored: CachedResponse) -> PartialContent.Piece? {
+        let piece = stored.status == 200 ? PartialContent.Piece(first: 0, last: stored.bodyLength - 1, length: stored.bodyLength)
+            : stored.piece
+        guard let piece, piece.count == stored.body.count else { return nil }
+        return piece
     }
 
     /// The head of a stored piece (a 200 when it is the whole) with

@@ -113,8 +113,6 @@ enum StoredAnswer: Equatable {
 }
 
 extension CachedResponse {
-    /// The bytes a stored 206 holds, from its Content-Range.
-    var piece: PartialContent.Piece? {
-        status == 206 ? PartialContent.piece(contentRange: header("content-range")) : nil
-    }
+    /// The bytes a stored 206 holds (`storedPiece`).
+    var piece: PartialContent.Piece? { storedPiece }
 }

@@ -110,6 +110,30 @@ final class PartialContentEndToEndTests: ProxyTestCase {
         XCTAssertEqual(try origin.count(target), 3)
     }
 
+    /// A player's seeks: pieces apart from each other are kept side by
+    /// side (each later range inside one is a hit), and a range that
+    /// bridges them joins them all into the whole.
+    func testPiecesApartAreKeptSideBySideAndABridgeJoinsThem() throws {
+        let (origin, larder) = try start(config: "range_fill = false\n")
+        let target = "/part/seek?size=100&etag=s1&ranges=1"
+        let whole = try larder.client().get(target.replacingOccurrences(of: "ranges=1", with: "ranges=0")).body
+        let c = try larder.client()
+        for range in ["0-9", "50-59", "80-89"] { XCTAssertEqual(try c.get(target, headers: ["Range: bytes=\(range)"]).status, 206) }
+        for (range, bytes) in [("2-7", whole[2...7]), ("50-59", whole[50...59]), ("85-89", whole[85...89]), ("0-0", whole[0...0])] {
+            let r = try c.get(target, headers: ["Range: bytes=\(range)"])
+            XCTAssertTrue(isHit(r), "\(range): every piece kept")
+            XCTAssertEqual(r.body, Array(bytes), range)
+        }
+        XCTAssertEqual(try origin.count(target), 3)
+        // 10-49 touches 0-9 and 50-59; 60-79 then bridges to 80-89; 90- ends it.
+        for range in ["10-49", "60-79", "90-"] { XCTAssertEqual(try c.get(target, headers: ["Range: bytes=\(range)"]).status, 206) }
+        let complete = try c.get(target)
+        XCTAssertTrue(isHit(complete), "joined into the whole")
+        XCTAssertEqual(complete.status, 200)
+        XCTAssertEqual(complete.body, whole)
+        XCTAssertEqual(try origin.count(target), 6)
+    }
+
     /// Without a strong validator two pieces may be of different bytes:
     /// the later one replaces the earlier.
     func testPiecesWithoutAStrongValidatorDoNotJoin() throws {
