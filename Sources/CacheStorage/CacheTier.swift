@@ -1,7 +1,10 @@
-/// One storage tier (memory, disk, later a fleet's shared tier): the verbs
-/// every tier answers the same way, with the same types, as Varnish's
-/// stevedores. `TieredStore` keeps an ordered list of tiers, fastest first,
-/// and nothing outside CacheStorage needs to know which tiers there are.
+/// One storage tier (memory, disk, or any other): the verbs every tier
+/// answers the same way, with the same types, as Varnish's stevedores.
+/// `TieredStore` keeps an ordered list of tiers, fastest first, and nothing
+/// outside CacheStorage needs to know which tiers there are. What only some
+/// tiers do is a capability protocol of its own (`AdmittingTier`,
+/// `StreamingTier`, `BlockingTier`, `LifetimeTier`), which the store asks
+/// each tier for once.
 public protocol CacheTier: AnyObject, Sendable {
     /// A short name for statistics ("memory", "disk").
     var name: String { get }
@@ -13,26 +16,12 @@ public protocol CacheTier: AnyObject, Sendable {
     /// The same, with `KeyHash.of(key)` computed once by the store for
     /// every tier it asks (the hash is seeded per process; by default unused).
     func lookup(_ key: String, hash: Int) -> Variants
-    /// The lookup without waiting for a disk: nil where it would (a worker's
-    /// loop then has `lookup` made on an I/O thread). By default, `lookup`.
-    func lookupWithoutBlocking(_ key: String, hash: Int) -> Variants?
     /// Stores a complete response beside the key's other variants. A tier may
     /// queue the work (the disk writes in the background). `promoted`: found
     /// in a slower tier, so this tier may decline it (admission). Returns
     /// whether the tier took it.
     @discardableResult
     func insert(_ entry: CachedResponse, promoted: Bool) -> Bool
-    /// Whether this tier would now take `entry` offered by a slower tier
-    /// (admission), asked before the store-wide lock a promotion needs:
-    /// most offers of a working set larger than the tier are declined.
-    /// `insert(_:promoted: true)` decides again.
-    func wouldAdmit(_ entry: CachedResponse) -> Bool
-    /// The same, with `keyHash` as for `lookup(_:hash:)`.
-    func wouldAdmit(_ entry: CachedResponse, keyHash: Int) -> Bool
-    /// Starts storing a response whose body arrives in pieces (one too
-    /// large for the tiers before it); nil when this tier takes no streams
-    /// or cannot now.
-    func beginStream(_ head: StoredHead, storedAt: Int64) -> (any TierStream)?
     /// Removes every variant of `key`; returns how many there were.
     @discardableResult
     func remove(_ key: String) -> Int
@@ -45,8 +34,34 @@ public protocol CacheTier: AnyObject, Sendable {
     /// Empties the tier; returns the number of responses dropped.
     func removeAll() -> Int
     var stats: TierStats { get }
-    /// Per-key lifetimes of the stored bytes (routes' memory_ttl, disk_ttl).
-    func setLifetimeRules(_ lifetimes: (any TierLifetimes)?)
+}
+
+extension CacheTier {
+    public func lookup(_ key: String, hash: Int) -> Variants { lookup(key) }
+}
+
+/// A tier that may decline what a slower tier offers (admission).
+public protocol AdmittingTier: CacheTier {
+    /// Whether this tier would now take `entry` offered by a slower tier,
+    /// asked before the store-wide lock a promotion needs: most offers of
+    /// a working set larger than the tier are declined.
+    /// `insert(_:promoted: true)` decides again. `keyHash`: as for `lookup(_:hash:)`.
+    func wouldAdmit(_ entry: CachedResponse, keyHash: Int) -> Bool
+}
+
+/// A tier that stores a response whose body arrives in pieces (one too
+/// large for the tiers before it).
+public protocol StreamingTier: CacheTier {
+    /// Nil when it cannot now.
+    func beginStream(_ head: StoredHead, storedAt: Int64) -> (any TierStream)?
+}
+
+/// A tier whose lookups may wait for a disk, and which learns what it holds
+/// and writes in the background.
+public protocol BlockingTier: CacheTier {
+    /// The lookup without waiting: nil where it would (a worker's loop then
+    /// has `lookup` made on an I/O thread).
+    func lookupWithoutBlocking(_ key: String, hash: Int) -> Variants?
     /// Blocks (bounded) until the tier knows everything it holds (the disk
     /// tier's start-up index): a purge must see every entry.
     func waitUntilReady(timeoutSeconds: Double)
@@ -54,15 +69,9 @@ public protocol CacheTier: AnyObject, Sendable {
     func flush(timeoutSeconds: Double)
 }
 
-extension CacheTier {
-    public func beginStream(_ head: StoredHead, storedAt: Int64) -> (any TierStream)? { nil }
-    public func lookup(_ key: String, hash: Int) -> Variants { lookup(key) }
-    public func lookupWithoutBlocking(_ key: String, hash: Int) -> Variants? { lookup(key, hash: hash) }
-    public func wouldAdmit(_ entry: CachedResponse) -> Bool { true }
-    public func wouldAdmit(_ entry: CachedResponse, keyHash: Int) -> Bool { wouldAdmit(entry) }
-    public func waitUntilReady(timeoutSeconds: Double) {}
-    public func flush(timeoutSeconds: Double) {}
-    public func setLifetimeRules(_ lifetimes: (any TierLifetimes)?) {}
+/// A tier with per-key lifetimes of the stored bytes (routes' memory_ttl, disk_ttl).
+public protocol LifetimeTier: CacheTier {
+    func setLifetimeRules(_ lifetimes: (any TierLifetimes)?)
 }
 
 /// A body on its way into a tier, piece by piece. Used from one thread.

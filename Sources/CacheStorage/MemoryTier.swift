@@ -11,7 +11,7 @@ import Glibc
 /// pointer moves (a store); entries are immutable (but for their list
 /// links, which only this tier touches under the lock), so readers use
 /// them after unlocking.
-public final class MemoryTier: CacheTier {
+public final class MemoryTier: CacheTier, AdmittingTier, LifetimeTier {
     /// Shards by key hash, each a SIEVE index behind its own lock: workers
     /// hitting different keys do not wait for each other, and a hit only
     /// sets a bit under its shard's lock (no list splice).

@@ -12,11 +12,20 @@ public final class TieredStore: @unchecked Sendable {
     /// The first tier when it is the memory tier: its hits can come from a
     /// worker's `LocalHits` without a lock.
     private let memory: MemoryTier?
+    /// Each tier's capabilities, asked once (nil where it lacks one).
+    private let admitting: [(any AdmittingTier)?]
+    private let streaming: [(any StreamingTier)?]
+    private let blocking: [(any BlockingTier)?]
+    private let lifetimed: [(any LifetimeTier)?]
 
     public init(tiers: [any CacheTier]) {
         precondition(!tiers.isEmpty, "a store needs at least one tier")
         self.tiers = tiers
         memory = tiers[0] as? MemoryTier
+        admitting = tiers.map { $0 as? any AdmittingTier }
+        streaming = tiers.map { $0 as? any StreamingTier }
+        blocking = tiers.map { $0 as? any BlockingTier }
+        lifetimed = tiers.map { $0 as? any LifetimeTier }
     }
 
     /// The first tier's name and limit (the memory tier's, for statistics).
@@ -28,7 +37,7 @@ public final class TieredStore: @unchecked Sendable {
     /// Installs per-key tier lifetimes (routes' memory_ttl and disk_ttl) in
     /// every tier; nil removes them.
     public func setLifetimeRules(_ lifetimes: (any TierLifetimes)?) {
-        for tier in tiers { tier.setLifetimeRules(lifetimes) }
+        for tier in lifetimed { tier?.setLifetimeRules(lifetimes) }
     }
 
     /// `local`: the calling worker's copies of its recent memory hits.
@@ -57,13 +66,15 @@ public final class TieredStore: @unchecked Sendable {
         let since = fetchToken
         let removedSince = removalNumber.load(ordering: .acquiring)
         for level in 1..<tiers.count {
-            guard let found = mayBlock ? tiers[level].lookup(key, hash: hash) : tiers[level].lookupWithoutBlocking(key, hash: hash)
+            guard let found = mayBlock ? tiers[level].lookup(key, hash: hash)
+                : blocking[level].map({ $0.lookupWithoutBlocking(key, hash: hash) }) ?? tiers[level].lookup(key, hash: hash)
             else { return nil }
             guard !found.isEmpty else { continue }
             // Admission first, per tier: a working set larger than the faster
             // tiers is mostly declined, and then no store-wide lock is taken.
             // (`insert` decides again under the lock.)
-            guard found.contains(where: { entry in tiers[..<level].contains { $0.wouldAdmit(entry, keyHash: hash) } }) else { return found }
+            guard found.contains(where: { entry in admitting[..<level].contains { $0?.wouldAdmit(entry, keyHash: hash) ?? true } })
+            else { return found }
             // Promotion loses to a purge or a removal that ran while the tier was read.
             purges.withLock { log in
                 guard !removals.withLock({ $0.removed(key, since: removedSince) }) else { return }
@@ -121,15 +132,15 @@ public final class TieredStore: @unchecked Sendable {
             case .storeStale: head.lifetime = 0
             case .store: break
             }
-            for tier in tiers.dropFirst() {
-                if let stream = tier.beginStream(head, storedAt: storedAt) { return (stream, tier.maxObjectBytes) }
+            for tier in streaming.dropFirst() {
+                if let tier, let stream = tier.beginStream(head, storedAt: storedAt) { return (stream, tier.maxObjectBytes) }
             }
             return nil
         }
     }
 
     /// The largest body any tier but the first stores (0: none).
-    public var largestStreamedObject: Int { tiers.dropFirst().map(\.maxObjectBytes).max() ?? 0 }
+    public var largestStreamedObject: Int { streaming.dropFirst().compactMap { $0?.maxObjectBytes }.max() ?? 0 }
 
     /// Removals (an unsafe method's invalidation), numbered like purges but
     /// kept apart (they may come at every POST): only promotions check them.
@@ -168,7 +179,7 @@ public final class TieredStore: @unchecked Sendable {
     public func purgeReportingFailures(_ scope: PurgeScope, soft: Bool) -> (purged: Int, failures: [String]) {
         // A purge must see every entry: let each tier finish finding what it
         // holds first (outside the lock, so stores go on meanwhile).
-        for tier in tiers { tier.waitUntilReady(timeoutSeconds: 120) }
+        for tier in blocking { tier?.waitUntilReady(timeoutSeconds: 120) }
         // Numbered and applied to every tier under the lock: no store slips
         // in between. Slow work (files) happens after, already unreachable.
         let parts = purges.withLock { log -> [TierPurge] in
@@ -200,7 +211,7 @@ public final class TieredStore: @unchecked Sendable {
 
     /// Waits (bounded) until every tier's queued writes are done.
     public func flush(timeoutSeconds: Double) {
-        for tier in tiers { tier.flush(timeoutSeconds: timeoutSeconds) }
+        for tier in blocking { tier?.flush(timeoutSeconds: timeoutSeconds) }
     }
 
     private static func merge(_ counts: [[String: Int]]) -> Int {

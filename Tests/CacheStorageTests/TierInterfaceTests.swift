@@ -5,7 +5,7 @@ import CacheSemantics
 /// A third tier, written against `CacheTier` alone (as a fleet's shared
 /// tier would be): the store, purges, statistics and streamed bodies must
 /// reach it without any change elsewhere.
-final class RecordingTier: CacheTier, @unchecked Sendable {
+final class RecordingTier: CacheTier, StreamingTier, @unchecked Sendable {
     let name = "recording"
     let limitBytes = 1 << 30
     let maxObjectBytes = 1 << 30
@@ -92,7 +92,7 @@ final class TierInterfaceTests: XCTestCase {
     func testATierThatDeclinesAdmissionIsNotOfferedThePromotion() {
         // Admission is asked first, without the store's purge lock; only a
         // tier that would take the entry is offered it.
-        final class Choosy: CacheTier, @unchecked Sendable {
+        final class Choosy: CacheTier, AdmittingTier, @unchecked Sendable {
             let name = "choosy"
             let limitBytes = 1 << 20
             let maxObjectBytes = 1 << 20
@@ -100,7 +100,7 @@ final class TierInterfaceTests: XCTestCase {
             let offers = Locked(0)
             init(admitting: Bool) { self.admitting = admitting }
             func lookup(_ key: String) -> Variants { Variants() }
-            func wouldAdmit(_ entry: CachedResponse) -> Bool { admitting }
+            func wouldAdmit(_ entry: CachedResponse, keyHash: Int) -> Bool { admitting }
             func insert(_ entry: CachedResponse, promoted: Bool) -> Bool {
                 if promoted { offers.withLock { $0 += 1 } }
                 return admitting

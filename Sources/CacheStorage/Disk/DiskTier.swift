@@ -23,7 +23,7 @@ import Glibc
 ///   recently used entries go until the total is 95 % of the limit.
 /// - Faults (disk full, read-only directory, I/O errors) are logged, at most
 ///   one line per kind per 10 s, and never stop the proxy.
-public final class DiskTier: CacheTier, @unchecked Sendable {
+public final class DiskTier: CacheTier, StreamingTier, BlockingTier, LifetimeTier, @unchecked Sendable {
     public let name = "disk"
     public let directory: String
     public let limitBytes: Int
