@@ -70,9 +70,18 @@ start_larder_pinned() {  # name, then tier options
     i=0; while ! grep -qs "listening on" "$WORK/$name.err" && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done
     LARDER_PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/$name.err")
 }
-start_larder_pinned larder-disk --memory-limit 2MiB --cache-dir "$WORK/larder-disk"
+# ROUTE=1: both Larders with one [[route]] that matches nothing (what a
+# configured route costs a hit; compare a run without).
+ROUTE_CONFIG=""
+if [ -n "${ROUTE:-}" ]; then
+    printf '[[route]]\nprefix = "/nothing-here/"\ndefault_ttl = "1m"\nmemory_ttl = "1h"\n' > "$WORK/route.toml"
+    ROUTE_CONFIG="--config $WORK/route.toml"
+fi
+# shellcheck disable=SC2086
+start_larder_pinned larder-disk --memory-limit 2MiB --cache-dir "$WORK/larder-disk" $ROUTE_CONFIG
 DISK_LARDER_PID=$LARDER_PID; DISK_LARDER_PORT=$LARDER_PORT
-start_larder_pinned larder --memory-limit 2GiB
+# shellcheck disable=SC2086
+start_larder_pinned larder --memory-limit 2GiB $ROUTE_CONFIG
 
 # nginx proxy_cache, as a fair user would set it up.
 NGINX_PORT=$(free_port)

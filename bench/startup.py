@@ -1,6 +1,6 @@
 """Helpers for bench/startup.sh (not a test).
 
-  startup.py clone FILE DIR N   N copies of a Larder cache file (format v3)
+  startup.py clone FILE DIR N   N copies of a Larder cache file (format v4)
                                 under new keys of the same length, named and
                                 summed as Larder names and sums them
   startup.py first PORT PATH -- COMMAND...
@@ -21,8 +21,8 @@ MASK = (1 << 64) - 1
 PRIME = 0x00000100000001B3
 
 
-def checksum(data):
-    """Larder's Checksum (Sources/CacheStorage/DiskRecord.swift)."""
+def name_hash(data):
+    """Larder's NameHash (Sources/CacheStorage/Disk/FileName.swift)."""
     h = 0xCBF29CE484222325
     whole = len(data) - len(data) % 8
     for i in range(0, whole, 8):
@@ -32,6 +32,40 @@ def checksum(data):
     return h
 
 
+CRC_TABLE = []
+for n in range(256):
+    c = n
+    for _ in range(8):
+        c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
+    CRC_TABLE.append(c)
+
+
+def crc_register(state, data):
+    """CRC-32C's register fed `data` (no inversions)."""
+    for b in data:
+        state = (state >> 8) ^ CRC_TABLE[(state ^ b) & 0xFF]
+    return state
+
+
+class ChecksumWithSuffix:
+    """Larder's record checksum (CRC-32C) of varying bytes followed by a
+    fixed suffix, without feeding the suffix each time: the register is
+    linear, so feeding the suffix is a 32x32 bit map plus a constant."""
+
+    def __init__(self, suffix):
+        self.constant = crc_register(0, suffix)
+        zeros = bytes(len(suffix))
+        self.columns = [crc_register(1 << bit, zeros) for bit in range(32)]
+
+    def __call__(self, head):
+        state = crc_register(0xFFFFFFFF, head)
+        out = self.constant
+        for bit in range(32):
+            if state >> bit & 1:
+                out ^= self.columns[bit]
+        return out ^ 0xFFFFFFFF
+
+
 def clone(source, directory, count):
     data = open(source, "rb").read()
     key_length = struct.unpack_from("<I", data, 32)[0]
@@ -39,12 +73,13 @@ def clone(source, directory, count):
     width = key_length - len("/s/")
     if width < 7:
         sys.exit("the seed key is too short to make distinct keys of its length")
+    checksum = ChecksumWithSuffix(data[36 + key_length:])
     for i in range(count):
         key = ("/s/%0*d" % (width, i)).encode()
         record = bytearray(data)
         record[36:36 + key_length] = key
-        struct.pack_into("<Q", record, 24, checksum(bytes(record[32:])))
-        name = "%016x" % checksum(key)
+        struct.pack_into("<Q", record, 24, checksum(bytes(record[32:36 + key_length])))
+        name = "%016x" % name_hash(key)
         sub = os.path.join(directory, name[:2])
         os.makedirs(sub, mode=0o700, exist_ok=True)
         with open(os.path.join(sub, name + "-" + variant), "wb") as f:
