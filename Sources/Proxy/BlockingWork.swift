@@ -6,8 +6,10 @@ import Threads
 /// lookup whose file is not in the page cache, a large file's head, a
 /// directory listed during the start-up rebuild. Each job runs on one of
 /// the pool's threads; its result is handed back to the loop that asked
-/// (`EventLoop.execute`). One pool per process; its threads start on the
-/// first job and wait on a condition while there is none.
+/// (`EventLoop.execute`). One pool per process; `serve` starts its threads
+/// before libcurl loads (`startAll`: a thread started later waits for the
+/// loader's lock that dlopen holds, and the first disk hit after a start
+/// waited 3 ms for it); they wait on a condition while there is no job.
 public final class BlockingWork: @unchecked Sendable {
     private let condition = Condition()
     private var jobs: [() -> Void] = []
@@ -28,6 +30,16 @@ public final class BlockingWork: @unchecked Sendable {
 
     init(threads: Int) {
         self.threads = max(1, threads)
+    }
+
+    /// Starts every thread now (they wait for jobs).
+    public static func startAll() {
+        let pool = shared
+        pool.condition.lock()
+        let missing = pool.threads - pool.started
+        pool.started = pool.threads
+        pool.condition.unlock()
+        for _ in 0..<max(0, missing) { pool.startWorker() }
     }
 
     /// Jobs waiting for a thread or running (a disk slower than the

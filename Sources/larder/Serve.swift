@@ -188,6 +188,9 @@ struct Serve: ParsableCommand {
                 throw Exit.failure
             }
         }
+        // The I/O threads first: started after the dlopen below, each would
+        // wait for the loader's lock it holds (the first disk hit did).
+        BlockingWork.startAll()
         // libcurl and its ~30 libraries load on a thread of their own: a hit
         // needs none of them, and the first transfer waits if it comes sooner.
         // Started last: a dlopen holds the loader's TLS lock, which every

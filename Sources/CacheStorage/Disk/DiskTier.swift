@@ -129,8 +129,13 @@ public final class DiskTier: CacheTier, StreamingTier, BlockingTier, LifetimeTie
             try startThread(name: "larder-disk-index") { [self] in
                 // Background work: at start the workers (opening listeners,
                 // answering the first requests) come first on a busy machine.
-                // (On Linux the nice value is per thread; 0 is the calling one.)
-                _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
+                // SCHED_IDLE: it runs only when no other thread wants the CPU
+                // (on Linux per thread; 0 is the calling one); nice 10 where
+                // that is refused.
+                var idle = sched_param(sched_priority: 0)
+                if sched_setscheduler(0, 5 /* SCHED_IDLE: Glibc hides it without _GNU_SOURCE */, &idle) != 0 {
+                    _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
+                }
                 self.rebuildIndex()
                 self.sweepLoop()
             }
