@@ -11,7 +11,13 @@ extension DiskTier {
 
     func rebuildIndex() {
         var large: [(key: String, name: FileName, path: String)] = []
+        let started = ContinuousClock.now
+        var idle = true
         for byte in 0..<256 {
+            if idle, ContinuousClock.now - started > .seconds(1) {
+                Self.schedule(idle: false)
+                idle = false
+            }
             let sub = Self.subdirectory(byte)
             let listing = listFiles(subdirectory: sub)
             let names = listing.compactMap(FileName.init)

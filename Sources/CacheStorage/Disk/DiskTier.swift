@@ -36,6 +36,16 @@ public final class DiskTier: CacheTier, StreamingTier, BlockingTier, LifetimeTie
     /// Per-key overrides (routes), read by a hit without a lock.
     let rules = LifetimeRules()
 
+    /// The calling thread's scheduling (on Linux per thread; 0 is the
+    /// calling one): SCHED_IDLE, or the usual with nice 10.
+    static func schedule(idle: Bool) {
+        var parameters = sched_param(sched_priority: 0)
+        // 5: SCHED_IDLE, 0: SCHED_OTHER (Glibc hides the names without _GNU_SOURCE).
+        if sched_setscheduler(0, idle ? 5 : 0, &parameters) != 0 || !idle {
+            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
+        }
+    }
+
     /// Installs per-key lifetimes (routes' disk_ttl).
     public func setLifetimeRules(_ lifetimes: (any TierLifetimes)?) {
         rules.set(lifetimes)
@@ -129,14 +139,12 @@ public final class DiskTier: CacheTier, StreamingTier, BlockingTier, LifetimeTie
             try startThread(name: "larder-disk-index") { [self] in
                 // Background work: at start the workers (opening listeners,
                 // answering the first requests) come first on a busy machine.
-                // SCHED_IDLE: it runs only when no other thread wants the CPU
-                // (on Linux per thread; 0 is the calling one); nice 10 where
-                // that is refused.
-                var idle = sched_param(sched_priority: 0)
-                if sched_setscheduler(0, 5 /* SCHED_IDLE: Glibc hides it without _GNU_SOURCE */, &idle) != 0 {
-                    _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
-                }
+                // For its first second SCHED_IDLE (it runs when no other
+                // thread wants the CPU), then nice 10: a machine busy for
+                // good must not keep the index (and purges) waiting.
+                Self.schedule(idle: true)
                 self.rebuildIndex()
+                Self.schedule(idle: false)
                 self.sweepLoop()
             }
         } catch {
