@@ -220,9 +220,9 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     /// in the LRU list and hash table (so a key costs no node of its own)
     /// and holds the key's other variants. They live in the tail, not in
     /// `header`, so that writing them never touches what other threads read.
-    private static let linkBytes = 24
+    static let linkBytes = 24
 
-    private var links: UnsafeMutableRawPointer { storage.withUnsafeMutablePointerToElements { UnsafeMutableRawPointer($0) } }
+    var links: UnsafeMutableRawPointer { storage.withUnsafeMutablePointerToElements { UnsafeMutableRawPointer($0) } }
 
     private static func load(_ word: UnsafeMutableRawPointer) -> CachedResponse? {
         word.load(as: UnsafeRawPointer?.self).map { CachedResponse(storage: Unmanaged<Storage>.fromOpaque($0).takeUnretainedValue()) }
@@ -249,75 +249,8 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
         }
     }
 
-    private static let flagBits: UInt = 15
-
-    /// The block's address, and the list read by address: for walks over
-    /// the memory tier's list (under its lock) that take no references.
-    var address: UnsafeRawPointer { UnsafeRawPointer(Unmanaged.passUnretained(storage).toOpaque()) }
-
-    static func linkWord(at address: UnsafeRawPointer) -> UInt {
-        Unmanaged<Storage>.fromOpaque(address)._withUnsafeGuaranteedRef { storage in
-            el_load_word(storage.withUnsafeMutablePointerToElements { UnsafeRawPointer($0) })
-        }
-    }
-
-    static func newer(at address: UnsafeRawPointer) -> UnsafeRawPointer? {
-        UnsafeRawPointer(bitPattern: linkWord(at: address) & ~flagBits)
-    }
-
-    static func entry(at address: UnsafeRawPointer) -> CachedResponse {
-        CachedResponse(storage: Unmanaged<Storage>.fromOpaque(address).takeUnretainedValue())
-    }
-    private var linkWord: UInt { el_load_word(links) }
-
-    /// The entry left the memory tier's index (evicted, replaced, removed,
-    /// purged, or its key's variants changed): a worker's copy of it is no
-    /// longer served. Set once, never cleared.
-    var retired: Bool {
-        get { linkWord & 4 != 0 }
-        nonmutating set { setLinkBit(4, newValue) }
-    }
-
-    /// A worker's private copy (`LocalHits`): the same response in a block
-    /// of its own, so that its hits count references on nothing another
-    /// thread touches. It holds the tier's entry it copies (`original`).
-    var isLocalCopy: Bool { linkWord & 8 != 0 }
-
-    /// The tier's entry a local copy was made of.
-    var original: CachedResponse? { isLocalCopy ? olderVariants.first : nil }
-
-    /// For a local copy: whether it may answer, its original being still
-    /// the tier's and used since SIEVE's hand last passed (else the hit
-    /// goes through the tier, which marks it). Read through the original's
-    /// address kept in the copy's second link word: no reference counted.
-    var mayAnswerAsCopy: Bool {
-        guard let raw = (links + 8).load(as: UnsafeRawPointer?.self) else { return false }
-        return Unmanaged<Storage>.fromOpaque(raw)._withUnsafeGuaranteedRef { original in
-            el_load_word(original.withUnsafeMutablePointerToElements { UnsafeRawPointer($0) }) & 5 == 1
-        }
-    }
-
-    /// This entry as the memory tier's index may take it as a key's head:
-    /// itself, or a copy when it was retired or is a worker's copy.
-    var forIndex: CachedResponse { linkWord & 12 == 0 ? self : copied() }
-
-    /// The same response in a new block with no links or flags (`local`:
-    /// a worker's copy holding this entry).
-    func copied(local: Bool = false) -> CachedResponse {
-        let tail = Int(storage.header.keyLength) + headLength + storage.header.bodyCount
-        let header = storage.header
-        let copy = unsafeDowncast(Storage.create(minimumCapacity: Self.linkBytes + tail) { _ in header }, to: Storage.self)
-        let from = UnsafeRawPointer(links)
-        copy.withUnsafeMutablePointerToElements { start in
-            let to = UnsafeMutableRawPointer(start)
-            to.storeBytes(of: local ? 8 : 0, as: UInt.self)
-            to.storeBytes(of: local ? UnsafeRawPointer(Unmanaged.passUnretained(storage).toOpaque()) : nil, toByteOffset: 8,
-                          as: UnsafeRawPointer?.self)
-            (to + 16).bindMemory(to: [CachedResponse].self, capacity: 1).initialize(to: local ? [self] : [])
-            if tail > 0 { (to + Self.linkBytes).copyMemory(from: from + Self.linkBytes, byteCount: tail) }
-        }
-        return CachedResponse(storage: copy)
-    }
+    static let flagBits: UInt = 15
+    var linkWord: UInt { el_load_word(links) }
 
     /// Hit since the eviction hand last passed (SIEVE): set by a hit, cleared
     /// by the hand, which spares the entry once.
@@ -335,7 +268,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     }
 
     /// Sets or clears a flag bit of the links word, writing only on a change.
-    private func setLinkBit(_ bit: UInt, _ on: Bool) {
+    func setLinkBit(_ bit: UInt, _ on: Bool) {
         let word = linkWord
         let wanted = on ? word | bit : word & ~bit
         if wanted != word { el_store_word(links, wanted) }

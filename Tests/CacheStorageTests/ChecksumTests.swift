@@ -45,21 +45,6 @@ final class ChecksumTests: XCTestCase {
         }
     }
 
-    /// The old sum: FNV-1a style over little-endian 64-bit words.
-    private func oldSum(_ bytes: ArraySlice<UInt8>) -> UInt64 {
-        var h: UInt64 = 0xCBF2_9CE4_8422_2325
-        let words = Array(bytes)
-        var i = 0
-        while i + 8 <= words.count {
-            var w: UInt64 = 0
-            for k in 0..<8 { w |= UInt64(words[i + k]) << (8 * UInt64(k)) }
-            h = (h ^ w) &* 0x0000_0100_0000_01B3
-            i += 8
-        }
-        for b in words[i...] { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01B3 }
-        return h
-    }
-
     /// Flipping the top bit of two 64-bit words cancelled out in the old
     /// sum (bit 63 of a product depends only on bit 63 of what went in,
     /// so two flips there undo each other); CRC-32C notices, and the
@@ -70,10 +55,26 @@ final class ChecksumTests: XCTestCase {
         var bytes = DiskFormat.encode(record)
         let bodyStart = bytes.count - 64
         let first = bodyStart + (7 - bodyStart % 8 + 8) % 8  // the top byte of a word (meta and body are summed from offset 32)
-        let before = oldSum(bytes[DiskFormat.fixedHeaderBytes...])
+        let before = formatThreeSum(bytes[DiskFormat.fixedHeaderBytes...])
         bytes[first] ^= 0x80
         bytes[first + 16] ^= 0x80
-        XCTAssertEqual(oldSum(bytes[DiskFormat.fixedHeaderBytes...]), before, "the damage the old sum missed")
+        XCTAssertEqual(formatThreeSum(bytes[DiskFormat.fixedHeaderBytes...]), before, "the damage the old sum missed")
         XCTAssertThrowsError(try DiskFormat.decode(bytes)) { XCTAssertEqual($0 as? DiskFormat.Failure, .checksumMismatch) }
     }
+}
+
+/// The sum records of format 3 carried: FNV-1a style over little-endian
+/// 64-bit words (tests make such records, and show what it missed).
+func formatThreeSum(_ bytes: ArraySlice<UInt8>) -> UInt64 {
+    var h: UInt64 = 0xCBF2_9CE4_8422_2325
+    let words = Array(bytes)
+    var i = 0
+    while i + 8 <= words.count {
+        var w: UInt64 = 0
+        for k in 0..<8 { w |= UInt64(words[i + k]) << (8 * UInt64(k)) }
+        h = (h ^ w) &* 0x0000_0100_0000_01B3
+        i += 8
+    }
+    for b in words[i...] { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01B3 }
+    return h
 }

@@ -149,15 +149,7 @@ final class DiskTierTests: XCTestCase {
         func writeOld(_ name: String, version: UInt8) {
             var bytes = [UInt8](FileManager.default.contents(atPath: directory + "/" + name)!)
             bytes[4] = 3
-            var h: UInt64 = 0xCBF2_9CE4_8422_2325
-            var i = DiskFormat.fixedHeaderBytes
-            while i + 8 <= bytes.count {
-                var w: UInt64 = 0
-                for k in 0..<8 { w |= UInt64(bytes[i + k]) << (8 * UInt64(k)) }
-                h = (h ^ w) &* 0x0000_0100_0000_01B3
-                i += 8
-            }
-            for b in bytes[i...] { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01B3 }
+            let h = formatThreeSum(bytes[DiskFormat.fixedHeaderBytes...])
             for k in 0..<8 { bytes[24 + k] = UInt8(truncatingIfNeeded: h >> (8 * UInt64(k))) }
             bytes[4] = version
             FileManager.default.createFile(atPath: directory + "/" + name, contents: Data(bytes))
