@@ -327,15 +327,16 @@ public final class PurgeFeed {
         var purge: FleetPurge
         var keys: [String]
         var prefixes: [String] = []
+        var tags: [String] = []
     }
 
     /// Sends a purge this node applied (`keys`: the stored keys a URL purge
     /// names, its target's and its route's; `prefixes`: with virtual hosts,
-    /// the path's keys on every host); it leaves the shared tier in the
-    /// same step. `delivered` runs once on this loop.
-    public func publish(_ purge: FleetPurge, keys: [String] = [], prefixes: [String] = [],
+    /// the path's keys on every host; `tags`: the URL's cached POST
+    /// queries); it leaves the shared tier in the same step. `delivered` runs once on this loop.
+    public func publish(_ purge: FleetPurge, keys: [String] = [], prefixes: [String] = [], tags: [String] = [],
                         delivered: @escaping (Delivery) -> Void) {
-        send(Outgoing(purge: purge, keys: keys, prefixes: prefixes), delivered: delivered)
+        send(Outgoing(purge: purge, keys: keys, prefixes: prefixes, tags: tags), delivered: delivered)
     }
 
     private func send(_ outgoing: Outgoing, delivered: @escaping (Delivery) -> Void) {
@@ -375,12 +376,12 @@ public final class PurgeFeed {
         case .tag(let tag): (kind, target) = ("tag", Array(tag.utf8))
         case .all: break
         }
-        let prefixes = kind == "keys" ? outgoing.prefixes : []
+        let prefixes = kind == "keys" ? outgoing.prefixes : [], tags = kind == "keys" ? outgoing.tags : []
         let head: [[UInt8]] = [Array("EVAL".utf8), Array(SharedScripts.purge.utf8), Array("0".utf8),
                                Array(SharedKeys.prefix(settings.name).utf8), Array(kind.utf8), target, upper,
                                Array(String(settings.streamLength).utf8), Array(String(keys.count).utf8)]
         return head + keys.map { Array($0.utf8) } + [Array(String(prefixes.count).utf8)] + prefixes.map { Array($0.utf8) }
-            + outgoing.purge.fields.map { Array($0.utf8) }
+            + [Array(String(tags.count).utf8)] + tags.map { Array($0.utf8) } + outgoing.purge.fields.map { Array($0.utf8) }
     }
 
     private func sendWaiting() {

@@ -60,12 +60,14 @@ enum SharedScripts {
     /// tier still holds what it removes. ARGV: prefix, kind (keys, prefix,
     /// tag, all), target, the range's upper bound, stream length, number
     /// of keys, keys..., number of key prefixes, prefixes... (with keys: a
-    /// path on every virtual host), the stream entry's fields... Returns
-    /// the entry's ID.
+    /// path on every virtual host), number of tags, tags... (with keys: the
+    /// URL's cached POST queries), the stream entry's fields... Returns the
+    /// entry's ID.
     static let purge = """
         local p, kind, target = ARGV[1], ARGV[2], ARGV[3]
         local n = tonumber(ARGV[6])
         local m = tonumber(ARGV[7 + n])
+        local t = tonumber(ARGV[8 + n + m])
         local keys = {}
         if kind == 'keys' then
           for i = 7, 6 + n do keys[#keys + 1] = ARGV[i] end
@@ -73,6 +75,10 @@ enum SharedScripts {
             local pre = ARGV[i]
             local upper = '(' .. string.sub(pre, 1, -2) .. string.char(string.byte(pre, -1) + 1)
             for _, k in ipairs(redis.call('ZRANGEBYLEX', p .. 'keys', '[' .. pre, upper)) do keys[#keys + 1] = k end
+          end
+          for i = 9 + n + m, 8 + n + m + t do
+            for _, k in ipairs(redis.call('SMEMBERS', p .. 'tag:' .. ARGV[i])) do keys[#keys + 1] = k end
+            redis.call('DEL', p .. 'tag:' .. ARGV[i])
           end
         elseif kind == 'prefix' then
           keys = redis.call('ZRANGEBYLEX', p .. 'keys', '[' .. target, ARGV[4])
@@ -87,7 +93,7 @@ enum SharedScripts {
           redis.call('ZREM', p .. 'keys', k)
           redis.call('ZREM', p .. 'expiry', k)
         end
-        return redis.call('XADD', p .. 'purges', 'MAXLEN', '~', ARGV[5], '*', unpack(ARGV, 8 + n + m))
+        return redis.call('XADD', p .. 'purges', 'MAXLEN', '~', ARGV[5], '*', unpack(ARGV, 9 + n + m + t))
         """
 
     /// Claims the fetch of a key across the fleet. ARGV: prefix, key, this

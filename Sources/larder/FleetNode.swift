@@ -167,18 +167,19 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
         let (feed, node) = (self.feed!, config.node)
         // A URL purge removes its target's stored key and its route's (and
         // with virtual hosts and no host named, the path on every host).
-        var keys: [String] = [], prefixes: [String] = []
+        var keys: [String] = [], prefixes: [String] = [], tags: [String] = []
         if case .key(let target) = scope {
             for each in purgeScopes(target) {
                 switch each {
                 case .key(let key): keys.append(key)
                 case .prefix(let prefix): prefixes.append(prefix)
-                default: break
+                case .tag(let tag): tags.append(tag)
+                case .all: break
                 }
             }
         }
         loop.execute { [self] in
-            feed.publish(FleetPurge(scope: scope, soft: soft, node: node), keys: keys, prefixes: prefixes) { [self] delivery in
+            feed.publish(FleetPurge(scope: scope, soft: soft, node: node), keys: keys, prefixes: prefixes, tags: tags) { [self] delivery in
                 refresh()
                 delivered(PurgeDelivery(nodes: delivery.nodes, acknowledged: delivery.acknowledged, queued: delivery.queued,
                                         error: delivery.error))

@@ -71,6 +71,26 @@ final class FleetSharedTierTests: FleetTestCase {
         XCTAssertEqual(try origin.count("/s/vh"), 4)
     }
 
+    func testAURLPurgeRemovesItsCachedQueriesFromTheSharedTier() throws {
+        let routes = "\n[[route]]\nprefix = \"/echo\"\ncache_post = true\n"
+        let a = try node("a", extra: routes), b = try node("b", extra: routes)
+        let query = #"{"query":"{ shared }"}"#
+        func post(_ node: LarderProcess) throws -> HTTPResponse {
+            let client = try node.client()
+            try client.send("POST /echo?q=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(query.utf8.count)\r\n\r\n\(query)")
+            return try client.readResponse(method: "POST")
+        }
+        XCTAssertEqual(try post(a).text, query)
+        XCTAssertTrue(waitForSharedStores(a, 1), "the query's answer in the shared tier")
+        let fromFleet = try post(b)
+        XCTAssertTrue(isFleetHit(fromFleet), "a cached query is shared by its key: \(fromFleet.header("cache-status") ?? "")")
+        XCTAssertEqual(fromFleet.text, query)
+        _ = try purge(a, "url=%2Fecho%3Fq%3D1")
+        let c = try node("c", extra: routes)
+        XCTAssertFalse(isHit(try post(c)), "gone from Redis too")
+        XCTAssertEqual(try origin.count("/echo?q=1"), 2)
+    }
+
     func testOnlyWhatFitsTheSharedTierAndIsStillUsableIsShared() throws {
         let a = try node("a", extra: "max_object_size = \"1KiB\""), b = try node("b", extra: "max_object_size = \"1KiB\"")
         _ = try a.client().get("/big?size=4000")
