@@ -60,7 +60,7 @@ public final class BlockingWork: @unchecked Sendable {
         jobs.append(job)
         let startOne = started < min(threads, jobs.count + busy)
         if startOne { started += 1 }
-        condition.broadcast()
+        condition.signal()  // one job: one thread woken, not the pool
         condition.unlock()
         if startOne { startWorker() }
     }

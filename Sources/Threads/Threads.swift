@@ -69,6 +69,8 @@ public final class Condition: @unchecked Sendable {
     public func lock() { pthread_mutex_lock(mutex) }
     public func unlock() { pthread_mutex_unlock(mutex) }
     public func broadcast() { pthread_cond_broadcast(condition) }
+    /// Wakes one waiter (where any one of them can take the change).
+    public func signal() { pthread_cond_signal(condition) }
     /// Releases the lock until woken (possibly spuriously), then takes it again.
     public func wait() { pthread_cond_wait(condition, mutex) }
 
