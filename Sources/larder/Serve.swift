@@ -176,17 +176,22 @@ struct Serve: ParsableCommand {
                 throw Exit.failure
             }
         }
-        // Active health checks of upstream pools, on a thread of their own.
-        if settings.pools.contains(where: { $0.healthCheck != nil }) {
-            let upstreamSettings = proxyConfig.upstream
+        // Active health checks of upstream pools, on a thread of their own,
+        // started once a pool has one: at start, or by a reload that adds one.
+        let healthChecksStarted = Locked(false)
+        let upstreamSettings = proxyConfig.upstream
+        let startHealthChecks = { @Sendable (pools: [UpstreamPool]) throws in
+            guard pools.contains(where: { $0.healthCheck != nil }),
+                  healthChecksStarted.withLock({ started in defer { started = true }; return !started }) else { return }
             let checker = HealthChecker(pools: { poolsForAdmin.withLock { $0 } }, settings: { upstreamSettings },
                                         log: { logger.warning("\($0)") })
-            do {
-                try startThread(name: "larder-health") { checker.run() }
-            } catch {
-                complain("\(error)")
-                throw Exit.failure
-            }
+            try startThread(name: "larder-health") { checker.run() }
+        }
+        do {
+            try startHealthChecks(proxyConfig.allPools)
+        } catch {
+            complain("\(error)")
+            throw Exit.failure
         }
         // The I/O threads first: started after the dlopen below, each would
         // wait for the loader's lock it holds (the first disk hit did).
@@ -216,6 +221,11 @@ struct Serve: ParsableCommand {
                               logger: logger) { configuration in
             routesForAdmin.withLock { $0 = configuration.routes }
             poolsForAdmin.withLock { $0 = configuration.allPools }
+            do {
+                try startHealthChecks(configuration.allPools)
+            } catch {
+                logger.error("SIGHUP: the health checks could not start: \(error)")
+            }
         }
         let service = ServiceNotifier(workers: workers, stats: stats)
         service.ready()

@@ -133,6 +133,17 @@ final class UpstreamPoolEndToEndTests: ConfiguredTestCase {
                         larder.child.stderr)
     }
 
+    func testAReloadThatAddsAHealthCheckStartsIt() throws {
+        let a = try startOrigin()
+        let config = try writeConfig("upstream = \"api\"\n[upstreams.api]\nservers = [\"\(a.url)\"]\n")
+        let larder = try startLarder(upstream: "api", ["--config", config])
+        XCTAssertEqual(try larder.client().get("/reload/a").status, 200)
+        try "upstream = \"api\"\n[upstreams.api]\nservers = [\"\(a.url)\"]\nhealth_check = \"/health\"\nhealth_interval = \"200ms\"\n"
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        kill(larder.child.process.processIdentifier, SIGHUP)
+        XCTAssertGreaterThanOrEqual(try a.waitForCount("/health", atLeast: 2), 2, "checked from the reload on, without a restart")
+    }
+
     func testVirtualHostsChooseTheirRoutesAndKeepTheirOwnResponses() throws {
         let a = try startOrigin(), b = try startOrigin()
         let config = try writeConfig("""
