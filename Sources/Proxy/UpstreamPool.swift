@@ -35,15 +35,30 @@ public final class UpstreamPool: Sendable {
     public let healthCheck: HealthCheck?
     private let turn = Atomic<Int>(0)
 
-    public init(name: String, servers: [String], balance: Balance = .roundRobin, maxFails: Int = 1,
+    public convenience init(name: String, servers: [String], balance: Balance = .roundRobin, maxFails: Int = 1,
                 failTimeoutMilliseconds: UInt64 = 10_000, healthCheck: HealthCheck? = nil) {
-        self.healthCheck = healthCheck
         precondition(!servers.isEmpty, "a pool has servers")
+        self.init(name: name, servers: servers.map { UpstreamServer(base: $0) }, balance: balance, maxFails: maxFails,
+                  failTimeoutMilliseconds: failTimeoutMilliseconds, healthCheck: healthCheck)
+    }
+
+    private init(name: String, servers: [UpstreamServer], balance: Balance, maxFails: Int, failTimeoutMilliseconds: UInt64,
+                 healthCheck: HealthCheck?) {
+        self.healthCheck = healthCheck
         self.name = name
-        self.servers = servers.map { UpstreamServer(base: $0) }
+        self.servers = servers
         self.balance = balance
         self.maxFails = maxFails
         self.failTimeoutMilliseconds = failTimeoutMilliseconds
+    }
+
+    /// This pool with the servers `old` (the same pool before a reload)
+    /// also has: their figures and health go on, not from zero.
+    func keepingServers(of old: UpstreamPool?) -> UpstreamPool {
+        guard let old else { return self }
+        let kept = servers.map { server in old.servers.first { $0.base == server.base } ?? server }
+        return UpstreamPool(name: name, servers: kept, balance: balance, maxFails: maxFails,
+                            failTimeoutMilliseconds: failTimeoutMilliseconds, healthCheck: healthCheck)
     }
 
     /// The server a request for `key` goes to at `now` (monotonic ms).
@@ -98,6 +113,15 @@ public final class UpstreamPools: Sendable {
     public func pool(named name: String?) -> UpstreamPool {
         guard let name, let pool = named[name] else { return defaultPool }
         return pool
+    }
+
+    /// These pools with the servers the same pools of `old` (the running
+    /// configuration, on a reload) have: a reload keeps their figures.
+    public func keepingServers(of old: UpstreamPools) -> UpstreamPools {
+        let named = self.named.mapValues { $0.keepingServers(of: old.named[$0.name]) }
+        let defaultPool = named[self.defaultPool.name]
+            ?? self.defaultPool.keepingServers(of: old.defaultPool.name == self.defaultPool.name ? old.defaultPool : nil)
+        return UpstreamPools(defaultPool: defaultPool, named: named)
     }
 
     /// Every pool, the default first.

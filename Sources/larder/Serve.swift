@@ -217,7 +217,8 @@ struct Serve: ParsableCommand {
         let fleetNote = fleet.map { ", fleet \($0.config.name) as node \($0.config.node) on \($0.config.address)" } ?? ""
         complain("listening on \(listeners.shown) with \(workerCount) workers, upstream \(upstream), memory limit \(settings.memoryLimitBytes) bytes\(diskNote)\(adminNote)\(fleetNote)", priority: 5)
 
-        let reload = Reloader(options: options, running: settings, workers: workers, store: store, tlsSlots: tlsSlots,
+        let reload = Reloader(options: options, running: settings, pools: proxyConfig.upstreams, workers: workers, store: store,
+                              tlsSlots: tlsSlots,
                               logger: logger) { configuration in
             routesForAdmin.withLock { $0 = configuration.routes }
             poolsForAdmin.withLock { $0 = configuration.allPools }
@@ -400,10 +401,13 @@ final class Reloader {
     private let tlsSlots: [TLSContextSlot?]
     private let logger: Logger
     private let routesChanged: (ProxyConfiguration) -> Void
+    /// The running pools: a reload keeps the figures of their servers.
+    private var runningPools: UpstreamPools
 
-    init(options: ServeOptions, running: Settings, workers: [Worker], store: TieredStore, tlsSlots: [TLSContextSlot?],
-         logger: Logger, routesChanged: @escaping (ProxyConfiguration) -> Void) {
+    init(options: ServeOptions, running: Settings, pools: UpstreamPools, workers: [Worker], store: TieredStore,
+         tlsSlots: [TLSContextSlot?], logger: Logger, routesChanged: @escaping (ProxyConfiguration) -> Void) {
         self.options = options
+        runningPools = pools
         self.running = running
         self.workers = workers
         self.store = store
@@ -471,7 +475,9 @@ final class Reloader {
             }
         }
         for (slot, context) in contexts { slot.replace(with: context) }
-        let configuration = Serve.proxyConfiguration(next, upstream: upstream)
+        var configuration = Serve.proxyConfiguration(next, upstream: upstream)
+        configuration.upstreams = configuration.upstreams.keepingServers(of: runningPools)
+        runningPools = configuration.upstreams
         for worker in workers { worker.reconfigure(configuration) }
         Serve.installLifetimeRules(configuration.routes, store: store)
         routesChanged(configuration)

@@ -133,7 +133,7 @@ final class UpstreamPoolEndToEndTests: ConfiguredTestCase {
                         larder.child.stderr)
     }
 
-    func testAReloadThatAddsAHealthCheckStartsIt() throws {
+    func testAReloadKeepsTheServersFiguresAndStartsAHealthCheckItAdds() throws {
         let a = try startOrigin()
         let config = try writeConfig("upstream = \"api\"\n[upstreams.api]\nservers = [\"\(a.url)\"]\n")
         let larder = try startLarder(upstream: "api", ["--config", config])
@@ -142,6 +142,7 @@ final class UpstreamPoolEndToEndTests: ConfiguredTestCase {
             .write(toFile: config, atomically: true, encoding: .utf8)
         kill(larder.child.process.processIdentifier, SIGHUP)
         XCTAssertGreaterThanOrEqual(try a.waitForCount("/health", atLeast: 2), 2, "checked from the reload on, without a restart")
+        XCTAssertEqual(try servers(larder)["api|\(a.url)"]?["requests"] as? Int, 1, "the server's figures go on after the reload")
     }
 
     func testVirtualHostsChooseTheirRoutesAndKeepTheirOwnResponses() throws {
