@@ -16,13 +16,16 @@ public struct AccessLine {
         public var bodyBytes: Int
         private var firstByte: Int, total: Int, upstreamTime: Int
         private var statusCode: UInt16, upstreamCode: UInt16, workerNumber: UInt16
+        /// 10, 11 or 20: HTTP/1.0, HTTP/1.1, HTTP/2.
+        private var version: UInt8
         public var result: LatencyHistograms.Result
         /// The texts' lengths, set when packed.
         fileprivate var lengths: (client: UInt16, method: UInt16, target: UInt32, cache: UInt16) = (0, 0, 0, 0)
 
         public init(time: Int64, worker: Int, status: Int, bodyBytes: Int, firstByteMicroseconds: Int?,
                     totalMicroseconds: Int?, result: LatencyHistograms.Result, upstreamStatus: Int? = nil,
-                    upstreamMicroseconds: Int? = nil) {
+                    upstreamMicroseconds: Int? = nil, httpVersion: Int = 11) {
+            version = UInt8(clamping: httpVersion)
             (self.time, self.bodyBytes, self.result) = (time, bodyBytes, result)
             (firstByte, total, upstreamTime) = (firstByteMicroseconds ?? -1, totalMicroseconds ?? -1, upstreamMicroseconds ?? -1)
             statusCode = UInt16(clamping: status)
@@ -32,6 +35,14 @@ public struct AccessLine {
 
         public var status: Int { Int(statusCode) }
         public var worker: Int { Int(workerNumber) }
+        /// The request's protocol as the log names it.
+        public var protocolName: StaticString {
+            switch version {
+            case 20: return "HTTP/2"
+            case 10: return "HTTP/1.0"
+            default: return "HTTP/1.1"
+            }
+        }
         /// Microseconds from the request to its answer's head and last
         /// byte queued (nil: nothing was answered).
         public var firstByteMicroseconds: Int? { firstByte < 0 ? nil : firstByte }

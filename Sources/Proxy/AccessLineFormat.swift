@@ -52,6 +52,8 @@ public struct AccessLineFormatter {
         ByteWriting.putJSONEscaped(line.method, at: &p)
         ByteWriting.put("\",\"target\":\"", at: &p)
         ByteWriting.putJSONEscaped(line.target, at: &p)
+        ByteWriting.put("\",\"protocol\":\"", at: &p)
+        ByteWriting.put(figures.protocolName, at: &p)
         ByteWriting.put("\",\"status\":", at: &p)
         ByteWriting.putDecimal(figures.status, at: &p)
         ByteWriting.put(",\"bytes\":", at: &p)

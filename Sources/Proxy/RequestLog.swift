@@ -66,7 +66,8 @@ final class RequestLog {
                                          bodyBytes: access.bodyBytes ?? sink.answerBodyBytes,
                                          firstByteMicroseconds: latencies?.firstByte,
                                          totalMicroseconds: latencies?.total ?? access.microseconds, result: access.result,
-                                         upstreamStatus: access.upstream?.status, upstreamMicroseconds: access.upstream?.microseconds)
+                                         upstreamStatus: access.upstream?.status, upstreamMicroseconds: access.upstream?.microseconds,
+                                         httpVersion: sink is HTTP2Stream ? 20 : request.minorVersion == 0 ? 10 : 11)
         line(figures, client: sink.peer, method: request.method, target: request.target,
              cache: access.cacheStatus)  // cut to the log's column where it is formatted
     }

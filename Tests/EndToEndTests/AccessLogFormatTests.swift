@@ -11,11 +11,17 @@ final class AccessLogFormatTests: ConfiguredTestCase {
         _ = try c.get("/j?size=100&delay=0.05")
         _ = try c.get("/j?size=100&delay=0.05")
         _ = try c.get("/odd%22%5C?size=3")
-        let written = lines(atLeast: 3, in: log)
-        XCTAssertEqual(written.count, 3, written.joined(separator: "\n"))
+        let h2 = try runProgram(["curl", "-sS", "--http2-prior-knowledge", "-o", "/dev/null", "http://127.0.0.1:\(l.port)/h2?size=3"])
+        XCTAssertEqual(h2.status, 0, h2.stderr)
+        let old = try l.client()
+        try old.send("GET /h10?size=3 HTTP/1.0\r\n\r\n")
+        _ = try old.readResponse()
+        let written = lines(atLeast: 5, in: log)
+        XCTAssertEqual(written.count, 5, written.joined(separator: "\n"))
         let objects = written.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
-        XCTAssertEqual(objects.count, 3, "every line is valid JSON: \(written)")
-        guard objects.count == 3 else { return }
+        XCTAssertEqual(objects.count, 5, "every line is valid JSON: \(written)")
+        guard objects.count == 5 else { return }
+        XCTAssertEqual(objects.map { $0["protocol"] as? String }, ["HTTP/1.1", "HTTP/1.1", "HTTP/1.1", "HTTP/2", "HTTP/1.0"])
         let miss = objects[0], hit = objects[1]
         XCTAssertEqual(miss["method"] as? String, "GET")
         XCTAssertEqual(miss["target"] as? String, "/j?size=100&delay=0.05")
