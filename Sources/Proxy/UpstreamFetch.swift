@@ -173,11 +173,17 @@ final class UpstreamFetch: UpstreamTransferDelegate {
 
     // MARK: the response
 
-    /// Passed to the client while it waits for the head; never stored.
+    /// Passed to the client while it waits for the head; never stored. At
+    /// most `maxInterims` per request: an upstream that sends them without
+    /// end does not fill the client's output with them.
     func upstreamDidReceiveInterim(status: Int, headers: HeaderFields) {
-        guard machine.takesHead else { return }
+        guard machine.takesHead, interims < Self.maxInterims else { return }
+        interims += 1
         client?.interim(status: status, fields: headers)
     }
+
+    static let maxInterims = 8
+    private var interims = 0
 
     func upstreamDidReceiveHead(status: Int, reason: String?, headers: HeaderFields) {
         guard machine.takesHead else { return }

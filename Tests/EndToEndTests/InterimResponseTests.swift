@@ -37,6 +37,10 @@ final class InterimResponseTests: ConfiguredTestCase {
             XCTAssertFalse(hit.first?.lowercased().contains("link:") ?? true)
             XCTAssertEqual(try origin.count(path), 1)
         }
+        // An upstream that sends them without end: at most 8 reach the client.
+        let many = try heads(larder.port, "/early?interim=" + Array(repeating: "103", count: 12).joined(separator: ","), ["--http1.1"])
+        XCTAssertEqual(many.count, 9, "8 interim responses and the answer: \(many.count)")
+        XCTAssertTrue(many.last?.contains(" 200") == true)
         // HTTP/1.0 clients get no 1xx (RFC 9110 section 15.2).
         let old = try heads(larder.port, target + "&v=0", ["--http1.0"])
         XCTAssertEqual(old.count, 1, "\(old)")
