@@ -41,13 +41,6 @@ public enum VirtualHosts {
         return String(decoding: text.utf8.map(lowercased), as: UTF8.self)
     }
 
-    /// Whether a host name (from `name`) matches a pattern (from `pattern`).
-    static func matches(_ host: Substring, pattern: String) -> Bool {
-        guard pattern.utf8.first == UInt8(ascii: "*") else { return host == pattern }
-        let suffix = pattern.dropFirst()  // ".example.com"
-        return host.utf8.count > suffix.utf8.count && host.hasSuffix(suffix)
-    }
-
     /// A key (or a purge target) split into its target and, where it
     /// carries one, its host.
     static func split(_ key: String) -> (target: Substring, host: Substring?) {
