@@ -10,13 +10,29 @@ public struct Bytes: @unchecked Sendable {
     /// is what is Sendable (the bytes never change after `init`).
     private final class Storage: ManagedBuffer<Int, UInt8> {}
 
-    private let storage: Storage
+    private var storage: Storage
 
     public init(_ source: UnsafeRawBufferPointer) {
         storage = unsafeDowncast(Storage.create(minimumCapacity: source.count) { _ in source.count }, to: Storage.self)
         if source.count > 0 {
             storage.withUnsafeMutablePointerToElements { $0.update(from: source.bindMemory(to: UInt8.self).baseAddress!, count: source.count) }
         }
+    }
+
+    /// `count` bytes written in place by `fill`; nil when it returns false.
+    public init?(count: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Bool) {
+        storage = unsafeDowncast(Storage.create(minimumCapacity: count) { _ in count }, to: Storage.self)
+        let filled = storage.withUnsafeMutablePointerToElements { fill(UnsafeMutableRawBufferPointer(start: $0, count: count)) }
+        guard filled else { return nil }
+    }
+
+    /// The bytes to write again, when this value is the only one left that
+    /// holds them (whoever it was handed to has let go): a block reused for
+    /// what is copied into clients' output saves an allocation per hit.
+    /// Nil while another holds them (they must not change under it).
+    public mutating func reusableBuffer() -> UnsafeMutableRawBufferPointer? {
+        guard isKnownUniquelyReferenced(&storage) else { return nil }
+        return storage.withUnsafeMutablePointerToElements { UnsafeMutableRawBufferPointer(start: $0, count: storage.header) }
     }
 
     public init(_ array: [UInt8]) {

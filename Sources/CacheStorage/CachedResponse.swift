@@ -51,6 +51,9 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
         let lengthFieldBytes: UInt8
         /// Content-Encoding: gzip (a client that does not take it gets the body decoded).
         let isGzip: Bool
+        /// Its Vary names any field (read on every hit: most do not, and
+        /// an entry with `rare` fields need not be asked for them).
+        let varies: Bool
         let directives: PackedCacheControl
         let rare: Rare?
     }
@@ -61,6 +64,8 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
         let varyNames: [String]
         let varyValues: [String?]
         let tags: [String]
+        /// What these cost beyond the block (`costBytes`), counted once.
+        let costBytes: Int
         init(bodyFile: FileBody?, otherFields: HeaderFields, varyNames: [String], varyValues: [String?],
              tags: [String]) {
             self.bodyFile = bodyFile
@@ -68,6 +73,12 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
             self.varyNames = varyNames
             self.varyValues = varyValues
             self.tags = tags
+            var cost = 96 + otherFields.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 32 }
+            cost += varyNames.reduce(0) { $0 + $1.utf8.count + 16 } + varyValues.reduce(0) { $0 + ($1?.utf8.count ?? 0) + 16 }
+            cost += tags.reduce(0) { $0 + $1.utf8.count + 48 }
+            // A small body in a file is read into memory to be stored there (`inMemory`).
+            if let file = bodyFile, file.length <= DiskTier.inlineReadLimit { cost += file.length }
+            costBytes = cost
         }
     }
 
@@ -125,7 +136,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
                           headLength: UInt32(headLength), keyLength: UInt32(key.utf8.count), status: UInt16(clamping: status),
                           hasValidator: hasValidator, lengthFieldBytes: UInt8(lengthField),
                           isGzip: knownCoding ?? AcceptEncoding.isGzip(HeadFields.first("content-encoding", in: headPrefix)),
-                          directives: directives,
+                          varies: !varyNames.isEmpty, directives: directives,
                           rare: plain ? nil : Rare(bodyFile: bodyFile, otherFields: otherFields, varyNames: varyNames,
                                                    varyValues: varyValues, tags: tags))
         let storage = unsafeDowncast(Storage.create(minimumCapacity: linkBytes + headLength + body.count + key.utf8.count) { _ in parts },
@@ -203,13 +214,15 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     public var lifetime: Int { Int(storage.header.lifetime) }
     public var cacheControl: CacheControl { storage.header.directives.unpacked }
     /// Vary field names (sorted) and the request's normalized values for them.
-    public var varyNames: [String] { storage.header.rare?.varyNames ?? [] }
-    public var varyValues: [String?] { storage.header.rare?.varyValues ?? [] }
+    public var varyNames: [String] { storage.header.varies ? storage.header.rare?.varyNames ?? [] : [] }
+    public var varyValues: [String?] { storage.header.varies ? storage.header.rare?.varyValues ?? [] : [] }
     /// Purge tags (sorted, no duplicates).
     public var tags: [String] { storage.header.rare?.tags ?? [] }
     /// For a large response kept on disk only: where its body is. The body
     /// in memory is then empty and hits are written with sendfile.
     public var bodyFile: FileBody? { storage.header.rare?.bodyFile }
+    /// Whether the body is in a file (no copy of its `FileBody`).
+    var hasBodyFile: Bool { storage.header.rare?.bodyFile != nil }
     /// Whether a conditional request can validate this response.
     public var hasValidator: Bool { storage.header.hasValidator }
 
@@ -313,11 +326,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     /// What this entry counts against the memory limit.
     public var costBytes: Int {
         var cost = headLength + storage.header.bodyCount + Int(storage.header.keyLength) + Self.overheadBytes
-        if let rare = storage.header.rare {
-            cost += 96 + rare.otherFields.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 32 }
-            cost += rare.varyNames.reduce(0) { $0 + $1.utf8.count + 16 } + rare.varyValues.reduce(0) { $0 + ($1?.utf8.count ?? 0) + 16 }
-            cost += rare.tags.reduce(0) { $0 + $1.utf8.count + 48 }
-        }
+        if let rare = storage.header.rare { cost += rare.costBytes }
         return cost
     }
 
@@ -436,14 +445,25 @@ enum HeadFields {
     }
 }
 
-/// A body stored in a file: `length` bytes at `offset` of `path`.
+/// A body stored in a file: `length` bytes at `offset` of an open file.
+/// The descriptor leaves the store with the response (a hit never opens
+/// the file by its path again) and stays open while anything holds it:
+/// a client still being sent the body reads the version it began with,
+/// even if the file is replaced or removed meanwhile.
 public struct FileBody: Equatable, Sendable {
-    public var path: String
+    public let file: StoredFile
     public var offset: Int
     public var length: Int
-    public init(path: String, offset: Int, length: Int) {
-        self.path = path
+    public init(file: StoredFile, offset: Int, length: Int) {
+        self.file = file
         self.offset = offset
         self.length = length
+    }
+
+    /// The file's path when it was opened (for messages).
+    public var path: String { file.path }
+
+    public static func == (a: FileBody, b: FileBody) -> Bool {
+        a.file === b.file && a.offset == b.offset && a.length == b.length
     }
 }

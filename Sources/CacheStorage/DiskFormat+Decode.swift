@@ -54,8 +54,11 @@ extension DiskFormat {
         }.get()
     }
 
-    /// The same from bytes read into a buffer of the caller's.
-    static func decodeEntry(_ raw: UnsafeRawBufferPointer, key: String, verify: Bool,
+    /// The same from bytes read into a buffer of the caller's. `bodyIn`:
+    /// the file the bytes were read from, open: the entry then leaves the
+    /// body there (`FileBody`) to be kept and served as stored; except a
+    /// stored piece of a range, whose body joins others in memory.
+    static func decodeEntry(_ raw: UnsafeRawBufferPointer, key: String, verify: Bool, bodyIn file: StoredFile? = nil,
                             shiftSeconds: Int64 = 0) throws(Failure) -> (storedAt: Int64, entry: CachedResponse)? {
         let (h, metaEnd) = try checkedHeader(raw, verify: verify)
         let m = try parseMeta(UnsafeRawBufferPointer(rebasing: raw[fixedHeaderBytes..<metaEnd]))
@@ -65,10 +68,16 @@ extension DiskFormat {
             timing.requestTime = timing.requestTime.plusSaturating(shiftSeconds)
             timing.responseTime = timing.responseTime.plusSaturating(shiftSeconds)
         }
-        let body = UnsafeRawBufferPointer(rebasing: raw[metaEnd...])
+        var body = UnsafeRawBufferPointer(rebasing: raw[metaEnd...])
+        let length = body.count
+        var bodyFile: FileBody?
+        if let file, m.status != 206 {
+            bodyFile = FileBody(file: file, offset: metaEnd, length: length)
+            body = UnsafeRawBufferPointer(start: nil, count: 0)
+        }
         let entry = CachedResponse.make(key: key, status: m.status, headPrefix: m.prefix,
-                                        contentLength: m.status != 204 && m.status != 304 ? body.count : nil,
-                                        body: body, bodyFile: nil, otherFields: m.otherFields,
+                                        contentLength: m.status != 204 && m.status != 304 ? length : nil,
+                                        body: body, bodyFile: bodyFile, otherFields: m.otherFields,
                                         timing: timing, lifetime: h.flags & staleFlag != 0 ? 0 : m.lifetime,
                                         directives: m.directives, varyNames: m.varyNames, varyValues: m.varyValues,
                                         tags: m.tags, hasValidator: m.hasValidator, isGzip: m.isGzip)

@@ -121,8 +121,10 @@ public final class MemoryTier: CacheTier, AdmittingTier, LifetimeTier {
     /// alone exceeds the limit, or (`promoted`) admission turned it away.
     @discardableResult
     public func insert(_ entry: CachedResponse, promoted: Bool = false) -> Bool {
-        // A body in a file costs memory only for its head (hits sendfile it).
-        guard entry.body.count <= maxObjectBytes else { return false }
+        // A body in a file costs memory only for its head (hits sendfile
+        // it): stored so when a response refreshed by a 304 has no other
+        // place; what the disk tier found stays there (it keeps it open).
+        guard entry.body.count <= maxObjectBytes, !(promoted && entry.bodyFile != nil) else { return false }
         let hash = KeyHash.of(entry.keyBytes)
         return shard(hash).change { $0.put(entry, promoted: promoted, hash: hash) }
     }
@@ -130,7 +132,7 @@ public final class MemoryTier: CacheTier, AdmittingTier, LifetimeTier {
     public func wouldAdmit(_ entry: CachedResponse) -> Bool { wouldAdmit(entry, keyHash: KeyHash.of(entry.keyBytes)) }
 
     public func wouldAdmit(_ entry: CachedResponse, keyHash: Int) -> Bool {
-        guard entry.body.count <= maxObjectBytes else { return false }
+        guard let bytes = entry.residentBodyBytes, bytes <= maxObjectBytes else { return false }
         return shard(keyHash).index.withLock { $0.wouldAdmit(entry, hash: keyHash) }
     }
 
@@ -187,8 +189,10 @@ public final class MemoryTier: CacheTier, AdmittingTier, LifetimeTier {
 /// The variants stored for one key, oldest first, without an array for the
 /// usual single one (a hit allocates nothing to return it).
 public struct Variants: RandomAccessCollection, Sendable {
-    private let older: [CachedResponse]
-    private let newest: CachedResponse?
+    // Read in place by the request path in other modules (inlinable: a
+    // call per element returned each one retained).
+    @usableFromInline let older: [CachedResponse]
+    @usableFromInline let newest: CachedResponse?
 
     public init() {
         older = []
@@ -205,9 +209,9 @@ public struct Variants: RandomAccessCollection, Sendable {
         self.newest = newest
     }
 
-    public var startIndex: Int { 0 }
-    public var endIndex: Int { newest == nil ? 0 : older.count + 1 }
-    public subscript(position: Int) -> CachedResponse { position < older.count ? older[position] : newest! }
+    @inlinable public var startIndex: Int { 0 }
+    @inlinable public var endIndex: Int { newest == nil ? 0 : older.count + 1 }
+    @inlinable public subscript(position: Int) -> CachedResponse { position < older.count ? older[position] : newest! }
 
     /// Collects variants oldest first; one alone needs no array.
     struct Builder {

@@ -65,9 +65,9 @@ struct SieveIndex: ~Copyable {
     /// wanted more often than the key the hand would evict (looked at
     /// without moving the hand, a few keys at most). `hash`: the entry's key's.
     private mutating func admits(_ entry: CachedResponse, hash: Int) -> Bool {
-        guard let start = hand ?? oldest, let oldestAddress = oldest?.address else { return true }
+        guard let oldestAddress = oldest?.address else { return true }
         // Walked by address: no reference taken per key passed.
-        var candidate = start.address
+        var candidate = hand?.address ?? oldestAddress
         for _ in 0..<8 where CachedResponse.linkWord(at: candidate) & 1 != 0 {
             candidate = CachedResponse.newer(at: candidate) ?? oldestAddress
         }

@@ -66,25 +66,42 @@ public final class TieredStore: @unchecked Sendable {
         let since = fetchToken
         let removedSince = removalNumber.load(ordering: .acquiring)
         for level in 1..<tiers.count {
-            guard let found = mayBlock ? tiers[level].lookup(key, hash: hash)
-                : blocking[level].map({ $0.lookupWithoutBlocking(key, hash: hash) }) ?? tiers[level].lookup(key, hash: hash)
-            else { return nil }
+            let found: Variants
+            if !mayBlock, let tier = blocking[level] {
+                guard let read = tier.lookupWithoutBlocking(key, hash: hash) else { return nil }
+                found = read
+            } else {
+                found = tiers[level].lookup(key, hash: hash)
+            }
             guard !found.isEmpty else { continue }
             // Admission first, per tier: a working set larger than the faster
             // tiers is mostly declined, and then no store-wide lock is taken.
             // (`insert` decides again under the lock.)
-            guard found.contains(where: { entry in admitting[..<level].contains { $0?.wouldAdmit(entry, keyHash: hash) ?? true } })
-            else { return found }
+            guard found.contains(where: { fasterAdmit($0, before: level, hash: hash) }) else { return found }
+            // A small body left in its file is read in first (outside the lock).
+            let promoted = found.compactMap { $0.inMemory(mayBlock: mayBlock) }
             // Promotion loses to a purge or a removal that ran while the tier was read.
             purges.withLock { log in
                 guard !removals.withLock({ $0.removed(key, since: removedSince) }) else { return }
-                for entry in found where log.verdict(key: key, tags: entry.tags, since: since) == .store {
+                for entry in promoted where log.verdict(key: key, tags: entry.tags, since: since) == .store {
                     for faster in tiers[..<level] { faster.insert(entry, promoted: true) }
                 }
             }
             return found
         }
         return Variants()
+    }
+
+    /// Whether a tier before `level` would take `entry` (one that does not
+    /// choose takes everything).
+    private func fasterAdmit(_ entry: CachedResponse, before level: Int, hash: Int) -> Bool {
+        // The usual store (memory, then disk): asked directly, not through an existential.
+        if level == 1, let memory { return memory.wouldAdmit(entry, keyHash: hash) }
+        for faster in 0..<level {
+            guard let tier = admitting[faster] else { return true }
+            if tier.wouldAdmit(entry, keyHash: hash) { return true }
+        }
+        return false
     }
 
     // MARK: storing, under the purge lock
@@ -106,7 +123,9 @@ public final class TieredStore: @unchecked Sendable {
     /// stores it marked stale).
     @discardableResult
     public func insert(_ entry: CachedResponse, firstTierOnly: Bool = false, fetchedSince since: UInt64) -> Bool {
-        purges.withLock { log in
+        // A disk hit's small body, left in its file, is read in to be stored.
+        let entry = entry.inMemory() ?? entry
+        return purges.withLock { log in
             var entry = entry
             switch log.verdict(key: entry.key, tags: entry.tags, since: since) {
             case .refuse: return false

@@ -54,10 +54,32 @@ extension HTTP1Answers {
         var tail: ClientHead.Tail {
             ClientHead.Tail(age: age, dateLine: worker.dateHeader.current(now: now), cacheStatus: cacheStatus, connection: field)
         }
-        var file: OpenFile?
+        // A body in a file (a disk hit served as stored): a small one in one
+        // read into the output, from the page cache; a large one, or one the
+        // page cache lacks, by sendfile as the client takes it.
+        var file: OpenFile?, tailAndBody: (bytes: Bytes, count: Int)?
         if let bodyFile = entry.bodyFile, answer.sendsBody, request.method != "HEAD" {
-            guard let opened = openBody(bodyFile, of: entry) else { return nil }
-            file = opened
+            if case .whole = answer, bodyFile.length <= Self.readIntoOutputLimit {
+                // Read in behind the per-request tail: one block for both.
+                worker.headScratch.removeAll(keepingCapacity: true)
+                ClientHead.appendHitTail(age: age, cacheStatus: cacheStatus, connection: field, to: &worker.headScratch)
+                var outcome = FileBody.ReadInto.failed
+                tailAndBody = worker.headScratch.withUnsafeBytes { tail in
+                    copied(count: tail.count + bodyFile.length) { block in
+                        block.copyMemory(from: tail)
+                        outcome = bodyFile.read(into: UnsafeMutableRawBufferPointer(rebasing: block[tail.count...]), cachedOnly: true)
+                        return outcome == .read
+                    }
+                }
+                switch outcome {
+                case .read: break
+                case .wouldBlock: file = OpenFile(bodyFile.file)
+                case .failed: return bodyGone(bodyFile, of: entry)
+                }
+            } else {
+                guard bodyFile.isReadable else { return bodyGone(bodyFile, of: entry) }
+                file = OpenFile(bodyFile.file)
+            }
         }
         switch answer {
         case .notModified:
@@ -78,12 +100,21 @@ extension HTTP1Answers {
                                        isHidden: worker.cache.builder.isHidden))
             return SentAnswer(status: 416, bodyBytes: 0)
         case .whole:
-            // The stored head as is, then the per-request tail from a buffer the worker reuses.
-            worker.headScratch.removeAll(keepingCapacity: true)
-            ClientHead.appendHitTail(age: age, cacheStatus: cacheStatus, connection: field, to: &worker.headScratch)
+            // The stored head as is, then the per-request tail from a buffer
+            // the worker reuses (with a small body from a file read behind it).
             let headLength = entry.headLength
             enqueue(entry, from: 0, to: headLength)
-            worker.headScratch.withUnsafeBytes { enqueue(copying: $0) }
+            if let tailAndBody {
+                enqueue(tailAndBody.bytes, from: 0, to: tailAndBody.count)
+                return SentAnswer(status: entry.status, bodyBytes: entry.bodyLength)
+            }
+            worker.headScratch.removeAll(keepingCapacity: true)
+            ClientHead.appendHitTail(age: age, cacheStatus: cacheStatus, connection: field, to: &worker.headScratch)
+            worker.headScratch.withUnsafeBytes { tail in
+                if let copy = copied(count: tail.count, { $0.copyMemory(from: tail); return true }) {
+                    enqueue(copy.bytes, from: 0, to: copy.count)
+                }
+            }
             if let file, let bodyFile = entry.bodyFile {
                 enqueue(file: file, from: bodyFile.offset, to: bodyFile.offset + bodyFile.length)
             } else if request.method != "HEAD" {
@@ -120,17 +151,25 @@ extension HTTP1Answers {
         }
     }
 
-    /// The body file of a stored response, or nil when it is gone or was
-    /// cut short behind Larder's back (sent as is, every hit would be a
-    /// short body and a cut connection).
-    private func openBody(_ bodyFile: FileBody, of entry: CachedResponse) -> OpenFile? {
-        guard let fd = try? Socket.openForReading(bodyFile.path) else { return nil }
-        let file = OpenFile(fd: fd)
-        if let size = Socket.fileSize(fd), size < bodyFile.offset + bodyFile.length {
-            worker.logger.warning("stored body \(bodyFile.path) is \(size) bytes, shorter than recorded (\(bodyFile.offset + bodyFile.length)): entry dropped, fetching \(entry.key) again")
-            return nil
+    /// `count` bytes written by `fill` (false: nil) into the worker's output
+    /// block when no output holds it any more, else into a new one.
+    private func copied(count: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Bool) -> (bytes: Bytes, count: Int)? {
+        if count <= Worker.outputBlockBytes, let block = worker.outputBlock.reusableBuffer() {
+            return fill(UnsafeMutableRawBufferPointer(rebasing: block[..<count])) ? (worker.outputBlock, count) : nil
         }
-        return file
+        return Bytes(count: count, fill).map { ($0, count) }
+    }
+
+    /// Bodies up to this size in a file are read into the output (one
+    /// read, one writev with the head); larger ones go by sendfile.
+    static var readIntoOutputLimit: Int { 64 << 10 }
+
+    /// A body file cut short behind Larder's back (sent as is, every hit
+    /// would be a short body and a cut connection): nil, and the entry is
+    /// dropped and fetched again.
+    private func bodyGone(_ bodyFile: FileBody, of entry: CachedResponse) -> SentAnswer? {
+        worker.logger.warning("stored body \(bodyFile.path) is shorter than recorded (\(bodyFile.offset + bodyFile.length) bytes): entry dropped, fetching \(entry.key) again")
+        return nil
     }
 
     /// Queues a head passed on (the upstream's, or a shared fetch's) and

@@ -8,12 +8,13 @@ import Glibc
 /// An open file whose bytes are being sent; closed when the last segment
 /// using it is gone.
 final class OpenFile {
-    let fd: Int32
+    /// Kept open by this as long as the bytes wait.
+    let file: StoredFile
+    var fd: Int32 { file.fd.rawValue }
     /// Bytes up to here were found in the page cache (or loaded there, or
     /// cannot be told): sendfile may send them without waiting for the disk.
     var cachedUntil = 0
-    init(fd: Int32) { self.fd = fd }
-    deinit { Socket.close(fd) }
+    init(_ file: StoredFile) { self.file = file }
 }
 
 /// Bytes waiting to go to a client socket. Memory segments point into

@@ -274,8 +274,8 @@ extension CacheAccess {
                           fetchedSince: UInt64, sharedMark: SharedMark?, toDisk: Bool) -> (response: CachedResponse, stored: Bool)? {
         guard let (refreshed, storable) = response.refreshing(validated, among: variants, builder: builder) else { return nil }
         if storable, storeRefreshed(refreshed, fetchedSince: fetchedSince, toDisk: toDisk), let tier = sharedTier,
-           let sharedMark, refreshed.bodyFile == nil {
-            tier.store(refreshed, fetchedAt: sharedMark)
+           let sharedMark, let shared = refreshed.inMemory(), shared.bodyFile == nil {
+            tier.store(shared, fetchedAt: sharedMark)
         }
         WorkerStats.bump(counters.revalidations)
         return (refreshed, storable)

@@ -53,6 +53,11 @@ public final class Worker {
     /// Where a hit's last head fields are assembled before being copied to
     /// the connection's queue (no array allocated per hit).
     @exclusivity(unchecked) var headScratch: [UInt8] = { var a: [UInt8] = []; a.reserveCapacity(256); return a }()
+    /// What a hit copies into a client's output (its per-request tail, a
+    /// small body read from a file) is written here when no output still
+    /// holds it from an earlier hit (most are written out at once).
+    @exclusivity(unchecked) var outputBlock = Bytes(count: Worker.outputBlockBytes) { _ in true }!
+    static let outputBlockBytes = (64 << 10) + 1024
     var dateHeader = DateHeader()
     private var acceptors: [Acceptor] = []
     private var connections: [ObjectIdentifier: any ClientTransport] = [:]

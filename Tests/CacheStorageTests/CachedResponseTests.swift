@@ -36,7 +36,7 @@ final class CachedResponseTests: XCTestCase {
         }
         // A body in a file: only the field is in the block.
         let large = CachedResponse.make(head: testHead("/f"), body: UnsafeRawBufferPointer(start: nil, count: 0),
-                                        bodyFile: FileBody(path: "/x", offset: 0, length: 12_345_678_901))
+                                        bodyFile: FileBody(opening: "/dev/null", offset: 0, length: 12_345_678_901))
         XCTAssertTrue(String(decoding: large.headPrefix, as: UTF8.self).hasSuffix("Content-Length: 12345678901\r\n"))
     }
 

@@ -37,7 +37,7 @@ final class DiskFastPathTests: XCTestCase {
     }
 
     func testAFileCutShortAfterItWasVerifiedIsAMissAndGoes() throws {
-        let tier = try openTier()
+        let tier = try openTier(keptFiles: 0)
         tier.store(record("/cut"))
         tier.flush(timeoutSeconds: 10)
         XCTAssertEqual(tier.lookup("/cut").first?.bodyLength, 1000, "first hit: read and verified")
@@ -49,10 +49,53 @@ final class DiskFastPathTests: XCTestCase {
         XCTAssertEqual(tier.stats.objects, 0)
     }
 
+    func testAKeptFileCutShortIsFoundButItsBodyCannotBeRead() throws {
+        let tier = try openTier()
+        tier.store(record("/cut"))
+        tier.flush(timeoutSeconds: 10)
+        XCTAssertEqual(tier.lookup("/cut").first?.bodyLength, 1000, "first hit: read, verified and kept")
+        XCTAssertEqual(truncate(try path(of: "/cut"), 500), 0)
+        // Served as stored, the head is not read again: the body's read
+        // finds the file short, and the proxy drops the entry (never a short body).
+        let entry = try XCTUnwrap(tier.lookup("/cut").first)
+        let body = try XCTUnwrap(entry.bodyFile)
+        XCTAssertFalse(body.isReadable)
+        guard case .failed = body.read(cachedOnly: true) else { return XCTFail("a short file is a failed read") }
+        XCTAssertNil(entry.inMemory(), "never taken into memory short")
+    }
+
+    func testAKeptFileIsServedAsStored() throws {
+        let tier = try openTier()
+        tier.store(record("/as-stored", bytes: 3000))
+        tier.flush(timeoutSeconds: 10)
+        let first = try XCTUnwrap(tier.lookup("/as-stored").first)
+        let second = try XCTUnwrap(tier.lookup("/as-stored").first)
+        XCTAssertTrue(first.isSame(second), "one response read once, not decoded per hit")
+        let body = try XCTUnwrap(second.bodyFile, "its body left in the file")
+        XCTAssertEqual(second.body.count, 0)
+        guard case .bytes(let bytes) = body.read(cachedOnly: false) else { return XCTFail("the body reads") }
+        XCTAssertEqual(Array(bytes.buffer), [UInt8](repeating: 0x62, count: 3000))
+        XCTAssertEqual(second.inMemory()?.body.count, 3000, "read in whole where it goes into memory")
+        XCTAssertNil(second.inMemory()?.bodyFile)
+    }
+
+    func testASoftPurgeDropsWhatIsKeptOfAFile() throws {
+        let tier = try openTier()
+        tier.store(record("/soft"))
+        tier.flush(timeoutSeconds: 10)
+        XCTAssertGreaterThan(try XCTUnwrap(tier.lookup("/soft").first).lifetime, 0)
+        XCTAssertEqual(tier.files.kept.value.load(ordering: .relaxed), 1)
+        let purge = tier.purge(.key("/soft"), soft: true)
+        XCTAssertEqual(purge.finish(), [])
+        XCTAssertEqual(tier.files.kept.value.load(ordering: .relaxed), 0, "what was kept would serve it fresh")
+        XCTAssertEqual(try XCTUnwrap(tier.lookup("/soft").first).lifetime, 0, "read again: marked stale")
+        XCTAssertEqual(try XCTUnwrap(tier.lookup("/soft").first).lifetime, 0, "and not kept fresh again")
+    }
+
     func testAFileReplacedSinceTheIndexWasReadIsServedNotDropped() throws {
         // A newer write of the same response renames a file of another size
         // into place between a lookup's index read and its file read.
-        let tier = try openTier()
+        let tier = try openTier(keptFiles: 0)
         tier.store(record("/swap", bytes: 1000))
         tier.flush(timeoutSeconds: 10)
         XCTAssertEqual(tier.lookup("/swap").first?.bodyLength, 1000)
@@ -343,7 +386,7 @@ final class DiskFastPathTests: XCTestCase {
         XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data([1])))
         let fd = open(path, O_RDONLY)
         XCTAssertGreaterThanOrEqual(fd, 0)
-        return (KeptFile(FileDescriptor(rawValue: fd), count: KeptCount(), linkedAt: linkedAt), path)
+        return (KeptFile(StoredFile(FileDescriptor(rawValue: fd), path: path), count: KeptCount(), linkedAt: linkedAt), path)
     }
 
     func testAKeptFileIsAskedAboutItsNameOncePerWindow() throws {

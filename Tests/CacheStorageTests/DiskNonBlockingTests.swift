@@ -9,7 +9,8 @@ import TestSupport
 /// in the page cache is read at once; one that is not (dropped from the
 /// page cache here with posix_fadvise), a large file's head, or a
 /// sub-directory not listed yet makes the lookup decline, to be made on an
-/// I/O thread instead.
+/// I/O thread instead. A file kept open since a hit needs no read at all:
+/// its head is answered at once, and its body read as the page cache has it.
 final class DiskNonBlockingTests: XCTestCase {
     private var directory = ""
 
@@ -22,8 +23,9 @@ final class DiskNonBlockingTests: XCTestCase {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    private func openTier() throws -> DiskTier {
-        let tier = try DiskTier(directory: directory, limitBytes: 100 << 20) { _ in }
+    /// `keptFiles: 0`: every hit reads its file (nothing kept open).
+    private func openTier(keptFiles: Int = DiskFiles.defaultKeepLimit()) throws -> DiskTier {
+        let tier = try DiskTier(directory: directory, limitBytes: 100 << 20, keptFiles: keptFiles) { _ in }
         tier.waitForIndex(timeoutSeconds: 10)
         return tier
     }
@@ -44,7 +46,7 @@ final class DiskNonBlockingTests: XCTestCase {
     }
 
     func testAFileInThePageCacheIsReadOnTheLoopAndAColdOneIsLeftToAnIOThread() throws {
-        let tier = try openTier()
+        let tier = try openTier(keptFiles: 0)
         store(tier, "/warm", bytes: 20_000)
         let hash = KeyHash.of("/warm")
         XCTAssertEqual(tier.lookup("/warm", hash: hash).first?.bodyLength, 20_000, "first hit: verified")
@@ -63,11 +65,26 @@ final class DiskNonBlockingTests: XCTestCase {
         let hash = KeyHash.of("/large")
         XCTAssertNil(tier.lookupWithoutBlocking("/large", hash: hash), "its head is read on an I/O thread")
         XCTAssertEqual(tier.lookup("/large", hash: hash).first?.bodyFile?.length, DiskTier.inlineReadLimit + 1)
+        XCTAssertEqual(tier.lookupWithoutBlocking("/large", hash: hash)?.first?.bodyFile?.length, DiskTier.inlineReadLimit + 1,
+                       "kept open since: answered at once")
         XCTAssertTrue(tier.lookupWithoutBlocking("/missing", hash: KeyHash.of("/missing"))?.isEmpty ?? false, "a miss is known at once")
     }
 
+    func testAKeptFileIsAnsweredAtOnceAndItsColdBodyIsLeftToTheOutput() throws {
+        let tier = try openTier()
+        store(tier, "/kept", bytes: 20_000)
+        let hash = KeyHash.of("/kept")
+        XCTAssertEqual(tier.lookup("/kept", hash: hash).first?.bodyFile?.length, 20_000, "first hit: verified, kept as stored")
+        try evict("/kept")
+        let entry = try XCTUnwrap(tier.lookupWithoutBlocking("/kept", hash: hash)?.first, "no read needed: answered at once")
+        let body = try XCTUnwrap(entry.bodyFile)
+        guard case .wouldBlock = body.read(cachedOnly: true) else { return XCTFail("the cold body is not read on the loop") }
+        guard case .bytes(let bytes) = body.read(cachedOnly: false) else { return XCTFail("read where waiting is allowed") }
+        XCTAssertEqual(Array(bytes.buffer), [UInt8](repeating: 0x61, count: 20_000))
+    }
+
     func testTheStoreDeclinesOnlyWhereASlowerTierWouldWait() throws {
-        let disk = try openTier()
+        let disk = try openTier(keptFiles: 0)
         let tiered = TieredStore(tiers: [MemoryTier(limitBytes: 1 << 20), disk])
         store(disk, "/cold", bytes: 10_000)
         _ = disk.lookup("/cold")  // verified once

@@ -133,7 +133,7 @@ final class DecodingBodyTests: XCTestCase {
         defer { try? FileManager.default.removeItem(atPath: path) }
         try Data([0, 1, 2] + compressed).write(to: URL(fileURLWithPath: path))
         guard PageCache.drop(path) else { throw XCTSkip("this file system keeps the file's pages in memory (tmpfs?)") }
-        let file = try XCTUnwrap(FileBodyReader(FileBody(path: path, offset: 3, length: compressed.count)))
+        let file = try XCTUnwrap(FileBodyReader(XCTUnwrap(FileBody(opening: path, offset: 3, length: compressed.count))))
         let body = try XCTUnwrap(DecodingBody(entry([]), file: file, length: random.count, wanted: 0..<random.count))
         XCTAssertTrue(body.prime())
         let loop = try EventLoop()

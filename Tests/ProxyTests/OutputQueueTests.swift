@@ -44,7 +44,7 @@ final class OutputQueueTests: XCTestCase {
         let big = [UInt8](repeating: 0x61, count: 10_000)
         queue.append(head)
         queue.append(Bytes(big), from: 100, to: 9_000)
-        queue.append(file: OpenFile(fd: fd), from: 500, to: 20_000)
+        queue.append(file: OpenFile(try XCTUnwrap(StoredFile(opening: path))), from: 500, to: 20_000)
         queue.append([])  // nothing: no segment
         XCTAssertEqual(queue.pendingBytes, head.count + 8_900 + 19_500)
 
@@ -87,7 +87,7 @@ final class OutputQueueTests: XCTestCase {
         try Data(fileBytes).write(to: URL(fileURLWithPath: path))
         addTeardownBlock { try? FileManager.default.removeItem(atPath: path) }
         guard PageCache.drop(path) else { throw XCTSkip("this file system keeps the file's pages in memory (tmpfs?)") }
-        let file = OpenFile(fd: open(path, O_RDONLY))
+        let file = try OpenFile(XCTUnwrap(StoredFile(opening: path)))
         XCTAssertGreaterThanOrEqual(file.fd, 0)
         var queue = OutputQueue()
         let head = Array("HTTP/1.1 200 OK\r\n\r\n".utf8)

@@ -66,12 +66,44 @@ public final class DiskFiles: Sendable {
     func use(_ key: HashedKey, overheadBytes: Int, now: UInt64 = DiskIndex.now()) -> Uses? {
         withFiles(of: key) { variants -> Uses? in
             guard variants != nil else { return nil }
-            var found = Uses()
-            variants!.forEachInPlace { name, item in
-                item.lastUse = now
-                found.append((name, item.bytes - overheadBytes, item.verified, item.id, item.kept))
+            return Self.use(&variants!, overheadBytes: overheadBytes, now: now)
+        }
+    }
+
+    private static func use(_ variants: inout Variants, overheadBytes: Int, now: UInt64) -> Uses {
+        var found = Uses()
+        variants.forEachInPlace { name, item in
+            item.lastUse = now
+            found.append((name, item.bytes - overheadBytes, item.verified, item.id, item.kept))
+        }
+        return found
+    }
+
+    /// What a hit found.
+    enum Hit {
+        /// The key's one file, kept with its response read once, its name
+        /// trusted now: that response, served as stored.
+        case asStored(CachedResponse, storedAt: Int64, name: FileName, id: UInt64)
+        /// The files to read (as `use`).
+        case files(Uses)
+    }
+
+    /// `use`, with the common hit answered under the same lock: one file,
+    /// kept as stored (no copies of the file list, no descriptor retained).
+    func hit(_ key: HashedKey, overheadBytes: Int, now: UInt64) -> Hit? {
+        withFiles(of: key) { variants -> Hit? in
+            guard variants != nil else { return nil }
+            if variants!.isSingle {
+                var hit: Hit?
+                variants!.forEachInPlace { name, item in
+                    guard let kept = item.kept, let head = kept.head, kept.isTrusted(now: now, recheckNanoseconds: recheckNanoseconds)
+                    else { return }
+                    item.lastUse = now
+                    hit = .asStored(head, storedAt: kept.storedAt, name: name, id: item.id)
+                }
+                if let hit { return hit }
             }
-            return found
+            return .files(Self.use(&variants!, overheadBytes: overheadBytes, now: now))
         }
     }
 
@@ -79,14 +111,33 @@ public final class DiskFiles: Sendable {
     /// (instead of `replacing`, one whose file went), unless the entry
     /// changed meanwhile (`id`: replaced or removed; 0: not indexed yet),
     /// has another, or `keepLimit` is reached: then it is closed.
-    func keep(_ fd: FileDescriptor, key: String, name: FileName, id: UInt64, replacing: KeptFile?, openedAt: UInt64) {
-        guard id != 0, replacing != nil || kept.value.load(ordering: .relaxed) < keepLimit else { return DiskIO.close(fd) }
-        let file = KeptFile(fd, count: kept, linkedAt: openedAt)
+    func keep(_ stored: StoredFile, head: CachedResponse?, storedAt: Int64, key: String, name: FileName, id: UInt64,
+              replacing: KeptFile?, openedAt: UInt64) {
+        guard mayKeep(id: id, replacing: replacing) else { return }
+        let file = KeptFile(stored, head: head, storedAt: storedAt, count: kept, linkedAt: openedAt)
         withFiles(of: key) { variants in
-            guard let item = variants?[name], item.id == id, item.kept === replacing else { return }
+            guard let item = variants?[name], item.id == id, item.kept === replacing, !item.keepsNothing else { return }
             variants?.modify(name) { $0.kept = file }
         }
-        // Not kept: `file` closes it here, outside the lock.
+        // Not kept: released here, outside the lock.
+    }
+
+    /// Whether `keep` would keep a file (asked before it is read, to know
+    /// whether to decode it for keeping).
+    func mayKeep(id: UInt64, replacing: KeptFile?) -> Bool {
+        id != 0 && (replacing != nil || kept.value.load(ordering: .relaxed) < keepLimit)
+    }
+
+    /// A soft purge marks the file stale: what is kept of it would serve it
+    /// fresh, so it goes, and the entry keeps nothing more (a hit reads the
+    /// file, and sees the mark once it is written).
+    func dropKept(_ key: String, _ name: FileName) {
+        withFiles(of: key) { variants in
+            variants?.modify(name) { item in
+                item.kept = nil
+                item.keepsNothing = true
+            }
+        }
     }
 
     func isVerified(_ key: String, _ name: FileName) -> Bool { withFiles(of: key) { $0?[name]?.verified ?? false } }
@@ -201,9 +252,11 @@ struct DiskIndex: ~Copyable {
         var tags: [String] = []
         /// Tells this entry from a later one of the same name.
         var id = DiskIndex.nextID()
-        /// The file's descriptor, kept open since a hit (closed with the
-        /// entry, once no hit is reading it).
+        /// The file, kept open since a hit with what it holds (closed with
+        /// the entry, once no hit is reading it).
         var kept: KeptFile?
+        /// Soft-purged: nothing is kept of it (see `DiskFiles.dropKept`).
+        var keepsNothing = false
     }
 
     private static let ids = Atomic<UInt64>(0)
@@ -372,21 +425,32 @@ struct DiskIndex: ~Copyable {
     }
 }
 
-/// A stored file's descriptor kept open between hits, so a hit is one
-/// `pread`: no path walk, no open and close. It hangs on the file's index
-/// entry and is closed when the last holder lets go: the entry (removed or
-/// replaced by a newer file) or a hit still reading it. An open descriptor
-/// reads the file it was opened on, so a newer file under the same name
-/// is a new entry with its own.
+/// A stored file kept open between hits, with the response it holds
+/// read once: a later hit is served as stored (the head as it lies in the
+/// file, decoded once; the body from the descriptor), with no path walk,
+/// open, read, decode or allocation. It hangs on the file's index entry
+/// and goes with it (removed or replaced by a newer file); the descriptor
+/// closes when the last holder lets go, a client still being sent the body
+/// included. An open descriptor reads the file it was opened on, so a
+/// newer file under the same name is a new entry with its own.
 final class KeptFile: Sendable {
-    let fd: FileDescriptor
+    let file: StoredFile
+    /// The response with its body in `file` (nil: read the file each hit,
+    /// as for a stored piece of a range, whose body must be in memory).
+    let head: CachedResponse?
+    /// When the response was stored (wall seconds: disk_ttl).
+    let storedAt: Int64
     private let count: KeptCount
     /// When its file was last seen still under its name (`DiskIndex.now()`).
     private let linkedAt: Atomic<UInt64>
 
+    var fd: FileDescriptor { file.fd }
+
     /// `linkedAt`: when it was opened by its name.
-    init(_ fd: FileDescriptor, count: KeptCount, linkedAt: UInt64) {
-        self.fd = fd
+    init(_ file: StoredFile, head: CachedResponse? = nil, storedAt: Int64 = 0, count: KeptCount, linkedAt: UInt64) {
+        self.file = file
+        self.head = head
+        self.storedAt = storedAt
         self.count = count
         self.linkedAt = Atomic(linkedAt)
         count.value.wrappingAdd(1, ordering: .relaxed)
@@ -398,16 +462,19 @@ final class KeptFile: Sendable {
     /// hit) at most once per `recheckNanoseconds`; in between, the last
     /// answer stands, as nginx's `open_file_cache_valid` lets it.
     func isLinked(now: UInt64, recheckNanoseconds: UInt64) -> Bool {
-        if now &- linkedAt.load(ordering: .relaxed) < recheckNanoseconds { return true }
-        guard DiskIO.isLinked(fd) else { return false }
+        if isTrusted(now: now, recheckNanoseconds: recheckNanoseconds) { return true }
+        guard DiskIO.isLinked(file.fd) else { return false }
         linkedAt.store(now, ordering: .relaxed)
         return true
     }
 
-    deinit {
-        count.value.wrappingSubtract(1, ordering: .relaxed)
-        DiskIO.close(fd)
+    /// Seen linked within the window: no need to ask (and no system call).
+    @inline(__always)
+    func isTrusted(now: UInt64, recheckNanoseconds: UInt64) -> Bool {
+        now &- linkedAt.load(ordering: .relaxed) < recheckNanoseconds
     }
+
+    deinit { count.value.wrappingSubtract(1, ordering: .relaxed) }
 }
 
 /// How many descriptors a tier keeps open.

@@ -51,18 +51,14 @@ extension DiskTier {
         }
     }
 
-    /// A stored file of known size in one read (no stat), handed to `body`
-    /// in the thread's `ReadScratch` (no allocation per hit), through
-    /// `kept` (its descriptor kept open since an earlier hit) or else
-    /// opened here: then the descriptor comes back, `opened`, for
-    /// the caller to keep or close. One more byte is asked for: a file of
-    /// another size (replaced by a newer write since the index was read) is
-    /// then read again whole, by its real size. nil when it cannot be read
-    /// (a file that vanished, or an I/O error: dropped).
-    func readFile<R>(named name: FileName, size: Int, kept: FileDescriptor?, mayBlock: Bool = true,
+    /// A stored file of known size in one read (no stat) from `fd`, handed
+    /// to `body` in the thread's `ReadScratch` (no allocation per hit). One
+    /// more byte is asked for: a file of another size (replaced by a newer
+    /// write since the index was read) is then read again whole, by its
+    /// real size. `.unreadable` when it cannot be read (an I/O error: the
+    /// file is dropped).
+    func readFile<R>(named name: FileName, size: Int, from fd: FileDescriptor, mayBlock: Bool = true,
                      _ body: (UnsafeRawBufferPointer) -> R) -> FileRead<R> {
-        guard let fd = kept ?? openStored(name) else { return .unreadable }
-        let opened = kept == nil ? fd : nil
         do throws(Errno) {
             var cold = false
             let read = ReadScratch.with(count: size + 1) { buffer in
@@ -81,28 +77,23 @@ extension DiskTier {
                     return n == size ? body(UnsafeRawBufferPointer(rebasing: buffer[..<n])) : nil
                 }
             }
-            if let result = try read.get() { return .read(result, opened: opened) }
-            if cold {
-                if let opened { DiskIO.close(opened) }
-                return .wouldBlock
-            }
+            if let result = try read.get() { return .read(result) }
+            if cold { return .wouldBlock }
             let real = try DiskIO.size(fd)
             // (A large file now: the next lookup opens it so.)
             if real <= Self.inlineReadLimit {
-                return .read(try DiskIO.read(fd, upTo: real, at: 0).withUnsafeBytes(body), opened: opened)
+                return .read(try DiskIO.read(fd, upTo: real, at: 0).withUnsafeBytes(body))
             }
         } catch {
             fault("corrupt", "dropping cache file \(path(of: name)): \(error)")
             try? DiskIO.remove(path(of: name))
         }
-        if let opened { DiskIO.close(opened) }
         return .unreadable
     }
 
     /// What became of reading a stored file whole.
     enum FileRead<R> {
-        /// `opened`: the descriptor opened for it (none when a kept one was read).
-        case read(R, opened: FileDescriptor?)
+        case read(R)
         case unreadable
         /// Asked not to wait for the disk, and it would have.
         case wouldBlock
@@ -215,30 +206,30 @@ extension DiskTier {
 
     static func charged(_ fileBytes: Int) -> Int { fileBytes + overheadBytes }
 
-    /// A large file: header and metadata read, the body left in place. Its
-    /// checksum is verified (streaming) the first time it is used after start.
-    func openLarge(_ path: String, key: String, name: FileName, indexed: Bool) -> DiskRecord? {
-        guard let fd = try? DiskIO.openForReading(path) else {
-            state.withLock { _ = $0.remove(key: key, name: name) }
+    /// A large file: header and metadata read, the body left in place
+    /// (sent from the descriptor), and kept for the next hits as for a
+    /// small one. Its checksum is verified (streaming) the first time it is
+    /// used after start.
+    func openLarge(key: String, name: FileName, size: Int, indexed: Bool, id: UInt64, replacing: KeptFile?,
+                   now: UInt64) -> CachedResponse? {
+        let path = path(of: name)
+        guard let fd = openStored(name) else {
+            state.withLock { _ = $0.remove(key: key, name: name, id: id) }
             return nil
         }
-        defer { DiskIO.close(fd) }
-        func drop(_ why: String) -> DiskRecord? {
-            fault("corrupt", "dropping unreadable cache file \(path): \(why)")
-            try? DiskIO.remove(path)
-            state.withLock { _ = $0.remove(key: key, name: name) }
+        let stored = StoredFile(fd, path: path)
+        func drop(_ why: String) -> CachedResponse? {
+            if state.withLock({ $0.remove(key: key, name: name, id: id) }) || id == 0 {
+                fault("corrupt", "dropping unreadable cache file \(path): \(why)")
+                try? DiskIO.remove(path)
+            }
             return nil
         }
         guard let (size, h, meta, found) = readHead(fd) else { return drop("bad header or metadata") }
         var record = found
         guard record.key == key else { return nil }  // a hash collision
-        if let lifetime = lifetime(for: key), clock.now().minusSaturating(record.storedAt) > Int64(lifetime) {
-            try? DiskIO.remove(path)
-            state.withLock { _ = $0.remove(key: key, name: name) }
-            return nil
-        }
-        let verified = files.isVerified(key, name)
-        if !verified {
+        guard !expired(key, storedAt: record.storedAt, name: name, id: id) else { return nil }
+        if !files.isVerified(key, name) {
             // Rarely here: the start-up rebuild verifies large files off the loop.
             if let failure = bodyChecksumFailure(fd, header: h, meta: meta) { return drop(failure) }
             if !indexed {
@@ -248,11 +239,13 @@ extension DiskTier {
             }
             files.setVerified(key, name)
         }
-        let body = FileBody(path: path, offset: DiskFormat.fixedHeaderBytes + h.metaLength, length: h.bodyLength)
+        let body = FileBody(file: stored, offset: DiskFormat.fixedHeaderBytes + h.metaLength, length: h.bodyLength)
         // Its pages are asked for now (read ahead by the kernel, without
         // waiting), so that sendfile on a worker's loop seldom waits for them.
         _ = posix_fadvise(fd.rawValue, off_t(body.offset), off_t(body.length), POSIX_FADV_WILLNEED)
         record.bodyFile = body
-        return record
+        let entry = record.response
+        files.keep(stored, head: entry, storedAt: record.storedAt, key: key, name: name, id: id, replacing: replacing, openedAt: now)
+        return entry
     }
 }

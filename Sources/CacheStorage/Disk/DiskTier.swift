@@ -142,127 +142,6 @@ public final class DiskTier: CacheTier, StreamingTier, BlockingTier, LifetimeTie
         }
     }
 
-    // MARK: reading
-
-    /// Every stored variant of `key`, read and verified. Files that fail are
-    /// deleted and count as misses.
-    ///
-    /// The fast path, for an indexed file: the index knows its size, so a
-    /// small file is one open, one read and one close (no stat), decoded
-    /// straight into the stored response (the body copied once), and its
-    /// checksum is checked the first time only (a later corruption that
-    /// keeps the size is not caught: the price of not summing every hit).
-    public func lookup(_ key: String) -> Variants { responses(HashedKey(key))?.variants ?? Variants() }
-
-    public func lookup(_ key: String, hash: Int) -> Variants { responses(HashedKey(key, hash: hash))?.variants ?? Variants() }
-
-    /// The lookup as a worker's loop may make it: nil, having found
-    /// nothing, where it would wait for the disk (a small file not wholly in
-    /// the page cache, a large file's head, a sub-directory not listed yet
-    /// during the start-up rebuild); `lookup` on an I/O thread does it then.
-    public func lookupWithoutBlocking(_ key: String, hash: Int) -> Variants? {
-        responses(HashedKey(key, hash: hash), mayBlock: false)?.variants
-    }
-
-    /// The records behind `lookup` (tests read these).
-    func records(_ key: String) -> [DiskRecord] {
-        (responses(HashedKey(key))?.variants ?? Variants()).map { entry in
-            var record = DiskRecord(head: entry.storedHead, storedAt: 0, body: Array(entry.body))
-            record.bodyFile = entry.bodyFile
-            return record
-        }
-    }
-
-    /// Nil only when `mayBlock` is false and the disk would be waited for.
-    private func responses(_ hashed: HashedKey, mayBlock: Bool = true) -> Variants.Builder? {
-        let key = hashed.key
-        // Read before the lookup: once the rebuild is done, every file is
-        // indexed, so a key the index lacks has none.
-        let rebuilt = self.files.rebuilt.load(ordering: .acquiring)
-        let now = DiskIndex.now()
-        var files = self.files.use(hashed, overheadBytes: Self.overheadBytes, now: now) ?? Uses()
-        let indexed = !files.isEmpty || rebuilt
-        if !indexed {
-            // Still rebuilding: look at the files themselves.
-            let hash = Self.keyHashValue(key)
-            let byte = FileName.subdirectory(ofKey: hash)
-            guard mayBlock || isListed(byte) else { return nil }
-            files = Uses(listedNames(byte).filter { $0.key == hash }.map { ($0, nil, false, 0, nil) })
-        }
-        var found = Variants.Builder()
-        for file in files {
-            let name = file.name
-            guard mayBlock || file.size != nil else { return nil }
-            guard let size = file.size ?? fileSize(path(of: name)) else {
-                state.withLock { _ = $0.remove(key: key, name: name, id: file.id) }
-                continue
-            }
-            if size > Self.inlineReadLimit {
-                guard mayBlock else { return nil }
-                if let record = openLarge(path(of: name), key: key, name: name, indexed: indexed) { found.append(record.response) }
-                continue
-            }
-            // A kept descriptor whose file was deleted or replaced since is
-            // not read (at most one fstat a second instead of an open and a
-            // close per hit); `kept` holds it open while it is read (to the
-            // end of the read, not only to its last use: its descriptor
-            // number is what is read).
-            let kept = file.kept.flatMap { $0.isLinked(now: now, recheckNanoseconds: self.files.recheckNanoseconds) ? $0 : nil }
-            let read = withExtendedLifetime(kept) {
-                readFile(named: name, size: size, kept: kept?.fd, mayBlock: mayBlock) { bytes in
-                    Result { () throws(DiskFormat.Failure) in try DiskFormat.decodeEntry(bytes, key: key, verify: !file.verified) }
-                }
-            }
-            let decoded: Result<(storedAt: Int64, entry: CachedResponse)?, DiskFormat.Failure>, opened: FileDescriptor?
-            switch read {
-            case .read(let result, let fd): (decoded, opened) = (result, fd)
-            case .wouldBlock: return nil
-            case .unreadable:
-                state.withLock { _ = $0.remove(key: key, name: name, id: file.id) }
-                continue
-            }
-            // A descriptor opened here stays open for the next hits once the file proved good.
-            var good = false
-            defer {
-                if let opened {
-                    if good { self.files.keep(opened, key: key, name: name, id: file.id, replacing: file.kept, openedAt: now) } else { DiskIO.close(opened) }
-                }
-            }
-            do {
-                guard let (storedAt, entry) = try decoded.get() else { continue }  // a hash collision: another key's file
-                if let lifetime = lifetime(for: key), clock.now().minusSaturating(storedAt) > Int64(lifetime) {
-                    // Past disk_ttl (unless stored again meanwhile: then the file is another).
-                    if state.withLock({ $0.remove(key: key, name: name, id: file.id) }) || file.id == 0 { try? DiskIO.remove(path(of: name)) }
-                    continue
-                }
-                if !file.verified {
-                    if !indexed {
-                        state.withLock {
-                            $0.insertIfAbsent(key: key, name: name, bytes: Self.charged(size), storedAt: storedAt, tags: entry.tags)
-                        }
-                    }
-                    self.files.setVerified(key, name)
-                }
-                good = true
-                found.append(entry)
-            } catch {
-                // (Unless stored again meanwhile: then the file under this name is another.)
-                if state.withLock({ $0.remove(key: key, name: name, id: file.id) }) || file.id == 0 {
-                    fault("corrupt", "dropping unreadable cache file \(path(of: name)): \(error)")
-                    try? DiskIO.remove(path(of: name))
-                }
-            }
-        }
-        return found
-    }
-
-    /// Files larger than this are not read into memory: their body is
-    /// served from the file (sendfile).
-    public static let inlineReadLimit = 1 << 20
-
-    private func fileSize(_ path: String) -> Int? { DiskIO.size(atPath: path) }
-
-
     // MARK: writing
 
     /// Queues the entry's disk write (not for a body already in a file).
@@ -406,7 +285,9 @@ public final class DiskTier: CacheTier, StreamingTier, BlockingTier, LifetimeTie
             index.sequence += 1
             index.purges.record(scope, soft: soft, number: index.sequence)
             let files = index.files(matching: scope)
-            if !soft { for file in files { index.remove(key: file.key, name: file.name) } }
+            for file in files {
+                if soft { self.files.dropKept(file.key, file.name) } else { index.remove(key: file.key, name: file.name) }
+            }
             return files
         }
     }

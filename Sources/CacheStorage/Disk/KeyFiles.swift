@@ -17,6 +17,7 @@ struct KeyFiles: Sequence {
     init() {}
 
     var isEmpty: Bool { firstItem == nil }
+    var isSingle: Bool { firstItem != nil && others.isEmpty }
     var count: Int { firstItem == nil ? 0 : 1 + others.count }
     var names: [FileName] { map(\.name) }
 
