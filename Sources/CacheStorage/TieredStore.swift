@@ -65,6 +65,7 @@ public final class TieredStore: @unchecked Sendable {
     private func lookupSlower(_ key: String, hash: Int, mayBlock: Bool) -> Variants? {
         let since = fetchToken
         let removedSince = removalNumber.load(ordering: .acquiring)
+        let begunSince = changesBegun.load(ordering: .acquiring)
         for level in 1..<tiers.count {
             let found: Variants
             if !mayBlock, let tier = blocking[level] {
@@ -80,11 +81,22 @@ public final class TieredStore: @unchecked Sendable {
             guard found.contains(where: { fasterAdmit($0, before: level, hash: hash) }) else { return found }
             // A small body left in its file is read in first (outside the lock).
             let promoted = found.compactMap { $0.inMemory(mayBlock: mayBlock) }
-            // Promotion loses to a purge or a removal that ran while the tier was read.
-            purges.withLock { log in
-                guard !removals.withLock({ $0.removed(key, since: removedSince) }) else { return }
-                for entry in promoted where log.verdict(key: key, tags: entry.tags, since: since) == .store {
-                    for faster in tiers[..<level] { faster.insert(entry, promoted: true) }
+            // Promotion loses to a purge or a removal that ran while the
+            // tier was read, without the store-wide lock on the hit path:
+            // inserted first, then checked. A purge or removal counts itself
+            // begun (`changesBegun`) before it touches a tier, and the tier's
+            // own lock orders it against the insert: either it finds the
+            // promoted entry there and removes it, or the check below sees
+            // it began, and the promotion is judged under the lock.
+            for entry in promoted {
+                for faster in tiers[..<level] { faster.insert(entry, promoted: true) }
+            }
+            if changesBegun.load(ordering: .acquiring) != begunSince {
+                purges.withLock { log in
+                    let removed = removals.withLock { $0.removed(key, since: removedSince) }
+                    guard removed || promoted.contains(where: { log.verdict(key: key, tags: $0.tags, since: since) != .store })
+                    else { return }
+                    for faster in tiers[..<level] { faster.remove(key) }
                 }
             }
             return found
@@ -111,6 +123,9 @@ public final class TieredStore: @unchecked Sendable {
     /// is checked against it.
     private let purges = Locked(PurgeLog())
     private let purgeNumber = Atomic<UInt64>(0)
+    /// Purges and removals begun, counted under the purge lock before they
+    /// touch any tier (what a promotion checks after its insert).
+    private let changesBegun = Atomic<UInt64>(0)
 
     /// Taken when a fetch starts and handed back when it stores, so that a
     /// purge in between wins (see `insert`).
@@ -179,6 +194,7 @@ public final class TieredStore: @unchecked Sendable {
         for tier in tiers where tier.remove(key) > 0 { removed = true }
         guard removed, tiers.count > 1 else { return removed }
         purges.withLock { _ in
+            changesBegun.add(1, ordering: .sequentiallyConsistent)
             removalNumber.store(removals.withLock { $0.record(key) }, ordering: .releasing)
             for tier in tiers.dropLast() { tier.remove(key) }
         }
@@ -202,6 +218,7 @@ public final class TieredStore: @unchecked Sendable {
         // Numbered and applied to every tier under the lock: no store slips
         // in between. Slow work (files) happens after, already unreachable.
         let parts = purges.withLock { log -> [TierPurge] in
+            changesBegun.add(1, ordering: .sequentiallyConsistent)
             let number = log.record(scope, soft: soft)
             let parts = tiers.map { $0.purge(scope, soft: soft) }
             // Published only once every tier has forgotten the matches: a

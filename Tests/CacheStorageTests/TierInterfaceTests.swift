@@ -10,8 +10,17 @@ final class RecordingTier: CacheTier, StreamingTier, @unchecked Sendable {
     let limitBytes = 1 << 30
     let maxObjectBytes = 1 << 30
     private let entries = Locked<[String: [CachedResponse]]>([:])
+    /// Run inside a lookup, after what it found was read (a purge racing the read).
+    var duringLookup: (() -> Void)?
 
-    func lookup(_ key: String) -> Variants { Variants(entries.withLock { $0[key] ?? [] }) }
+    func lookup(_ key: String) -> Variants {
+        let found = Variants(entries.withLock { $0[key] ?? [] })
+        if let hook = duringLookup {
+            duringLookup = nil
+            hook()
+        }
+        return found
+    }
 
     func insert(_ entry: CachedResponse, promoted: Bool) -> Bool {
         entries.withLock { $0[entry.key] = ($0[entry.key] ?? []).filter { $0.varyValues != entry.varyValues } + [entry] }
@@ -129,6 +138,42 @@ final class TierInterfaceTests: XCTestCase {
         _ = store.purge(.key("/late"), soft: false)
         XCTAssertFalse(store.insert(entry("/late"), fetchedSince: token), "the fetch began before the purge")
         XCTAssertTrue(third.lookup("/late").isEmpty)
+    }
+
+    /// A change that runs while a lookup reads the slower tier: the
+    /// promotion of what it read (taken without the store's lock) must not
+    /// outlive it in the faster tier.
+    private func promotionRacing(_ change: @escaping (TieredStore) -> Void, key: String = "/k", tags: [String] = []) -> (memory: MemoryTier, served: Int) {
+        let memory = MemoryTier(limitBytes: 1 << 20)
+        let slow = RecordingTier()
+        let store = TieredStore(tiers: [memory, slow])
+        slow.insert(entry(key, tags: tags), promoted: false)
+        slow.duringLookup = { change(store) }
+        let served = store.lookup(key).count
+        return (memory, served)
+    }
+
+    func testAPromotionLosesToAPurgeThatRanWhileTheSlowerTierWasRead() {
+        let (memory, served) = promotionRacing { _ = $0.purge(.key("/k"), soft: false) }
+        XCTAssertEqual(served, 1, "the lookup began before the purge: it may answer")
+        XCTAssertTrue(memory.lookup("/k").isEmpty, "but what it read is not kept after the purge")
+    }
+
+    func testAPromotionLosesToATagPurgeAndASoftOne() {
+        XCTAssertTrue(promotionRacing({ _ = $0.purge(.tag("t"), soft: false) }, tags: ["t"]).memory.lookup("/k").isEmpty)
+        XCTAssertTrue(promotionRacing({ _ = $0.purge(.tag("t"), soft: true) }, tags: ["t"]).memory.lookup("/k").isEmpty,
+                      "a soft purge leaves no fresh copy in memory either")
+    }
+
+    func testAPromotionLosesToARemovalThatRanWhileTheSlowerTierWasRead() {
+        XCTAssertTrue(promotionRacing { $0.remove("/k") }.memory.lookup("/k").isEmpty)
+    }
+
+    func testAPromotionSurvivesAPurgeOfOtherKeys() {
+        let (memory, _) = promotionRacing { _ = $0.purge(.key("/other"), soft: false) }
+        XCTAssertEqual(memory.lookup("/k").count, 1, "judged under the lock, and kept")
+        let (quiet, _) = promotionRacing { _ in }
+        XCTAssertEqual(quiet.lookup("/k").count, 1, "nothing ran meanwhile: kept without the lock")
     }
 
     func testAWriterStreamsWhatOutgrowsMemoryToTheFirstTierThatTakesStreams() {
