@@ -66,6 +66,8 @@ public final class TieredStore: @unchecked Sendable {
         let since = fetchToken
         let removedSince = removalNumber.load(ordering: .acquiring)
         let begunSince = changesBegun.load(ordering: .acquiring)
+        // (Loaded after `changesBegun`: equal, none was under way.)
+        let quietAtStart = changesDone.load(ordering: .acquiring) == begunSince
         for level in 1..<tiers.count {
             let found: Variants
             if !mayBlock, let tier = blocking[level] {
@@ -87,11 +89,13 @@ public final class TieredStore: @unchecked Sendable {
             // begun (`changesBegun`) before it touches a tier, and the tier's
             // own lock orders it against the insert: either it finds the
             // promoted entry there and removes it, or the check below sees
-            // it began, and the promotion is judged under the lock.
+            // it began (or under way when the lookup began: it may have
+            // passed the faster tiers and not yet the slower one), and the
+            // promotion is judged under the lock.
             for entry in promoted {
                 for faster in tiers[..<level] { faster.insert(entry, promoted: true) }
             }
-            if changesBegun.load(ordering: .acquiring) != begunSince {
+            if !quietAtStart || changesBegun.load(ordering: .acquiring) != begunSince {
                 purges.withLock { log in
                     let removed = removals.withLock { $0.removed(key, since: removedSince) }
                     guard removed || promoted.contains(where: { log.verdict(key: key, tags: $0.tags, since: since) != .store })
@@ -124,8 +128,9 @@ public final class TieredStore: @unchecked Sendable {
     private let purges = Locked(PurgeLog())
     private let purgeNumber = Atomic<UInt64>(0)
     /// Purges and removals begun, counted under the purge lock before they
-    /// touch any tier (what a promotion checks after its insert).
+    /// touch any tier, and done (what a promotion checks).
     private let changesBegun = Atomic<UInt64>(0)
+    private let changesDone = Atomic<UInt64>(0)
 
     /// Taken when a fetch starts and handed back when it stores, so that a
     /// purge in between wins (see `insert`).
@@ -197,6 +202,7 @@ public final class TieredStore: @unchecked Sendable {
             changesBegun.add(1, ordering: .sequentiallyConsistent)
             removalNumber.store(removals.withLock { $0.record(key) }, ordering: .releasing)
             for tier in tiers.dropLast() { tier.remove(key) }
+            changesDone.add(1, ordering: .sequentiallyConsistent)
         }
         return true
     }
@@ -225,6 +231,7 @@ public final class TieredStore: @unchecked Sendable {
             // lookup that takes this number cannot find them any more, so
             // what it promotes is not from before the purge.
             purgeNumber.store(number, ordering: .releasing)
+            changesDone.add(1, ordering: .sequentiallyConsistent)
             return parts
         }
         let failures = parts.flatMap { $0.finish() }
