@@ -56,7 +56,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
         requestTime = cache.clock.now()
         sentMicroseconds = EventLoop.nowMicroseconds()
         fetchToken = cache.store.fetchToken
-        sharedMark = cache.sharedTier?.fetchMark()
+        sharedMark = cache.store.sharedMark()
         // The route's upstream pool, as the client's own fetch would take.
         let configuration = upstream.configuration
         let server = configuration.pool(named: configuration.routes.match(key)?.upstream).pick(key: key, now: EventLoop.nowMilliseconds())

@@ -1,20 +1,15 @@
 import CacheStorage
 import Clocks
 
-/// The cache as one worker's requests use it: the store and this worker's
-/// copies of its hits, the fleet's tier, the collapser shared by every
+/// The cache as one worker's requests use it: the store (its tiers, its
+/// copies of hits, the fleet's shared stage), the collapser shared by every
 /// worker, the clock, the stored bodies known not to decode, and the rules
 /// that turn an upstream response into a stored one. Exchanges, fetches
 /// and background refreshes are given this, not the worker; what an
 /// upstream response does to it is `ResponseStoring`'s extension.
 final class CacheAccess {
-    let store: TieredStore
-    /// This worker's copies of its recent memory hits (no lock for a hot key).
-    let localHits = LocalHits()
+    let store: WorkerStore
     let collapser: Collapser
-    /// The fleet's shared tier (`[fleet]`), asked after the local tiers
-    /// miss; set before the worker runs.
-    var sharedTier: (any SharedTier)?
     let clock: WallClock
     /// Stored gzip bodies found not decodable (`Exchange+Decoding`).
     let undecodable = UndecodableBodies.shared
@@ -28,7 +23,7 @@ final class CacheAccess {
     private(set) var routes: RouteTable
 
     init(store: TieredStore, collapser: Collapser, clock: WallClock, counters: WorkerStats, configuration: ProxyConfiguration) {
-        self.store = store
+        self.store = WorkerStore(tiers: store)
         self.collapser = collapser
         self.clock = clock
         self.counters = counters

@@ -23,19 +23,18 @@ extension Exchange {
                 if forgetting {
                     cache.store.remove(key)
                     action = lookedUp(Variants())
-                } else if let found = cache.store.lookupWithoutBlocking(key, local: cache.localHits) {
+                } else if let found = cache.store.lookupWithoutBlocking(key) {
                     action = lookedUp(found)
                 } else {
                     // The disk would be waited for: read on an I/O thread; the loop serves others meanwhile.
                     WorkerStats.bump(cache.counters.offloadedLookups)
-                    let (store, key) = (cache.store, key)
+                    let (store, key) = (cache.store.tiers, key)
                     BlockingWork.shared.run({ store.lookup(key) }, on: loop) { [self] found in perform(lookedUp(found)) }
                     return false
                 }
             case .askFleet:
                 // What the fleet had is added to the store, and to what was found here.
-                guard let tier = cache.sharedTier,
-                      SharedLookup.ask(tier, key: key, into: cache.store, toDisk: toDisk, found: { [self] shared in
+                guard cache.store.lookupShared(key, toDisk: toDisk, found: { [self] shared in
                           let all = shared.isEmpty ? variants : Variants(Array(variants) + shared)
                           perform(lookedUp(all))
                       }) else {
@@ -44,8 +43,7 @@ extension Exchange {
                 }
                 return false
             case .claimInFleet:
-                guard let tier = cache.sharedTier,
-                      tier.claim(key, milliseconds: UInt64(upstream.configuration.upstream.responseTimeoutMilliseconds), outcome: {
+                guard cache.store.claim(key, milliseconds: UInt64(upstream.configuration.upstream.responseTimeoutMilliseconds), outcome: {
                           [self] claim in perform(machine.claimed(claim == .claimed))
                       }) else {
                     action = machine.fleetUnavailable()
@@ -89,7 +87,7 @@ extension Exchange {
                 upstream.revalidateInBackground(entry, among: variants, request: request, peer: sink.peer)
                 return false
             case .releaseClaims(let fleet):
-                if fleet { cache.sharedTier?.release(key) }
+                if fleet { cache.store.release(key) }
                 cache.collapser.release(key)
                 return false
             }

@@ -79,7 +79,7 @@ final class Exchange {
     private func configureMachine(isCacheLookup: Bool, isGet: Bool) {
         machine.configure(.init(isCacheLookup: isCacheLookup, isGet: isGet,
                                 disconnectedGrace: route?.staleOnDisconnect ?? upstream.configuration.staleOnDisconnectSeconds,
-                                shared: upstream.configuration.sharedCache, fleet: cache.sharedTier != nil),
+                                shared: upstream.configuration.sharedCache, fleet: cache.store.hasSharedStage),
                           choice: PolicyChoice.make(for: request, route: route, configured: upstream.configuration.defaultPolicy,
                                                     clientsMayChoose: upstream.configuration.allowClientPolicy))
     }

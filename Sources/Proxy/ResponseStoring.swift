@@ -19,9 +19,9 @@ struct PendingStore {
         self.response = response
         self.compressedHead = compressedHead
         // A body streamed to disk is also kept for the fleet when its shared tier takes it.
-        writer = StoreWriter(head, into: cache.store, fetchedSince: fetchedSince, storedAt: cache.clock.now(),
+        writer = StoreWriter(head, into: cache.store.tiers, fetchedSince: fetchedSince, storedAt: cache.clock.now(),
                              firstTierOnly: !toDisk, expectedLength: response.length,
-                             keepStreamedUpTo: cache.sharedTier?.maxObjectBytes ?? 0)
+                             keepStreamedUpTo: cache.store.sharedMaxObjectBytes)
         // A body too large for every tier, or a purge that won already: not stored.
         if writer.abandoned { return nil }
     }
@@ -59,7 +59,7 @@ struct PendingStore {
         case .alone:
             guard commitWhole() else { return false }
         }
-        if let tier = cache.sharedTier, let mark = sharedMark, let entry = writer.committed { tier.store(entry, fetchedAt: mark) }
+        if let entry = writer.committed { cache.store.share(entry, fetchedAt: sharedMark) }
         return true
     }
 
@@ -130,7 +130,7 @@ struct PendingStore {
                         on cache: CacheAccess) -> PieceFate? {
         let head = writer.head
         let etag = fields["etag"]
-        let variants = cache.store.lookup(head.key, local: cache.localHits).filter { $0.varyValues == head.varyValues }
+        let variants = cache.store.lookup(head.key).filter { $0.varyValues == head.varyValues }
         var candidates = variants.reversed().filter { $0.bodyFile == nil }
         var (piece, body) = (new, [UInt8](received))
         while let index = candidates.firstIndex(where: { stored in
@@ -189,7 +189,7 @@ extension CacheAccess {
     func applyCacheEffect(of response: UpstreamResponse, to request: RequestHead, key: String, isCacheLookup: Bool,
                           variants: Variants, fetchedSince: UInt64, toDisk: Bool) -> PendingStore? {
         switch response.cacheEffect(of: request, isCacheLookup: isCacheLookup, builder: builder,
-                                    largestBody: StoreWriter.largestBody(in: store, firstTierOnly: !toDisk),
+                                    largestBody: StoreWriter.largestBody(in: store.tiers, firstTierOnly: !toDisk),
                                     contentLocationKey: response.fields["content-location"].flatMap { cacheKey(of: $0, after: request) }) {
         case .invalidateAndStore(let directives):
             invalidate(after: request, key: key, response.received)
@@ -248,7 +248,7 @@ extension CacheAccess {
     private func invalidate(after request: RequestHead, key: String, _ headers: HeaderFields) {
         store.remove(key)
         // The target's cached queries (POSTs keyed by their bodies) with it.
-        if routes.cachesPost, let tag = PostQuery.tag(urlKey: key) { _ = store.purge(.tag(tag), soft: false) }
+        if routes.cachesPost, let tag = PostQuery.tag(urlKey: key) { _ = store.tiers.purge(.tag(tag), soft: false) }
         for name in ["location", "content-location"] {
             guard let reference = headers[name], let target = cacheKey(of: reference, after: request) else { continue }
             store.remove(target)
@@ -273,9 +273,8 @@ extension CacheAccess {
     func applyNotModified(_ response: UpstreamResponse, validated: CachedResponse, among variants: Variants,
                           fetchedSince: UInt64, sharedMark: SharedMark?, toDisk: Bool) -> (response: CachedResponse, stored: Bool)? {
         guard let (refreshed, storable) = response.refreshing(validated, among: variants, builder: builder) else { return nil }
-        if storable, storeRefreshed(refreshed, fetchedSince: fetchedSince, toDisk: toDisk), let tier = sharedTier,
-           let sharedMark, let shared = refreshed.inMemory(), shared.bodyFile == nil {
-            tier.store(shared, fetchedAt: sharedMark)
+        if storable, storeRefreshed(refreshed, fetchedSince: fetchedSince, toDisk: toDisk) {
+            store.share(refreshed, fetchedAt: sharedMark)
         }
         WorkerStats.bump(counters.revalidations)
         return (refreshed, storable)

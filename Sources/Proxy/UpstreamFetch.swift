@@ -144,7 +144,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         requestTime = cache.clock.now()
         sentMicroseconds = EventLoop.nowMicroseconds()
         fetchToken = cache.store.fetchToken
-        sharedMark = cache.sharedTier?.fetchMark()
+        sharedMark = cache.store.sharedMark()
         transfer = upstream.requester.start(upstreamRequest, delegate: self)
     }
 
@@ -350,7 +350,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     /// too, for the ranges that follow (a piece's completion needs none).
     private func fillAfterRange(_ piece: PartialContent.Piece) {
         guard upstream.configuration.rangeFill, request.header("range") != nil, !piece.isWhole, let peer = client?.peer,
-              piece.length <= StoreWriter.largestBody(in: cache.store, firstTierOnly: !toDisk) else { return }
+              piece.length <= StoreWriter.largestBody(in: cache.store.tiers, firstTierOnly: !toDisk) else { return }
         // On a later loop turn: libcurl must not be re-entered from its callback.
         let (upstream, key, variants, request) = (upstream, key, variants, request)
         upstream.loop.execute { upstream.fetchWholeInBackground(key, among: variants, request: request, peer: peer) }
@@ -403,7 +403,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         if machine.endLeadership() { cache.collapser.release(key) }
         if claimedInFleet {
             claimedInFleet = false
-            cache.sharedTier?.release(key)
+            cache.store.release(key)
         }
     }
 

@@ -44,8 +44,8 @@ public final class Worker {
     /// The fleet's shared tier (`[fleet]`), asked after the local tiers
     /// miss; set before the worker runs.
     public var sharedTier: (any SharedTier)? {
-        get { cache.sharedTier }
-        set { cache.sharedTier = newValue }
+        get { cache.store.shared }
+        set { cache.store.shared = newValue }
     }
     /// Read buffer shared by this worker's connections (one thread, one at a
     /// time; exclusivity checks off: see `ClientConnection.input`).
