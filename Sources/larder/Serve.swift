@@ -84,7 +84,9 @@ struct Serve: ParsableCommand {
                 tiers.append(try DiskTier(directory: directory, limitBytes: settings.diskLimitBytes,
                                           lifetimeSeconds: settings.effectiveDiskTTLSeconds,
                                           keptFiles: Self.keptFiles(settings.diskOpenFiles, openFiles: openFiles, logger),
-                                          clock: clock) {
+                                          // The first requests of a restart come before the index
+                                          // rebuild (their keys' files are read directly meanwhile).
+                                          clock: clock, rebuildDelayMilliseconds: 250) {
                     diskLogger.warning("\($0)")
                 })
             } catch .inUse(let message) {

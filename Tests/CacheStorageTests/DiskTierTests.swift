@@ -171,6 +171,26 @@ final class DiskTierTests: XCTestCase {
     /// Large files' checksums are checked by the start-up rebuild, off any
     /// worker's loop: a good one is verified before its first hit, a
     /// corrupt one dropped without being asked for.
+    func testADelayedRebuildServesStoredFilesMeanwhile() throws {
+        do {
+            let first = try DiskTier(directory: directory, limitBytes: 10 << 20) { _ in }
+            first.waitForIndex(timeoutSeconds: 10)
+            first.store(record("/early", bytes: 100))
+            first.flush(timeoutSeconds: 10)
+        }
+        // A restart whose index rebuild waits (as `serve`'s does): the
+        // first requests read their keys' files directly. (A copy of the
+        // directory: the first tier's threads still hold its lock.)
+        let copy = directory + "-copy"
+        try FileManager.default.copyItem(atPath: directory, toPath: copy)
+        defer { try? FileManager.default.removeItem(atPath: copy) }
+        try FileManager.default.removeItem(atPath: copy + "/lock")
+        let tier = try DiskTier(directory: copy, limitBytes: 10 << 20, rebuildDelayMilliseconds: 2_000) { _ in }
+        XCTAssertFalse(tier.stats.ready, "not indexed yet")
+        XCTAssertEqual(tier.lookup("/early").first?.bodyLength, 100, "found without the index")
+        XCTAssertTrue(tier.lookup("/never-stored").isEmpty)
+    }
+
     func testTheRebuildVerifiesLargeFiles() throws {
         do {
             let tier = try DiskTier(directory: directory, limitBytes: 100 << 20) { _ in }

@@ -91,10 +91,11 @@ public final class DiskTier: CacheTier, StreamingTier, BlockingTier, LifetimeTie
     /// index rebuild and the writer in the background.
     /// `keptFiles`: how many descriptors hits may keep open (`DiskFiles`);
     /// `keptFileRecheckNanoseconds`: how often a kept one's file is checked
-    /// for deletion by hand (`KeptFile.isLinked`).
+    /// for deletion by hand (`KeptFile.isLinked`); `rebuildDelayMilliseconds`:
+    /// how long the start-up index rebuild waits before it begins.
     public init(directory: String, limitBytes: Int, lifetimeSeconds: Int? = nil, keptFiles: Int = DiskFiles.defaultKeepLimit(),
                 keptFileRecheckNanoseconds: UInt64 = DiskFiles.defaultRecheckNanoseconds, clock: WallClock = WallClock(),
-                log: @escaping @Sendable (String) -> Void) throws(OpenError) {
+                rebuildDelayMilliseconds: Int = 0, log: @escaping @Sendable (String) -> Void) throws(OpenError) {
         self.clock = clock
         files = DiskFiles(keepLimit: keptFiles, recheckNanoseconds: keptFileRecheckNanoseconds)
         self.directory = directory
@@ -133,6 +134,7 @@ public final class DiskTier: CacheTier, StreamingTier, BlockingTier, LifetimeTie
                 // thread wants the CPU), then nice 10: a machine busy for
                 // good must not keep the index (and purges) waiting.
                 Self.schedule(idle: true)
+                if rebuildDelayMilliseconds > 0 { usleep(useconds_t(rebuildDelayMilliseconds) * 1000) }
                 self.rebuildIndex()
                 Self.schedule(idle: false)
                 self.sweepLoop()
