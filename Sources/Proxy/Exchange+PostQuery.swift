@@ -7,7 +7,14 @@ import HTTP1
 /// uncached (and invalidates, as an unsafe request does).
 extension Exchange {
     func holdPostBody(_ bytes: UnsafeRawBufferPointer) {
-        guard let post, let overflow = post.query?.add(bytes) else { return }
+        guard let post, post.query != nil else { return }
+        // Held bodies count against request_buffer_total with those held for
+        // the upstream: beyond it, this one goes through uncached.
+        let overTotal = !post.reservation.take(bytes.count)
+        if overTotal { WorkerStats.bump(upstream.counters.streamedBodies) }
+        let overflow = overTotal ? post.query?.body ?? [] : post.query?.add(bytes)
+        guard let overflow else { return }
+        post.reservation.releaseAll()  // (what goes upstream now is the fetch's to count)
         // Too large to key: uncached, the bytes so far first, the rest as it comes.
         post.query = nil
         perform(machine.start())
@@ -33,6 +40,11 @@ extension Exchange {
 final class HeldPost {
     var query: PostQuery?
     var body: [UInt8]?
+    /// Its share of request_buffer_total, given back when the exchange ends.
+    let reservation: HeldBodyReservation
 
-    init(_ query: PostQuery) { self.query = query }
+    init(_ query: PostQuery, reservation: HeldBodyReservation) {
+        self.query = query
+        self.reservation = reservation
+    }
 }

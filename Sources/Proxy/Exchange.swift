@@ -70,7 +70,10 @@ final class Exchange {
         // Last: the head moves in (read above in place, not copied).
         request = consume head
         if request.method == "POST", request.framing != .none, let caching = routes.postCaching(key) {
-            if case .contentLength(let n) = request.framing, n > caching.maxBody {} else { post = HeldPost(PostQuery(caching: caching)) }
+            if case .contentLength(let n) = request.framing, n > caching.maxBody {} else {
+                post = HeldPost(PostQuery(caching: caching),
+                                reservation: HeldBodyReservation(stats: upstream.stats, limit: upstream.configuration.requestBufferTotalBytes))
+            }
         }
         configureMachine(isCacheLookup: isCacheLookup, isGet: isGet)
     }

@@ -95,4 +95,47 @@ final class PostCachingTests: ConfiguredTestCase {
         for _ in 0..<2 { _ = try post(try plain.client(), "/echo?plain=1", query) }
         XCTAssertEqual(try origin.count("/echo?plain=1"), 2)
     }
+
+    /// Query bodies held to key them count against request_buffer_total
+    /// with the bodies held for the upstream: connections each holding one
+    /// just under max_post_body cannot take memory without bound.
+    func testHeldQueryBodiesCountAgainstTheTotal() throws {
+        let origin = try startOrigin()
+        let config = try writeConfig("""
+            upstream = "\(origin.url)"
+            request_buffer_total = "64KiB"
+            [[route]]
+            prefix = "/echo"
+            cache_post = true
+            max_post_body = "1MiB"
+            """)
+        let larder = try startLarder(upstream: origin.url, ["--config", config])
+        func query(_ size: Int, _ fill: Character) -> String { #"{"query":""# + String(repeating: fill, count: size) + #""}"# }
+        // One client holds most of the total with a query it has not finished sending.
+        let holder = try larder.client()
+        let held = query(60 << 10, "a")
+        let heldBytes = Array(held.utf8)
+        try holder.send(Array("POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(heldBytes.count)\r\n\r\n".utf8)
+                        + heldBytes[0..<(50 << 10)])
+        let c = try larder.client()
+        // Fresh queries, each asked twice, until the holder's bytes are counted:
+        // then a query is not held to be keyed, so never stored.
+        let deadline = Date().addingTimeInterval(10)
+        var overTotal = false, n = 0
+        while !overTotal && Date() < deadline {
+            let other = query(20 << 10, Character(String(n % 10)))
+            n += 1
+            XCTAssertEqual(try post(c, "/echo?n=\(n)", other).text, other, "answered whole either way")
+            overTotal = !isHit(try post(c, "/echo?n=\(n)", other))
+        }
+        XCTAssertTrue(overTotal, "beyond the total a query goes through uncached")
+        let stats = try JSONSerialization.jsonObject(with: Data(try larder.adminClient().get("/stats").body)) as? [String: Any]
+        XCTAssertGreaterThanOrEqual(stats?["streamed_request_bodies"] as? Int ?? 0, 1, "and is counted")
+        let other = query(20 << 10, "b")
+        // The holder finishes: its query is cached, and the total is free again.
+        try holder.send(Array(heldBytes[(50 << 10)...]))
+        XCTAssertEqual(try holder.readResponse(method: "POST").text, held)
+        XCTAssertFalse(isHit(try post(c, "/echo", other)))
+        XCTAssertTrue(isHit(try post(c, "/echo", other)), "held and keyed once the total allows")
+    }
 }
