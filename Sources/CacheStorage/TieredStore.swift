@@ -143,8 +143,10 @@ public final class TieredStore: @unchecked Sendable {
     /// stores it marked stale).
     @discardableResult
     public func insert(_ entry: CachedResponse, firstTierOnly: Bool = false, fetchedSince since: UInt64) -> Bool {
-        // A disk hit's small body, left in its file, is read in to be stored.
-        let entry = entry.inMemory() ?? entry
+        // A disk hit's small body, left in its file, is read in to be stored
+        // (from the page cache only: this runs on a worker's loop; a cold one
+        // stays in its file, and the disk keeps the file it has).
+        let entry = entry.inMemory(mayBlock: false) ?? entry
         return purges.withLock { log in
             var entry = entry
             switch log.verdict(key: entry.key, tags: entry.tags, since: since) {

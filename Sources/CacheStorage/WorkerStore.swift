@@ -66,9 +66,10 @@ public final class WorkerStore {
     }
 
     /// Offers a response just stored locally to the shared stage (`mark`:
-    /// taken when its fetch began; a small body left in a file is read in).
+    /// taken when its fetch began; a small body left in a file is read in
+    /// from the page cache, else it is not offered).
     public func share(_ entry: CachedResponse, fetchedAt mark: SharedMark?) {
-        guard let shared, let mark, let resident = entry.inMemory(), resident.bodyFile == nil else { return }
+        guard let shared, let mark, let resident = entry.inMemory(mayBlock: false), resident.bodyFile == nil else { return }
         shared.store(resident, fetchedAt: mark)
     }
 
