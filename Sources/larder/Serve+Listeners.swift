@@ -27,24 +27,45 @@ extension Serve {
     /// first listener), else bound here: a listener's first socket fixes
     /// the port (it may be 0), the others join it with SO_REUSEPORT so the
     /// kernel spreads connections over the workers.
+    /// Which [[listen]] entry each socket systemd passed serves: the one on
+    /// its port (and address, where two share a port); else, for one named
+    /// proxy or not named, the first entry (a single socket of a plain
+    /// .socket unit). A socket that serves none is an error, as is a
+    /// listener given two.
+    static func passedSockets(_ passed: [(name: String, fd: Int32)], to listeners: [ListenerConfig]) throws -> [Int: Int32] {
+        var assigned: [Int: Int32] = [:]
+        var rest: [(name: String, fd: Int32)] = []
+        for socket in passed {
+            let address = Systemd.localAddress(socket.fd) ?? ""
+            let port = UInt16(address.split(separator: ":").last ?? "") ?? 0
+            let onPort = listeners.indices.filter { listeners[$0].port == port && assigned[$0] == nil }
+            let match = onPort.count == 1 ? onPort.first : onPort.first { listeners[$0].shown == address }
+            if let match { assigned[match] = socket.fd } else { rest.append(socket) }
+        }
+        for socket in rest {
+            guard assigned[0] == nil, socket.name == "proxy" || socket.name == "unknown", !listeners.isEmpty else {
+                complain("socket activation: the socket systemd passed as fd \(socket.fd) (\(socket.name), "
+                         + "\(Systemd.localAddress(socket.fd) ?? "address unknown")) matches no [[listen]] address")
+                throw Exit.failure
+            }
+            assigned[0] = socket.fd
+        }
+        return assigned
+    }
+
     static func openListeners(_ settings: Settings, workers: Int) throws
         -> (proxy: [[Int32]], shown: String, admin: (fd: Int32, shown: String)?)
     {
         let passed = Systemd.takeListenFDs()
-        var proxyFD: Int32?
-        var adminFD: Int32?
-        for (name, fd) in passed {
-            guard Systemd.isListeningSocket(fd) else {
-                complain("socket activation: fd \(fd) (\(name)) is not a listening socket; check the .socket unit")
-                throw Exit.failure
-            }
-            switch name {
-            case "admin": adminFD = fd
-            case "proxy": proxyFD = fd
-            default: if proxyFD == nil { proxyFD = fd }
-            }
+        let adminFD: Int32?
+        for (name, fd) in passed where !Systemd.isListeningSocket(fd) {
+            complain("socket activation: fd \(fd) (\(name)) is not a listening socket; check the .socket unit")
+            throw Exit.failure
         }
-        if !passed.isEmpty && proxyFD == nil {
+        let proxyPassed = passed.filter { $0.name != "admin" }
+        adminFD = passed.first { $0.name == "admin" }?.fd
+        let passedFor = try passedSockets(proxyPassed, to: settings.listeners)
+        if !passed.isEmpty && passedFor.isEmpty {
             complain("socket activation: no socket named proxy among \(passed.map(\.name)); set FileDescriptorName=proxy")
             throw Exit.failure
         }
@@ -53,7 +74,7 @@ extension Serve {
         var shown: [String] = []
         for (index, listener) in settings.listeners.enumerated() {
             let note = listener.tls == nil ? "" : " (TLS)"
-            if index == 0, let proxyFD {
+            if let proxyFD = passedFor[index] {
                 // Every worker watches the same socket through its own descriptor,
                 // so each can close its own when draining.
                 proxy.append([proxyFD] + (1..<max(1, workers)).map { _ in fcntl(proxyFD, F_DUPFD_CLOEXEC, 3) })

@@ -226,6 +226,47 @@ final class SystemdTests: ConfiguredTestCase {
         XCTAssertEqual(child.waitForExit(timeout: 15), 0)
     }
 
+    func testEachListenTableTakesThePassedSocketOnItsAddress() throws {
+        let plainPort = unusedPort(), otherPort = unusedPort()
+        let config = try writeConfig("""
+            [[listen]]
+            address = "127.0.0.1:\(plainPort)"
+
+            [[listen]]
+            address = "127.0.0.1:\(otherPort)"
+            http2 = false
+            """)
+        // Listed in the other order, unnamed: their addresses decide.
+        let child = try socketActivated([(otherPort, nil), (plainPort, nil)], extra: ["--config", config, "--admin-listen", "none"])
+        defer { child.stop() }
+        XCTAssertEqual(try connect(plainPort).get("/first?size=3").status, 200)
+        XCTAssertEqual(try connect(otherPort).get("/second?size=3").status, 200)
+        XCTAssertNotNil(child.waitFor("127\\.0\\.0\\.1:\(otherPort)", timeout: 5), child.stderr)
+        // The second listener is the one with HTTP/2 off: h2c by prior knowledge is not spoken there.
+        XCTAssertTrue(answersPrefaceWithSettings(plainPort), "h2c on the first")
+        XCTAssertFalse(answersPrefaceWithSettings(otherPort), "passed to the listener with http2 = false")
+    }
+
+    /// Whether the listener answers the HTTP/2 preface with a SETTINGS frame (h2c).
+    private func answersPrefaceWithSettings(_ port: Int) -> Bool {
+        guard let c = try? connect(port), (try? c.send("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")) != nil else { return false }
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(c.fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var head = [UInt8](repeating: 0, count: 9)
+        let n = head.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, Int32(MSG_WAITALL)) }
+        return n == 9 && head[3] == 0x04
+    }
+
+    func testAPassedSocketThatMatchesNoListenerIsRefused() throws {
+        let configured = unusedPort(), stray = unusedPort(), second = unusedPort()
+        let config = try writeConfig("[[listen]]\naddress = \"127.0.0.1:\(configured)\"\n")
+        let child = try socketActivated([(configured, nil), (stray, nil), (second, nil)], extra: ["--config", config])
+        defer { child.stop() }
+        _ = try? connect(configured)  // starts it
+        XCTAssertNotNil(child.waitFor("matches no \\[\\[listen\\]\\] address", timeout: 10), child.stderr)
+        XCTAssertNotEqual(child.waitForExit(timeout: 15), 0)
+    }
+
     // MARK: draining
 
     func testSigtermLetsALongResponseFinishAndExitsZero() throws {
