@@ -131,11 +131,17 @@ final class PostCachingTests: ConfiguredTestCase {
         XCTAssertTrue(overTotal, "beyond the total a query goes through uncached")
         let stats = try JSONSerialization.jsonObject(with: Data(try larder.adminClient().get("/stats").body)) as? [String: Any]
         XCTAssertGreaterThanOrEqual(stats?["streamed_request_bodies"] as? Int ?? 0, 1, "and is counted")
-        let other = query(20 << 10, "b")
-        // The holder finishes: its query is cached, and the total is free again.
+        // The holder finishes: its query is answered, and once its exchange
+        // has ended (just after its answer) the total is free again.
         try holder.send(Array(heldBytes[(50 << 10)...]))
         XCTAssertEqual(try holder.readResponse(method: "POST").text, held)
-        XCTAssertFalse(isHit(try post(c, "/echo", other)))
-        XCTAssertTrue(isHit(try post(c, "/echo", other)), "held and keyed once the total allows")
+        var stored = false
+        while !stored && Date() < deadline.addingTimeInterval(10) {
+            let other = query(20 << 10, Character(String(n % 10)))
+            n += 1
+            XCTAssertFalse(isHit(try post(c, "/echo?n=\(n)", other)))
+            stored = isHit(try post(c, "/echo?n=\(n)", other))
+        }
+        XCTAssertTrue(stored, "held and keyed once the total allows")
     }
 }
