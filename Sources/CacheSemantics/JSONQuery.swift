@@ -91,6 +91,17 @@ public enum JSONQuery {
             while i < bytes.count, bytes[i] == 0x20 || bytes[i] == 0x09 || bytes[i] == 0x0A || bytes[i] == 0x0D { i += 1 }
         }
 
+        /// After an object's member or an array's item: true past a comma
+        /// (another follows), false past `closing` (the end), nil otherwise.
+        mutating func afterItem(closing: UInt8) -> Bool? {
+            skipSpace()
+            guard i < bytes.count else { return nil }
+            let byte = bytes[i]
+            guard byte == UInt8(ascii: ",") || byte == closing else { return nil }
+            i += 1
+            return byte == UInt8(ascii: ",")
+        }
+
         mutating func value(depth: Int) -> Node? {
             guard depth < JSONQuery.maxDepth else { return nil }
             skipSpace()
@@ -109,12 +120,8 @@ public enum JSONQuery {
                     i += 1
                     guard let item = value(depth: depth + 1) else { return nil }
                     members.append((key, item))
-                    skipSpace()
-                    guard i < bytes.count else { return nil }
-                    if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
-                    guard bytes[i] == UInt8(ascii: "}") else { return nil }
-                    i += 1
-                    return .object(members)
+                    guard let more = afterItem(closing: UInt8(ascii: "}")) else { return nil }
+                    if !more { return .object(members) }
                 }
             case UInt8(ascii: "["):
                 i += 1
@@ -124,12 +131,8 @@ public enum JSONQuery {
                 while true {
                     guard let item = value(depth: depth + 1) else { return nil }
                     items.append(item)
-                    skipSpace()
-                    guard i < bytes.count else { return nil }
-                    if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
-                    guard bytes[i] == UInt8(ascii: "]") else { return nil }
-                    i += 1
-                    return .array(items)
+                    guard let more = afterItem(closing: UInt8(ascii: "]")) else { return nil }
+                    if !more { return .array(items) }
                 }
             case UInt8(ascii: "\""):
                 return string().map { .scalar($0) }

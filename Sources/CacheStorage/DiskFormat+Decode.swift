@@ -5,10 +5,11 @@ import HTTPHeaders
 #endif
 
 /// Reading the on-disk format: one parser over raw bytes, read in place.
-/// The index rebuild makes a `DiskRecord` of what it finds; a disk hit
-/// builds its `CachedResponse` straight from the file's bytes (the head
-/// prefix and body copied once, into the entry; no key string, head array
-/// or record built in between).
+/// The index rebuild makes a `DiskRecord` of what it finds; the first hit
+/// on a file builds its `CachedResponse` straight from the file's bytes
+/// (the head prefix copied once into the entry, the body left in the file
+/// when it is kept open; no key string, head array or record built in
+/// between), and later hits are served from that.
 extension DiskFormat {
     /// The fixed header: meta and body lengths, after checking magic and version.
     public static func header(_ bytes: ArraySlice<UInt8>) throws(Failure) -> FixedHeader {

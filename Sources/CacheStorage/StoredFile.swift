@@ -37,11 +37,6 @@ extension FileBody {
         self.init(file: file, offset: offset, length: length)
     }
 
-    /// The body's bytes, read whole; nil when the file is shorter than recorded.
-    public func readWhole() -> [UInt8]? {
-        (try? DiskIO.read(file.fd, count: length, at: offset)) ?? nil
-    }
-
     /// What became of reading a body whole into memory.
     public enum Read {
         case bytes(Bytes)

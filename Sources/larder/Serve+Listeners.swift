@@ -57,16 +57,16 @@ extension Serve {
         -> (proxy: [[Int32]], shown: String, admin: (fd: Int32, shown: String)?)
     {
         let passed = Systemd.takeListenFDs()
-        let adminFD: Int32?
         for (name, fd) in passed where !Systemd.isListeningSocket(fd) {
             complain("socket activation: fd \(fd) (\(name)) is not a listening socket; check the .socket unit")
             throw Exit.failure
         }
         let proxyPassed = passed.filter { $0.name != "admin" }
-        adminFD = passed.first { $0.name == "admin" }?.fd
+        let adminFD = passed.first { $0.name == "admin" }?.fd
         let passedFor = try passedSockets(proxyPassed, to: settings.listeners)
         if !passed.isEmpty && passedFor.isEmpty {
-            complain("socket activation: no socket named proxy among \(passed.map(\.name)); set FileDescriptorName=proxy")
+            complain("socket activation: no socket for a [[listen]] address among \(passed.map(\.name)); "
+                     + "bind the .socket unit to one, or set FileDescriptorName=proxy")
             throw Exit.failure
         }
 
