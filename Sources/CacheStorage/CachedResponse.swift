@@ -280,11 +280,13 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
         nonmutating set { setLinkBit(2, newValue) }
     }
 
-    /// Sets or clears a flag bit of the links word, writing only on a change.
+    /// Sets or clears a flag bit of the links word, writing only on a
+    /// change, as one atomic step: a hit read without the shard's lock sets
+    /// `visited` while the lock's holder may change another bit.
     func setLinkBit(_ bit: UInt, _ on: Bool) {
-        let word = linkWord
-        let wanted = on ? word | bit : word & ~bit
-        if wanted != word { el_store_word(links, wanted) }
+        let set = linkWord & bit != 0
+        guard set != on else { return }
+        if on { el_or_word(links, bit) } else { el_and_word(links, ~bit) }
     }
 
     var lruOlder: CachedResponse? {

@@ -35,6 +35,10 @@ public final class LocalHits {
     /// Lookups answered here (tests).
     private(set) var answered = 0
 
+    /// This worker's reader slot: its lookups that miss the copies read the
+    /// tier's shards without their mutex (nil: every slot is taken).
+    let reader = ShardReader()
+
     public init() {}
 
     /// The copies for `key` while its entry is current and the lifetime

@@ -22,6 +22,11 @@ public final class Locked<Value: ~Copyable>: @unchecked Sendable {
         mutex.deallocate()
     }
 
+    /// Reads the value without the mutex: only where something else keeps
+    /// writers out (`ShardReaders`).
+    @inline(__always)
+    public func withoutLock<Result>(_ body: (borrowing Value) -> Result) -> Result { body(value) }
+
     #if LOCK_STATS
     /// The same, timed per call site (`bench/locks.sh`).
     @inline(__always)

@@ -1,3 +1,4 @@
+import CEventLoop
 import Clocks
 import CacheSemantics
 import FoundationEssentials
@@ -16,15 +17,48 @@ public final class MemoryTier: CacheTier, AdmittingTier, LifetimeTier {
     /// hitting different keys do not wait for each other, and a hit only
     /// sets a bit under its shard's lock (no list splice).
     private let shards: [Shard]
+    /// The same, for the hit path: read without a reference count (every
+    /// worker retaining the one shard object would write a shared word).
+    nonisolated(unsafe) private let shardRefs: UnsafeMutablePointer<Unmanaged<Shard>>
 
     /// A shard: its index behind its own lock. (Workers' copies of entries
     /// learn of changes per key, from the entries: `LocalHits`.)
-    final class Shard: Sendable {
+    final class Shard: @unchecked Sendable {
         let index: Locked<SieveIndex>
-        init(limitBytes: Int) { index = Locked(SieveIndex(limitBytes: limitBytes)) }
+        /// Raised while a change is under way (`ShardReaders`), on a cache
+        /// line of its own: readers load it on every lookup.
+        private let changing = UnsafeMutableRawPointer.allocate(byteCount: ShardReaders.stride, alignment: ShardReaders.stride)
 
+        init(limitBytes: Int) {
+            index = Locked(SieveIndex(limitBytes: limitBytes))
+            changing.storeBytes(of: 0, as: UInt.self)
+        }
+
+        deinit { changing.deallocate() }
+
+        private var address: UInt { UInt(bitPattern: Unmanaged.passUnretained(self).toOpaque()) }
+
+        /// A change to what readers read (the table, the list, a key's
+        /// variants): under the mutex, with no reader inside.
         @inline(__always)
-        func change<T>(_ body: (inout SieveIndex) -> T) -> T { index.withLock(body) }
+        func change<T>(_ body: (inout SieveIndex) -> T) -> T {
+            index.withLock { index in
+                el_store_word_seq(changing, 1)
+                ShardReaders.waitOut(address)
+                defer { el_store_word(changing, 0) }
+                return body(&index)
+            }
+        }
+
+        /// A key's variants read without the mutex (empty: absent); nil
+        /// when a change is under way (then the caller takes the mutex).
+        @inline(__always)
+        func read(_ key: String, hash: Int, reader: ShardReader) -> Variants? {
+            el_store_word_seq(reader.word, address)
+            defer { el_store_word(reader.word, 0) }
+            guard el_load_word_seq(changing) == 0 else { return nil }
+            return index.withoutLock { $0.peek(key, hash: hash) }
+        }
     }
     private let shardShift: Int
     public let name = "memory"
@@ -67,12 +101,23 @@ public final class MemoryTier: CacheTier, AdmittingTier, LifetimeTier {
         self.maxObjectBytes = largest
         shardShift = Int.bitWidth - count.trailingZeroBitCount
         shards = (0..<count).map { _ in Shard(limitBytes: limitBytes / count) }
+        shardRefs = .allocate(capacity: count)
+        shardRefs.initialize(from: shards.map { Unmanaged.passUnretained($0) }, count: count)
     }
 
     /// The shard of a key's hash (its high bits; the table uses the low ones).
     @inline(__always)
     private func shard(_ hash: Int) -> Shard {
         shards.count == 1 ? shards[0] : shards[Int(UInt(bitPattern: hash) >> UInt(shardShift))]
+    }
+
+    deinit { shardRefs.deallocate() }
+
+    /// `body` with the shard of a key's hash, borrowed (`shards` keeps it).
+    @inline(__always)
+    private func withShard<T>(_ hash: Int, _ body: (Shard) -> T) -> T {
+        let i = shards.count == 1 ? 0 : Int(UInt(bitPattern: hash) >> UInt(shardShift))
+        return shardRefs[i]._withUnsafeGuaranteedRef(body)
     }
 
     public var shardCount: Int { shards.count }
@@ -95,6 +140,17 @@ public final class MemoryTier: CacheTier, AdmittingTier, LifetimeTier {
     /// hit there takes no lock while its entry is unchanged.
     /// `hash`: `KeyHash.of(key)`, when the caller has it.
     public func lookup(_ key: String, local: LocalHits?, hash: Int? = nil) -> Variants {
+        var missUnrecorded = false
+        return lookup(key, local: local, hash: hash, missUnrecorded: &missUnrecorded)
+    }
+
+    /// The same; `missUnrecorded` true lets a miss read without the mutex
+    /// go uncounted for admission, and is left true when it did: the caller
+    /// counts it (`recordMiss`, or `wouldAdmit(_:keyHash:recordingMiss:)`
+    /// for the disk's answer: one lock, not two, per disk hit).
+    public func lookup(_ key: String, local: LocalHits?, hash: Int?, missUnrecorded: inout Bool) -> Variants {
+        let mayDefer = missUnrecorded
+        missUnrecorded = false
         let hash = hash ?? KeyHash.of(key)
         let found: Variants
         let override: Int??  // the key's route's memory_ttl, kept with a copy
@@ -102,7 +158,16 @@ public final class MemoryTier: CacheTier, AdmittingTier, LifetimeTier {
         if let local, let kept = local.find(key, hash: hash, rules: generation) {
             (found, override) = kept
         } else {
-            found = shard(hash).index.withLock { $0.get(key, hash: hash) }
+            found = withShard(hash) { shard in
+                guard let reader = local?.reader, let read = shard.read(key, hash: hash, reader: reader) else {
+                    return shard.index.withLock { $0.get(key, hash: hash) }
+                }
+                // A miss still counts for admission (under the mutex: the sketch is the index's).
+                if read.isEmpty {
+                    if mayDefer { missUnrecorded = true } else { shard.index.withLock { $0.recordMiss(hash) } }
+                }
+                return read
+            }
             guard !found.isEmpty else { return found }
             override = generation == 0 ? nil : rules.memoryLifetime(key)
             local?.keep(found, hash: hash, rules: generation, lifetime: override)
@@ -131,10 +196,22 @@ public final class MemoryTier: CacheTier, AdmittingTier, LifetimeTier {
 
     public func wouldAdmit(_ entry: CachedResponse) -> Bool { wouldAdmit(entry, keyHash: KeyHash.of(entry.keyBytes)) }
 
-    public func wouldAdmit(_ entry: CachedResponse, keyHash: Int) -> Bool {
-        guard let bytes = entry.residentBodyBytes, bytes <= maxObjectBytes else { return false }
-        return shard(keyHash).index.withLock { $0.wouldAdmit(entry, hash: keyHash) }
+    public func wouldAdmit(_ entry: CachedResponse, keyHash: Int) -> Bool { wouldAdmit(entry, keyHash: keyHash, recordingMiss: false) }
+
+    /// The same, counting first the miss a lookup left uncounted.
+    public func wouldAdmit(_ entry: CachedResponse, keyHash: Int, recordingMiss: Bool) -> Bool {
+        guard let bytes = entry.residentBodyBytes, bytes <= maxObjectBytes else {
+            if recordingMiss { recordMiss(keyHash) }
+            return false
+        }
+        return shard(keyHash).index.withLock { index in
+            if recordingMiss { index.recordMiss(keyHash) }
+            return index.wouldAdmit(entry, hash: keyHash)
+        }
     }
+
+    /// Counts a miss for admission (one `lookup` left uncounted).
+    public func recordMiss(_ hash: Int) { shard(hash).index.withLock { $0.recordMiss(hash) } }
 
     @discardableResult
     public func remove(_ key: String) -> Int {
@@ -175,6 +252,13 @@ public final class MemoryTier: CacheTier, AdmittingTier, LifetimeTier {
 
     /// Reads every shard (statistics): no version bump.
     private func readEachShard<T>(_ body: (inout SieveIndex) -> T) -> [T] { shards.map { $0.index.withLock(body) } }
+
+    /// Runs `body` holding every shard's mutex, as a slow change would
+    /// (tests: a worker's hit must not wait for it).
+    func holdingShardMutexes<T>(_ body: () -> T) -> T {
+        func hold(_ i: Int) -> T { i == shards.count ? body() : shards[i].index.withLock { _ in hold(i + 1) } }
+        return hold(0)
+    }
 
     /// Tag-to-key links held (for tests: evicted entries leave none behind).
     var tagIndexSize: Int { readEachShard { $0.tagLinks }.reduce(0, +) }

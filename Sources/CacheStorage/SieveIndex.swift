@@ -50,6 +50,18 @@ struct SieveIndex: ~Copyable {
         return Variants(older: head.olderVariants, newest: head)
     }
 
+    /// The same for a reader without the lock (`ShardReaders`: no change is
+    /// under way): nothing of the index is written, only the entry's
+    /// visited bit (atomically, when clear). A miss is the caller's to
+    /// record (`recordMiss`, under the lock).
+    func peek(_ key: String, hash: Int) -> Variants {
+        guard let head = table.find(key, hash: hash) else { return Variants() }
+        head.visited = true
+        return Variants(older: head.olderVariants, newest: head)
+    }
+
+    mutating func recordMiss(_ hash: Int) { sketch.record(hash) }
+
     /// The key SIEVE evicts next (the hand moves past it); nil when empty.
     private mutating func nextVictim() -> CachedResponse? {
         guard var candidate = hand ?? oldest else { return nil }

@@ -55,14 +55,20 @@ public final class TieredStore: @unchecked Sendable {
     @inline(__always)
     private func lookup(_ key: String, local: LocalHits?, mayBlock: Bool) -> Variants? {
         let hash = KeyHash.of(key)
-        let found = memory?.lookup(key, local: local, hash: hash) ?? tiers[0].lookup(key, hash: hash)
+        // A memory miss is counted for admission with the promotion's
+        // question when a slower tier has the key (`missUnrecorded`).
+        var missUnrecorded = tiers.count > 1
+        let found = memory?.lookup(key, local: local, hash: hash, missUnrecorded: &missUnrecorded) ?? tiers[0].lookup(key, hash: hash)
         guard found.isEmpty, tiers.count > 1 else { return found }
-        return lookupSlower(key, hash: hash, mayBlock: mayBlock)
+        return lookupSlower(key, hash: hash, mayBlock: mayBlock, missUnrecorded: missUnrecorded)
     }
 
     /// The rest of a lookup, past the first tier (kept out of the hit path).
-    /// Nil only when `mayBlock` is false and a tier would wait for the disk.
-    private func lookupSlower(_ key: String, hash: Int, mayBlock: Bool) -> Variants? {
+    /// Nil only when `mayBlock` is false and a tier would wait for the disk
+    /// (the lookup is asked again: its memory miss is counted then).
+    private func lookupSlower(_ key: String, hash: Int, mayBlock: Bool, missUnrecorded: Bool) -> Variants? {
+        var missUnrecorded = missUnrecorded
+        defer { if missUnrecorded { memory?.recordMiss(hash) } }
         let since = fetchToken
         let removedSince = removalNumber.load(ordering: .acquiring)
         let begunSince = changesBegun.load(ordering: .acquiring)
@@ -71,7 +77,10 @@ public final class TieredStore: @unchecked Sendable {
         for level in 1..<tiers.count {
             let found: Variants
             if !mayBlock, let tier = blocking[level] {
-                guard let read = tier.lookupWithoutBlocking(key, hash: hash) else { return nil }
+                guard let read = tier.lookupWithoutBlocking(key, hash: hash) else {
+                    missUnrecorded = false
+                    return nil
+                }
                 found = read
             } else {
                 found = tiers[level].lookup(key, hash: hash)
@@ -80,7 +89,7 @@ public final class TieredStore: @unchecked Sendable {
             // Admission first, per tier: a working set larger than the faster
             // tiers is mostly declined, and then no store-wide lock is taken.
             // (`insert` decides again under the lock.)
-            guard found.contains(where: { fasterAdmit($0, before: level, hash: hash) }) else { return found }
+            guard found.contains(where: { fasterAdmit($0, before: level, hash: hash, recordingMiss: &missUnrecorded) }) else { return found }
             // A small body left in its file is read in first (outside the lock).
             let promoted = found.compactMap { $0.inMemory(mayBlock: mayBlock) }
             // Promotion loses to a purge or a removal that ran while the
@@ -110,9 +119,18 @@ public final class TieredStore: @unchecked Sendable {
 
     /// Whether a tier before `level` would take `entry` (one that does not
     /// choose takes everything).
-    private func fasterAdmit(_ entry: CachedResponse, before level: Int, hash: Int) -> Bool {
+    /// `recordingMiss`: the memory tier's miss is still to be counted (then
+    /// with this question, under the same lock); false once it is.
+    private func fasterAdmit(_ entry: CachedResponse, before level: Int, hash: Int, recordingMiss: inout Bool) -> Bool {
         // The usual store (memory, then disk): asked directly, not through an existential.
-        if level == 1, let memory { return memory.wouldAdmit(entry, keyHash: hash) }
+        if level == 1, let memory {
+            defer { recordingMiss = false }
+            return memory.wouldAdmit(entry, keyHash: hash, recordingMiss: recordingMiss)
+        }
+        if recordingMiss {
+            memory?.recordMiss(hash)
+            recordingMiss = false
+        }
         for faster in 0..<level {
             guard let tier = admitting[faster] else { return true }
             if tier.wouldAdmit(entry, keyHash: hash) { return true }

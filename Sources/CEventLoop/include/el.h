@@ -119,5 +119,22 @@ static inline uintptr_t el_load_word(const void *word) {
 static inline void el_store_word(void *word, uintptr_t value) {
     __atomic_store_n((uintptr_t *)word, value, __ATOMIC_RELEASE);
 }
+/* Sets or clears bits of such a word as one step, so that a bit set by a
+   thread without the tier's lock is never lost to one changed under it. */
+static inline void el_or_word(void *word, uintptr_t bits) {
+    __atomic_fetch_or((uintptr_t *)word, bits, __ATOMIC_ACQ_REL);
+}
+static inline void el_and_word(void *word, uintptr_t bits) {
+    __atomic_fetch_and((uintptr_t *)word, bits, __ATOMIC_ACQ_REL);
+}
+/* Sequentially consistent: a reader announcing itself and then checking
+   for a writer, and a writer announcing itself and then checking for
+   readers, never both miss each other (Dekker). */
+static inline void el_store_word_seq(void *word, uintptr_t value) {
+    __atomic_store_n((uintptr_t *)word, value, __ATOMIC_SEQ_CST);
+}
+static inline uintptr_t el_load_word_seq(const void *word) {
+    return __atomic_load_n((const uintptr_t *)word, __ATOMIC_SEQ_CST);
+}
 
 #endif
