@@ -41,6 +41,26 @@ final class DiskTierEndToEndTests: ConfiguredTestCase {
         XCTAssertEqual(try origin.count("/keep?size=5000"), 1, "the origin is not contacted again")
     }
 
+    /// A player's seeks: pieces of one representation apart are kept side
+    /// by side on disk too, and stay hits after a restart.
+    func testPiecesApartAreKeptOnDiskAndStayHitsAfterARestart() throws {
+        let target = "/part/seek?size=100&etag=s1&ranges=1"
+        let settings = ["--config", try config("range_fill = false\n")]
+        let first = try start(settings)
+        for range in ["0-9", "50-59"] { XCTAssertEqual(try first.client().get(target, headers: ["Range: bytes=\(range)"]).status, 206) }
+        let deadline = Date().addingTimeInterval(10)
+        while cacheFiles().count < 2 && Date() < deadline { usleep(20_000) }
+        XCTAssertEqual(cacheFiles().count, 2, "a file per piece")
+        stop(first)
+        let second = try start(settings)
+        for range in ["0-9", "52-57"] {
+            let r = try second.client().get(target, headers: ["Range: bytes=\(range)"])
+            XCTAssertEqual(r.status, 206, range)
+            XCTAssertTrue(r.header("cache-status")?.contains("hit") ?? false, "\(range): \(r.headers)")
+        }
+        XCTAssertEqual(try origin.count(target), 2, "each piece fetched once")
+    }
+
     /// Disk hits keep their files open for the next hits, as many as
     /// `disk_open_files` allows (by default more than these six; 0: none),
     /// seen as an operator sees them: the process's descriptors on `.lrd` files.

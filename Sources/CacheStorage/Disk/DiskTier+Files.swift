@@ -182,11 +182,6 @@ extension DiskTier {
 
     // MARK: names
 
-    /// The name of the file holding `key`'s variant with `varyValues`.
-    static func fileName(_ key: String, varyValues: [String?]) -> FileName {
-        FileName(key: keyHashValue(key), variant: variantHashValue(varyValues))
-    }
-
     static func keyHashValue(_ key: String) -> UInt64 {
         var sum = NameHash()
         sum.add(Array(key.utf8))

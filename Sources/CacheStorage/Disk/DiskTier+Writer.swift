@@ -45,9 +45,8 @@ extension DiskTier {
         var tmpPath: String
         var directory: String
         var name: FileName
-        var key: String
+        var head: StoredHead
         var storedAt: Int64
-        var tags: [String]
         var seq: UInt64
         var metaLength: Int
         var bodyLength = 0
@@ -55,14 +54,14 @@ extension DiskTier {
     }
 
     private func streamOpen(_ id: UInt64, _ record: DiskRecord, seq: UInt64) {
-        let name = Self.fileName(record.key, varyValues: record.varyValues)
+        let name = Self.fileName(record.head)
         let dir = directory + "/" + Self.subdirectory(name.subdirectory)
         guard makeDirectory(dir) else { return }
         let meta = DiskFormat.encodeMeta(record)
         let tmp = temporaryPath(dir, name)
         guard let fd = createTemporary(tmp) else { return }
-        var stream = OpenStream(fd: fd, tmpPath: tmp, directory: dir, name: name, key: record.key, storedAt: record.storedAt,
-                                tags: record.tags, seq: seq, metaLength: meta.count)
+        var stream = OpenStream(fd: fd, tmpPath: tmp, directory: dir, name: name, head: record.head, storedAt: record.storedAt,
+                                seq: seq, metaLength: meta.count)
         stream.checksum.add(meta)
         // The fixed header is written last, once the length and checksum are known.
         let placeholder = [UInt8](repeating: 0, count: DiskFormat.fixedHeaderBytes)
@@ -103,30 +102,34 @@ extension DiskTier {
             return
         }
         // Summed as it was written: no need to verify it on first use.
-        indexSealed(key: stream.key, name: stream.name, fileBytes: DiskFormat.fixedHeaderBytes + stream.metaLength + stream.bodyLength,
-                    storedAt: stream.storedAt, tags: stream.tags, seq: stream.seq, verified: true)
+        guard indexSealed(key: stream.head.key, name: stream.name,
+                          fileBytes: DiskFormat.fixedHeaderBytes + stream.metaLength + stream.bodyLength,
+                          storedAt: stream.storedAt, tags: stream.head.tags, seq: stream.seq, verified: true)
+        else { return }
+        dropReplacedSiblings(of: stream.name, head: stream.head)
     }
 
     /// Indexes a file just renamed into place (unless its key was removed
-    /// or purged since the write was queued) and evicts past the limit.
+    /// or purged since the write was queued: false) and evicts past the limit.
     private func indexSealed(key: String, name: FileName, fileBytes: Int, storedAt: Int64, tags: [String], seq: UInt64,
-                             verified: Bool) {
-        let victims = state.withLock { index -> [(String, FileName)] in
+                             verified: Bool) -> Bool {
+        let (indexed, victims) = state.withLock { index -> (Bool, [(String, FileName)]) in
             switch index.verdict(key: key, tags: tags, seq: seq) {
             case .refuse:
                 // Removed meanwhile: the file just renamed into place goes, and
                 // so does any entry still under its name (a hit may keep an
                 // older file of that name open: it must not be served on).
                 index.remove(key: key, name: name)
-                return [(key, name)]
+                return (false, [(key, name)])
             case .storeStale: _ = markStale(path(of: name))
             case .store: break
             }
             index.put(key: key, name: name, bytes: Self.charged(fileBytes), storedAt: storedAt, tags: tags)
             if verified { index.files.setVerified(key, name) }
-            return index.evict(limit: limitBytes)
+            return (true, index.evict(limit: limitBytes))
         }
         deleteFiles(victims)
+        return indexed
     }
 
     /// Sets a file's stale flag (a soft purge): one 4-byte write in place.
@@ -160,7 +163,7 @@ extension DiskTier {
         case .storeStale: record.markedStale = true
         case .store: break
         }
-        let name = Self.fileName(record.key, varyValues: record.varyValues)
+        let name = Self.fileName(record.head)
         let dir = directory + "/" + Self.subdirectory(name.subdirectory)
         guard makeDirectory(dir) else { return }
         let bytes = DiskFormat.encode(record)
@@ -173,8 +176,10 @@ extension DiskTier {
             try? DiskIO.remove(tmp)
             return
         }
-        indexSealed(key: record.key, name: name, fileBytes: bytes.count, storedAt: record.storedAt, tags: record.tags, seq: seq,
-                    verified: false)
+        guard indexSealed(key: record.key, name: name, fileBytes: bytes.count, storedAt: record.storedAt, tags: record.tags, seq: seq,
+                          verified: false)
+        else { return }
+        dropReplacedSiblings(of: name, head: record.head)
     }
 
     /// Where `name` is written before it is renamed into place: marked as
