@@ -7,17 +7,7 @@ import CacheSemantics
 
 /// Disk hits served from what the index knows: corrupt files found there,
 /// purges racing them, descriptors kept open between hits.
-final class DiskFastPathTests: XCTestCase {
-    private var directory = ""
-
-    override func setUp() {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-fast-\(UUID().uuidString)").path
-    }
-
-    override func tearDown() {
-        try? FileManager.default.removeItem(atPath: directory)
-    }
-
+final class DiskFastPathTests: DiskTestCase {
     private func record(_ key: String, tags: [String] = [], bytes: Int = 1000) -> DiskRecord {
         DiskRecord(head: testHead(key, tags: tags), storedAt: 1, body: [UInt8](repeating: 0x62, count: bytes))
     }

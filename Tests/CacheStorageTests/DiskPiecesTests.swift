@@ -6,18 +6,7 @@ import CacheSemantics
 /// Several pieces of one variant on disk, as in memory: the ones of one
 /// representation that lie apart are kept side by side (bounded), the rest
 /// replaced, and they are found again after a restart.
-final class DiskPiecesTests: XCTestCase {
-    private var directory = ""
-
-    override func setUp() {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-pieces-\(UUID().uuidString)").path
-    }
-
-    override func tearDown() {
-        try? FileManager.default.removeItem(atPath: directory)
-        try? FileManager.default.removeItem(atPath: directory + "-copy")
-    }
-
+final class DiskPiecesTests: DiskTestCase {
     private func piece(_ first: Int, _ last: Int, of length: Int = 10_000, etag: String = "\"v1\"", storedAt: Int64 = 1) -> DiskRecord {
         let head = testHead("/video", status: 206, fields: ["cache-control": "max-age=60", "etag": etag,
                                                             "content-range": "bytes \(first)-\(last)/\(length)"])

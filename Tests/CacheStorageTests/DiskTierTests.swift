@@ -3,17 +3,7 @@ import Foundation
 import CacheSemantics
 @testable import CacheStorage
 
-final class DiskTierTests: XCTestCase {
-    private var directory = ""
-
-    override func setUp() {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-disk-\(UUID().uuidString)").path
-    }
-
-    override func tearDown() {
-        try? FileManager.default.removeItem(atPath: directory)
-    }
-
+final class DiskTierTests: DiskTestCase {
     private func record(_ key: String, bytes: Int, vary: String? = nil) -> DiskRecord {
         DiskRecord(head: testHead(key, varyNames: vary == nil ? [] : ["accept"], varyValues: vary == nil ? [] : [vary]),
                    storedAt: 1, body: [UInt8](repeating: UInt8(key.utf8.count % 251), count: bytes))

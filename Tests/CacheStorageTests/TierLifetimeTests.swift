@@ -6,17 +6,7 @@ import CacheSemantics
 
 /// memory_ttl and disk_ttl measured by the tiers' injected clock, moved by
 /// hand here: a lifetime ends without the test waiting for it.
-final class TierLifetimeTests: XCTestCase {
-    private var directory = ""
-
-    override func setUp() {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-ttl-\(UUID().uuidString)").path
-    }
-
-    override func tearDown() {
-        try? FileManager.default.removeItem(atPath: directory)
-    }
-
+final class TierLifetimeTests: DiskTestCase {
     /// A response received now by `clock`, fresh for a minute.
     private func entry(_ key: String, at clock: WallClock, bytes: Int = 100) -> CachedResponse {
         let now = clock.now()
