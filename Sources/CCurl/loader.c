@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/socket.h>
 
 struct larder_curl_api larder_curl;
 
@@ -108,3 +109,19 @@ void larder_curl_require(void) {
     }
     for (;;) pause();
 }
+
+static _Atomic(long (*)(void)) descriptor_relief = NULL;
+
+void larder_set_descriptor_relief(long (*relief)(void)) { atomic_store(&descriptor_relief, relief); }
+
+curl_socket_t larder_open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *address) {
+    (void)clientp;
+    (void)purpose;
+    int fd = socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+        long (*relief)(void) = atomic_load(&descriptor_relief);
+        if (relief != NULL && relief() > 0) fd = socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+    }
+    return fd < 0 ? CURL_SOCKET_BAD : fd;
+}
+

@@ -67,6 +67,13 @@ public protocol BlockingTier: CacheTier {
     func waitUntilReady(timeoutSeconds: Double)
     /// Blocks (bounded) until queued writes are done.
     func flush(timeoutSeconds: Double)
+    /// The process ran out of descriptors: closes some the tier keeps open
+    /// for later reads (and keeps fewer from now on); how many.
+    func releaseDescriptors() -> Int
+}
+
+extension BlockingTier {
+    public func releaseDescriptors() -> Int { 0 }
 }
 
 /// A tier with per-key lifetimes of the stored bytes (routes' memory_ttl, disk_ttl).

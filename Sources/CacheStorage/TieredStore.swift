@@ -277,6 +277,9 @@ public final class TieredStore: @unchecked Sendable {
         for tier in blocking { tier?.flush(timeoutSeconds: timeoutSeconds) }
     }
 
+    /// Descriptors the tiers keep open, given back (see `BlockingTier.releaseDescriptors`).
+    public func releaseDescriptors() -> Int { blocking.reduce(0) { $0 + ($1?.releaseDescriptors() ?? 0) } }
+
     private static func merge(_ counts: [[String: Int]]) -> Int {
         counts.reduce(into: [String: Int]()) { $0.merge($1, uniquingKeysWith: max) }.values.reduce(0, +)
     }

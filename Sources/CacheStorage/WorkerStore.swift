@@ -27,6 +27,9 @@ public final class WorkerStore {
     /// The same, waiting for the disk where it must.
     public func lookup(_ key: String) -> Variants { tiers.lookup(key, local: localHits) }
 
+    /// The process ran out of descriptors: the tiers give back what they keep open.
+    public func releaseDescriptors() -> Int { tiers.releaseDescriptors() }
+
     /// See `TieredStore.fetchToken`.
     public var fetchToken: UInt64 { tiers.fetchToken }
 

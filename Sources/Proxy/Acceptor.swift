@@ -1,6 +1,9 @@
 import EventLoop
 import Logging
 import TLS
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A socket a worker accepts client connections on: plain HTTP, or TLS
 /// with its listener's current certificates.
@@ -39,6 +42,9 @@ final class Acceptor: IOHandler {
             do {
                 accepted = try Socket.accept(listener.fd)
             } catch {
+                // Out of descriptors: files the disk tier keeps open for its
+                // hits are given back first (it keeps fewer from now on).
+                if error.errno == EMFILE || error.errno == ENFILE, worker.cache.store.releaseDescriptors() > 0 { continue }
                 // EMFILE and friends: the listener stays readable, so pause
                 // accepting briefly rather than spin (and log once per pause).
                 worker.logger.warning("accept failed: \(error); pausing accepts for 100 ms")

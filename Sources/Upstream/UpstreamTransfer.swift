@@ -208,6 +208,7 @@ public final class UpstreamTransfer {
         // Connection sockets are announced and closed through the client,
         // so that a pooled connection can stay registered with epoll.
         let clientPointer = Unmanaged.passUnretained(client).toOpaque()
+        set(larder_easy_setopt_opensocket(easy))
         set(larder_easy_setopt_sockoptcb(easy, curlSockoptFunction))
         set(larder_easy_setopt_ptr(easy, CURLOPT_SOCKOPTDATA, clientPointer))
         set(larder_easy_setopt_closesocketcb(easy, curlCloseSocketFunction))

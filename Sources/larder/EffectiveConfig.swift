@@ -114,7 +114,7 @@ enum EffectiveConfig {
         case .compress: value = list(p.compressTypes.spelled)
         case .range_fill: value = String(p.rangeFill)
         case .disk_open_files:
-            guard s.diskOpenFiles >= 0 else { return "# disk_open_files: automatic (a quarter of the open-file limit, at most 16384)" }
+            guard s.diskOpenFiles >= 0 else { return "# disk_open_files: automatic (half the open-file limit, at most 16384)" }
             value = String(s.diskOpenFiles)
         case .admin_hosts: value = list(s.adminHosts)
         case .io_threads: value = String(s.ioThreads)

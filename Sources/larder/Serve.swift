@@ -101,6 +101,7 @@ struct Serve: ParsableCommand {
         tiers.insert(MemoryTier(limitBytes: settings.memoryLimitBytes, maxObjectBytes: proxyConfig.maxObjectBytes,
                                 lifetimeSeconds: settings.memoryTTLSeconds, slowerTierBehind: !tiers.isEmpty, clock: clock), at: 0)
         let store = TieredStore(tiers: tiers)
+        DescriptorRelief.install { store.releaseDescriptors() }
         Self.installLifetimeRules(proxyConfig.routes, store: store)
         let stats = ProxyStats()
         let collapser = Collapser()
@@ -318,7 +319,7 @@ struct Serve: ParsableCommand {
     }
 
     /// How many descriptors disk hits may keep open: `disk_open_files`, or
-    /// by default a quarter of the open-file limit (at most 16,384); never
+    /// by default half the open-file limit (at most 16,384); never
     /// more than half the limit, which connections need too.
     static func keptFiles(_ configured: Int, openFiles: Int, _ logger: Logger) -> Int {
         guard configured >= 0 else { return DiskFiles.defaultKeepLimit() }

@@ -33,8 +33,8 @@ struct Settings {
     /// nil: memory only.
     var cacheDirectory: String?
     var diskLimitBytes = 1 << 30
-    /// `disk_open_files`: descriptors disk hits may keep open; -1: a quarter
-    /// of the open-file limit, at most 16,384 (`DiskFiles.defaultKeepLimit`).
+    /// `disk_open_files`: descriptors disk hits may keep open; -1: half
+    /// the open-file limit, at most 16,384 (`DiskFiles.defaultKeepLimit`).
     var diskOpenFiles = -1
     /// Tier lifetimes in seconds; nil: kept until evicted. `diskMirrorsMemory`:
     /// disk_ttl = "mirror".

@@ -350,6 +350,25 @@ final class DiskFastPathTests: DiskTestCase {
         XCTAssertEqual(openDescriptors, afterFirstHit - 1)
     }
 
+    func testKeptDescriptorsAreGivenBackAndFewerKeptAfter() throws {
+        let tier = try openTier()
+        let keys = (0..<40).map { "/give-back-\($0)" }
+        for key in keys { tier.store(record(key)) }
+        tier.flush(timeoutSeconds: 10)
+        for key in keys { XCTAssertEqual(tier.lookup(key).first?.bodyLength, 1000) }
+        XCTAssertEqual(tier.files.kept.value.load(ordering: .relaxed), 40)
+        let before = openDescriptors
+        XCTAssertEqual(tier.releaseDescriptors(), 16, "a quarter, at least 16")
+        XCTAssertEqual(tier.files.kept.value.load(ordering: .relaxed), 24)
+        XCTAssertEqual(openDescriptors, before - 16, "closed at once: no hit was reading them")
+        for key in keys { XCTAssertEqual(tier.lookup(key).first?.bodyLength, 1000, "every entry still served") }
+        XCTAssertEqual(tier.files.kept.value.load(ordering: .relaxed), 24, "and no more kept than were left")
+        XCTAssertEqual(tier.releaseDescriptors(), 16)
+        XCTAssertEqual(tier.releaseDescriptors(), 8)
+        XCTAssertEqual(tier.releaseDescriptors(), 0, "nothing more to give")
+        XCTAssertEqual(tier.stats.objects, 40)
+    }
+
     func testADeletedFileIsNotServedFromItsKeptDescriptor() throws {
         let tier = try openTier(recheck: 0)
         store(tier, record("/gone"))

@@ -275,3 +275,45 @@ final class PoisoningTests: ConfiguredTestCase {
         XCTAssertEqual(try origin.count("/vhost"), 2)
     }
 }
+
+/// Files disk hits keep open give way to connections when the process
+/// runs out of descriptors, and what is stored stays stored.
+final class KeptFilesUnderDescriptorPressureTests: ConfiguredTestCase {
+    func testKeptFilesAreClosedForConnectionsAndTheEntriesStay() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/prlimit") else {
+            throw HarnessError("prlimit (util-linux) is missing")
+        }
+        let origin = try startOrigin()
+        // Disk only (nothing fits in memory), 20 files kept: with 128
+        // descriptors in all (some of them the files' directories), 80
+        // connections more do not fit beside them.
+        let config = try writeConfig("max_object_size = \"1KiB\"\ndisk_open_files = 20\n")
+        let child = try startChild("/usr/bin/prlimit", ["--nofile=128:128", Paths.larder, "serve", "--listen", "127.0.0.1:0",
+                                                        "--upstream", origin.url, "--workers", "1", "--admin-listen", "none",
+                                                        "--cache-dir", temporaryPath("larder-kept"), "--config", config])
+        let port = try XCTUnwrap(child.waitFor("listening on 127\\.0\\.0\\.1:(\\d+)").flatMap(Int.init), child.stderr)
+        let targets = (0..<20).map { "/kept-\($0)?size=4000" }
+        let c = try HTTPClient(port: port)
+        for target in targets { XCTAssertEqual(try c.get(target).status, 200) }
+        // Hit until every file is on disk and kept (the first hit keeps it).
+        let deadline = Date().addingTimeInterval(15)
+        var hits = 0
+        while hits < targets.count && Date() < deadline {
+            hits = try targets.filter { try c.get($0).header("cache-status")?.contains("hit") ?? false }.count
+        }
+        XCTAssertEqual(hits, targets.count, "every file stored and hit")
+        var idle: [HTTPClient] = []
+        for _ in 0..<80 { idle.append(try HTTPClient(port: port)) }
+        for client in idle { try client.send("GET /kept-0?size=4000 HTTP/1.1\r\nHost: a\r\n\r\n") }
+        // Each connection is answered (one not accepted would time out).
+        for (n, client) in idle.enumerated() {
+            guard let r = try? client.readResponse() else { return XCTFail("connection \(n) got no answer: \(child.stderr)") }
+            XCTAssertEqual(r.status, 200)
+        }
+        XCTAssertNotNil(child.waitFor("out of descriptors: closed \\d+ files disk hits kept open", timeout: 5), child.stderr)
+        idle.removeAll()
+        for target in targets { XCTAssertTrue(try c.get(target).header("cache-status")?.contains("hit") ?? false, target) }
+        for target in targets { XCTAssertEqual(try origin.count(target), 1, "\(target) stayed stored") }
+        XCTAssertTrue(child.process.isRunning, child.stderr)
+    }
+}

@@ -85,6 +85,16 @@ static inline CURLcode larder_easy_setopt_datacb(CURL *h, CURLoption o, larder_c
 static inline CURLcode larder_easy_setopt_sockoptcb(CURL *h, larder_curl_sockopt_cb v) { return larder_curl.easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, v); }
 static inline CURLcode larder_easy_setopt_closesocketcb(CURL *h, larder_curl_closesocket_cb v) { return larder_curl.easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, v); }
 
+/* An upstream connection's socket, opened as libcurl would; when the
+   process is out of descriptors, `relief` (set once by the daemon: the
+   disk tier closes files it keeps open) is asked to give some back and
+   the socket is tried once more. */
+void larder_set_descriptor_relief(long (*relief)(void));
+curl_socket_t larder_open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *address);
+static inline CURLcode larder_easy_setopt_opensocket(CURL *h) {
+    return larder_curl.easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, larder_open_socket);
+}
+
 static inline CURLcode larder_easy_getinfo_long(CURL *h, CURLINFO i, long *v) { return larder_curl.easy_getinfo(h, i, v); }
 static inline CURLcode larder_easy_getinfo_off(CURL *h, CURLINFO i, curl_off_t *v) { return larder_curl.easy_getinfo(h, i, v); }
 static inline CURLcode larder_easy_getinfo_ptr(CURL *h, CURLINFO i, void **v) { return larder_curl.easy_getinfo(h, i, v); }

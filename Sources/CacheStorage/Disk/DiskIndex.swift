@@ -16,18 +16,20 @@ public final class DiskFiles: Sendable {
     private let shards: [Locked<KeyTable<DiskKey>>] = (0..<16).map { _ in Locked(KeyTable()) }
     /// The start-up rebuild has indexed every file.
     let rebuilt = Atomic<Bool>(false)
-    /// Descriptors kept open between hits (`KeptFile`), at most `keepLimit`.
+    /// Descriptors kept open between hits (`KeptFile`), at most `keepLimit`
+    /// (lowered for good when the process ran short: `releaseKept`).
     let kept = KeptCount()
-    let keepLimit: Int
+    let keepLimit = Atomic<Int>(0)
     /// How long (monotonic nanoseconds) a kept descriptor's file, once seen
     /// still linked under its name, is trusted to be so without asking again.
     let recheckNanoseconds: UInt64
 
-    /// `keepLimit`: by default a quarter of the open-file limit (raised
-    /// to its hard limit at start), at most 16,384: connections need the rest.
+    /// `keepLimit`: by default half the open-file limit (raised to its hard
+    /// limit at start), at most 16,384; connections need the rest, and take
+    /// kept files back when they run short (`releaseKept`).
     /// `recheckNanoseconds`: see `KeptFile.isLinked(now:recheckNanoseconds:)`.
     init(keepLimit: Int = DiskFiles.defaultKeepLimit(), recheckNanoseconds: UInt64 = DiskFiles.defaultRecheckNanoseconds) {
-        self.keepLimit = keepLimit
+        self.keepLimit.store(keepLimit, ordering: .relaxed)
         self.recheckNanoseconds = recheckNanoseconds
     }
 
@@ -37,7 +39,7 @@ public final class DiskFiles: Sendable {
     public static func defaultKeepLimit() -> Int {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 0 }
-        return Int(min(limit.rlim_cur / 4, 16_384))
+        return Int(min(limit.rlim_cur / 2, 16_384))
     }
 
     /// A key's files, changed or read under its shard's lock (the key hashed once).
@@ -125,7 +127,7 @@ public final class DiskFiles: Sendable {
     /// Whether `keep` would keep a file (asked before it is read, to know
     /// whether to decode it for keeping).
     func mayKeep(id: UInt64, replacing: KeptFile?) -> Bool {
-        id != 0 && (replacing != nil || kept.value.load(ordering: .relaxed) < keepLimit)
+        id != 0 && (replacing != nil || kept.value.load(ordering: .relaxed) < keepLimit.load(ordering: .relaxed))
     }
 
     /// A soft purge marks the file stale: what is kept of it would serve it

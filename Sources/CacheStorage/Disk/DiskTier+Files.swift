@@ -22,32 +22,57 @@ extension DiskTier {
 
     private func subdirectoryPath(of name: FileName) -> String { directory + "/" + Self.subdirectory(name.subdirectory) }
 
+    /// What came of opening a stored file.
+    enum Opened {
+        case file(FileDescriptor)
+        /// Not there (removed since the index was read, or by hand).
+        case gone
+        /// The process is out of descriptors even after the tier gave back
+        /// the ones it keeps: a miss this time, the file stays indexed.
+        case short
+    }
+
     /// A stored file opened for reading, relative to its sub-directory's
     /// kept descriptor (one path component for the kernel to resolve).
-    func openStored(_ name: FileName) -> FileDescriptor? {
+    func openStored(_ name: FileName) -> Opened {
+        switch openStoredOnce(name) {
+        case .success(let fd): return .file(fd)
+        case .failure(let errno) where errno == .tooManyOpenFiles || errno == .tooManyOpenFilesInSystem:
+            guard releaseDescriptors() > 0, case .success(let fd) = openStoredOnce(name) else { return .short }
+            return .file(fd)
+        case .failure: return .gone
+        }
+    }
+
+    private func openStoredOnce(_ name: FileName) -> Result<FileDescriptor, Errno> {
         let handle = subdirectories[name.subdirectory]
         var dir = handle.fd.load(ordering: .acquiring)
-        if dir < 0 {
-            guard let opened = try? DiskIO.openDirectory(subdirectoryPath(of: name)) else { return nil }
-            let (exchanged, current) = handle.fd.compareExchange(expected: -1, desired: opened.rawValue, ordering: .acquiringAndReleasing)
-            if exchanged { dir = opened.rawValue } else { DiskIO.close(opened); dir = current }
-        }
         do throws(Errno) {
-            return try DiskIO.openForReading(name, in: FileDescriptor(rawValue: dir))
+            if dir < 0 {
+                let opened = try DiskIO.openDirectory(subdirectoryPath(of: name))
+                let (exchanged, current) = handle.fd.compareExchange(expected: -1, desired: opened.rawValue,
+                                                                     ordering: .acquiringAndReleasing)
+                if exchanged { dir = opened.rawValue } else { DiskIO.close(opened); dir = current }
+            }
+            return .success(try DiskIO.openForReading(name, in: FileDescriptor(rawValue: dir)))
         } catch .noSuchFileOrDirectory {
             // Usually a file removed since the index was read. But the
             // sub-directory may have been replaced under us (removed and made
             // again): then the file is found by its path, and the new
             // directory is kept for next time (the old descriptor stays
             // open: another thread may be using it).
-            guard let fd = try? DiskIO.openForReading(path(of: name)) else { return nil }
-            if let fresh = try? DiskIO.openDirectory(subdirectoryPath(of: name)),
-               !handle.fd.compareExchange(expected: dir, desired: fresh.rawValue, ordering: .acquiringAndReleasing).exchanged {
-                DiskIO.close(fresh)
+            do throws(Errno) {
+                let fd = try DiskIO.openForReading(path(of: name))
+                if dir >= 0, let fresh = try? DiskIO.openDirectory(subdirectoryPath(of: name)),
+                   !handle.fd.compareExchange(expected: dir, desired: fresh.rawValue, ordering: .acquiringAndReleasing).exchanged {
+                    DiskIO.close(fresh)
+                }
+                return .success(fd)
+            } catch {
+                return .failure(error)
             }
-            return fd
         } catch {
-            return nil
+            return .failure(error)
         }
     }
 
@@ -143,7 +168,11 @@ extension DiskTier {
     /// A new temporary file, or nil (logged) when the directory refuses it.
     func createTemporary(_ path: String) -> FileDescriptor? {
         do throws(Errno) {
-            return try DiskIO.createExclusive(path)
+            do {
+                return try DiskIO.createExclusive(path)
+            } catch .tooManyOpenFiles where releaseDescriptors() > 0 {
+                return try DiskIO.createExclusive(path)  // with a descriptor hits kept given back
+            }
         } catch {
             fault("write", "cannot write to the cache directory (\(error)); serving from memory and upstream")
             return nil
@@ -208,9 +237,13 @@ extension DiskTier {
     func openLarge(key: String, name: FileName, size: Int, indexed: Bool, id: UInt64, replacing: KeptFile?,
                    now: UInt64) -> CachedResponse? {
         let path = path(of: name)
-        guard let fd = openStored(name) else {
+        let fd: FileDescriptor
+        switch openStored(name) {
+        case .file(let opened): fd = opened
+        case .gone:
             state.withLock { _ = $0.remove(key: key, name: name, id: id) }
             return nil
+        case .short: return nil
         }
         let stored = StoredFile(fd, path: path)
         func drop(_ why: String) -> CachedResponse? {

@@ -96,12 +96,14 @@ extension DiskTier {
             if let kept {
                 (fd, stored) = (kept.fd, nil)
             } else {
-                guard let opened = openStored(name) else {
+                switch openStored(name) {
+                case .file(let opened): fd = opened
+                case .gone:
                     state.withLock { _ = $0.remove(key: key, name: name, id: file.id) }
                     continue
+                case .short: continue
                 }
-                fd = opened
-                stored = self.files.mayKeep(id: file.id, replacing: file.kept) ? StoredFile(opened, path: path(of: name)) : nil
+                stored = self.files.mayKeep(id: file.id, replacing: file.kept) ? StoredFile(fd, path: path(of: name)) : nil
             }
             let read = withExtendedLifetime(kept) {
                 readFile(named: name, size: size, from: fd, mayBlock: mayBlock) { bytes in

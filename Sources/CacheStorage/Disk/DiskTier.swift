@@ -356,6 +356,17 @@ public final class DiskTier: CacheTier, StreamingTier, BlockingTier, LifetimeTie
         queue.waitUntilEmpty(timeoutSeconds: timeoutSeconds)
     }
 
+    /// A quarter of the files hits keep open (at least 16) are closed, and
+    /// no more than are left are kept from now on.
+    public func releaseDescriptors() -> Int {
+        let released = files.releaseKept(max(16, files.kept.value.load(ordering: .relaxed) / 4))
+        if released > 0 {
+            fault("descriptors", "out of descriptors: closed \(released) files disk hits kept open; "
+                  + "at most \(files.keepLimit.load(ordering: .relaxed)) are kept from now on (see disk_open_files)")
+        }
+        return released
+    }
+
     public var stats: TierStats {
         var stats = state.withLock {
             TierStats(name: name, objects: $0.count, bytes: $0.totalBytes, limitBytes: limitBytes, evictions: $0.evictions,
