@@ -350,6 +350,35 @@ final class DiskFastPathTests: DiskTestCase {
         XCTAssertEqual(openDescriptors, afterFirstHit - 1)
     }
 
+    func testARefreshOfABodyLeftInItsFileIsWrittenWithThatBody() throws {
+        // A 304 refreshes a disk hit whose body stayed in its file: the new
+        // fields go to disk with the body copied from the old file, so a
+        // restart finds the refreshed response, not the stale one.
+        let tier = try openTier()
+        store(tier, record("/refresh", bytes: 3000))
+        let hit = try XCTUnwrap(tier.lookup("/refresh").first)
+        let file = try XCTUnwrap(hit.bodyFile, "the body left in its file")
+        let newer = testHead("/refresh", timing: ResponseTiming(requestTime: 50, responseTime: 50, dateValue: 50, ageValue: 0),
+                             lifetime: 600)
+        let refreshed = CachedResponse.make(head: newer, body: UnsafeRawBufferPointer(start: nil, count: 0), bodyFile: file)
+        XCTAssertTrue(tier.insert(refreshed), "taken")
+        tier.flush(timeoutSeconds: 10)
+        let copy = directory + "-copy"
+        try FileManager.default.copyItem(atPath: directory, toPath: copy)
+        try FileManager.default.removeItem(atPath: copy + "/lock")
+        let reopened = try DiskTier(directory: copy, limitBytes: 100 << 20) { _ in }
+        reopened.waitForIndex(timeoutSeconds: 10)
+        let found = try XCTUnwrap(reopened.records("/refresh").first)
+        XCTAssertEqual(found.head.lifetime, 600)
+        XCTAssertEqual(found.head.timing.responseTime, 50)
+        let body = found.bodyFile.map { file -> [UInt8] in
+            guard case .bytes(let bytes) = file.read(cachedOnly: false) else { return [] }
+            return Array(bytes.buffer)
+        } ?? found.body
+        XCTAssertEqual(body, [UInt8](repeating: 0x62, count: 3000), "the body copied whole (its checksum checked on reading)")
+        XCTAssertEqual(reopened.stats.objects, 1, "one file: the refreshed one replaced the stale one")
+    }
+
     func testKeptDescriptorsAreGivenBackAndFewerKeptAfter() throws {
         let tier = try openTier()
         let keys = (0..<40).map { "/give-back-\($0)" }

@@ -166,9 +166,18 @@ extension DiskTier {
         let name = Self.fileName(record.head)
         let dir = directory + "/" + Self.subdirectory(name.subdirectory)
         guard makeDirectory(dir) else { return }
-        let bytes = DiskFormat.encode(record)
         let tmp = temporaryPath(dir, name)
-        guard writeFile(tmp, bytes) else { return }
+        let fileBytes: Int
+        if let body = record.bodyFile {
+            // A response whose body was left in its file (a disk hit a 304
+            // refreshed): the new fields with the body copied from the old file.
+            guard let written = writeCopying(record, body: body, to: tmp) else { return }
+            fileBytes = written
+        } else {
+            let bytes = DiskFormat.encode(record)
+            guard writeFile(tmp, bytes) else { return }
+            fileBytes = bytes.count
+        }
         do throws(Errno) {
             try DiskIO.rename(tmp, to: dir + "/" + name.description)
         } catch {
@@ -176,10 +185,34 @@ extension DiskTier {
             try? DiskIO.remove(tmp)
             return
         }
-        guard indexSealed(key: record.key, name: name, fileBytes: bytes.count, storedAt: record.storedAt, tags: record.tags, seq: seq,
-                          verified: false)
+        guard indexSealed(key: record.key, name: name, fileBytes: fileBytes, storedAt: record.storedAt, tags: record.tags, seq: seq,
+                          verified: record.bodyFile != nil)
         else { return }
         dropReplacedSiblings(of: name, head: record.head)
+    }
+
+    /// Writes `record`'s file to `path` with its body read from `body`
+    /// (summed as it is copied: verified); its size, or nil (logged).
+    private func writeCopying(_ record: DiskRecord, body: FileBody, to path: String) -> Int? {
+        guard let fd = createTemporary(path) else { return nil }
+        defer { DiskIO.close(fd) }
+        let meta = DiskFormat.encodeMeta(record)
+        var sum = Checksum()
+        sum.add(meta)
+        var copied = writeAll(fd, [UInt8](repeating: 0, count: DiskFormat.fixedHeaderBytes), path: path) && writeAll(fd, meta, path: path)
+        let read = copied && (try? DiskIO.forEachPiece(body.file.fd, from: body.offset, length: body.length, chunk: 1 << 20) { piece in
+            guard copied else { return }
+            sum.add(piece)
+            copied = writeAll(fd, Array(piece), path: path)
+        }) == true
+        let header = DiskFormat.fixedHeader(metaLength: meta.count, bodyLength: body.length, checksum: sum.value,
+                                            flags: record.markedStale ? DiskFormat.staleFlag : 0)
+        guard read, copied, writeAll(fd, header, at: 0, path: path) else {
+            if copied && !read { fault("write", "cannot read the body of \(record.key) back from its file to store it again") }
+            try? DiskIO.remove(path)
+            return nil
+        }
+        return DiskFormat.fixedHeaderBytes + meta.count + body.length
     }
 
     /// Where `name` is written before it is renamed into place: marked as
