@@ -348,17 +348,25 @@ struct FrequencySketch {
     private var counters = [UInt8](repeating: 0, count: 4 * width)
     private var records = 0
 
-    private static func slot(_ hash: Int, row: Int) -> Int {
-        let seeds: (UInt64, UInt64, UInt64, UInt64) = (0x9E37_79B9_7F4A_7C15, 0xC2B2_AE3D_27D4_EB4F, 0x1656_67B1_9E37_79F9,
-                                                       0x85EB_CA77_C2B2_AE63)
-        let seed = row == 0 ? seeds.0 : row == 1 ? seeds.1 : row == 2 ? seeds.2 : seeds.3
-        return row * width + Int(truncatingIfNeeded: (UInt64(bitPattern: Int64(hash)) &* seed) >> 52) & (width - 1)
+    /// A key's counter in each row (a multiplicative hash per row; the top
+    /// 12 bits index the row's 4,096 counters).
+    @inline(__always)
+    private static func slots(_ hash: Int) -> (Int, Int, Int, Int) {
+        let h = UInt64(bitPattern: Int64(hash))
+        return (Int(truncatingIfNeeded: (h &* 0x9E37_79B9_7F4A_7C15) >> 52),
+                width + Int(truncatingIfNeeded: (h &* 0xC2B2_AE3D_27D4_EB4F) >> 52),
+                2 * width + Int(truncatingIfNeeded: (h &* 0x1656_67B1_9E37_79F9) >> 52),
+                3 * width + Int(truncatingIfNeeded: (h &* 0x85EB_CA77_C2B2_AE63) >> 52))
     }
 
     mutating func record(_ hash: Int) {
-        for row in 0..<4 {
-            let i = Self.slot(hash, row: row)
-            if counters[i] < 15 { counters[i] += 1 }
+        let s = Self.slots(hash)
+        counters.withUnsafeMutableBufferPointer { c in
+            func bump(_ i: Int) { if c[i] < 15 { c[i] += 1 } }
+            bump(s.0)
+            bump(s.1)
+            bump(s.2)
+            bump(s.3)
         }
         records += 1
         if records >= 10 * Self.width {
@@ -368,8 +376,7 @@ struct FrequencySketch {
     }
 
     func frequency(_ hash: Int) -> Int {
-        var least = Int.max
-        for row in 0..<4 { least = min(least, Int(counters[Self.slot(hash, row: row)])) }
-        return least
+        let s = Self.slots(hash)
+        return counters.withUnsafeBufferPointer { c in Int(min(min(c[s.0], c[s.1]), min(c[s.2], c[s.3]))) }
     }
 }
