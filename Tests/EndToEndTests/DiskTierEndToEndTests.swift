@@ -41,6 +41,39 @@ final class DiskTierEndToEndTests: ConfiguredTestCase {
         XCTAssertEqual(try origin.count("/keep?size=5000"), 1, "the origin is not contacted again")
     }
 
+    /// A 304 refreshes a large stored response on disk too (its body, over
+    /// 1 MiB, stays in its file and is copied into the refreshed one):
+    /// after a restart the refreshed response is fresh, and the origin is
+    /// not asked again.
+    func testARefreshBy304OfALargeFileIsOnDiskAfterARestart() throws {
+        let target = "/refreshed?size=2000000&etag=r1&cc=max-age=2"
+        let first = try start()
+        let original = try first.client().get(target)
+        XCTAssertEqual(original.status, 200)
+        let stored = Date()
+        let deadline = Date().addingTimeInterval(10)
+        while cacheFiles().isEmpty && Date() < deadline { usleep(20_000) }
+        stop(first)
+        // Stale once its two seconds have passed (the daemon's own clock:
+        // real time), then revalidated after a restart: a 304.
+        while Date().timeIntervalSince(stored) < 2.2 { usleep(50_000) }
+        let second = try start()
+        let revalidated = try second.client().get(target)
+        XCTAssertEqual(revalidated.header("cache-status"), "larder; fwd=stale; fwd-status=304; stored")
+        XCTAssertEqual(revalidated.body, original.body)
+        XCTAssertEqual(try origin.count(target), 2)
+        // The refreshed file is renamed over the stale one.
+        func modified() -> Date { cacheFiles().first.flatMap { try? FileManager.default.attributesOfItem(atPath: $0)[.modificationDate] as? Date } ?? .distantPast }
+        let written = Date().addingTimeInterval(10)
+        while modified() < stored.addingTimeInterval(2) && Date() < written { usleep(20_000) }
+        stop(second)
+        let third = try start()
+        let again = try third.client().get(target)
+        XCTAssertTrue(again.header("cache-status")?.contains("hit") ?? false, "fresh from disk: \(again.headers)")
+        XCTAssertEqual(again.body, original.body)
+        XCTAssertEqual(try origin.count(target), 2, "not revalidated again")
+    }
+
     /// A player's seeks: pieces of one representation apart are kept side
     /// by side on disk too, and stay hits after a restart.
     func testPiecesApartAreKeptOnDiskAndStayHitsAfterARestart() throws {
