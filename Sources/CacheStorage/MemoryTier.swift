@@ -7,15 +7,16 @@ import Synchronization
 import Glibc
 #endif
 
-/// The memory tier: bounded in bytes, shared by every worker thread. Work
-/// under a shard's lock is a hash probe and a bit set (a hit) or a few
-/// pointer moves (a store); entries are immutable (but for their list
-/// links, which only this tier touches under the lock), so readers use
-/// them after unlocking.
+/// The memory tier: bounded in bytes, shared by every worker thread. A
+/// worker's hit is a hash probe and a bit set without the shard's lock
+/// (`ShardReaders`); a store is a few pointer moves under it, with no
+/// reader inside. Entries are immutable (but for their list links, which
+/// only this tier touches, and flag bits set atomically), so readers use
+/// them after the lookup.
 public final class MemoryTier: CacheTier, AdmittingTier, LifetimeTier {
-    /// Shards by key hash, each a SIEVE index behind its own lock: workers
-    /// hitting different keys do not wait for each other, and a hit only
-    /// sets a bit under its shard's lock (no list splice).
+    /// Shards by key hash, each a SIEVE index behind its own lock: changes
+    /// to different keys do not wait for each other, and a hit only sets a
+    /// bit (no list splice).
     private let shards: [Shard]
     /// The same, for the hit path: read without a reference count (every
     /// worker retaining the one shard object would write a shared word).
