@@ -9,7 +9,7 @@ extension ClientConnection {
     static let lingerMaxBytes = 8 << 20
 
     func lingerThenClose() {
-        guard flow.lingers(draining: worker.draining) else { close(); return }
+        guard flow.lingers(draining: services.draining) else { close(); return }
         tls?.shutdown()
         Socket.shutdownWrite(fd)
         deadlines = ConnectionDeadlines()
@@ -22,7 +22,7 @@ extension ClientConnection {
         for _ in 0..<4 {
             let n: Int?
             do {
-                n = try worker.scratch.withUnsafeMutableBytes { (buf) throws(SystemError) -> Int? in try Socket.read(fd, into: buf) }
+                n = try services.scratch.withUnsafeMutableBytes { (buf) throws(SystemError) -> Int? in try Socket.read(fd, into: buf) }
             } catch {
                 close()
                 return

@@ -21,9 +21,9 @@ extension ClientConnection {
         guard plainHTTPChecked() else { return }
         switch tls.handshake() {
         case .done:
-            WorkerStats.bump(worker.counters.tlsHandshakes)
-            if tls.resumed { WorkerStats.bump(worker.counters.tlsResumed) }
-            if tls.alpn == "h2" { return worker.switchToHTTP2(self) }
+            WorkerStats.bump(services.counters.tlsHandshakes)
+            if tls.resumed { WorkerStats.bump(services.counters.tlsResumed) }
+            if tls.alpn == "h2" { return services.switchToHTTP2(self) }
             setDeadline(.idle, after: settings.headerTimeoutMilliseconds)
             setInterest([.read])
             // A request that came with the handshake's last flight is read now.
@@ -33,8 +33,8 @@ extension ClientConnection {
         case .wantWrite:
             setInterest([.read, .write])
         case .failed(let why):
-            WorkerStats.bump(worker.counters.tlsFailures)
-            worker.logger.debug("TLS handshake with \(peer) failed: \(why)")
+            WorkerStats.bump(services.counters.tlsFailures)
+            services.logger.debug("TLS handshake with \(peer) failed: \(why)")
             close()
         }
     }
@@ -61,7 +61,7 @@ extension ClientConnection {
             close()
             return false
         }
-        WorkerStats.bump(worker.counters.plainOnTLS)
+        WorkerStats.bump(services.counters.plainOnTLS)
         self.tls = nil
         sendError(400, "this port speaks TLS (HTTPS): use https://", close: true)
         return false
@@ -83,7 +83,7 @@ extension ClientConnection {
     private func setInterest(_ wanted: IOEvents) {
         guard !closed, wanted != interest else { return }
         interest = wanted
-        worker.loop.setInterest(fd, wanted)
+        services.loop.setInterest(fd, wanted)
     }
 }
 

@@ -11,11 +11,11 @@ import TLS
 final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
     let fd: Int32
     let peer: String
-    /// The worker that accepted it (its buffers, its draining, what its
-    /// exchanges use), its loop and its counters, held without reference
-    /// counting (the worker owns its connections and outlives them): a
-    /// checked reference cost each of their reads a retain and a release.
-    unowned(unsafe) let worker: Worker
+    /// What it uses of its worker (buffers, draining, what exchanges use),
+    /// its loop and counters, held without reference counting (the worker
+    /// owns its connections and outlives them): a checked reference cost
+    /// each of their reads a retain and a release.
+    unowned(unsafe) let services: ConnectionServices
     unowned(unsafe) let loop: EventLoop
     private unowned(unsafe) let counters: WorkerStats
     let settings: ConnectionSettings
@@ -27,7 +27,7 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
     /// Whether its first byte was seen to begin a TLS handshake.
     var tlsSniffed = false
 
-    // `input`, `output` (and the worker's `scratch`) are touched on every
+    // `input`, `output` (and the worker's `scratch`, in `services`) are touched on every
     // request, only on the worker's thread and never re-entrantly (the whole
     // suite, sanitizers included, passed with the checks on before they were
     // turned off): runtime exclusivity checks on them cost about 2 % of a
@@ -62,16 +62,16 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
     /// No request was taken yet (an h2c preface may still come).
     private var fresh = true
 
-    init(fd: Int32, peer: String, worker: Worker, settings: ConnectionSettings, tls: TLSSession? = nil, http2: Bool = false) {
+    init(fd: Int32, peer: String, services: ConnectionServices, settings: ConnectionSettings, tls: TLSSession? = nil, http2: Bool = false) {
         self.fd = fd
         self.http2 = http2
         self.tls = tls
         self.peer = peer
-        self.worker = worker
-        loop = worker.loop
-        counters = worker.counters
+        self.services = services
+        loop = services.loop
+        counters = services.counters
         self.settings = settings
-        parts = worker.exchangeParts
+        parts = services.exchangeParts
         parser = RequestParser(limits: settings.limits)
         flow = ConnectionFlow(outputBound: settings.outputBoundBytes, pipelineBound: settings.pipelineBufferBytes)
     }
@@ -88,7 +88,7 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
         do {
             try loop.watch(fd, interest, self)
         } catch {
-            worker.logger.warning("cannot watch client socket: \(error)")
+            services.logger.warning("cannot watch client socket: \(error)")
             close()
             return
         }
@@ -119,7 +119,7 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
             rounds += 1
             let result: Int?
             do {
-                result = try worker.scratch.withUnsafeMutableBytes { (buf) throws(SystemError) -> Int? in
+                result = try services.scratch.withUnsafeMutableBytes { (buf) throws(SystemError) -> Int? in
                     let n = try read(into: buf)
                     if let n, n > 0 { input.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[0..<n])) }
                     return n
@@ -138,7 +138,7 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
             // say EAGAIN (one syscall per request saved). Epoll is
             // level-triggered, so anything arriving later is reported again.
             // (A TLS read returns one record: it reads on until it would block.)
-            if n < worker.scratch.count && tls == nil { break }
+            if n < services.scratch.count && tls == nil { break }
         }
         processInput()
         // The client will send nothing more: an incomplete request is given
@@ -183,7 +183,7 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
             if fresh {
                 fresh = false
                 if http2 && tls == nil, let preface = HTTP2Preface.match(input, from: inputStart) {
-                    if preface { return worker.switchToHTTP2(self) }
+                    if preface { return services.switchToHTTP2(self) }
                     fresh = true  // a part of it: wait for the rest
                     return
                 }
@@ -286,7 +286,7 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
     /// The exchange has queued its whole response.
     func exchangeFinished(keepAlive: Bool) {
         exchange = nil
-        let ending = flow.answered(keepAlive: keepAlive, draining: worker.draining, held(upload: false))
+        let ending = flow.answered(keepAlive: keepAlive, draining: services.draining, held(upload: false))
         // Pipelined requests answered in this batch leave in one writev; a
         // lone response goes at once (waiting for the batch adds latency).
         // The interest is set once, below.
@@ -350,7 +350,7 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
         do {
             var sent = 0
             let flushed = if let tls {
-                try worker.scratch.withUnsafeMutableBytes { (buffer) throws(SystemError) -> OutputQueue.Flushed in
+                try services.scratch.withUnsafeMutableBytes { (buffer) throws(SystemError) -> OutputQueue.Flushed in
                     try output.flush(through: tls, buffer: buffer, sent: &sent)
                 }
             } else {
@@ -494,6 +494,6 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
         output.removeAll()
         loop.unwatch(fd)
         Socket.close(fd)
-        worker.connectionClosed(self)
+        services.connectionClosed(self)
     }
 }

@@ -11,8 +11,8 @@ import HTTPHeaders
 /// 206 or 416; `ClientHead` writes the head), body pieces in the client's
 /// framing.
 protocol HTTP1Answers: ResponseSink {
-    /// The worker it runs on (its date line, head buffer, draining, log).
-    var worker: Worker { get }
+    /// What it uses of the worker it runs on (its date line, head buffer, draining, log).
+    var services: ConnectionServices { get }
     var answerFraming: ClientFraming { get set }
     var answerBodyBytes: Int { get set }
     /// Whether the client is behind with its output.
@@ -42,7 +42,7 @@ extension HTTP1Answers {
     /// it or a drain says otherwise.
     private func connectionField(_ request: RequestHead) -> ConnectionField {
         if framesItsOwnBodies { return .implicit }
-        return ConnectionField(keepAlive: request.keepAlive && !worker.draining, minorVersion: request.minorVersion)
+        return ConnectionField(keepAlive: request.keepAlive && !services.draining, minorVersion: request.minorVersion)
     }
 
     /// Queues a stored response for `request`. Nil, having queued nothing,
@@ -52,7 +52,7 @@ extension HTTP1Answers {
         let field = connectionField(request)
         let answer = StoredAnswer.choose(for: request, entry: entry)
         var tail: ClientHead.Tail {
-            ClientHead.Tail(age: age, dateLine: worker.dateHeader.current(now: now), cacheStatus: cacheStatus, connection: field)
+            ClientHead.Tail(age: age, dateLine: services.dateHeader.current(now: now), cacheStatus: cacheStatus, connection: field)
         }
         // A body in a file (a disk hit served as stored): a small one in one
         // read into the output, from the page cache; a large one, or one the
@@ -61,10 +61,10 @@ extension HTTP1Answers {
         if let bodyFile = entry.bodyFile, answer.sendsBody, request.method != "HEAD" {
             if case .whole = answer, bodyFile.length <= Self.readIntoOutputLimit {
                 // Read in behind the per-request tail: one block for both.
-                worker.headScratch.removeAll(keepingCapacity: true)
-                ClientHead.appendHitTail(age: age, cacheStatus: cacheStatus, connection: field, to: &worker.headScratch)
+                services.headScratch.removeAll(keepingCapacity: true)
+                ClientHead.appendHitTail(age: age, cacheStatus: cacheStatus, connection: field, to: &services.headScratch)
                 var outcome = FileBody.ReadInto.failed
-                tailAndBody = worker.headScratch.withUnsafeBytes { tail in
+                tailAndBody = services.headScratch.withUnsafeBytes { tail in
                     copied(count: tail.count + bodyFile.length) { block in
                         block.copyMemory(from: tail)
                         outcome = bodyFile.read(into: UnsafeMutableRawBufferPointer(rebasing: block[tail.count...]), cachedOnly: true)
@@ -87,7 +87,7 @@ extension HTTP1Answers {
             return SentAnswer(status: 304, bodyBytes: 0)
         case .partial(let range, let length, let stored):
             enqueue(ClientHead.partial(fields: entry.headers, range: range, length: length, tail: tail,
-                                       isHidden: worker.cache.builder.isHidden))
+                                       isHidden: services.builder.isHidden))
             let first = range.lowerBound - stored, end = range.upperBound - stored + 1
             if let file, let bodyFile = entry.bodyFile {
                 enqueue(file: file, from: bodyFile.offset + first, to: bodyFile.offset + end)
@@ -97,7 +97,7 @@ extension HTTP1Answers {
             return SentAnswer(status: 206, bodyBytes: range.count)
         case .unsatisfiable(let length):
             enqueue(ClientHead.partial(fields: entry.headers, range: nil, length: length, tail: tail,
-                                       isHidden: worker.cache.builder.isHidden))
+                                       isHidden: services.builder.isHidden))
             return SentAnswer(status: 416, bodyBytes: 0)
         case .whole:
             // The stored head as is, then the per-request tail from a buffer
@@ -108,9 +108,9 @@ extension HTTP1Answers {
                 enqueue(tailAndBody.bytes, from: 0, to: tailAndBody.count)
                 return SentAnswer(status: entry.status, bodyBytes: entry.bodyLength)
             }
-            worker.headScratch.removeAll(keepingCapacity: true)
-            ClientHead.appendHitTail(age: age, cacheStatus: cacheStatus, connection: field, to: &worker.headScratch)
-            worker.headScratch.withUnsafeBytes { tail in
+            services.headScratch.removeAll(keepingCapacity: true)
+            ClientHead.appendHitTail(age: age, cacheStatus: cacheStatus, connection: field, to: &services.headScratch)
+            services.headScratch.withUnsafeBytes { tail in
                 if let copy = copied(count: tail.count, { $0.copyMemory(from: tail); return true }) {
                     enqueue(copy.bytes, from: 0, to: copy.count)
                 }
@@ -131,16 +131,16 @@ extension HTTP1Answers {
     func sendDecodedHead(_ answer: StoredAnswer, entry: CachedResponse, fields: HeaderFields, length: Int, for request: RequestHead,
                          age: Int, now: Int64, cacheStatus: CacheStatusLine) -> (sent: SentAnswer, body: Range<Int>?) {
         let field = connectionField(request)
-        let tail = ClientHead.Tail(age: age, dateLine: worker.dateHeader.current(now: now), cacheStatus: cacheStatus, connection: field)
+        let tail = ClientHead.Tail(age: age, dateLine: services.dateHeader.current(now: now), cacheStatus: cacheStatus, connection: field)
         switch answer {
         case .notModified:
             enqueue(ClientHead.notModified(fields: fields, tail: tail))
             return (SentAnswer(status: 304, bodyBytes: 0), nil)
         case .unsatisfiable(let length):
-            enqueue(ClientHead.partial(fields: fields, range: nil, length: length, tail: tail, isHidden: worker.cache.builder.isHidden))
+            enqueue(ClientHead.partial(fields: fields, range: nil, length: length, tail: tail, isHidden: services.builder.isHidden))
             return (SentAnswer(status: 416, bodyBytes: 0), nil)
         case .partial(let range, let length, _):
-            enqueue(ClientHead.partial(fields: fields, range: range, length: length, tail: tail, isHidden: worker.cache.builder.isHidden))
+            enqueue(ClientHead.partial(fields: fields, range: range, length: length, tail: tail, isHidden: services.builder.isHidden))
             answerFraming = .length
             return (SentAnswer(status: 206, bodyBytes: range.count), range.lowerBound..<(range.upperBound + 1))
         case .whole:
@@ -154,8 +154,8 @@ extension HTTP1Answers {
     /// `count` bytes written by `fill` (false: nil) into the worker's output
     /// block when no output holds it any more, else into a new one.
     private func copied(count: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Bool) -> (bytes: Bytes, count: Int)? {
-        if count <= Worker.outputBlockBytes, let block = worker.outputBlock.reusableBuffer() {
-            return fill(UnsafeMutableRawBufferPointer(rebasing: block[..<count])) ? (worker.outputBlock, count) : nil
+        if count <= ConnectionServices.outputBlockBytes, let block = services.outputBlock.reusableBuffer() {
+            return fill(UnsafeMutableRawBufferPointer(rebasing: block[..<count])) ? (services.outputBlock, count) : nil
         }
         return Bytes(count: count, fill).map { ($0, count) }
     }
@@ -168,7 +168,7 @@ extension HTTP1Answers {
     /// would be a short body and a cut connection): nil, and the entry is
     /// dropped and fetched again.
     private func bodyGone(_ bodyFile: FileBody, of entry: CachedResponse) -> SentAnswer? {
-        worker.logger.warning("stored body \(bodyFile.path) is shorter than recorded (\(bodyFile.offset + bodyFile.length) bytes): entry dropped, fetching \(entry.key) again")
+        services.logger.warning("stored body \(bodyFile.path) is shorter than recorded (\(bodyFile.offset + bodyFile.length) bytes): entry dropped, fetching \(entry.key) again")
         return nil
     }
 
@@ -179,13 +179,13 @@ extension HTTP1Answers {
         answerFraming = framesItsOwnBodies ? (noBody ? .none : length != nil ? .length : .endOfStream)
             : ClientFraming.choose(noBody: noBody, length: length, minorVersion: request.minorVersion)
         enqueue(ClientHead.forwarded(status: status, reason: reason, fields: fields, framing: answerFraming, length: length,
-                                     noBody: noBody, age: age, cacheStatus: cacheStatus, dateLine: worker.dateHeader.current(now: now),
-                                     connection: connectionField(request), isHidden: worker.cache.builder.isHidden))
+                                     noBody: noBody, age: age, cacheStatus: cacheStatus, dateLine: services.dateHeader.current(now: now),
+                                     connection: connectionField(request), isHidden: services.builder.isHidden))
     }
 
     /// Queues a 304 for a conditional request that an upstream 200 satisfies.
     func sendNotModified(fields: HeaderFields, age: Int, cacheStatus: String, now: Int64, for request: RequestHead) {
-        let tail = ClientHead.Tail(age: age, dateLine: worker.dateHeader.current(now: now),
+        let tail = ClientHead.Tail(age: age, dateLine: services.dateHeader.current(now: now),
                                    cacheStatus: CacheStatusLine(cacheStatus), connection: connectionField(request))
         enqueue(ClientHead.notModified(fields: fields, tail: tail))
     }
@@ -193,7 +193,7 @@ extension HTTP1Answers {
     /// Queues an answer made here.
     func sendMadeHere(status: Int, message: String, extra: HeaderFields, for request: RequestHead) {
         enqueue(ResponseSerializer.simple(status: status, body: message,
-                                          close: !framesItsOwnBodies && (!request.keepAlive || worker.draining), extra: extra))
+                                          close: !framesItsOwnBodies && (!request.keepAlive || services.draining), extra: extra))
     }
 
     /// Whether the client is behind with a body being passed on.

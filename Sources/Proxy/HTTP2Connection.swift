@@ -16,7 +16,7 @@ import TLS
 final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, ClientTransport {
     let fd: Int32
     let peer: String
-    unowned(unsafe) let worker: Worker
+    unowned(unsafe) let services: ConnectionServices
     private unowned(unsafe) let loop: EventLoop
     private let settings: ConnectionSettings
     private let parts: ExchangeParts
@@ -47,13 +47,13 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     private var lastWrite: UInt64
     private var servedAny = false
 
-    init(fd: Int32, peer: String, worker: Worker, settings: ConnectionSettings, tls: TLSSession?) {
+    init(fd: Int32, peer: String, services: ConnectionServices, settings: ConnectionSettings, tls: TLSSession?) {
         self.fd = fd
         self.peer = peer
-        self.worker = worker
-        loop = worker.loop
+        self.services = services
+        loop = services.loop
         self.settings = settings
-        parts = worker.exchangeParts
+        parts = services.exchangeParts
         self.tls = tls
         limits = HTTP2Limits(now: EventLoop.nowMilliseconds())
         lastActivity = EventLoop.nowMilliseconds()
@@ -69,10 +69,10 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
             session = try HTTP2Session(settings: sessionSettings, delegate: self)
             try loop.watch(fd, interest, self)
         } catch {
-            worker.logger.warning("cannot start an HTTP/2 connection: \(error)")
+            services.logger.warning("cannot start an HTTP/2 connection: \(error)")
             return close()
         }
-        WorkerStats.bump(worker.counters.http2Connections)
+        WorkerStats.bump(services.counters.http2Connections)
         if !initial.isEmpty { initial.withUnsafeBytes { receive($0) } }
         if !closed { write() }
         armTimer()
@@ -90,7 +90,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
         for _ in 0..<16 {
             let result: Int?
             do {
-                result = try worker.scratch.withUnsafeMutableBytes { (buffer) throws(SystemError) -> Int? in
+                result = try services.scratch.withUnsafeMutableBytes { (buffer) throws(SystemError) -> Int? in
                     let n = try read(into: buffer)
                     if let n, n > 0 { receive(UnsafeRawBufferPointer(rebasing: buffer[0..<n])) }
                     return n
@@ -100,7 +100,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
             }
             guard let n = result else { break }
             if n == 0 { return inputEnded() }
-            WorkerStats.add(worker.counters.receivedBytes, n)
+            WorkerStats.add(services.counters.receivedBytes, n)
             if closed { return }
         }
         write()
@@ -121,8 +121,8 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
             try session.receive(bytes)
         } catch {
             // A protocol error or a flood the library caught: its GOAWAY is queued.
-            WorkerStats.bump(worker.counters.http2Refusals)
-            worker.logger.debug("HTTP/2 connection from \(peer) ended: \(error)")
+            WorkerStats.bump(services.counters.http2Refusals)
+            services.logger.debug("HTTP/2 connection from \(peer) ended: \(error)")
             write()
             close()
         }
@@ -161,7 +161,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
                     let written = try pending[pendingStart...].withUnsafeBytes { (bytes) throws(SystemError) -> Int? in try send(bytes) }
                     guard let written else { break }
                     pendingStart += written
-                    WorkerStats.add(worker.counters.sentBytes, written)
+                    WorkerStats.add(services.counters.sentBytes, written)
                     lastWrite = EventLoop.nowMilliseconds()
                     continue
                 }
@@ -211,7 +211,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
         let stream = HTTP2Stream(id: id, connection: self, maxBodyBytes: settings.limits.maxBodyBytes,
                                  outputBound: settings.outputBoundBytes)
         streams[id] = stream
-        WorkerStats.bump(worker.counters.http2Streams)
+        WorkerStats.bump(services.counters.http2Streams)
     }
 
     func field(_ id: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Bool {
@@ -242,7 +242,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
         stream.unacknowledged = 0
         lastActivity = EventLoop.nowMilliseconds()
         if errorCode != 0 {
-            WorkerStats.bump(worker.counters.http2Resets)
+            WorkerStats.bump(services.counters.http2Resets)
             if limits.countReset(now: lastActivity) { enhanceYourCalm("streams reset") }
         }
     }
@@ -301,7 +301,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
 
     /// A body file's next bytes are read into the page cache off the loop.
     func load(_ file: OpenFile, offset: Int, count: Int, for stream: HTTP2Stream) {
-        WorkerStats.bump(worker.counters.offloadedReads)
+        WorkerStats.bump(services.counters.offloadedReads)
         let id = stream.id
         BlockingWork.shared.run({ FilePages.load(file.fd, offset: offset, count: count) }, on: loop) { [weak self] _ in
             file.cachedUntil = max(file.cachedUntil, offset + count)
@@ -314,8 +314,8 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     /// A flood or abuse: GOAWAY (ENHANCE_YOUR_CALM), then the connection ends.
     private func enhanceYourCalm(_ what: String) {
         guard !closed else { return }
-        WorkerStats.bump(worker.counters.http2Refusals)
-        worker.logger.debug("HTTP/2 connection from \(peer): too many \(what); GOAWAY")
+        WorkerStats.bump(services.counters.http2Refusals)
+        services.logger.debug("HTTP/2 connection from \(peer): too many \(what); GOAWAY")
         session.goAway(.enhanceYourCalm, graceful: false)
         write()
         close()
@@ -368,7 +368,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
         guard !closed else { return }
         let now = EventLoop.nowMilliseconds()
         if pendingStart < pending.count && now - lastWrite >= settings.sendTimeoutMilliseconds {
-            WorkerStats.bump(worker.counters.sendTimeouts)
+            WorkerStats.bump(services.counters.sendTimeouts)
             return abort()
         }
         if streams.isEmpty {
@@ -377,7 +377,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
         }
         // A stream whose client keeps its window shut gets send_timeout.
         for stream in streams.values where stream.isWaitingForClient && now - stream.lastProgress >= settings.sendTimeoutMilliseconds {
-            WorkerStats.bump(worker.counters.sendTimeouts)
+            WorkerStats.bump(services.counters.sendTimeouts)
             resetStream(stream, code: .cancel)
         }
     }
@@ -407,6 +407,6 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
         if let tls, tls.established { tls.shutdown() }
         loop.unwatch(fd)
         Socket.close(fd)
-        worker.connectionClosed(self)
+        services.connectionClosed(self)
     }
 }

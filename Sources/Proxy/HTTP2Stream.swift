@@ -14,7 +14,7 @@ final class HTTP2Stream: HTTP1Answers {
     let id: Int32
     /// The connection owns its streams and outlives them.
     unowned(unsafe) let connection: HTTP2Connection
-    var worker: Worker { connection.worker }
+    var services: ConnectionServices { connection.services }
     var peer: String { connection.peer }
     let framesItsOwnBodies = true
     var answerFraming = ClientFraming.none

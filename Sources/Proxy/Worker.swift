@@ -14,7 +14,7 @@ import TLS
 /// One event loop on one thread: its own socket per listener
 /// (SO_REUSEPORT), its own curl multi handle, its connections. Workers
 /// share only the memory tier and the statistics.
-public final class Worker {
+public final class Worker: ConnectionOwner {
     public let loop: EventLoop
     /// Read on the loop's thread only; `reconfigure` replaces it there.
     public private(set) var configuration: ProxyConfiguration
@@ -38,7 +38,7 @@ public final class Worker {
     /// The upstream as this worker's requests reach it.
     let upstream: UpstreamAccess
     /// What its connections' exchanges are made with.
-    var exchangeParts: ExchangeParts { ExchangeParts(cache: cache, upstream: upstream, log: log) }
+    var exchangeParts: ExchangeParts { services.exchangeParts }
     /// What connections accepted from now on are bound by.
     private var connectionSettings: ConnectionSettings
     /// The fleet's shared tier (`[fleet]`), asked after the local tiers
@@ -47,18 +47,8 @@ public final class Worker {
         get { cache.store.shared }
         set { cache.store.shared = newValue }
     }
-    /// Read buffer shared by this worker's connections (one thread, one at a
-    /// time; exclusivity checks off: see `ClientConnection.input`).
-    @exclusivity(unchecked) var scratch = [UInt8](repeating: 0, count: 64 * 1024)
-    /// Where a hit's last head fields are assembled before being copied to
-    /// the connection's queue (no array allocated per hit).
-    @exclusivity(unchecked) var headScratch: [UInt8] = { var a: [UInt8] = []; a.reserveCapacity(256); return a }()
-    /// What a hit copies into a client's output (its per-request tail, a
-    /// small body read from a file) is written here when no output still
-    /// holds it from an earlier hit (most are written out at once).
-    @exclusivity(unchecked) var outputBlock = Bytes(count: Worker.outputBlockBytes) { _ in true }!
-    static let outputBlockBytes = (64 << 10) + 1024
-    var dateHeader = DateHeader()
+    /// What its connections use of it.
+    let services: ConnectionServices
     private var acceptors: [Acceptor] = []
     private var connections: [ObjectIdentifier: any ClientTransport] = [:]
     private(set) var draining = false
@@ -96,7 +86,10 @@ public final class Worker {
         let latency = counters.latency
         log = RequestLog(loop: loop, clock: clock, latency: latency, responses: counters.responses, accessLog: accessLog)
         loop.turnEnded = { latency.record(.loopTurn, microseconds: Int(clamping: $0)) }
+        services = ConnectionServices(loop: loop, counters: counters, logger: logger,
+                                      exchangeParts: ExchangeParts(cache: cache, upstream: self.upstream, log: log))
         acceptors = listeners.map { Acceptor($0, worker: self) }
+        services.owner = self
     }
 
     convenience init(listener: Int32, configuration: ProxyConfiguration, store: TieredStore, collapser: Collapser,
@@ -135,7 +128,7 @@ public final class Worker {
                 return
             }
         }
-        let connection = ClientConnection(fd: fd, peer: peer, worker: self, settings: connectionSettings, tls: session, http2: http2)
+        let connection = ClientConnection(fd: fd, peer: peer, services: services, settings: connectionSettings, tls: session, http2: http2)
         connections[ObjectIdentifier(connection)] = connection
         connection.start()
     }
@@ -182,7 +175,7 @@ public final class Worker {
     func switchToHTTP2(_ connection: ClientConnection) {
         let (input, tls) = connection.detach()
         connections[ObjectIdentifier(connection)] = nil
-        let http2 = HTTP2Connection(fd: connection.fd, peer: connection.peer, worker: self, settings: connection.settings, tls: tls)
+        let http2 = HTTP2Connection(fd: connection.fd, peer: connection.peer, services: services, settings: connection.settings, tls: tls)
         connections[ObjectIdentifier(http2)] = http2
         http2.start(initial: input)
     }
@@ -200,6 +193,7 @@ public final class Worker {
         loop.execute { [self] in
             guard !draining else { return }
             draining = true
+            services.draining = true
             upstream.draining = true
             onDrained = completion
             for acceptor in acceptors { acceptor.close() }
