@@ -42,7 +42,7 @@ enum ShardReaders {
         words.initializeMemory(as: UInt8.self, repeating: 0, count: capacity * stride)
         return words
     }()
-    private static let taken = Mutex<[Bool]>([Bool](repeating: false, count: capacity))
+    private static let taken = Locked<[Bool]>([Bool](repeating: false, count: capacity))
     /// Slots ever claimed are below this: writers look at no more.
     private static let inUse = Atomic<Int>(0)
 
