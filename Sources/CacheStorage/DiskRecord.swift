@@ -30,7 +30,13 @@ public struct DiskRecord: Equatable, Sendable {
     /// nil for a response whose body lives in a file (it is on disk already).
     public init?(_ entry: CachedResponse, storedAt: Int64) {
         guard entry.bodyFile == nil else { return nil }
+        self.init(keeping: entry, storedAt: storedAt)
+    }
+
+    /// `entry` as a record, its body in memory or (`bodyFile`) left in its file.
+    init(keeping entry: CachedResponse, storedAt: Int64) {
         self.init(head: entry.storedHead, storedAt: storedAt, body: Array(entry.body))
+        bodyFile = entry.bodyFile
         // No freshness (a soft purge, or none to begin with) stays so on disk.
         markedStale = entry.lifetime == 0
     }

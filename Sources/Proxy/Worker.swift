@@ -51,7 +51,8 @@ public final class Worker: ConnectionOwner {
     let services: ConnectionServices
     private var acceptors: [Acceptor] = []
     private var connections: [ObjectIdentifier: any ClientTransport] = [:]
-    private(set) var draining = false
+    /// Stopping: no connection is taken, answers end theirs (`services` tells them).
+    var draining: Bool { services.draining }
     private var onDrained: (() -> Void)?
 
     public convenience init(listeners: [ProxyListener], configuration: ProxyConfiguration, store: TieredStore,
@@ -192,7 +193,6 @@ public final class Worker: ConnectionOwner {
     public func shutdown(timeoutMilliseconds: UInt64, completion: @escaping @Sendable () -> Void) {
         loop.execute { [self] in
             guard !draining else { return }
-            draining = true
             services.draining = true
             upstream.draining = true
             onDrained = completion

@@ -47,8 +47,8 @@ extension DiskTier {
     func dropReplacedSiblings(of name: FileName, head: StoredHead) {
         let whole = Self.fileName(head.key, varyValues: head.varyValues)
         let group = whole.variant & ~Self.pieceSlotBits
-        guard let files = state.withLock({ $0.files.variants(of: head.key) }) else { return }
-        let siblings = files.filter { $0.name != name && $0.name.variant & ~Self.pieceSlotBits == group }
+        guard let stored = files.variants(of: head.key) else { return }
+        let siblings = stored.filter { $0.name != name && $0.name.variant & ~Self.pieceSlotBits == group }
         guard !siblings.isEmpty else { return }
         var dropped: [FileName] = []
         var kept: [(name: FileName, storedAt: Int64)] = []

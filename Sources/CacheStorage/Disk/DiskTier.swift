@@ -148,19 +148,11 @@ public final class DiskTier: CacheTier, StreamingTier, BlockingTier, LifetimeTie
 
     /// Queues the entry's disk write (not for a body already in a file).
     @discardableResult
+    /// A body left in its file (a disk hit a 304 refreshed) is copied from
+    /// that file, which the entry holds open, by the writer thread.
     public func insert(_ entry: CachedResponse, promoted: Bool = false) -> Bool {
         guard entry.bodyLength <= maxObjectBytes else { return false }
-        if let record = DiskRecord(entry, storedAt: clock.now()) {
-            store(record)
-            return true
-        }
-        // A body left in its file (a disk hit a 304 refreshed): the writer
-        // copies it from that file, which the entry holds open.
-        guard let file = entry.bodyFile else { return false }
-        var record = DiskRecord(head: entry.storedHead, storedAt: clock.now(), body: [])
-        record.bodyFile = file
-        record.markedStale = entry.lifetime == 0
-        store(record)
+        store(DiskRecord(keeping: entry, storedAt: clock.now()))
         return true
     }
 
