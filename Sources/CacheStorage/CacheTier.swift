@@ -34,10 +34,40 @@ public protocol CacheTier: AnyObject, Sendable {
     /// Empties the tier; returns the number of responses dropped.
     func removeAll() -> Int
     var stats: TierStats { get }
+
+    // This tier as each capability protocol it conforms to (nil where it
+    // does not). Given by the protocols' extensions below, never written by
+    // a tier: the store asks these, not `as?`, whose first use per protocol
+    // scans every conformance record in the binary (0.66 million
+    // instructions of the daemon's start).
+    var asAdmitting: (any AdmittingTier)? { get }
+    var asStreaming: (any StreamingTier)? { get }
+    var asBlocking: (any BlockingTier)? { get }
+    var asLifetime: (any LifetimeTier)? { get }
 }
 
 extension CacheTier {
     public func lookup(_ key: String, hash: Int) -> Variants { lookup(key) }
+    public var asAdmitting: (any AdmittingTier)? { nil }
+    public var asStreaming: (any StreamingTier)? { nil }
+    public var asBlocking: (any BlockingTier)? { nil }
+    public var asLifetime: (any LifetimeTier)? { nil }
+}
+
+extension AdmittingTier {
+    public var asAdmitting: (any AdmittingTier)? { self }
+}
+
+extension StreamingTier {
+    public var asStreaming: (any StreamingTier)? { self }
+}
+
+extension BlockingTier {
+    public var asBlocking: (any BlockingTier)? { self }
+}
+
+extension LifetimeTier {
+    public var asLifetime: (any LifetimeTier)? { self }
 }
 
 /// A tier that may decline what a slower tier offers (admission).

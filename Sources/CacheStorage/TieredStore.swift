@@ -22,10 +22,10 @@ public final class TieredStore: @unchecked Sendable {
         precondition(!tiers.isEmpty, "a store needs at least one tier")
         self.tiers = tiers
         memory = tiers[0] as? MemoryTier
-        admitting = tiers.map { $0 as? any AdmittingTier }
-        streaming = tiers.map { $0 as? any StreamingTier }
-        blocking = tiers.map { $0 as? any BlockingTier }
-        lifetimed = tiers.map { $0 as? any LifetimeTier }
+        admitting = tiers.map { $0.asAdmitting }
+        streaming = tiers.map { $0.asStreaming }
+        blocking = tiers.map { $0.asBlocking }
+        lifetimed = tiers.map { $0.asLifetime }
     }
 
     /// The first tier's name and limit (the memory tier's, for statistics).

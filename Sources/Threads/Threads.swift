@@ -42,6 +42,18 @@ public func startThread(name: String, _ body: @escaping () -> Void) throws(Threa
     }
 }
 
+/// Lowers the calling thread's scheduling (on Linux per thread) for
+/// background work: SCHED_IDLE (it runs only when no other thread wants
+/// the CPU), or, with `idle` false or where that is refused, the usual
+/// policy at nice 10 (a share that never starves).
+public func lowerThreadPriority(idle: Bool) {
+    var parameters = sched_param(sched_priority: 0)
+    // 5: SCHED_IDLE, 0: SCHED_OTHER (Glibc hides the names without _GNU_SOURCE).
+    if sched_setscheduler(0, idle ? 5 : 0, &parameters) != 0 || !idle {
+        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
+    }
+}
+
 /// A mutex with a condition variable, as NSCondition: `lock`, then `wait`
 /// in a loop over the state it guards, `broadcast` after changing it.
 /// Timed waits use the monotonic clock, so a clock step does not cut or

@@ -38,25 +38,16 @@ struct Larder: ParsableCommand {
         defaultSubcommand: nil
     )
 
-    /// `larder serve ...`, the daemon's start, is parsed with `Serve` as the
-    /// root first: that skips ArgumentParser's check for a completion-script
-    /// request, which instantiates that command's types (5.5 million
-    /// instructions, a fifth of what ran before the listener opened;
-    /// bench/RESULTS.md). Anything but a command line that parses (help,
-    /// --version, a mistake) goes the usual way, so its answer is the same.
+    /// `larder serve` with plain flags (systemd's `serve --config FILE`)
+    /// starts without ArgumentParser (`ServeFlags(plain:)`); anything else
+    /// (help, --version, a mistake, other commands) goes through it.
     static func main() {
-        let arguments = Array(CommandLine.arguments.dropFirst())
-        guard arguments.first == "serve", !arguments.contains(where: { $0.hasPrefix("--generate-completion-script") }) else {
-            return main(nil)
-        }
-        Serve.parsedAsRoot = true
-        let parsed = try? Serve.parseAsRoot(Array(arguments.dropFirst())) as? Serve
-        Serve.parsedAsRoot = false
-        guard let serve = parsed else { return main(nil) }
+        let arguments = CommandLine.arguments.dropFirst()
+        guard arguments.first == "serve", let flags = ServeFlags(plain: arguments.dropFirst()) else { return main(nil) }
         do {
-            try serve.run()
+            try Serve.run(flags)
         } catch {
-            exit(withError: error)
+            Serve.exit(withError: error)
         }
     }
 }
@@ -125,9 +116,6 @@ struct ServeOptions: ParsableArguments {
     @Option(help: "Config file (TOML). Default: $LARDER_CONFIG, else /etc/larder/larder.toml if it exists; see config/larder.toml.")
     var config: String?
 
-    /// The config file in use: --config, else the default one (`DefaultConfig`).
-    var configPath: String? { config ?? DefaultConfig.path }
-
     @Option(help: "Proxy listen address HOST:PORT (default 127.0.0.1:8080).")
     var listen: String?
 
@@ -155,39 +143,13 @@ struct ServeOptions: ParsableArguments {
     @Option(name: .customLong("admin-token-file"), help: "File holding the admin API token (also: LARDER_ADMIN_TOKEN).")
     var adminTokenFile: String?
 
-    /// Defaults, then the config file, then flags; exits 78 on a bad file.
-    func resolve() throws -> Settings {
-        do {
-            return try settings()
-        } catch let error as ConfigError {
-            complain("\(error)")
-            throw Exit.config
-        }
-    }
-
-    /// Defaults, then the config file, then flags. Throws `ConfigError` for
-    /// the file and `ValidationError` for a flag.
-    func settings() throws -> Settings {
-        var settings = Settings()
-        if let configPath { try ConfigFile.load(configPath, into: &settings) }
-        let flags: [(String, ConfigKey, String?)] = [
-            ("--listen", .listen, listen), ("--upstream", .upstream, upstream),
-            ("--memory-limit", .memory_limit, memoryLimit), ("--log-level", .log_level, logLevel),
-            ("--cache-dir", .cache_dir, cacheDir), ("--disk-limit", .disk_limit, diskLimit),
-            ("--workers", .workers, workers.map(String.init)),
-            ("--admin-listen", .admin_listen, adminListen), ("--admin-token-file", .admin_token_file, adminTokenFile),
-        ]
-        for (flag, key, value) in flags {
-            guard let value else { continue }
-            let raw: RawValue = key == .workers ? .integer(Int(value)!) : .string(value)
-            if let problem = settings.apply(key, raw) {
-                throw ValidationError("\(flag) \(value): \(problem)")
-            }
-        }
-        if let upstream, let problem = settings.unknownPool(), problem.route == nil {
-            throw ValidationError("--upstream \(upstream): \(problem.message)")
-        }
-        return settings
+    /// The flags as values.
+    var flags: ServeFlags {
+        ServeFlags(config: config, values: [
+            .listen: listen, .upstream: upstream, .memory_limit: memoryLimit, .log_level: logLevel, .cache_dir: cacheDir,
+            .disk_limit: diskLimit, .workers: workers.map(String.init), .admin_listen: adminListen,
+            .admin_token_file: adminTokenFile,
+        ].compactMapValues { $0 })
     }
 }
 

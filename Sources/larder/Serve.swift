@@ -15,22 +15,16 @@ import TLS
 import Upstream
 
 struct Serve: ParsableCommand {
-    /// Set while `Larder.main` parses `larder serve ...` with `Serve` as the root.
-    nonisolated(unsafe) static var parsedAsRoot = false
-
     // Every command names itself: otherwise ArgumentParser derives the name
     // from the type's (String(describing:), a costly reflection at start-up).
-    static var configuration: CommandConfiguration {
-        var configuration = CommandConfiguration(commandName: "serve", abstract: "Run the caching proxy.")
-        // A root with a super-command skips the completion-script check.
-        if parsedAsRoot { configuration._superCommandName = "larder" }
-        return configuration
-    }
+    static let configuration = CommandConfiguration(commandName: "serve", abstract: "Run the caching proxy.")
 
     @OptionGroup var options: ServeOptions
 
-    func run() throws {
-        let settings = try options.resolve()
+    func run() throws { try Self.run(options.flags) }
+
+    static func run(_ flags: ServeFlags) throws {
+        let settings = try flags.resolve()
         guard let upstream = settings.upstream else {
             complain("no upstream: pass --upstream URL or set upstream in the config file")
             throw Exit.usage
@@ -48,7 +42,7 @@ struct Serve: ParsableCommand {
             return handler
         }
         let logger = Logger(label: "larder")
-        let adminToken = try Self.adminToken(settings, flagFile: options.adminTokenFile)
+        let adminToken = try Self.adminToken(settings, flagFile: flags.adminTokenFile)
         let adminReadToken = try Self.adminReadToken(settings)
         if adminReadToken != nil && adminToken == nil {
             logger.warning("admin_read_token is set but no admin token: the admin API is open to every request on its address")
@@ -204,13 +198,19 @@ struct Serve: ParsableCommand {
         // Started last: a dlopen holds the loader's TLS lock, which every
         // pthread_create takes. Where libcurl cannot be loaded that thread
         // ends the process, saying why; out of descriptors, it tries again.
+        // At nice 10: its 17 million instructions of relocations otherwise
+        // take a core from the first hits on a small machine; a transfer
+        // that waits for it sleeps, leaving the CPU to it.
         let loadCurl: @Sendable () -> Void = {
             UpstreamClient.requireLibrary {
                 logger.warning("libcurl cannot be loaded yet (\(UpstreamClient.libraryError() ?? "")): trying again every 100 ms")
             }
         }
         do {
-            try startThread(name: "larder-curl", loadCurl)
+            try startThread(name: "larder-curl") {
+                lowerThreadPriority(idle: false)
+                loadCurl()
+            }
         } catch {
             loadCurl()
         }
@@ -220,7 +220,7 @@ struct Serve: ParsableCommand {
         let fleetNote = fleet.map { ", fleet \($0.config.name) as node \($0.config.node) on \($0.config.address)" } ?? ""
         complain("listening on \(listeners.shown) with \(workerCount) workers, upstream \(upstream), memory limit \(settings.memoryLimitBytes) bytes\(diskNote)\(adminNote)\(fleetNote)", priority: 5)
 
-        let reload = Reloader(options: options, running: settings, pools: proxyConfig.upstreams, workers: workers, store: store,
+        let reload = Reloader(flags: flags, running: settings, pools: proxyConfig.upstreams, workers: workers, store: store,
                               tlsSlots: tlsSlots,
                               logger: logger) { configuration in
             routesForAdmin.withLock { $0 = configuration.routes }
@@ -347,7 +347,7 @@ struct Serve: ParsableCommand {
         return proxyConfig
     }
 
-    private func waitForSignals(_ signals: SignalSource, on loop: EventLoop, workers: [Worker], drainTimeoutMilliseconds: UInt64,
+    private static func waitForSignals(_ signals: SignalSource, on loop: EventLoop, workers: [Worker], drainTimeoutMilliseconds: UInt64,
                                 logger: Logger, service: ServiceNotifier, reload: @escaping () -> Void) throws {
         service.startWatchdog(on: loop)
         final class SignalHandler: IOHandler {
@@ -396,7 +396,7 @@ struct Serve: ParsableCommand {
 /// cached data stay. A bad file changes nothing and is logged with its
 /// file, line and key.
 final class Reloader {
-    private let options: ServeOptions
+    private let flags: ServeFlags
     private var running: Settings
     private let workers: [Worker]
     private let store: TieredStore
@@ -407,9 +407,9 @@ final class Reloader {
     /// The running pools: a reload keeps the figures of their servers.
     private var runningPools: UpstreamPools
 
-    init(options: ServeOptions, running: Settings, pools: UpstreamPools, workers: [Worker], store: TieredStore,
+    init(flags: ServeFlags, running: Settings, pools: UpstreamPools, workers: [Worker], store: TieredStore,
          tlsSlots: [TLSContextSlot?], logger: Logger, routesChanged: @escaping (ProxyConfiguration) -> Void) {
-        self.options = options
+        self.flags = flags
         runningPools = pools
         self.running = running
         self.workers = workers
@@ -420,13 +420,13 @@ final class Reloader {
     }
 
     func reload() {
-        guard let file = options.configPath else {
+        guard let file = flags.configPath else {
             logger.notice("SIGHUP: no config file was given (--config), nothing to reload")
             return
         }
         let next: Settings
         do {
-            next = try options.settings()
+            next = try flags.settings()
         } catch {
             logger.error("SIGHUP: configuration not reloaded, keeping the running one: \(error)")
             return

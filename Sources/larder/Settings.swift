@@ -150,17 +150,22 @@ extension Settings {
     var effectiveWorkers: Int { workers > 0 ? workers : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
 
     /// Integer keys: the values they accept and the setting each sets.
-    static let integerKeys: [ConfigKey: (ClosedRange<Int>, WritableKeyPath<Settings, Int>)] = [
-        .workers: (0...256, \.workers),
-        .upstream_retries: (0...10, \.proxy.upstreamRetries),
-        .upstream_max_connections: (1...100_000, \.upstreamMaxConnections),
-        .max_connections: (1...1_000_000, \.proxy.maxConnections),
-        .max_header_count: (8...10_000, \.proxy.limits.maxHeaderCount),
-        .admin_max_connections: (1...10_000, \.adminMaxConnections),
-        .disk_open_files: (0...1_000_000, \.diskOpenFiles),
-        .io_threads: (1...256, \.ioThreads),
-        .http2_max_concurrent_streams: (1...10_000, \.proxy.http2MaxConcurrentStreams),
-    ]
+    /// An integer key's bounds and field (nil: not one). A switch, not a
+    /// table: each key path is made when its key is set, not all at start-up.
+    static func integerKey(_ key: ConfigKey) -> (ClosedRange<Int>, WritableKeyPath<Settings, Int>)? {
+        switch key {
+        case .workers: (0...256, \.workers)
+        case .upstream_retries: (0...10, \.proxy.upstreamRetries)
+        case .upstream_max_connections: (1...100_000, \.upstreamMaxConnections)
+        case .max_connections: (1...1_000_000, \.proxy.maxConnections)
+        case .max_header_count: (8...10_000, \.proxy.limits.maxHeaderCount)
+        case .admin_max_connections: (1...10_000, \.adminMaxConnections)
+        case .disk_open_files: (0...1_000_000, \.diskOpenFiles)
+        case .io_threads: (1...256, \.ioThreads)
+        case .http2_max_concurrent_streams: (1...10_000, \.proxy.http2MaxConcurrentStreams)
+        default: nil
+        }
+    }
 
     /// What `compress` takes (top level and in a route).
     /// A `compress` list, or what is wrong with it (top level and routes alike).
@@ -242,7 +247,7 @@ extension Settings {
                 if case .string(let s) = value, let n = Int(s) { return apply(key, .integer(n)) }
                 return "expected an integer"
             }
-            guard let (range, field) = Self.integerKeys[key] else { return nil }
+            guard let (range, field) = Self.integerKey(key) else { return nil }
             guard range.contains(n) else {
                 return key == .workers ? "must be between 0 (one per core) and 256"
                     : "must be between \(range.lowerBound) and \(range.upperBound)"

@@ -1,3 +1,4 @@
+import Foundation
 import XCTest
 import CacheSemantics
 @testable import CacheStorage
@@ -96,6 +97,29 @@ final class TierInterfaceTests: XCTestCase {
         XCTAssertEqual(store.lookup("/b").count, 1)
         XCTAssertTrue(store.remove("/b"))
         XCTAssertTrue(third.lookup("/b").isEmpty)
+    }
+
+    func testEachTierOffersExactlyTheCapabilitiesItConformsTo() throws {
+        // Given by the capability protocols' extensions, not written by the
+        // tiers: a conformance is all it takes, in this module or another.
+        let recording = RecordingTier()
+        XCTAssertTrue(recording.asStreaming === recording)
+        XCTAssertNil(recording.asAdmitting)
+        XCTAssertNil(recording.asBlocking)
+        XCTAssertNil(recording.asLifetime)
+        let memory = MemoryTier(limitBytes: 1 << 20)
+        XCTAssertTrue(memory.asAdmitting === memory)
+        XCTAssertTrue(memory.asLifetime === memory)
+        XCTAssertNil(memory.asStreaming)
+        XCTAssertNil(memory.asBlocking)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("caps-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let disk = try DiskTier(directory: directory, limitBytes: 1 << 20) { _ in }
+        XCTAssertTrue(disk.asStreaming === disk)
+        XCTAssertTrue(disk.asBlocking === disk)
+        XCTAssertTrue(disk.asLifetime === disk)
+        XCTAssertNil(disk.asAdmitting)
+        disk.flush(timeoutSeconds: 5)
     }
 
     func testATierThatDeclinesAdmissionIsNotOfferedThePromotion() {

@@ -1,6 +1,7 @@
 import Clocks
 import FoundationEssentials
 import Synchronization
+import Threads
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -9,23 +10,13 @@ import Glibc
 extension DiskTier {
     // MARK: index rebuild
 
-    /// The calling thread's scheduling (on Linux per thread; 0 is the
-    /// calling one): SCHED_IDLE, or the usual with nice 10.
-    static func schedule(idle: Bool) {
-        var parameters = sched_param(sched_priority: 0)
-        // 5: SCHED_IDLE, 0: SCHED_OTHER (Glibc hides the names without _GNU_SOURCE).
-        if sched_setscheduler(0, idle ? 5 : 0, &parameters) != 0 || !idle {
-            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
-        }
-    }
-
     func rebuildIndex() {
         var large: [(key: String, name: FileName, path: String)] = []
         let started = ContinuousClock.now
         var idle = true
         for byte in 0..<256 {
             if idle, ContinuousClock.now - started > .seconds(1) {
-                Self.schedule(idle: false)
+                lowerThreadPriority(idle: false)
                 idle = false
             }
             let sub = Self.subdirectory(byte)

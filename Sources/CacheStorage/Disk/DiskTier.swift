@@ -133,10 +133,10 @@ public final class DiskTier: CacheTier, StreamingTier, BlockingTier, LifetimeTie
                 // For its first second SCHED_IDLE (it runs when no other
                 // thread wants the CPU), then nice 10: a machine busy for
                 // good must not keep the index (and purges) waiting.
-                Self.schedule(idle: true)
+                lowerThreadPriority(idle: true)
                 if rebuildDelayMilliseconds > 0 { usleep(useconds_t(rebuildDelayMilliseconds) * 1000) }
                 self.rebuildIndex()
-                Self.schedule(idle: false)
+                lowerThreadPriority(idle: false)
                 self.sweepLoop()
             }
         } catch {
