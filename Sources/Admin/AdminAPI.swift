@@ -52,6 +52,10 @@ public final class AdminAPI {
     /// The upstream pools of the configuration in force.
     private let pools: () -> [UpstreamPool]
 
+    /// Out of descriptors: the store gives back files it keeps open for
+    /// disk hits (as for the proxy's accepts); how many.
+    func releaseDescriptors() -> Int { store.releaseDescriptors() }
+
     public init(store: TieredStore, stats: ProxyStats, token: String?, startedAt: Int64,
                 clock: @escaping () -> Int64, purgeScopes: @escaping (String) -> [PurgeScope], fanOut: PurgeFanOut? = nil,
                 samples: RequestSamples? = nil, version: String = "", node: String = "", upstream: String = "",

@@ -86,6 +86,8 @@ public final class AdminServer: IOHandler {
             do {
                 accepted = try Socket.accept(listener)
             } catch {
+                // Out of descriptors: kept disk files go first, as for the proxy's accepts.
+                if error.errno == EMFILE || error.errno == ENFILE, api.releaseDescriptors() > 0 { continue }
                 onError("admin accept failed: \(error); pausing admin accepts for 100 ms")
                 loop.setInterest(listener, [])
                 loop.schedule(after: 100) { [weak self] in

@@ -316,4 +316,41 @@ final class KeptFilesUnderDescriptorPressureTests: ConfiguredTestCase {
         for target in targets { XCTAssertEqual(try origin.count(target), 1, "\(target) stayed stored") }
         XCTAssertTrue(child.process.isRunning, child.stderr)
     }
+
+    func testTheAdminListenerTooGetsKeptFilesBackWhenDescriptorsRunOut() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/prlimit") else {
+            throw HarnessError("prlimit (util-linux) is missing")
+        }
+        let origin = try startOrigin()
+        let config = try writeConfig("max_object_size = \"1KiB\"\ndisk_open_files = 20\nadmin_max_connections = 1000\n")
+        let child = try startChild("/usr/bin/prlimit", ["--nofile=128:128", Paths.larder, "serve", "--listen", "127.0.0.1:0",
+                                                        "--upstream", origin.url, "--workers", "1", "--admin-listen", "127.0.0.1:0",
+                                                        "--cache-dir", temporaryPath("larder-kept-admin"), "--config", config])
+        let port = try XCTUnwrap(child.waitFor("listening on 127\\.0\\.0\\.1:(\\d+)").flatMap(Int.init), child.stderr)
+        let adminPort = try XCTUnwrap(child.stderr.firstMatch(of: #/admin API on [^ ]+:(\d+)/#).flatMap { Int($0.1) }, child.stderr)
+        let targets = (0..<20).map { "/kept-admin-\($0)?size=4000" }
+        let c = try HTTPClient(port: port)
+        for target in targets { XCTAssertEqual(try c.get(target).status, 200) }
+        let deadline = Date().addingTimeInterval(15)
+        var hits = 0
+        while hits < targets.count && Date() < deadline {
+            hits = try targets.filter { try c.get($0).header("cache-status")?.contains("hit") ?? false }.count
+        }
+        XCTAssertEqual(hits, targets.count, "every file stored, hit and kept")
+        // Admin connections (each answered, then held open) until the
+        // descriptors left are used up, and six more: those six are
+        // accepted only once kept files are given back.
+        let used = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(child.process.processIdentifier)/fd").count
+        var held: [HTTPClient] = []
+        for n in 0..<(128 - used + 6) {
+            let admin = try HTTPClient(port: adminPort)
+            guard let r = try? admin.get("/healthz") else { return XCTFail("admin connection \(n) got no answer: \(child.stderr)") }
+            XCTAssertEqual(r.status, 200)
+            held.append(admin)
+        }
+        XCTAssertNotNil(child.waitFor("out of descriptors: closed \\d+ files disk hits kept open", timeout: 5), child.stderr)
+        held.removeAll()
+        for target in targets { XCTAssertTrue(try c.get(target).header("cache-status")?.contains("hit") ?? false, target) }
+        XCTAssertTrue(child.process.isRunning, child.stderr)
+    }
 }
