@@ -6,7 +6,7 @@ import HTTPHeaders
 /// A stored response, immutable once built and shared between workers.
 ///
 /// One allocation holds it all: the fields below, then (tail-allocated)
-/// three words for the memory tier's links, the key, the head prefix — status
+/// the key, the head prefix — status
 /// line and stored header fields, serialized when the response was stored —
 /// and the body. A hit writes the head
 /// prefix, Age and Cache-Status and the blank line, then the body, in one
@@ -18,13 +18,7 @@ import HTTPHeaders
 /// A struct around the block's class reference: the standard library's
 /// tail-allocating base class (`ManagedBuffer`) cannot itself be Sendable.
 public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
-    final class Storage: ManagedBuffer<Parts, UInt8> {
-        deinit {
-            _ = withUnsafeMutablePointerToElements {
-                (UnsafeMutableRawPointer($0) + 16).assumingMemoryBound(to: [CachedResponse].self).deinitialize(count: 1)
-            }
-        }
-    }
+    final class Storage: ManagedBuffer<Parts, UInt8> {}
 
     let storage: Storage
 
@@ -41,7 +35,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
         let lifetime: UInt32
         let correctedInitialAge: UInt32
         let headLength: UInt32
-        /// The key's bytes follow the links in the block (a String would be
+        /// The key's bytes start the block (a String would be
         /// a heap object of its own: 64 bytes for a typical URL).
         let keyLength: UInt32
         let status: UInt16
@@ -139,20 +133,15 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
                           varies: !varyNames.isEmpty, directives: directives,
                           rare: plain ? nil : Rare(bodyFile: bodyFile, otherFields: otherFields, varyNames: varyNames,
                                                    varyValues: varyValues, tags: tags))
-        let storage = unsafeDowncast(Storage.create(minimumCapacity: linkBytes + headLength + body.count + key.utf8.count) { _ in parts },
+        let storage = unsafeDowncast(Storage.create(minimumCapacity: headLength + body.count + key.utf8.count) { _ in parts },
                                      to: Storage.self)
         storage.withUnsafeMutablePointerToElements { start in
-            let links = UnsafeMutableRawPointer(start)
-            precondition(Int(bitPattern: links) % 8 == 0, "stored response links misaligned")
-            links.storeBytes(of: nil, as: UnsafeRawPointer?.self)
-            links.storeBytes(of: nil, toByteOffset: 8, as: UnsafeRawPointer?.self)
-            (links + 16).bindMemory(to: [CachedResponse].self, capacity: 1).initialize(to: [])
-            // The key first, beside the links: a look-up compares it and a
-            // hit sets the visited bit, so both share a cache line or two.
+            let tail = UnsafeMutableRawPointer(start)
+            // The key first, beside the fields: a look-up compares it.
             key.withUTF8 { utf8 in
-                if utf8.count > 0 { (links + linkBytes).copyMemory(from: utf8.baseAddress!, byteCount: utf8.count) }
+                if utf8.count > 0 { tail.copyMemory(from: utf8.baseAddress!, byteCount: utf8.count) }
             }
-            let block = links + linkBytes + key.utf8.count
+            let block = tail + key.utf8.count
             if headPrefix.count > 0 { block.copyMemory(from: headPrefix.baseAddress!, byteCount: headPrefix.count) }
             if lengthField > 0 {
                 var at = block + headPrefix.count
@@ -202,8 +191,11 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     /// The cache key (built from the block's bytes on each use: not for hot paths).
     public var key: String { String(decoding: keyBytes, as: UTF8.self) }
     /// The cache key's UTF-8 bytes, in the block.
-    public var keyBytes: UnsafeRawBufferPointer {
-        UnsafeRawBufferPointer(start: links + Self.linkBytes, count: Int(storage.header.keyLength))
+    public var keyBytes: UnsafeRawBufferPointer { Self.keyBytes(of: storage) }
+
+    @inline(__always)
+    static func keyBytes(of storage: Storage) -> UnsafeRawBufferPointer {
+        storage.withUnsafeMutablePointerToElements { UnsafeRawBufferPointer(start: $0, count: Int(storage.header.keyLength)) }
     }
     public var status: Int { Int(storage.header.status) }
     /// The reason phrase of the stored status line.
@@ -226,82 +218,11 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     /// Whether a conditional request can validate this response.
     public var hasValidator: Bool { storage.header.hasValidator }
 
-    // MARK: the memory tier's links
-
-    /// The tail block starts with three words for the memory tier, changed
-    /// only under its lock: the newest variant of a key is the key's place
-    /// in the LRU list and hash table (so a key costs no node of its own)
-    /// and holds the key's other variants. They live in the tail, not in
-    /// `header`, so that writing them never touches what other threads read.
-    static let linkBytes = 24
-
-    var links: UnsafeMutableRawPointer { storage.withUnsafeMutablePointerToElements { UnsafeMutableRawPointer($0) } }
-
-    private static func load(_ word: UnsafeMutableRawPointer) -> CachedResponse? {
-        word.load(as: UnsafeRawPointer?.self).map { CachedResponse(storage: Unmanaged<Storage>.fromOpaque($0).takeUnretainedValue()) }
-    }
-
-    private static func store(_ entry: CachedResponse?, _ word: UnsafeMutableRawPointer) {
-        word.storeBytes(of: entry.map { UnsafeRawPointer(Unmanaged.passUnretained($0.storage).toOpaque()) }, as: UnsafeRawPointer?.self)
-    }
-
-    /// Newer and older key in the memory tier's list (unowned: the tier's
-    /// table owns entries). The newer word's low bits (objects are 16-byte
-    /// aligned) are flags: SIEVE's visited bit (the key's), `variantServed`,
-    /// `retired` and `isLocalCopy`. Workers' copies read it without the
-    /// tier's lock, hence atomic loads and stores (plain moves on x86).
-    var lruNewer: CachedResponse? {
-        get {
-            let word = linkWord & ~Self.flagBits
-            return word == 0 ? nil : CachedResponse(storage: Unmanaged<Storage>.fromOpaque(UnsafeRawPointer(bitPattern: word)!)
-                .takeUnretainedValue())
-        }
-        nonmutating set {
-            let pointer = newValue.map { UInt(bitPattern: Unmanaged.passUnretained($0.storage).toOpaque()) } ?? 0
-            el_store_word(links, pointer | (linkWord & Self.flagBits))
-        }
-    }
-
-    static let flagBits: UInt = 15
-    var linkWord: UInt { el_load_word(links) }
-
-    /// Hit since the eviction hand last passed (SIEVE): set by a hit, cleared
-    /// by the hand, which spares the entry once.
-    var visited: Bool {
-        get { linkWord & 1 != 0 }
-        nonmutating set { setLinkBit(1, newValue) }
-    }
-
-    /// This variant was served since the memory tier last chose which of a
-    /// key's variants to keep (`SieveIndex.maxVariants`): the variants most
-    /// asked for stay, whatever values others send for the Vary fields.
-    var variantServed: Bool {
-        get { linkWord & 2 != 0 }
-        nonmutating set { setLinkBit(2, newValue) }
-    }
-
-    /// Sets or clears a flag bit of the links word, writing only on a
-    /// change, as one atomic step: a hit read without the shard's lock sets
-    /// `visited` while the lock's holder may change another bit.
-    func setLinkBit(_ bit: UInt, _ on: Bool) {
-        let set = linkWord & bit != 0
-        guard set != on else { return }
-        if on { el_or_word(links, bit) } else { el_and_word(links, ~bit) }
-    }
-
-    var lruOlder: CachedResponse? {
-        get { Self.load(links + 8) }
-        nonmutating set { Self.store(newValue, links + 8) }
-    }
-
-    /// The key's other variants, oldest first (on the newest one only).
-    var olderVariants: [CachedResponse] {
-        get { (links + 16).assumingMemoryBound(to: [CachedResponse].self).pointee }
-        nonmutating set { (links + 16).assumingMemoryBound(to: [CachedResponse].self).pointee = newValue }
-    }
+    /// The tail block: the key, the head prefix, the body.
+    var tail: UnsafeMutableRawPointer { storage.withUnsafeMutablePointerToElements { UnsafeMutableRawPointer($0) } }
 
     /// Start of the block: head prefix, then body (the key is before it). Stable while the entry lives.
-    public var blockStart: UnsafeRawPointer { UnsafeRawPointer(links + Self.linkBytes + Int(storage.header.keyLength)) }
+    public var blockStart: UnsafeRawPointer { UnsafeRawPointer(tail + Int(storage.header.keyLength)) }
     public var headLength: Int { Int(storage.header.headLength) }
     public var headPrefix: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: blockStart, count: headLength) }
     /// The body held in memory (empty when it is in `bodyFile`).
@@ -321,7 +242,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     }
 
     /// Bookkeeping bytes charged per entry beyond its head and body: the
-    /// object's fields, its index slot and list links, the key, allocator
+    /// object's fields, its index slot and node, the key, allocator
     /// rounding (measured with bench/memory.sh).
     public static let overheadBytes = 384
 

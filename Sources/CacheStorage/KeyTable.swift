@@ -69,12 +69,6 @@ struct KeyTable<Entry: KeyTableEntry> {
         return nil
     }
 
-    /// The entry stored under the same key as `entry` (no key string built).
-    /// `hash`: its key's, when the caller has it.
-    func find(sameKeyAs entry: Entry, hash: Int? = nil) -> Entry? {
-        entry.withKeyBytes { index(ofKeyBytes: $0, hash: hash) }.flatMap { slots[$0].entry }
-    }
-
     /// The slot holding this very entry.
     private func index(of entry: Entry) -> Int? {
         let hash = entry.keyHash
@@ -87,6 +81,10 @@ struct KeyTable<Entry: KeyTableEntry> {
     }
 
     func find(_ key: String, hash: Int? = nil) -> Entry? { index(of: key, hash: hash).flatMap { slots[$0].entry } }
+
+    func find(keyBytes: UnsafeRawBufferPointer, hash: Int? = nil) -> Entry? {
+        index(ofKeyBytes: keyBytes, hash: hash).flatMap { slots[$0].entry }
+    }
 
     /// Adds an entry whose key is absent (`hash`: its key's, when known).
     mutating func insert(_ entry: Entry, hash: Int? = nil) {

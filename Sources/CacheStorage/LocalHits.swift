@@ -7,11 +7,12 @@ import Glibc
 /// thread reads: each worker owns one (never shared between threads), and
 /// holds private copies of the tier's entries (`CachedResponse.copied`), so
 /// a hit counts references on its own copy, not on the entry every worker
-/// reads. A copy answers while its key's entry is still the tier's (not
+/// reads. A copy answers while its key's node is still the tier's (not
 /// `retired`: evicted, replaced, removed, purged or its variants changed;
 /// other keys' changes do not matter) and SIEVE's visited bit is set: once
 /// the hand clears it, the next hit goes through the tier, which sets it
-/// again, so a key in use is spared as if every hit went there.
+/// again, so a key in use is spared as if every hit went there. Both bits
+/// are read at the node's address, without a reference counted.
 ///
 /// A copy costs memory beyond `memory_limit` and keeps its entry alive, so
 /// only small entries are copied (at most `largestCopied` bytes each) into
@@ -20,6 +21,10 @@ public final class LocalHits {
     struct Slot {
         var hash = 0
         var variants = Variants()
+        /// The tier's node the copies were made from (held, so that its
+        /// `bits` stay), and the address of its bits.
+        var node: SieveNode?
+        var bits: UnsafeMutablePointer<UInt>?
         /// The routes' lifetime rules (`LifetimeRules.generation`) when
         /// copied, and the key's memory lifetime by them.
         var rules: UInt = 0
@@ -47,26 +52,34 @@ public final class LocalHits {
     @inline(__always)
     func find(_ key: String, hash: Int, rules: UInt) -> (variants: Variants, lifetime: Int??)? {
         let i = hash & (Self.slotCount - 1)
-        guard slots[i].hash == hash, slots[i].rules == rules, let newest = slots[i].variants.last, newest.mayAnswerAsCopy,
-              Self.same(newest.keyBytes, key) else { return nil }
+        guard slots[i].hash == hash, slots[i].rules == rules, let bits = slots[i].bits, SieveNode.mayAnswer(bits),
+              let newest = slots[i].variants.last, Self.same(newest.keyBytes, key) else { return nil }
         answered &+= 1
         return (slots[i].variants, slots[i].lifetime)
     }
 
-    /// Keeps copies of what the tier answered for a key (`variants`, its
-    /// entries), on its second lookup in a row here. The same entry again
-    /// (the hand had cleared its visited bit) keeps the copies made before.
-    func keep(_ variants: Variants, hash: Int, rules: UInt, lifetime: Int??) {
-        guard let head = variants.last else { return }
+    /// Whether `keep` would copy what the tier answers for this key now:
+    /// then the lookup hands it the key's node.
+    @inline(__always)
+    func wantsNode(hash: Int) -> Bool {
         let i = hash & (Self.slotCount - 1)
-        guard slots[i].hash == hash, slots[i].seen else {
+        return slots[i].hash == hash && slots[i].seen
+    }
+
+    /// Keeps copies of what the tier answered for a key (`variants`, the
+    /// entries of `node`), on its second lookup in a row here. The same
+    /// node again (the hand had cleared its visited bit) keeps the copies
+    /// made before.
+    func keep(_ variants: Variants, node: SieveNode?, hash: Int, rules: UInt, lifetime: Int??) {
+        let i = hash & (Self.slotCount - 1)
+        guard slots[i].hash == hash, slots[i].seen, let node else {
             slots[i] = Slot(hash: hash, seen: true)
             return
         }
-        if let kept = slots[i].variants.last?.original, kept.isSame(head), slots[i].rules == rules { return }
+        if slots[i].node === node, slots[i].rules == rules { return }
         guard variants.allSatisfy({ $0.costBytes <= Self.largestCopied }) else { return }
-        slots[i] = Slot(hash: hash, variants: Variants(variants.map { $0.copied(local: true) }), rules: rules, lifetime: lifetime,
-                        seen: true)
+        slots[i] = Slot(hash: hash, variants: Variants(variants.map { $0.copied() }), node: node, bits: node.bits, rules: rules,
+                        lifetime: lifetime, seen: true)
     }
 
     /// Slots holding a copy (tests).

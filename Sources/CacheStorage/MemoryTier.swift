@@ -10,9 +10,8 @@ import Glibc
 /// The memory tier: bounded in bytes, shared by every worker thread. A
 /// worker's hit is a hash probe and a bit set without the shard's lock
 /// (`ShardReaders`); a store is a few pointer moves under it, with no
-/// reader inside. Entries are immutable (but for their list links, which
-/// only this tier touches, and flag bits set atomically), so readers use
-/// them after the lookup.
+/// reader inside. Entries are immutable (the tier's bookkeeping is in its
+/// index's nodes, `SieveNode`), so readers use them after the lookup.
 public final class MemoryTier: CacheTier, AdmittingTier, LifetimeTier {
     /// Shards by key hash, each a SIEVE index behind its own lock: changes
     /// to different keys do not wait for each other, and a hit only sets a
@@ -51,14 +50,51 @@ public final class MemoryTier: CacheTier, AdmittingTier, LifetimeTier {
             }
         }
 
-        /// A key's variants read without the mutex (empty: absent); nil
+        /// What a lookup found: the key's variants, and (when asked for
+        /// one, `LocalHits.wantsNode`) its node, retained.
+        struct Found {
+            var variants = Variants()
+            var node: SieveNode?
+        }
+
+        /// `body` run on the index without the mutex, as a reader; nil
         /// when a change is under way (then the caller takes the mutex).
         @inline(__always)
-        func read(_ key: String, hash: Int, reader: ShardReader) -> Variants? {
+        private func reading<T>(_ reader: ShardReader, _ body: (borrowing SieveIndex) -> T) -> T? {
             el_store_word_seq(reader.word, address)
             defer { el_store_word(reader.word, 0) }
             guard el_load_word_seq(changing) == 0 else { return nil }
-            return index.withoutLock { $0.peek(key, hash: hash) }
+            return index.withoutLock(body)
+        }
+
+        /// A key's variants read without the mutex (empty: absent); nil
+        /// when a change is under way.
+        @inline(__always)
+        func read(_ key: String, hash: Int, reader: ShardReader, node wanted: Bool) -> Found? {
+            reading(reader) { Self.found($0.peek(key, hash: hash), node: wanted) }
+        }
+
+        /// The same under the mutex (a miss counted for admission).
+        func get(_ key: String, hash: Int, node wanted: Bool) -> Found {
+            index.withLock { Self.found($0.get(key, hash: hash), node: wanted) }
+        }
+
+        /// Built while the index holds the node (a reader, or the mutex).
+        @inline(__always)
+        private static func found(_ ref: NodeRef?, node wanted: Bool) -> Found {
+            guard let ref else { return Found() }
+            return ref.with { Found(variants: Variants(older: $0.older, newest: $0.newest), node: wanted ? $0 : nil) }
+        }
+
+        /// Whether `entry`'s variant is marked served (true as well when
+        /// it is gone: nothing to mark), read without the mutex; nil when a
+        /// change is under way.
+        func isMarkedServed(_ entry: CachedResponse, hash: Int, reader: ShardReader) -> Bool? {
+            reading(reader) { index in
+                index.node(forKeyBytes: entry.keyBytes, hash: hash)?.with { node in
+                    node.variantIndex(of: entry).map { node.served & (1 << UInt($0)) != 0 }
+                } ?? true
+            }
         }
     }
     private let shardShift: Int
@@ -159,19 +195,21 @@ public final class MemoryTier: CacheTier, AdmittingTier, LifetimeTier {
         if let local, let kept = local.find(key, hash: hash, rules: generation) {
             (found, override) = kept
         } else {
-            found = withShard(hash) { shard in
-                guard let reader = local?.reader, let read = shard.read(key, hash: hash, reader: reader) else {
-                    return shard.index.withLock { $0.get(key, hash: hash) }
+            let wanted = local?.wantsNode(hash: hash) ?? false
+            let read = withShard(hash) { shard in
+                guard let reader = local?.reader, let read = shard.read(key, hash: hash, reader: reader, node: wanted) else {
+                    return shard.get(key, hash: hash, node: wanted)
                 }
                 // A miss still counts for admission (under the mutex: the sketch is the index's).
-                if read.isEmpty {
+                if read.variants.isEmpty {
                     if mayDefer { missUnrecorded = true } else { shard.index.withLock { $0.recordMiss(hash) } }
                 }
                 return read
             }
+            found = read.variants
             guard !found.isEmpty else { return found }
             override = generation == 0 ? nil : rules.memoryLifetime(key)
-            local?.keep(found, hash: hash, rules: generation, lifetime: override)
+            local?.keep(found, node: read.node, hash: hash, rules: generation, lifetime: override)
         }
         guard let lifetime = override ?? lifetimeSeconds else { return found }
         let now = clock.now()
@@ -221,10 +259,14 @@ public final class MemoryTier: CacheTier, AdmittingTier, LifetimeTier {
 
     /// `entry`, one of a key's several variants, answered a request: the
     /// variants most served are the ones kept (`SieveIndex.variantToDrop`).
-    /// Once per variant between choices: the mark is read first, unlocked.
-    public func noteServed(_ entry: CachedResponse) {
-        guard !(entry.original ?? entry).variantServed else { return }
-        shard(KeyHash.of(entry.keyBytes)).index.withLock { $0.markServed(entry) }
+    /// Once per variant between choices: the mark is read first, without
+    /// the mutex where the worker has a reader slot (`local`).
+    public func noteServed(_ entry: CachedResponse, local: LocalHits? = nil) {
+        let hash = KeyHash.of(entry.keyBytes)
+        withShard(hash) { shard in
+            if let reader = local?.reader, shard.isMarkedServed(entry, hash: hash, reader: reader) == true { return }
+            shard.index.withLock { $0.markServed(entry, hash: hash) }
+        }
     }
 
     /// Removes (or, `soft`, marks stale) what `scope` matches; the number of

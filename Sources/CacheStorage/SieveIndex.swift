@@ -3,14 +3,12 @@ import CacheSemantics
 /// Single-threaded index over keys with SIEVE eviction (Zhang et al., NSDI
 /// 2024): keys sit in insertion order; a hit only sets the key's visited
 /// bit (no list splice); the eviction hand walks from the oldest end,
-/// clearing visited bits and evicting the first unvisited key. Each key is
-/// represented by its newest variant, which carries the list links and the
-/// key's other variants; an open-addressing table of those entries finds
-/// keys. Per key that costs one table slot and three words in the entry's
-/// tail. Admission: an entry offered from a slower tier that would evict
-/// must be asked for more often than the key it would evict
-/// (`FrequencySketch`, counted on this tier's misses), so a working set
-/// larger than memory does not churn it.
+/// clearing visited bits and evicting the first unvisited key. Each key is a
+/// `SieveNode` (its variants, list links and bits); an open-addressing table
+/// of unmanaged references to them finds keys. Admission: an entry offered
+/// from a slower tier that would evict must be asked for more often than the
+/// key it would evict (`FrequencySketch`, counted on this tier's misses), so
+/// a working set larger than memory does not churn it.
 struct SieveIndex: ~Copyable {
     /// Variants kept per key; beyond this the oldest not served since the
     /// last such choice goes (a second chance, as SIEVE gives keys), so a
@@ -19,90 +17,83 @@ struct SieveIndex: ~Copyable {
     static let maxVariants = 32
 
     let limitBytes: Int
-    private var table = KeyTable<CachedResponse>()
+    /// Owns the nodes: each is retained once when added, released when
+    /// taken out (`detach`) or at the end.
+    private var table = KeyTable<NodeRef>()
     /// tag → keys whose variants carry it; only tagged entries cost anything.
     private var tagged: [String: Set<String>] = [:]
-    private var newest: CachedResponse?
-    private var oldest: CachedResponse?
+    private var newest: NodeRef?
+    private var oldest: NodeRef?
     /// SIEVE's hand: the next key it looks at (nil: the oldest).
-    private var hand: CachedResponse?
+    private var hand: NodeRef?
     private var sketch = FrequencySketch()
-    /// The last key admission compared against, with its hash: the hand
-    /// rarely moves while promotions are declined, so the next check
-    /// compares against the same key without hashing it again. Held
-    /// strongly (its identity cannot be reused), let go when it leaves.
-    private var lastVictim: (entry: CachedResponse, hash: Int)?
     private(set) var bytes = 0
     private(set) var evictions = 0
     private(set) var objectCount = 0
 
     init(limitBytes: Int) { self.limitBytes = limitBytes }
 
+    deinit { table.forEach { $0.release() } }
+
     var count: Int { table.count }
 
-    /// `hash`: `KeyHash.of(key)`, computed once by the caller.
-    mutating func get(_ key: String, hash: Int) -> Variants {
-        guard let head = table.find(key, hash: hash) else {
+    /// A key's node, marked visited (nil: absent, a miss counted for
+    /// admission). `hash`: `KeyHash.of(key)`, computed once by the caller.
+    /// The reference is valid under the lock this is called under.
+    mutating func get(_ key: String, hash: Int) -> NodeRef? {
+        guard let found = table.find(key, hash: hash) else {
             sketch.record(hash)
-            return Variants()
+            return nil
         }
-        head.visited = true
-        return Variants(older: head.olderVariants, newest: head)
+        found.with { $0.visited = true }
+        return found
     }
 
     /// The same for a reader without the lock (`ShardReaders`: no change is
-    /// under way): nothing of the index is written, only the entry's
-    /// visited bit (atomically, when clear). A miss is the caller's to
-    /// record (`recordMiss`, under the lock).
-    func peek(_ key: String, hash: Int) -> Variants {
-        guard let head = table.find(key, hash: hash) else { return Variants() }
-        head.visited = true
-        return Variants(older: head.olderVariants, newest: head)
+    /// under way, and none begins while it reads): nothing of the index is
+    /// written, only the node's visited bit (atomically, when clear). A
+    /// miss is the caller's to record (`recordMiss`, under the lock).
+    func peek(_ key: String, hash: Int) -> NodeRef? {
+        guard let found = table.find(key, hash: hash) else { return nil }
+        found.with { $0.visited = true }
+        return found
     }
+
+    /// A key's node, not marked (nil: absent).
+    func node(forKeyBytes key: UnsafeRawBufferPointer, hash: Int) -> NodeRef? { table.find(keyBytes: key, hash: hash) }
 
     mutating func recordMiss(_ hash: Int) { sketch.record(hash) }
 
     /// The key SIEVE evicts next (the hand moves past it); nil when empty.
-    private mutating func nextVictim() -> CachedResponse? {
+    private mutating func nextVictim() -> NodeRef? {
         guard var candidate = hand ?? oldest else { return nil }
-        while candidate.visited {
-            candidate.visited = false
-            candidate = candidate.lruNewer ?? oldest!
+        while candidate.with({ $0.visited }) {
+            candidate.with { $0.visited = false }
+            candidate = candidate.with { $0.newer } ?? oldest!
         }
-        hand = candidate.lruNewer
+        hand = candidate.with { $0.newer }
         return candidate
     }
 
     /// Admission for an entry from a slower tier that needs room: it must be
     /// wanted more often than the key the hand would evict (looked at
     /// without moving the hand, a few keys at most). `hash`: the entry's key's.
-    private mutating func admits(_ entry: CachedResponse, hash: Int) -> Bool {
-        guard let oldestAddress = oldest?.address else { return true }
-        // Walked by address: no reference taken per key passed.
-        var candidate = hand?.address ?? oldestAddress
-        for _ in 0..<8 where CachedResponse.linkWord(at: candidate) & 1 != 0 {
-            candidate = CachedResponse.newer(at: candidate) ?? oldestAddress
+    private func admits(hash: Int) -> Bool {
+        guard let oldest else { return true }
+        var candidate = hand ?? oldest
+        for _ in 0..<8 where candidate.with({ $0.visited }) {
+            candidate = candidate.with { $0.newer } ?? oldest
         }
-        let victimHash: Int
-        if let last = lastVictim, last.entry.address == candidate {
-            victimHash = last.hash
-        } else {
-            let victim = CachedResponse.entry(at: candidate)
-            victimHash = KeyHash.of(victim.keyBytes)
-            lastVictim = (victim, victimHash)
-        }
-        return sketch.frequency(hash) > sketch.frequency(victimHash)
+        return sketch.frequency(hash) > sketch.frequency(candidate.with { $0.hash })
     }
-
-    private func variants(of head: CachedResponse) -> [CachedResponse] { head.olderVariants + [head] }
 
     private static func cost(_ variants: [CachedResponse]) -> Int { variants.reduce(0) { $0 + $1.costBytes } }
 
     /// Whether a promotion of `entry` would be taken now (what `put`
     /// decides first for one). `hash`: `KeyTable.hash` of its key.
-    mutating func wouldAdmit(_ entry: CachedResponse, hash: Int) -> Bool {
+    func wouldAdmit(_ entry: CachedResponse, hash: Int) -> Bool {
         let cost = entry.costBytes
-        return cost <= limitBytes && (bytes + cost <= limitBytes || admits(entry, hash: hash))
+        return cost <= limitBytes && (bytes + cost <= limitBytes || admits(hash: hash))
     }
 
     /// `promoted`: offered by a slower tier (admission applies; `hash`, of
@@ -112,18 +103,20 @@ struct SieveIndex: ~Copyable {
         guard cost <= limitBytes else { return false }
         let hash = hash ?? KeyHash.of(entry.keyBytes)
         if promoted && !wouldAdmit(entry, hash: hash) { return false }
-        guard let head = table.find(sameKeyAs: entry, hash: hash) else {
+        guard let found = node(forKeyBytes: entry.keyBytes, hash: hash) else {
             // A new key (every miss): no variant arrays to build.
             while bytes + cost > limitBytes, let victim = nextVictim() {
-                remove(head: victim)
+                remove(victim)
                 evictions += 1
             }
-            add(single: entry, cost: cost, hash: hash)
+            add(newest: entry, cost: cost, hash: hash)
             return true
         }
-        var variants = self.variants(of: head)
+        // The key's variants, each with its served mark.
+        let servedBits = found.with { $0.served }
+        var variants = found.with { $0.variants }.enumerated().map { ($1, servedBits & (1 << UInt($0)) != 0) }
         let newPiece = entry.status == 206 ? entry.storedPiece : nil
-        variants.removeAll { old in
+        variants.removeAll { old, _ in
             guard old.varyNames == entry.varyNames else { return true }
             guard old.varyValues == entry.varyValues else { return false }
             // The same variant: replaced, but for the other pieces of a new
@@ -132,99 +125,101 @@ struct SieveIndex: ~Copyable {
             return !PartialContent.staysBeside(newPiece, etag: entry.etag, stored: oldPiece, etag: old.etag)
         }
         if newPiece != nil {
-            let pieces = variants.indices.filter { variants[$0].varyValues == entry.varyValues }
+            let pieces = variants.indices.filter { variants[$0].0.varyValues == entry.varyValues }
             for index in pieces.prefix(max(0, pieces.count - (PartialContent.maxPiecesPerVariant - 1))).reversed() {
                 variants.remove(at: index)
             }
         }
-        variants.append(entry)
-        while variants.count > Self.maxVariants { variants.remove(at: Self.variantToDrop(variants)) }
-        remove(head: head)
+        variants.append((entry, false))
+        while variants.count > Self.maxVariants {
+            var marks = variants.map(\.1)
+            let drop = Self.variantToDrop(&marks)
+            for i in variants.indices { variants[i].1 = marks[i] }
+            variants.remove(at: drop)
+        }
+        remove(found)
         // Evict other keys first; if this key's own variants still do not
         // fit, drop its oldest variants.
-        var total = Self.cost(variants)
+        var total = variants.reduce(0) { $0 + $1.0.costBytes }
         while bytes + total > limitBytes, let victim = nextVictim() {
-            remove(head: victim)
+            remove(victim)
             evictions += 1
         }
         while total > limitBytes, variants.count > 1 {
-            total -= variants.removeFirst().costBytes
+            total -= variants.removeFirst().0.costBytes
             evictions += 1
         }
-        add(variants, hash: hash)
+        let marks = variants.enumerated().reduce(UInt(0)) { $0 | ($1.element.1 ? 1 << UInt($1.offset) : 0) }
+        add(variants.map(\.0), cost: total, hash: hash, served: marks)
         return true
     }
 
-    /// Of a key's variants (oldest first, the new one last), the oldest
-    /// not served since the last choice; those passed lose their mark. All
-    /// served: the oldest.
-    static func variantToDrop(_ variants: [CachedResponse]) -> Int {
-        for (index, variant) in variants.dropLast().enumerated() {
-            guard variant.variantServed else { return index }
-            variant.variantServed = false
+    /// Of a key's variants' served marks (oldest first, the new one last),
+    /// the one to drop: the oldest not served since the last choice; those
+    /// passed lose their mark. All served: the oldest.
+    static func variantToDrop(_ served: inout [Bool]) -> Int {
+        for index in served.indices.dropLast() {
+            guard served[index] else { return index }
+            served[index] = false
         }
         return 0
     }
 
-    /// Marks `entry`, a variant of a key with several, as served (under
-    /// the shard's lock, as the choice that clears the mark).
-    func markServed(_ entry: CachedResponse) { (entry.original ?? entry).variantServed = true }
-
-    var tagLinks: Int { tagged.values.reduce(0) { $0 + $1.count } }
-
-    /// `add` for a key with one variant.
-    private mutating func add(single entry: CachedResponse, cost: Int, hash: Int) {
-        let entry = entry.forIndex
-        table.insert(entry, hash: hash)
-        pushNewest(entry)
-        bytes += cost
-        objectCount += 1
-        let tags = entry.tags
-        if !tags.isEmpty {
-            let key = entry.key
-            for tag in tags { tagged[tag, default: []].insert(key) }
+    /// Marks the variant `entry` is (or a worker's copy of it is) as served
+    /// (under the shard's lock, as the choice that clears the marks).
+    func markServed(_ entry: CachedResponse, hash: Int) {
+        guard let found = node(forKeyBytes: entry.keyBytes, hash: hash) else { return }
+        found.with { node in
+            if let i = node.variantIndex(of: entry) { node.markServed(i) }
         }
     }
 
+    var tagLinks: Int { tagged.values.reduce(0) { $0 + $1.count } }
+
     /// Adds a key's variants (oldest first; the key must be absent) as the
-    /// newest key; returns its head.
+    /// newest key; returns its node. `cost`: theirs, when the caller has it.
     @discardableResult
-    private mutating func add(_ variants: [CachedResponse], hash: Int? = nil) -> CachedResponse {
-        // A head once taken out stays retired (workers' copies of its key
-        // must not answer again): a key's new set gets a head of its own.
-        let head = variants.last!.forIndex
-        head.olderVariants = Array(variants.dropLast())
-        table.insert(head, hash: hash)
-        pushNewest(head)
-        bytes += Self.cost(variants)
-        objectCount += variants.count
-        if variants.contains(where: { !$0.tags.isEmpty }) {
-            let key = head.key
-            for variant in variants { for tag in variant.tags { tagged[tag, default: []].insert(key) } }
+    private mutating func add(_ variants: [CachedResponse], cost: Int? = nil, hash: Int? = nil, served: UInt = 0) -> NodeRef {
+        add(newest: variants.last!, older: Array(variants.dropLast()), cost: cost ?? Self.cost(variants), hash: hash, served: served)
+    }
+
+    /// The same without a variants array (a new key: every miss).
+    @discardableResult
+    private mutating func add(newest entry: CachedResponse, older: [CachedResponse] = [], cost: Int, hash: Int? = nil,
+                              served: UInt = 0) -> NodeRef {
+        let hash = hash ?? KeyHash.of(entry.keyBytes)
+        let node = NodeRef(retaining: SieveNode.make(newest: entry, older: older, hash: hash, served: served))
+        table.insert(node, hash: hash)
+        pushNewest(node)
+        bytes += cost
+        objectCount += older.count + 1
+        if !entry.tags.isEmpty || older.contains(where: { !$0.tags.isEmpty }) {
+            let key = entry.key
+            for variant in older + [entry] { for tag in variant.tags { tagged[tag, default: []].insert(key) } }
         }
-        return head
+        return node
     }
 
     /// Removes a key; returns how many variants it had.
     @discardableResult
     mutating func remove(_ key: String) -> Int {
-        guard let head = table.remove(key) else { return 0 }
-        let n = head.olderVariants.count + 1
-        detach(head)
+        guard let found = table.remove(key) else { return 0 }
+        let n = found.with { $0.variantCount }
+        detach(found)
         return n
     }
 
-    /// Takes a key (by its head, already out of the table) out of the list and the counts.
-    private mutating func detach(_ head: CachedResponse) {
-        if let last = lastVictim, last.entry.isSame(head) { lastVictim = nil }
-        let variants = variants(of: head)
-        unlink(head)
-        head.retired = true  // workers' copies of the key stop answering
-        head.olderVariants = []
+    /// Takes a key (by its node, already out of the table) out of the list
+    /// and the counts, and lets the node go.
+    private mutating func detach(_ found: NodeRef) {
+        let variants = found.with { $0.variants }
+        unlink(found)
+        found.with { $0.retired = true }  // workers' copies of the key stop answering
+        found.release()
         bytes -= Self.cost(variants)
         objectCount -= variants.count
         guard variants.contains(where: { !$0.tags.isEmpty }) else { return }
-        let key = head.key
+        let key = variants.last!.key
         for variant in variants {
             for tag in variant.tags {
                 tagged[tag]?.remove(key)
@@ -233,26 +228,24 @@ struct SieveIndex: ~Copyable {
         }
     }
 
-    /// Removes a key by its head (no key string needed: eviction).
-    private mutating func remove(head: CachedResponse) {
-        if table.remove(head) { detach(head) }
+    /// Removes a key by its node (no key string needed: eviction).
+    private mutating func remove(_ found: NodeRef) {
+        if table.remove(found) { detach(found) }
     }
 
     mutating func removeAll() {
-        // Links are unowned: clear them so no entry still held by a client
-        // points at freed ones.
-        while let head = oldest {
-            oldest = head.lruNewer
-            head.lruNewer = nil
-            head.lruOlder = nil
-            head.visited = false
-            head.retired = true
-            head.olderVariants = []
+        table.forEach { found in
+            found.with { node in
+                node.retired = true
+                node.newer = nil
+                node.olderKey = nil
+            }
+            found.release()
         }
         newest = nil
+        oldest = nil
         hand = nil
-        lastVictim = nil
-        table = KeyTable<CachedResponse>()
+        table = KeyTable<NodeRef>()
         tagged.removeAll()
         bytes = 0
         objectCount = 0
@@ -272,15 +265,15 @@ struct SieveIndex: ~Copyable {
     mutating func purge(_ scope: PurgeScope, soft: Bool) -> [String: Int] {
         var touched: [String: Int] = [:]
         for key in candidates(scope) {
-            guard let head = table.find(key) else { continue }
-            let variants = variants(of: head)
+            guard let found = table.find(key) else { continue }
+            let variants = found.with { $0.variants }
             let matching = variants.filter { scope.matches(key: key, tags: $0.tags) }
             guard !matching.isEmpty else { continue }
             touched[key] = matching.count
             if soft {
-                replace(head, with: variants.map { scope.matches(key: key, tags: $0.tags) ? $0.markedStale() : $0 })
+                replace(found, with: variants.map { scope.matches(key: key, tags: $0.tags) ? $0.markedStale() : $0 })
             } else {
-                replace(head, with: variants.filter { !scope.matches(key: key, tags: $0.tags) })
+                replace(found, with: variants.filter { !scope.matches(key: key, tags: $0.tags) })
             }
         }
         return touched
@@ -290,51 +283,54 @@ struct SieveIndex: ~Copyable {
     mutating func removeVariants(_ shouldRemove: (CachedResponse) -> Bool) -> [String: Int] {
         var removed: [String: Int] = [:]
         for key in table.keys {
-            guard let head = table.find(key) else { continue }
-            let variants = variants(of: head)
+            guard let found = table.find(key) else { continue }
+            let variants = found.with { $0.variants }
             let n = variants.reduce(0) { $0 + (shouldRemove($1) ? 1 : 0) }
             guard n > 0 else { continue }
             removed[key] = n
-            replace(head, with: variants.filter { !shouldRemove($0) })
+            replace(found, with: variants.filter { !shouldRemove($0) })
         }
         return removed
     }
 
     /// Swaps a key's variants (none: the key goes), keeping its recency.
-    private mutating func replace(_ head: CachedResponse, with variants: [CachedResponse]) {
-        let older = head.lruOlder
-        remove(head: head)
+    private mutating func replace(_ found: NodeRef, with variants: [CachedResponse]) {
+        let older = found.with { $0.olderKey }
+        let hash = found.with { $0.hash }
+        remove(found)
         guard !variants.isEmpty else { return }
-        let new = add(variants)
-        // Back to where it was in the LRU order, not the newest end.
+        let new = add(variants, hash: hash)
+        // Back to where it was in the list order, not the newest end.
         unlink(new)
-        if let older {
-            new.lruOlder = older
-            new.lruNewer = older.lruNewer
-            if let n = older.lruNewer { n.lruOlder = new } else { newest = new }
-            older.lruNewer = new
-        } else {
-            new.lruNewer = oldest
-            if let o = oldest { o.lruOlder = new } else { newest = new }
-            oldest = new
+        let newer = older.map { o in o.with { $0.newer } } ?? oldest
+        new.with { node in
+            node.olderKey = older
+            node.newer = newer
+        }
+        if let newer { newer.with { $0.olderKey = new } } else { newest = new }
+        if let older { older.with { $0.newer = new } } else { oldest = new }
+    }
+
+    private mutating func unlink(_ found: NodeRef) {
+        let (newer, older) = found.with { ($0.newer, $0.olderKey) }
+        if hand?.isSame(found) == true { hand = newer }
+        if let newer { newer.with { $0.olderKey = older } } else if newest?.isSame(found) == true { newest = older }
+        if let older { older.with { $0.newer = newer } } else if oldest?.isSame(found) == true { oldest = newer }
+        found.with { node in
+            node.newer = nil
+            node.olderKey = nil
+            node.visited = false
         }
     }
 
-    private mutating func unlink(_ head: CachedResponse) {
-        let newer = head.lruNewer, older = head.lruOlder
-        if hand?.isSame(head) == true { hand = newer }
-        if let newer { newer.lruOlder = older } else if newest?.isSame(head) == true { newest = older }
-        if let older { older.lruNewer = newer } else if oldest?.isSame(head) == true { oldest = newer }
-        head.lruNewer = nil
-        head.lruOlder = nil
-        head.visited = false
-    }
-
-    private mutating func pushNewest(_ head: CachedResponse) {
-        head.lruOlder = newest
-        head.lruNewer = nil
-        if let n = newest { n.lruNewer = head } else { oldest = head }
-        newest = head
+    private mutating func pushNewest(_ found: NodeRef) {
+        let previous = newest
+        found.with { node in
+            node.olderKey = previous
+            node.newer = nil
+        }
+        if let previous { previous.with { $0.newer = found } } else { oldest = found }
+        newest = found
     }
 }
 

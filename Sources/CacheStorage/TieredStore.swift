@@ -263,7 +263,7 @@ public final class TieredStore: @unchecked Sendable {
 
     /// A variant of a key with several answered a request (the memory tier
     /// keeps the variants most served).
-    public func noteServed(_ entry: CachedResponse) { memory?.noteServed(entry) }
+    public func noteServed(_ entry: CachedResponse, local: LocalHits? = nil) { memory?.noteServed(entry, local: local) }
 
     /// Removes responses stored before `cutoff` (wall seconds) from every tier.
     public func prune(storedBefore cutoff: Int64) -> Int {

@@ -41,7 +41,7 @@ public final class WorkerStore {
     @discardableResult
     public func remove(_ key: String) -> Bool { tiers.remove(key) }
 
-    public func noteServed(_ entry: CachedResponse) { tiers.noteServed(entry) }
+    public func noteServed(_ entry: CachedResponse) { tiers.noteServed(entry, local: localHits) }
 
     // MARK: the shared stage
 

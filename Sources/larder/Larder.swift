@@ -47,7 +47,7 @@ struct Larder: ParsableCommand {
         do {
             try Serve.run(flags)
         } catch {
-            Serve.exit(withError: error)
+            exit(withError: error)
         }
     }
 }

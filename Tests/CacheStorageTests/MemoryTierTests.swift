@@ -313,7 +313,7 @@ final class LocalHitsTests: XCTestCase {
         let copy = tier.lookup("/a", local: local)
         XCTAssertEqual(local.answered, 1)
         XCTAssertFalse(copy.first!.isSame(stored.first!), "a copy of its own: its reference count is this worker's")
-        XCTAssertTrue(copy.first!.original!.isSame(stored.first!))
+        XCTAssertTrue(copy.first!.isCopy(of: stored.first!))
         XCTAssertEqual(Array(copy.first!.body), Array(stored.first!.body))
         XCTAssertEqual(Array(copy.first!.headPrefix), Array(stored.first!.headPrefix))
         tier.insert(entry("/b"))
