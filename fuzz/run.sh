@@ -52,17 +52,24 @@ build() {
             swiftc $FLAGS -module-name larder_units Sources/larder/Units.swift "fuzz/targets/$1.swift" -o "$OUT/$1" ;;
         disk_record)
             # CacheStorage imports CacheSemantics, HTTP1 and HTTPHeaders:
-            # build those modules first. The record format needs no disk
-            # tier (nor swift-system, which it uses).
+            # build those modules first,
             for m in HTTPHeaders CacheSemantics HTTP1; do module $m; done
-            # and the C targets it reaches (CChecksum; CEventLoop through Clocks).
+            # the C targets it reaches (CChecksum; CEventLoop through Clocks
+            # and Threads),
             cmodule CChecksum crc32c
             cmodule CEventLoop el
             module Clocks
+            module Threads
+            # and swift-system as SwiftPM builds it (not instrumented: it is
+            # not what is fuzzed).
+            swift build -c release --target SystemPackage >&2
+            system=.build/release
             # shellcheck disable=SC2086
-            swiftc $FLAGS -module-name CacheStorage -I "$OUT" -I "$OUT/CEventLoop" -I "$OUT/CChecksum" Sources/CacheStorage/*.swift "fuzz/targets/$1.swift" \
-                "$OUT/HTTPHeaders.o" "$OUT/CacheSemantics.o" "$OUT/HTTP1.o" "$OUT/Clocks.o" "$OUT/crc32c.o" "$OUT/el.o" \
-                -o "$OUT/$1" ;;
+            swiftc $FLAGS -module-name CacheStorage -I "$OUT" -I "$OUT/CEventLoop" -I "$OUT/CChecksum" -I "$system/Modules" \
+                -I .build/checkouts/swift-system/Sources/CSystem/include \
+                Sources/CacheStorage/*.swift Sources/CacheStorage/Disk/*.swift "fuzz/targets/$1.swift" \
+                "$OUT/HTTPHeaders.o" "$OUT/CacheSemantics.o" "$OUT/HTTP1.o" "$OUT/Clocks.o" "$OUT/Threads.o" "$OUT/crc32c.o" \
+                "$OUT/el.o" "$system"/SystemPackage.build/*.o "$system"/CSystem.build/*.o -o "$OUT/$1" ;;
         *) echo "unknown target $1" >&2; exit 64 ;;
     esac
 }
