@@ -17,8 +17,10 @@ final class ConnectionServices {
     /// Set by the owner once it is made (it owns these services).
     unowned(unsafe) var owner: (any ConnectionOwner)?
     /// Read buffer shared by the worker's connections (one thread, one at a
-    /// time; exclusivity checks off: see `ClientConnection.input`).
-    @exclusivity(unchecked) var scratch = [UInt8](repeating: 0, count: 64 * 1024)
+    /// time; exclusivity checks off: see `ClientConnection.input`). Not
+    /// zeroed: only what a read put there is read back (zeroing it was
+    /// half of a worker's set-up, before the listener's first accept).
+    @exclusivity(unchecked) var scratch = [UInt8](unsafeUninitializedCapacity: 64 * 1024) { _, count in count = 64 * 1024 }
     /// Where a hit's last head fields are assembled before being copied to
     /// the connection's queue (no array allocated per hit).
     @exclusivity(unchecked) var headScratch: [UInt8] = { var a: [UInt8] = []; a.reserveCapacity(256); return a }()
