@@ -95,6 +95,35 @@ final class DiskTierEndToEndTests: ConfiguredTestCase {
         XCTAssertEqual(try origin.count(target), 2, "each piece fetched once")
     }
 
+    /// A piece kept only on disk (after a restart), its file held open by
+    /// earlier hits, is completed as one in memory is: the upstream is
+    /// asked for the rest alone, and the client gets the whole.
+    func testAPieceKeptOnDiskIsCompletedWithTheRestAfterARestart() throws {
+        // Pieces larger than max_object_size: on disk only, never promoted.
+        let target = "/part/disk-rest?size=4000&etag=d1&ranges=1"
+        let settings = ["--config", try config("range_fill = false\nmax_object_size = \"1KiB\"\n")]
+        let first = try start(settings)
+        let whole = try first.client().get(target.replacingOccurrences(of: "ranges=1", with: "ranges=0")).body
+        XCTAssertEqual(try first.client().get(target, headers: ["Range: bytes=0-1999"]).status, 206)
+        let deadline = Date().addingTimeInterval(10)
+        while cacheFiles().count < 2 && Date() < deadline { usleep(20_000) }
+        XCTAssertEqual(cacheFiles().count, 2, "the piece's file and the other URL's")
+        stop(first)
+        let second = try start(settings)
+        let c = try second.client()
+        for _ in 0..<3 {
+            let piece = try c.get(target, headers: ["Range: bytes=0-1499"])
+            XCTAssertTrue(piece.header("cache-status")?.contains("hit") ?? false, "\(piece.headers)")
+        }
+        let completed = try c.get(target)
+        XCTAssertEqual(completed.status, 200)
+        XCTAssertEqual(completed.header("cache-status"), "larder; fwd=partial; fwd-status=206; stored")
+        XCTAssertEqual(completed.body, whole)
+        let pairs = try origin.lastRequest(target)["headers"] as? [[String]] ?? []
+        XCTAssertTrue(pairs.contains(["range", "bytes=2000-"]), "\(pairs)")
+        XCTAssertEqual(try origin.count(target), 2, "the piece, then the rest")
+    }
+
     /// Disk hits keep their files open for the next hits, as many as
     /// `disk_open_files` allows (by default more than these six; 0: none),
     /// seen as an operator sees them: the process's descriptors on `.lrd` files.
