@@ -279,29 +279,36 @@ final class PoisoningTests: ConfiguredTestCase {
 /// Files disk hits keep open give way to connections when the process
 /// runs out of descriptors, and what is stored stays stored.
 final class KeptFilesUnderDescriptorPressureTests: ConfiguredTestCase {
-    func testKeptFilesAreClosedForConnectionsAndTheEntriesStay() throws {
+    /// Larder with 128 descriptors in all, disk only (nothing fits in
+    /// memory) and 20 files kept, each of `targets` stored and hit until
+    /// its file is kept (the first hit keeps it).
+    private func startWithKeptFiles(_ targets: [String], admin: String = "none", config extra: String = "") throws
+        -> (origin: Origin, child: ChildProcess, port: Int, client: HTTPClient) {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/prlimit") else {
             throw HarnessError("prlimit (util-linux) is missing")
         }
         let origin = try startOrigin()
-        // Disk only (nothing fits in memory), 20 files kept: with 128
-        // descriptors in all (some of them the files' directories), 80
-        // connections more do not fit beside them.
-        let config = try writeConfig("max_object_size = \"1KiB\"\ndisk_open_files = 20\n")
+        let config = try writeConfig("max_object_size = \"1KiB\"\ndisk_open_files = 20\n" + extra)
         let child = try startChild("/usr/bin/prlimit", ["--nofile=128:128", Paths.larder, "serve", "--listen", "127.0.0.1:0",
-                                                        "--upstream", origin.url, "--workers", "1", "--admin-listen", "none",
+                                                        "--upstream", origin.url, "--workers", "1", "--admin-listen", admin,
                                                         "--cache-dir", temporaryPath("larder-kept"), "--config", config])
         let port = try XCTUnwrap(child.waitFor("listening on 127\\.0\\.0\\.1:(\\d+)").flatMap(Int.init), child.stderr)
-        let targets = (0..<20).map { "/kept-\($0)?size=4000" }
         let c = try HTTPClient(port: port)
         for target in targets { XCTAssertEqual(try c.get(target).status, 200) }
-        // Hit until every file is on disk and kept (the first hit keeps it).
         let deadline = Date().addingTimeInterval(15)
         var hits = 0
         while hits < targets.count && Date() < deadline {
             hits = try targets.filter { try c.get($0).header("cache-status")?.contains("hit") ?? false }.count
         }
         XCTAssertEqual(hits, targets.count, "every file stored and hit")
+        return (origin, child, port, c)
+    }
+
+    func testKeptFilesAreClosedForConnectionsAndTheEntriesStay() throws {
+        // 80 connections more do not fit beside the kept files (some
+        // descriptors are the files' directories).
+        let targets = (0..<20).map { "/kept-\($0)?size=4000" }
+        let (origin, child, port, c) = try startWithKeptFiles(targets)
         var idle: [HTTPClient] = []
         for _ in 0..<80 { idle.append(try HTTPClient(port: port)) }
         for client in idle { try client.send("GET /kept-0?size=4000 HTTP/1.1\r\nHost: a\r\n\r\n") }
@@ -318,25 +325,9 @@ final class KeptFilesUnderDescriptorPressureTests: ConfiguredTestCase {
     }
 
     func testTheAdminListenerTooGetsKeptFilesBackWhenDescriptorsRunOut() throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/prlimit") else {
-            throw HarnessError("prlimit (util-linux) is missing")
-        }
-        let origin = try startOrigin()
-        let config = try writeConfig("max_object_size = \"1KiB\"\ndisk_open_files = 20\nadmin_max_connections = 1000\n")
-        let child = try startChild("/usr/bin/prlimit", ["--nofile=128:128", Paths.larder, "serve", "--listen", "127.0.0.1:0",
-                                                        "--upstream", origin.url, "--workers", "1", "--admin-listen", "127.0.0.1:0",
-                                                        "--cache-dir", temporaryPath("larder-kept-admin"), "--config", config])
-        let port = try XCTUnwrap(child.waitFor("listening on 127\\.0\\.0\\.1:(\\d+)").flatMap(Int.init), child.stderr)
-        let adminPort = try XCTUnwrap(child.stderr.firstMatch(of: #/admin API on [^ ]+:(\d+)/#).flatMap { Int($0.1) }, child.stderr)
         let targets = (0..<20).map { "/kept-admin-\($0)?size=4000" }
-        let c = try HTTPClient(port: port)
-        for target in targets { XCTAssertEqual(try c.get(target).status, 200) }
-        let deadline = Date().addingTimeInterval(15)
-        var hits = 0
-        while hits < targets.count && Date() < deadline {
-            hits = try targets.filter { try c.get($0).header("cache-status")?.contains("hit") ?? false }.count
-        }
-        XCTAssertEqual(hits, targets.count, "every file stored, hit and kept")
+        let (_, child, _, c) = try startWithKeptFiles(targets, admin: "127.0.0.1:0", config: "admin_max_connections = 1000\n")
+        let adminPort = try XCTUnwrap(child.stderr.firstMatch(of: #/admin API on [^ ]+:(\d+)/#).flatMap { Int($0.1) }, child.stderr)
         // Admin connections (each answered, then held open) until the
         // descriptors left are used up, and six more: those six are
         // accepted only once kept files are given back.
