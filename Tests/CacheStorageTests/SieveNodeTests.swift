@@ -83,6 +83,18 @@ final class SieveNodeTests: XCTestCase {
         }
     }
 
+    func testAKeyWhoseVariantsAreReplacedKeepsItsPlaceInTheOrder() {
+        let one = entry("/a").costBytes
+        var index = SieveIndex(limitBytes: one * 4)
+        for key in ["/a", "/b", "/c", "/d"] { XCTAssertTrue(index.put(entry(key))) }
+        XCTAssertEqual(index.purge(.key("/b"), soft: true), ["/b": 1], "a new node for /b, where /b was")
+        XCTAssertTrue(index.put(entry("/e")))
+        XCTAssertNil(index.peek("/a", hash: KeyHash.of("/a")), "the oldest goes first")
+        XCTAssertTrue(index.put(entry("/f")))
+        XCTAssertNil(index.peek("/b", hash: KeyHash.of("/b")), "next in the order: /b, not moved to the newest end")
+        for key in ["/c", "/d", "/e", "/f"] { XCTAssertNotNil(index.peek(key, hash: KeyHash.of(key)), key) }
+    }
+
     func testARetiredNodeStopsAWorkersCopies() {
         let tier = MemoryTier(limitBytes: 1 << 20)
         let local = LocalHits()
