@@ -39,6 +39,8 @@ public final class LocalHits {
     private var slots = [Slot](repeating: Slot(), count: LocalHits.slotCount)
     /// Lookups answered here (tests).
     private(set) var answered = 0
+    /// The slot that answered the last lookup answered here.
+    private var lastAnswered = -1
 
     /// This worker's reader slot: its lookups that miss the copies read the
     /// tier's shards without their mutex (nil: every slot is taken).
@@ -55,7 +57,18 @@ public final class LocalHits {
         guard slots[i].hash == hash, slots[i].rules == rules, let bits = slots[i].bits, SieveNode.mayAnswer(bits),
               let newest = slots[i].variants.last, Self.same(newest.keyBytes, key) else { return nil }
         answered &+= 1
+        lastAnswered = i
         return (slots[i].variants, slots[i].lifetime)
+    }
+
+    /// Where `entry`'s served mark is, when it is one of the copies the
+    /// last lookup answered here with (a request served one of a key's
+    /// variants right after its lookup): the node's bits and the variant's
+    /// index, found without hashing the key.
+    func servedMark(of entry: CachedResponse) -> (bits: UnsafeMutablePointer<UInt>, index: Int)? {
+        guard lastAnswered >= 0, let bits = slots[lastAnswered].bits,
+              let index = slots[lastAnswered].variants.firstIndex(where: { $0.isSame(entry) }) else { return nil }
+        return (bits, index)
     }
 
     /// Whether `keep` would copy what the tier answers for this key now:

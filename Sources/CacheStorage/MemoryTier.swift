@@ -260,8 +260,11 @@ public final class MemoryTier: CacheTier, AdmittingTier, LifetimeTier {
     /// `entry`, one of a key's several variants, answered a request: the
     /// variants most served are the ones kept (`SieveIndex.variantToDrop`).
     /// Once per variant between choices: the mark is read first, without
-    /// the mutex where the worker has a reader slot (`local`).
+    /// the mutex where the worker has a reader slot (`local`), and without
+    /// hashing the key where a worker's copy answered.
     public func noteServed(_ entry: CachedResponse, local: LocalHits? = nil) {
+        // Served from a worker's copy (a hot key): the mark is read at the node's address.
+        if let mark = local?.servedMark(of: entry), SieveNode.isServed(mark.bits, index: mark.index) { return }
         let hash = KeyHash.of(entry.keyBytes)
         withShard(hash) { shard in
             if let reader = local?.reader, shard.isMarkedServed(entry, hash: hash, reader: reader) == true { return }

@@ -77,6 +77,13 @@ final class SieveNode: ManagedBuffer<SieveNode.Fields, UInt> {
     /// tier, which marks it). Read at a node's `bits` address.
     static func mayAnswer(_ bits: UnsafeMutablePointer<UInt>) -> Bool { el_load_word(bits) & 3 == 1 }
 
+    /// Whether variant `index` is marked served, read at a node's `bits`
+    /// address: false for a retired node (the key's marks are on its new
+    /// node, which the caller looks up).
+    static func isServed(_ bits: UnsafeMutablePointer<UInt>, index: Int) -> Bool {
+        el_load_word(bits) & 2 == 0 && el_load_word(bits + 1) & (1 << UInt(index)) != 0
+    }
+
     /// Writes only on a change, as one atomic step.
     private func setBit(_ bit: UInt, _ on: Bool) {
         guard (el_load_word(bits) & bit != 0) != on else { return }

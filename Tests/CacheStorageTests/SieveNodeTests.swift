@@ -124,6 +124,18 @@ final class SieveNodeTests: XCTestCase {
                 tier.insert(entry("/v", vary: ["x-v"], values: ["new-\(round)-\(i)"]))
             }
         }
+        // Once marked, a copy the last lookup answered with finds its mark
+        // at the node's address, without the key hashed.
+        _ = tier.lookup("/v", local: local)  // through the tier, its new node: copied again
+        let answeredBefore = local.answered
+        let again = tier.lookup("/v", local: local)
+        XCTAssertEqual(local.answered, answeredBefore + 1, "from the copies")
+        let copy = try! XCTUnwrap(again.first { $0.varyValues == ["hot"] })
+        let mark = try! XCTUnwrap(local.servedMark(of: copy), "one of the last answer's copies")
+        XCTAssertEqual(Array(again)[mark.index].varyValues, ["hot"])
+        tier.noteServed(copy, local: local)
+        XCTAssertTrue(SieveNode.isServed(mark.bits, index: mark.index))
+        XCTAssertNil(local.servedMark(of: tier.lookup("/v").first!), "the tier's own block is not a copy")
         XCTAssertTrue(tier.lookup("/v").contains { $0.varyValues == ["hot"] }, "marked through the copy")
         XCTAssertFalse(tier.lookup("/v").contains { $0.varyValues == ["other"] }, "never served: gone")
     }
