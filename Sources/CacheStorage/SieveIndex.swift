@@ -214,7 +214,7 @@ struct SieveIndex: ~Copyable {
     private mutating func detach(_ found: NodeRef) {
         let variants = found.with { $0.variants }
         unlink(found)
-        found.with { $0.retired = true }  // workers' copies of the key stop answering
+        found.with { $0.retire() }  // workers' copies of the key stop answering
         found.release()
         bytes -= Self.cost(variants)
         objectCount -= variants.count
@@ -236,7 +236,7 @@ struct SieveIndex: ~Copyable {
     mutating func removeAll() {
         table.forEach { found in
             found.with { node in
-                node.retired = true
+                node.retire()
                 node.newer = nil
                 node.olderKey = nil
             }

@@ -15,9 +15,10 @@ import CEventLoop
 final class SieveNode: ManagedBuffer<SieveNode.Fields, UInt> {
     struct Fields {
         /// The newest variant (the table compares its key bytes) and the
-        /// others, oldest first.
+        /// others, oldest first (let go when the node is retired: a
+        /// worker's copies may hold the node a while longer).
         let newest: CachedResponse
-        let older: [CachedResponse]
+        var older: [CachedResponse]
         /// `KeyHash.of` the key: admission compares the hand's key's
         /// frequency without hashing it again.
         let hash: Int
@@ -67,9 +68,13 @@ final class SieveNode: ManagedBuffer<SieveNode.Fields, UInt> {
 
     /// Taken out of the index (evicted, replaced, removed, purged, its
     /// variants changed). Set once, never cleared.
-    var retired: Bool {
-        get { el_load_word(bits) & 2 != 0 }
-        set { setBit(2, newValue) }
+    var retired: Bool { el_load_word(bits) & 2 != 0 }
+
+    /// Marks the node taken out and lets its older variants go (under the
+    /// shard's lock, with no reader inside).
+    func retire() {
+        setBit(2, true)
+        header.older = []
     }
 
     /// Whether a worker's copy of this key may answer: still the index's,

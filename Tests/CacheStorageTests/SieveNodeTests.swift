@@ -106,6 +106,23 @@ final class SieveNodeTests: XCTestCase {
         XCTAssertEqual(local.answered, 1)
     }
 
+    func testACopyHoldingARetiredNodeLetsTheKeysOlderVariantsGo() {
+        let tier = MemoryTier(limitBytes: 1 << 20)
+        let local = LocalHits()
+        let w = Watch()
+        do {
+            tier.insert(entry("/v", vary: ["x-v"], values: ["a"]))
+            tier.insert(entry("/v", vary: ["x-v"], values: ["b"]))
+            for _ in 0..<3 { _ = tier.lookup("/v", local: local) }
+            XCTAssertEqual(local.copies, 1)
+            w.storage = tier.lookup("/v").first!.storage
+        }
+        XCTAssertNotNil(w.storage, "the older variant, held by the node")
+        XCTAssertEqual(tier.remove("/v"), 2)
+        XCTAssertEqual(local.copies, 1, "the worker's copies still hold the node")
+        XCTAssertNil(w.storage, "a retired node lets its older variants go")
+    }
+
     /// A variant served from a worker's copy is marked on the tier's own
     /// variant (the copy is another block): it outlives new Vary values.
     func testAVariantServedFromAWorkersCopyIsKept() {
