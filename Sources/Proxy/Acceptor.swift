@@ -21,14 +21,25 @@ public struct ProxyListener {
     }
 }
 
+/// What an acceptor is given by its worker.
+protocol AcceptorOwner: AnyObject {
+    var loop: EventLoop { get }
+    var logger: Logger { get }
+    /// Out of descriptors: gives back files the store keeps open for its
+    /// hits (it keeps fewer from then on); how many.
+    func releaseDescriptors() -> Int
+    /// Takes an accepted connection on.
+    func admit(_ fd: Int32, peer: String, tls: TLSContext?, http2: Bool)
+}
+
 /// Accepts one listener's connections for its worker (each worker has its
 /// own socket per listener, SO_REUSEPORT).
 final class Acceptor: IOHandler {
     let listener: ProxyListener
-    private unowned let worker: Worker
+    private unowned let worker: any AcceptorOwner
     private var closed = false
 
-    init(_ listener: ProxyListener, worker: Worker) {
+    init(_ listener: ProxyListener, worker: any AcceptorOwner) {
         self.listener = listener
         self.worker = worker
     }
@@ -43,8 +54,8 @@ final class Acceptor: IOHandler {
                 accepted = try Socket.accept(listener.fd)
             } catch {
                 // Out of descriptors: files the disk tier keeps open for its
-                // hits are given back first (it keeps fewer from now on).
-                if error.errno == EMFILE || error.errno == ENFILE, worker.cache.store.releaseDescriptors() > 0 { continue }
+                // hits are given back first.
+                if error.errno == EMFILE || error.errno == ENFILE, worker.releaseDescriptors() > 0 { continue }
                 // EMFILE and friends: the listener stays readable, so pause
                 // accepting briefly rather than spin (and log once per pause).
                 worker.logger.warning("accept failed: \(error); pausing accepts for 100 ms")

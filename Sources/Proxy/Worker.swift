@@ -14,7 +14,7 @@ import TLS
 /// One event loop on one thread: its own socket per listener
 /// (SO_REUSEPORT), its own curl multi handle, its connections. Workers
 /// share only the memory tier and the statistics.
-public final class Worker: ConnectionOwner {
+public final class Worker: ConnectionOwner, AcceptorOwner {
     public let loop: EventLoop
     /// Read on the loop's thread only; `reconfigure` replaces it there.
     public private(set) var configuration: ProxyConfiguration
@@ -113,6 +113,8 @@ public final class Worker: ConnectionOwner {
     }
 
     /// A connection an acceptor took: served, or refused over max_connections.
+    func releaseDescriptors() -> Int { cache.store.releaseDescriptors() }
+
     func admit(_ fd: Int32, peer: String, tls: TLSContext?, http2: Bool) {
         guard !draining else { Socket.close(fd); return }
         if stats.openConnections.wrappingAdd(1, ordering: .relaxed).newValue > configuration.maxConnections {
