@@ -66,12 +66,10 @@ final class SieveNode: ManagedBuffer<SieveNode.Fields, UInt> {
         set { setBit(1, newValue) }
     }
 
-    /// Taken out of the index (evicted, replaced, removed, purged, its
-    /// variants changed). Set once, never cleared.
-    var retired: Bool { el_load_word(bits) & 2 != 0 }
-
-    /// Marks the node taken out and lets its older variants go (under the
-    /// shard's lock, with no reader inside).
+    /// Marks the node taken out of the index (evicted, replaced, removed,
+    /// purged, its variants changed: bit 2, set once, never cleared) and
+    /// lets its older variants go (under the shard's lock, with no reader
+    /// inside).
     func retire() {
         setBit(2, true)
         header.older = []
