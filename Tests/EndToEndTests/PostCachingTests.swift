@@ -104,16 +104,16 @@ final class PostCachingTests: ConfiguredTestCase {
         let config = try writeConfig("""
             upstream = "\(origin.url)"
             request_buffer_total = "64KiB"
-            # One worker: the holder's bytes, sent first, are read before any
-            # other client's (with two, a query read first could leave the
-            # holder beyond the total, streamed, and nothing over it after).
-            workers = 1
             [[route]]
             prefix = "/echo"
             cache_post = true
             max_post_body = "1MiB"
             """)
-        let larder = try startLarder(upstream: origin.url, ["--config", config])
+        // One worker (a flag: the harness's --workers 2 would win over the
+        // file): the holder's bytes, sent first, are read before any other
+        // client's (with two, a query read first could leave the holder
+        // beyond the total, streamed, and nothing over it after).
+        let larder = try startLarder(upstream: origin.url, ["--config", config, "--workers", "1"])
         func query(_ size: Int, _ fill: Character) -> String { #"{"query":""# + String(repeating: fill, count: size) + #""}"# }
         // One client holds most of the total with a query it has not finished sending.
         let holder = try larder.client()

@@ -22,7 +22,6 @@ final class UpstreamPoolEndToEndTests: ConfiguredTestCase {
         let a = try startOrigin(), b = try startOrigin(), c = try startOrigin()
         let config = try writeConfig("""
             upstream = "api"
-            workers = 1
 
             [upstreams.api]
             servers = ["\(a.url)", "\(b.url)"]
@@ -35,7 +34,7 @@ final class UpstreamPoolEndToEndTests: ConfiguredTestCase {
             prefix = "/other/"
             upstream = "other"
             """)
-        let larder = try startLarder(upstream: "api", ["--config", config])
+        let larder = try startLarder(upstream: "api", ["--config", config, "--workers", "1"])
         let client = try larder.client()
         for i in 0..<10 { XCTAssertEqual(try client.get("/pool/\(i)").status, 200) }
         let onA = try (0..<10).reduce(0) { $0 + (try a.count("/pool/\($1)")) }
@@ -108,14 +107,13 @@ final class UpstreamPoolEndToEndTests: ConfiguredTestCase {
         let a = try startOrigin(), b = try startOrigin()
         let config = try writeConfig("""
             upstream = "api"
-            workers = 1
 
             [upstreams.api]
             servers = ["\(a.url)", "\(b.url)"]
             health_check = "/health"
             health_interval = "200ms"
             """)
-        let larder = try startLarder(upstream: "api", ["--config", config])
+        let larder = try startLarder(upstream: "api", ["--config", config, "--workers", "1"])
         // Both healthy first (their health path answers 200), then b stops.
         XCTAssertGreaterThanOrEqual(try a.waitForCount("/health", atLeast: 1), 1, "the check asks each server")
         XCTAssertGreaterThanOrEqual(try b.waitForCount("/health", atLeast: 1), 1)
@@ -149,7 +147,6 @@ final class UpstreamPoolEndToEndTests: ConfiguredTestCase {
         let a = try startOrigin(), b = try startOrigin()
         let config = try writeConfig("""
             upstream = "\(a.url)"
-            workers = 1
 
             [upstreams.bees]
             servers = ["\(b.url)"]
@@ -163,7 +160,7 @@ final class UpstreamPoolEndToEndTests: ConfiguredTestCase {
             hosts = ["*.b.test"]
             upstream = "bees"
             """)
-        let larder = try startLarder(upstream: a.url, ["--config", config])
+        let larder = try startLarder(upstream: a.url, ["--config", config, "--workers", "1"])
         let client = try larder.client()
         func get(_ host: String) throws -> HTTPResponse {
             try client.send("GET /vh HTTP/1.1\r\nHost: \(host)\r\n\r\n")
