@@ -22,7 +22,8 @@ public final class LocalHits {
         var hash = 0
         var variants = Variants()
         /// The tier's node the copies were made from (held, so that its
-        /// `bits` stay), and the address of its bits.
+        /// `bits` stay), and the address of its bits, kept apart: a hit
+        /// reads them there, without touching the node's reference count.
         var node: SieveNode?
         var bits: UnsafeMutablePointer<UInt>?
         /// The routes' lifetime rules (`LifetimeRules.generation`) when

@@ -1,6 +1,6 @@
 import ArgumentParser
 
-/// What `serve`'s (and `check-config`'s) flags say, as plain values: the
+/// What `serve`'s flags say, as plain values: the
 /// config file, and the values of the flags that set a config key. Made by
 /// ArgumentParser (`ServeOptions.flags`), or, for the daemon's usual
 /// command lines, read directly (`init?(plain:)`).
