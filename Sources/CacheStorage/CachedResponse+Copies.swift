@@ -7,8 +7,8 @@ extension CachedResponse {
     /// The same response in a block of its own, so that hits on it count
     /// references on nothing another thread touches.
     func copied() -> CachedResponse {
-        let count = Int(storage.header.keyLength) + headLength + storage.header.bodyCount
-        let header = storage.header
+        let header = withStorage { $0.header }
+        let count = Int(header.keyLength) + headLength + header.bodyCount
         let copy = unsafeDowncast(Storage.create(minimumCapacity: count) { _ in header }, to: Storage.self)
         let from = UnsafeRawPointer(tail)
         copy.withUnsafeMutablePointerToElements { start in
@@ -22,7 +22,7 @@ extension CachedResponse {
     /// same block.
     func isCopy(of other: CachedResponse) -> Bool {
         timing == other.timing && headLength == other.headLength && bodyLength == other.bodyLength
-            && storage.header.keyLength == other.storage.header.keyLength
-            && memcmp(tail, other.tail, Int(storage.header.keyLength) + headLength) == 0 && varyValues == other.varyValues
+            && keyBytes.count == other.keyBytes.count
+            && memcmp(tail, other.tail, keyBytes.count + headLength) == 0 && varyValues == other.varyValues
     }
 }

@@ -17,13 +17,46 @@ import HTTPHeaders
 ///
 /// A struct around the block's class reference: the standard library's
 /// tail-allocating base class (`ManagedBuffer`) cannot itself be Sendable.
+///
+/// The block is reached without a reference count (`storage`); `owner` is
+/// what keeps it alive: the block itself, or, for a worker's hit read from
+/// the memory tier, the worker's period token (`Reclamation`), so that a
+/// hit counts references only on an object of that worker's, never on the
+/// block every worker reads. Whatever keeps a response beyond a request
+/// (a tier, a worker's copies) takes an `owned()` one.
 public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     final class Storage: ManagedBuffer<Parts, UInt8> {}
 
-    let storage: Storage
+    private let owner: AnyObject
+    let block: Unmanaged<Storage>
+
+    init(storage: Storage) {
+        owner = storage
+        block = .passUnretained(storage)
+    }
+
+    /// A block the memory tier's index holds, kept alive for its reader by
+    /// `token` (see `Reclamation`).
+    init(borrowing block: Unmanaged<Storage>, token: Unmanaged<PeriodToken>) {
+        owner = token.takeUnretainedValue()
+        self.block = block
+    }
+
+    /// The block, borrowed for `body`: nothing it holds is retained to be read.
+    @inline(__always)
+    func withStorage<T>(_ body: (Storage) -> T) -> T { block._withUnsafeGuaranteedRef(body) }
+
+    /// The block, retained (tests, copies).
+    var storage: Storage { block.takeUnretainedValue() }
+
+    /// Whether the block itself keeps this response alive (not a period token).
+    public var isOwned: Bool { Unmanaged.passUnretained(owner).toOpaque() == block.toOpaque() }
+
+    /// The same response, holding its block itself.
+    public func owned() -> CachedResponse { isOwned ? self : CachedResponse(storage: block.takeUnretainedValue()) }
 
     /// Whether both are the same stored object.
-    public func isSame(_ other: CachedResponse) -> Bool { storage === other.storage }
+    public func isSame(_ other: CachedResponse) -> Bool { block.toOpaque() == other.block.toOpaque() }
 
     /// The fields, laid out small (104 bytes): what most entries lack sits
     /// behind the optional `rare` reference; the reason phrase is read back
@@ -167,10 +200,10 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     /// What every tier keeps of this response (the head prefix without the
     /// Content-Length that `make(head:)` adds back).
     public var storedHead: StoredHead {
-        let prefix = UnsafeRawBufferPointer(rebasing: headPrefix[..<(headLength - Int(storage.header.lengthFieldBytes))])
+        let prefix = UnsafeRawBufferPointer(rebasing: headPrefix[..<(headLength - withStorage { Int($0.header.lengthFieldBytes) })])
         return StoredHead(key: key, status: status, headPrefix: Array(prefix),
-                          otherFields: storage.header.rare?.otherFields ?? [],
-                          timing: timing, lifetime: lifetime, directives: storage.header.directives, hasValidator: hasValidator,
+                          otherFields: withStorage { $0.header.rare?.otherFields ?? [] },
+                          timing: timing, lifetime: lifetime, directives: withStorage { $0.header.directives }, hasValidator: hasValidator,
                           varyNames: varyNames, varyValues: varyValues, tags: tags, isGzip: isGzip)
     }
 
@@ -191,53 +224,53 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     /// The cache key (built from the block's bytes on each use: not for hot paths).
     public var key: String { String(decoding: keyBytes, as: UTF8.self) }
     /// The cache key's UTF-8 bytes, in the block.
-    public var keyBytes: UnsafeRawBufferPointer { Self.keyBytes(of: storage) }
+    public var keyBytes: UnsafeRawBufferPointer { withStorage { Self.keyBytes(of: $0) } }
 
     @inline(__always)
     static func keyBytes(of storage: Storage) -> UnsafeRawBufferPointer {
         storage.withUnsafeMutablePointerToElements { UnsafeRawBufferPointer(start: $0, count: Int(storage.header.keyLength)) }
     }
-    public var status: Int { Int(storage.header.status) }
+    public var status: Int { withStorage { Int($0.header.status) } }
     /// The reason phrase of the stored status line.
     public var reason: String? { HeadFields.reason(in: headPrefix) }
-    public var timing: ResponseTiming { storage.header.timing }
-    public var correctedInitialAge: Int { Int(storage.header.correctedInitialAge) }
+    public var timing: ResponseTiming { withStorage { $0.header.timing } }
+    public var correctedInitialAge: Int { withStorage { Int($0.header.correctedInitialAge) } }
     /// Freshness lifetime in seconds.
-    public var lifetime: Int { Int(storage.header.lifetime) }
-    public var cacheControl: CacheControl { storage.header.directives.unpacked }
+    public var lifetime: Int { withStorage { Int($0.header.lifetime) } }
+    public var cacheControl: CacheControl { withStorage { $0.header.directives.unpacked } }
     /// Vary field names (sorted) and the request's normalized values for them.
-    public var varyNames: [String] { storage.header.varies ? storage.header.rare?.varyNames ?? [] : [] }
-    public var varyValues: [String?] { storage.header.varies ? storage.header.rare?.varyValues ?? [] : [] }
+    public var varyNames: [String] { withStorage { $0.header.varies ? $0.header.rare?.varyNames ?? [] : [] } }
+    public var varyValues: [String?] { withStorage { $0.header.varies ? $0.header.rare?.varyValues ?? [] : [] } }
     /// Purge tags (sorted, no duplicates).
-    public var tags: [String] { storage.header.rare?.tags ?? [] }
+    public var tags: [String] { withStorage { $0.header.rare?.tags ?? [] } }
     /// For a large response kept on disk only: where its body is. The body
     /// in memory is then empty and hits are written with sendfile.
-    public var bodyFile: FileBody? { storage.header.rare?.bodyFile }
+    public var bodyFile: FileBody? { withStorage { $0.header.rare?.bodyFile } }
     /// Whether the body is in a file (no copy of its `FileBody`).
-    var hasBodyFile: Bool { storage.header.rare?.bodyFile != nil }
+    var hasBodyFile: Bool { withStorage { $0.header.rare?.bodyFile != nil } }
     /// Whether a conditional request can validate this response.
-    public var hasValidator: Bool { storage.header.hasValidator }
+    public var hasValidator: Bool { withStorage { $0.header.hasValidator } }
 
     /// The tail block: the key, the head prefix, the body.
-    var tail: UnsafeMutableRawPointer { storage.withUnsafeMutablePointerToElements { UnsafeMutableRawPointer($0) } }
+    var tail: UnsafeMutableRawPointer { withStorage { $0.withUnsafeMutablePointerToElements { UnsafeMutableRawPointer($0) } } }
 
     /// Start of the block: head prefix, then body (the key is before it). Stable while the entry lives.
-    public var blockStart: UnsafeRawPointer { UnsafeRawPointer(tail + Int(storage.header.keyLength)) }
-    public var headLength: Int { Int(storage.header.headLength) }
+    public var blockStart: UnsafeRawPointer { withStorage { UnsafeRawPointer(tail + Int($0.header.keyLength)) } }
+    public var headLength: Int { withStorage { Int($0.header.headLength) } }
     public var headPrefix: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: blockStart, count: headLength) }
     /// The body held in memory (empty when it is in `bodyFile`).
     public var body: UnsafeRawBufferPointer {
-        UnsafeRawBufferPointer(start: blockStart + headLength, count: storage.header.bodyCount)
+        UnsafeRawBufferPointer(start: blockStart + headLength, count: withStorage { $0.header.bodyCount })
     }
 
     /// The same response with no freshness left (a soft purge): it is
     /// revalidated before reuse, or served stale where the stale rules allow.
     public func markedStale() -> CachedResponse {
-        let lengthField = Int(storage.header.lengthFieldBytes)
+        let lengthField = withStorage { Int($0.header.lengthFieldBytes) }
         return Self.make(key: key, status: status, headPrefix: UnsafeRawBufferPointer(rebasing: headPrefix[..<(headLength - lengthField)]),
                          contentLength: lengthField > 0 ? bodyLength : nil, body: body, bodyFile: bodyFile,
-                         otherFields: storage.header.rare?.otherFields ?? [], timing: timing, lifetime: 0,
-                         directives: storage.header.directives, varyNames: varyNames, varyValues: varyValues, tags: tags,
+                         otherFields: withStorage { $0.header.rare?.otherFields ?? [] }, timing: timing, lifetime: 0,
+                         directives: withStorage { $0.header.directives }, varyNames: varyNames, varyValues: varyValues, tags: tags,
                          hasValidator: hasValidator, isGzip: isGzip)
     }
 
@@ -248,13 +281,15 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
 
     /// What this entry counts against the memory limit.
     public var costBytes: Int {
-        var cost = headLength + storage.header.bodyCount + Int(storage.header.keyLength) + Self.overheadBytes
-        if let rare = storage.header.rare { cost += rare.costBytes }
-        return cost
+        withStorage { storage in
+            var cost = headLength + storage.header.bodyCount + Int(storage.header.keyLength) + Self.overheadBytes
+            if let rare = storage.header.rare { cost += rare.costBytes }
+            return cost
+        }
     }
 
     /// The body's length, wherever it is.
-    public var bodyLength: Int { storage.header.rare?.bodyFile?.length ?? storage.header.bodyCount }
+    public var bodyLength: Int { withStorage { $0.header.rare?.bodyFile?.length ?? $0.header.bodyCount } }
 
     public func currentAge(now: Int64) -> Int {
         Freshness.currentAge(correctedInitialAge: correctedInitialAge, responseTime: timing.responseTime, now: now)
@@ -265,13 +300,13 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     /// the other stored fields.
     public var headers: HeaderFields {
         var fields = HeadFields.all(in: headPrefix).filter { $0.name != "content-length" }
-        if let other = storage.header.rare?.otherFields { fields.append(contentsOf: other) }
+        if let other = withStorage({ $0.header.rare?.otherFields }) { fields.append(contentsOf: other) }
         return fields
     }
 
     /// The first value of a stored field (lowercased name).
     public func header(_ name: String) -> String? {
-        HeadFields.first(name, in: headPrefix) ?? storage.header.rare?.otherFields.first { $0.name == name }?.value
+        HeadFields.first(name, in: headPrefix) ?? withStorage { $0.header.rare?.otherFields.first { $0.name == name }?.value }
     }
 
     public var etag: String? { header("etag") }
@@ -280,7 +315,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
         status == 206 ? PartialContent.piece(contentRange: header("content-range")) : nil
     }
     /// Whether the body is gzip-encoded (Content-Encoding: gzip alone).
-    public var isGzip: Bool { storage.header.isGzip }
+    public var isGzip: Bool { withStorage { $0.header.isGzip } }
     public var lastModified: String? { header("last-modified") }
     public var contentLanguage: String? { header("content-language") }
 }

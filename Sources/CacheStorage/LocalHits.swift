@@ -1,3 +1,4 @@
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -47,7 +48,38 @@ public final class LocalHits {
     /// tier's shards without their mutex (nil: every slot is taken).
     let reader = ShardReader()
 
+    /// What this worker's hits from the tier hold in place of their blocks
+    /// this period, and the epoch it announced (0: no period under way).
+    private var token = PeriodToken()
+    private var announced: UInt64 = 0
+
     public init() {}
+
+    deinit { endPeriod() }
+
+    /// This period's token, the epoch announced at its first read; nil
+    /// without a reader slot (hits then hold their blocks).
+    /// (Unmanaged: the caller counts one reference, where a hit keeps it.)
+    @inline(__always)
+    func periodToken() -> Unmanaged<PeriodToken>? {
+        guard let reader else { return nil }
+        if announced == 0 { announced = Reclamation.announce(reader) }
+        return .passUnretained(token)
+    }
+
+    /// Ends the period (a worker's loop turn): responses its hits returned
+    /// and still held (a client that has not taken its bytes yet) keep the
+    /// token, which lingers; the next period gets a new one.
+    public func endPeriod() {
+        guard announced != 0, let reader else { return }
+        if !isKnownUniquelyReferenced(&token) {
+            Reclamation.linger(token, epoch: announced)
+            token = PeriodToken()
+        }
+        Reclamation.withdraw(reader)
+        announced = 0
+        if Reclamation.waiting.load(ordering: .relaxed) > 0 { Reclamation.collect() }
+    }
 
     /// The copies for `key` while its entry is current and the lifetime
     /// rules are those they were made under (`rules`), with the key's

@@ -70,20 +70,25 @@ public final class MemoryTier: CacheTier, AdmittingTier, LifetimeTier {
         /// A key's variants read without the mutex (empty: absent); nil
         /// when a change is under way.
         @inline(__always)
-        func read(_ key: String, hash: Int, reader: ShardReader, node wanted: Bool) -> Found? {
-            reading(reader) { Self.found($0.peek(key, hash: hash), node: wanted) }
+        func read(_ key: String, hash: Int, reader: ShardReader, node wanted: Bool, token: Unmanaged<PeriodToken>?) -> Found? {
+            reading(reader) { Self.found($0.peek(key, hash: hash), node: wanted, token: token) }
         }
 
         /// The same under the mutex (a miss counted for admission).
-        func get(_ key: String, hash: Int, node wanted: Bool) -> Found {
-            index.withLock { Self.found($0.get(key, hash: hash), node: wanted) }
+        func get(_ key: String, hash: Int, node wanted: Bool, token: Unmanaged<PeriodToken>?) -> Found {
+            index.withLock { Self.found($0.get(key, hash: hash), node: wanted, token: token) }
         }
 
         /// Built while the index holds the node (a reader, or the mutex).
+        /// With a worker's period `token`, the newest variant's block is
+        /// borrowed, not retained (`Reclamation`).
         @inline(__always)
-        private static func found(_ ref: NodeRef?, node wanted: Bool) -> Found {
+        private static func found(_ ref: NodeRef?, node wanted: Bool, token: Unmanaged<PeriodToken>?) -> Found {
             guard let ref else { return Found() }
-            return ref.with { Found(variants: Variants(older: $0.older, newest: $0.newest), node: wanted ? $0 : nil) }
+            return ref.with { node in
+                let newest = token.map { ref.newest(heldBy: $0) } ?? node.newest
+                return Found(variants: Variants(older: node.older, newest: newest), node: wanted ? node : nil)
+            }
         }
 
         /// Whether `entry`'s variant is marked served (true as well when
@@ -196,9 +201,11 @@ public final class MemoryTier: CacheTier, AdmittingTier, LifetimeTier {
             (found, override) = kept
         } else {
             let wanted = local?.wantsNode(hash: hash) ?? false
+            let token = local?.periodToken()  // announced before the read
             let read = withShard(hash) { shard in
-                guard let reader = local?.reader, let read = shard.read(key, hash: hash, reader: reader, node: wanted) else {
-                    return shard.get(key, hash: hash, node: wanted)
+                guard let reader = local?.reader,
+                      let read = shard.read(key, hash: hash, reader: reader, node: wanted, token: token) else {
+                    return shard.get(key, hash: hash, node: wanted, token: token)
                 }
                 // A miss still counts for admission (under the mutex: the sketch is the index's).
                 if read.variants.isEmpty {
@@ -342,6 +349,13 @@ public struct Variants: RandomAccessCollection, Sendable {
     @inlinable public var startIndex: Int { 0 }
     @inlinable public var endIndex: Int { newest == nil ? 0 : older.count + 1 }
     @inlinable public subscript(position: Int) -> CachedResponse { position < older.count ? older[position] : newest! }
+
+    /// The same responses, each holding its own block (for a holder that
+    /// keeps them beyond a worker's period: `CachedResponse.owned`).
+    public func owned() -> Variants {
+        guard let newest, !(newest.isOwned && older.allSatisfy(\.isOwned)) else { return self }
+        return Variants(older: older.map { $0.owned() }, newest: newest.owned())
+    }
 
     /// Collects variants oldest first; one alone needs no array.
     struct Builder {

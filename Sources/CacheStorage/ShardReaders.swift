@@ -21,6 +21,9 @@ import Glibc
 public final class ShardReader {
     /// This reader's slot (its own cache line).
     let word: UnsafeMutableRawPointer
+    /// The epoch its worker announced for the period under way, 0 between
+    /// periods (`Reclamation`), beside the slot on the same line.
+    var epochWord: UnsafeMutableRawPointer { word + MemoryLayout<UInt>.size }
     private let index: Int
 
     /// Nil when every slot is taken.
@@ -52,14 +55,25 @@ enum ShardReaders {
         taken.withLock { taken in
             guard let free = taken.firstIndex(of: false) else { return nil }
             taken[free] = true
-            if free >= inUse.load(ordering: .relaxed) { inUse.store(free + 1, ordering: .releasing) }
+            if free >= inUse.load(ordering: .relaxed) { inUse.store(free + 1, ordering: .sequentiallyConsistent) }
             return free
         }
     }
 
     static func release(_ index: Int) {
+        el_store_word_seq(slot(index) + MemoryLayout<UInt>.size, 0)
         el_store_word_seq(slot(index), 0)
         taken.withLock { $0[index] = false }
+    }
+
+    /// The oldest epoch a reader announced (`UInt64.max`: none).
+    static func oldestAnnounced() -> UInt64 {
+        var oldest = UInt64.max
+        for index in 0..<inUse.load(ordering: .sequentiallyConsistent) {
+            let announced = UInt64(el_load_word_seq(slot(index) + MemoryLayout<UInt>.size))
+            if announced != 0, announced < oldest { oldest = announced }
+        }
+        return oldest
     }
 
     /// Waits until no reader is inside `shard` (its address). Called with

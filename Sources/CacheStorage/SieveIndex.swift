@@ -17,8 +17,8 @@ struct SieveIndex: ~Copyable {
     static let maxVariants = 32
 
     let limitBytes: Int
-    /// Owns the nodes: each is retained once when added, released when
-    /// taken out (`detach`) or at the end.
+    /// Owns the nodes: each is retained once when added, and retired
+    /// (`Reclamation`) when taken out (`detach`) or at the end.
     private var table = KeyTable<NodeRef>()
     /// tag → keys whose variants carry it; only tagged entries cost anything.
     private var tagged: [String: Set<String>] = [:]
@@ -33,7 +33,11 @@ struct SieveIndex: ~Copyable {
 
     init(limitBytes: Int) { self.limitBytes = limitBytes }
 
-    deinit { table.forEach { $0.release() } }
+    deinit {
+        var nodes: [Unmanaged<SieveNode>] = []
+        table.forEach { nodes.append($0.unmanaged) }
+        Reclamation.retire(nodes)
+    }
 
     var count: Int { table.count }
 
@@ -215,7 +219,7 @@ struct SieveIndex: ~Copyable {
         let variants = found.with { $0.variants }
         unlink(found)
         found.with { $0.retire() }  // workers' copies of the key stop answering
-        found.release()
+        Reclamation.retire(found.unmanaged)  // freed once no worker may be reading it
         bytes -= Self.cost(variants)
         objectCount -= variants.count
         guard variants.contains(where: { !$0.tags.isEmpty }) else { return }
@@ -234,14 +238,16 @@ struct SieveIndex: ~Copyable {
     }
 
     mutating func removeAll() {
+        var nodes: [Unmanaged<SieveNode>] = []
         table.forEach { found in
             found.with { node in
                 node.retire()
                 node.newer = nil
                 node.olderKey = nil
             }
-            found.release()
+            nodes.append(found.unmanaged)
         }
+        Reclamation.retire(nodes)
         newest = nil
         oldest = nil
         hand = nil

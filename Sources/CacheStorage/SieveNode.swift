@@ -28,7 +28,9 @@ final class SieveNode: ManagedBuffer<SieveNode.Fields, UInt> {
     }
 
     static func make(newest: CachedResponse, older: [CachedResponse], hash: Int, served: UInt = 0) -> SieveNode {
-        let fields = Fields(newest: newest, older: older, hash: hash)
+        // The index keeps them: they hold their blocks, not a worker's period token.
+        let older = older.allSatisfy(\.isOwned) ? older : older.map { $0.owned() }
+        let fields = Fields(newest: newest.owned(), older: older, hash: hash)
         let node = unsafeDowncast(create(minimumCapacity: 2) { _ in fields }, to: SieveNode.self)
         node.withUnsafeMutablePointerToElements { words in
             words.initialize(to: 0)
@@ -123,13 +125,13 @@ struct NodeRef: KeyTableEntry {
     /// A new node, retained by the index.
     init(retaining node: SieveNode) {
         unmanaged = .passRetained(node)
-        newest = .passUnretained(node.header.newest.storage)
+        newest = node.header.newest.block
     }
 
     /// A node the index holds.
     init(_ unmanaged: Unmanaged<SieveNode>) {
         self.unmanaged = unmanaged
-        newest = unmanaged._withUnsafeGuaranteedRef { .passUnretained($0.header.newest.storage) }
+        newest = unmanaged._withUnsafeGuaranteedRef { $0.header.newest.block }
     }
 
     /// The node, borrowed: valid while the index holds it (under the
@@ -140,7 +142,13 @@ struct NodeRef: KeyTableEntry {
     /// The node, retained for the caller.
     var node: SieveNode { unmanaged.takeUnretainedValue() }
 
-    func release() { unmanaged.release() }
+    /// The newest variant for a worker's hit: its block borrowed, kept by
+    /// `token` (the index holds the node; `Reclamation` frees it only once
+    /// the period is over).
+    @inline(__always)
+    func newest(heldBy token: Unmanaged<PeriodToken>) -> CachedResponse {
+        CachedResponse(borrowing: newest, token: token)
+    }
 
     @inline(__always)
     func withKeyBytes<T>(_ body: (UnsafeRawBufferPointer) -> T) -> T {

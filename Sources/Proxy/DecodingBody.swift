@@ -70,7 +70,8 @@ final class DecodingBody: BodySource {
         } else {
             compressedLength = entry.body.count
         }
-        (self.entry, self.decoder, self.length, self.wanted) = (entry, decoder, length, wanted)
+        // Held while the client drains: its own block, not a worker's period token.
+        (self.entry, self.decoder, self.length, self.wanted) = (entry.owned(), decoder, length, wanted)
     }
 
     deinit {

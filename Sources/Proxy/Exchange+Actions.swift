@@ -33,6 +33,7 @@ extension Exchange {
                     return false
                 }
             case .askFleet:
+                holdWhileWaiting()
                 // What the fleet had is added to the store, and to what was found here.
                 guard cache.store.lookupShared(key, toDisk: toDisk, found: { [self] shared in
                           let all = shared.isEmpty ? variants : Variants(Array(variants) + shared)
@@ -43,6 +44,7 @@ extension Exchange {
                 }
                 return false
             case .claimInFleet:
+                holdWhileWaiting()
                 guard cache.store.claim(key, milliseconds: UInt64(upstream.configuration.upstream.responseTimeoutMilliseconds), outcome: {
                           [self] claim in perform(machine.claimed(claim == .claimed))
                       }) else {
@@ -59,13 +61,16 @@ extension Exchange {
                 bump(count)
                 action = machine.joined(join())
             case .awaitLeader:
+                holdWhileWaiting()
                 bump(.collapsed)
                 return false
             case .follow(let fetch, let count):
+                holdWhileWaiting()
                 bump(count)
                 follow(fetch, cacheStatus: machine.followedCacheStatus)
                 return false
             case .forward(let how):
+                holdWhileWaiting()
                 bump(how.count)
                 forward(leading: how.leading, claimedInFleet: how.claimedInFleet)
                 return false
@@ -153,4 +158,11 @@ extension Exchange {
         case .collapsed: WorkerStats.bump(cache.counters.collapsed)
         }
     }
+}
+
+extension Exchange {
+    /// The exchange waits (the fleet, the upstream, a leader): the stored
+    /// responses it keeps hold their own blocks from now on, not the
+    /// worker's period token (see `CachedResponse.owned`).
+    func holdWhileWaiting() { variants = variants.owned() }
 }

@@ -223,7 +223,7 @@ struct ExchangeMachine {
             }
         }
         if waited == .nothing, fleet == .notAsked, plan.mayAskFleet {
-            beforeFleet = Box((found, variants))
+            beforeFleet = Box((found, variants.owned()))  // kept until the fleet answers
             state = .askingFleet
             return .askFleet
         }

@@ -42,6 +42,8 @@ final class Forwarding {
     /// for a stale stand-in); `disconnectedGrace`: how stale a stand-in for
     /// an unreachable upstream may be (seconds).
     init(_ how: LookupPlan.Forward, variants: Variants, isGet: Bool, requestStaleIfError: Int?, disconnectedGrace: Int) {
+        // Kept until the upstream answers: their own blocks (see `CachedResponse.owned`).
+        let variants = variants.owned()
         reason = how.reason
         if let index = how.validate, variants[index].hasValidator, isGet { validating = variants[index] }
         if let index = how.staleCandidate {

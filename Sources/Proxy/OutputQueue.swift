@@ -38,8 +38,17 @@ struct OutputQueue {
 
     private struct Segment {
         let source: Source
+        /// `source.base`, read once (the flush reads it without touching the source).
+        let base: UnsafeRawPointer?
         var offset: Int
         let end: Int
+
+        init(source: Source, offset: Int, end: Int) {
+            self.source = source
+            base = source.base
+            self.offset = offset
+            self.end = end
+        }
     }
 
     private var segments: [Segment] = []
@@ -105,8 +114,25 @@ struct OutputQueue {
         guard head < segments.count else { return .done }
         // The iovec array lives on the stack: a heap array here cost a 1 KiB
         // allocation on every flush, that is, on every request.
-        return try withUnsafeTemporaryAllocation(of: iovec.self, capacity: 64) { (iov) throws(SystemError) -> Flushed in
+        let flushed = try withUnsafeTemporaryAllocation(of: iovec.self, capacity: 64) { (iov) throws(SystemError) -> Flushed in
             try flush(to: fd, using: iov, sent: &sent)
+        }
+        if case .done = flushed { return flushed }
+        keepBlocksWhileWaiting()
+        return flushed
+    }
+
+    /// Stored responses whose bytes wait for the client hold their blocks
+    /// from now on: a hit's response holds its worker's period token
+    /// (`CachedResponse.owned()`), which would hold back the memory tier's
+    /// freeing of what it drops for as long as the client takes.
+    private mutating func keepBlocksWhileWaiting() {
+        var i = head
+        while i < segments.count {
+            if case .stored(let entry) = segments[i].source, !entry.isOwned {  // (a retain each: only while waiting)
+                segments[i] = Segment(source: .stored(entry.owned()), offset: segments[i].offset, end: segments[i].end)
+            }
+            i += 1
         }
     }
 
@@ -124,7 +150,7 @@ struct OutputQueue {
                 // Gather memory segments up to the next file segment.
                 var n = 0
                 var i = head
-                while i < segments.count && n < iov.count, let base = segments[i].source.base {
+                while i < segments.count && n < iov.count, let base = segments[i].base {
                     let s = segments[i]
                     iov[n] = iovec(iov_base: UnsafeMutableRawPointer(mutating: base + s.offset), iov_len: s.end - s.offset)
                     n += 1
@@ -186,7 +212,9 @@ struct OutputQueue {
             let n: Int
             switch try gather(into: buffer) {
             case .bytes(let count): n = count
-            case .waits(let wait): return wait
+            case .waits(let wait):
+                keepBlocksWhileWaiting()
+                return wait
             }
             let written: Int?
             do {
@@ -194,7 +222,10 @@ struct OutputQueue {
             } catch {
                 throw SystemError(errno: EPROTO, operation: "TLS write (\(error))")
             }
-            guard let written else { return .wouldBlock }
+            guard let written else {
+                keepBlocksWhileWaiting()
+                return .wouldBlock
+            }
             consume(written, sent: &sent)
         }
         return .done
@@ -209,6 +240,7 @@ struct OutputQueue {
             var sent = 0
             consume(n, sent: &sent)
         }
+        if head < segments.count { keepBlocksWhileWaiting() }
         return gathered
     }
 
@@ -239,7 +271,7 @@ struct OutputQueue {
                 n += got
                 if got < s.end - s.offset { break }
             } else {
-                (buffer.baseAddress! + n).copyMemory(from: s.source.base! + s.offset, byteCount: take)
+                (buffer.baseAddress! + n).copyMemory(from: s.base! + s.offset, byteCount: take)
                 n += take
                 if take < s.end - s.offset { break }
             }

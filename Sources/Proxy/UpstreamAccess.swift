@@ -46,14 +46,15 @@ final class UpstreamAccess {
 
     /// Starts a background revalidation of `entry` unless one is running.
     func revalidateInBackground(_ entry: CachedResponse, among variants: Variants, request: RequestHead, peer: String) {
-        fetchInBackground(entry.key, validating: entry, among: variants, request: request, peer: peer)
+        // Held until the upstream answers: their own blocks (see `CachedResponse.owned`).
+        fetchInBackground(entry.key, validating: entry.owned(), among: variants.owned(), request: request, peer: peer)
     }
 
     /// A range of a response not stored whole was fetched for a client:
     /// the whole is fetched too, with no client waiting, so that later
     /// ranges are hits (one fetch per key across the workers).
     func fetchWholeInBackground(_ key: String, among variants: Variants, request: RequestHead, peer: String) {
-        fetchInBackground(key, validating: nil, among: variants, request: request, peer: peer)
+        fetchInBackground(key, validating: nil, among: variants.owned(), request: request, peer: peer)
     }
 
     private func fetchInBackground(_ key: String, validating entry: CachedResponse?, among variants: Variants,

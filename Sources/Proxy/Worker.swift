@@ -86,7 +86,13 @@ public final class Worker: ConnectionOwner, AcceptorOwner {
                                        counters: counters, logger: logger, configuration: configuration)
         let latency = counters.latency
         log = RequestLog(loop: loop, clock: clock, latency: latency, responses: counters.responses, accessLog: accessLog)
-        loop.turnEnded = { latency.record(.loopTurn, microseconds: Int(clamping: $0)) }
+        // A turn is a period of the memory tier's reclamation: what it took
+        // out while this worker's hits may have been reading it is freed now.
+        let localHits = cache.store.localHits
+        loop.turnEnded = {
+            localHits.endPeriod()
+            latency.record(.loopTurn, microseconds: Int(clamping: $0))
+        }
         services = ConnectionServices(loop: loop, counters: counters, logger: logger,
                                       exchangeParts: ExchangeParts(cache: cache, upstream: self.upstream, log: log))
         acceptors = listeners.map { Acceptor($0, worker: self) }

@@ -1,5 +1,6 @@
 import XCTest
-import CacheStorage
+import CacheSemantics
+@testable import CacheStorage
 import EventLoop
 import TestSupport
 @testable import Proxy
@@ -129,5 +130,39 @@ final class OutputQueueTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(loads, 1)
         XCTAssertEqual(sent, head.count + fileBytes.count)
         XCTAssertTrue(received == head + fileBytes, "every byte, in order")
+    }
+    /// A worker's hit holds its period's token, not its block; bytes of it
+    /// that wait for a slow client hold the block itself, so the period
+    /// ends with nothing held back and the bytes stay whole after the
+    /// entry leaves the tier.
+    func testStoredBytesThatWaitHoldTheirBlock() throws {
+        let (r, w) = try smallPipe()
+        let body = (0..<100_000).map { UInt8($0 % 253) }
+        let head = Array("HTTP/1.1 200 OK\r\n".utf8)
+        let tier = MemoryTier(limitBytes: 4 << 20)
+        tier.insert(CachedResponse.make(key: "/big", status: 200, headPrefix: head, body: body,
+                                        timing: ResponseTiming(requestTime: 0, responseTime: 0, dateValue: nil, ageValue: 0),
+                                        lifetime: 60, cacheControl: CacheControl("max-age=60"), varyNames: [], varyValues: []))
+        let local = LocalHits()
+        var queue = OutputQueue()
+        do {
+            let hit = try XCTUnwrap(tier.lookup("/big", local: local).first)
+            XCTAssertFalse(hit.isOwned, "a worker's hit borrows its block")
+            queue.append(hit, from: 0, to: hit.headLength + hit.body.count)
+        }
+        XCTAssertFalse(try queue.flush(to: w), "the pipe takes a page")
+        XCTAssertEqual(tier.remove("/big"), 1)
+        local.endPeriod()
+        XCTAssertEqual(Reclamation.pending.lingering, 0, "the waiting bytes hold their block, not the period's token")
+
+        var received: [UInt8] = []
+        var rounds = 0
+        while try !queue.flush(to: w), rounds < 10_000 {
+            drain(r, into: &received)
+            rounds += 1
+        }
+        drain(r, into: &received)
+        XCTAssertEqual(received.count, head.count + body.count)
+        XCTAssertTrue(received == head + body, "the bytes as stored")
     }
 }
