@@ -188,7 +188,10 @@ final class HTTP2Stream: HTTP1Answers {
 
     func enqueue(_ entry: CachedResponse, from: Int, to: Int) {
         guard headDone else { return addHead(UnsafeRawBufferPointer(start: entry.blockStart + from, count: to - from)) }
-        body.append(entry, from: from, to: to)
+        // Taken as the client's windows allow, which may be long after this
+        // loop turn: the bytes hold their block, not the worker's period
+        // token (`CachedResponse.owned`).
+        body.append(entry.owned(), from: from, to: to)
     }
 
     func enqueue(file: OpenFile, from: Int, to: Int) { body.append(file: file, from: from, to: to) }
