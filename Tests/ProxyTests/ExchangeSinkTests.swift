@@ -3,7 +3,7 @@ import TestSupport
 import EventLoop
 import Foundation
 import Glibc
-import CacheStorage
+@testable import CacheStorage
 import Compression
 import Clocks
 import HTTP1
@@ -72,14 +72,19 @@ final class ExchangeSinkTests: XCTestCase {
         XCTAssertEqual(hit.events, ["stored 200 5 larder; hit; ttl=60", "finished keep-alive"])
     }
 
-    func testTimeMovedByHandMakesTheStoredResponseStaleAndA304RefreshesIt() throws {
-        let (_, miss) = try exchange("/t")
+    /// A miss on `target` answered 200 "ok" (ETag "v1", max-age=60) and stored.
+    private func storeFresh(_ target: String) throws {
+        let (_, miss) = try exchange(target)
         let first = try XCTUnwrap(upstream.delegates.first)
         first.upstreamDidReceiveHead(status: 200, reason: "OK",
                                      headers: ["cache-control": "max-age=60", "etag": "\"v1\"", "content-length": "2"])
         XCTAssertTrue(body("ok", to: first))
         first.upstreamDidComplete(nil)
         XCTAssertEqual(miss.events.last, "finished keep-alive")
+    }
+
+    func testTimeMovedByHandMakesTheStoredResponseStaleAndA304RefreshesIt() throws {
+        try storeFresh("/t")
 
         clock.advance(by: 30)
         let (_, hit) = try exchange("/t")
@@ -93,6 +98,26 @@ final class ExchangeSinkTests: XCTestCase {
         validation.upstreamDidReceiveHead(status: 304, reason: "Not Modified", headers: ["cache-control": "max-age=60", "etag": "\"v1\""])
         XCTAssertEqual(stale.events.first, "stored 200 2 larder; fwd=stale; fwd-status=304; stored")
         XCTAssertEqual(stale.events.last, "finished keep-alive")
+    }
+
+    /// A worker's hit borrows the stored block under its loop turn's token;
+    /// an exchange that then waits for the upstream (a stale response being
+    /// validated) keeps what it validates with by its own block, so the
+    /// turn ends with no token held back and the tier frees as it drops.
+    func testAnExchangeWaitingForTheUpstreamHoldsNoPeriodToken() throws {
+        try storeFresh("/w")
+        let local = worker.cache.store.localHits
+        local.endPeriod()
+
+        clock.advance(by: 61)
+        let (_, stale) = try exchange("/w")
+        XCTAssertEqual(upstream.delegates.count, 2, "stale: validated upstream")
+        local.endPeriod()
+        XCTAssertEqual(Reclamation.pending.lingering, 0, "the waiting exchange holds the block, not the turn's token")
+
+        let validation = try XCTUnwrap(upstream.delegates.last)
+        validation.upstreamDidReceiveHead(status: 304, reason: "Not Modified", headers: ["cache-control": "max-age=60", "etag": "\"v1\""])
+        XCTAssertEqual(stale.events.first, "stored 200 2 larder; fwd=stale; fwd-status=304; stored")
     }
 
     func testASinkThatIsBehindPausesTheUpstreamUntilItDrains() throws {
