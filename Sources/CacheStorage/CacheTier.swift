@@ -100,10 +100,14 @@ public protocol BlockingTier: CacheTier {
     /// The process ran out of descriptors: closes some the tier keeps open
     /// for later reads (and keeps fewer from now on); how many.
     func releaseDescriptors() -> Int
+    /// At a stop, after `flush`: leaves what makes the next start's first
+    /// lookups quick (the disk tier's name snapshots).
+    func recordForRestart()
 }
 
 extension BlockingTier {
     public func releaseDescriptors() -> Int { 0 }
+    public func recordForRestart() {}
 }
 
 /// A tier with per-key lifetimes of the stored bytes (routes' memory_ttl, disk_ttl).

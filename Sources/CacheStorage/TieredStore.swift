@@ -277,6 +277,13 @@ public final class TieredStore: @unchecked Sendable {
         for tier in blocking { tier?.flush(timeoutSeconds: timeoutSeconds) }
     }
 
+    /// At a stop: waits (bounded) for queued writes, then has each tier
+    /// record what makes the next start's first lookups quick.
+    public func shutDown(timeoutSeconds: Double) {
+        flush(timeoutSeconds: timeoutSeconds)
+        for tier in blocking { tier?.recordForRestart() }
+    }
+
     /// Descriptors the tiers keep open, given back (see `BlockingTier.releaseDescriptors`).
     public func releaseDescriptors() -> Int { blocking.reduce(0) { $0 + ($1?.releaseDescriptors() ?? 0) } }
 

@@ -242,8 +242,9 @@ struct Serve: ParsableCommand {
             service.ready()
         }
         fleet?.stop()
-        // Leave the disk tier with every completed write in place.
-        store.flush(timeoutSeconds: 10)
+        // Leave the disk tier with every completed write in place, and its
+        // sub-directories' names recorded for the next start.
+        store.shutDown(timeoutSeconds: 10)
     }
 
     /// `[fleet]`: the purge stream on its own thread. Refuses (exit 78) a

@@ -34,6 +34,11 @@ final class DiskTierEndToEndTests: ConfiguredTestCase {
         let first = try start()
         let original = try first.client().get("/keep?size=5000")
         stop(first)
+        // The stop records each sub-directory's names, which the next start's
+        // first lookups read instead of listing the directory.
+        let stored = try XCTUnwrap(cacheFiles().first)
+        let sub = URL(fileURLWithPath: stored).deletingLastPathComponent().lastPathComponent
+        XCTAssertTrue(FileManager.default.fileExists(atPath: directory + "/names/" + sub), "names of \(sub) recorded at the stop")
         let second = try start()
         let again = try second.client().get("/keep?size=5000")
         XCTAssertTrue(again.header("cache-status")?.contains("hit") ?? false, "\(again.headers)")

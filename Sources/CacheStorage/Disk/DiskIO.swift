@@ -155,6 +155,21 @@ enum DiskIO {
         return stat(path, &st) == 0 ? Int(st.st_size) : nil
     }
 
+    /// A directory's identity and last change.
+    static func stamp(ofDirectory path: String) throws(Errno) -> NameSnapshot.Stamp {
+        var st = stat()
+        guard stat(path, &st) == 0 else { throw Errno(rawValue: errno) }
+        return NameSnapshot.Stamp(inode: UInt64(st.st_ino), seconds: Int64(st.st_mtim.tv_sec), nanoseconds: Int64(st.st_mtim.tv_nsec))
+    }
+
+    /// A whole file of at most `limit` bytes; nil when missing, unreadable or larger.
+    static func readSmallFile(_ path: String, limit: Int) -> [UInt8]? {
+        guard let fd = try? openForReading(path) else { return nil }
+        defer { close(fd) }
+        guard let size = try? size(fd), size <= limit else { return nil }
+        return (try? read(fd, count: size, at: 0)) ?? nil
+    }
+
     /// Deletes a file; one already gone is not an error.
     static func remove(_ path: String) throws(Errno) {
         guard unlink(path) != 0, errno != ENOENT else { return }

@@ -20,19 +20,22 @@ extension DiskTier {
                 idle = false
             }
             let sub = Self.subdirectory(byte)
-            let listing = listFiles(subdirectory: sub)
-            let names = listing.compactMap(FileName.init)
+            let (listing, names, before) = listNames(byte)
             rebuildListings.withLock { if $0[byte] == nil { $0[byte] = names } }
+            // Recorded for the next start unless this loop changes the directory.
+            var removed = false
+            defer { if !removed { record(names, of: byte, listedAt: before) } }
             for listed in listing {
                 let path = directory + "/" + sub + "/" + listed
                 if listed.hasPrefix(".tmp-") {
                     // An interrupted write of an earlier run; ours are in progress.
-                    if !listed.hasPrefix(".tmp-" + instanceToken + "-") { try? DiskIO.remove(path) }
+                    if !listed.hasPrefix(".tmp-" + instanceToken + "-") { try? DiskIO.remove(path); removed = true }
                     continue
                 }
                 if listed.hasSuffix(".gone") {
                     // Removed, and not yet deleted when an earlier run stopped (or by ours: it goes either way).
                     try? DiskIO.remove(path)
+                    removed = true
                     continue
                 }
                 guard listed.hasSuffix(".lrd") else { continue }
@@ -40,6 +43,7 @@ extension DiskTier {
                     // Not a name Larder gives: no lookup would ever find it.
                     fault("corrupt", "dropping misnamed cache file \(path)")
                     try? DiskIO.remove(path)
+                    removed = true
                     continue
                 }
                 guard let fd = try? DiskIO.openForReading(path) else { continue }
@@ -47,6 +51,7 @@ extension DiskTier {
                 guard let (size, _, _, record) = readHead(fd) else {
                     fault("corrupt", "dropping unreadable cache file \(path)")
                     try? DiskIO.remove(path)
+                    removed = true
                     continue
                 }
                 state.withLock {
@@ -71,7 +76,7 @@ extension DiskTier {
 
     func listedNames(_ byte: Int) -> [FileName] {
         if let listed = rebuildListings.withLock({ $0.indices.contains(byte) ? $0[byte] : nil }) { return listed }
-        let names = listFiles(subdirectory: Self.subdirectory(byte)).compactMap(FileName.init)
+        let names = snapshotNames(byte) ?? listNames(byte).names
         rebuildListings.withLock { if $0.indices.contains(byte), $0[byte] == nil { $0[byte] = names } }
         return names
     }

@@ -58,6 +58,12 @@ public final class DiskTier: CacheTier, StreamingTier, BlockingTier, LifetimeTie
     /// yet), so a worker's loop lists one at most once; dropped once the
     /// index is complete (then a key it lacks has no file).
     let rebuildListings = Locked<[[FileName]?]>(Array(repeating: nil, count: 256))
+    /// Sub-directory listings made (tests: a snapshot read instead lists none).
+    let listings = Atomic<Int>(0)
+    /// Each sub-directory's stamp as its snapshot on disk records it (read or written by this process).
+    let recordedStamps = Locked<[NameSnapshot.Stamp?]>(Array(repeating: nil, count: 256))
+    /// One snapshot written at a time (the rebuild and a stop may overlap).
+    let snapshotWrites = Locked(())
     /// The index (totals, tags, write ordering) behind the tier's lock; the
     /// files by key are in `files`, sharded, so hits take no tier-wide lock.
     let state: Locked<DiskIndex>
