@@ -69,10 +69,15 @@ final class NameSnapshotTests: DiskTestCase {
     /// A directory changed within the last tick of the file system's clock
     /// could change again without its time moving: it is not recorded.
     func testOnlyASettledDirectoryIsRecorded() {
-        let now: Int64 = 1_800_000_000_000_000_000
+        let now: Int64 = 1_800_000_000_123_456_789
         XCTAssertFalse(NameSnapshot.isSettled(changed: now, now: now))
         XCTAssertFalse(NameSnapshot.isSettled(changed: now - 99_000_000, now: now))
         XCTAssertTrue(NameSnapshot.isSettled(changed: now - 100_000_000, now: now))
+        // Whole seconds: a file system without finer times, whose next
+        // change may carry the same second for up to a second.
+        let whole: Int64 = 1_800_000_000_000_000_000
+        XCTAssertFalse(NameSnapshot.isSettled(changed: whole, now: whole + 1_900_000_000))
+        XCTAssertTrue(NameSnapshot.isSettled(changed: whole, now: whole + 2_100_000_000))
         XCTAssertFalse(NameSnapshot.isSettled(changed: .max, now: .min), "no overflow trap on a wild time")
     }
 

@@ -51,7 +51,7 @@ extension DiskTier {
     @discardableResult
     func record(_ names: [FileName], of byte: Int, listedAt before: NameSnapshot.Stamp?) -> Bool {
         guard let before, stamp(ofSubdirectory: byte) == before,
-              NameSnapshot.isSettled(changed: before.seconds &* 1_000_000_000 &+ before.nanoseconds, now: Self.wallNanoseconds())
+              NameSnapshot.isSettled(changed: before.changed, now: Self.wallNanoseconds())
         else { return false }
         let bytes = NameSnapshot(stamp: before, names: names).encoded()
         return snapshotWrites.withLock { _ in
@@ -76,22 +76,28 @@ extension DiskTier {
 
     /// Records every sub-directory changed since its snapshot, so that the
     /// next start's first lookups list none (at a stop, after the writes are
-    /// flushed). A sub-directory changed in the last moments is listed after
-    /// waiting for its change to settle (once, `NameSnapshot.settleNanoseconds`).
+    /// flushed). Sub-directories changed in the last moments are listed
+    /// once their change has settled (one wait: 0.1 s, or 2.1 s on a file
+    /// system that keeps times in whole seconds).
     public func recordForRestart() {
-        var unsettled: [Int] = []
-        for byte in 0..<256 where !recordCurrent(byte) { unsettled.append(byte) }
-        guard !unsettled.isEmpty else { return }
-        usleep(useconds_t(NameSnapshot.settleNanoseconds / 1000))
-        for byte in unsettled { _ = recordCurrent(byte) }
+        var unsettled: [(byte: Int, changed: Int64)] = []
+        for byte in 0..<256 {
+            if let changed = recordCurrent(byte) { unsettled.append((byte, changed)) }
+        }
+        guard let latest = unsettled.map({ $0.changed &+ NameSnapshot.settling(changed: $0.changed) }).max() else { return }
+        let wait = min(latest &- Self.wallNanoseconds(), NameSnapshot.coarseSettleNanoseconds)
+        if wait > 0 { usleep(useconds_t(wait / 1000)) }
+        for (byte, _) in unsettled { _ = recordCurrent(byte) }
     }
 
-    /// False when the sub-directory changed too recently (or while it was listed) to be recorded.
-    private func recordCurrent(_ byte: Int) -> Bool {
-        guard let now = stamp(ofSubdirectory: byte) else { return true }  // no such sub-directory: nothing to list
-        if recordedStamps.withLock({ $0[byte] }) == now { return true }
+    /// Nil when recorded (or nothing to record); else the directory's last
+    /// change, too recent to be recorded.
+    private func recordCurrent(_ byte: Int) -> Int64? {
+        guard let now = stamp(ofSubdirectory: byte) else { return nil }  // no such sub-directory: nothing to list
+        if recordedStamps.withLock({ $0[byte] }) == now { return nil }
         let listed = listNames(byte)
-        return record(listed.names, of: byte, listedAt: listed.before)
+        guard !record(listed.names, of: byte, listedAt: listed.before) else { return nil }
+        return now.changed
     }
 
     static func wallNanoseconds() -> Int64 {

@@ -20,6 +20,9 @@ struct NameSnapshot: Equatable {
         var inode: UInt64
         var seconds: Int64
         var nanoseconds: Int64
+
+        /// The last change in wall nanoseconds.
+        var changed: Int64 { seconds &* 1_000_000_000 &+ nanoseconds }
     }
 
     var stamp: Stamp
@@ -29,16 +32,25 @@ struct NameSnapshot: Equatable {
     static let version: UInt32 = 1
     static let headerBytes = 40
     /// Bounded as a listing is not: a decoded count past it is corrupt.
-    static let maxNames = 1 << 24
+    static let maxNames = 1 << 20
 
-    /// How long before the listing the directory must have been changed last
-    /// (file-system timestamps advance by the kernel's tick, at most 10 ms).
+    /// How long before the listing the directory must have been changed
+    /// last: file-system timestamps advance by the kernel's tick (at most
+    /// 10 ms), or by whole seconds on a file system that keeps no finer
+    /// times (ext3, ext4 with small inodes: their times end in .000000000).
     static let settleNanoseconds: Int64 = 100_000_000
+    static let coarseSettleNanoseconds: Int64 = 2_100_000_000
 
-    /// Whether a directory last changed at `changed` (wall nanoseconds) may be
-    /// recorded by a listing made at `now`.
+    /// How long after `changed` (wall nanoseconds) a directory last changed
+    /// then may be recorded.
+    static func settling(changed: Int64) -> Int64 {
+        changed % 1_000_000_000 == 0 ? coarseSettleNanoseconds : settleNanoseconds
+    }
+
+    /// Whether a directory last changed at `changed` may be recorded by a
+    /// listing made at `now`.
     static func isSettled(changed: Int64, now: Int64) -> Bool {
-        changed <= now &- settleNanoseconds
+        changed <= now &- settling(changed: changed)
     }
 
     func encoded() -> [UInt8] {
