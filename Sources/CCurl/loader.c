@@ -90,6 +90,15 @@ int larder_curl_load(void) {
     return loaded ? 0 : -1;
 }
 
+int larder_curl_load_unless_busy(void) {
+    if (atomic_load(&state) == 1) return 0;
+    if (pthread_mutex_trylock(&lock) != 0) return 1;
+    if (atomic_load(&state) == 0) atomic_store(&state, load());
+    int loaded = atomic_load(&state) == 1;
+    pthread_mutex_unlock(&lock);
+    return loaded ? 0 : -1;
+}
+
 int larder_curl_failed_for_good(void) { return atomic_load(&state) == -1; }
 
 const char *larder_curl_error(void) {

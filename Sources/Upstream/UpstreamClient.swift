@@ -34,6 +34,7 @@ public final class UpstreamClient {
             usleep(100_000)
         }
         larder_curl_require()
+        LibraryWait.loaded()
     }
 
     /// The reason libcurl cannot be used (nil: it is loaded), loading it now
@@ -86,29 +87,51 @@ public final class UpstreamClient {
     /// Starts a transfer (`UpstreamRequester.start`). The delegate hears
     /// about it on this loop's thread.
     func startTransfer(_ request: UpstreamRequest, delegate: UpstreamTransferDelegate) -> UpstreamTransfer {
-        let pooled = idleHandles.popLast()
-        guard let multi = readyMulti(), let easy = pooled ?? larder_curl_easy_init() else {
-            let transfer = UpstreamTransfer(client: self, easy: nil, request: request, delegate: delegate)
-            let why = larder_curl_load() == 0 ? "out of descriptors or memory" : String(cString: larder_curl_error())
-            transfer.failEarly(.unreachable("the upstream client is not ready: \(why)"))
+        let transfer = UpstreamTransfer(client: self, easy: nil, request: request, delegate: delegate)
+        if multiHandle == nil, larder_curl_load_unless_busy() == 1 {
+            // libcurl is loading on another thread (just after a start): the
+            // transfer begins once it is in, and this loop serves its other
+            // connections meanwhile instead of waiting on the loader's lock.
+            if waitingForLibrary.isEmpty { LibraryWait.add(on: loop) { [weak self] in self?.libraryLoaded() } }
+            waitingForLibrary.append(transfer)
+            if case .none = request.body { transfer.armResponseTimer() }
             return transfer
         }
-        let transfer = UpstreamTransfer(client: self, easy: easy, request: request, delegate: delegate)
+        begin(transfer)
+        return transfer
+    }
+
+    /// Transfers started while libcurl was loading on another thread.
+    private var waitingForLibrary: [UpstreamTransfer] = []
+
+    private func libraryLoaded() {
+        let waiting = waitingForLibrary
+        waitingForLibrary = []
+        for transfer in waiting where !transfer.hasEnded { begin(transfer) }
+    }
+
+    private func begin(_ transfer: UpstreamTransfer) {
+        let pooled = idleHandles.popLast()
+        guard let multi = readyMulti(), let easy = pooled ?? larder_curl_easy_init() else {
+            let why = larder_curl_load() == 0 ? "out of descriptors or memory" : String(cString: larder_curl_error())
+            transfer.failEarly(.unreachable("the upstream client is not ready: \(why)"))
+            return
+        }
+        transfer.easy = easy
         let code = transfer.configure(fresh: pooled == nil)
         if code != CURLE_OK {
             transfer.failEarly(.invalidResponse("could not set up the upstream request: \(String(cString: larder_curl_easy_strerror(code)))"))
-            return transfer
+            return
         }
         let added = larder_curl_multi_add_handle(multi, easy)
         if added != CURLM_OK {
             transfer.failEarly(.unreachable("could not start the upstream request: \(String(cString: larder_curl_multi_strerror(added)))"))
-            return transfer
+            return
         }
         activeTransfers += 1
         // upstream_timeout counts from the end of the request: an upload in
         // progress is bounded by body_timeout and the idle timeout instead.
-        if case .none = request.body { transfer.armResponseTimer() }
-        return transfer
+        if case .none = transfer.request.body { transfer.armResponseTimer() }
     }
 
     // MARK: driving libcurl

@@ -7,7 +7,7 @@ import HTTPHeaders
 public final class UpstreamTransfer {
     unowned let client: UpstreamClient
     var easy: UnsafeMutableRawPointer?
-    private let request: UpstreamRequest
+    let request: UpstreamRequest
     private weak var delegate: UpstreamTransferDelegate?
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private var retainedSelf: Unmanaged<UpstreamTransfer>?
@@ -29,7 +29,11 @@ public final class UpstreamTransfer {
     private var bodyFinished = false
     private var readPaused = false
 
-    /// `easy`: nil for a transfer that fails before it starts (`failEarly`).
+    /// Cancelled, failed or finished.
+    var hasEnded: Bool { completed }
+
+    /// `easy`: nil for a transfer that fails before it starts (`failEarly`)
+    /// or waits for libcurl (`UpstreamClient.begin` gives it one).
     init(client: UpstreamClient, easy: UnsafeMutableRawPointer?, request: UpstreamRequest, delegate: UpstreamTransferDelegate) {
         self.client = client
         self.easy = easy
@@ -231,6 +235,7 @@ public final class UpstreamTransfer {
     }
 
     func armResponseTimer() {
+        guard responseTimer == .none else { return }  // armed while it waited for libcurl: counts from then
         // Holds the transfer (no weak reference: that would give every
         // transfer a side table) until it fires or is cancelled, which
         // happens when the head arrives or the transfer ends.

@@ -48,6 +48,10 @@ extern struct larder_curl_api larder_curl;
 /// A failure for want of descriptors or memory (a burst of connections
 /// right after start) is not kept: the next call tries again.
 int larder_curl_load(void);
+/// The same without waiting for another thread that is loading it now:
+/// 1 then (a worker's loop must not wait the ~17 million instructions of
+/// relocations out).
+int larder_curl_load_unless_busy(void);
 const char *larder_curl_error(void);
 /// Whether loading failed for a reason trying again cannot mend.
 int larder_curl_failed_for_good(void);
