@@ -1,5 +1,8 @@
 import FoundationEssentials
 import TLS
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Where the config file is when `--config` is not given: the file
 /// `LARDER_CONFIG` names, else `/etc/larder/larder.toml` when it exists
@@ -9,7 +12,8 @@ enum DefaultConfig {
 
     static var path: String? {
         if let named = environmentValue("LARDER_CONFIG"), !named.isEmpty { return named }
-        return FileManager.default.fileExists(atPath: systemPath) ? systemPath : nil
+        // access(2), not FileManager: making FileManager.default cost every start ~0.2 ms.
+        return access(systemPath, F_OK) == 0 ? systemPath : nil
     }
 }
 
