@@ -10,7 +10,7 @@ final class FuzzCorpusTests: XCTestCase {
         let dir = root.appendingPathComponent("fuzz/corpus/disk_record")
         let names = (try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? []
         XCTAssertGreaterThan(names.count, 3, "the corpus is in the repository")
-        var decoded = 0
+        var decoded = 0, snapshots = 0
         for name in names {
             guard let data = FileManager.default.contents(atPath: dir.appendingPathComponent(name).path) else { continue }
             let bytes = Array(data)
@@ -29,7 +29,13 @@ final class FuzzCorpusTests: XCTestCase {
                 }
             }
             if bytes.count > DiskFormat.fixedHeaderBytes { _ = try? DiskFormat.decodeMeta(bytes[DiskFormat.fixedHeaderBytes...]) }
+            // And as a sub-directory's name snapshot: one that decodes re-encodes to itself.
+            if let snapshot = bytes.withUnsafeBytes({ NameSnapshot(decoding: $0) }) {
+                snapshots += 1
+                XCTAssertTrue(snapshot.encoded() == bytes, name)
+            }
         }
         XCTAssertGreaterThan(decoded, 0, "the seeds include real cache files")
+        XCTAssertGreaterThan(snapshots, 0, "and a real name snapshot")
     }
 }

@@ -1,7 +1,7 @@
-// libFuzzer target: the disk tier's file decoder (Sources/CacheStorage).
-// Any bytes on disk (torn writes, corruption, another program's files)
-// must decode to a record or a clean failure; a record re-encodes to the
-// same bytes.
+// libFuzzer target: the disk tier's file decoders (Sources/CacheStorage):
+// records and sub-directories' name snapshots. Any bytes on disk (torn
+// writes, corruption, another program's files) must decode to a record or
+// a clean failure; a record re-encodes to the same bytes.
 import CacheSemantics
 
 @_cdecl("LLVMFuzzerTestOneInput")
@@ -25,6 +25,10 @@ public func diskRecordFuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
             _ = Reuse.decide(lifetime: entry.lifetime, currentAge: age, request: CacheControl(), response: entry.cacheControl,
                                  requestPragmaNoCache: false)
         }
+    }
+    // The same bytes as a sub-directory's name snapshot (DIR/names/XX).
+    if let snapshot = NameSnapshot(decoding: UnsafeRawBufferPointer(start: data, count: size)) {
+        precondition(snapshot.encoded() == bytes)
     }
     if size > DiskFormat.fixedHeaderBytes {
         _ = try? DiskFormat.decodeMeta(bytes[DiskFormat.fixedHeaderBytes...])
