@@ -28,4 +28,17 @@ public enum PageCache {
             return el_pread_nowait(fd, &byte, 1, Int64(probe)) < 0
         }
     }
+
+    /// Whether the page at `probe` is in the page cache (nil: cannot tell
+    /// without a read, on a kernel before cachestat).
+    public static func isCached(_ path: String, probe: Int = 0) -> Bool? {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        switch el_range_cached(fd, Int64(probe), 1) {
+        case 0: return false
+        case 1: return true
+        default: return nil
+        }
+    }
 }
