@@ -129,36 +129,48 @@ final class DecodingBodyTests: XCTestCase {
         let random = (0..<200_000).map { _ in UInt8.random(in: 0...255, using: &generator) }
         let compressed = gzipped(random)
         XCTAssertGreaterThan(compressed.count, 4 * DecodingBody.pieceBytes, "several file reads")
-        let path = FileManager.default.currentDirectoryPath + "/.build/larder-decoding-\(UUID().uuidString)"
-        defer { try? FileManager.default.removeItem(atPath: path) }
-        try Data([0, 1, 2] + compressed).write(to: URL(fileURLWithPath: path))
-        guard PageCache.drop(path) else { throw XCTSkip("this file system keeps the file's pages in memory (tmpfs?)") }
-        let file = try XCTUnwrap(FileBodyReader(XCTUnwrap(FileBody(opening: path, offset: 3, length: compressed.count))))
-        let body = try XCTUnwrap(DecodingBody(entry([]), file: file, length: random.count, wanted: 0..<random.count))
-        XCTAssertTrue(body.prime())
-        let loop = try EventLoop()
-        var readies = 0
-        let counters = ProxyStats().makeWorkerStats()
-        body.offload = (loop, counters, { readies += 1 })
-        PageCache.drop(path)
-        let sink = RecordingSink()
-        var result = BodyPull.more, waits = 0
-        let deadline = Date().addingTimeInterval(20)
-        while result != .ended && Date() < deadline {
-            result = body.pull(into: sink, budget: body.pullBudget)
-            if result == .waiting {
-                waits += 1
-                let before = readies
-                while readies == before && Date() < deadline { loop.runOnce(maxWaitMilliseconds: 20) }
-            } else if case .cut(let why) = result {
-                return XCTFail(why)
+        let directory = FileManager.default.currentDirectoryPath + "/.build"
+        // A read that may not wait still starts the kernel's readahead, and a
+        // virtual disk backed by the host's cache may answer it before the
+        // read looks again: a try where a twin file shows that cannot tell,
+        // and another is made (up to five; none that can tell: skipped).
+        var told = false
+        for _ in 0..<5 {
+            let path = directory + "/larder-decoding-\(UUID().uuidString)"
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            try Data([0, 1, 2] + compressed).write(to: URL(fileURLWithPath: path))
+            guard PageCache.drop(path) else { throw XCTSkip("this file system keeps the file's pages in memory (tmpfs?)") }
+            let file = try XCTUnwrap(FileBodyReader(XCTUnwrap(FileBody(opening: path, offset: 3, length: compressed.count))))
+            let body = try XCTUnwrap(DecodingBody(entry([]), file: file, length: random.count, wanted: 0..<random.count))
+            XCTAssertTrue(body.prime())
+            let loop = try EventLoop()
+            var readies = 0
+            let counters = ProxyStats().makeWorkerStats()
+            body.offload = (loop, counters, { readies += 1 })
+            PageCache.drop(path)
+            guard PageCache.nowaitReadsFindDroppedPagesOut(in: directory) else { continue }
+            told = true
+            let sink = RecordingSink()
+            var result = BodyPull.more, waits = 0
+            let deadline = Date().addingTimeInterval(20)
+            while result != .ended && Date() < deadline {
+                result = body.pull(into: sink, budget: body.pullBudget)
+                if result == .waiting {
+                    waits += 1
+                    let before = readies
+                    while readies == before && Date() < deadline { loop.runOnce(maxWaitMilliseconds: 20) }
+                } else if case .cut(let why) = result {
+                    return XCTFail(why)
+                }
             }
+            XCTAssertEqual(result, .ended)
+            XCTAssertEqual(sink.answerBodyBytes, random.count)
+            XCTAssertEqual(readies, waits, "each wait ended with its read in")
+            XCTAssertEqual(counters.value(.offloadedReads), waits, "each counted")
+            if waits > 0 { return }  // a cold read waited off the loop
         }
-        XCTAssertEqual(result, .ended)
-        XCTAssertEqual(sink.answerBodyBytes, random.count)
-        XCTAssertGreaterThan(waits, 0, "a cold read waited off the loop")
-        XCTAssertEqual(readies, waits, "each wait ended with its read in")
-        XCTAssertEqual(counters.value(.offloadedReads), waits, "each counted")
+        if !told { throw XCTSkip("a dropped file is read back at once by a read that may not wait here: nothing stays cold") }
+        XCTFail("a cold read waited off the loop: no try waited")
     }
 
     func testTheDecodedRepresentationHasAWeakTagAndNoCoding() {

@@ -157,13 +157,25 @@ final class ExchangeSinkTests: XCTestCase {
                     varyFrom: { _ in nil })
             }
         }
-        XCTAssertTrue(disk.insert(stored("/cold"), promoted: false))
-        disk.flush(timeoutSeconds: 10)
-        XCTAssertEqual(disk.lookup("/cold").count, 1, "stored and verified")
-        try dropFromPageCache(directory)
-
-        let (_, waiting) = try exchange("/cold")
-        XCTAssertEqual(waiting.events, [], "nothing yet: the file is read on an I/O thread")
+        // A read that may not wait still starts the kernel's readahead, and
+        // a virtual disk backed by the host's cache may answer it before the
+        // read looks again: a try where a twin file shows that cannot tell,
+        // and another is made with a new key (up to five; none that can
+        // tell: skipped). The hit is answered at once then, rightly.
+        var cold: RecordingSink?, told = false
+        for attempt in 0..<5 where cold == nil {
+            let key = "/cold-\(attempt)"
+            XCTAssertTrue(disk.insert(stored(key), promoted: false))
+            disk.flush(timeoutSeconds: 10)
+            XCTAssertEqual(disk.lookup(key).count, 1, "stored and verified")
+            try dropFromPageCache(directory)
+            guard PageCache.nowaitReadsFindDroppedPagesOut(in: directory) else { continue }
+            told = true
+            let (_, sink) = try exchange(key)
+            if sink.events.isEmpty { cold = sink }
+        }
+        if !told { throw XCTSkip("a dropped file is read back at once by a read that may not wait here: nothing stays cold") }
+        let waiting = try XCTUnwrap(cold, "nothing yet: the file is read on an I/O thread")
         // A memory hit meanwhile is answered at once.
         worker.cache.store.insert(stored("/warm"), firstTierOnly: true, fetchedSince: 0)
         let (_, warm) = try exchange("/warm")
@@ -173,7 +185,7 @@ final class ExchangeSinkTests: XCTestCase {
         while waiting.events.isEmpty && Date() < deadline { worker.loop.runOnce(maxWaitMilliseconds: 20) }
         XCTAssertEqual(waiting.events.first?.hasPrefix("stored 200 20000 larder; hit"), true, "\(waiting.events)")
         XCTAssertEqual(waiting.events.last, "finished keep-alive")
-        XCTAssertEqual(worker.counters.offloadedLookups.load(ordering: .relaxed), 1)
+        XCTAssertEqual(worker.counters.offloadedLookups.load(ordering: .relaxed), 1, "the cold one only")
         XCTAssertTrue(upstream.delegates.isEmpty, "never a miss")
     }
 

@@ -29,16 +29,23 @@ public enum PageCache {
         }
     }
 
-    /// Whether the page at `probe` is in the page cache (nil: cannot tell
-    /// without a read, on a kernel before cachestat).
-    public static func isCached(_ path: String, probe: Int = 0) -> Bool? {
-        let fd = open(path, O_RDONLY)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        switch el_range_cached(fd, Int64(probe), 1) {
-        case 0: return false
-        case 1: return true
-        default: return nil
-        }
+    /// Whether a read that may not wait (RWF_NOWAIT) finds a file just
+    /// dropped from the page cache still out, here and now: a twin file
+    /// (`bytes` long) in `directory` is written, dropped and probed.
+    /// Such a read still starts the kernel's readahead, and a virtual disk
+    /// backed by the host's page cache can answer it before the read looks
+    /// again: then nothing can be shown cold at this moment.
+    public static func nowaitReadsFindDroppedPagesOut(in directory: String, bytes: Int = 20_000) -> Bool {
+        let path = directory + "/.page-cache-twin"
+        let fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0o600)
+        guard fd >= 0 else { return false }
+        defer { close(fd); unlink(path) }
+        let data = [UInt8](repeating: 0x74, count: bytes)
+        guard write(fd, data, data.count) == data.count else { return false }
+        _ = fsync(fd)
+        _ = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
+        guard el_range_cached(fd, 0, 1) == 0 else { return false }
+        var buffer = [UInt8](repeating: 0, count: bytes)
+        return el_pread_nowait(fd, &buffer, bytes, 0) < 0
     }
 }
