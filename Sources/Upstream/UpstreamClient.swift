@@ -88,14 +88,21 @@ public final class UpstreamClient {
     /// about it on this loop's thread.
     func startTransfer(_ request: UpstreamRequest, delegate: UpstreamTransferDelegate) -> UpstreamTransfer {
         let transfer = UpstreamTransfer(client: self, easy: nil, request: request, delegate: delegate)
-        if multiHandle == nil, larder_curl_load_unless_busy() == 1 {
-            // libcurl is loading on another thread (just after a start): the
-            // transfer begins once it is in, and this loop serves its other
-            // connections meanwhile instead of waiting on the loader's lock.
-            if waitingForLibrary.isEmpty { LibraryWait.add(on: loop) { [weak self] in self?.libraryLoaded() } }
-            waitingForLibrary.append(transfer)
-            if case .none = request.body { transfer.armResponseTimer() }
-            return transfer
+        if multiHandle == nil {
+            switch larder_curl_load_unless_busy() {
+            case 1:
+                // libcurl is loading on another thread (just after a start):
+                // the transfer begins once it is in, and this loop serves its
+                // other connections meanwhile instead of waiting on the lock.
+                if waitingForLibrary.isEmpty { LibraryWait.add(on: loop) { [weak self] in self?.libraryLoaded() } }
+                waitingForLibrary.append(transfer)
+                if case .none = request.body { transfer.armResponseTimer() }
+                return transfer
+            case 0:
+                LibraryWait.loaded()  // loaded here, maybe: the loops that waited for it go on
+            default:
+                break
+            }
         }
         begin(transfer)
         return transfer
