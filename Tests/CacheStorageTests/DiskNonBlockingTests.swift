@@ -50,14 +50,15 @@ final class DiskNonBlockingTests: XCTestCase {
     }
 
     /// A key of `base` whose file, dropped from the page cache, `declines`
-    /// (a read that may not wait turns it down); nil when none did. A read
+    /// (a read that may not wait turns it down); an error when none did. A read
     /// with RWF_NOWAIT still starts the kernel's readahead, and a virtual
     /// disk backed by the host's cache may answer it before the read looks
     /// again: a try where a twin file shows that (`PageCache`) cannot tell,
     /// and another is made with a new key (up to five); when none can
     /// tell, the test is skipped. A lookup that reads cold files answers
     /// every try that can tell.
-    private func coldKey(_ base: String, prepare: (String) -> Void, declines: (String) -> Bool) throws -> String? {
+    private func coldKey(_ base: String, prepare: (String) -> Void, declines: (String) -> Bool,
+                         _ expected: String) throws -> String {
         var told = false
         for attempt in 0..<5 {
             let key = "\(base)-\(attempt)"
@@ -68,17 +69,19 @@ final class DiskNonBlockingTests: XCTestCase {
             if declines(key) { return key }
         }
         if !told { throw XCTSkip("a dropped file is read back at once by a read that may not wait here: nothing stays cold") }
-        return nil
+        throw NotCold(description: "no try was declined: \(expected)")
     }
+
+    private struct NotCold: Error, CustomStringConvertible { let description: String }
 
     func testAFileInThePageCacheIsReadOnTheLoopAndAColdOneIsLeftToAnIOThread() throws {
         let tier = try openTier(keptFiles: 0)
-        let key = try XCTUnwrap(try coldKey("/warm", prepare: { key in
+        let key = try coldKey("/warm", prepare: { key in
             store(tier, key, bytes: 20_000)
             XCTAssertEqual(tier.lookup(key).first?.bodyLength, 20_000, "first hit: verified")
             XCTAssertEqual(tier.lookupWithoutBlocking(key, hash: KeyHash.of(key))?.first?.bodyLength, 20_000,
                            "in the page cache: read at once")
-        }, declines: { tier.lookupWithoutBlocking($0, hash: KeyHash.of($0)) == nil }), "not in the page cache: declined, nothing read")
+        }, declines: { tier.lookupWithoutBlocking($0, hash: KeyHash.of($0)) == nil }, "not in the page cache: declined, nothing read")
         let hash = KeyHash.of(key)
         XCTAssertEqual(tier.lookup(key, hash: hash).first?.bodyLength, 20_000, "the blocking lookup (on an I/O thread) reads it")
         XCTAssertEqual(tier.lookupWithoutBlocking(key, hash: hash)?.first?.bodyLength, 20_000, "and it is warm again")
@@ -99,7 +102,7 @@ final class DiskNonBlockingTests: XCTestCase {
     func testAKeptFileIsAnsweredAtOnceAndItsColdBodyIsLeftToTheOutput() throws {
         let tier = try openTier()
         var body: FileBody?
-        _ = try XCTUnwrap(try coldKey("/kept", prepare: { key in
+        _ = try coldKey("/kept", prepare: { key in
             store(tier, key, bytes: 20_000)
             XCTAssertEqual(tier.lookup(key).first?.bodyFile?.length, 20_000, "first hit: verified, kept as stored")
         }, declines: { key in
@@ -110,7 +113,7 @@ final class DiskNonBlockingTests: XCTestCase {
             body = entry.bodyFile
             guard let body, case .wouldBlock = body.read(cachedOnly: true) else { return false }
             return true
-        }), "the cold body is not read on the loop")
+        }, "the cold body is not read on the loop")
         guard case .bytes(let bytes) = try XCTUnwrap(body).read(cachedOnly: false) else { return XCTFail("read where waiting is allowed") }
         XCTAssertEqual(Array(bytes.buffer), [UInt8](repeating: 0x61, count: 20_000))
     }
@@ -118,10 +121,10 @@ final class DiskNonBlockingTests: XCTestCase {
     func testTheStoreDeclinesOnlyWhereASlowerTierWouldWait() throws {
         let disk = try openTier(keptFiles: 0)
         let tiered = TieredStore(tiers: [MemoryTier(limitBytes: 1 << 20), disk])
-        let key = try XCTUnwrap(try coldKey("/cold", prepare: { key in
+        let key = try coldKey("/cold", prepare: { key in
             store(disk, key, bytes: 10_000)
             _ = disk.lookup(key)  // verified once
-        }, declines: { tiered.lookupWithoutBlocking($0) == nil }), "only on disk, not in the page cache")
+        }, declines: { tiered.lookupWithoutBlocking($0) == nil }, "only on disk, not in the page cache")
         XCTAssertEqual(tiered.lookup(key).first?.bodyLength, 10_000, "read where waiting is allowed, and promoted")
         XCTAssertEqual(tiered.lookupWithoutBlocking(key)?.first?.bodyLength, 10_000, "a memory hit now: never declined")
         XCTAssertEqual(tiered.lookupWithoutBlocking("/nothing")?.count, 0, "a miss everywhere is an answer too")
