@@ -41,10 +41,7 @@ public enum PageCache {
         guard fd >= 0 else { return false }
         defer { close(fd); unlink(path) }
         let data = [UInt8](repeating: 0x74, count: bytes)
-        guard write(fd, data, data.count) == data.count else { return false }
-        _ = fsync(fd)
-        _ = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
-        guard el_range_cached(fd, 0, 1) == 0 else { return false }
+        guard write(fd, data, data.count) == data.count, drop(path) else { return false }
         var buffer = [UInt8](repeating: 0, count: bytes)
         return el_pread_nowait(fd, &buffer, bytes, 0) < 0
     }
