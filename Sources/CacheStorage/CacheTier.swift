@@ -84,6 +84,14 @@ public protocol AdmittingTier: CacheTier {
 public protocol StreamingTier: CacheTier {
     /// Nil when it cannot now.
     func beginStream(_ head: StoredHead, storedAt: Int64) -> (any TierStream)?
+    /// Has `forget` called (from the tier's own thread) with a key whose
+    /// stored pieces the tier joined by itself: the copies a faster tier
+    /// holds would hide the joined piece.
+    func whenPiecesJoin(_ forget: @escaping @Sendable (String) -> Void)
+}
+
+extension StreamingTier {
+    public func whenPiecesJoin(_ forget: @escaping @Sendable (String) -> Void) {}
 }
 
 /// A tier whose lookups may wait for a disk, and which learns what it holds

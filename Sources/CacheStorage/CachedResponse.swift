@@ -393,6 +393,19 @@ enum HeadFields {
         return found
     }
 
+    /// Appends each field line of `head` (status line left out) but those
+    /// named `name`, as they are.
+    static func appendLines(of head: UnsafeRawBufferPointer, except name: String, to out: inout [UInt8]) {
+        forEach(in: head) { n, v in
+            guard !equals(n, name) else { return true }
+            // The line runs from its name to the end of its value.
+            let start = n.baseAddress! - head.baseAddress!, end = v.baseAddress! - head.baseAddress! + v.count
+            out.append(contentsOf: head[start..<end])
+            out.append(contentsOf: [0x0D, 0x0A])
+            return true
+        }
+    }
+
     static func all(in head: UnsafeRawBufferPointer) -> HeaderFields {
         var fields = HeaderFields()
         forEach(in: head) { n, v in

@@ -1,4 +1,5 @@
 import CacheSemantics
+import HTTP1
 import HTTPHeaders
 
 /// Everything stored about a response but its body, decided once when the
@@ -48,4 +49,23 @@ public struct StoredHead: Equatable, Sendable {
     /// Whether a response with this status carries a Content-Length (RFC
     /// 9110 section 8.6: not 204, and a 304 repeats none).
     public var hasLengthField: Bool { status != 204 && status != 304 }
+}
+
+extension StoredHead {
+    /// This piece's head made to say `piece` of the same representation
+    /// (pieces joined on disk): its Content-Range names `piece`, or, when
+    /// `piece` is all of it, the head is the 200 it amounts to, without
+    /// one. Every other field line is kept as stored.
+    public func holding(_ piece: PartialContent.Piece) -> StoredHead {
+        var head = self
+        head.status = piece.isWhole ? 200 : 206
+        var prefix: [UInt8] = []
+        prefix.reserveCapacity(headPrefix.count + 16)
+        let reason = piece.isWhole ? "OK" : headPrefix.withUnsafeBytes { HeadFields.reason(in: $0) }
+        ResponseSerializer.appendStatusLine(head.status, reason: reason, to: &prefix)
+        headPrefix.withUnsafeBytes { HeadFields.appendLines(of: $0, except: "content-range", to: &prefix) }
+        if !piece.isWhole { ResponseSerializer.appendField("content-range", piece.contentRange, to: &prefix) }
+        head.headPrefix = prefix
+        return head
+    }
 }

@@ -26,6 +26,9 @@ public final class TieredStore: @unchecked Sendable {
         streaming = tiers.map { $0.asStreaming }
         blocking = tiers.map { $0.asBlocking }
         lifetimed = tiers.map { $0.asLifetime }
+        for (level, tier) in streaming.enumerated() where level > 0 {
+            tier?.whenPiecesJoin { [weak self] key in self?.forget(key, above: level) }
+        }
     }
 
     /// The first tier's name and limit (the memory tier's, for statistics).
@@ -225,6 +228,18 @@ public final class TieredStore: @unchecked Sendable {
             changesDone.add(1, ordering: .sequentiallyConsistent)
         }
         return true
+    }
+
+    /// A slower tier joined `key`'s pieces by itself: the tiers before
+    /// `level` forget the key, numbered as a removal (a promotion of what
+    /// a lookup read before the join loses to it).
+    private func forget(_ key: String, above level: Int) {
+        purges.withLock { _ in
+            changesBegun.add(1, ordering: .sequentiallyConsistent)
+            removalNumber.store(removals.withLock { $0.record(key) }, ordering: .releasing)
+            for tier in tiers[..<level] { tier.remove(key) }
+            changesDone.add(1, ordering: .sequentiallyConsistent)
+        }
     }
 
     /// Removes (or, `soft`, marks stale) what `scope` matches in every

@@ -32,7 +32,12 @@ extension Exchange: FetchClient {
             // The stored piece, then the rest as it comes: the whole, for a client that asked for it.
             answer.upstreamHead(response.completed(length: piece.piece?.length ?? 0), for: request, age: age,
                                 cacheStatus: head.cacheStatus)
-            if request.method != "HEAD" { sink.sendBody(copying: piece.body) }
+            guard request.method != "HEAD" else { return }
+            if let file = piece.bodyFile {
+                sink.sendBody(file: file)
+            } else {
+                sink.sendBody(copying: piece.body)
+            }
             return
         }
         answer.upstreamHead(response, for: request, age: age, cacheStatus: head.cacheStatus)

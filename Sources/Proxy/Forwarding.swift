@@ -26,12 +26,12 @@ final class Forwarding {
 
     /// The stored piece a GET without Range may be answered from, with
     /// the rest asked of the upstream (`fwd=partial`): one of the variant
-    /// the request selects (`facts`: its Vary fields), held in memory, for
-    /// a client that takes its coding.
+    /// the request selects (`facts`: its Vary fields), in memory or in a
+    /// file that still holds it, for a client that takes its coding.
     static func completable(among variants: Variants, for request: RequestHead, facts: RequestFacts) -> CachedResponse? {
         guard request.method == "GET", request.header("range") == nil else { return nil }
         return variants.last { entry in
-            guard entry.status == 206, entry.bodyFile == nil, let piece = entry.piece, Lookup.matches(facts, entry),
+            guard entry.status == 206, entry.bodyFile?.isReadable ?? true, let piece = entry.piece, Lookup.matches(facts, entry),
                   !ClientCoding.mustDecode(entry, for: request) else { return false }
             return PartialContent.restRequest(for: piece, etag: entry.etag) != nil
         }

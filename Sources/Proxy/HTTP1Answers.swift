@@ -205,6 +205,10 @@ extension HTTP1Answers {
     /// Queues a copy of a body piece in the answer's framing.
     func sendBody(copying bytes: UnsafeRawBufferPointer) { sendFramed(bytes.count) { enqueue(copying: bytes) } }
 
+    func sendBody(file body: FileBody) {
+        sendFramed(body.length) { enqueue(file: OpenFile(body.file), from: body.offset, to: body.offset + body.length) }
+    }
+
     /// `count` bytes queued by `enqueueBytes`, in a chunk when chunked;
     /// nothing for a bodiless answer.
     func sendFramed(_ count: Int, _ enqueueBytes: () -> Void) {

@@ -52,6 +52,9 @@ protocol ResponseSink: AnyObject {
     func sendBody(_ chunk: Bytes)
     /// A body piece, copied.
     func sendBody(copying bytes: UnsafeRawBufferPointer)
+    /// A body piece in a stored file, read as the client takes it (a
+    /// file cut shorter since, by a hand, cuts the connection).
+    func sendBody(file body: FileBody)
 
     /// The body is over (`whole`: as long as it said); true when the
     /// transport must be cut to say so (a body cut short, or one whose end

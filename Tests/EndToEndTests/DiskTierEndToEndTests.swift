@@ -100,6 +100,83 @@ final class DiskTierEndToEndTests: ConfiguredTestCase {
         XCTAssertEqual(try origin.count(target), 2, "each piece fetched once")
     }
 
+    /// Pieces too large for memory stream to their files, and the ones
+    /// that touch are joined there (the writer thread copies the stored
+    /// bytes around the new ones): a range across two of them is a hit,
+    /// and the pieces that make up the whole become the 200 that answers
+    /// a request for it.
+    func testTouchingPiecesOnDiskAreJoinedIntoTheWhole() throws {
+        let target = "/part/join?size=8000&etag=j1&ranges=1"
+        let settings = ["--config", try config("range_fill = false\nmax_object_size = \"1KiB\"\n")]
+        let larder = try start(settings)
+        let c = try larder.client()
+        let whole = try c.get(target.replacingOccurrences(of: "ranges=1", with: "ranges=0")).body
+        XCTAssertEqual(whole.count, 8000)
+        let settled = Date().addingTimeInterval(10)
+        while cacheFiles().isEmpty && Date() < settled { usleep(20_000) }
+        let other = try XCTUnwrap(cacheFiles().first, "the other URL's file")
+        /// Waits until a file of the pieces' URL holds at least `bytes`.
+        func waitForFile(holding bytes: Int) {
+            let deadline = Date().addingTimeInterval(10)
+            func largest() -> Int {
+                cacheFiles().filter { $0 != other }
+                    .compactMap { (try? FileManager.default.attributesOfItem(atPath: $0)[.size] as? Int) ?? nil }.max() ?? 0
+            }
+            while largest() < bytes && Date() < deadline { usleep(20_000) }
+            XCTAssertGreaterThanOrEqual(largest(), bytes)
+        }
+        XCTAssertEqual(try c.get(target, headers: ["Range: bytes=0-2999"]).status, 206)
+        XCTAssertEqual(try c.get(target, headers: ["Range: bytes=3000-5999"]).status, 206)
+        waitForFile(holding: 6000)
+        let across = try c.get(target, headers: ["Range: bytes=2000-4999"])
+        XCTAssertEqual(across.status, 206)
+        XCTAssertTrue(across.header("cache-status")?.contains("hit") ?? false, "a range across both pieces: \(across.headers)")
+        XCTAssertEqual(across.body, Array(whole[2000..<5000]))
+
+        XCTAssertEqual(try c.get(target, headers: ["Range: bytes=6000-"]).status, 206)
+        waitForFile(holding: 8000)
+        let all = try c.get(target)
+        XCTAssertEqual(all.status, 200)
+        XCTAssertTrue(all.header("cache-status")?.contains("hit") ?? false, "the joined whole: \(all.headers)")
+        XCTAssertNil(all.header("content-range"))
+        XCTAssertEqual(all.body, whole)
+        XCTAssertEqual(try origin.count(target), 3, "each piece fetched once, the whole never")
+        XCTAssertEqual(cacheFiles().count, 2, "the joined file and the other URL's; the pieces' files went")
+    }
+
+    /// A piece over 1 MiB is served from its file (never read into
+    /// memory): a client asking for the whole gets it from the file, then
+    /// the rest as the upstream sends it, and the rest joins the piece on
+    /// disk into the whole, a hit from then on.
+    func testALargePieceInItsFileIsCompletedWithTheRest() throws {
+        let size = 3_000_000
+        let target = "/part/large-rest?size=\(size)&etag=L1&ranges=1"
+        let larder = try start(["--config", try config("range_fill = false\n")])
+        let c = try larder.client()
+        XCTAssertEqual(try c.get(target, headers: ["Range: bytes=0-1599999"]).status, 206)
+        func waitForFile(holding bytes: Int) {
+            let deadline = Date().addingTimeInterval(10)
+            func largest() -> Int { cacheFiles().compactMap { (try? FileManager.default.attributesOfItem(atPath: $0)[.size] as? Int) ?? nil }.max() ?? 0 }
+            while largest() < bytes && Date() < deadline { usleep(20_000) }
+            XCTAssertGreaterThanOrEqual(largest(), bytes)
+        }
+        waitForFile(holding: 1_600_000)
+        let completed = try c.get(target)
+        XCTAssertEqual(completed.status, 200)
+        XCTAssertEqual(completed.header("content-length"), "\(size)")
+        XCTAssertEqual(completed.header("cache-status"), "larder; fwd=partial; fwd-status=206; stored")
+        let pairs = try origin.lastRequest(target)["headers"] as? [[String]] ?? []
+        XCTAssertTrue(pairs.contains(["range", "bytes=1600000-"]), "only the rest is asked: \(pairs)")
+        XCTAssertTrue(pairs.contains(["if-range", "\"L1\""]), "\(pairs)")
+        waitForFile(holding: size)
+        let hit = try c.get(target)
+        XCTAssertTrue(hit.header("cache-status")?.contains("hit") ?? false, "the piece and the rest joined into the whole: \(hit.headers)")
+        XCTAssertEqual(hit.body, completed.body)
+        let whole = try c.get(target.replacingOccurrences(of: "ranges=1", with: "ranges=0")).body
+        XCTAssertEqual(completed.body, whole, "the file's bytes, then the rest's")
+        XCTAssertEqual(try origin.count(target), 2, "the piece, then the rest")
+    }
+
     /// A piece kept only on disk (after a restart), its file held open by
     /// earlier hits, is completed as one in memory is: the upstream is
     /// asked for the rest alone, and the client gets the whole.

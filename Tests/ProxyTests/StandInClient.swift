@@ -102,6 +102,7 @@ final class RecordingSink: ResponseSink {
     var isBodyCongested: Bool { congested }
     func sendBody(_ chunk: Bytes) { record(chunk.count) }
     func sendBody(copying bytes: UnsafeRawBufferPointer) { record(bytes.count) }
+    func sendBody(file body: FileBody) { record(body.length) }
 
     func note(_ event: String) { events.append(event) }
 

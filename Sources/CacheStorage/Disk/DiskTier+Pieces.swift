@@ -76,7 +76,7 @@ extension DiskTier {
 
     /// The piece a stored file holds (its head read: writer thread); nil
     /// for a whole response or an unreadable file.
-    private func storedPiece(_ name: FileName) -> StoredPiece? {
+    func storedPiece(_ name: FileName) -> StoredPiece? {
         guard let fd = try? DiskIO.openForReading(path(of: name)) else { return nil }
         defer { DiskIO.close(fd) }
         return readHead(fd).flatMap { StoredPiece($0.record.head) }

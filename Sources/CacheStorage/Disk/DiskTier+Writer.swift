@@ -104,14 +104,15 @@ extension DiskTier {
         // Summed as it was written: no need to verify it on first use.
         guard indexSealed(key: stream.head.key, name: stream.name,
                           fileBytes: DiskFormat.fixedHeaderBytes + stream.metaLength + stream.bodyLength,
-                          storedAt: stream.storedAt, tags: stream.head.tags, seq: stream.seq, verified: true)
+                          storedAt: stream.storedAt, tags: stream.head.tags, seq: stream.seq, verified: true),
+              let (name, head) = joinTouchingPieces(stream.name, head: stream.head, storedAt: stream.storedAt, seq: stream.seq)
         else { return }
-        dropReplacedSiblings(of: stream.name, head: stream.head)
+        dropReplacedSiblings(of: name, head: head)
     }
 
     /// Indexes a file just renamed into place (unless its key was removed
     /// or purged since the write was queued: false) and evicts past the limit.
-    private func indexSealed(key: String, name: FileName, fileBytes: Int, storedAt: Int64, tags: [String], seq: UInt64,
+    func indexSealed(key: String, name: FileName, fileBytes: Int, storedAt: Int64, tags: [String], seq: UInt64,
                              verified: Bool) -> Bool {
         let (indexed, victims) = state.withLock { index -> (Bool, [(String, FileName)]) in
             switch index.verdict(key: key, tags: tags, seq: seq) {
@@ -164,18 +165,30 @@ extension DiskTier {
         case .store: break
         }
         let name = Self.fileName(record.head)
+        // A response whose body was left in its file (a disk hit a 304
+        // refreshed): the new fields with the body copied from the old file.
+        guard let fileBytes = writeInPlace(record, bodies: record.bodyFile.map { [$0] }, as: name),
+              indexSealed(key: record.key, name: name, fileBytes: fileBytes, storedAt: record.storedAt, tags: record.tags, seq: seq,
+                          verified: record.bodyFile != nil),
+              let (name, head) = joinTouchingPieces(name, head: record.head, storedAt: record.storedAt, seq: seq)
+        else { return }
+        dropReplacedSiblings(of: name, head: head)
+    }
+
+    /// Writes `record`'s file and renames it into place as `name`, its
+    /// body `record.body` or (`bodies`) copied from other files in turn;
+    /// its size, or nil (logged).
+    func writeInPlace(_ record: DiskRecord, bodies: [FileBody]?, as name: FileName) -> Int? {
         let dir = directory + "/" + Self.subdirectory(name.subdirectory)
-        guard makeDirectory(dir) else { return }
+        guard makeDirectory(dir) else { return nil }
         let tmp = temporaryPath(dir, name)
         let fileBytes: Int
-        if let body = record.bodyFile {
-            // A response whose body was left in its file (a disk hit a 304
-            // refreshed): the new fields with the body copied from the old file.
-            guard let written = writeCopying(record, body: body, to: tmp) else { return }
+        if let bodies {
+            guard let written = writeCopying(record, bodies: bodies, to: tmp) else { return nil }
             fileBytes = written
         } else {
             let bytes = DiskFormat.encode(record)
-            guard writeFile(tmp, bytes) else { return }
+            guard writeFile(tmp, bytes) else { return nil }
             fileBytes = bytes.count
         }
         do throws(Errno) {
@@ -183,36 +196,36 @@ extension DiskTier {
         } catch {
             fault("write", "cannot rename \(tmp): \(error)")
             try? DiskIO.remove(tmp)
-            return
+            return nil
         }
-        guard indexSealed(key: record.key, name: name, fileBytes: fileBytes, storedAt: record.storedAt, tags: record.tags, seq: seq,
-                          verified: record.bodyFile != nil)
-        else { return }
-        dropReplacedSiblings(of: name, head: record.head)
+        return fileBytes
     }
 
-    /// Writes `record`'s file to `path` with its body read from `body`
-    /// (summed as it is copied: verified); its size, or nil (logged).
-    private func writeCopying(_ record: DiskRecord, body: FileBody, to path: String) -> Int? {
+    /// Writes `record`'s file to `path` with its body read from `bodies`
+    /// in turn (summed as it is copied: verified); its size, or nil (logged).
+    private func writeCopying(_ record: DiskRecord, bodies: [FileBody], to path: String) -> Int? {
         guard let fd = createTemporary(path) else { return nil }
         defer { DiskIO.close(fd) }
         let meta = DiskFormat.encodeMeta(record)
         var sum = Checksum()
         sum.add(meta)
         var copied = writeAll(fd, [UInt8](repeating: 0, count: DiskFormat.fixedHeaderBytes), path: path) && writeAll(fd, meta, path: path)
-        let read = copied && (try? DiskIO.forEachPiece(body.file.fd, from: body.offset, length: body.length, chunk: 1 << 20) { piece in
-            guard copied else { return }
-            sum.add(piece)
-            copied = writeAll(fd, Array(piece), path: path)
-        }) == true
-        let header = DiskFormat.fixedHeader(metaLength: meta.count, bodyLength: body.length, checksum: sum.value,
+        let read = copied && bodies.allSatisfy { body in
+            (try? DiskIO.forEachPiece(body.file.fd, from: body.offset, length: body.length, chunk: 1 << 20) { piece in
+                guard copied else { return }
+                sum.add(piece)
+                copied = writeAll(fd, Array(piece), path: path)
+            }) == true
+        }
+        let bodyLength = bodies.reduce(0) { $0 + $1.length }
+        let header = DiskFormat.fixedHeader(metaLength: meta.count, bodyLength: bodyLength, checksum: sum.value,
                                             flags: record.markedStale ? DiskFormat.staleFlag : 0)
         guard read, copied, writeAll(fd, header, at: 0, path: path) else {
             if copied && !read { fault("write", "cannot read the body of \(record.key) back from its file to store it again") }
             try? DiskIO.remove(path)
             return nil
         }
-        return DiskFormat.fixedHeaderBytes + meta.count + body.length
+        return DiskFormat.fixedHeaderBytes + meta.count + bodyLength
     }
 
     /// Where `name` is written before it is renamed into place: marked as

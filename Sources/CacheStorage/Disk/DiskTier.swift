@@ -74,6 +74,8 @@ public final class DiskTier: CacheTier, StreamingTier, BlockingTier, LifetimeTie
     /// Streams being written; touched only on the writer thread.
     var streams: [UInt64: OpenStream] = [:]
     let faults = Locked<[String: Int64]>([:])
+    /// Told the keys whose pieces the writer joined (`whenPiecesJoin`).
+    let piecesJoined = Locked<(@Sendable (String) -> Void)?>(nil)
 
     /// Marks this instance's temporary files, so the start-up sweep of
     /// leftovers from a crash never deletes a write in progress.
@@ -161,6 +163,8 @@ public final class DiskTier: CacheTier, StreamingTier, BlockingTier, LifetimeTie
         store(DiskRecord(keeping: entry, storedAt: clock.now()))
         return true
     }
+
+    public func whenPiecesJoin(_ forget: @escaping @Sendable (String) -> Void) { piecesJoined.withLock { $0 = forget } }
 
     public func beginStream(_ head: StoredHead, storedAt: Int64) -> (any TierStream)? {
         var record = DiskRecord(head: head, storedAt: storedAt, body: [])
