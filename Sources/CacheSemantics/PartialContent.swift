@@ -84,22 +84,31 @@ public enum PartialContent {
     }
 
     /// The fields that ask for the rest of a stored piece that starts the
-    /// representation (cache-tests' `partial-store-partial-complete`):
-    /// `Range` from its end, and `If-Range` with its strong ETag, so that a
-    /// changed representation comes whole (200) instead. Without a strong
-    /// ETag, no If-Range: a rest that comes cannot be joined (nothing shows
-    /// it is the same representation) and the whole is asked for then,
-    /// while an upstream that answers the whole at once costs nothing
-    /// more. Nil when the piece does not start the representation.
+    /// representation (cache-tests' `partial-store-partial-complete`) or
+    /// ends it (a player's seek to the end): `Range` for the bytes it
+    /// lacks, and `If-Range` with its strong ETag, so that a changed
+    /// representation comes whole (200) instead. Without a strong ETag, no
+    /// If-Range: a rest that comes cannot be joined (nothing shows it is
+    /// the same representation) and the whole is asked for then, while an
+    /// upstream that answers the whole at once costs nothing more. Nil for
+    /// the whole, or a piece in the middle (it lacks two ranges).
     public static func restRequest(for piece: Piece, etag: String?) -> (range: String, ifRange: String?)? {
-        guard piece.first == 0, !piece.isWhole else { return nil }
-        return ("bytes=\(piece.last + 1)-", etag.flatMap { $0.hasPrefix("W/") ? nil : $0 })
+        guard let rest = rest(of: piece) else { return nil }
+        let range = rest.last == piece.length - 1 ? "bytes=\(rest.first)-" : "bytes=\(rest.first)-\(rest.last)"
+        return (range, etag.flatMap { $0.hasPrefix("W/") ? nil : $0 })
+    }
+
+    /// The bytes a piece that starts or ends the representation lacks;
+    /// nil for the whole or a piece in the middle.
+    public static func rest(of piece: Piece) -> Piece? {
+        guard !piece.isWhole, piece.first >= 0, piece.last < piece.length else { return nil }
+        if piece.first == 0 { return Piece(first: piece.last + 1, last: piece.length - 1, length: piece.length) }
+        if piece.last == piece.length - 1 { return Piece(first: 0, last: piece.first - 1, length: piece.length) }
+        return nil
     }
 
     /// Whether a 206's piece is exactly the rest `restRequest` asked for.
-    public static func isRest(_ answer: Piece, of piece: Piece) -> Bool {
-        answer.first == piece.last + 1 && answer.last == piece.length - 1 && answer.length == piece.length
-    }
+    public static func isRest(_ answer: Piece, of piece: Piece) -> Bool { rest(of: piece) == answer }
 
     /// Whether an upstream 206 (its `Content-Range` and `ETag`) completes a
     /// stored piece (its `etag`): exactly the rest, of the same

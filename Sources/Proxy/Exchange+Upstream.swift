@@ -29,15 +29,11 @@ extension Exchange: FetchClient {
         let head = machine.headSent(status: response.status, stored: stored)
         let age = isCacheLookup ? Freshness.correctedInitialAge(response.timing) : nil
         if let piece = head.piece {
-            // The stored piece, then the rest as it comes: the whole, for a client that asked for it.
+            // The stored piece and the rest as it comes, in their order:
+            // the whole, for a client that asked for it.
             answer.upstreamHead(response.completed(length: piece.piece?.length ?? 0), for: request, age: age,
                                 cacheStatus: head.cacheStatus)
-            guard request.method != "HEAD" else { return }
-            if let file = piece.bodyFile {
-                sink.sendBody(file: file)
-            } else {
-                sink.sendBody(copying: piece.body)
-            }
+            if head.pieceLeads { sendStoredPiece(piece) }
             return
         }
         answer.upstreamHead(response, for: request, age: age, cacheStatus: head.cacheStatus)
@@ -49,7 +45,20 @@ extension Exchange: FetchClient {
     func deliver(copying bytes: UnsafeRawBufferPointer) { sink.sendBody(copying: bytes) }
     /// `whole`: as long as it said (else the connection is cut, as when the
     /// response broke off).
-    func responseEnded(whole: Bool) { complete(closing: sink.endBody(whole: whole)) }
+    func responseEnded(whole: Bool) {
+        if let trailing = machine.bodyEnded(whole: whole) { sendStoredPiece(trailing) }
+        complete(closing: sink.endBody(whole: whole))
+    }
+
+    /// A stored piece's bytes, from memory or its file.
+    private func sendStoredPiece(_ piece: CachedResponse) {
+        guard request.method != "HEAD" else { return }
+        if let file = piece.bodyFile {
+            sink.sendBody(file: file)
+        } else {
+            sink.sendBody(copying: piece.body)
+        }
+    }
     func responseCut() { complete(closing: true) }
     func fetchFailed(_ kind: UpstreamFailure.Kind, detail: String) {
         perform(machine.upstreamFailed(kind, detail: detail, now: cache.clock.now()))

@@ -101,9 +101,11 @@ extension ExchangeMachine {
     struct StreamedHead {
         /// Cache-Status's value.
         var cacheStatus: String
-        /// The stored piece the 206 completes: sent first, and the head
-        /// says the whole.
+        /// The stored piece the 206 completes: the head says the whole.
         var piece: CachedResponse?
+        /// The piece starts the representation: it goes first (else it
+        /// follows the upstream's bytes: `bodyEnded`).
+        var pieceLeads = false
     }
 
     /// The upstream's head goes to the client (`stored`: the response is
@@ -111,8 +113,21 @@ extension ExchangeMachine {
     mutating func headSent(status: Int, stored: Bool) -> StreamedHead {
         if state == .forwarding { state = .streaming }
         let fwdStatus = forwarding.validating != nil || forwarding.completing != nil ? status : nil
-        return StreamedHead(cacheStatus: forwarding.cacheStatus(stored: stored, fwdStatus: fwdStatus),
-                            piece: status == 206 ? forwarding.completing : nil)
+        var head = StreamedHead(cacheStatus: forwarding.cacheStatus(stored: stored, fwdStatus: fwdStatus))
+        if status == 206, let piece = forwarding.completing {
+            head.piece = piece
+            head.pieceLeads = piece.piece?.first == 0
+            if !head.pieceLeads { upstreamPlan?.trailing = piece }
+        }
+        return head
+    }
+
+    /// The upstream's body is over (`whole`: all of it came): the stored
+    /// piece that ends the representation, sent after it, if one waits.
+    mutating func bodyEnded(whole: Bool) -> CachedResponse? {
+        guard let trailing = upstreamPlan?.trailing else { return nil }
+        upstreamPlan?.trailing = nil
+        return whole ? trailing : nil
     }
 
     /// The upstream failed before any response.

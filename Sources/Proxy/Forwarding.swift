@@ -18,9 +18,13 @@ final class Forwarding {
     var standIns = StandIns()
     /// reloadIgnoringLocalAndRemoteCacheData: Cache-Control: no-cache upstream.
     var noCacheUpstream = false
-    /// A stored piece from byte 0 that the upstream is asked to complete
-    /// (`PartialContent.restRequest`): the client gets it and the rest.
+    /// A stored piece that starts or ends the representation, which the
+    /// upstream is asked to complete (`PartialContent.restRequest`): the
+    /// client gets it and the rest, in their order.
     var completing: CachedResponse?
+    /// That piece, when it ends the representation, once the upstream's
+    /// bytes before it stream: sent when they are over.
+    var trailing: CachedResponse?
 
     init() {}
 

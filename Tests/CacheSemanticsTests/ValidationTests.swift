@@ -358,12 +358,28 @@ extension PartialContentTests {
         XCTAssertNil(PartialContent.restRequest(for: piece, etag: "W/\"e\"")?.ifRange, "If-Range needs a strong tag")
         XCTAssertEqual(PartialContent.restRequest(for: piece, etag: nil)?.range, "bytes=40-", "without one, the rest is asked all the same")
         XCTAssertNil(PartialContent.restRequest(for: piece, etag: nil)?.ifRange)
-        XCTAssertNil(PartialContent.restRequest(for: PartialContent.Piece(first: 5, last: 39, length: 100), etag: "\"e\""))
+        XCTAssertNil(PartialContent.restRequest(for: PartialContent.Piece(first: 5, last: 39, length: 100), etag: "\"e\""),
+                     "a piece in the middle lacks two ranges")
         XCTAssertNil(PartialContent.restRequest(for: PartialContent.Piece(first: 0, last: 99, length: 100), etag: "\"e\""))
         XCTAssertTrue(PartialContent.isRest(PartialContent.Piece(first: 40, last: 99, length: 100), of: piece))
         XCTAssertFalse(PartialContent.isRest(PartialContent.Piece(first: 41, last: 99, length: 100), of: piece))
         XCTAssertFalse(PartialContent.isRest(PartialContent.Piece(first: 40, last: 98, length: 100), of: piece))
         XCTAssertFalse(PartialContent.isRest(PartialContent.Piece(first: 40, last: 100, length: 101), of: piece))
+    }
+
+    /// A piece that ends the representation (a seek to the end) lacks its
+    /// start: that is asked for, as a closed range.
+    func testTheStartOfAPieceThatEndsTheRepresentationIsAskedWithIfRange() {
+        let piece = PartialContent.Piece(first: 60, last: 99, length: 100)
+        XCTAssertEqual(PartialContent.restRequest(for: piece, etag: "\"e\"")?.range, "bytes=0-59")
+        XCTAssertEqual(PartialContent.restRequest(for: piece, etag: "\"e\"")?.ifRange, "\"e\"")
+        XCTAssertTrue(PartialContent.isRest(PartialContent.Piece(first: 0, last: 59, length: 100), of: piece))
+        XCTAssertFalse(PartialContent.isRest(PartialContent.Piece(first: 0, last: 60, length: 100), of: piece))
+        XCTAssertFalse(PartialContent.isRest(PartialContent.Piece(first: 1, last: 59, length: 100), of: piece))
+        XCTAssertTrue(PartialContent.completes(piece, etag: "\"v1\"", contentRange: "bytes 0-59/100", restETag: "\"v1\""))
+        XCTAssertFalse(PartialContent.completes(piece, etag: "\"v1\"", contentRange: "bytes 0-59/100", restETag: "\"v2\""))
+        XCTAssertEqual(PartialContent.rest(of: PartialContent.Piece(first: 99, last: 99, length: 100)),
+                       PartialContent.Piece(first: 0, last: 98, length: 100))
     }
 
     /// The rest completes a piece only from the same representation: a

@@ -153,6 +153,32 @@ extension PartialContentEndToEndTests {
     /// is asked for (Range from the piece's end, If-Range with its ETag),
     /// the client gets the piece and the rest as one 200, and the joined
     /// whole is stored (cache-tests' optimal partial-store-partial-complete).
+    /// A piece that ends the representation (a player's seek to the end)
+    /// is completed too: the upstream is asked for the start alone, and
+    /// the client gets it, then the stored piece, as one 200.
+    func testAStoredPieceThatEndsTheRepresentationIsCompletedWithItsStart() throws {
+        let (origin, larder) = try start(config: "range_fill = false\n")
+        let target = "/part/tail?size=100&etag=t1&ranges=1"
+        let whole = try larder.client().get(target.replacingOccurrences(of: "ranges=1", with: "ranges=0")).body
+        let c = try larder.client()
+        XCTAssertEqual(try c.get(target, headers: ["Range: bytes=-30"]).status, 206)
+        let completed = try c.get(target)
+        XCTAssertEqual(completed.status, 200)
+        XCTAssertEqual(completed.header("content-length"), "100")
+        XCTAssertNil(completed.header("content-range"))
+        XCTAssertEqual(completed.header("cache-status"), "larder; fwd=partial; fwd-status=206; stored")
+        XCTAssertEqual(completed.body, whole, "the upstream's start, then the stored end")
+        let pairs = try origin.lastRequest(target)["headers"] as? [[String]] ?? []
+        XCTAssertTrue(pairs.contains(["range", "bytes=0-69"]), "only the start is asked: \(pairs)")
+        XCTAssertTrue(pairs.contains(["if-range", "\"t1\""]), "\(pairs)")
+        let hit = try c.get(target)
+        XCTAssertTrue(isHit(hit), "the joined whole is stored: \(hit.headers)")
+        XCTAssertEqual(hit.body, whole)
+        XCTAssertEqual(try origin.count(target), 2)
+        // The connection still serves: the answer's length was what it said.
+        XCTAssertEqual(try c.get(target, headers: ["Range: bytes=10-19"]).body, Array(whole[10..<20]))
+    }
+
     func testAStoredPieceIsCompletedWithTheRestForAClientAskingForTheWhole() throws {
         let (origin, larder) = try start(config: "range_fill = false\n")
         let target = "/part/f?size=100&etag=c1&ranges=1"

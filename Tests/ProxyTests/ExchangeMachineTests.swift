@@ -242,7 +242,27 @@ final class ExchangeMachineTests: XCTestCase {
                        "takeHead", "the same strong validator: joined")
         let joined = fits.headSent(status: 206, stored: true)
         XCTAssertTrue(joined.piece?.isSame(piece) ?? false, "the stored piece goes first")
+        XCTAssertTrue(joined.pieceLeads)
         XCTAssertEqual(joined.cacheStatus, "larder; fwd=partial; fwd-status=206; stored")
+        XCTAssertNil(fits.bodyEnded(whole: true), "nothing follows the rest")
+    }
+
+    /// A stored piece that ends the representation follows the upstream's
+    /// start, once all of it came; a start cut short is followed by nothing.
+    func testAPieceThatEndsTheRepresentationFollowsTheUpstreamsStart() {
+        let piece = entry("max-age=60", status: 206, ["etag": "\"v1\"", "content-range": "bytes 90-99/100"], body: "0123456789")
+        for whole in [true, false] {
+            var m = machine()
+            _ = m.start()
+            guard case .forward = m.lookedUp(found(miss, completable: piece), in: Variants()) else { return XCTFail() }
+            XCTAssertEqual(m.upstreamHead(response(206, ["etag": "\"v1\"", "content-range": "bytes 0-89/100"]), now: now).name,
+                           "takeHead")
+            let head = m.headSent(status: 206, stored: true)
+            XCTAssertTrue(head.piece?.isSame(piece) ?? false, "the head says the whole")
+            XCTAssertFalse(head.pieceLeads, "the upstream's bytes come first")
+            XCTAssertEqual(m.bodyEnded(whole: whole)?.isSame(piece) ?? false, whole)
+            XCTAssertNil(m.bodyEnded(whole: whole), "sent once")
+        }
     }
 
     func testTheClientGoneMidStreamStopsEverythingAfter() {
