@@ -83,40 +83,62 @@ public enum PartialContent {
         Piece(first: min(a.first, b.first), last: max(a.last, b.last), length: a.length)
     }
 
-    /// The fields that ask for the rest of a stored piece that starts the
-    /// representation (cache-tests' `partial-store-partial-complete`) or
-    /// ends it (a player's seek to the end): `Range` for the bytes it
-    /// lacks, and `If-Range` with its strong ETag, so that a changed
+    /// The fields that ask for what a stored piece lacks of `wanted` (the
+    /// whole, for a request without Range: cache-tests'
+    /// `partial-store-partial-complete`; or a client's range that reaches
+    /// past the piece, as a player's next range does): `Range` for those
+    /// bytes, and `If-Range` with its strong ETag, so that a changed
     /// representation comes whole (200) instead. Without a strong ETag, no
     /// If-Range: a rest that comes cannot be joined (nothing shows it is
-    /// the same representation) and the whole is asked for then, while an
-    /// upstream that answers the whole at once costs nothing more. Nil for
-    /// the whole, or a piece in the middle (it lacks two ranges).
-    public static func restRequest(for piece: Piece, etag: String?) -> (range: String, ifRange: String?)? {
-        guard let rest = rest(of: piece) else { return nil }
+    /// the same representation) and what was wanted is asked for then,
+    /// while an upstream that answers the whole at once costs nothing
+    /// more. Nil when the piece holds all of `wanted`, or lacks two ranges
+    /// of it (it lies inside), or none of it.
+    public static func restRequest(for piece: Piece, wanted: Piece? = nil, etag: String?) -> (range: String, ifRange: String?)? {
+        guard let rest = rest(of: piece, wanted: wanted) else { return nil }
         let range = rest.last == piece.length - 1 ? "bytes=\(rest.first)-" : "bytes=\(rest.first)-\(rest.last)"
         return (range, etag.flatMap { $0.hasPrefix("W/") ? nil : $0 })
     }
 
-    /// The bytes a piece that starts or ends the representation lacks;
-    /// nil for the whole or a piece in the middle.
-    public static func rest(of piece: Piece) -> Piece? {
-        guard !piece.isWhole, piece.first >= 0, piece.last < piece.length else { return nil }
-        if piece.first == 0 { return Piece(first: piece.last + 1, last: piece.length - 1, length: piece.length) }
-        if piece.last == piece.length - 1 { return Piece(first: 0, last: piece.first - 1, length: piece.length) }
+    /// The bytes of `wanted` (by default the whole) that a stored piece
+    /// lacks, when they are one range: the piece holds the start or the
+    /// end of what is wanted. Nil otherwise.
+    public static func rest(of piece: Piece, wanted: Piece? = nil) -> Piece? {
+        let wanted = wanted ?? Piece(first: 0, last: piece.length - 1, length: piece.length)
+        guard wanted.length == piece.length, wanted.first >= 0, wanted.first <= wanted.last, wanted.last < wanted.length else {
+            return nil
+        }
+        if piece.first <= wanted.first, wanted.first <= piece.last, piece.last < wanted.last {
+            return Piece(first: piece.last + 1, last: wanted.last, length: piece.length)
+        }
+        if wanted.first < piece.first, piece.first <= wanted.last, wanted.last <= piece.last {
+            return Piece(first: wanted.first, last: piece.first - 1, length: piece.length)
+        }
         return nil
     }
 
     /// Whether a 206's piece is exactly the rest `restRequest` asked for.
-    public static func isRest(_ answer: Piece, of piece: Piece) -> Bool { rest(of: piece) == answer }
+    public static func isRest(_ answer: Piece, of piece: Piece, wanted: Piece? = nil) -> Bool {
+        rest(of: piece, wanted: wanted) == answer
+    }
+
+    /// The single range a request's `Range` asks of a representation that
+    /// `piece` is part of (its `If-Range` holding against the piece's
+    /// validators); nil for none, several, or one that cannot be met.
+    public static func wanted(range: String?, ifRange: String?, piece: Piece, etag: String?, lastModified: String?) -> Piece? {
+        guard range != nil,
+              case .partial(let first, let last) = ByteRange.evaluate(range: range, ifRange: ifRange, length: piece.length, etag: etag,
+                                                                       lastModified: lastModified) else { return nil }
+        return Piece(first: first, last: last, length: piece.length)
+    }
 
     /// Whether an upstream 206 (its `Content-Range` and `ETag`) completes a
     /// stored piece (its `etag`): exactly the rest, of the same
     /// representation by a strong validator (section 3.4). An upstream that
     /// ignores If-Range may send the rest of a newer version: joined, the
     /// client would get a body spliced from two.
-    public static func completes(_ piece: Piece, etag: String?, contentRange: String?, restETag: String?) -> Bool {
-        guard let rest = self.piece(contentRange: contentRange), isRest(rest, of: piece) else { return false }
+    public static func completes(_ piece: Piece, wanted: Piece? = nil, etag: String?, contentRange: String?, restETag: String?) -> Bool {
+        guard let rest = self.piece(contentRange: contentRange), isRest(rest, of: piece, wanted: wanted) else { return false }
         return mayJoin(piece, etag: etag, rest, etag: restETag)
     }
 

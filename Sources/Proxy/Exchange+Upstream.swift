@@ -28,12 +28,13 @@ extension Exchange: FetchClient {
     func streams(_ response: UpstreamResponse, stored: Bool) {
         let head = machine.headSent(status: response.status, stored: stored)
         let age = isCacheLookup ? Freshness.correctedInitialAge(response.timing) : nil
-        if let piece = head.piece {
-            // The stored piece and the rest as it comes, in their order:
-            // the whole, for a client that asked for it.
-            answer.upstreamHead(response.completed(length: piece.piece?.length ?? 0), for: request, age: age,
-                                cacheStatus: head.cacheStatus)
-            if head.pieceLeads { sendStoredPiece(piece) }
+        if let completion = head.completion {
+            // The stored piece's bytes and the rest as it comes, in their
+            // order: what the client asked for (the whole, or its range).
+            let answered = completion.answersWhole ? response.completed(length: completion.held.length)
+                : response.completed(range: completion.wanted)
+            answer.upstreamHead(answered, for: request, age: age, cacheStatus: head.cacheStatus)
+            if completion.pieceLeads { sendStoredBytes(of: completion) }
             return
         }
         answer.upstreamHead(response, for: request, age: age, cacheStatus: head.cacheStatus)
@@ -46,17 +47,18 @@ extension Exchange: FetchClient {
     /// `whole`: as long as it said (else the connection is cut, as when the
     /// response broke off).
     func responseEnded(whole: Bool) {
-        if let trailing = machine.bodyEnded(whole: whole) { sendStoredPiece(trailing) }
+        if let trailing = machine.bodyEnded(whole: whole) { sendStoredBytes(of: trailing) }
         complete(closing: sink.endBody(whole: whole))
     }
 
-    /// A stored piece's bytes, from memory or its file.
-    private func sendStoredPiece(_ piece: CachedResponse) {
+    /// The bytes of a completed piece the client gets, from memory or its file.
+    private func sendStoredBytes(of completion: Completion) {
         guard request.method != "HEAD" else { return }
-        if let file = piece.bodyFile {
-            sink.sendBody(file: file)
+        let sent = completion.sent, offset = sent.first - completion.held.first
+        if let file = completion.piece.bodyFile {
+            sink.sendBody(file: file.slice(from: offset, count: sent.count))
         } else {
-            sink.sendBody(copying: piece.body)
+            sink.sendBody(copying: UnsafeRawBufferPointer(rebasing: completion.piece.body[offset..<(offset + sent.count)]))
         }
     }
     func responseCut() { complete(closing: true) }

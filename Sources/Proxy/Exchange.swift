@@ -134,7 +134,7 @@ final class Exchange {
     /// aside: one may be completed); the usual lookup has none: no copy.
     func lookedUp(_ looked: Variants) -> ExchangeAction {
         variants = looked
-        var completable: CachedResponse?
+        var completable: Completion?
         let directives = requestDirectives
         if StoredAnswer.hasPiece(looked) {
             variants = StoredAnswer.usable(looked, for: request)

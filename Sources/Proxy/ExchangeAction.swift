@@ -110,7 +110,7 @@ enum StoredServe: Equatable {
 /// outlined value witnesses on every hit.)
 struct LookupFound {
     var outcome: LookupOutcome
-    var completable: CachedResponse?
+    var completable: Completion?
     var now: Int64
     var onlyIfCached = false
     var staleIfError: Int? = nil

@@ -85,14 +85,15 @@ extension ExchangeMachine {
             offer = .refreshed(by: notModified)
             return .refresh(validating, by: notModified)
         }
-        if let completing = forwarding.completing, let piece = completing.piece,
-           status == 416 || (status == 206 && !PartialContent.completes(piece, etag: completing.etag,
+        if let completing = forwarding.completing,
+           status == 416 || (status == 206 && !PartialContent.completes(completing.held, wanted: completing.wanted,
+                                                                      etag: completing.piece.etag,
                                                                       contentRange: response.fields["content-range"],
                                                                       restETag: response.fields["etag"])) {
-            // Not the rest of the stored piece's representation: the whole,
-            // asked plainly; a piece the upstream no longer has goes.
+            // Not the rest of the stored piece's representation: what the
+            // client wants, asked plainly; a piece the upstream no longer has goes.
             forwarding.completing = nil
-            return forwardAgain(dropStored: status == 416 || response.fields["etag"] != completing.etag)
+            return forwardAgain(dropStored: status == 416 || response.fields["etag"] != completing.piece.etag)
         }
         return .takeHead
     }
@@ -101,11 +102,10 @@ extension ExchangeMachine {
     struct StreamedHead {
         /// Cache-Status's value.
         var cacheStatus: String
-        /// The stored piece the 206 completes: the head says the whole.
-        var piece: CachedResponse?
-        /// The piece starts the representation: it goes first (else it
-        /// follows the upstream's bytes: `bodyEnded`).
-        var pieceLeads = false
+        /// The stored piece the 206 completes: the head says what the
+        /// client wants, and the piece's bytes go first when it leads
+        /// (else they follow the upstream's: `bodyEnded`).
+        var completion: Completion?
     }
 
     /// The upstream's head goes to the client (`stored`: the response is
@@ -114,17 +114,16 @@ extension ExchangeMachine {
         if state == .forwarding { state = .streaming }
         let fwdStatus = forwarding.validating != nil || forwarding.completing != nil ? status : nil
         var head = StreamedHead(cacheStatus: forwarding.cacheStatus(stored: stored, fwdStatus: fwdStatus))
-        if status == 206, let piece = forwarding.completing {
-            head.piece = piece
-            head.pieceLeads = piece.piece?.first == 0
-            if !head.pieceLeads { upstreamPlan?.trailing = piece }
+        if status == 206, let completion = forwarding.completing {
+            head.completion = completion
+            if !completion.pieceLeads { upstreamPlan?.trailing = completion }
         }
         return head
     }
 
     /// The upstream's body is over (`whole`: all of it came): the stored
-    /// piece that ends the representation, sent after it, if one waits.
-    mutating func bodyEnded(whole: Bool) -> CachedResponse? {
+    /// piece whose bytes follow it, if one waits.
+    mutating func bodyEnded(whole: Bool) -> Completion? {
         guard let trailing = upstreamPlan?.trailing else { return nil }
         upstreamPlan?.trailing = nil
         return whole ? trailing : nil

@@ -243,9 +243,12 @@ struct ExchangeMachine {
             case .nothing: break
             }
             let count: ExchangeCount = how.reason == .stale ? .staleForward : .miss
-            if how.reason == .uriMiss || how.reason == .varyMiss, let piece = found.completable {
-                // Not shared: a follower would get the rest alone.
-                (forwarding.completing, forwarding.reason) = (piece, .partial)
+            if how.reason == .uriMiss || how.reason == .varyMiss, let completion = found.completable {
+                // Not shared: a follower would get the rest alone. (Kept
+                // until the upstream answers: its own block.)
+                let owned = Completion(piece: completion.piece.owned(), held: completion.held, wanted: completion.wanted,
+                                       answersWhole: completion.answersWhole)
+                (forwarding.completing, forwarding.reason) = (owned, .partial)
                 return .forward(.init(count: count))
             }
             guard how.collapse else { return .forward(.init(count: count)) }

@@ -18,27 +18,35 @@ final class Forwarding {
     var standIns = StandIns()
     /// reloadIgnoringLocalAndRemoteCacheData: Cache-Control: no-cache upstream.
     var noCacheUpstream = false
-    /// A stored piece that starts or ends the representation, which the
-    /// upstream is asked to complete (`PartialContent.restRequest`): the
-    /// client gets it and the rest, in their order.
-    var completing: CachedResponse?
-    /// That piece, when it ends the representation, once the upstream's
-    /// bytes before it stream: sent when they are over.
-    var trailing: CachedResponse?
+    /// A stored piece the upstream is asked to complete
+    /// (`PartialContent.restRequest`): the client gets its bytes and the
+    /// rest, in their order.
+    var completing: Completion?
+    /// That completion, when the piece's bytes follow the upstream's, once
+    /// those stream: sent when they are over.
+    var trailing: Completion?
 
     init() {}
 
-    /// The stored piece a GET without Range may be answered from, with
-    /// the rest asked of the upstream (`fwd=partial`): one of the variant
-    /// the request selects (`facts`: its Vary fields), in memory or in a
-    /// file that still holds it, for a client that takes its coding.
-    static func completable(among variants: Variants, for request: RequestHead, facts: RequestFacts) -> CachedResponse? {
-        guard request.method == "GET", request.header("range") == nil else { return nil }
-        return variants.last { entry in
-            guard entry.status == 206, entry.bodyFile?.isReadable ?? true, let piece = entry.piece, Lookup.matches(facts, entry),
-                  !ClientCoding.mustDecode(entry, for: request) else { return false }
-            return PartialContent.restRequest(for: piece, etag: entry.etag) != nil
+    /// The stored piece a GET may be answered from in part, with the rest
+    /// asked of the upstream (`fwd=partial`): one of the variant the
+    /// request selects (`facts`: its Vary fields), in memory or in a file
+    /// that still holds it, for a client that takes its coding, which holds
+    /// the start or the end of what the client wants (all of it, or the
+    /// one range it asks for, its If-Range holding against the piece).
+    static func completable(among variants: Variants, for request: RequestHead, facts: RequestFacts) -> Completion? {
+        guard request.method == "GET" else { return nil }
+        let range = request.combinedHeader("range")
+        for entry in variants.reversed() {
+            guard entry.status == 206, entry.bodyFile?.isReadable ?? true, let held = entry.piece, Lookup.matches(facts, entry),
+                  !ClientCoding.mustDecode(entry, for: request) else { continue }
+            let wanted = range == nil ? PartialContent.Piece(first: 0, last: held.length - 1, length: held.length)
+                : PartialContent.wanted(range: range, ifRange: request.header("if-range"), piece: held, etag: entry.etag,
+                                        lastModified: entry.lastModified)
+            guard let wanted, PartialContent.rest(of: held, wanted: wanted) != nil else { continue }
+            return Completion(piece: entry, held: held, wanted: wanted, answersWhole: range == nil)
         }
+        return nil
     }
 
     /// `isGet`: only a GET is sent conditionally (a HEAD's 304 would
@@ -64,7 +72,8 @@ final class Forwarding {
     func upstreamFields(_ forwarded: HeaderFields, among variants: Variants) -> HeaderFields {
         var fields = forwarded
         if let validating { UpstreamHeaders.addValidators(for: validating, among: variants, to: &fields) }
-        if let piece = completing?.piece, let (range, ifRange) = PartialContent.restRequest(for: piece, etag: completing?.etag) {
+        if let completing, let (range, ifRange) = PartialContent.restRequest(for: completing.held, wanted: completing.wanted,
+                                                                             etag: completing.piece.etag) {
             fields.remove("range")
             fields.remove("if-range")
             fields.append("range", range)
@@ -88,5 +97,24 @@ final class Forwarding {
     /// The Cache-Status value of an answer from upstream.
     func cacheStatus(stored: Bool, fwdStatus: Int? = nil, detail: String? = nil) -> String {
         CacheStatus.forward(reason, stored: stored, fwdStatus: fwdStatus, detail: detail)
+    }
+}
+
+/// A stored piece completed by the upstream for one client: what it
+/// holds, what the client wants (all of the representation, or the range
+/// it asked for), and in which order the two go.
+struct Completion {
+    let piece: CachedResponse
+    /// The bytes the piece holds (its Content-Range).
+    let held: PartialContent.Piece
+    let wanted: PartialContent.Piece
+    /// The client asked for all of it (a 200), not a range (a 206).
+    let answersWhole: Bool
+
+    /// The piece holds the start of what is wanted: its bytes go first.
+    var pieceLeads: Bool { held.first <= wanted.first }
+    /// The piece's bytes the client gets.
+    var sent: PartialContent.Piece {
+        PartialContent.Piece(first: max(held.first, wanted.first), last: min(held.last, wanted.last), length: held.length)
     }
 }

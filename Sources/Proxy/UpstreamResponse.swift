@@ -58,6 +58,17 @@ struct UpstreamResponse {
                                 responseTime: timing.responseTime, stripTagHeaders: false)
     }
 
+    /// This 206's head made to answer `range` of the representation (a
+    /// stored piece's bytes and this response's together).
+    func completed(range: PartialContent.Piece) -> UpstreamResponse {
+        var headers = fields
+        for name in ["content-range", "content-length", "transfer-encoding"] { headers.remove(name) }
+        headers.append("content-range", range.contentRange)
+        headers.append("content-length", String(range.count))
+        return UpstreamResponse(status: 206, reason: reason, headers: headers, requestTime: timing.requestTime,
+                                responseTime: timing.responseTime, stripTagHeaders: false)
+    }
+
     /// Whether no body follows this head (RFC 9112 section 6.3): the
     /// answer to a HEAD, a 1xx, 204 or 304.
     func hasNoBody(answering method: String) -> Bool { Self.hasNoBody(status: status, answering: method) }

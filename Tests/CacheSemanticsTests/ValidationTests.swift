@@ -382,6 +382,35 @@ extension PartialContentTests {
                        PartialContent.Piece(first: 0, last: 98, length: 100))
     }
 
+    /// A client's range that reaches past a stored piece: only the bytes
+    /// the piece lacks are asked, when they are one range.
+    func testWhatAPieceLacksOfARangeIsAskedWhenItIsOneRange() {
+        typealias Piece = PartialContent.Piece
+        let start = Piece(first: 0, last: 99, length: 1_000), later = Piece(first: 100, last: 199, length: 1_000)
+        func wanted(_ first: Int, _ last: Int) -> Piece { Piece(first: first, last: last, length: 1_000) }
+        XCTAssertEqual(PartialContent.rest(of: start, wanted: wanted(50, 199)), wanted(100, 199))
+        XCTAssertEqual(PartialContent.restRequest(for: start, wanted: wanted(50, 199), etag: "\"e\"")?.range, "bytes=100-199")
+        XCTAssertEqual(PartialContent.restRequest(for: start, wanted: wanted(50, 999), etag: "\"e\"")?.range, "bytes=100-",
+                       "to the end: an open range")
+        XCTAssertEqual(PartialContent.rest(of: later, wanted: wanted(50, 149)), wanted(50, 99), "the piece holds its end")
+        XCTAssertEqual(PartialContent.restRequest(for: later, wanted: wanted(50, 149), etag: nil)?.range, "bytes=50-99")
+        XCTAssertNil(PartialContent.rest(of: later, wanted: wanted(50, 250)), "the piece inside: two ranges lack")
+        XCTAssertNil(PartialContent.rest(of: later, wanted: wanted(120, 150)), "all of it held")
+        XCTAssertNil(PartialContent.rest(of: later, wanted: wanted(300, 350)), "none of it held")
+        XCTAssertTrue(PartialContent.completes(start, wanted: wanted(50, 199), etag: "\"e\"", contentRange: "bytes 100-199/1000",
+                                               restETag: "\"e\""))
+        XCTAssertFalse(PartialContent.completes(start, wanted: wanted(50, 199), etag: "\"e\"", contentRange: "bytes 100-999/1000",
+                                                restETag: "\"e\""), "more than was asked")
+
+        XCTAssertEqual(PartialContent.wanted(range: "bytes=50-199", ifRange: nil, piece: start, etag: "\"e\"", lastModified: nil),
+                       wanted(50, 199))
+        XCTAssertEqual(PartialContent.wanted(range: "bytes=50-", ifRange: "\"e\"", piece: start, etag: "\"e\"", lastModified: nil),
+                       wanted(50, 999))
+        XCTAssertNil(PartialContent.wanted(range: "bytes=50-199", ifRange: "\"old\"", piece: start, etag: "\"e\"", lastModified: nil),
+                     "an If-Range that does not hold wants the whole, not this piece")
+        XCTAssertNil(PartialContent.wanted(range: "bytes=0-9,50-59", ifRange: nil, piece: start, etag: "\"e\"", lastModified: nil))
+    }
+
     /// The rest completes a piece only from the same representation: a
     /// strong ETag equal to the piece's (an upstream that ignores If-Range
     /// may send a newer version's rest).

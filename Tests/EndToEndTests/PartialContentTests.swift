@@ -179,6 +179,40 @@ extension PartialContentEndToEndTests {
         XCTAssertEqual(try c.get(target, headers: ["Range: bytes=10-19"]).body, Array(whole[10..<20]))
     }
 
+    /// A range that reaches past a stored piece (a player's next range)
+    /// asks the upstream only for the bytes the piece lacks; the client
+    /// gets its range from both, and the two join.
+    func testARangeReachingPastAStoredPieceAsksOnlyForWhatItLacks() throws {
+        let (origin, larder) = try start(config: "range_fill = false\n")
+        let target = "/part/next?size=100&etag=n1&ranges=1"
+        let whole = try larder.client().get(target.replacingOccurrences(of: "ranges=1", with: "ranges=0")).body
+        let c = try larder.client()
+        XCTAssertEqual(try c.get(target, headers: ["Range: bytes=0-39"]).status, 206)
+        let next = try c.get(target, headers: ["Range: bytes=20-59"])
+        XCTAssertEqual(next.status, 206)
+        XCTAssertEqual(next.header("content-range"), "bytes 20-59/100")
+        XCTAssertEqual(next.header("content-length"), "40")
+        XCTAssertEqual(next.header("cache-status"), "larder; fwd=partial; fwd-status=206; stored")
+        XCTAssertEqual(next.body, Array(whole[20..<60]), "the stored bytes, then the upstream's")
+        var asked = try origin.lastRequest(target)["headers"] as? [[String]] ?? []
+        XCTAssertTrue(asked.contains(["range", "bytes=40-59"]), "only what the piece lacks: \(asked)")
+        XCTAssertTrue(asked.contains(["if-range", "\"n1\""]), "\(asked)")
+        let joined = try c.get(target, headers: ["Range: bytes=0-59"])
+        XCTAssertTrue(isHit(joined), "the two pieces joined: \(joined.headers)")
+        XCTAssertEqual(joined.body, Array(whole[0..<60]))
+
+        // A piece that holds the end of the range: the upstream's bytes come first.
+        XCTAssertEqual(try c.get(target, headers: ["Range: bytes=-20"]).status, 206)
+        let before = try c.get(target, headers: ["Range: bytes=70-89"])
+        XCTAssertEqual(before.header("content-range"), "bytes 70-89/100")
+        XCTAssertEqual(before.body, Array(whole[70..<90]))
+        asked = try origin.lastRequest(target)["headers"] as? [[String]] ?? []
+        XCTAssertTrue(asked.contains(["range", "bytes=70-79"]), "\(asked)")
+        XCTAssertEqual(try origin.count(target), 4)
+        // The connection still serves: each answer was as long as it said.
+        XCTAssertTrue(isHit(try c.get(target, headers: ["Range: bytes=80-99"])))
+    }
+
     func testAStoredPieceIsCompletedWithTheRestForAClientAskingForTheWhole() throws {
         let (origin, larder) = try start(config: "range_fill = false\n")
         let target = "/part/f?size=100&etag=c1&ranges=1"

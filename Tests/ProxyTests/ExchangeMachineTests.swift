@@ -31,9 +31,17 @@ final class ExchangeMachineTests: XCTestCase {
                               disconnectedGrace: grace, shared: true, fleet: fleet), choice: .chosen(policy, byClient: byClient))
     }
 
-    private func found(_ outcome: LookupOutcome, completable: CachedResponse? = nil, directives: String = "") -> LookupFound {
+    /// `completable`: a stored piece completed into the whole (or `wanted`, a range).
+    private func found(_ outcome: LookupOutcome, completable: CachedResponse? = nil, wanted: PartialContent.Piece? = nil,
+                       directives: String = "") -> LookupFound {
         let directives = CacheControl(directives)
-        return LookupFound(outcome: outcome, completable: completable, now: now, onlyIfCached: directives.onlyIfCached,
+        let completion = completable.flatMap { piece in
+            piece.piece.map { held in
+                Completion(piece: piece, held: held, wanted: wanted ?? PartialContent.Piece(first: 0, last: held.length - 1, length: held.length),
+                           answersWhole: wanted == nil)
+            }
+        }
+        return LookupFound(outcome: outcome, completable: completion, now: now, onlyIfCached: directives.onlyIfCached,
                            staleIfError: directives.staleIfError)
     }
 
@@ -72,7 +80,7 @@ final class ExchangeMachineTests: XCTestCase {
         XCTAssertEqual(m.upstreamHead(response(200), now: now).name, "takeHead")
         let head = m.headSent(status: 200, stored: true)
         XCTAssertEqual(head.cacheStatus, "larder; fwd=uri-miss; stored")
-        XCTAssertNil(head.piece)
+        XCTAssertNil(head.completion)
         XCTAssertEqual(m.state, .streaming)
         XCTAssertTrue(m.responseStarted)
         XCTAssertEqual(m.upstreamHead(response(200), now: now).name, "none", "one head per answer")
@@ -227,7 +235,7 @@ final class ExchangeMachineTests: XCTestCase {
         guard case .forward(let how) = m.lookedUp(found(miss, completable: piece), in: Variants()) else { return XCTFail() }
         XCTAssertEqual(how, .init(count: .miss), "not collapsed: a follower would get the rest alone")
         XCTAssertEqual(m.forwarding.reason, .partial)
-        XCTAssertTrue(m.forwarding.completing?.isSame(piece) ?? false)
+        XCTAssertTrue(m.forwarding.completing?.piece.isSame(piece) ?? false)
         let otherRest = response(206, ["etag": "\"v2\"", "content-range": "bytes 10-99/100"])
         guard case .forwardAgain(let dropStored) = m.upstreamHead(otherRest, now: now) else { return XCTFail() }
         XCTAssertTrue(dropStored, "the stale piece goes")
@@ -241,8 +249,8 @@ final class ExchangeMachineTests: XCTestCase {
         XCTAssertEqual(fits.upstreamHead(response(206, ["etag": "\"v1\"", "content-range": "bytes 10-99/100"]), now: now).name,
                        "takeHead", "the same strong validator: joined")
         let joined = fits.headSent(status: 206, stored: true)
-        XCTAssertTrue(joined.piece?.isSame(piece) ?? false, "the stored piece goes first")
-        XCTAssertTrue(joined.pieceLeads)
+        XCTAssertTrue(joined.completion?.piece.isSame(piece) ?? false, "the stored piece goes first")
+        XCTAssertTrue(joined.completion?.pieceLeads ?? false)
         XCTAssertEqual(joined.cacheStatus, "larder; fwd=partial; fwd-status=206; stored")
         XCTAssertNil(fits.bodyEnded(whole: true), "nothing follows the rest")
     }
@@ -258,9 +266,9 @@ final class ExchangeMachineTests: XCTestCase {
             XCTAssertEqual(m.upstreamHead(response(206, ["etag": "\"v1\"", "content-range": "bytes 0-89/100"]), now: now).name,
                            "takeHead")
             let head = m.headSent(status: 206, stored: true)
-            XCTAssertTrue(head.piece?.isSame(piece) ?? false, "the head says the whole")
-            XCTAssertFalse(head.pieceLeads, "the upstream's bytes come first")
-            XCTAssertEqual(m.bodyEnded(whole: whole)?.isSame(piece) ?? false, whole)
+            XCTAssertTrue(head.completion?.piece.isSame(piece) ?? false, "the head says the whole")
+            XCTAssertFalse(head.completion?.pieceLeads ?? true, "the upstream's bytes come first")
+            XCTAssertEqual(m.bodyEnded(whole: whole)?.piece.isSame(piece) ?? false, whole)
             XCTAssertNil(m.bodyEnded(whole: whole), "sent once")
         }
     }

@@ -102,7 +102,7 @@ extension DiskTier {
 
 extension FileBody {
     /// `count` bytes of this body from `offset` in it.
-    func slice(from offset: Int, count: Int) -> FileBody {
+    public func slice(from offset: Int, count: Int) -> FileBody {
         FileBody(file: file, offset: self.offset + offset, length: count)
     }
 }
