@@ -167,6 +167,22 @@ final class DiskPiecesTests: DiskTestCase {
         XCTAssertEqual(only.range, "bytes 200-299/10000", "a weak validator joins nothing")
     }
 
+    func testAPieceThatHoldsAStoredOneReplacesItWithoutAJoin() throws {
+        let tier = try DiskTier(directory: directory, limitBytes: 100 << 20) { _ in }
+        let joins = Locked(0)
+        tier.whenPiecesJoin { _ in joins.withLock { $0 += 1 } }
+        tier.store(piece(100, 199))
+        tier.flush(timeoutSeconds: 10)
+        try stream(tier, 0, 999, fill: 4)
+        tier.flush(timeoutSeconds: 10)
+        XCTAssertEqual(try stored(tier).body, "4x1000", "the new piece as it came")
+        XCTAssertEqual(joins.withLock { $0 }, 0, "nothing to copy from the stored piece: no join, no file written again")
+        try stream(tier, 1_000, 1_099, fill: 5)
+        tier.flush(timeoutSeconds: 10)
+        XCTAssertEqual(try stored(tier).body, "4x1000 5x100")
+        XCTAssertEqual(joins.withLock { $0 }, 1, "the faster tiers are told once")
+    }
+
     func testPiecesWhoseJoinTheTierCouldNotStoreAreNotJoined() throws {
         // 12 KiB holds objects of at most 3 KiB: two pieces of 2,000 bytes fit, their join does not.
         let tier = try DiskTier(directory: directory, limitBytes: 12 << 10) { _ in }

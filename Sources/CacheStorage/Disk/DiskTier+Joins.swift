@@ -42,10 +42,13 @@ extension DiskTier {
         let group = Self.fileName(head.key, varyValues: head.varyValues).variant & ~Self.pieceSlotBits
         guard let stored = files.variants(of: head.key) else { return nil }
         for sibling in stored where sibling.name != name && sibling.name.variant & ~Self.pieceSlotBits == group {
-            // (A join larger than the tier stores is not made: the new piece replaces the old.)
+            // (A piece the new one holds all of adds nothing: it is dropped
+            // with the replaced ones. A join larger than the tier stores is
+            // not made: the new piece replaces the old.)
             guard let old = storedPiece(sibling.name),
-                  PartialContent.mayJoin(old.piece, etag: old.etag, new.piece, etag: new.etag),
-                  PartialContent.joined(old.piece, new.piece).count <= maxObjectBytes else { continue }
+                  PartialContent.mayJoin(old.piece, etag: old.etag, new.piece, etag: new.etag) else { continue }
+            let joined = PartialContent.joined(old.piece, new.piece)
+            guard joined != new.piece, joined.count <= maxObjectBytes else { continue }
             return (sibling.name, old)
         }
         return nil
