@@ -40,7 +40,7 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
     /// The answer being passed on: its body's framing for this client and
     /// how much of the body was queued (ClientConnection+Answers).
     var answerFraming = ClientFraming.none
-    var answerBodyBytes = 0
+    var answerBodyBytes = 0, answerLimit = Int.max
     private var body: RequestBodyReader?
     /// Where the connection stands and what it waits for, and its
     /// decisions (keep-alive, pipelining, the output bound, lingering).
@@ -213,7 +213,7 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
         if head.expectsContinue && head.minorVersion == 1 {
             output.append(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
         }
-        (answerFraming, answerBodyBytes) = (.none, 0)
+        (answerFraming, answerBodyBytes, answerLimit) = (.none, 0, .max)
         let exchange = Exchange(head: consume head, sink: self, parts: parts)
         self.exchange = exchange
         exchange.start()

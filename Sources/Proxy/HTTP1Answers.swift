@@ -15,6 +15,9 @@ protocol HTTP1Answers: ResponseSink {
     var services: ConnectionServices { get }
     var answerFraming: ClientFraming { get set }
     var answerBodyBytes: Int { get set }
+    /// The body bytes the answer's head announced (`Int.max`: none); -1
+    /// once a body overran it.
+    var answerLimit: Int { get set }
     /// Whether the client is behind with its output.
     var isCongested: Bool { get }
     /// HTTP/2: the transport marks a body's end, and a connection's persistence is its own.
@@ -141,7 +144,7 @@ extension HTTP1Answers {
             return (SentAnswer(status: 416, bodyBytes: 0), nil)
         case .partial(let range, let length, _):
             enqueue(ClientHead.partial(fields: fields, range: range, length: length, tail: tail, isHidden: services.builder.isHidden))
-            answerFraming = .length
+            (answerFraming, answerLimit) = (.length, range.count)
             return (SentAnswer(status: 206, bodyBytes: range.count), range.lowerBound..<(range.upperBound + 1))
         case .whole:
             let noBody = request.method == "HEAD"
@@ -178,6 +181,7 @@ extension HTTP1Answers {
                   now: Int64, for request: RequestHead) {
         answerFraming = framesItsOwnBodies ? (noBody ? .none : length != nil ? .length : .endOfStream)
             : ClientFraming.choose(noBody: noBody, length: length, minorVersion: request.minorVersion)
+        answerLimit = answerFraming == .length ? length ?? .max : .max
         enqueue(ClientHead.forwarded(status: status, reason: reason, fields: fields, framing: answerFraming, length: length,
                                      noBody: noBody, age: age, cacheStatus: cacheStatus, dateLine: services.dateHeader.current(now: now),
                                      connection: connectionField(request), isHidden: services.builder.isHidden))
@@ -213,6 +217,13 @@ extension HTTP1Answers {
     /// nothing for a bodiless answer.
     func sendFramed(_ count: Int, _ enqueueBytes: () -> Void) {
         guard answerFraming != .none else { return }
+        guard answerBodyBytes + count <= answerLimit else {
+            // More than the head announced (an upstream whose body overruns
+            // what it said): never passed on (the client would read it as
+            // the next answer); nothing more goes, and the end is a cut.
+            answerLimit = -1
+            return
+        }
         let chunked = answerFraming == .chunked
         if chunked { enqueue(ResponseSerializer.chunkHeader(count)) }
         enqueueBytes()
@@ -225,6 +236,8 @@ extension HTTP1Answers {
     /// the connection must close, to end a close-delimited body or to cut
     /// one short of its length (`BodyEnd`).
     func endBody(whole: Bool) -> Bool {
+        // As long as announced, or it is cut (a body that fell short of the head's length).
+        let whole = whole && (answerLimit == .max || answerBodyBytes == answerLimit)
         switch BodyEnd.decide(framing: answerFraming, whole: whole) {
         case .cut:
             return true

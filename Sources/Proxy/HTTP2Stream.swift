@@ -18,7 +18,7 @@ final class HTTP2Stream: HTTP1Answers {
     var peer: String { connection.peer }
     let framesItsOwnBodies = true
     var answerFraming = ClientFraming.none
-    var answerBodyBytes = 0
+    var answerBodyBytes = 0, answerLimit = Int.max
 
     /// The request head as HTTP/1.1 text, while its fields arrive.
     private var requestText: [UInt8] = []

@@ -35,6 +35,37 @@ final class SplicedBodyEndToEndTests: ConfiguredTestCase {
         XCTAssertEqual(again.header("etag"), "\"v2\"")
         XCTAssertTrue(again.body == Array(v2[0..<100]), "v2's first bytes")
     }
+
+    /// An upstream whose rest carries more (or fewer) bytes than its own
+    /// Content-Range says, chunked so that nothing else frames it: the
+    /// client's answer announced the whole's length, so the extra bytes
+    /// would read as the next answer on its connection, and a short one
+    /// would leave it waiting. Either way the answer is cut where it
+    /// stops matching, and nothing of it is stored.
+    func testARestThatOverrunsOrFallsShortOfItsRangeCutsTheAnswer() throws {
+        let (_, larder) = try start(config: "range_fill = false\n")
+        for lie in ["overrun_if_range=10", "short_if_range=10"] {
+            let target = "/lie/\(lie.prefix(5))?size=100&etag=l1&ranges=1&\(lie)"
+            XCTAssertEqual(try larder.client().get(target, headers: ["Range: bytes=0-39"]).status, 206)
+            let c = try larder.client()
+            try c.send("GET \(target) HTTP/1.1\r\nHost: a\r\n\r\n")
+            var received: [UInt8] = []
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            while true {  // until Larder closes the connection (the client's own timeout bounds it)
+                let n = chunk.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, 0) }
+                if n <= 0 { break }
+                received += chunk[0..<n]
+            }
+            let text = String(decoding: received, as: UTF8.self)
+            XCTAssertTrue(text.hasPrefix("HTTP/1.1 200"), "\(lie): \(text.prefix(80))")
+            XCTAssertTrue(text.contains("\r\nContent-Length: 100\r\n") || text.lowercased().contains("\r\ncontent-length: 100\r\n"))
+            let bodyStart = received.firstRange(of: [13, 10, 13, 10])?.upperBound ?? received.count
+            XCTAssertLessThan(received.count - bodyStart, 100, "\(lie): cut before the length it announced")
+            XCTAssertFalse(received[bodyStart...].contains(UInt8(ascii: "X")), "\(lie): no byte past the announced length")
+            let stored = try larder.client().get(target, headers: ["Larder-Cache-Policy: returnCacheDataDontLoad"])
+            XCTAssertNotEqual(stored.status, 200, "\(lie): the mismatched rest was not joined into a stored whole")
+        }
+    }
 }
 
 /// A second Larder on a port another one holds exits 1, as docs/running.md

@@ -44,6 +44,9 @@ Query parameters on any path:
                 ranges with a multipart/byteranges 206 (not when an If-Range
                 names another ETag: then the whole, 200)
   ignore_if_range=1  with ranges=1: answer the range whatever If-Range names
+  overrun_if_range=N, short_if_range=N  with ranges=1: a one-range 206 to a
+                request with If-Range carries N bytes more (or fewer) than
+                its Content-Range says, sent chunked (a lying upstream)
   cut=N         announce the whole body (Content-Length) but send only N
                 bytes of it, then close the connection
   garbage=1     answer with bytes that are not HTTP, then close
@@ -249,6 +252,10 @@ class Handler(BaseHTTPRequestHandler):
                 lo, hi = spans[0]
                 headers["Content-Range"] = "bytes %d-%d/%d" % (lo, hi, n)
                 body, status = body[lo:hi + 1], 206
+                if if_range is not None and "overrun_if_range" in q:
+                    body, q["chunked"] = body + b"X" * int(q["overrun_if_range"]), "1"
+                if if_range is not None and "short_if_range" in q:
+                    body, q["chunked"] = body[:-int(q["short_if_range"])], "1"
             elif spans:
                 # Several ranges: multipart/byteranges (RFC 9110 section 14.6).
                 part_type = headers.pop("Content-Type", "application/octet-stream")
