@@ -312,7 +312,12 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     public var etag: String? { header("etag") }
     /// The bytes a stored 206 holds, from its Content-Range.
     public var storedPiece: PartialContent.Piece? {
-        status == 206 ? PartialContent.piece(contentRange: header("content-range")) : nil
+        // A record whose body is not the length its Content-Range says
+        // (from a damaged or forged file or Redis value) holds no piece: its
+        // ranges would be read past its body.
+        guard status == 206, let piece = PartialContent.piece(contentRange: header("content-range")), piece.count == bodyLength
+        else { return nil }
+        return piece
     }
     /// Whether the body is gzip-encoded (Content-Encoding: gzip alone).
     public var isGzip: Bool { withStorage { $0.header.isGzip } }

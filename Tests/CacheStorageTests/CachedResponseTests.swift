@@ -79,4 +79,18 @@ final class CachedResponseTests: XCTestCase {
         XCTAssertEqual(Array(stale.body), Array(e.body))
         XCTAssertGreaterThan(e.costBytes, entry(head: "HTTP/1.1 200 OK\r\nLast-Modified: Sun, 22 Nov 2026 11:00:00 GMT\r\n").costBytes)
     }
+
+    /// A 206 whose body is not the length its Content-Range says (a damaged
+    /// or forged record) holds no piece: nothing would read its ranges past
+    /// its body.
+    func testAPieceIsOnlyWhatItsBodyHolds() {
+        func piece(_ range: String, body: String) -> CachedResponse {
+            CachedResponse.make(key: "/k", status: 206, headPrefix: Array("HTTP/1.1 206 Partial Content\r\nContent-Range: \(range)\r\n".utf8),
+                                body: Array(body.utf8), timing: timing, lifetime: 60, cacheControl: CacheControl("max-age=60"),
+                                varyNames: [], varyValues: [])
+        }
+        XCTAssertEqual(piece("bytes 0-4/100", body: "hello").storedPiece, PartialContent.Piece(first: 0, last: 4, length: 100))
+        XCTAssertNil(piece("bytes 0-999/2000", body: "hello").storedPiece, "says more than it holds")
+        XCTAssertNil(piece("bytes 0-1/100", body: "hello").storedPiece, "holds more than it says")
+    }
 }

@@ -61,8 +61,8 @@ extension DiskTier {
     /// (it is dropped).
     private func join(_ name: FileName, head: StoredHead, _ new: StoredPiece, with sibling: (name: FileName, piece: StoredPiece),
                       storedAt: Int64, seq: UInt64) -> (FileName, StoredHead)? {
-        guard let newBody = body(of: name, key: head.key) else { return nil }
-        guard let oldBody = body(of: sibling.name, key: head.key) else {
+        guard let newBody = body(of: name, key: head.key), newBody.length == new.piece.count else { return nil }
+        guard let oldBody = body(of: sibling.name, key: head.key), oldBody.length == sibling.piece.piece.count else {
             // Unreadable: dropped, and the new piece looks further.
             forget(sibling.name, key: head.key)
             return (name, head)
