@@ -164,7 +164,7 @@ final class Exchange {
             }
         }
         let fetch = UpstreamFetch(fields: machine.forwarding.upstreamFields(forwarded, among: variants), for: self, upstream: upstream,
-                                  leading: leading)
+                                  leading: leading, sharing: machine.forwarding.mayShare)
         fetch.claimedInFleet = claimedInFleet
         self.fetch = fetch
         fetch.start()

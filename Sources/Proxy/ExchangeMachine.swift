@@ -244,12 +244,15 @@ struct ExchangeMachine {
             }
             let count: ExchangeCount = how.reason == .stale ? .staleForward : .miss
             if how.reason == .uriMiss || how.reason == .varyMiss, let completion = found.completable {
-                // Not shared: a follower would get the rest alone. (Kept
-                // until the upstream answers: its own block.)
-                let owned = Completion(piece: completion.piece.owned(), held: completion.held, wanted: completion.wanted,
-                                       answersWhole: completion.answersWhole)
-                (forwarding.completing, forwarding.reason) = (owned, .partial)
-                return .forward(.init(count: count))
+                // (Kept until the upstream answers: its own block.)
+                forwarding.completing = Completion(piece: completion.piece.owned(), held: completion.held, wanted: completion.wanted,
+                                                   answersWhole: completion.answersWhole)
+                // Collapsed, but never shared (a follower would get the rest
+                // alone): requests that arrive meanwhile wait, then look up
+                // again and find the joined piece.
+                guard how.collapse else { return .forward(.init(count: count)) }
+                state = .joining
+                return .collapse(count: count)
             }
             guard how.collapse else { return .forward(.init(count: count)) }
             state = .joining
@@ -301,9 +304,13 @@ struct ExchangeMachine {
             state = .claimingInFleet
             return .claimInFleet
         case .following(let fetch):
+            // Another's fetch of the whole: nothing of the stored piece is sent.
+            upstreamPlan?.completing = nil
             state = .following
             return .follow(fetch, count: .collapsed)
         case .waiting:
+            // (What the leader stores is looked up again: a piece to complete is found again then.)
+            upstreamPlan?.completing = nil
             state = .waitingForLeader
             return .awaitLeader
         case .fetchAlone:

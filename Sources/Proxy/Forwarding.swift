@@ -96,8 +96,12 @@ final class Forwarding {
 
     /// The Cache-Status value of an answer from upstream.
     func cacheStatus(stored: Bool, fwdStatus: Int? = nil, detail: String? = nil) -> String {
-        CacheStatus.forward(reason, stored: stored, fwdStatus: fwdStatus, detail: detail)
+        CacheStatus.forward(completing != nil ? .partial : reason, stored: stored, fwdStatus: fwdStatus, detail: detail)
     }
+
+    /// Whether the fetch may be shared with requests collapsed onto it: not
+    /// a completion (its upstream answer is the rest alone).
+    var mayShare: Bool { completing == nil }
 }
 
 /// A stored piece completed by the upstream for one client: what it

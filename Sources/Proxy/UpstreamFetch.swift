@@ -93,7 +93,12 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     private var server: UpstreamServer?
     private var target = ""
 
-    init(fields: HeaderFields, for client: any FetchClient, upstream: UpstreamAccess, leading: Bool) {
+    /// Whether the response may be shared with requests collapsed onto it
+    /// (not a completion's rest: they wait, then look up again).
+    private let sharing: Bool
+
+    init(fields: HeaderFields, for client: any FetchClient, upstream: UpstreamAccess, leading: Bool, sharing: Bool = true) {
+        self.sharing = sharing
         self.upstream = upstream
         pool = upstream.configuration.pool(named: client.upstreamName)
         cache = upstream.cache
@@ -418,7 +423,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
 
     /// Still leading, not yet shared, and the body so far is in memory.
     private var canShare: Bool {
-        guard machine.mayPublish, let pending = store else { return false }
+        guard sharing, machine.mayPublish, let pending = store else { return false }
         return !pending.isStreaming
     }
 

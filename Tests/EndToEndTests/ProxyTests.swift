@@ -293,7 +293,7 @@ final class ProxyTests: ProxyTestCase {
 
 /// Request collapsing: many concurrent misses, one upstream request.
 final class CollapsingTests: ProxyTestCase {
-    private func concurrentGets(_ target: String, count: Int) -> [HTTPResponse?] {
+    private func concurrentGets(_ target: String, count: Int, on other: LarderProcess? = nil) -> [HTTPResponse?] {
         final class Results: @unchecked Sendable {
             let lock = NSLock()
             var responses: [HTTPResponse?]
@@ -301,7 +301,7 @@ final class CollapsingTests: ProxyTestCase {
         }
         let results = Results(count)
         let group = DispatchGroup()
-        let port = larder.port
+        let port = (other ?? larder).port
         for i in 0..<count {
             group.enter()
             Thread {
@@ -328,6 +328,27 @@ final class CollapsingTests: ProxyTestCase {
         XCTAssertEqual(try origin.count(target), 1)
         let statuses = responses.compactMap { $0?.header("cache-status") }
         XCTAssertTrue(statuses.contains("larder; fwd=uri-miss; collapsed"), "\(statuses)")
+    }
+
+    /// Clients asking at once for the whole of a response whose first
+    /// piece is stored: one completes it (the rest alone is asked), the
+    /// others wait for it and are then answered from the joined whole;
+    /// none is sent the rest alone.
+    func testConcurrentRequestsForAStoredPiecesWholeMakeOneRestRequest() throws {
+        let (origin, larder) = try start(config: "range_fill = false\n")
+        let target = "/stampede-rest?size=20000&etag=s1&ranges=1&delay=1"
+        XCTAssertEqual(try larder.client().get(target, headers: ["Range: bytes=0-4999"]).status, 206)
+        let responses = concurrentGets(target, count: 20, on: larder)
+        XCTAssertEqual(responses.compactMap { $0 }.count, 20)
+        XCTAssertEqual(Set(responses.compactMap { $0?.status }), [200])
+        let bodies = Set(responses.compactMap { $0?.body })
+        XCTAssertEqual(bodies.count, 1, "every client got the same body")
+        XCTAssertEqual(bodies.first?.count, 20000)
+        XCTAssertEqual(try origin.count(target), 2, "the piece, then one request for the rest")
+        let statuses = responses.compactMap { $0?.header("cache-status") }
+        XCTAssertEqual(statuses.filter { $0.contains("fwd=partial") }.count, 1, "\(statuses)")
+        XCTAssertTrue(statuses.allSatisfy { $0.contains("fwd=partial") || $0 == "larder; fwd=uri-miss; collapsed" || $0.contains("; hit") },
+                      "the others waited for it (or came after it): \(statuses)")
     }
 
     func testAWaiterReceivesTheFirstBytesBeforeTheUpstreamFinishes() throws {

@@ -209,10 +209,15 @@ final class ExchangeMachineTests: XCTestCase {
         XCTAssertEqual(swr.served(.served).name, "revalidate")
     }
 
-    func testAWaiterFollowsTheLeadersResponseOrLeavesBeforeIt() {
-        let fetch = SharedFetch(head: SharedFetch.Head(
+    /// A leader's published fetch of a whole 200.
+    private var fetch: SharedFetch {
+        SharedFetch(head: SharedFetch.Head(
             status: 200, reason: nil, headers: [:], timing: ResponseTiming(requestTime: 0, responseTime: 0, dateValue: nil, ageValue: 0),
             contentLength: nil, varyNames: [], varyValues: []), limitBytes: 1 << 20)
+    }
+
+    func testAWaiterFollowsTheLeadersResponseOrLeavesBeforeIt() {
+        let fetch = self.fetch
         var m = machine()
         _ = lookedUp(&m, miss)
         _ = m.joined(.waiting)
@@ -232,9 +237,11 @@ final class ExchangeMachineTests: XCTestCase {
         var m = machine()
         let piece = entry("max-age=60", status: 206, ["etag": "\"v1\"", "content-range": "bytes 0-9/100"], body: "0123456789")
         XCTAssertEqual(m.start().name, "lookUp")
-        guard case .forward(let how) = m.lookedUp(found(miss, completable: piece), in: Variants()) else { return XCTFail() }
-        XCTAssertEqual(how, .init(count: .miss), "not collapsed: a follower would get the rest alone")
-        XCTAssertEqual(m.forwarding.reason, .partial)
+        XCTAssertEqual(m.lookedUp(found(miss, completable: piece), in: Variants()).name, "collapse", "one completion per key at a time")
+        guard case .forward(let how) = m.joined(.leading) else { return XCTFail() }
+        XCTAssertEqual(how, .init(leading: true))
+        XCTAssertFalse(m.forwarding.mayShare, "never shared: a follower would get the rest alone (it waits, then looks up again)")
+        XCTAssertEqual(m.forwarding.cacheStatus(stored: false), "larder; fwd=partial")
         XCTAssertTrue(m.forwarding.completing?.piece.isSame(piece) ?? false)
         let otherRest = response(206, ["etag": "\"v2\"", "content-range": "bytes 10-99/100"])
         guard case .forwardAgain(let dropStored) = m.upstreamHead(otherRest, now: now) else { return XCTFail() }
@@ -246,6 +253,7 @@ final class ExchangeMachineTests: XCTestCase {
         var fits = machine()
         _ = fits.start()
         _ = fits.lookedUp(found(miss, completable: piece), in: Variants())
+        _ = fits.joined(.leading)
         XCTAssertEqual(fits.upstreamHead(response(206, ["etag": "\"v1\"", "content-range": "bytes 10-99/100"]), now: now).name,
                        "takeHead", "the same strong validator: joined")
         let joined = fits.headSent(status: 206, stored: true)
@@ -253,6 +261,14 @@ final class ExchangeMachineTests: XCTestCase {
         XCTAssertTrue(joined.completion?.pieceLeads ?? false)
         XCTAssertEqual(joined.cacheStatus, "larder; fwd=partial; fwd-status=206; stored")
         XCTAssertNil(fits.bodyEnded(whole: true), "nothing follows the rest")
+
+        // Collapsed onto another's fetch of the whole: followed as it is, nothing of the piece added.
+        var follower = machine()
+        _ = follower.start()
+        _ = follower.lookedUp(found(miss, completable: piece), in: Variants())
+        XCTAssertEqual(follower.joined(.following(fetch)).name, "follow")
+        XCTAssertNil(follower.forwarding.completing)
+        XCTAssertEqual(follower.followedCacheStatus, "larder; fwd=uri-miss; collapsed")
     }
 
     /// A stored piece that ends the representation follows the upstream's
@@ -262,7 +278,8 @@ final class ExchangeMachineTests: XCTestCase {
         for whole in [true, false] {
             var m = machine()
             _ = m.start()
-            guard case .forward = m.lookedUp(found(miss, completable: piece), in: Variants()) else { return XCTFail() }
+            _ = m.lookedUp(found(miss, completable: piece), in: Variants())
+            guard case .forward = m.joined(.leading) else { return XCTFail() }
             XCTAssertEqual(m.upstreamHead(response(206, ["etag": "\"v1\"", "content-range": "bytes 0-89/100"]), now: now).name,
                            "takeHead")
             let head = m.headSent(status: 206, stored: true)
