@@ -27,8 +27,8 @@ extension DiskTier {
         for _ in 0..<PartialContent.maxPiecesPerVariant {
             guard let new = StoredPiece(head), let sibling = touchingSibling(of: name, head: head, new) else { break }
             guard let joined = join(name, head: head, new, with: sibling, storedAt: storedAt, seq: seq) else {
-                // Not written (the new file stands as it is), or refused: a removal won.
-                return joinedAny || files.variants(of: head.key)?.contains(where: { $0.name == name }) != true ? nil : (name, head)
+                // Not written (the file stands as it is), or refused: a removal won.
+                return files.variants(of: head.key)?.contains(where: { $0.name == name }) == true ? (name, head) : nil
             }
             if joined.0 != name || joined.1 != head { joinedAny = true }
             (name, head) = joined
