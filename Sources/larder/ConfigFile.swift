@@ -326,6 +326,10 @@ enum ConfigFile {
                     scope = name
                     result[name] = lineNumber
                 } else {
+                    // A table no key names (a typo, or from another
+                    // program's file): its header's line, for the error.
+                    let top = String(name.split(separator: ".").first ?? "")
+                    if result[top] == nil { result[top] = lineNumber }
                     scope = nil
                 }
                 continue

@@ -14,7 +14,8 @@ struct Larder: ParsableCommand {
         commandName: "larder",
         abstract: "An HTTP caching reverse proxy.",
         discussion: """
-            Larder forwards requests to one upstream and answers repeated GET and HEAD \
+            Larder forwards requests to its upstream (one server, or named pools that \
+            routes choose) and answers repeated GET and HEAD \
             requests from a memory tier and an optional disk tier, following HTTP \
             caching (RFC 9111). Configuration: a TOML file (--config; documented \
             example in config/larder.toml, installed as /etc/larder/larder.toml); \
