@@ -50,6 +50,7 @@ final class ConfigKeyLinesTests: XCTestCase {
         XCTAssertEqual(ConfigFile.keyLines(text), [
             "memory_limit": 2, "workers": 3, "presets": 5, "presets.short": 6, "route": 7, "route.0": 7,
             "route.0.prefix": 8, "route.1": 9, "route.1.prefix": 10, "fleet": 11, "fleet.redis": 12,
+            "something": 13,  // a table no key names: its header, for the error (its keys are not recorded)
         ])
     }
 
