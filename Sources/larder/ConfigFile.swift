@@ -57,7 +57,8 @@ enum ConfigFile {
             }
             guard let known = ConfigKey(rawValue: key) else {
                 throw ConfigError(file: path, line: lines[key], key: key,
-                                  message: UnknownKey.message("key", key, known: ConfigKey.allCases.map(\.rawValue)
+                                  message: UnknownKey.message(value.type == .table ? "table" : "key", key,
+                                                              known: ConfigKey.allCases.map(\.rawValue)
                                                                 + ["route", "fleet", "presets", "upstreams"]))
             }
             let raw: RawValue

@@ -19,7 +19,7 @@ final class ConfigCheckTests: ConfiguredTestCase {
         let cases: [(String, String)] = [
             ("memory_limt = \"1MiB\"\n", "memory_limt: unknown key (did you mean memory_limit? known:"),
             // A table's error names its header's line.
-            ("listen = \"127.0.0.1:0\"\n[fleat]\nredis = \"redis://127.0.0.1\"\n", ":2: fleat: unknown key (did you mean fleet? known:"),
+            ("listen = \"127.0.0.1:0\"\n[fleat]\nredis = \"redis://127.0.0.1\"\n", ":2: fleat: unknown table (did you mean fleet? known:"),
             ("[[route]]\nprefix = \"/a/\"\npolcy = \"reloadIgnoringCacheData\"\n", "route.polcy: unknown route key (did you mean policy?"),
             ("[[listen]]\naddress = \"127.0.0.1:0\"\ntsl = true\n", "listen.tsl: unknown listen key (did you mean tls?"),
         ]
