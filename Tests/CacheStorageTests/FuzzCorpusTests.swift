@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+import CacheSemantics
 @testable import CacheStorage
 
 /// Replays fuzz/corpus/disk_record (see fuzz/run.sh): any file decodes to a
@@ -19,6 +20,14 @@ final class FuzzCorpusTests: XCTestCase {
                 XCTAssertEqual(try DiskFormat.decode(DiskFormat.encode(record)), record, name)
                 let hit = try DiskFormat.decodeEntry(bytes, key: record.key, verify: true)
                 XCTAssertEqual(hit?.entry.storedHead, record.response.storedHead, name)
+                // As the target: the head made to say a joined piece, or the whole.
+                let piece = PartialContent.Piece(first: 0, last: 9, length: 20)
+                XCTAssertEqual(record.head.holding(piece).headPrefix.withUnsafeBytes { HeadFields.first("content-range", in: $0) },
+                               piece.contentRange, name)
+                let whole = record.head.holding(PartialContent.Piece(first: 0, last: 19, length: 20))
+                XCTAssertEqual(whole.status, 200, name)
+                XCTAssertNil(whole.headPrefix.withUnsafeBytes { HeadFields.first("content-range", in: $0) }, name)
+                if let held = hit?.entry.storedPiece { XCTAssertEqual(held.count, hit?.entry.bodyLength, name) }
             }
             // As fuzz/targets/disk_record.swift: whatever decodes has an age
             // and a freshness at any clock reading and shift, never a trap.

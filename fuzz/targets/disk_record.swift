@@ -12,6 +12,14 @@ public func diskRecordFuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         // A disk hit's decoder agrees with the record's own response.
         let hit = try! DiskFormat.decodeEntry(bytes, key: record.key, verify: true)!
         precondition(hit.storedAt == record.storedAt && hit.entry.storedHead == record.response.storedHead)
+        // Its head made to say a joined piece (the writer's join), or the
+        // whole, whatever else the head holds; a piece only what its body holds.
+        let piece = PartialContent.Piece(first: 0, last: 9, length: 20)
+        precondition(record.head.holding(piece).headPrefix.withUnsafeBytes { HeadFields.first("content-range", in: $0) }
+                     == piece.contentRange)
+        let whole = record.head.holding(PartialContent.Piece(first: 0, last: 19, length: 20))
+        precondition(whole.status == 200 && whole.headPrefix.withUnsafeBytes { HeadFields.first("content-range", in: $0) } == nil)
+        if let held = hit.entry.storedPiece { precondition(held.count == hit.entry.bodyLength) }
     }
     // Unverified (a file checked once, then changed underneath): a clean
     // failure or a response, never a crash. Whatever decodes, from disk or
