@@ -244,15 +244,10 @@ struct ExchangeMachine {
             }
             let count: ExchangeCount = how.reason == .stale ? .staleForward : .miss
             if how.reason == .uriMiss || how.reason == .varyMiss, let completion = found.completable {
-                // (Kept until the upstream answers: its own block.)
-                forwarding.completing = Completion(piece: completion.piece.owned(), held: completion.held, wanted: completion.wanted,
-                                                   answersWhole: completion.answersWhole)
-                // Collapsed, but never shared (a follower would get the rest
-                // alone): requests that arrive meanwhile wait, then look up
-                // again and find the joined piece.
-                guard how.collapse else { return .forward(.init(count: count)) }
-                state = .joining
-                return .collapse(count: count)
+                // Collapsed like any miss, but never shared (a follower would
+                // get the rest alone): requests that arrive meanwhile wait,
+                // then look up again and find the joined piece.
+                forwarding.completing = completion.owned()
             }
             guard how.collapse else { return .forward(.init(count: count)) }
             state = .joining

@@ -117,6 +117,9 @@ struct Completion {
 
     /// The piece holds the start of what is wanted: its bytes go first.
     var pieceLeads: Bool { held.first <= wanted.first }
+    /// Kept until the upstream answers: the piece in its own block (see `CachedResponse.owned`).
+    func owned() -> Completion { Completion(piece: piece.owned(), held: held, wanted: wanted, answersWhole: answersWhole) }
+
     /// The piece's bytes the client gets.
     var sent: PartialContent.Piece {
         PartialContent.Piece(first: max(held.first, wanted.first), last: min(held.last, wanted.last), length: held.length)
