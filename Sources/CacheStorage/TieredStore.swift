@@ -221,18 +221,13 @@ public final class TieredStore: @unchecked Sendable {
         var removed = false
         for tier in tiers where tier.remove(key) > 0 { removed = true }
         guard removed, tiers.count > 1 else { return removed }
-        purges.withLock { _ in
-            changesBegun.add(1, ordering: .sequentiallyConsistent)
-            removalNumber.store(removals.withLock { $0.record(key) }, ordering: .releasing)
-            for tier in tiers.dropLast() { tier.remove(key) }
-            changesDone.add(1, ordering: .sequentiallyConsistent)
-        }
+        forget(key, above: tiers.count - 1)
         return true
     }
 
-    /// A slower tier joined `key`'s pieces by itself: the tiers before
-    /// `level` forget the key, numbered as a removal (a promotion of what
-    /// a lookup read before the join loses to it).
+    /// The tiers before `level` forget `key` (after a removal; or a slower
+    /// tier joined the key's pieces by itself), numbered as a removal: a
+    /// promotion of what a lookup read before loses to it.
     private func forget(_ key: String, above level: Int) {
         purges.withLock { _ in
             changesBegun.add(1, ordering: .sequentiallyConsistent)
