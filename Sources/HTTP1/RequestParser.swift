@@ -184,13 +184,13 @@ public struct RequestParser: Sendable {
 
     /// Host, framing, Connection and Expect rules of RFC 9112.
     private func applySemantics(_ head: inout RequestHead) -> HTTPError? {
-        var hostCount = 0
+        var hostCount = 0, hostIndex = 0
         var contentLengths: [String] = []
         var transferCodings: [String] = []
         var connectionTokens: [String] = []
-        for field in head.headers {
+        for (index, field) in head.headers.enumerated() {
             switch field.name {
-            case "host": hostCount += 1
+            case "host": hostCount += 1; hostIndex = index
             case "content-length": contentLengths.append(contentsOf: splitList(field.value))
             case "transfer-encoding": transferCodings.append(contentsOf: splitList(field.value).map { $0.lowercased() })
             case "connection": connectionTokens.append(contentsOf: splitList(field.value).map { $0.lowercased() })
@@ -201,6 +201,21 @@ public struct RequestParser: Sendable {
         }
         if head.minorVersion == 1 && hostCount == 0 { return .badRequest("missing Host header") }
         if hostCount > 1 { return .badRequest("more than one Host header") }
+        // The absolute-form's authority is the host (RFC 9112 section 3.2.2),
+        // so routing, the key and the upstream read the one the target names.
+        if head.target.utf8.first != UInt8(ascii: "/") {
+            switch HostField.authority(ofTarget: head.target) {
+            case .none: break
+            case .invalid: return .badRequest("invalid authority in the request target")
+            case .host(let authority):
+                let field = HeaderField(lowercasedName: "host", value: authority)
+                if hostCount == 0 { head.headers.append(field) }
+                else { head.headers.replaceSubrange(hostIndex..<hostIndex + 1, with: CollectionOfOne(field)) }
+                hostIndex = hostCount == 0 ? head.headers.count - 1 : hostIndex
+                hostCount = 1
+            }
+        }
+        if hostCount == 1 && !HostField.isValid(head.headers[hostIndex].value) { return .badRequest("invalid Host header") }
 
         if !transferCodings.isEmpty || head.headers.contains(where: { $0.name == "transfer-encoding" }) {
             if !contentLengths.isEmpty { return .badRequest("both Content-Length and Transfer-Encoding") }

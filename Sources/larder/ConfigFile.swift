@@ -56,10 +56,11 @@ enum ConfigFile {
                 continue
             }
             guard let known = ConfigKey(rawValue: key) else {
+                if value.type == .table, let table = value.table {
+                    throw ConfigError(file: path, line: lines[key], key: key, message: unknownTable(key, keys: table.keys))
+                }
                 throw ConfigError(file: path, line: lines[key], key: key,
-                                  message: UnknownKey.message(value.type == .table ? "table" : "key", key,
-                                                              known: ConfigKey.allCases.map(\.rawValue)
-                                                                + ["route", "fleet", "presets", "upstreams"]))
+                                  message: UnknownKey.message("key", key, known: ConfigKey.allCases.map(\.rawValue) + tables))
             }
             let raw: RawValue
             switch value.type {
@@ -347,5 +348,22 @@ enum ConfigFile {
             if result[full] == nil { result[full] = lineNumber }
         }
         return result
+    }
+}
+
+extension ConfigFile {
+    /// The tables a config file may have; every other setting is a top-level key.
+    static let tables = ["route", "fleet", "presets", "upstreams", "listen"]
+
+    /// An unknown table's message: a misspelt table's name, or, for a table
+    /// whose keys are top-level keys with its name in front (`[admin]`
+    /// `listen` for `admin_listen`), those keys as they must be written.
+    static func unknownTable(_ name: String, keys: [String]) -> String {
+        let flattened = keys.map { "\(name)_\($0)" }.filter { ConfigKey(rawValue: $0) != nil }
+        if !flattened.isEmpty, flattened.count == keys.count {
+            return "unknown table (write these as top-level keys before any table: "
+                + flattened.sorted().joined(separator: ", ") + ")"
+        }
+        return UnknownKey.message("table", name, known: tables)
     }
 }

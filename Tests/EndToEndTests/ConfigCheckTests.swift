@@ -20,6 +20,10 @@ final class ConfigCheckTests: ConfiguredTestCase {
             ("memory_limt = \"1MiB\"\n", "memory_limt: unknown key (did you mean memory_limit? known:"),
             // A table's error names its header's line.
             ("listen = \"127.0.0.1:0\"\n[fleat]\nredis = \"redis://127.0.0.1\"\n", ":2: fleat: unknown table (did you mean fleet? known:"),
+            // Nested spellings of top-level keys are named as they must be written.
+            ("[admin]\nlisten = \"127.0.0.1:0\"\ntoken_file = \"/t\"\n",
+             ":1: admin: unknown table (write these as top-level keys before any table: admin_listen, admin_token_file)"),
+            ("[cache]\nsize = 1\n", "cache: unknown table (known: route, fleet, presets, upstreams, listen)"),
             ("[[route]]\nprefix = \"/a/\"\npolcy = \"reloadIgnoringCacheData\"\n", "route.polcy: unknown route key (did you mean policy?"),
             ("[[listen]]\naddress = \"127.0.0.1:0\"\ntsl = true\n", "listen.tsl: unknown listen key (did you mean tls?"),
         ]

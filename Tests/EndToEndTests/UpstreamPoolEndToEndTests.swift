@@ -187,6 +187,15 @@ final class UpstreamPoolEndToEndTests: ConfiguredTestCase {
         XCTAssertEqual(try get("eu.b.test").status, 200)
         XCTAssertEqual(try counts(), [3, 2])
 
+        // An absolute-form target names the host, whatever Host says (RFC 9112 section 3.2.2).
+        try client.send("GET http://eu.b.test/vh HTTP/1.1\r\nHost: a.test\r\n\r\n")
+        let absolute = try client.readResponse()
+        XCTAssertTrue(absolute.header("cache-status")?.hasPrefix("larder; hit") == true, "\(absolute.header("cache-status") ?? "")")
+        XCTAssertEqual(try counts(), [3, 2], "eu.b.test's stored response, not a.test's")
+        XCTAssertEqual(absolute.header("x-origin-count"), "2", "the second response b gave")
+        let other = try larder.client()
+        try other.send("GET /vh HTTP/1.1\r\nHost: a b.test\r\n\r\n")
+        XCTAssertEqual(try other.readResponse().status, 400, "a Host that is no host name makes no key")
     }
 
     /// Polls (bounded) until `condition` holds.

@@ -92,6 +92,34 @@ final class RequestParserTests: XCTestCase {
         XCTAssertEqual(head.pathAndQuery, "/x/y?z=1")
         guard case .complete(let bare, _) = parse("GET http://example.com HTTP/1.1\r\nHost: example.com\r\n\r\n") else { return XCTFail() }
         XCTAssertEqual(bare.pathAndQuery, "/")
+        // The target's authority is the host, whatever Host said (RFC 9112 section 3.2.2).
+        guard case .complete(let other, _) = parse("GET http://b.example:81/x HTTP/1.1\r\nHost: a.example\r\nX: y\r\n\r\n")
+        else { return XCTFail() }
+        XCTAssertEqual(other.header("host"), "b.example:81")
+        XCTAssertEqual(other.headers.values("host"), ["b.example:81"])
+        XCTAssertEqual(other.header("x"), "y")
+        guard case .complete(let old, _) = parse("GET http://b.example/x HTTP/1.0\r\n\r\n") else { return XCTFail() }
+        XCTAssertEqual(old.header("host"), "b.example")
+    }
+
+    /// A Host that is not `uri-host [ ":" port ]` is refused (RFC 9112
+    /// section 3.2: a MUST), so no cache key or route is made of it.
+    func testHostValues() {
+        let valid = ["a", "a.example:8080", "A-b_c~d.example", "[::1]", "[::1]:80", "[v1.x]", "a%2Db", "a:", "", "!$&'()*+,;="]
+        for host in valid {
+            guard case .complete(let head, _) = parse("GET / HTTP/1.1\r\nHost: \(host)\r\n\r\n") else {
+                XCTFail("refused \(host)"); continue
+            }
+            XCTAssertEqual(head.header("host"), host)
+        }
+        let invalid = ["a b", "a/b", "a:8x", "a:80:80", "[::1", "[]", "[::1]x", "u@a", "a%2", "a%zz", "a\"b", "a?b", "a#b",
+                       "\u{e9}.example"]
+        for host in invalid {
+            XCTAssertEqual(status(parse("GET / HTTP/1.1\r\nHost: \(host)\r\n\r\n")), 400, host)
+        }
+        XCTAssertEqual(status(parse("GET http://u@a.example/ HTTP/1.1\r\nHost: a.example\r\n\r\n")), 400, "userinfo")
+        XCTAssertEqual(status(parse("GET http:///x HTTP/1.1\r\nHost: a.example\r\n\r\n")), 400, "no authority")
+        XCTAssertEqual(status(parse("GET http://a b/ HTTP/1.1\r\nHost: a\r\n\r\n")), 400, "space")
     }
 
     /// Every malformed shape in docs/limits-and-errors.md's error table, with its status.
