@@ -19,6 +19,8 @@ public final class UpstreamTransfer {
     /// Whether any byte of a response arrived: a failure after that is not
     /// a connection failure, and the request must not be sent again.
     private var sawResponseBytes = false
+    /// Why a head callback stopped the transfer, when it was the head's fault.
+    private var refusedHead: String?
     private var completed = false
     private var cancelled = false
     private var responseTimer: TimerID = .none
@@ -278,6 +280,10 @@ public final class UpstreamTransfer {
             delegate.upstreamDidComplete(nil)
             return
         }
+        if let refusedHead {
+            delegate.upstreamDidComplete(.invalidResponse("invalid upstream response: \(refusedHead)"))
+            return
+        }
         let text = String(cString: larder_curl_easy_strerror(code))
         switch code {
         case CURLE_OPERATION_TIMEDOUT:
@@ -307,13 +313,18 @@ public final class UpstreamTransfer {
         if end == 0 {
             // Blank line: the end of a head. An interim one (1xx) is handed
             // on, except 100 (Larder answers a client's Expect itself) and
-            // 101 (no upgrades); the final head starts over.
+            // 101 (refused); the final head starts over.
             if status >= 200 {
                 headDelivered = true
                 client.loop.cancel(responseTimer)
                 delegate?.upstreamDidReceiveHead(status: status, reason: reason, headers: headers)
             } else if status > 101 {
                 delegate?.upstreamDidReceiveInterim(status: status, headers: headers)
+            } else if status == 101 {
+                // Larder asks for no upgrade: libcurl would wait for a final
+                // head on a connection that now speaks something else.
+                refusedHead = "101 Switching Protocols to a request without Upgrade"
+                return 0
             }
             return line.count
         }

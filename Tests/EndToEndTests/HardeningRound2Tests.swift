@@ -108,6 +108,17 @@ final class UpstreamFramingEndToEndTests: ProxyTestCase {
             XCTAssertEqual(r.status, 502, length)
         }
     }
+
+    /// Larder asks for no upgrade, so an upstream's 101 is a broken answer
+    /// (502 at once), not an interim one after which a final head is awaited
+    /// until `upstream_timeout`.
+    func testAnUnaskedSwitchingProtocolsIsA502() throws {
+        let target = rawTarget("/switch", "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\nxx")
+        let r = try larder.client().get(target)
+        XCTAssertEqual(r.status, 502)
+        XCTAssertTrue(r.text.contains("101 Switching Protocols"), r.text)
+        XCTAssertEqual(try larder.client().get("/after-switch").status, 200, "the worker serves on")
+    }
 }
 
 /// A figure from the admin API's /stats.
