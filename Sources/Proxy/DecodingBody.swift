@@ -183,7 +183,7 @@ final class DecodingBody: BodySource {
                 reading = true
                 WorkerStats.bump(offload.counters.offloadedReads)
                 let at = position
-                BlockingWork.shared.run({ [self] in file.read(from: at, into: buffer) }, on: offload.loop) { [self] n in
+                BlockingWork.shared.run({ [self] in withExtendedLifetime(self) { file.read(from: at, into: buffer) } }, on: offload.loop) { [self] n in
                     reading = false
                     if let n, n > 0 { fileFilled = 0..<n } else { readFailed = true }
                     self.offload?.ready()

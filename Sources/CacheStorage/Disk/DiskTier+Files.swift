@@ -175,6 +175,7 @@ extension DiskTier {
             }
         } catch {
             fault("write", "cannot write to the cache directory (\(error)); serving from memory and upstream")
+            ranOutOfSpace(error)
             return nil
         }
     }
@@ -184,6 +185,7 @@ extension DiskTier {
         let result = bytes.withUnsafeBytes { raw in Result { () throws(Errno) in try DiskIO.writeAll(fd, raw, at: offset) } }
         guard case .failure(let error) = result else { return true }
         fault("write", "cannot write \(path): \(error); serving from memory and upstream")
+        ranOutOfSpace(error)
         return false
     }
 
@@ -194,6 +196,7 @@ extension DiskTier {
             return true
         } catch {
             fault("write", "cannot create \(path): \(error); serving from memory and upstream")
+            ranOutOfSpace(error)
             return false
         }
     }

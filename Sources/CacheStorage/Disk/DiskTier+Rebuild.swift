@@ -64,6 +64,7 @@ extension DiskTier {
             index.rebuilt = true
             return index.evict(limit: limitBytes)
         })
+        checkSpace()
         rebuildListings.withLock { $0 = [] }
         verifyLargeFiles(large)
     }

@@ -114,6 +114,7 @@ extension DiskTier {
     /// or purged since the write was queued: false) and evicts past the limit.
     func indexSealed(key: String, name: FileName, fileBytes: Int, storedAt: Int64, tags: [String], seq: UInt64,
                              verified: Bool) -> Bool {
+        checkSpace()
         let (indexed, victims) = state.withLock { index -> (Bool, [(String, FileName)]) in
             switch index.verdict(key: key, tags: tags, seq: seq) {
             case .refuse:
@@ -127,7 +128,7 @@ extension DiskTier {
             }
             index.put(key: key, name: name, bytes: Self.charged(fileBytes), storedAt: storedAt, tags: tags)
             if verified { index.files.setVerified(key, name) }
-            return (true, index.evict(limit: limitBytes))
+            return (true, index.evict(limit: keptLimit))
         }
         deleteFiles(victims)
         return indexed

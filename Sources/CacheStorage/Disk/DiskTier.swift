@@ -27,6 +27,9 @@ public final class DiskTier: CacheTier, StreamingTier, BlockingTier, LifetimeTie
     public let name = "disk"
     public let directory: String
     public let limitBytes: Int
+    /// `limitBytes`, or less while the file system has less room (`DiskSpace`).
+    let spaceLimit: Atomic<Int>
+    let spaceProbe: DiskSpace.Probe
     /// A quarter of the tier: one object cannot flush the rest.
     public var maxObjectBytes: Int { limitBytes / 4 }
     /// How long a file is kept after it was stored (disk_ttl); nil: until evicted.
@@ -103,11 +106,14 @@ public final class DiskTier: CacheTier, StreamingTier, BlockingTier, LifetimeTie
     /// how long the start-up index rebuild waits before it begins.
     public init(directory: String, limitBytes: Int, lifetimeSeconds: Int? = nil, keptFiles: Int = DiskFiles.defaultKeepLimit(),
                 keptFileRecheckNanoseconds: UInt64 = DiskFiles.defaultRecheckNanoseconds, clock: WallClock = WallClock(),
-                rebuildDelayMilliseconds: Int = 0, log: @escaping @Sendable (String) -> Void) throws(OpenError) {
+                rebuildDelayMilliseconds: Int = 0, spaceProbe: @escaping DiskSpace.Probe = DiskSpace.statvfsProbe,
+                log: @escaping @Sendable (String) -> Void) throws(OpenError) {
         self.clock = clock
         files = DiskFiles(keepLimit: keptFiles, recheckNanoseconds: keptFileRecheckNanoseconds)
         self.directory = directory
         self.limitBytes = limitBytes
+        spaceLimit = Atomic(limitBytes)
+        self.spaceProbe = spaceProbe
         self.lifetimeSeconds = lifetimeSeconds
         self.log = log
         state = Locked(DiskIndex(files: files))
