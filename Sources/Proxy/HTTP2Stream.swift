@@ -25,6 +25,8 @@ final class HTTP2Stream: HTTP1Answers {
     private var cookies: [UInt8] = []
     private var pseudo: (method: String?, path: String?, authority: String?) = (nil, nil, nil)
     private var hasHost = false, hasLength = false
+    /// The Host field's value, when one came beside :authority.
+    private var host: String?
     /// Over max_header_size: answered 431.
     private var tooLarge = false
     /// Bytes of fields decoded, counted as SETTINGS_MAX_HEADER_LIST_SIZE counts them.
@@ -91,7 +93,10 @@ final class HTTP2Stream: HTTP1Answers {
             cookies += value
             return true
         }
-        if name.elementsEqual("host".utf8) { hasHost = true }
+        if name.elementsEqual("host".utf8) {
+            hasHost = true
+            host = String(decoding: value, as: UTF8.self)
+        }
         if name.elementsEqual("content-length".utf8) { hasLength = true }
         requestText += name
         requestText += ": ".utf8
@@ -106,6 +111,11 @@ final class HTTP2Stream: HTTP1Answers {
         requestEnded = endStream
         guard !tooLarge else { return refuse(431, "request header fields too large") }
         guard let method = pseudo.method, let path = pseudo.path else { return refuse(400, "malformed request: :method and :path") }
+        // :authority names the target (RFC 9113 section 8.3.1): a Host that
+        // names another is malformed, never a second host to route or key by.
+        if let host, let authority = pseudo.authority, host.lowercased() != authority.lowercased() {
+            return refuse(400, "malformed request: Host differs from :authority")
+        }
         var text = Array("\(method) \(path) HTTP/1.1\r\n".utf8)
         if !hasHost, let authority = pseudo.authority { text += "host: \(authority)\r\n".utf8 }
         text += requestText

@@ -147,6 +147,17 @@ final class HTTP2ClientTests: ConfiguredTestCase {
         XCTAssertEqual(lines.last, "RESULT goaway=none closed=0")
     }
 
+    /// :authority names the target (RFC 9113 section 8.3.1): a Host that
+    /// names another host is malformed, not a second host to key or route by.
+    func testAHostThatDiffersFromTheAuthorityIsRefused() throws {
+        let (origin, larder) = try start(config: "")
+        let other = try h2client(larder.port, ["get", "/h2/host?size=10", "1", "host=other.example"])
+        XCTAssertTrue(other.contains { $0.hasPrefix("STREAM 1 400 ") }, "\(other)")
+        let same = try h2client(larder.port, ["get", "/h2/host?size=10", "1", "host=127.0.0.1"])
+        XCTAssertTrue(same.contains { $0.hasPrefix("STREAM 1 200 10") }, "\(same)")
+        XCTAssertEqual(try origin.count("/h2/host?size=10"), 1, "only the consistent one went upstream")
+    }
+
     func testAnIdleHTTP2ConnectionIsClosedAfterKeepaliveTimeout() throws {
         let (_, larder) = try start(config: "keepalive_timeout = \"1s\"")
         let lines = try h2client(larder.port, ["idle", "/h2/idle?size=10"])

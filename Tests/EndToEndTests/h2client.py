@@ -9,7 +9,7 @@ finding, then "RESULT ..." with what the connection came to:
 goaway=<error code or none> closed=<0|1>.
 
 Modes:
-  get PATH N             N concurrent GETs of PATH on one connection; prints
+  get PATH N [NAME=VALUE ...]  N concurrent GETs of PATH on one connection (with these fields); prints
                          "STREAM <id> <status> <body bytes> <cache-status>"
   settings               prints the server's SETTINGS ("SETTING name value")
   bigheader PATH SIZE    a GET with a field of SIZE bytes; prints its status
@@ -91,8 +91,9 @@ def result(goaway, closed):
     print("RESULT goaway=%s closed=%d" % ("none" if goaway is None else goaway, 1 if closed else 0), flush=True)
 
 
-def client(sock, settings=None):
-    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+def client(sock, settings=None, validate=True):
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8",
+                                                                validate_outbound_headers=validate))
     conn.initiate_connection()
     if settings:
         conn.update_settings(settings)
@@ -100,13 +101,13 @@ def client(sock, settings=None):
     return conn
 
 
-def get(port, path, n):
+def get(port, path, n, extra=()):
     sock = connect(port)
-    conn = client(sock)
+    conn = client(sock, validate=not extra)  # extra fields may be what a server must refuse
     streams = {}
     for _ in range(n):
         sid = conn.get_next_available_stream_id()
-        conn.send_headers(sid, request_headers(path), end_stream=True)
+        conn.send_headers(sid, request_headers(path, extra), end_stream=True)
         streams[sid] = {"status": None, "bytes": 0, "cache": "", "done": False}
     sock.sendall(conn.data_to_send())
     while not all(s["done"] for s in streams.values()):
@@ -393,7 +394,7 @@ def window(port, path, trickle):
 def main():
     port, mode, args = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
     if mode == "get":
-        get(port, args[0], int(args[1]))
+        get(port, args[0], int(args[1]), [tuple(a.split("=", 1)) for a in args[2:]])
     elif mode == "settings":
         settings(port)
     elif mode == "bigheader":
