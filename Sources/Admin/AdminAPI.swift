@@ -1,6 +1,7 @@
 import CacheStorage
 import EventLoop
 import Proxy
+import HTTP1
 import HTTPHeaders
 
 /// The admin endpoints (docs/admin-and-purging.md's table): a request in, an
@@ -198,7 +199,7 @@ public final class AdminAPI {
             return purge(scope: .key(target), soft: soft)
         case "prefix":
             guard scope.value.hasPrefix("/") else { return .error(400, "prefix must be a path starting with /") }
-            return purge(scope: .prefix(scope.value), soft: soft)
+            return purge(scope: .prefix(DotSegments.normalize(scope.value)), soft: soft)
         case "tag":
             guard !scope.value.isEmpty else { return .error(400, "tag must not be empty") }
             return purge(scope: .tag(scope.value), soft: soft)
@@ -329,15 +330,17 @@ public final class AdminAPI {
     /// "/a?b" stays; "https://host:port/a?b" becomes "/a?b host:port": the
     /// host counts where routes name hosts (virtual hosts), and is dropped
     /// where they do not (`RouteTable.purgeScopes`).
+    /// Dot segments are removed as from a request's target (`DotSegments`),
+    /// so a URL purges what a client asking for it is served.
     static func target(fromPathOrURL value: String) -> String? {
-        if value.hasPrefix("/") { return value }
+        if value.hasPrefix("/") { return DotSegments.normalize(value) }
         for scheme in ["http://", "https://"] where value.lowercased().hasPrefix(scheme) {
             let rest = value.dropFirst(scheme.count)
             let slash = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) ?? rest.endIndex
             let host = rest[..<slash]
             guard !host.isEmpty, !host.contains(" ") else { return nil }
             let target = String(rest[slash...])
-            return (target.hasPrefix("/") ? target : "/" + target) + " " + host
+            return DotSegments.normalize(target.hasPrefix("/") ? target : "/" + target) + " " + host
         }
         return nil
     }

@@ -90,7 +90,7 @@ final class AdminAPITests: XCTestCase {
         put("/b/1", tags: ["red"])
         put("/c?x=1")
         XCTAssertEqual(admin.handle(method: "POST", target: "/purge?tag=red", authorization: nil).body, "{\"purged\": 2}\n")
-        XCTAssertEqual(admin.handle(method: "POST", target: "/purge?prefix=/a/", authorization: nil).body, "{\"purged\": 1}\n")
+        XCTAssertEqual(admin.handle(method: "POST", target: "/purge?prefix=/b/../a/", authorization: nil).body, "{\"purged\": 1}\n")
         // url= takes a percent-encoded path with its query, or a full URL.
         XCTAssertEqual(admin.handle(method: "POST", target: "/purge?url=http%3A%2F%2Fexample.com%2Fc%3Fx%3D1", authorization: nil).body,
                        "{\"purged\": 1}\n")
@@ -193,6 +193,9 @@ final class AdminAPITests: XCTestCase {
         XCTAssertEqual(AdminAPI.target(fromPathOrURL: "http://h"), "/ h")
         XCTAssertEqual(AdminAPI.target(fromPathOrURL: "http://h?q"), "/?q h")
         XCTAssertNil(AdminAPI.target(fromPathOrURL: "a/b"))
+        // Dot segments go as they go from a request's target: the URL names what a client is served.
+        XCTAssertEqual(AdminAPI.target(fromPathOrURL: "/a/b/../c?d/../e"), "/a/c?d/../e")
+        XCTAssertEqual(AdminAPI.target(fromPathOrURL: "http://h/x/%2e%2e/y?q"), "/y?q h")
         XCTAssertNil(AdminAPI.target(fromPathOrURL: "http://"))
         XCTAssertEqual(AdminAPI.durationSeconds("90s"), 90)
         XCTAssertEqual(AdminAPI.durationSeconds("2h"), 7200)
