@@ -184,13 +184,14 @@ public struct RequestParser: Sendable {
 
     /// Host, framing, Connection and Expect rules of RFC 9112.
     private func applySemantics(_ head: inout RequestHead) -> HTTPError? {
-        var hostCount = 0, hostIndex = 0
+        var hostCount = 0
+        var host: String?
         var contentLengths: [String] = []
         var transferCodings: [String] = []
         var connectionTokens: [String] = []
-        for (index, field) in head.headers.enumerated() {
+        for field in head.headers {
             switch field.name {
-            case "host": hostCount += 1; hostIndex = index
+            case "host": hostCount += 1; host = field.value
             case "content-length": contentLengths.append(contentsOf: splitList(field.value))
             case "transfer-encoding": transferCodings.append(contentsOf: splitList(field.value).map { $0.lowercased() })
             case "connection": connectionTokens.append(contentsOf: splitList(field.value).map { $0.lowercased() })
@@ -209,13 +210,15 @@ public struct RequestParser: Sendable {
             case .invalid: return .badRequest("invalid authority in the request target")
             case .host(let authority):
                 let field = HeaderField(lowercasedName: "host", value: authority)
-                if hostCount == 0 { head.headers.append(field) }
-                else { head.headers.replaceSubrange(hostIndex..<hostIndex + 1, with: CollectionOfOne(field)) }
-                hostIndex = hostCount == 0 ? head.headers.count - 1 : hostIndex
-                hostCount = 1
+                if let index = head.headers.firstIndex(where: { $0.name == "host" }) {
+                    head.headers.replaceSubrange(index..<index + 1, with: CollectionOfOne(field))
+                } else {
+                    head.headers.append(field)
+                }
+                host = authority
             }
         }
-        if hostCount == 1 && !HostField.isValid(head.headers[hostIndex].value) { return .badRequest("invalid Host header") }
+        if let host, !HostField.isValid(host) { return .badRequest("invalid Host header") }
 
         if !transferCodings.isEmpty || head.headers.contains(where: { $0.name == "transfer-encoding" }) {
             if !contentLengths.isEmpty { return .badRequest("both Content-Length and Transfer-Encoding") }
