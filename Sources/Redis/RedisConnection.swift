@@ -1,5 +1,6 @@
 import CHiredis
 import EventLoop
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -47,10 +48,19 @@ public final class RedisConnection: IOHandler {
                 commandTimeoutMilliseconds: UInt64) {
         self.loop = loop
         self.commandTimeoutMilliseconds = commandTimeoutMilliseconds
-        let made: UnsafeMutablePointer<redisAsyncContext>?
-        switch address.endpoint {
-        case .tcp(let host, let port): made = redisAsyncConnect(host, Int32(port))
-        case .unix(let path): made = redisAsyncConnectUnix(path)
+        func connect() -> UnsafeMutablePointer<redisAsyncContext>? {
+            switch address.endpoint {
+            case .tcp(let host, let port): return redisAsyncConnect(host, Int32(port))
+            case .unix(let path): return redisAsyncConnectUnix(path)
+            }
+        }
+        var made = connect()
+        // Out of descriptors: the disk tier's kept files are given back
+        // (`descriptorRelief`) and the socket tried once more, as libcurl's are.
+        if let failed = made, failed.pointee.err != 0, Self.isOutOfDescriptors(Self.errorText(failed)),
+           Self.relieveDescriptors() > 0 {
+            redisAsyncFree(failed)
+            made = connect()
         }
         guard let made else {
             failLater(RedisError("cannot connect to \(address): out of memory"))
@@ -103,6 +113,22 @@ public final class RedisConnection: IOHandler {
 
     private static func from(_ privdata: UnsafeMutableRawPointer?) -> RedisConnection {
         Unmanaged<RedisConnection>.fromOpaque(privdata!).takeUnretainedValue()
+    }
+
+    /// What the daemon installs to give descriptors back when the process
+    /// has none left (the disk tier's kept files); returns how many.
+    private static let descriptorRelief = Mutex<(@Sendable () -> Int)?>(nil)
+
+    public static func installDescriptorRelief(_ relief: @escaping @Sendable () -> Int) {
+        descriptorRelief.withLock { $0 = relief }
+    }
+
+    private static func relieveDescriptors() -> Int { descriptorRelief.withLock { $0 }?() ?? 0 }
+
+    /// hiredis says why a socket failed in words ("Can't create socket: "
+    /// and strerror's), not errno.
+    private static func isOutOfDescriptors(_ message: String) -> Bool {
+        message.hasSuffix(String(cString: strerror(EMFILE))) || message.hasSuffix(String(cString: strerror(ENFILE)))
     }
 
     private static func errorText(_ ac: UnsafePointer<redisAsyncContext>) -> String {

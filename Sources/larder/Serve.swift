@@ -9,6 +9,7 @@ import Glibc
 #endif
 import Logging
 import Proxy
+import Redis
 import Synchronization
 import Threads
 import TLS
@@ -96,6 +97,7 @@ struct Serve: ParsableCommand {
                                 lifetimeSeconds: settings.memoryTTLSeconds, slowerTierBehind: !tiers.isEmpty, clock: clock), at: 0)
         let store = TieredStore(tiers: tiers)
         DescriptorRelief.install { store.releaseDescriptors() }
+        RedisConnection.installDescriptorRelief { store.releaseDescriptors() }
         Self.installLifetimeRules(proxyConfig.routes, store: store)
         let stats = ProxyStats()
         let collapser = Collapser()

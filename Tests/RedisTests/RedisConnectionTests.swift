@@ -1,6 +1,7 @@
 import EventLoop
 import Foundation
 import Redis
+import Synchronization
 import TestSupport
 import XCTest
 #if canImport(Glibc)
@@ -69,6 +70,33 @@ final class RedisConnectionTests: XCTestCase {
             .error("WRONGTYPE Operation against a key holding the wrong kind of value"),
         ], "binary-safe, in order, and an error reply leaves the connection usable")
         XCTAssertEqual(try call(redis, ["PING"])?.get(), .status("PONG"))
+    }
+
+    /// Out of descriptors (the limit just above those open), the relief the
+    /// daemon installs is asked and the connection made in the one it gives back.
+    func testOutOfDescriptorsTheReliefIsAskedAndTheConnectionIsMade() throws {
+        let server = try RedisServer()
+        let spare = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        XCTAssertGreaterThanOrEqual(spare, 0)
+        let spareFD = Atomic<Int32>(spare)
+        let asked = Atomic<Int>(0)
+        RedisConnection.installDescriptorRelief {
+            asked.add(1, ordering: .relaxed)
+            let fd = spareFD.exchange(-1, ordering: .relaxed)
+            guard fd >= 0 else { return 0 }
+            close(fd)
+            return 1
+        }
+        defer { RedisConnection.installDescriptorRelief { 0 } }
+        var limit = rlimit()
+        XCTAssertEqual(getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit), 0)
+        var tight = limit
+        tight.rlim_cur = rlim_t(spare + 1)
+        XCTAssertEqual(setrlimit(Int32(RLIMIT_NOFILE.rawValue), &tight), 0)
+        let redis = try connect("redis://127.0.0.1:\(server.port)")
+        XCTAssertEqual(setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit), 0)
+        XCTAssertEqual(asked.load(ordering: .relaxed), 1)
+        XCTAssertEqual(try call(redis, ["PING"])?.get(), .status("PONG"), "connected in the descriptor given back")
     }
 
     func testTheDatabaseInTheAddressIsSelectedAndAUnixSocketWorks() throws {
