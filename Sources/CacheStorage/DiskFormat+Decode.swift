@@ -170,7 +170,7 @@ extension DiskFormat {
         guard r.atEnd, varyNames.count == varyValues.count, (100...999).contains(status), flags <= UInt32(UInt16.max),
               (0...Int64(UInt32.max)).contains(lifetime), isStatusLineStart(prefix),
               plausibleTimes(requestTime, responseTime, storedAt), date == Int64.min || plausibleTimes(date),
-              (0...Int64(Int32.max)).contains(age)
+              (0...maxDeltaSeconds).contains(age)
         else { throw .malformedMeta }
         let timing = ResponseTiming(requestTime: requestTime, responseTime: responseTime,
                                     dateValue: date == Int64.min ? nil : date, ageValue: Int(clamping: age))
@@ -178,6 +178,10 @@ extension DiskFormat {
                     isGzip: isGzip, directives: PackedCacheControl(flags: UInt16(flags), values: values), prefix: prefix,
                     otherFields: otherFields, varyNames: varyNames, varyValues: varyValues, tags: tags)
     }
+
+    /// The largest Age a record holds: 2^31, what RFC 9111 section 1.2.2
+    /// makes of a larger delta-seconds (an upstream's `Age` is stored so).
+    static let maxDeltaSeconds: Int64 = 2_147_483_648
 
     /// Times a record may hold: seconds within years -9999...9999, so that
     /// no sum or difference of them and a clock can overflow (a record from

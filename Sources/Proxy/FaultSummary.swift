@@ -16,7 +16,8 @@ final class FaultSummary: Sendable {
     private let kinds = Mutex<[String: Kind]>([:])
 
     /// Counts a fault of `kind` (its text, numbers made `N` so that one
-    /// kind stays one); returns the line to log now, if one is due.
+    /// kind stays one); returns the line to log now, if one is due, in
+    /// this fault's words.
     func note(_ kind: String, example: @autoclosure () -> String, now: UInt64 = EventLoop.nowMilliseconds()) -> String? {
         let key = Self.normalized(kind)
         let count = kinds.withLock { kinds -> Int? in
@@ -33,7 +34,9 @@ final class FaultSummary: Sendable {
         }
         guard let count else { return nil }
         let times = count == 1 ? "once" : "\(count) times"
-        return "\(key) (\(times) since the last such line, at most one each \(Self.intervalMilliseconds / 1000) s; latest: \(example()))"
+        // The latest fault's own words (its address, port, status), not the
+        // kind's key with every number made N.
+        return "\(kind) (\(times) since the last such line, at most one each \(Self.intervalMilliseconds / 1000) s; latest: \(example()))"
     }
 
     /// Digit runs become `N` (ports, times, counts vary within one kind).

@@ -56,6 +56,22 @@ final class DiskFormatTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(shifted?.entry.currentAge(now: Int64.max) ?? -1, 0)
     }
 
+    /// What the writer makes of any upstream's values is read back: an Age
+    /// beyond delta-seconds (2^31, as RFC 9111 section 1.2.2 saturates it)
+    /// and the last date HTTP can write. Before, such an Age made the file
+    /// "unreadable" and it was dropped at the next start.
+    func testTheExtremesAnUpstreamCanSendAreReadBack() throws {
+        var extreme = record()
+        extreme.head.timing.ageValue = try XCTUnwrap(Freshness.parseAge("999999999999999999999"))
+        extreme.head.timing.dateValue = HTTPDate.parse("Fri, 31 Dec 9999 23:59:59 GMT")
+        XCTAssertNotNil(extreme.head.timing.dateValue)
+        let bytes = DiskFormat.encode(extreme)
+        XCTAssertEqual(try DiskFormat.decode(bytes), extreme)
+        XCTAssertNotNil(try DiskFormat.decodeEntry(bytes, key: extreme.key, verify: true))
+        extreme.head.timing.ageValue += 1
+        XCTAssertThrowsError(try DiskFormat.decode(DiskFormat.encode(extreme)), "beyond what any upstream's Age becomes")
+    }
+
     func testRoundTrip() throws {
         for body in [[], Array("x".utf8), [UInt8](repeating: 7, count: 100_003)] {
             let original = record(body: body)
