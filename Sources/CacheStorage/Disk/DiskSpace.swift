@@ -39,7 +39,7 @@ extension DiskTier {
     var keptLimit: Int { spaceLimit.load(ordering: .relaxed) }
 
     /// Asks the file system how much room is left and evicts down to it
-    /// (writer thread, before a write is indexed; a statvfs is about a
+    /// (writer thread, after each write is indexed; a statvfs is about a
     /// microsecond beside the write's own calls). Only once the index is
     /// complete: before, what it holds is less than the directory holds,
     /// and files would go that need not (a write that fails then is logged).

@@ -114,7 +114,6 @@ extension DiskTier {
     /// or purged since the write was queued: false) and evicts past the limit.
     func indexSealed(key: String, name: FileName, fileBytes: Int, storedAt: Int64, tags: [String], seq: UInt64,
                              verified: Bool) -> Bool {
-        checkSpace()
         let (indexed, victims) = state.withLock { index -> (Bool, [(String, FileName)]) in
             switch index.verdict(key: key, tags: tags, seq: seq) {
             case .refuse:
@@ -131,6 +130,8 @@ extension DiskTier {
             return (true, index.evict(limit: keptLimit))
         }
         deleteFiles(victims)
+        // With the file counted: the file system's free bytes no longer hold it.
+        checkSpace()
         return indexed
     }
 
