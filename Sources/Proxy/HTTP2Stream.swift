@@ -66,6 +66,13 @@ final class HTTP2Stream: HTTP1Answers {
 
     // MARK: the request
 
+    /// A host as compared: lower case, without a default port (80 or 443).
+    static func sameHost(_ host: String) -> Substring {
+        var host = Substring(host.lowercased())
+        if host.hasSuffix(":80") { host = host.dropLast(3) } else if host.hasSuffix(":443") { host = host.dropLast(4) }
+        return host
+    }
+
     /// One field; pseudo-fields are kept for the request line. False when
     /// the fields decoded so far are far beyond the limit (an HPACK bomb:
     /// small references to large table entries): the stream is reset
@@ -113,7 +120,7 @@ final class HTTP2Stream: HTTP1Answers {
         guard let method = pseudo.method, let path = pseudo.path else { return refuse(400, "malformed request: :method and :path") }
         // :authority names the target (RFC 9113 section 8.3.1): a Host that
         // names another is malformed, never a second host to route or key by.
-        if let host, let authority = pseudo.authority, host.lowercased() != authority.lowercased() {
+        if let host, let authority = pseudo.authority, Self.sameHost(host) != Self.sameHost(authority) {
             return refuse(400, "malformed request: Host differs from :authority")
         }
         var text = Array("\(method) \(path) HTTP/1.1\r\n".utf8)

@@ -27,6 +27,15 @@ final class HTTP2PartsTests: XCTestCase {
         ])
     }
 
+    /// Host beside :authority: the same host in another case or with its
+    /// default port is the same; another host or port is not.
+    func testHostsAreComparedWithoutCaseOrDefaultPort() {
+        XCTAssertEqual(HTTP2Stream.sameHost("A.Example:443"), HTTP2Stream.sameHost("a.example"))
+        XCTAssertEqual(HTTP2Stream.sameHost("a.example:80"), HTTP2Stream.sameHost("a.example"))
+        XCTAssertNotEqual(HTTP2Stream.sameHost("a.example:8443"), HTTP2Stream.sameHost("a.example"))
+        XCTAssertNotEqual(HTTP2Stream.sameHost("b.example"), HTTP2Stream.sameHost("a.example"))
+    }
+
     func testTheHeadEndIsFoundWhereverTheBodyBegins() {
         let message = Array("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi".utf8)
         XCTAssertEqual(ResponseFields.headEnd(message), message.count - 2)
