@@ -62,6 +62,37 @@ enum ConfigChecks {
         return warnings
     }
 
+    /// Why `serve` (as this user) would run without the disk tier that
+    /// `cache_dir` names: a disk that cannot be used does not stop it (it
+    /// logs "disk tier disabled" and serves from memory), so check-config
+    /// says so beforehand. nil when the directory is usable or can be made.
+    static func cacheDirectoryWarning(_ directory: String?) -> String? {
+        guard let directory else { return nil }
+        let consequence = "serve would run without a disk tier (memory only)"
+        func isDirectory(_ path: String) -> Bool? {
+            var info = stat()
+            guard stat(path, &info) == 0 else { return nil }
+            return info.st_mode & S_IFMT == S_IFDIR
+        }
+        func writable(_ path: String) -> Bool { access(path, W_OK | X_OK) == 0 }
+        switch isDirectory(directory) {
+        case true?:
+            return writable(directory) ? nil : "cache_dir \(directory) is not writable by this user: \(consequence) "
+                + "unless the service runs as a user that may write it"
+        case false?:
+            return "cache_dir \(directory) is not a directory: \(consequence)"
+        case nil:
+            // Created with one mkdir: its parent must be a directory this user may write.
+            let parent = directory.hasSuffix("/") ? String(directory.dropLast()) : directory
+            let parentPath = parent.lastIndex(of: "/").map { $0 == parent.startIndex ? "/" : String(parent[..<$0]) } ?? "."
+            guard isDirectory(parentPath) == true else {
+                return "cache_dir \(directory) cannot be created: \(parentPath) is not a directory: \(consequence)"
+            }
+            return writable(parentPath) ? nil : "cache_dir \(directory) does not exist and this user cannot create it in "
+                + "\(parentPath): \(consequence) unless the service creates it (systemd's CacheDirectory=)"
+        }
+    }
+
     /// The refusal of an admin API at `host` (shown as `shown`) without a token, if any.
     static func adminRefusal(host: String, shown: String, token: String?) -> String? {
         guard token == nil, !Serve.isLoopback(host) else { return nil }

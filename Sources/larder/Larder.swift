@@ -186,7 +186,9 @@ struct CheckConfig: ParsableCommand {
             complain("\(config): \(refusal.message)")
             throw Exit.config
         }
-        for warning in warnings { complain("warning: \(warning)", priority: 4) }
+        for warning in warnings + [ConfigChecks.cacheDirectoryWarning(settings.cacheDirectory)].compactMap({ $0 }) {
+            complain("warning: \(warning)", priority: 4)
+        }
         if printAll {
             print(EffectiveConfig.render(settings), terminator: "")
             return

@@ -55,6 +55,23 @@ final class ConfigCheckTests: ConfiguredTestCase {
         XCTAssertEqual(try larder(["check-config", "--config", withToken]).status, 0)
     }
 
+    /// A cache_dir serve cannot use does not stop it (it serves from memory
+    /// and logs "disk tier disabled"): check-config says so beforehand.
+    func testACacheDirectoryServeCannotUseIsWarnedAbout() throws {
+        let file = temporaryPath("larder-not-a-dir")
+        try Data("x".utf8).write(to: URL(fileURLWithPath: file))
+        let cases = [(file, "cache_dir \(file) is not a directory: serve would run without a disk tier"),
+                     (file + "/sub", "cache_dir \(file)/sub cannot be created: \(file) is not a directory")]
+        for (directory, warning) in cases {
+            let r = try larder(["check-config", "--config", try writeConfig("cache_dir = \"\(directory)\"\n")])
+            XCTAssertEqual(r.status, 0, "serve would start: \(r.stderr)")
+            XCTAssertTrue(r.stderr.contains("warning: " + warning), r.stderr)
+        }
+        let usable = try larder(["check-config", "--config", try writeConfig("cache_dir = \"\(temporaryPath("larder-new-cache"))\"\n")])
+        XCTAssertEqual(usable.status, 0)
+        XCTAssertFalse(usable.stderr.contains("warning"), usable.stderr)
+    }
+
     func testTheConfigFileIsFoundWithoutAFlagAndTheToolsUseItsAdminAddressAndToken() throws {
         let origin = try startOrigin()
         let adminPort = unusedPort()
