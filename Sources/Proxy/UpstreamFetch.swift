@@ -91,6 +91,8 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     /// attempt, and the path and query it is sent.
     private let pool: UpstreamPool
     private var server: UpstreamServer?
+    /// Which server a logged fault came from (libcurl's words name none).
+    private var faultPlace: String { server.map { " from \($0.base)" } ?? "" }
     private var target = ""
 
     /// Whether the response may be shared with requests collapsed onto it
@@ -202,7 +204,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
             // RFC 9112 section 6.3: discard the response, close the upstream
             // connection, 502 (the body's end cannot be known).
             WorkerStats.bump(upstream.counters.upstreamErrors)
-            if let line = FaultSummary.shared.note("invalid upstream response: \(why)", example: "\(request.method) \(key)") {
+            if let line = FaultSummary.shared.note("invalid upstream response\(faultPlace): \(why)", example: "\(request.method) \(key)") {
                 upstream.logger.warning("\(line)")
             }
             let client = self.client
@@ -288,7 +290,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
             return
         case .failed:
             WorkerStats.bump(upstream.counters.upstreamErrors)
-            if let line = FaultSummary.shared.note("upstream error: \(message)", example: "\(request.method) \(key)") {
+            if let line = FaultSummary.shared.note("upstream error\(faultPlace): \(message)", example: "\(request.method) \(key)") {
                 upstream.logger.warning("\(line)")
             }
             end()
@@ -299,7 +301,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
             }
         case .cut:
             WorkerStats.bump(upstream.counters.upstreamErrors)
-            if let line = FaultSummary.shared.note("upstream failed mid-response: \(message)", example: "\(request.method) \(key)") {
+            if let line = FaultSummary.shared.note("upstream failed mid-response\(faultPlace): \(message)", example: "\(request.method) \(key)") {
                 upstream.logger.warning("\(line)")
             }
             settle(whole: false)

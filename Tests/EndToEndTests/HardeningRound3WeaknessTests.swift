@@ -108,7 +108,7 @@ final class UpstreamOutageLogTests: ConfiguredTestCase {
         let larder = try startLarder(upstream: "http://127.0.0.1:\(dead)", ["--log-level", "info"])
         let c = try larder.client()
         for i in 0..<300 { XCTAssertEqual(try c.get("/down/\(i)").status, 502) }
-        XCTAssertNotNil(larder.child.waitFor("(upstream error: .* times since the last such line|upstream error: .*once)"))
+        XCTAssertNotNil(larder.child.waitFor("(upstream error from http://127.0.0.1:\(dead): .* times since the last such line|upstream error from http://127.0.0.1:\(dead): .*once)"), "the server named")
         let lines = larder.child.stderr.split(separator: "\n").filter { $0.contains("upstream") && !$0.contains("listening on") }
         XCTAssertLessThanOrEqual(lines.count, 3, lines.prefix(5).joined(separator: "\n"))
         XCTAssertTrue(lines.allSatisfy { $0.contains("warning") }, lines.joined(separator: "\n"))
