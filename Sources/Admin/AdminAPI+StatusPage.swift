@@ -1,9 +1,10 @@
 import HTTPHeaders
 
 /// `GET /`: the status page. A browser signs in once with `/?token=TOKEN`:
-/// the token becomes a cookie (HttpOnly, SameSite=Strict) and the address
-/// loses it at once (303 to `/`), so it stays out of history and
-/// screenshots. The cookie is honoured for reads only (`handle`).
+/// it gets a cookie (HttpOnly, SameSite=Strict) holding this process's
+/// random session value, never the token, and the address loses the token
+/// at once (303 to `/`), so it stays out of history and screenshots. The
+/// cookie is honoured for reads only (`handle`).
 extension AdminAPI {
     static let cookieName = "larder_admin"
 
@@ -15,7 +16,7 @@ extension AdminAPI {
             var response = Response(status: 303, contentType: "text/plain; charset=utf-8", body: "signed in; see /\n")
             response.extraHeaders = [
                 "location": "/",
-                "set-cookie": "\(Self.cookieName)=\(Self.cookieValue(given)); Path=/; HttpOnly; SameSite=Strict",
+                "set-cookie": "\(Self.cookieName)=\(String(decoding: statusSession, as: UTF8.self)); Path=/; HttpOnly; SameSite=Strict",
             ]
             return response
         }
@@ -44,29 +45,17 @@ extension AdminAPI {
         return response
     }
 
-    /// Whether the Cookie field holds the status page's cookie with the token.
+    /// Whether the Cookie field holds the status page's cookie with this
+    /// process's session value.
     func authorized(cookie: String?) -> Bool {
-        guard let token else { return true }
+        guard token != nil else { return true }
         guard let cookie else { return false }
         for pair in cookie.split(separator: ";") {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             guard parts.count == 2, parts[0].trimmingSpaces == Self.cookieName else { continue }
-            let given = Array(Self.percentDecode(parts[1].trimmingSpaces).utf8)
-            if isToken(given, readOnly: false, admin: token) || isToken(given, readOnly: true, admin: token) { return true }
+            if Self.constantTimeEqual(Array(parts[1].trimmingSpaces.utf8), statusSession) { return true }
         }
         return false
-    }
-
-    /// The token as a cookie value: what a cookie may not hold (RFC 6265
-    /// cookie-octet: no space, quote, comma, semicolon or backslash) and
-    /// `%` are percent-encoded.
-    static func cookieValue(_ token: String) -> String {
-        var out = ""
-        for byte in token.utf8 {
-            let plain = byte > 0x20 && byte < 0x7F && !"\",;\\%".utf8.contains(byte)
-            out += plain ? String(UnicodeScalar(byte)) : "%" + (byte < 16 ? "0" : "") + String(byte, radix: 16, uppercase: true)
-        }
-        return out
     }
 }
 

@@ -36,6 +36,13 @@ public final class AdminAPI {
     let readToken: [UInt8]?
     /// /healthz answers without a token.
     let healthzPublic: Bool
+    /// The status page's sign-in cookie: drawn at random for this process,
+    /// so the cookie is never the token (a copied cookie cannot purge, and
+    /// it stops working at a restart).
+    let statusSession: [UInt8] = Array((0..<4).map { _ in
+        let word = String(UInt64.random(in: 0...UInt64.max), radix: 16)
+        return String(repeating: "0", count: 16 - word.count) + word
+    }.joined().utf8)
     /// The cache key of a request target under the current routes.
     private let purgeScopes: (String) -> [PurgeScope]
     private let startedAt: Int64
