@@ -6,7 +6,7 @@ enum HostField {
     /// and percent-encodings) or an IP literal in brackets, then an
     /// optional port of digits. Empty is valid (a URI without authority).
     static func isValid(_ value: String) -> Bool {
-        // (Every request carries one: no copy of the string, a mask per byte.)
+        // (Every request carries one: no copy of the string, a table lookup per byte.)
         if let valid = value.utf8.withContiguousStorageIfAvailable({ isValid($0) }) { return valid }
         return Array(value.utf8).withUnsafeBufferPointer { isValid($0) }
     }
@@ -46,8 +46,9 @@ enum HostField {
     }
 
     /// An absolute-form target's authority (`http://a.example:8080/x` →
-    /// `a.example:8080`); nil for origin-form, "*", or an authority with
-    /// userinfo (RFC 9110 section 4.2.4: an error in an http URI).
+    /// `a.example:8080`); `.none` for origin-form or "*"; `.invalid` for an
+    /// empty one or one with userinfo (RFC 9110 section 4.2.4: an error in
+    /// an http URI).
     enum Authority: Equatable { case none, host(String), invalid }
 
     static func authority(ofTarget target: String) -> Authority {

@@ -1,7 +1,6 @@
 import EventLoop
 import Foundation
 import Redis
-import Synchronization
 import TestSupport
 import XCTest
 #if canImport(Glibc)
@@ -76,26 +75,11 @@ final class RedisConnectionTests: XCTestCase {
     /// daemon installs is asked and the connection made in the one it gives back.
     func testOutOfDescriptorsTheReliefIsAskedAndTheConnectionIsMade() throws {
         let server = try RedisServer()
-        let spare = open("/dev/null", O_RDONLY | O_CLOEXEC)
-        XCTAssertGreaterThanOrEqual(spare, 0)
-        let spareFD = Atomic<Int32>(spare)
-        let asked = Atomic<Int>(0)
-        RedisConnection.installDescriptorRelief {
-            asked.add(1, ordering: .relaxed)
-            let fd = spareFD.exchange(-1, ordering: .relaxed)
-            guard fd >= 0 else { return 0 }
-            close(fd)
-            return 1
-        }
+        let spare = SpareDescriptor()
+        RedisConnection.installDescriptorRelief { spare.relieve() }
         defer { RedisConnection.installDescriptorRelief { 0 } }
-        var limit = rlimit()
-        XCTAssertEqual(getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit), 0)
-        var tight = limit
-        tight.rlim_cur = rlim_t(spare + 1)
-        XCTAssertEqual(setrlimit(Int32(RLIMIT_NOFILE.rawValue), &tight), 0)
-        let redis = try connect("redis://127.0.0.1:\(server.port)")
-        XCTAssertEqual(setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit), 0)
-        XCTAssertEqual(asked.load(ordering: .relaxed), 1)
+        let redis = try XCTUnwrap(try spare.withTightLimit { try connect("redis://127.0.0.1:\(server.port)") })
+        XCTAssertEqual(spare.asked.load(ordering: .relaxed), 1)
         XCTAssertEqual(try call(redis, ["PING"])?.get(), .status("PONG"), "connected in the descriptor given back")
     }
 

@@ -44,11 +44,14 @@ extension DiskTier {
     /// complete: before, what it holds is less than the directory holds,
     /// and files would go that need not (a write that fails then is logged).
     func checkSpace(afterFailure: Bool = false) {
-        guard state.withLock({ $0.rebuilt }), let room = spaceProbe(directory) else { return }
-        let (limit, victims) = state.withLock { index -> (Int, [(String, FileName)]) in
-            let limit = DiskSpace.ceiling(limit: limitBytes, storedBytes: index.totalBytes, available: room.available, size: room.size)
-            return (limit, index.evict(limit: limit))
-        }
+        guard let room = spaceProbe(directory),
+              let (limit, victims) = state.withLock({ index -> (Int, [(String, FileName)])? in
+                  guard index.rebuilt else { return nil }
+                  let limit = DiskSpace.ceiling(limit: limitBytes, storedBytes: index.totalBytes, available: room.available,
+                                                size: room.size)
+                  return (limit, index.evict(limit: limit))
+              })
+        else { return }
         let previous = spaceLimit.exchange(limit, ordering: .relaxed)
         deleteFiles(victims)
         if limit < limitBytes && (previous == limitBytes || afterFailure) {
