@@ -8,19 +8,15 @@ import CacheSemantics
 /// below that room, evicting its least recently used files, instead of
 /// failing every write once the file system is full.
 final class DiskSpaceTests: DiskTestCase {
-    func testTheCeilingIsWhatIsStoredPlusWhatIsFreeBeyondAReserve() {
+    func testTheCeilingIsWhatIsStoredPlusWhatIsFree() {
         let mib = 1 << 20
         // Room to spare: the limit holds.
-        XCTAssertEqual(DiskSpace.ceiling(limit: 10 * mib, storedBytes: mib, available: 500 * mib, size: 1000 * mib), 10 * mib)
-        // Less room than the limit allows: stored plus free less a 32nd of the file system.
-        XCTAssertEqual(DiskSpace.ceiling(limit: 100 * mib, storedBytes: mib, available: 2 * mib, size: 32 * mib), 2 * mib)
-        // Fuller than the reserve: below what is stored, so eviction makes room.
-        XCTAssertEqual(DiskSpace.ceiling(limit: 100 * mib, storedBytes: 4 * mib, available: 0, size: 32 * mib), 3 * mib)
-        // A file system other data fills: nothing may be kept.
-        XCTAssertEqual(DiskSpace.ceiling(limit: 100 * mib, storedBytes: mib, available: 0, size: 320 * mib), 0)
-        // The reserve is at most 64 MiB.
-        XCTAssertEqual(DiskSpace.ceiling(limit: .max, storedBytes: 0, available: 1 << 40, size: 1 << 42), (1 << 40) - 64 * mib)
-        XCTAssertEqual(DiskSpace.ceiling(limit: .max, storedBytes: .max, available: .max, size: .max), .max, "saturates")
+        XCTAssertEqual(DiskSpace.ceiling(limit: 10 * mib, storedBytes: mib, available: 500 * mib), 10 * mib)
+        // Less room than the limit allows: what is stored plus what is free.
+        XCTAssertEqual(DiskSpace.ceiling(limit: 100 * mib, storedBytes: mib, available: 2 * mib), 3 * mib)
+        XCTAssertEqual(DiskSpace.ceiling(limit: 100 * mib, storedBytes: 4 * mib, available: 0), 4 * mib)
+        XCTAssertEqual(DiskSpace.ceiling(limit: 100 * mib, storedBytes: 0, available: -5), 0)
+        XCTAssertEqual(DiskSpace.ceiling(limit: .max, storedBytes: .max, available: .max), .max, "saturates")
     }
 
     private func bytesOnDisk() -> Int {
@@ -31,12 +27,12 @@ final class DiskSpaceTests: DiskTestCase {
     }
 
     func testATierOnAFileSystemSmallerThanItsLimitKeepsToTheRoomThereIs() throws {
-        // A 1 MiB file system (its reserve 32 KiB) under a 100 MiB disk_limit;
-        // its free bytes are what the tier's files leave.
+        // A 1 MiB file system under a 100 MiB disk_limit; its free bytes
+        // are what the tier's files leave.
         let capacity = 1 << 20
         let logged = Mutex<[String]>([])
         let tier = try DiskTier(directory: directory, limitBytes: 100 << 20, spaceProbe: { [self] _ in
-            (available: max(0, capacity - bytesOnDisk()), size: capacity)
+            max(0, capacity - bytesOnDisk())
         }) { line in logged.withLock { $0.append(line) } }
         let deadline = Date().addingTimeInterval(10)
         while !tier.stats.ready && Date() < deadline { usleep(5_000) }

@@ -11,25 +11,24 @@ import Glibc
 /// keeps below what the file system can hold, evicting its least recently
 /// used files to make room, as nginx's `min_free` does.
 public struct DiskSpace: Sendable {
-    /// The file system's bytes free to unprivileged users and its size;
-    /// nil when it cannot tell (then only `disk_limit` applies).
-    public typealias Probe = @Sendable (String) -> (available: Int, size: Int)?
+    /// The file system's bytes free to unprivileged users; nil when it
+    /// cannot tell (then only `disk_limit` applies).
+    public typealias Probe = @Sendable (String) -> Int?
 
     public static let statvfsProbe: Probe = { path in
         var figures = statvfs()
         guard statvfs(path, &figures) == 0 else { return nil }
-        let unit = Int(figures.f_frsize)
-        return (Int(figures.f_bavail).multipliedReportingOverflow(by: unit).partialValue,
-                Int(figures.f_blocks).multipliedReportingOverflow(by: unit).partialValue)
+        let (bytes, overflow) = Int(figures.f_bavail).multipliedReportingOverflow(by: Int(figures.f_frsize))
+        return overflow ? .max : bytes
     }
 
-    /// The most the tier may hold: what it holds plus what is free beyond a
-    /// reserve (a 32nd of the file system, at most 64 MiB, so writes
-    /// under way and other users are not starved), never above `limit`. Below
-    /// what it holds when the file system is fuller than the reserve allows.
-    static func ceiling(limit: Int, storedBytes: Int, available: Int, size: Int) -> Int {
-        let reserve = min(size / 32, 64 << 20)
-        return max(0, min(limit, storedBytes.plusSaturating(available.minusSaturating(reserve))))
+    /// The most the tier may hold: what it holds plus what is still free,
+    /// never above `limit`. No reserve of its own: eviction goes to 95 % of
+    /// this, which leaves a twentieth free, and a file system that other
+    /// data fills makes it smaller (below what the tier holds, so it
+    /// shrinks) only once it is full.
+    static func ceiling(limit: Int, storedBytes: Int, available: Int) -> Int {
+        max(0, min(limit, storedBytes.plusSaturating(max(0, available))))
     }
 }
 
@@ -47,8 +46,9 @@ extension DiskTier {
         guard let room = spaceProbe(directory),
               let (limit, victims) = state.withLock({ index -> (Int, [(String, FileName)])? in
                   guard index.rebuilt else { return nil }
-                  let limit = DiskSpace.ceiling(limit: limitBytes, storedBytes: index.totalBytes, available: room.available,
-                                                size: room.size)
+                  var limit = DiskSpace.ceiling(limit: limitBytes, storedBytes: index.totalBytes, available: room)
+                  // A write failed for want of space: less than what is held, so some goes.
+                  if afterFailure { limit = min(limit, index.totalBytes - 1) }
                   return (limit, index.evict(limit: limit))
               })
         else { return }
@@ -60,7 +60,8 @@ extension DiskTier {
         }
     }
 
-    /// A write failed with ENOSPC: make room now rather than at the next write.
+    /// A write failed with ENOSPC (what the file system said free was not
+    /// free to this file): make room now, a twentieth of what is held.
     func ranOutOfSpace(_ error: Errno) {
         if error == .noSpace { checkSpace(afterFailure: true) }
     }
