@@ -24,8 +24,8 @@ final class HTTP2Stream: HTTP1Answers {
     private var requestText: [UInt8] = []
     private var cookies: [UInt8] = []
     private var pseudo: (method: String?, path: String?, authority: String?) = (nil, nil, nil)
-    private var hasHost = false, hasLength = false
-    /// The Host field's value, when one came beside :authority.
+    private var hasLength = false
+    /// The Host field's value, when the request has one.
     private var host: String?
     /// Over max_header_size: answered 431.
     private var tooLarge = false
@@ -100,10 +100,7 @@ final class HTTP2Stream: HTTP1Answers {
             cookies += value
             return true
         }
-        if name.elementsEqual("host".utf8) {
-            hasHost = true
-            host = String(decoding: value, as: UTF8.self)
-        }
+        if name.elementsEqual("host".utf8) { host = String(decoding: value, as: UTF8.self) }
         if name.elementsEqual("content-length".utf8) { hasLength = true }
         requestText += name
         requestText += ": ".utf8
@@ -124,7 +121,7 @@ final class HTTP2Stream: HTTP1Answers {
             return refuse(400, "malformed request: Host differs from :authority")
         }
         var text = Array("\(method) \(path) HTTP/1.1\r\n".utf8)
-        if !hasHost, let authority = pseudo.authority { text += "host: \(authority)\r\n".utf8 }
+        if host == nil, let authority = pseudo.authority { text += "host: \(authority)\r\n".utf8 }
         text += requestText
         if !cookies.isEmpty { text += "cookie: ".utf8 + cookies + "\r\n".utf8 }
         // A body of no announced length is framed by the stream's end.
