@@ -45,32 +45,24 @@ public enum MultipartByteranges {
     /// different lengths, bytes that do not end where their Content-Range
     /// says (the next delimiter must follow at once), no closing delimiter.
     public static func parts(of body: UnsafeRawBufferPointer, boundary: String) -> [Part]? {
-        let dashes = Array("--\(boundary)".utf8)
-        // The first delimiter may open the body or follow a preamble line.
-        guard var at = find(dashes, in: body, from: 0, lineStart: true) else { return nil }
+        var stream = MultipartStream(boundary: boundary)
         var parts: [Part] = []
-        while true {
-            at += dashes.count
-            if starts(with: [0x2D, 0x2D], in: body, at: at) { break }  // the close delimiter: the rest is epilogue
-            // Transport padding, then the line's end.
-            while at < body.count, body[at] == 0x20 || body[at] == 0x09 { at += 1 }
-            guard starts(with: [0x0D, 0x0A], in: body, at: at), parts.count < maxParts else { return nil }
-            at += 2
-            guard let (piece, contentType, dataStart) = partHead(body, from: at) else { return nil }
-            if let first = parts.first, first.piece.length != piece.length { return nil }
-            let dataEnd = dataStart + piece.count
-            // The data, then at once the next delimiter (CRLF and the dashed boundary).
-            guard dataEnd <= body.count - 2, starts(with: [0x0D, 0x0A], in: body, at: dataEnd),
-                  starts(with: dashes, in: body, at: dataEnd + 2) else { return nil }
-            parts.append(Part(piece: piece, contentType: contentType, bytes: dataStart..<dataEnd))
-            at = dataEnd + 2
+        // Given whole, each part's data comes as one event, inside `body`.
+        let read = stream.consume(body) { event in
+            switch event {
+            case .part(let piece, let contentType):
+                parts.append(Part(piece: piece, contentType: contentType, bytes: 0..<0))
+            case .data(let data):
+                let start = body.baseAddress.map { data.baseAddress! - $0 } ?? 0
+                parts[parts.count - 1].bytes = start..<(start + data.count)
+            }
         }
-        return parts.isEmpty ? nil : parts
+        return read && stream.isComplete ? parts : nil
     }
 
     /// A part's header lines from `start` to the empty line: its piece
     /// (Content-Range), Content-Type, and where its data begins.
-    private static func partHead(_ body: UnsafeRawBufferPointer, from start: Int)
+    static func partHead(_ body: UnsafeRawBufferPointer, from start: Int)
         -> (PartialContent.Piece, String?, Int)? {
         var at = start, contentRange: String?, contentType: String?
         while true {
@@ -94,7 +86,7 @@ public enum MultipartByteranges {
         return (piece, contentType, at + 2)
     }
 
-    private static func starts(with prefix: [UInt8], in body: UnsafeRawBufferPointer, at index: Int) -> Bool {
+    static func starts(with prefix: [UInt8], in body: UnsafeRawBufferPointer, at index: Int) -> Bool {
         guard index >= 0, index + prefix.count <= body.count else { return false }
         for (offset, byte) in prefix.enumerated() where body[index + offset] != byte { return false }
         return true
@@ -102,7 +94,7 @@ public enum MultipartByteranges {
 
     /// Where `needle` next occurs from `index`; `lineStart`: only at the
     /// body's start or right after a CRLF.
-    private static func find(_ needle: [UInt8], in body: UnsafeRawBufferPointer, from index: Int, lineStart: Bool) -> Int? {
+    static func find(_ needle: [UInt8], in body: UnsafeRawBufferPointer, from index: Int, lineStart: Bool) -> Int? {
         var at = index
         while at + needle.count <= body.count {
             if starts(with: needle, in: body, at: at), !lineStart || at == 0 || (at >= 2 && body[at - 2] == 0x0D && body[at - 1] == 0x0A) {

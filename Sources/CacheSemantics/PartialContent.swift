@@ -87,17 +87,31 @@ public enum PartialContent {
     /// whole, for a request without Range: cache-tests'
     /// `partial-store-partial-complete`; or a client's range that reaches
     /// past the piece, as a player's next range does): `Range` for those
-    /// bytes, and `If-Range` with its strong ETag, so that a changed
-    /// representation comes whole (200) instead. Without a strong ETag, no
-    /// If-Range: a rest that comes cannot be joined (nothing shows it is
-    /// the same representation) and what was wanted is asked for then,
-    /// while an upstream that answers the whole at once costs nothing
-    /// more. Nil when the piece holds all of `wanted`, or lacks two ranges
-    /// of it (it lies inside), or none of it.
+    /// bytes (two ranges when the piece lies inside: the upstream answers
+    /// them as a multipart/byteranges 206), and `If-Range` with its strong
+    /// ETag, so that a changed representation comes whole (200) instead.
+    /// Without a strong ETag, no If-Range: a rest that comes cannot be
+    /// joined (nothing shows it is the same representation) and what was
+    /// wanted is asked for then, while an upstream that answers the whole
+    /// at once costs nothing more. Nil when the piece holds all of
+    /// `wanted`, or none of it.
     public static func restRequest(for piece: Piece, wanted: Piece? = nil, etag: String?) -> (range: String, ifRange: String?)? {
-        guard let rest = rest(of: piece, wanted: wanted) else { return nil }
-        let range = rest.last == piece.length - 1 ? "bytes=\(rest.first)-" : "bytes=\(rest.first)-\(rest.last)"
-        return (range, etag.flatMap { $0.hasPrefix("W/") ? nil : $0 })
+        let gaps = gaps(of: piece, wanted: wanted)
+        guard !gaps.isEmpty else { return nil }
+        let specs = gaps.map { $0.last == piece.length - 1 ? "\($0.first)-" : "\($0.first)-\($0.last)" }
+        return ("bytes=" + specs.joined(separator: ","), etag.flatMap { $0.hasPrefix("W/") ? nil : $0 })
+    }
+
+    /// The bytes of `wanted` (by default the whole) that a stored piece
+    /// lacks, in order: one range when it holds the start or the end of
+    /// what is wanted, two when it lies inside. Empty when it holds all of
+    /// it or none.
+    public static func gaps(of piece: Piece, wanted: Piece? = nil) -> [Piece] {
+        if let rest = rest(of: piece, wanted: wanted) { return [rest] }
+        let wanted = wanted ?? Piece(first: 0, last: piece.length - 1, length: piece.length)
+        guard wanted.length == piece.length, wanted.first < piece.first, piece.last < wanted.last else { return [] }
+        return [Piece(first: wanted.first, last: piece.first - 1, length: piece.length),
+                Piece(first: piece.last + 1, last: wanted.last, length: piece.length)]
     }
 
     /// The bytes of `wanted` (by default the whole) that a stored piece
@@ -140,6 +154,23 @@ public enum PartialContent {
     public static func completes(_ piece: Piece, wanted: Piece? = nil, etag: String?, contentRange: String?, restETag: String?) -> Bool {
         guard let rest = self.piece(contentRange: contentRange), isRest(rest, of: piece, wanted: wanted) else { return false }
         return mayJoin(piece, etag: etag, rest, etag: restETag)
+    }
+
+    /// Whether an upstream 206 may complete a stored piece that lies
+    /// inside what is wanted (two ranges asked for): of the same
+    /// representation by a strong validator, either multipart/byteranges
+    /// (its parts are checked as they stream: `PieceAssembly`) or one
+    /// range that holds both gaps (an upstream may coalesce ranges,
+    /// RFC 9110 section 14.2).
+    public static func mayCompleteAround(_ piece: Piece, wanted: Piece? = nil, etag: String?, contentRange: String?,
+                                         contentType: String?, restETag: String?) -> Bool {
+        guard let etag, !etag.hasPrefix("W/"), etag == restETag else { return false }
+        let gaps = gaps(of: piece, wanted: wanted)
+        guard gaps.count == 2 else { return false }
+        if let one = self.piece(contentRange: contentRange) {
+            return one.length == piece.length && one.first <= gaps[0].first && gaps[1].last <= one.last
+        }
+        return contentRange == nil && MultipartByteranges.boundary(contentType: contentType) != nil
     }
 
     /// The contiguous pieces the parts of one multipart 206 make, by first

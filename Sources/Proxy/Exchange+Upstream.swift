@@ -26,15 +26,17 @@ extension Exchange: FetchClient {
     /// Writes the upstream's head for the client (`stored`: the response
     /// is going into the store).
     func streams(_ response: UpstreamResponse, stored: Bool) {
-        let head = machine.headSent(status: response.status, stored: stored)
+        let head = machine.headSent(response, stored: stored)
         let age = isCacheLookup ? Freshness.correctedInitialAge(response.timing) : nil
         if let completion = head.completion {
             // The stored piece's bytes and the rest as it comes, in their
             // order: what the client asked for (the whole, or its range).
-            let answered = completion.answersWhole ? response.completed(length: completion.held.length)
-                : response.completed(range: completion.wanted)
+            // A multipart 206 (the piece lay inside) stands for the piece's type.
+            let typed = completion.liesInside ? completion.piece : nil
+            let answered = completion.answersWhole ? response.completed(length: completion.held.length, typedAs: typed)
+                : response.completed(range: completion.wanted, typedAs: typed)
             answer.upstreamHead(answered, for: request, age: age, cacheStatus: head.cacheStatus)
-            if completion.pieceLeads { sendStoredBytes(of: completion) }
+            if completion.pieceLeads { sendStored(completion.sent, of: completion) }
             return
         }
         answer.upstreamHead(response, for: request, age: age, cacheStatus: head.cacheStatus)
@@ -42,19 +44,43 @@ extension Exchange: FetchClient {
 
     var isCongested: Bool { sink.isBodyCongested }
 
-    func deliver(_ chunk: Bytes) { sink.sendBody(chunk) }
-    func deliver(copying bytes: UnsafeRawBufferPointer) { sink.sendBody(copying: bytes) }
+    func deliver(_ chunk: Bytes) {
+        if let around = machine.upstreamPlan?.around { return withExtendedLifetime(chunk) { deliverAround(chunk.buffer, around) } }
+        sink.sendBody(chunk)
+    }
+    func deliver(copying bytes: UnsafeRawBufferPointer) {
+        if let around = machine.upstreamPlan?.around { return deliverAround(bytes, around) }
+        sink.sendBody(copying: bytes)
+    }
     /// `whole`: as long as it said (else the connection is cut, as when the
     /// response broke off).
     func responseEnded(whole: Bool) {
-        if let trailing = machine.bodyEnded(whole: whole) { sendStoredBytes(of: trailing) }
+        if let trailing = machine.bodyEnded(whole: whole) { sendStored(trailing.sent, of: trailing) }
+        if let around = machine.upstreamPlan?.around {
+            // A body that did not hold every byte wanted is cut, as one that broke off.
+            let assembled = whole && around.finish { send($0, around) }
+            return complete(closing: sink.endBody(whole: assembled))
+        }
         complete(closing: sink.endBody(whole: whole))
     }
 
-    /// The bytes of a completed piece the client gets, from memory or its file.
-    private func sendStoredBytes(of completion: Completion) {
+    /// Upstream bytes of a completion around a stored piece: its parts'
+    /// data and the piece's bytes, in order.
+    private func deliverAround(_ bytes: UnsafeRawBufferPointer, _ around: CompletionAround) {
+        around.take(bytes) { send($0, around) }
+    }
+
+    private func send(_ output: CompletionAround.Output, _ around: CompletionAround) {
+        switch output {
+        case .upstream(let bytes): sink.sendBody(copying: bytes)
+        case .stored(let sent): sendStored(sent, of: around.completion)
+        }
+    }
+
+    /// Bytes of a completed piece the client gets, from memory or its file.
+    private func sendStored(_ sent: PartialContent.Piece, of completion: Completion) {
         guard request.method != "HEAD" else { return }
-        let sent = completion.sent, offset = sent.first - completion.held.first
+        let offset = sent.first - completion.held.first
         if let file = completion.piece.bodyFile {
             sink.sendBody(file: file.slice(from: offset, count: sent.count))
         } else {

@@ -86,10 +86,7 @@ extension ExchangeMachine {
             return .refresh(validating, by: notModified)
         }
         if let completing = forwarding.completing,
-           status == 416 || (status == 206 && !PartialContent.completes(completing.held, wanted: completing.wanted,
-                                                                      etag: completing.piece.etag,
-                                                                      contentRange: response.fields["content-range"],
-                                                                      restETag: response.fields["etag"])) {
+           status == 416 || (status == 206 && !completing.isCompleted(by: response.fields)) {
             // Not the rest of the stored piece's representation: what the
             // client wants, asked plainly; a piece the upstream no longer has goes.
             forwarding.completing = nil
@@ -110,13 +107,19 @@ extension ExchangeMachine {
 
     /// The upstream's head goes to the client (`stored`: the response is
     /// going into the store); its body streams from now on.
-    mutating func headSent(status: Int, stored: Bool) -> StreamedHead {
+    mutating func headSent(_ response: UpstreamResponse, stored: Bool) -> StreamedHead {
+        let status = response.status
         if state == .forwarding { state = .streaming }
         let fwdStatus = forwarding.validating != nil || forwarding.completing != nil ? status : nil
         var head = StreamedHead(cacheStatus: forwarding.cacheStatus(stored: stored, fwdStatus: fwdStatus))
         if status == 206, let completion = forwarding.completing {
             head.completion = completion
-            if !completion.pieceLeads { upstreamPlan?.trailing = completion }
+            if completion.liesInside {
+                upstreamPlan?.around = CompletionAround(completion, contentRange: response.fields["content-range"],
+                                                        contentType: response.fields["content-type"])
+            } else if !completion.pieceLeads {
+                upstreamPlan?.trailing = completion
+            }
         }
         return head
     }

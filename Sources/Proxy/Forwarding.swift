@@ -25,6 +25,9 @@ final class Forwarding {
     /// That completion, when the piece's bytes follow the upstream's, once
     /// those stream: sent when they are over.
     var trailing: Completion?
+    /// That completion, when the piece lies inside what the client wants:
+    /// the upstream's parts and the piece's bytes, put in order as they come.
+    var around: CompletionAround?
 
     init() {}
 
@@ -33,7 +36,8 @@ final class Forwarding {
     /// request selects (`facts`: its Vary fields), in memory or in a file
     /// that still holds it, for a client that takes its coding, which holds
     /// the start or the end of what the client wants (all of it, or the
-    /// one range it asks for, its If-Range holding against the piece).
+    /// one range it asks for, its If-Range holding against the piece), or
+    /// lies inside it (the upstream is asked for the bytes on both sides).
     static func completable(among variants: Variants, for request: RequestHead, facts: RequestFacts) -> Completion? {
         guard request.method == "GET" else { return nil }
         let range = request.combinedHeader("range")
@@ -43,7 +47,7 @@ final class Forwarding {
             let wanted = range == nil ? PartialContent.Piece(first: 0, last: held.length - 1, length: held.length)
                 : PartialContent.wanted(range: range, ifRange: request.header("if-range"), piece: held, etag: entry.etag,
                                         lastModified: entry.lastModified)
-            guard let wanted, PartialContent.rest(of: held, wanted: wanted) != nil else { continue }
+            guard let wanted, !PartialContent.gaps(of: held, wanted: wanted).isEmpty else { continue }
             return Completion(piece: entry, held: held, wanted: wanted, answersWhole: range == nil)
         }
         return nil
@@ -117,10 +121,23 @@ struct Completion {
 
     /// The piece holds the start of what is wanted: its bytes go first.
     var pieceLeads: Bool { held.first <= wanted.first }
+    /// The piece lies inside what is wanted: bytes on both sides are asked for.
+    var liesInside: Bool { wanted.first < held.first && held.last < wanted.last }
+
+    /// Whether the upstream's 206 (its fields) completes the piece: the
+    /// rest it lacks, of the same representation (`PartialContent`).
+    func isCompleted(by fields: HeaderFields) -> Bool {
+        if liesInside {
+            return PartialContent.mayCompleteAround(held, wanted: wanted, etag: piece.etag, contentRange: fields["content-range"],
+                                                    contentType: fields["content-type"], restETag: fields["etag"])
+        }
+        return PartialContent.completes(held, wanted: wanted, etag: piece.etag, contentRange: fields["content-range"],
+                                        restETag: fields["etag"])
+    }
     /// Kept until the upstream answers: the piece in its own block (see `CachedResponse.owned`).
     func owned() -> Completion { Completion(piece: piece.owned(), held: held, wanted: wanted, answersWhole: answersWhole) }
 
-    /// The piece's bytes the client gets.
+    /// The piece's bytes the client gets (all of them that it wants).
     var sent: PartialContent.Piece {
         PartialContent.Piece(first: max(held.first, wanted.first), last: min(held.last, wanted.last), length: held.length)
     }

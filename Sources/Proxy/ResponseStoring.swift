@@ -100,8 +100,7 @@ struct PendingStore {
         }
         guard !writer.isStreaming, let boundary = MultipartByteranges.boundary(contentType: response.fields["content-type"]),
               let parts = MultipartByteranges.parts(of: received, boundary: boundary) else { return .notStored }
-        var largest: (piece: PartialContent.Piece, body: [UInt8], fields: HeaderFields)?
-        for segment in PartialContent.segments(of: parts.map(\.piece)) {
+        let segments = PartialContent.segments(of: parts.map(\.piece)).map { segment in
             var body = [UInt8](repeating: 0, count: segment.piece.count)
             body.withUnsafeMutableBytes { out in
                 for index in segment.parts {
@@ -110,11 +109,21 @@ struct PendingStore {
                         .copyMemory(from: received.baseAddress!.advanced(by: part.bytes.lowerBound), byteCount: part.piece.count)
                 }
             }
+            return (piece: segment.piece, body: body, type: parts[segment.parts[0]].contentType)
+        }
+        var largest: (piece: PartialContent.Piece, body: [UInt8], fields: HeaderFields)?
+        for (index, segment) in segments.enumerated() {
             var fields = response.fields
             fields.remove("content-type")
-            if let type = parts[segment.parts[0]].contentType { fields.append("content-type", type) }
-            if let fate = body.withUnsafeBytes({ joined(segment.piece, $0, fields: fields, on: cache) }) { return fate }
-            if segment.piece.count > largest?.piece.count ?? -1 { largest = (segment.piece, body, fields) }
+            if let type = segment.type { fields.append("content-type", type) }
+            // The other segments join too, through what is stored (the
+            // parts on both sides of a stored piece completed around it).
+            var others = segments.map { ($0.piece, $0.body) }
+            others.remove(at: index)
+            if let fate = segment.body.withUnsafeBytes({ joined(segment.piece, $0, fields: fields, alongside: others, on: cache) }) {
+                return fate
+            }
+            if segment.piece.count > largest?.piece.count ?? -1 { largest = (segment.piece, segment.body, fields) }
         }
         guard let largest else { return .notStored }
         return .joined(storedHead(largest.piece, fields: largest.fields, on: cache), largest.body)
@@ -127,25 +136,36 @@ struct PendingStore {
     /// whole. `.notStored` when a whole is stored that it cannot join; nil
     /// when nothing stored joins it.
     private func joined(_ new: PartialContent.Piece, _ received: UnsafeRawBufferPointer, fields: HeaderFields,
-                        on cache: CacheAccess) -> PieceFate? {
+                        alongside others: [(PartialContent.Piece, [UInt8])] = [], on cache: CacheAccess) -> PieceFate? {
         let head = writer.head
         let etag = fields["etag"]
         let variants = cache.store.lookup(head.key).filter { $0.varyValues == head.varyValues }
         var candidates = variants.reversed().filter { $0.bodyFile == nil }
         var (piece, body) = (new, [UInt8](received))
-        while let index = candidates.firstIndex(where: { stored in
-            guard let old = Self.held(by: stored) else { return false }
-            return PartialContent.mayJoin(old, etag: stored.etag, piece, etag: etag)
-        }) {
-            let stored = candidates.remove(at: index)
-            let old = Self.held(by: stored)!
+        func join(_ old: PartialContent.Piece, _ oldBody: UnsafeRawBufferPointer) {
             let whole = PartialContent.joined(old, piece)
             var joinedBody = [UInt8](repeating: 0, count: whole.count)
             joinedBody.withUnsafeMutableBytes { out in
-                out.baseAddress!.advanced(by: old.first - whole.first).copyMemory(from: stored.body.baseAddress!, byteCount: old.count)
+                out.baseAddress!.advanced(by: old.first - whole.first).copyMemory(from: oldBody.baseAddress!, byteCount: old.count)
                 body.withUnsafeBytes { out.baseAddress!.advanced(by: piece.first - whole.first).copyMemory(from: $0.baseAddress!, byteCount: piece.count) }
             }
             (piece, body) = (whole, joinedBody)
+        }
+        var others = others
+        while true {
+            if let index = candidates.firstIndex(where: { stored in
+                guard let old = Self.held(by: stored) else { return false }
+                return PartialContent.mayJoin(old, etag: stored.etag, piece, etag: etag)
+            }) {
+                let stored = candidates.remove(at: index)
+                join(Self.held(by: stored)!, stored.body)
+            } else if piece != new, let index = others.firstIndex(where: { PartialContent.mayJoin($0.0, etag: etag, piece, etag: etag) }) {
+                // Once joined with what is stored: the response's own other pieces it now touches.
+                let (other, otherBody) = others.remove(at: index)
+                otherBody.withUnsafeBytes { join(other, $0) }
+            } else {
+                break
+            }
         }
         if piece != new { return .joined(storedHead(piece, fields: fields, on: cache), body) }
         return variants.contains { $0.status == 200 } ? .notStored : nil

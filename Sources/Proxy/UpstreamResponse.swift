@@ -46,12 +46,11 @@ struct UpstreamResponse {
 
     /// A 206 with the rest of a stored piece as the 200 of the whole
     /// representation (`length` bytes) a client gets: its fields without
-    /// Content-Range, the whole's Content-Length.
-    func completed(length: Int) -> UpstreamResponse {
-        var headers = fields
-        headers.remove("content-range")
-        headers.remove("content-length")
-        headers.remove("transfer-encoding")
+    /// Content-Range, the whole's Content-Length; with `piece`, its
+    /// Content-Type (or none) in place of the 206's own (a
+    /// multipart/byteranges one's).
+    func completed(length: Int, typedAs piece: CachedResponse? = nil) -> UpstreamResponse {
+        var headers = completedFields(typedAs: piece)
         headers.append("content-length", String(length))
         // From the fields as passed on (hop-by-hop and, when so configured, tag fields gone).
         return UpstreamResponse(status: 200, reason: "OK", headers: headers, requestTime: timing.requestTime,
@@ -60,13 +59,23 @@ struct UpstreamResponse {
 
     /// This 206's head made to answer `range` of the representation (a
     /// stored piece's bytes and this response's together).
-    func completed(range: PartialContent.Piece) -> UpstreamResponse {
-        var headers = fields
-        for name in ["content-range", "content-length", "transfer-encoding"] { headers.remove(name) }
+    func completed(range: PartialContent.Piece, typedAs piece: CachedResponse? = nil) -> UpstreamResponse {
+        var headers = completedFields(typedAs: piece)
         headers.append("content-range", range.contentRange)
         headers.append("content-length", String(range.count))
         return UpstreamResponse(status: 206, reason: reason, headers: headers, requestTime: timing.requestTime,
                                 responseTime: timing.responseTime, stripTagHeaders: false)
+    }
+
+    /// Its fields without those of its own framing, `piece`'s Content-Type in place of its own.
+    private func completedFields(typedAs piece: CachedResponse?) -> HeaderFields {
+        var headers = fields
+        if let piece {
+            headers.remove("content-type")
+            if let type = piece.header("content-type") { headers.append("content-type", type) }
+        }
+        for name in ["content-range", "content-length", "transfer-encoding"] { headers.remove(name) }
+        return headers
     }
 
     /// Whether no body follows this head (RFC 9112 section 6.3): the

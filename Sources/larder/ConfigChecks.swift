@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Proxy
 import TLS
 #if canImport(Glibc)
 import Glibc

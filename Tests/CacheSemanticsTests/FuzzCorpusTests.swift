@@ -48,7 +48,19 @@ final class FuzzCorpusTests: XCTestCase {
             else { continue }
             let boundary = String(repeating: "B", count: Int(first % 8) + 1)
             let body = Array(data.dropFirst())
-            guard let parts = body.withUnsafeBytes({ MultipartByteranges.parts(of: $0, boundary: boundary) }) else { continue }
+            let parts = body.withUnsafeBytes({ MultipartByteranges.parts(of: $0, boundary: boundary) })
+            // Read as it streams, cut in two: the same parts, or the same refusal.
+            var stream = MultipartStream(boundary: boundary)
+            var streamed: [PartialContent.Piece] = []
+            let cut = body.count / 2
+            let wellFormed = [body[..<cut], body[cut...]].allSatisfy { half in
+                Array(half).withUnsafeBytes { bytes in
+                    stream.consume(bytes) { if case .part(let piece, _) = $0 { streamed.append(piece) } }
+                }
+            }
+            XCTAssertEqual(wellFormed && stream.isComplete, parts != nil, name)
+            guard let parts else { continue }
+            XCTAssertEqual(streamed, parts.map(\.piece), name)
             split += 1
             for part in parts {
                 XCTAssertTrue(part.bytes.upperBound <= body.count && part.bytes.count == part.piece.count, name)

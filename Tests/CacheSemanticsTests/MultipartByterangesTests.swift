@@ -91,4 +91,61 @@ final class MultipartByterangesTests: XCTestCase {
         XCTAssertTrue(PartialContent.segments(of: []).isEmpty)
         XCTAssertEqual(PartialContent.segments(of: [piece(0, 49), piece(50, 99)]).map(\.piece.isWhole), [true])
     }
+
+    /// The body read as it arrives (`MultipartStream`): whole, byte by
+    /// byte and cut anywhere in two, the same parts and data come; a body
+    /// that is not well formed is known as such however it arrives.
+    func testAStreamReadsTheSamePartsHoweverTheBodyArrives() {
+        let body = Array(("preamble\r\n" + part("0-3/20", "abcd") + part("10-16/20", "\r\n--SEP", type: nil)
+            + "--SEP--\r\nepilogue").utf8)
+        func read(_ chunks: [ArraySlice<UInt8>]) -> (parts: [String], complete: Bool) {
+            var stream = MultipartStream(boundary: "SEP")
+            var parts: [String] = []
+            for chunk in chunks {
+                let wellFormed = Array(chunk).withUnsafeBytes { bytes in
+                    stream.consume(bytes) { event in
+                        switch event {
+                        case .part(let piece, let type): parts.append("\(piece.contentRange) \(type ?? "-"): ")
+                        case .data(let data): parts[parts.count - 1] += String(decoding: data, as: UTF8.self)
+                        }
+                    }
+                }
+                if !wellFormed { return (parts, false) }
+            }
+            return (parts, stream.isComplete)
+        }
+        let whole = read([body[...]])
+        XCTAssertEqual(whole.parts, ["bytes 0-3/20 text/plain: abcd", "bytes 10-16/20 -: \r\n--SEP"])
+        XCTAssertTrue(whole.complete)
+        let byByte = read(body.indices.map { body[$0...$0] })
+        XCTAssertEqual(byByte.parts, whole.parts)
+        XCTAssertTrue(byByte.complete)
+        for cut in 1..<body.count {
+            let two = read([body[..<cut], body[cut...]])
+            XCTAssertEqual(two.parts, whole.parts, "cut at \(cut)")
+            XCTAssertTrue(two.complete, "cut at \(cut)")
+        }
+        for (why, bad) in [("garbage where a delimiter must follow the data", part("0-3/20", "abcdX") + "--SEP--"),
+                           ("parts of different lengths", part("0-3/20", "abcd") + part("4-7/30", "efgh") + "--SEP--"),
+                           ("a part without Content-Range", "--SEP\r\n\r\nabcd\r\n--SEP--"),
+                           ("no closing delimiter", part("0-3/20", "abcd"))] {
+            let bytes = Array(bad.utf8)
+            XCTAssertFalse(read(bytes.indices.map { bytes[$0...$0] }).complete, why)
+        }
+    }
+
+    /// A head or preamble that never ends is refused once past the limit,
+    /// not held without bound.
+    func testAStreamHoldsNoMoreThanAHeadsLimit() {
+        var stream = MultipartStream(boundary: "SEP")
+        let line = Array(String(repeating: "x", count: 100).utf8)
+        var wellFormed = true, fed = 0
+        while wellFormed && fed < 100_000 {
+            wellFormed = line.withUnsafeBytes { stream.consume($0) { _ in } }
+            fed += line.count
+        }
+        XCTAssertFalse(wellFormed)
+        XCTAssertLessThan(fed, MultipartByteranges.maxPartHeaderBytes * 2)
+        XCTAssertTrue(stream.isMalformed)
+    }
 }

@@ -128,6 +128,29 @@ final class DiskPiecesEndToEndTests: DiskEndToEndCase {
         XCTAssertEqual(try origin.count(target), 2, "the piece, then the rest")
     }
 
+    /// A piece inside the representation, read from its file: the client
+    /// gets the upstream's parts on both sides with the file's bytes between.
+    func testAPieceInsideKeptOnDiskIsCompletedAroundAfterARestart() throws {
+        let target = "/part/disk-inside?size=4000&etag=d2&ranges=1"
+        let settings = ["--config", try config("range_fill = false\nmax_object_size = \"1KiB\"\n")]
+        let first = try start(settings)
+        let whole = try first.client().get(target.replacingOccurrences(of: "ranges=1", with: "ranges=0")).body
+        XCTAssertEqual(try first.client().get(target, headers: ["Range: bytes=1000-2999"]).status, 206)
+        let deadline = Date().addingTimeInterval(10)
+        while cacheFiles().count < 2 && Date() < deadline { usleep(20_000) }
+        XCTAssertEqual(cacheFiles().count, 2, "the piece's file and the other URL's")
+        stop(first)
+        let c = try start(settings).client()
+        let completed = try c.get(target)
+        XCTAssertEqual(completed.status, 200)
+        XCTAssertTrue(completed.header("cache-status")?.hasPrefix("larder; fwd=partial; fwd-status=206") ?? false)
+        XCTAssertEqual(completed.body, whole)
+        let pairs = try origin.lastRequest(target)["headers"] as? [[String]] ?? []
+        XCTAssertTrue(pairs.contains(["range", "bytes=0-999,3000-"]), "\(pairs)")
+        // The connection still serves: the answer was as long as it said.
+        XCTAssertEqual(try c.get(target, headers: ["Range: bytes=1000-1009"]).body, Array(whole[1000..<1010]))
+    }
+
     /// `Range: bytes=0-` of an object too large for memory (a video
     /// player's first request): the 206 of all of it streams to disk as
     /// the 200 it amounts to, so a request for the whole is a hit too.

@@ -178,6 +178,19 @@ final class HTTPClient {
         }
     }
 
+    /// Every byte that arrives until the peer closes the connection (the
+    /// receive timeout bounds each wait): for answers that are cut.
+    func readUntilClosed() -> [UInt8] {
+        var received = buffer
+        buffer = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { return received }
+            received += chunk[0..<n]
+        }
+    }
+
     func get(_ target: String, headers: [String] = []) throws -> HTTPResponse {
         try send("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n" + headers.map { $0 + "\r\n" }.joined() + "\r\n")
         return try readResponse()

@@ -114,7 +114,7 @@ final class StatusPageEndToEndTests: ConfiguredTestCase {
         }
         try traffic { try points().filter { lookups($0) > 0 }.count >= 2 }
         let idleDeadline = Date().addingTimeInterval(20)
-        while try points().reversed().prefix { lookups($0) == 0 }.count < 4 && Date() < idleDeadline { usleep(200_000) }
+        while try points().reversed().prefix(while: { lookups($0) == 0 }).count < 4 && Date() < idleDeadline { usleep(200_000) }
         let before = try points().count
         try traffic { try points().dropFirst(before).filter { lookups($0) > 0 }.count >= 2 }
         let dom = try browse("\(larder.adminURL)/?token=\(token)", "--dump-dom").stdout

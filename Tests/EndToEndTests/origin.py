@@ -21,6 +21,7 @@ Query parameters on any path:
   size=N        body size in bytes (default 32); the body is a deterministic
                 pattern derived from the path
   chunked=1     send the body with Transfer-Encoding: chunked (in pieces)
+  type=T        Content-Type: T (default: none)
   vary=Name     add "Vary: Name"; the body then includes that header's value
   delay=S       sleep S seconds (float) before answering
   interim=C,... send these 1xx responses first (103 carries Link and
@@ -43,6 +44,9 @@ Query parameters on any path:
                 Content-Range, as static file servers do, or for several
                 ranges with a multipart/byteranges 206 (not when an If-Range
                 names another ETag: then the whole, 200)
+  parts_reversed=1  with ranges=1: a multipart 206's parts in reverse order
+  coalesce=1    with ranges=1: several ranges answered as one range from the
+                first byte asked to the last (RFC 9110 section 14.2 allows it)
   ignore_if_range=1  with ranges=1: answer the range whatever If-Range names
   overrun_if_range=N, short_if_range=N  with ranges=1: a one-range 206 to a
                 request with If-Range carries N bytes more (or fewer) than
@@ -206,6 +210,8 @@ class Handler(BaseHTTPRequestHandler):
         if q.get("body_then") == "1" and "etag_then" in q and counts[self.path] > 1:
             seed += q["etag_then"]
         body = bytes(int(q.get("size", "32"))) if q.get("fill") == "zero" else pattern(seed, int(q.get("size", "32")))
+        if "type" in q:
+            headers["Content-Type"] = q["type"]
         if "vary" in q:
             headers["Vary"] = q["vary"]
             body = (q["vary"] + "=" + str(self.headers.get(q["vary"])) + "\n").encode() + body
@@ -248,6 +254,8 @@ class Handler(BaseHTTPRequestHandler):
                     lo, hi = max(0, n - int(m.group(2))), n - 1
                 if lo < n and lo <= hi:
                     spans.append((lo, hi))
+            if spans and q.get("coalesce") == "1":
+                spans = [(min(lo for lo, _ in spans), max(hi for _, hi in spans))]
             if len(spans) == 1:
                 lo, hi = spans[0]
                 headers["Content-Range"] = "bytes %d-%d/%d" % (lo, hi, n)
@@ -260,7 +268,7 @@ class Handler(BaseHTTPRequestHandler):
                 # Several ranges: multipart/byteranges (RFC 9110 section 14.6).
                 part_type = headers.pop("Content-Type", "application/octet-stream")
                 out = b"preamble to ignore\r\n"
-                for lo, hi in spans:
+                for lo, hi in (spans[::-1] if q.get("parts_reversed") == "1" else spans):
                     out += b"--SEP\r\nContent-Type: %s\r\nContent-Range: bytes %d-%d/%d\r\n\r\n" % (
                         part_type.encode(), lo, hi, n) + body[lo:hi + 1] + b"\r\n"
                 headers["Content-Type"] = "multipart/byteranges; boundary=SEP"

@@ -78,7 +78,7 @@ final class ExchangeMachineTests: XCTestCase {
         XCTAssertEqual(m.forwarding.reason, .uriMiss)
         XCTAssertFalse(m.responseStarted, "a failure now can still be answered with a stand-in")
         XCTAssertEqual(m.upstreamHead(response(200), now: now).name, "takeHead")
-        let head = m.headSent(status: 200, stored: true)
+        let head = m.headSent(response(200), stored: true)
         XCTAssertEqual(head.cacheStatus, "larder; fwd=uri-miss; stored")
         XCTAssertNil(head.completion)
         XCTAssertEqual(m.state, .streaming)
@@ -256,7 +256,7 @@ final class ExchangeMachineTests: XCTestCase {
         _ = fits.joined(.leading)
         XCTAssertEqual(fits.upstreamHead(response(206, ["etag": "\"v1\"", "content-range": "bytes 10-99/100"]), now: now).name,
                        "takeHead", "the same strong validator: joined")
-        let joined = fits.headSent(status: 206, stored: true)
+        let joined = fits.headSent(response(206, ["etag": "\"v1\"", "content-range": "bytes 10-99/100"]), stored: true)
         XCTAssertTrue(joined.completion?.piece.isSame(piece) ?? false, "the stored piece goes first")
         XCTAssertTrue(joined.completion?.pieceLeads ?? false)
         XCTAssertEqual(joined.cacheStatus, "larder; fwd=partial; fwd-status=206; stored")
@@ -282,11 +282,40 @@ final class ExchangeMachineTests: XCTestCase {
             guard case .forward = m.joined(.leading) else { return XCTFail() }
             XCTAssertEqual(m.upstreamHead(response(206, ["etag": "\"v1\"", "content-range": "bytes 0-89/100"]), now: now).name,
                            "takeHead")
-            let head = m.headSent(status: 206, stored: true)
+            let head = m.headSent(response(206, ["etag": "\"v1\"", "content-range": "bytes 0-89/100"]), stored: true)
             XCTAssertTrue(head.completion?.piece.isSame(piece) ?? false, "the head says the whole")
             XCTAssertFalse(head.completion?.pieceLeads ?? true, "the upstream's bytes come first")
             XCTAssertEqual(m.bodyEnded(whole: whole)?.piece.isSame(piece) ?? false, whole)
             XCTAssertNil(m.bodyEnded(whole: whole), "sent once")
+        }
+    }
+
+    /// A piece inside the representation: a multipart/byteranges 206 (or
+    /// one range over both sides) of the same representation is taken, its
+    /// parts put around the piece as they stream; another one's is not.
+    func testAPieceInsideIsCompletedAroundByTheSameRepresentationOnly() {
+        let piece = entry("max-age=60", status: 206, ["etag": "\"v1\"", "content-range": "bytes 40-49/100"], body: "0123456789")
+        let multipart = "multipart/byteranges; boundary=S"
+        let answers: [(HeaderFields, Bool)] = [
+            (["content-type": multipart, "etag": "\"v1\""], true), (["etag": "\"v1\"", "content-range": "bytes 0-99/100"], true),
+            (["content-type": multipart, "etag": "\"v2\""], false), (["etag": "\"v1\"", "content-range": "bytes 0-39/100"], false),
+        ]
+        for (fields, taken) in answers {
+            var m = machine()
+            _ = m.start()
+            _ = m.lookedUp(found(miss, completable: piece), in: Variants())
+            guard case .forward = m.joined(.leading) else { return XCTFail() }
+            XCTAssertTrue(m.forwarding.completing?.liesInside ?? false)
+            let answer = response(206, fields)
+            guard taken else {
+                XCTAssertEqual(m.upstreamHead(answer, now: now).name, "forwardAgain", "\(fields)")
+                continue
+            }
+            XCTAssertEqual(m.upstreamHead(answer, now: now).name, "takeHead", "\(fields)")
+            let head = m.headSent(answer, stored: true)
+            XCTAssertTrue(head.completion?.liesInside ?? false)
+            XCTAssertNotNil(m.forwarding.around, "the parts are put around the piece")
+            XCTAssertNil(m.bodyEnded(whole: true), "nothing trails: the piece goes between the parts")
         }
     }
 
@@ -295,7 +324,7 @@ final class ExchangeMachineTests: XCTestCase {
         _ = lookedUp(&m, miss)
         _ = m.joined(.leading)
         _ = m.upstreamHead(response(200), now: now)
-        _ = m.headSent(status: 200, stored: false)
+        _ = m.headSent(response(200), stored: false)
         m.clientGone()
         XCTAssertTrue(m.clientDone)
         XCTAssertEqual(m.upstreamHead(response(200), now: now).name, "none")
