@@ -43,10 +43,11 @@ public enum ByteRange {
         for set in sets {
             guard !ended, let spec = spec(set) else { return false }
             switch spec {
-            case .suffix:
+            case .suffix(let n):
+                guard n < beyondAnyLength else { return false }  // too large to pass on as written
                 ended = true
             case .span(let first, let last):
-                guard first >= next else { return false }
+                guard first >= next, first < beyondAnyLength, (last ?? 0) < beyondAnyLength else { return false }
                 if let last { next = last + 1 } else { ended = true }
             }
         }
@@ -88,9 +89,20 @@ public enum ByteRange {
         return date == lm
     }
 
+    /// A position past any representation: longer numbers read as it. A
+    /// last-pos or suffix-length may exceed the length (section 14.1.2:
+    /// `bytes=0-99999999999999999999` is all of it); a first-pos that does
+    /// is unsatisfiable.
+    static let beyondAnyLength = 1 << 62
+
     private static func digits<S: StringProtocol>(_ s: S) -> Int? {
-        guard !s.isEmpty, s.utf8.count <= 18, s.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
-        return Int(s)
+        guard !s.isEmpty else { return nil }
+        var value = 0
+        for c in s.utf8 {
+            guard c >= 0x30 && c <= 0x39 else { return nil }
+            value = value > (beyondAnyLength - 9) / 10 ? beyondAnyLength : min(value * 10 + Int(c - 0x30), beyondAnyLength)
+        }
+        return value
     }
 }
 

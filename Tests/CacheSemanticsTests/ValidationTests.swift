@@ -187,6 +187,8 @@ final class ByteRangeTests: XCTestCase {
         XCTAssertFalse(ByteRange.mayForwardSeveral("bytes=0-9,x"))
         XCTAssertFalse(ByteRange.mayForwardSeveral("items=0-9,10-19"), "another unit")
         XCTAssertFalse(ByteRange.mayForwardSeveral("bytes=0-9,10-99999999999999999999"), "a number too large")
+        XCTAssertFalse(ByteRange.mayForwardSeveral("bytes=0-9,99999999999999999999-"), "a number too large")
+        XCTAssertFalse(ByteRange.mayForwardSeveral("bytes=0-9,-99999999999999999999"), "a number too large")
     }
 
     func testSingleRanges() {
@@ -198,6 +200,13 @@ final class ByteRangeTests: XCTestCase {
         XCTAssertEqual(eval("bytes=50-5000"), .partial(first: 50, last: 99))
         XCTAssertEqual(eval("bytes=100-"), .unsatisfiable)
         XCTAssertEqual(eval("bytes=-0"), .unsatisfiable)
+        // Numbers past any length (section 14.1.2): a last-pos or suffix-length means the end, a first-pos is beyond it.
+        XCTAssertEqual(eval("bytes=10-99999999999999999999"), .partial(first: 10, last: 99))
+        XCTAssertEqual(eval("bytes=-" + String(repeating: "9", count: 400)), .partial(first: 0, last: 99))
+        XCTAssertEqual(eval("bytes=99999999999999999999-"), .unsatisfiable)
+        XCTAssertEqual(eval("bytes=99999999999999999999-99999999999999999999"), .unsatisfiable)
+        XCTAssertEqual(eval("bytes=00000000000000000000000005-9"), .partial(first: 5, last: 9), "leading zeros")
+        XCTAssertEqual(eval("bytes=99999999999999999999-5"), .full, "backwards")
     }
 
     func testIgnoredRanges() {
