@@ -40,6 +40,14 @@ extension Exchange: FetchClient {
             return
         }
         answer.upstreamHead(response, for: request, age: age, cacheStatus: head.cacheStatus)
+        if machine.upstreamPlan?.headAsGet == true {
+            // The HEAD has its answer; the GET's body goes to the store alone
+            // (`UpstreamFetch.clientLeft`: when storable within finish_store_limit).
+            let fetch = self.fetch
+            self.fetch = nil
+            fetch?.clientLeft()
+            complete()
+        }
     }
 
     var isCongested: Bool { sink.isBodyCongested }

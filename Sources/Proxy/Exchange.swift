@@ -152,7 +152,10 @@ final class Exchange {
     /// (Collapser), which the fetch keeps, as it keeps the fleet's
     /// (`claimedInFleet`).
     func forward(leading: Bool = false, claimedInFleet: Bool = false) {
-        var forwarded = UpstreamHeaders.forward(request, peer: sink.peer, forwardHost: upstream.configuration.forwardHost,
+        let headAsGet = isCacheLookup && Forwarding.fetchesAsGet(request.method, reason: machine.forwarding.reason)
+        machine.upstreamPlan?.headAsGet = headAsGet
+        var forwarded = UpstreamHeaders.forward(headAsGet ? request.asGet : request, peer: sink.peer,
+                                                forwardHost: upstream.configuration.forwardHost,
                                                 preserveHost: upstream.configuration.preserveHost,
                                                 passed: upstream.configuration.passRequestHeaders)
         if isCacheLookup {
@@ -164,7 +167,7 @@ final class Exchange {
             }
         }
         let fetch = UpstreamFetch(fields: machine.forwarding.upstreamFields(forwarded, among: variants), for: self, upstream: upstream,
-                                  leading: leading, sharing: machine.forwarding.mayShare)
+                                  leading: leading, sharing: machine.forwarding.mayShare, asGet: headAsGet)
         fetch.claimedInFleet = claimedInFleet
         self.fetch = fetch
         fetch.start()

@@ -18,6 +18,9 @@ final class Forwarding {
     var standIns = StandIns()
     /// reloadIgnoringLocalAndRemoteCacheData: Cache-Control: no-cache upstream.
     var noCacheUpstream = false
+    /// A HEAD fetched as a GET (`Exchange.forward`): once its head went
+    /// out, the client is answered and the fetch goes on without it.
+    var headAsGet = false
     /// A stored piece the upstream is asked to complete
     /// (`PartialContent.restRequest`): the client gets its bytes and the
     /// rest, in their order.
@@ -101,6 +104,15 @@ final class Forwarding {
     /// The Cache-Status value of an answer from upstream.
     func cacheStatus(stored: Bool, fwdStatus: Int? = nil, detail: String? = nil) -> String {
         CacheStatus.forward(completing != nil ? .partial : reason, stored: stored, fwdStatus: fwdStatus, detail: detail)
+    }
+
+    /// Whether a cache lookup goes upstream as a GET: a HEAD that found
+    /// nothing stored, so that the response is stored for the requests
+    /// that follow (as nginx's proxy_cache_convert_head and Varnish do); its
+    /// client gets the head at once, the body is stored without it. A HEAD
+    /// that validates a stored response goes as a HEAD (section 4.3.5).
+    static func fetchesAsGet(_ method: String, reason: CacheStatus.Forward) -> Bool {
+        method == "HEAD" && (reason == .uriMiss || reason == .varyMiss)
     }
 
     /// Whether the fetch may be shared with requests collapsed onto it: not

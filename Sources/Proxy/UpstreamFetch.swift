@@ -99,13 +99,16 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     /// (not a completion's rest: they wait, then look up again).
     private let sharing: Bool
 
-    init(fields: HeaderFields, for client: any FetchClient, upstream: UpstreamAccess, leading: Bool, sharing: Bool = true) {
+    /// `asGet`: the client's HEAD goes as a GET, so what comes is stored
+    /// (`Exchange.forward`); the fetch is a GET's in every way.
+    init(fields: HeaderFields, for client: any FetchClient, upstream: UpstreamAccess, leading: Bool, sharing: Bool = true,
+         asGet: Bool = false) {
         self.sharing = sharing
         self.upstream = upstream
         pool = upstream.configuration.pool(named: client.upstreamName)
         cache = upstream.cache
         self.client = client
-        request = client.request
+        request = asGet ? client.request.asGet : client.request
         key = client.key
         isCacheLookup = client.isCacheLookup
         variants = client.variants
@@ -444,5 +447,14 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         if soFar.count > 0 { fetch.append(Bytes(soFar)) }
         machine.publish(fetch)
         cache.collapser.publish(key, fetch)
+    }
+}
+
+extension RequestHead {
+    /// The same request as a GET (a HEAD fetched to be stored).
+    var asGet: RequestHead {
+        var get = self
+        get.method = "GET"
+        return get
     }
 }

@@ -319,6 +319,18 @@ final class ExchangeMachineTests: XCTestCase {
         }
     }
 
+    /// A HEAD that missed is fetched as a GET (and stored); one that
+    /// validates, reloads or bypasses goes as a HEAD; other methods as they are.
+    func testOnlyAHeadThatMissedIsFetchedAsAGet() {
+        XCTAssertTrue(Forwarding.fetchesAsGet("HEAD", reason: .uriMiss))
+        XCTAssertTrue(Forwarding.fetchesAsGet("HEAD", reason: .varyMiss))
+        for reason: CacheStatus.Forward in [.stale, .request, .bypass, .method, .partial] {
+            XCTAssertFalse(Forwarding.fetchesAsGet("HEAD", reason: reason), "\(reason)")
+        }
+        XCTAssertFalse(Forwarding.fetchesAsGet("GET", reason: .uriMiss))
+        XCTAssertFalse(Forwarding.fetchesAsGet("POST", reason: .uriMiss))
+    }
+
     func testTheClientGoneMidStreamStopsEverythingAfter() {
         var m = machine()
         _ = lookedUp(&m, miss)
