@@ -69,8 +69,8 @@ final class HeadMissEndToEndTests: ProxyTestCase {
         XCTAssertEqual(try XCTUnwrap(try waitUntilStored(target)).body.count, 100)
     }
 
-    /// What cannot be stored is not fetched again for nothing: the HEAD
-    /// is answered from the GET's head, and the next request goes upstream.
+    /// A response that cannot be stored: the HEAD gets the GET's head,
+    /// nothing is stored, and the next request goes upstream again.
     func testAHeadMissWhoseResponseCannotBeStoredStoresNothing() throws {
         let target = "/headmiss/nostore?size=100&cc=no-store"
         let c = try larder.client()
