@@ -126,7 +126,8 @@ extension Exchange {
     /// Joins the key's collapser: leads its fetch, follows or waits for
     /// the one already under way, or fetches alone.
     private func join() -> ExchangeMachine.Joined {
-        switch LeaderWait.join(key, for: request, collapser: cache.collapser, loop: loop,
+        let asGet = Forwarding.fetchesAsGet(request.method, reason: machine.forwarding.reason)
+        switch LeaderWait.join(key, for: request, asGet: asGet, collapser: cache.collapser, loop: loop,
                                timeoutMilliseconds: UInt64(upstream.configuration.upstream.responseTimeoutMilliseconds),
                                ended: { [weak self] ended in
                                    guard let self else { return }
@@ -145,6 +146,8 @@ extension Exchange {
     /// Answers with the leader's response, piece by piece as it arrives.
     private func follow(_ fetch: SharedFetch, cacheStatus: String) {
         answer.sharedHead(fetch.head, for: request, cacheStatus: cacheStatus)
+        // A HEAD has its answer: the body is not waited for.
+        if request.method == "HEAD" { return complete() }
         stream(from: SharedFetchReader(fetch, loop: loop, ready: { [weak self] in self?.pullBody() }))
     }
 

@@ -44,10 +44,11 @@ final class LeaderWait {
 
     /// `timeoutMilliseconds`: how long a leader is waited for (a slow one
     /// stops being waited for; the request then looks up and fetches).
-    static func join(_ key: String, for request: RequestHead, collapser: Collapser, loop: EventLoop,
+    /// `asGet`: a HEAD that missed, fetched as a GET (`Forwarding.fetchesAsGet`).
+    static func join(_ key: String, for request: RequestHead, asGet: Bool = false, collapser: Collapser, loop: EventLoop,
                      timeoutMilliseconds: UInt64, ended: @escaping (Ended) -> Void) -> Joined {
-        // GETs, and POSTs cached as queries (their key holds their body's digest).
-        guard request.method == "GET" || request.method == "POST" else { return .fetchAlone }
+        // GETs (and HEADs fetched as GETs), and POSTs cached as queries (their key holds their body's digest).
+        guard request.method == "GET" || request.method == "POST" || asGet else { return .fetchAlone }
         let wait = LeaderWait(loop: loop, request: request, ended: ended)
         switch collapser.lead(key, loop: loop, wake: { [weak wait] (fetch: SharedFetch?) in wait?.end(fetch) }) {
         case .leader:

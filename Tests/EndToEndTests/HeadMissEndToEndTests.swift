@@ -57,6 +57,34 @@ final class HeadMissEndToEndTests: ProxyTestCase {
         XCTAssertEqual(try origin.count(target), 1)
     }
 
+    /// A GET that arrives while a HEAD's GET is still streaming follows
+    /// that fetch: one upstream request for both.
+    func testAGetArrivingDuringAHeadMissFollowsItsFetch() throws {
+        let target = "/headmiss/shared?size=200000&trickle=0.3"
+        XCTAssertEqual(try head(target, on: try larder.client()).status, 200)
+        XCTAssertNil(try origin.lastRequest(target)["done"], "the origin is still sending the body")
+        let get = try larder.client().get(target)
+        XCTAssertEqual(get.status, 200)
+        XCTAssertEqual(get.body.count, 200000)
+        XCTAssertTrue(get.header("cache-status")?.contains("collapsed") ?? false, "\(get.headers)")
+        XCTAssertEqual(try origin.count(target), 1)
+    }
+
+    /// A HEAD that arrives while a GET's fetch streams follows it: the
+    /// head at once, no request of its own.
+    func testAHeadArrivingDuringAGetFollowsItsFetch() throws {
+        let target = "/headmiss/follow?size=200000&trickle=0.3"
+        let getter = try larder.client()
+        try getter.send("GET \(target) HTTP/1.1\r\nHost: t\r\n\r\n")
+        XCTAssertTrue(try getter.read(until: "\r\n\r\n") != nil, "the GET's head came")
+        let answered = try head(target, on: try larder.client())
+        XCTAssertEqual(answered.status, 200)
+        XCTAssertEqual(answered.header("content-length"), "200000")
+        XCTAssertTrue(answered.header("cache-status")?.contains("collapsed") ?? false, "\(answered.headers)")
+        XCTAssertNil(try origin.lastRequest(target)["done"], "answered while the body still streams")
+        XCTAssertEqual(try origin.count(target), 1)
+    }
+
     /// A conditional HEAD that misses: Larder evaluates the condition
     /// against the response it fetched (the upstream is asked plainly, so
     /// the response can be stored).
