@@ -26,6 +26,10 @@ extension Exchange: FetchClient {
     /// Writes the upstream's head for the client (`stored`: the response
     /// is going into the store).
     func streams(_ response: UpstreamResponse, stored: Bool) {
+        // A HEAD fetched as a GET is answered now: its body is stored only
+        // if the fetch goes on without the client.
+        let headAsGet = machine.upstreamPlan?.headAsGet == true
+        let stored = stored && (!headAsGet || fetch?.mayFinishWithoutClient == true)
         let head = machine.headSent(response, stored: stored)
         let age = isCacheLookup ? Freshness.correctedInitialAge(response.timing) : nil
         if let completion = head.completion {
@@ -40,7 +44,7 @@ extension Exchange: FetchClient {
             return
         }
         answer.upstreamHead(response, for: request, age: age, cacheStatus: head.cacheStatus)
-        if machine.upstreamPlan?.headAsGet == true {
+        if headAsGet {
             // The HEAD has its answer; the GET's body goes to the store alone
             // (`UpstreamFetch.clientLeft`: when storable within finish_store_limit).
             let fetch = self.fetch

@@ -384,7 +384,9 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         }
     }
 
-    private var mayFinishWithoutClient: Bool {
+    /// Whether the fetch goes on, to the store or to followers, once its
+    /// client leaves (`clientLeft`).
+    var mayFinishWithoutClient: Bool {
         guard transfer != nil else { return false }
         if machine.published?.hasFollowers ?? false { return true }
         guard store != nil else { return false }

@@ -97,6 +97,20 @@ final class HeadMissEndToEndTests: ProxyTestCase {
         XCTAssertEqual(try XCTUnwrap(try waitUntilStored(target)).body.count, 100)
     }
 
+    /// A body larger than finish_store_limit is not fetched for a HEAD:
+    /// the head says nothing is stored, and nothing is.
+    func testAHeadMissLargerThanTheFinishStoreLimitStoresNothing() throws {
+        let (origin, larder) = try start(config: "finish_store_limit = \"64KiB\"\n")
+        let target = "/headmiss/large?size=200000"
+        let answered = try head(target, on: try larder.client())
+        XCTAssertEqual(answered.status, 200)
+        XCTAssertEqual(answered.header("cache-status"), "larder; fwd=uri-miss", "not said to be stored")
+        let get = try larder.client().get(target)
+        XCTAssertEqual(get.header("cache-status"), "larder; fwd=uri-miss; stored", "the GET fetches and stores")
+        XCTAssertEqual(get.body.count, 200000)
+        XCTAssertEqual(try origin.count(target), 2)
+    }
+
     /// A response that cannot be stored: the HEAD gets the GET's head,
     /// nothing is stored, and the next request goes upstream again.
     func testAHeadMissWhoseResponseCannotBeStoredStoresNothing() throws {
