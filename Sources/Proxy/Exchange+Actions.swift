@@ -126,8 +126,7 @@ extension Exchange {
     /// Joins the key's collapser: leads its fetch, follows or waits for
     /// the one already under way, or fetches alone.
     private func join() -> ExchangeMachine.Joined {
-        let asGet = Forwarding.fetchesAsGet(request.method, reason: machine.forwarding.reason)
-        switch LeaderWait.join(key, for: request, asGet: asGet, collapser: cache.collapser, loop: loop,
+        switch LeaderWait.join(key, for: request, asGet: fetchesHeadAsGet, collapser: cache.collapser, loop: loop,
                                timeoutMilliseconds: UInt64(upstream.configuration.upstream.responseTimeoutMilliseconds),
                                ended: { [weak self] ended in
                                    guard let self else { return }

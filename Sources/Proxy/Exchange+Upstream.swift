@@ -28,7 +28,7 @@ extension Exchange: FetchClient {
     func streams(_ response: UpstreamResponse, stored: Bool) {
         // A HEAD fetched as a GET is answered now: its body is stored only
         // if the fetch goes on without the client.
-        let headAsGet = machine.upstreamPlan?.headAsGet == true
+        let headAsGet = fetchesHeadAsGet
         let stored = stored && (!headAsGet || fetch?.mayFinishWithoutClient == true)
         let head = machine.headSent(response, stored: stored)
         let age = isCacheLookup ? Freshness.correctedInitialAge(response.timing) : nil

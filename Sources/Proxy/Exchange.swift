@@ -147,13 +147,17 @@ final class Exchange {
         return machine.lookedUp(found, in: variants)
     }
 
+    /// A HEAD that missed, fetched as a GET (`Forwarding.fetchesAsGet`):
+    /// its client is answered once the head came, and the fetch goes on
+    /// without it.
+    var fetchesHeadAsGet: Bool { isCacheLookup && Forwarding.fetchesAsGet(request.method, reason: machine.forwarding.reason) }
+
     /// Goes upstream: the fetch carries the request, and its body (held or
     /// streamed). `leading`: this request holds the key's claim
     /// (Collapser), which the fetch keeps, as it keeps the fleet's
     /// (`claimedInFleet`).
     func forward(leading: Bool = false, claimedInFleet: Bool = false) {
-        let headAsGet = isCacheLookup && Forwarding.fetchesAsGet(request.method, reason: machine.forwarding.reason)
-        machine.upstreamPlan?.headAsGet = headAsGet
+        let headAsGet = fetchesHeadAsGet
         var forwarded = UpstreamHeaders.forward(headAsGet ? request.asGet : request, peer: sink.peer,
                                                 forwardHost: upstream.configuration.forwardHost,
                                                 preserveHost: upstream.configuration.preserveHost,

@@ -18,9 +18,6 @@ final class Forwarding {
     var standIns = StandIns()
     /// reloadIgnoringLocalAndRemoteCacheData: Cache-Control: no-cache upstream.
     var noCacheUpstream = false
-    /// A HEAD fetched as a GET (`Exchange.forward`): once its head went
-    /// out, the client is answered and the fetch goes on without it.
-    var headAsGet = false
     /// A stored piece the upstream is asked to complete
     /// (`PartialContent.restRequest`): the client gets its bytes and the
     /// rest, in their order.
