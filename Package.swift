@@ -105,6 +105,7 @@ let package = Package(
         .testTarget(name: "CacheSemanticsTests", dependencies: ["CacheSemantics", "HTTPHeaders"], swiftSettings: swift5),
         .testTarget(name: "CacheStorageTests", dependencies: ["CacheStorage", "CChecksum", "Clocks", "Threads", "HTTP1", "HTTPHeaders", "TestSupport"], swiftSettings: swift5),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"], swiftSettings: swift5),
+        .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2"], swiftSettings: swift5),
         .testTarget(name: "ThreadsTests", dependencies: ["Threads"], swiftSettings: swift5),
         .testTarget(name: "CompressionTests", dependencies: ["Compression"], swiftSettings: swift5),
         // What several test targets start: free loopback ports, redis-server.
@@ -121,7 +122,7 @@ let package = Package(
             // CZlib: the status page's screenshot (a PNG) is decoded to check its pixels. CacheStorage: hostile
             // records in the disk format are planted in Redis.
             dependencies: ["larder", "TestSupport", "CZlib", "CacheStorage", "CacheSemantics"],
-            exclude: ["origin.py", "h2client.py"],
+            exclude: ["origin.py", "h2client.py", "h2attacks.py"],
             swiftSettings: swift5
         ),
     ]

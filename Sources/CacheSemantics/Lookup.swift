@@ -10,10 +10,13 @@ public protocol StoredResponseFacts {
     /// Its Content-Language, read only when a request's Accept-Language
     /// differs from the one that produced it.
     var contentLanguage: String? { get }
+    /// Its Content-Encoding, read only for a variant chosen by Accept-Encoding.
+    var contentEncoding: String? { get }
 }
 
 extension StoredResponseFacts {
     public var contentLanguage: String? { nil }
+    public var contentEncoding: String? { nil }
 }
 
 /// The parts of a request the lookup looks at.
@@ -93,7 +96,14 @@ public enum Lookup {
     public static func matches<S: StoredResponseFacts>(_ request: RequestFacts, _ stored: S) -> Bool {
         for (i, name) in stored.varyNames.enumerated() {
             let value = request.field(name)
-            if Vary.normalize(value, field: name) == stored.varyValues[i] { continue }
+            if Vary.normalize(value, field: name) == stored.varyValues[i] {
+                // The variant key groups clients by gzip and br alone: a body
+                // in another coding (zstd, deflate) answers only a client
+                // that takes it (gzip is decoded for those that do not).
+                if name == "accept-encoding", let coding = stored.contentEncoding, !AcceptEncoding.isGzip(coding),
+                   !AcceptEncoding(value).takes(contentEncoding: coding) { return false }
+                continue
+            }
             if name == "accept-language", Vary.languageSelects(value, contentLanguage: stored.contentLanguage) { continue }
             return false
         }

@@ -323,6 +323,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     public var isGzip: Bool { withStorage { $0.header.isGzip } }
     public var lastModified: String? { header("last-modified") }
     public var contentLanguage: String? { header("content-language") }
+    public var contentEncoding: String? { header("content-encoding") }
 }
 
 /// Reads header fields back from a serialized head ("Status line\r\n"

@@ -4,14 +4,21 @@ import CNGHTTP2
 /// needs response bytes. All on the connection's thread, from inside
 /// `receive` or `send`.
 public protocol HTTP2SessionDelegate: AnyObject {
-    /// A client opened a stream with a HEADERS frame.
-    func streamOpened(_ stream: Int32)
+    /// A client opened a stream with a HEADERS frame. False refuses it
+    /// (RST_STREAM REFUSED_STREAM; nothing more of it reaches the delegate
+    /// but its close): the delegate counts concurrent streams against
+    /// `Settings.maxConcurrentStreams`.
+    func streamOpened(_ stream: Int32) -> Bool
     /// One field of a request's header section (pseudo-fields included),
     /// already checked by libnghttp2 (RFC 9113 section 8.2). False refuses
     /// the stream (it is reset).
     func field(_ stream: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Bool
     /// The header section is complete; `endStream`: no body follows.
     func headersEnded(_ stream: Int32, endStream: Bool)
+    /// One trailer field of `bytes` (name and value) of a request's body.
+    /// False when the trailers so far are over the header-list limit (the
+    /// stream is reset; the rest of the block is decoded, never checked).
+    func trailerField(_ stream: Int32, bytes: Int) -> Bool
     /// Request body bytes.
     func data(_ stream: Int32, _ bytes: UnsafeRawBufferPointer)
     /// The request's body ended (END_STREAM on DATA or trailers).
@@ -49,6 +56,8 @@ public final class HTTP2Session {
     }
 
     private var session: OpaquePointer?
+    /// The limit the client is told, until the first SETTINGS frame left.
+    private var advertisedStreams: UInt32?
     public unowned let delegate: any HTTP2SessionDelegate
 
     public init(settings: Settings, delegate: any HTTP2SessionDelegate) throws(HTTP2Error) {
@@ -59,12 +68,21 @@ public final class HTTP2Session {
         nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, user in
             guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
                   frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else { return 0 }
-            HTTP2Session.of(user).delegate.streamOpened(frame.pointee.hd.stream_id)
+            let session = HTTP2Session.of(user)
+            let id = frame.pointee.hd.stream_id
+            if !session.delegate.streamOpened(id) {
+                nghttp2_submit_rst_stream(session.session, UInt8(NGHTTP2_FLAG_NONE.rawValue), id, HTTP2Error.Code.refusedStream.rawValue)
+            }
             return 0
         }
         nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, user in
-            guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
-                  frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else { return 0 }  // trailers are dropped
+            guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) else { return 0 }
+            guard frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else {
+                // Trailers are dropped, but count against the limit (each
+                // field is checked by the library: unbounded, that costs CPU).
+                let ok = HTTP2Session.of(user).delegate.trailerField(frame.pointee.hd.stream_id, bytes: nameLength + valueLength)
+                return ok ? 0 : NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
+            }
             let ok = HTTP2Session.of(user).delegate.field(frame.pointee.hd.stream_id,
                                                           name: UnsafeRawBufferPointer(start: name, count: nameLength),
                                                           value: UnsafeRawBufferPointer(start: value, count: valueLength))
@@ -121,7 +139,7 @@ public final class HTTP2Session {
         }
         var entries = [
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue),
-                                   value: UInt32(settings.maxConcurrentStreams)),
+                                   value: UInt32(AdvertisedSettings.hardBound(settings.maxConcurrentStreams))),
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue),
                                    value: UInt32(settings.initialWindowSize)),
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue),
@@ -129,6 +147,7 @@ public final class HTTP2Session {
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
         ]
         nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &entries, entries.count)
+        advertisedStreams = UInt32(settings.maxConcurrentStreams)
     }
 
     deinit { nghttp2_session_del(session) }
@@ -154,6 +173,13 @@ public final class HTTP2Session {
             let n = nghttp2_session_mem_send(session, &data)
             if n < 0 { throw HTTP2Error(code: Int32(n)) }
             guard n > 0, let data else { return }
+            if let value = advertisedStreams {
+                // (Once per connection: a copy of its first bytes.)
+                var bytes = Array(UnsafeRawBufferPointer(start: data, count: n))
+                if AdvertisedSettings.rewrite(&bytes, maxConcurrentStreams: value) { advertisedStreams = nil }
+                if !bytes.withUnsafeBytes(write) { return }
+                continue
+            }
             if !write(UnsafeRawBufferPointer(start: data, count: n)) { return }
         }
     }

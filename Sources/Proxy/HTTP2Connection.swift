@@ -39,6 +39,8 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     private var windowWaiters: [Int32] = []
     private var limits: HTTP2Limits
     private var draining = false
+    /// Set once the session is over and its last bytes are out (`Lingering`).
+    private var lingering: Lingering?
     /// Deadlines: the first request (header_timeout), idleness
     /// (keepalive_timeout), output the client does not take (send_timeout).
     private var timer: TimerID = .none
@@ -82,6 +84,10 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
 
     func ready(_ events: IOEvents) {
         guard !closed else { return }
+        if lingering != nil {
+            if lingering!.discard(fd, into: &services.scratch) { close() }
+            return
+        }
         if events.contains(.write) || events.contains(.error) { write() }
         if !closed && (events.contains(.read) || events.contains(.hangup) || tls?.wantsWrite == true) { readAvailable() }
     }
@@ -183,12 +189,31 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
         } catch {
             return abort()
         }
-        if pendingStart >= pending.count && !session.wantsRead && !session.wantsWrite { return close() }
-        if draining && streams.isEmpty && pendingStart >= pending.count { return close() }
+        if pendingStart >= pending.count && !session.wantsRead && !session.wantsWrite { return lingerThenClose() }
+        if draining && streams.isEmpty && pendingStart >= pending.count { return lingerThenClose() }
         let wanted: IOEvents = pendingStart < pending.count || tls?.wantsWrite == true ? [.read, .write] : [.read]
         if wanted != interest {
             interest = wanted
             loop.setInterest(fd, wanted)
+        }
+    }
+
+    /// Everything is written: the close waits until the client has read it
+    /// (`Lingering`), bounded; its timer replaces the deadlines.
+    private func lingerThenClose() {
+        guard lingering == nil, !closed else { return }
+        lingering = Lingering()
+        if let tls, tls.established { tls.shutdown() }
+        Socket.shutdownWrite(fd)
+        loop.cancel(timer)
+        timer = loop.schedule(after: Lingering.milliseconds) { [unowned self] in
+            let connection = self
+            connection.timer = .none
+            connection.close()
+        }
+        if interest != [.read] {
+            interest = [.read]
+            loop.setInterest(fd, interest)
         }
     }
 
@@ -206,12 +231,24 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
 
     // MARK: HTTP2SessionDelegate
 
-    func streamOpened(_ id: Int32) {
+    func streamOpened(_ id: Int32) -> Bool {
+        // Past the advertised limit: refused alone (RFC 9113 section 5.1.2),
+        // counted as a reset so that a client cannot refuse streams forever.
+        guard streams.count < settings.http2MaxConcurrentStreams else {
+            WorkerStats.bump(services.counters.http2Resets)
+            if limits.countReset(now: EventLoop.nowMilliseconds()) { enhanceYourCalm("refused streams") }
+            return false
+        }
         servedAny = true
         let stream = HTTP2Stream(id: id, connection: self, maxBodyBytes: settings.limits.maxBodyBytes,
                                  outputBound: settings.outputBoundBytes)
         streams[id] = stream
         WorkerStats.bump(services.counters.http2Streams)
+        return true
+    }
+
+    func trailerField(_ id: Int32, bytes: Int) -> Bool {
+        streams[id]?.trailerField(bytes: bytes, limit: settings.limits.maxHeaderBytes) ?? true
     }
 
     func field(_ id: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Bool {
@@ -330,7 +367,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     /// which arms it again: an idle connection wakes its worker once per
     /// timeout, not once a second.
     private func armTimer() {
-        guard !closed, timer == .none else { return }
+        guard !closed, timer == .none, lingering == nil else { return }
         let now = EventLoop.nowMilliseconds()
         let due = nextDeadline(now: now)
         let delay = max(due > now ? due - now : 0, 10)
@@ -345,7 +382,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
 
     /// The last stream closed: the idle deadline may come before the armed timer.
     private func rearmIfSooner() {
-        guard timer != .none, nextDeadline(now: EventLoop.nowMilliseconds()) < timerAt else { return }
+        guard timer != .none, lingering == nil, nextDeadline(now: EventLoop.nowMilliseconds()) < timerAt else { return }
         loop.cancel(timer)
         timer = .none
         armTimer()
@@ -404,7 +441,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
         for stream in streams.values { stream.closed() }
         streams.removeAll()
         ready.removeAll()
-        if let tls, tls.established { tls.shutdown() }
+        if let tls, tls.established, lingering == nil { tls.shutdown() }
         loop.unwatch(fd)
         Socket.close(fd)
         services.connectionClosed(self)

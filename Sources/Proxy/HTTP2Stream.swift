@@ -31,6 +31,7 @@ final class HTTP2Stream: HTTP1Answers {
     private var tooLarge = false
     /// Bytes of fields decoded, counted as SETTINGS_MAX_HEADER_LIST_SIZE counts them.
     private var decodedBytes = 0
+    private var trailerBytes = 0
     private(set) var exchange: Exchange?
     /// Request body bytes received, and not yet acknowledged to the client
     /// (its window reopens as the upstream takes them).
@@ -107,6 +108,13 @@ final class HTTP2Stream: HTTP1Answers {
         requestText += value
         requestText += "\r\n".utf8
         return true
+    }
+
+    /// A trailer field (dropped): false once the trailers are over the
+    /// limit the head has (counted as the head's fields are).
+    func trailerField(bytes: Int, limit: Int) -> Bool {
+        trailerBytes += bytes + 32
+        return trailerBytes <= limit
     }
 
     /// The head is complete: parsed as an HTTP/1.1 head would be, then

@@ -38,7 +38,8 @@ struct PostQuery {
 
     func verdict() -> Verdict {
         guard let body else { return .notCached("body over max_post_body") }
-        if let why = JSONQuery.refusal(body, uncachedMethods: caching.uncachedMethods) { return .notCached(why) }
+        if let why = JSONQuery.refusal(body, uncachedMethods: caching.uncachedMethods,
+                                         persistedQueries: caching.persistedQueries) { return .notCached(why) }
         let canonical = caching.normalizeJSON ? JSONQuery.canonical(body) : nil
         guard let digest = Self.sha256(canonical ?? body) else { return .notCached("no SHA-256 (OpenSSL did not load)") }
         return .query(digest: digest, normalized: canonical != nil)

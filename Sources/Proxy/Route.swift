@@ -52,6 +52,10 @@ public struct Route: Sendable, Equatable {
     public var normalizeJSON = false
     /// `uncached_rpc_methods`: JSON-RPC methods never cached.
     public var uncachedRPCMethods: [String] = []
+    /// `cache_persisted_queries`: a request naming its GraphQL query only
+    /// by a hash (automatic persisted queries) may be cached; off, it goes
+    /// upstream uncached, since nothing in it says it is not a write.
+    public var cachePersistedQueries = false
 
     /// Whether the key options change keys (`cacheKey` is the target otherwise).
     var changesKeys: Bool { ignoreQuery || sortQuery || !ignoredQueryParameters.isEmpty }
@@ -124,4 +128,5 @@ struct PostCaching {
     var maxBody: Int
     var normalizeJSON: Bool
     var uncachedMethods: [String]
+    var persistedQueries = false
 }

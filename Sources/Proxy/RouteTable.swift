@@ -113,7 +113,8 @@ public struct RouteTable: Sendable, Equatable, TierLifetimes {
     func postCaching(_ key: String) -> PostCaching? {
         guard cachesPost, let i = index(key, method: "POST"), routes[i].cachePost else { return nil }
         let route = routes[i]
-        return PostCaching(maxBody: route.maxPostBody, normalizeJSON: route.normalizeJSON, uncachedMethods: route.uncachedRPCMethods)
+        return PostCaching(maxBody: route.maxPostBody, normalizeJSON: route.normalizeJSON, uncachedMethods: route.uncachedRPCMethods,
+                           persistedQueries: route.cachePersistedQueries)
     }
 
     /// The position in `routes` of the route for a key, if any.

@@ -105,7 +105,7 @@ enum ConfigFile {
                             "ignore_no_store", "negative_ttl", "disk", "ignore_query", "ignore_query_params", "sort_query",
                             "memory_ttl", "disk_ttl", "methods", "glob", "key_headers", "tags", "stale_on_disconnect",
                             "compress", "upstream", "hosts", "cache_post", "max_post_body", "normalize_json",
-                            "uncached_rpc_methods"]
+                            "uncached_rpc_methods", "cache_persisted_queries"]
 
     /// `[[route]]` tables: every key checked, errors with file, line and key.
     /// `[presets]`: short, medium, long and max as durations.
@@ -252,6 +252,7 @@ enum ConfigFile {
                     case "sort_query": route.sortQuery = flag
                     case "cache_post": route.cachePost = flag
                     case "normalize_json": route.normalizeJSON = flag
+                    case "cache_persisted_queries": route.cachePersistedQueries = flag
                     default: route.disk = flag
                     }
                 }
@@ -259,7 +260,7 @@ enum ConfigFile {
             if route.ignoreUpstreamCacheControl && route.defaultTTL == nil {
                 throw fail("ignore_upstream_cache_control", "needs default_ttl in the same route (how long to keep responses)")
             }
-            for postKey in ["max_post_body", "normalize_json", "uncached_rpc_methods"] where table.contains(key: postKey) && !route.cachePost {
+            for postKey in ["max_post_body", "normalize_json", "uncached_rpc_methods", "cache_persisted_queries"] where table.contains(key: postKey) && !route.cachePost {
                 throw fail(postKey, "only applies with cache_post = true")
             }
             if route.ignoreNoStore && !route.ignoreUpstreamCacheControl {

@@ -147,6 +147,7 @@ enum EffectiveConfig {
             out += "cache_post = true\nmax_post_body = \(quoted("\(r.maxPostBody)B"))\n"
             if r.normalizeJSON { out += "normalize_json = true\n" }
             if !r.uncachedRPCMethods.isEmpty { out += "uncached_rpc_methods = \(list(r.uncachedRPCMethods))\n" }
+            if r.cachePersistedQueries { out += "cache_persisted_queries = true\n" }
         }
         if !r.methods.isEmpty { out += "methods = \(list(r.methods.sorted()))\n" }
         if let glob = r.glob { out += "glob = \(quoted(glob))\n" }

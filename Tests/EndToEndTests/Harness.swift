@@ -12,6 +12,7 @@ enum Paths {
 
     static let originScript = packageRoot.appendingPathComponent("Tests/EndToEndTests/origin.py").path
     static let h2client = packageRoot.appendingPathComponent("Tests/EndToEndTests/h2client.py").path
+    static let h2attacks = packageRoot.appendingPathComponent("Tests/EndToEndTests/h2attacks.py").path
 
     /// `swift test` builds the executable next to the test bundle.
     static var larder: String {

@@ -114,7 +114,9 @@ final class PostCachingTests: ConfiguredTestCase {
         // client's (with two, a query read first could leave the holder
         // beyond the total, streamed, and nothing over it after).
         let larder = try startLarder(upstream: origin.url, ["--config", config, "--workers", "1"])
-        func query(_ size: Int, _ fill: Character) -> String { #"{"query":""# + String(repeating: fill, count: size) + #""}"# }
+        func query(_ size: Int, _ fill: Character) -> String {
+            #"{"query":"{ f"# + String(repeating: fill, count: size) + #" }"}"#
+        }
         // One client holds most of the total with a query it has not finished sending.
         let holder = try larder.client()
         let held = query(60 << 10, "a")
