@@ -1,6 +1,5 @@
 import EventLoop
 import HTTP1
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -13,7 +12,11 @@ public final class AccessLog: Sendable {
     public let path: String?
     /// One JSON object per line (`access_log_format = "json"`), else text.
     public let json: Bool
-    private let fd: Atomic<Int32>
+    /// One number for the log's whole life: a reopen puts the new file
+    /// behind it (`dup2`), so a worker writing as it happens writes to the
+    /// old file or the new one, never to a number closed (or reused by a
+    /// client's socket) under it.
+    private let fd: Int32
 
     public struct OpenError: Error, CustomStringConvertible {
         public let description: String
@@ -25,13 +28,13 @@ public final class AccessLog: Sendable {
         switch destination {
         case "stdout":
             path = nil
-            fd = Atomic(1)
+            fd = 1
         case "stderr":
             path = nil
-            fd = Atomic(2)
+            fd = 2
         default:
             path = destination
-            fd = Atomic(try Self.open(destination))
+            fd = try Self.open(destination)
         }
     }
 
@@ -47,13 +50,19 @@ public final class AccessLog: Sendable {
     /// message and keeps the old file when that fails.
     public func reopen() -> String? {
         guard let path else { return nil }
+        let new: Int32
         do {
-            let old = fd.exchange(try Self.open(path), ordering: .acquiringAndReleasing)
-            close(old)
-            return nil
+            new = try Self.open(path)
         } catch {
             return error.description
         }
+        defer { close(new) }
+        // (dup3 is not in Glibc's module: dup2, then close-on-exec again.)
+        guard dup2(new, fd) >= 0 else {
+            return "cannot reopen the access log \(path): \(String(cString: strerror(errno)))"
+        }
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        return nil
     }
 
     /// Lines a worker holds before it writes them (or a second at most).
@@ -61,7 +70,6 @@ public final class AccessLog: Sendable {
 
     /// Writes whole lines. A failing log never stops serving.
     func write(_ bytes: UnsafeBufferPointer<UInt8>) {
-        let fd = fd.load(ordering: .acquiring)
         var done = 0
         while done < bytes.count {
             let n = Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done)

@@ -27,6 +27,11 @@ enum ConfigChecks {
 
     static func run(_ settings: Settings, adminTokenFlag: String?) throws -> [String] {
         var warnings: [String] = []
+        if let refusal = StartupChecks.refusal(settings) { throw Refusal(message: refusal) }
+        if let refusal = StartupChecks.tokenRefusal(admin: try Serve.adminToken(settings, flagFile: adminTokenFlag),
+                                                    read: try Serve.adminReadToken(settings)) {
+            throw Refusal(message: refusal)
+        }
         // TLS listeners: every certificate, key and OCSP file loads.
         for listener in settings.listeners where listener.tls != nil {
             do {

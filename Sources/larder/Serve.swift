@@ -43,8 +43,17 @@ struct Serve: ParsableCommand {
             return handler
         }
         let logger = Logger(label: "larder")
+        // What check-config refuses is refused here too (78), before anything opens.
+        if let refusal = StartupChecks.refusal(settings) {
+            complain(refusal)
+            throw Exit.config
+        }
         let adminToken = try Self.adminToken(settings, flagFile: flags.adminTokenFile)
         let adminReadToken = try Self.adminReadToken(settings)
+        if let refusal = StartupChecks.tokenRefusal(admin: adminToken, read: adminReadToken) {
+            complain(refusal)
+            throw Exit.config
+        }
         if adminReadToken != nil && adminToken == nil {
             logger.warning("admin_read_token is set but no admin token: the admin API is open to every request on its address")
         }
@@ -107,7 +116,7 @@ struct Serve: ParsableCommand {
                 accessLog = try AccessLog(destination: destination, json: settings.accessLogJSON)
             } catch {
                 complain("\(error); fix access_log in the config file (stdout, stderr, a file path, or off)")
-                throw Exit.failure
+                throw Exit.config
             }
         }
 

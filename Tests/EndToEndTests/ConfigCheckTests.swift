@@ -40,6 +40,14 @@ final class ConfigCheckTests: ConfiguredTestCase {
         let cases: [(String, String)] = [
             ("admin_listen = \"0.0.0.0:0\"\n", "is not a loopback address and no admin token is set"),
             ("[fleet]\nredis = \"redis://10.9.8.7:6379\"\n", "password"),
+            // Issue 59: check-config said ok, serve exited 1 (or served 502s for the CA file).
+            ("admin_token_file = \"/nonexistent/token\"\n", "admin_token_file: cannot read /nonexistent/token"),
+            ("admin_token = \"an-admin-token-1\"\nadmin_read_token_file = \"/nonexistent/read\"\n",
+             "admin_read_token_file: cannot read /nonexistent/read"),
+            ("access_log = \"/nonexistent-dir/access.log\"\n", "access_log: cannot write /nonexistent-dir/access.log"),
+            ("upstream_ca_file = \"/nonexistent/ca.pem\"\n", "upstream_ca_file: cannot read /nonexistent/ca.pem"),
+            ("admin_token = \"one-token-for-both\"\nadmin_read_token = \"one-token-for-both\"\n",
+             "admin_read_token: equal to the admin token"),
         ]
         for (text, message) in cases {
             let path = try writeConfig("upstream = \"http://127.0.0.1:9\"\nlisten = \"127.0.0.1:0\"\n" + text)
@@ -50,6 +58,15 @@ final class ConfigCheckTests: ConfiguredTestCase {
             let serve = try larder(["serve", "--config", path])
             XCTAssertEqual(serve.status, 78, "serve refuses it too: \(serve.stderr)")
             XCTAssertTrue(serve.stderr.contains(message), serve.stderr)
+        }
+        // Two [[listen]] tables with one address.
+        let port = unusedPort()
+        let twice = try writeConfig("upstream = \"http://127.0.0.1:9\"\n"
+                                    + String(repeating: "[[listen]]\naddress = \"127.0.0.1:\(port)\"\n", count: 2))
+        for command in ["check-config", "serve"] {
+            let r = try larder([command, "--config", twice])
+            XCTAssertEqual(r.status, 78, "\(command): \(r.stderr)")
+            XCTAssertTrue(r.stderr.contains("listen: 127.0.0.1:\(port) is named by two [[listen]] tables"), r.stderr)
         }
         let withToken = try writeConfig("admin_listen = \"0.0.0.0:0\"\nadmin_token = \"a-long-enough-token\"\n")
         XCTAssertEqual(try larder(["check-config", "--config", withToken]).status, 0)
