@@ -30,6 +30,16 @@ public struct PieceAssembly: Equatable, Sendable {
         return stored
     }
 
+    /// Whether a part holding `piece` starts past what the client can have
+    /// before it (the next byte wanted, or the stored piece's end when it
+    /// holds the next): an upstream that sent its parts in another order
+    /// than asked (RFC 9110 section 14.6 says SHOULD) sent it early.
+    public func comesLater(_ piece: PartialContent.Piece) -> Bool {
+        guard !failed, !isDone, piece.length == held.length else { return false }
+        let reachable = held.first <= next && next <= held.last ? held.last + 1 : next
+        return piece.first > reachable && piece.first <= wanted.last
+    }
+
     /// `count` more bytes of the current part came: the offsets among them
     /// the client gets.
     public mutating func take(_ count: Int) -> Range<Int> {

@@ -3,8 +3,10 @@ import CacheSemantics
 /// A stored piece completed around (it lies inside what the client
 /// wants): the upstream's 206, multipart/byteranges or one range that
 /// coalesced both sides, read as it streams (`MultipartStream`), and the
-/// piece's bytes, put in the client's order (`PieceAssembly`). A class:
-/// the exchange's `Forwarding` holds it while the body streams.
+/// piece's bytes, put in the client's order (`PieceAssembly`). A part that
+/// comes before its turn (the upstream reordered them, as RFC 9110 lets
+/// it) is held, up to `maxHeldBytes`, and goes out once its turn comes.
+/// A class: the exchange's `Forwarding` holds it while the body streams.
 final class CompletionAround {
     enum Output {
         /// Upstream bytes, valid during the call.
@@ -13,9 +15,18 @@ final class CompletionAround {
         case stored(PartialContent.Piece)
     }
 
+    /// Parts held for their turn, all together (beyond: the answer is cut).
+    static let maxHeldBytes = 8 << 20
+
     let completion: Completion
     private var stream: MultipartStream?
     private var assembly: PieceAssembly
+    /// Parts that came early, their data so far; the last one may still be coming.
+    private var early: [(piece: PartialContent.Piece, bytes: [UInt8])] = []
+    private var holding = false
+    private var heldBytes = 0
+    /// What `finish` found, once it was asked.
+    private var finished: Bool?
 
     /// `contentRange`, `contentType`: the upstream 206's.
     init(_ completion: Completion, contentRange: String?, contentType: String?) {
@@ -29,25 +40,55 @@ final class CompletionAround {
         }
     }
 
+    /// Whether what came cannot make the client's answer (not well formed,
+    /// a gap, too much held): nothing of it may be stored either.
+    var failed: Bool { assembly.failed }
+
     /// Upstream body bytes: what goes to the client, in order.
     func take(_ bytes: UnsafeRawBufferPointer, _ send: (Output) -> Void) {
         guard stream != nil else { return pass(bytes, send) }
         let wellFormed = stream!.consume(bytes) { event in
             switch event {
             case .part(let piece, _):
-                if let stored = assembly.partBegins(piece) { send(.stored(stored)) }
+                holding = false
+                replayEarly(send)
+                if assembly.comesLater(piece) {
+                    holding = true
+                    early.append((piece, []))
+                } else if let stored = assembly.partBegins(piece) {
+                    send(.stored(stored))
+                }
             case .data(let data):
-                pass(data, send)
+                guard holding else { return pass(data, send) }
+                heldBytes += data.count
+                if heldBytes > Self.maxHeldBytes { return assembly.fail() }
+                early[early.count - 1].bytes += data
             }
         }
         if !wellFormed { assembly.fail() }
     }
 
-    /// The upstream's body is over: the stored bytes that end the answer,
-    /// if any; true when the client then has all it wants.
+    /// The upstream's body is over: the parts held and the stored bytes
+    /// that end the answer, if any; true when the client then has all it wants.
     func finish(_ send: (Output) -> Void) -> Bool {
+        if let finished { return finished }
+        holding = false
+        replayEarly(send)
         if let stored = assembly.finish() { send(.stored(stored)) }
-        return assembly.isDone && !assembly.failed
+        let whole = assembly.isDone && !assembly.failed && early.isEmpty
+        finished = whole
+        return whole
+    }
+
+    /// Held parts whose turn has come, in their order.
+    private func replayEarly(_ send: (Output) -> Void) {
+        while let i = early.indices.min(by: { early[$0].piece.first < early[$1].piece.first }),
+              !assembly.failed, !assembly.comesLater(early[i].piece) {
+            let (piece, bytes) = early.remove(at: i)
+            heldBytes -= bytes.count
+            if let stored = assembly.partBegins(piece) { send(.stored(stored)) }
+            bytes.withUnsafeBytes { pass($0, send) }
+        }
     }
 
     private func pass(_ data: UnsafeRawBufferPointer, _ send: (Output) -> Void) {

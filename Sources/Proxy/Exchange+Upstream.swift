@@ -66,11 +66,19 @@ extension Exchange: FetchClient {
     }
     /// `whole`: as long as it said (else the connection is cut, as when the
     /// response broke off).
+    func endsBody() -> Bool {
+        guard let around = machine.upstreamPlan?.around else { return true }
+        return around.finish { send($0, around) }
+    }
+
     func responseEnded(whole: Bool) {
         if let trailing = machine.bodyEnded(whole: whole) { sendStored(trailing.sent, of: trailing) }
         if let around = machine.upstreamPlan?.around {
-            // A body that did not hold every byte wanted is cut, as one that broke off.
+            // A body that did not hold every byte wanted is cut, as one that
+            // broke off, and the piece goes: the next request asks plainly
+            // rather than making the same request up again.
             let assembled = whole && around.finish { send($0, around) }
+            if !assembled { cache.store.remove(key) }
             return complete(closing: sink.endBody(whole: assembled))
         }
         complete(closing: sink.endBody(whole: whole))

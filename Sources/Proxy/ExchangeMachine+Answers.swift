@@ -75,6 +75,16 @@ extension ExchangeMachine {
     mutating func upstreamHead(_ response: UpstreamResponse, now: Int64) -> ExchangeAction {
         guard state == .forwarding else { return .none }
         let status = response.status
+        if let completing = forwarding.completing, status != 200,
+           status != 206 || !completing.isCompleted(by: response.fields) {
+            // Larder made this range request up: an answer that is not the
+            // rest of the stored piece's representation (an error, a 416, a
+            // 206 of another one) is not the client's. What the client wants
+            // is asked plainly; a piece the upstream no longer has goes.
+            forwarding.completing = nil
+            let gone = status == 416 || (status == 206 && response.fields["etag"] != completing.piece.etag)
+            return forwardAgain(dropStored: gone)
+        }
         if status >= 500 {
             failure = Box((.status(status), "upstream answered \(status)"))
             let standIn = nextStandIn(now: now)
@@ -84,13 +94,6 @@ extension ExchangeMachine {
             let notModified = Box(response)
             offer = .refreshed(by: notModified)
             return .refresh(validating, by: notModified)
-        }
-        if let completing = forwarding.completing,
-           status == 416 || (status == 206 && !completing.isCompleted(by: response.fields)) {
-            // Not the rest of the stored piece's representation: what the
-            // client wants, asked plainly; a piece the upstream no longer has goes.
-            forwarding.completing = nil
-            return forwardAgain(dropStored: status == 416 || response.fields["etag"] != completing.piece.etag)
         }
         return .takeHead
     }

@@ -29,7 +29,11 @@ protocol FetchClient: AnyObject {
     var isCongested: Bool { get }
     func deliver(_ chunk: Bytes)
     func deliver(copying bytes: UnsafeRawBufferPointer)
-    /// The body ended; `whole`: as long as it said.
+    /// The body came whole (as long as it said): false when the client's
+    /// own check of it fails (a completion's parts that do not make its
+    /// answer), and then nothing of it is stored either.
+    func endsBody() -> Bool
+    /// The body ended; `whole`: as long as it said, and taken by `endsBody`.
     func responseEnded(whole: Bool)
     /// The response broke off after its head.
     func responseCut()
@@ -43,6 +47,7 @@ protocol FetchClient: AnyObject {
 
 extension FetchClient {
     var upstreamName: String? { nil }
+    func endsBody() -> Bool { true }
 }
 
 /// One request to the upstream and where its response goes: to the client
@@ -312,7 +317,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
             client?.responseCut()
         case .ended:
             // Incomplete: never stored (RFC 9111 section 3.3).
-            let whole = BodyEnd.isWhole(expected: expectedLength, received: receivedBody)
+            let whole = BodyEnd.isWhole(expected: expectedLength, received: receivedBody) && (client?.endsBody() ?? true)
             settle(whole: whole)
             end()
             client?.responseEnded(whole: whole)

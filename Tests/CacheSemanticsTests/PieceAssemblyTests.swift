@@ -114,4 +114,21 @@ final class PieceAssemblyTests: XCTestCase {
         done.fail()
         XCTAssertFalse(done.failed, "what came after every byte wanted does not matter")
     }
+
+    /// A part sent before its turn (the upstream reordered them) is known
+    /// as such, until the bytes before it have gone.
+    func testAPartPastWhatCanGoBeforeItComesLater() {
+        let held = PartialContent.Piece(first: 40, last: 59, length: 100)
+        var a = PieceAssembly(held: held, wanted: PartialContent.Piece(first: 0, last: 99, length: 100))
+        let after = PartialContent.Piece(first: 60, last: 99, length: 100), before = PartialContent.Piece(first: 0, last: 39, length: 100)
+        XCTAssertTrue(a.comesLater(after), "bytes 0-39 must go first")
+        XCTAssertFalse(a.comesLater(before))
+        XCTAssertFalse(a.comesLater(PartialContent.Piece(first: 60, last: 99, length: 101)), "another length is no part of it")
+        XCTAssertNil(a.partBegins(before))
+        XCTAssertEqual(a.take(40), 0..<40)
+        XCTAssertFalse(a.comesLater(after), "the stored piece bridges to it now")
+        XCTAssertEqual(a.partBegins(after), PartialContent.Piece(first: 40, last: 59, length: 100))
+        XCTAssertEqual(a.take(40), 0..<40)
+        XCTAssertTrue(a.isDone)
+    }
 }

@@ -237,6 +237,9 @@ class Handler(BaseHTTPRequestHandler):
                 if q.get("gzip_corrupt") == "1":
                     middle = len(body) // 2
                     body = body[:middle] + bytes([body[middle] ^ 0xFF]) + body[middle + 1:]
+        if "range_error" in q and "," in self.headers.get("Range", ""):
+            # An error to a request of several ranges only (a plain GET, or one range, is served).
+            return self.send(int(q["range_error"]), b"no multiple ranges here\n", headers)
         if_range = self.headers.get("If-Range")
         if q.get("ranges") == "1" and status == 200 and "Range" in self.headers and \
                 (if_range is None or if_range == headers.get("ETag") or q.get("ignore_if_range") == "1"):
@@ -267,12 +270,17 @@ class Handler(BaseHTTPRequestHandler):
             elif spans:
                 # Several ranges: multipart/byteranges (RFC 9110 section 14.6).
                 part_type = headers.pop("Content-Type", "application/octet-stream")
+                # multipart_bad: truncate, boundary (another one declared), unit, length (another total).
+                bad = q.get("multipart_bad", "")
+                unit, total = (b"items" if bad == "unit" else b"bytes"), n + (1 if bad == "length" else 0)
                 out = b"preamble to ignore\r\n"
                 for lo, hi in (spans[::-1] if q.get("parts_reversed") == "1" else spans):
-                    out += b"--SEP\r\nContent-Type: %s\r\nContent-Range: bytes %d-%d/%d\r\n\r\n" % (
-                        part_type.encode(), lo, hi, n) + body[lo:hi + 1] + b"\r\n"
-                headers["Content-Type"] = "multipart/byteranges; boundary=SEP"
+                    out += b"--SEP\r\nContent-Type: %s\r\nContent-Range: %s %d-%d/%d\r\n\r\n" % (
+                        part_type.encode(), unit, lo, hi, total) + body[lo:hi + 1] + b"\r\n"
+                headers["Content-Type"] = "multipart/byteranges; boundary=" + ("OTHER" if bad == "boundary" else "SEP")
                 body, status = out + b"--SEP--\r\n", 206
+                if bad == "truncate":
+                    body, q["chunked"] = body[:len(body) // 2], "1"
         if "bighead" in q:
             headers["X-Big"] = "b" * int(q["bighead"])
         headers["X-Origin-Count"] = str(counts[self.path])

@@ -7,9 +7,9 @@ import XCTest
 /// Whole lives of one request, driven event by event with no sockets,
 /// store or upstream: each event's action is what the driver would do.
 final class ExchangeMachineTests: XCTestCase {
-    private let now: Int64 = 1_000
+    let now: Int64 = 1_000
 
-    private func entry(_ cacheControl: String, status: Int = 200, _ fields: HeaderFields = [:], body: String = "stored",
+    func entry(_ cacheControl: String, status: Int = 200, _ fields: HeaderFields = [:], body: String = "stored",
                        storedAt: Int64 = 1_000) -> CachedResponse {
         var headers: HeaderFields = ["cache-control": cacheControl]
         for field in fields { headers.append(field.name, field.value) }
@@ -21,18 +21,18 @@ final class ExchangeMachineTests: XCTestCase {
         }
     }
 
-    private func response(_ status: Int, _ headers: HeaderFields = [:]) -> UpstreamResponse {
+    func response(_ status: Int, _ headers: HeaderFields = [:]) -> UpstreamResponse {
         UpstreamResponse(status: status, reason: nil, headers: headers, requestTime: now, responseTime: now, stripTagHeaders: false)
     }
 
-    private func machine(_ policy: RequestPolicy = .useProtocolCachePolicy, byClient: Bool = false, method: String = "GET",
+    func machine(_ policy: RequestPolicy = .useProtocolCachePolicy, byClient: Bool = false, method: String = "GET",
                          grace: Int = 0, fleet: Bool = false) -> ExchangeMachine {
         ExchangeMachine(.init(isCacheLookup: method == "GET" || method == "HEAD", isGet: method == "GET",
                               disconnectedGrace: grace, shared: true, fleet: fleet), choice: .chosen(policy, byClient: byClient))
     }
 
     /// `completable`: a stored piece completed into the whole (or `wanted`, a range).
-    private func found(_ outcome: LookupOutcome, completable: CachedResponse? = nil, wanted: PartialContent.Piece? = nil,
+    func found(_ outcome: LookupOutcome, completable: CachedResponse? = nil, wanted: PartialContent.Piece? = nil,
                        directives: String = "") -> LookupFound {
         let directives = CacheControl(directives)
         let completion = completable.flatMap { piece in
@@ -45,7 +45,7 @@ final class ExchangeMachineTests: XCTestCase {
                            staleIfError: directives.staleIfError)
     }
 
-    private let miss = LookupOutcome.miss(varyMiss: false)
+    let miss = LookupOutcome.miss(varyMiss: false)
 
     /// A started machine that looked up and found `outcome`.
     private func lookedUp(_ m: inout ExchangeMachine, _ outcome: LookupOutcome, _ variants: [CachedResponse] = [])
@@ -210,7 +210,7 @@ final class ExchangeMachineTests: XCTestCase {
     }
 
     /// A leader's published fetch of a whole 200.
-    private var fetch: SharedFetch {
+    var fetch: SharedFetch {
         SharedFetch(head: SharedFetch.Head(
             status: 200, reason: nil, headers: [:], timing: ResponseTiming(requestTime: 0, responseTime: 0, dateValue: nil, ageValue: 0),
             contentLength: nil, varyNames: [], varyValues: []), limitBytes: 1 << 20)
@@ -231,92 +231,6 @@ final class ExchangeMachineTests: XCTestCase {
         _ = gone.joined(.waiting)
         gone.clientGone()
         XCTAssertEqual(gone.leaderDone(.follow(fetch)).name, "none")
-    }
-
-    func testARestWithAnotherValidatorIsNeverJoinedToTheStoredPiece() {
-        var m = machine()
-        let piece = entry("max-age=60", status: 206, ["etag": "\"v1\"", "content-range": "bytes 0-9/100"], body: "0123456789")
-        XCTAssertEqual(m.start().name, "lookUp")
-        XCTAssertEqual(m.lookedUp(found(miss, completable: piece), in: Variants()).name, "collapse", "one completion per key at a time")
-        guard case .forward(let how) = m.joined(.leading) else { return XCTFail() }
-        XCTAssertEqual(how, .init(leading: true))
-        XCTAssertFalse(m.forwarding.mayShare, "never shared: a follower would get the rest alone (it waits, then looks up again)")
-        XCTAssertEqual(m.forwarding.cacheStatus(stored: false), "larder; fwd=partial")
-        XCTAssertTrue(m.forwarding.completing?.piece.isSame(piece) ?? false)
-        let otherRest = response(206, ["etag": "\"v2\"", "content-range": "bytes 10-99/100"])
-        guard case .forwardAgain(let dropStored) = m.upstreamHead(otherRest, now: now) else { return XCTFail() }
-        XCTAssertTrue(dropStored, "the stale piece goes")
-        XCTAssertNil(m.forwarding.completing, "the whole is asked plainly")
-        XCTAssertEqual(m.nextTurn().name, "forward")
-        XCTAssertEqual(m.upstreamHead(response(200, ["etag": "\"v2\""]), now: now).name, "takeHead")
-
-        var fits = machine()
-        _ = fits.start()
-        _ = fits.lookedUp(found(miss, completable: piece), in: Variants())
-        _ = fits.joined(.leading)
-        XCTAssertEqual(fits.upstreamHead(response(206, ["etag": "\"v1\"", "content-range": "bytes 10-99/100"]), now: now).name,
-                       "takeHead", "the same strong validator: joined")
-        let joined = fits.headSent(response(206, ["etag": "\"v1\"", "content-range": "bytes 10-99/100"]), stored: true)
-        XCTAssertTrue(joined.completion?.piece.isSame(piece) ?? false, "the stored piece goes first")
-        XCTAssertTrue(joined.completion?.pieceLeads ?? false)
-        XCTAssertEqual(joined.cacheStatus, "larder; fwd=partial; fwd-status=206; stored")
-        XCTAssertNil(fits.bodyEnded(whole: true), "nothing follows the rest")
-
-        // Collapsed onto another's fetch of the whole: followed as it is, nothing of the piece added.
-        var follower = machine()
-        _ = follower.start()
-        _ = follower.lookedUp(found(miss, completable: piece), in: Variants())
-        XCTAssertEqual(follower.joined(.following(fetch)).name, "follow")
-        XCTAssertNil(follower.forwarding.completing)
-        XCTAssertEqual(follower.followedCacheStatus, "larder; fwd=uri-miss; collapsed")
-    }
-
-    /// A stored piece that ends the representation follows the upstream's
-    /// start, once all of it came; a start cut short is followed by nothing.
-    func testAPieceThatEndsTheRepresentationFollowsTheUpstreamsStart() {
-        let piece = entry("max-age=60", status: 206, ["etag": "\"v1\"", "content-range": "bytes 90-99/100"], body: "0123456789")
-        for whole in [true, false] {
-            var m = machine()
-            _ = m.start()
-            _ = m.lookedUp(found(miss, completable: piece), in: Variants())
-            guard case .forward = m.joined(.leading) else { return XCTFail() }
-            XCTAssertEqual(m.upstreamHead(response(206, ["etag": "\"v1\"", "content-range": "bytes 0-89/100"]), now: now).name,
-                           "takeHead")
-            let head = m.headSent(response(206, ["etag": "\"v1\"", "content-range": "bytes 0-89/100"]), stored: true)
-            XCTAssertTrue(head.completion?.piece.isSame(piece) ?? false, "the head says the whole")
-            XCTAssertFalse(head.completion?.pieceLeads ?? true, "the upstream's bytes come first")
-            XCTAssertEqual(m.bodyEnded(whole: whole)?.piece.isSame(piece) ?? false, whole)
-            XCTAssertNil(m.bodyEnded(whole: whole), "sent once")
-        }
-    }
-
-    /// A piece inside the representation: a multipart/byteranges 206 (or
-    /// one range over both sides) of the same representation is taken, its
-    /// parts put around the piece as they stream; another one's is not.
-    func testAPieceInsideIsCompletedAroundByTheSameRepresentationOnly() {
-        let piece = entry("max-age=60", status: 206, ["etag": "\"v1\"", "content-range": "bytes 40-49/100"], body: "0123456789")
-        let multipart = "multipart/byteranges; boundary=S"
-        let answers: [(HeaderFields, Bool)] = [
-            (["content-type": multipart, "etag": "\"v1\""], true), (["etag": "\"v1\"", "content-range": "bytes 0-99/100"], true),
-            (["content-type": multipart, "etag": "\"v2\""], false), (["etag": "\"v1\"", "content-range": "bytes 0-39/100"], false),
-        ]
-        for (fields, taken) in answers {
-            var m = machine()
-            _ = m.start()
-            _ = m.lookedUp(found(miss, completable: piece), in: Variants())
-            guard case .forward = m.joined(.leading) else { return XCTFail() }
-            XCTAssertTrue(m.forwarding.completing?.liesInside ?? false)
-            let answer = response(206, fields)
-            guard taken else {
-                XCTAssertEqual(m.upstreamHead(answer, now: now).name, "forwardAgain", "\(fields)")
-                continue
-            }
-            XCTAssertEqual(m.upstreamHead(answer, now: now).name, "takeHead", "\(fields)")
-            let head = m.headSent(answer, stored: true)
-            XCTAssertTrue(head.completion?.liesInside ?? false)
-            XCTAssertNotNil(m.forwarding.around, "the parts are put around the piece")
-            XCTAssertNil(m.bodyEnded(whole: true), "nothing trails: the piece goes between the parts")
-        }
     }
 
     /// A HEAD that missed is fetched as a GET (and stored); one that
