@@ -21,6 +21,8 @@ final class UpstreamAccess {
     private(set) var configuration: ProxyConfiguration
     /// Set when the worker drains: no new background fetch starts.
     var draining = false
+    /// Uploads still coming from their clients that hold upstream connections.
+    let uploads = UploadShare()
 
     init(requester: any UpstreamRequester, loop: EventLoop, cache: CacheAccess, stats: ProxyStats, counters: WorkerStats,
          logger: Logger, configuration: ProxyConfiguration) {

@@ -5,51 +5,6 @@ import HTTP1
 import Upstream
 import HTTPHeaders
 
-/// Whom a fetch answers (an `Exchange`; a stand-in in ProxyTests): the
-/// request it is for, and what it is told. A collapsed request hears the
-/// body and its end the same way from the leader's shared response
-/// (`SharedFetchReader`).
-protocol FetchClient: AnyObject {
-    var request: RequestHead { get }
-    var key: String { get }
-    var isCacheLookup: Bool { get }
-    /// What the lookup found (validators, the variants a response replaces).
-    var variants: Variants { get }
-    var toDisk: Bool { get }
-    /// The client's address (X-Forwarded-For of fetches made for it).
-    var peer: String { get }
-    /// The named upstream its requests go to (nil: the default).
-    var upstreamName: String? { get }
-    /// The upstream's head: false when the client answered otherwise (a
-    /// stand-in for a 5xx, a 304's refresh) and wants no more of it.
-    func takes(_ response: UpstreamResponse) -> Bool
-    /// The head goes to the client (`stored`: the response is being stored).
-    func streams(_ response: UpstreamResponse, stored: Bool)
-    /// Whether the client is behind (the fetch pauses, unless followers stream it).
-    var isCongested: Bool { get }
-    func deliver(_ chunk: Bytes)
-    func deliver(copying bytes: UnsafeRawBufferPointer)
-    /// The body came whole (as long as it said): false when the client's
-    /// own check of it fails (a completion's parts that do not make its
-    /// answer), and then nothing of it is stored either.
-    func endsBody() -> Bool
-    /// The body ended; `whole`: as long as it said, and taken by `endsBody`.
-    func responseEnded(whole: Bool)
-    /// The response broke off after its head.
-    func responseCut()
-    /// The upstream failed before any response.
-    func fetchFailed(_ kind: UpstreamFailure.Kind, detail: String)
-    /// An interim response (103, 102) before the final head.
-    func interim(status: Int, fields: HeaderFields)
-    /// The upstream took every request-body byte supplied: more may come.
-    func requestBodyDrained()
-}
-
-extension FetchClient {
-    var upstreamName: String? { nil }
-    func endsBody() -> Bool { true }
-}
-
 /// One request to the upstream and where its response goes: to the client
 /// (its `FetchClient`, while there is one), into the store, and to the
 /// requests collapsed onto it (while it leads). The client keeps the
@@ -100,6 +55,9 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     private var faultPlace: String { server.map { " from \($0.base)" } ?? "" }
     private var target = ""
 
+    /// A streaming upload's place among those that may hold an upstream connection.
+    private var upload = UploadTurn()
+
     /// Whether the response may be shared with requests collapsed onto it
     /// (not a completion's rest: they wait, then look up again).
     private let sharing: Bool
@@ -134,6 +92,13 @@ final class UpstreamFetch: UpstreamTransferDelegate {
 
     private func send(_ fields: HeaderFields, body: UpstreamRequest.Body) {
         guard machine.state == .requesting, transfer == nil else { return }  // over, or sent already
+        if case .streamed = body, !requestBody.isComplete, !upload.hasPlace {
+            // The body still comes from the client, as slowly as it likes.
+            guard upstream.uploads.take(limit: uploadLimit, resume: { [weak self] in self?.unpark() ?? false }) else {
+                return upload.wait(fields, body)
+            }
+            upload.placed()
+        }
         // OPTIONS *: the upstream gets the asterisk form too.
         let asterisk = request.target == "*"
         target = asterisk ? "/" : request.pathAndQuery
@@ -165,11 +130,31 @@ final class UpstreamFetch: UpstreamTransferDelegate {
 
     // MARK: the request body
 
+    private var uploadLimit: Int { UploadShare.limit(connections: upstream.configuration.upstream.maxConnectionsPerHost) }
+
+    /// A place among the streaming uploads came free: the request goes, with
+    /// what came of its body meanwhile. False when the fetch is over already.
+    private func unpark() -> Bool {
+        guard machine.state == .requesting, let waited = upload.resume() else { return false }
+        send(waited.fields, body: waited.body)
+        if !waited.bytes.isEmpty { waited.bytes.withUnsafeBytes { transfer?.supply($0) } }
+        if waited.ended { bodyComplete() }
+        client?.requestBodyDrained()  // its client is read again
+        return true
+    }
+
+    /// The body is all upstream: its place is free.
+    private func bodyComplete() {
+        transfer?.finishBody()
+        if upload.leave() { upstream.uploads.release(limit: uploadLimit, on: upstream.loop) }
+    }
+
     /// A piece of the request body from the client.
     func requestBody(_ bytes: UnsafeRawBufferPointer) {
         switch requestBody.append(bytes) {
         case .held: break
-        case .supply: transfer?.supply(bytes)
+        case .supply:
+            if upload.isWaiting { upload.hold(bytes) } else { transfer?.supply(bytes) }
         case .startStreaming(let fields):
             if requestBody.streamedForTotal { WorkerStats.bump(upstream.counters.streamedBodies) }
             send(fields, body: .streamed(length: nil))
@@ -178,12 +163,18 @@ final class UpstreamFetch: UpstreamTransferDelegate {
 
     /// The client sent the whole request body.
     func requestBodyEnd() {
-        if requestBody.end() { start() } else { transfer?.finishBody() }
+        if requestBody.end() {
+            start()
+        } else if upload.isWaiting {
+            upload.end()
+        } else {
+            bodyComplete()
+        }
     }
 
     /// Whether request-body bytes pile up faster than the upstream reads them.
     var isUploadCongested: Bool {
-        (transfer?.bufferedBodyBytes ?? 0) >= upstream.configuration.clientBufferBytes
+        upload.isWaiting || (transfer?.bufferedBodyBytes ?? 0) >= upstream.configuration.clientBufferBytes
     }
 
     // MARK: the response
@@ -411,6 +402,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
 
     /// Over: the claim on the key released; an orphan let go.
     private func end() {
+        if upload.leave() { upstream.uploads.release(limit: uploadLimit, on: upstream.loop) }
         releaseClaim()
         if client == nil { upstream.release(self) }
         client = nil
@@ -454,14 +446,5 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         if soFar.count > 0 { fetch.append(Bytes(soFar)) }
         machine.publish(fetch)
         cache.collapser.publish(key, fetch)
-    }
-}
-
-extension RequestHead {
-    /// The same request as a GET (a HEAD fetched to be stored).
-    var asGet: RequestHead {
-        var get = self
-        get.method = "GET"
-        return get
     }
 }

@@ -203,3 +203,45 @@ final class MadeUpRangeEndToEndTests: ConfiguredTestCase {
         }
     }
 }
+
+/// Uploads that never finish streamed upstream once the held ones passed
+/// request_buffer_total, each holding an upstream connection: a GET of a
+/// new URL then waited for one that never came free. Streaming uploads
+/// now have a bounded share of the upstream connections.
+final class SlowUploadEndToEndTests: ConfiguredTestCase {
+    func testUploadsThatNeverFinishLeaveRoomForMisses() throws {
+        let (origin, larder) = try start(config: """
+            upstream_max_connections = 4
+            request_buffer_total = "64KiB"
+            upstream_timeout = "120s"
+            """)
+        // (With the uploads holding every connection until upstream_timeout,
+        // a miss would wait past the test client's 20 s read timeout.)
+        var uploads: [HTTPClient] = []
+        for i in 0..<12 {
+            let c = try larder.client()
+            try c.send("POST /upload/\(i) HTTP/1.1\r\nHost: a\r\nContent-Length: 1048576\r\n\r\n" + String(repeating: "u", count: 70_000))
+            uploads.append(c)
+        }
+        // Until every upload is taken (streamed upstream, or waiting for its
+        // turn), bounded: each is counted as it goes past the total.
+        let deadline = Date().addingTimeInterval(10)
+        var streamed = 0
+        while streamed < 12 && Date() < deadline {
+            let stats = try JSONSerialization.jsonObject(with: Data(try larder.adminClient().get("/stats").body)) as? [String: Any]
+            streamed = stats?["streamed_request_bodies"] as? Int ?? 0
+            if streamed < 12 { usleep(20_000) }
+        }
+        XCTAssertEqual(streamed, 12, "every upload went past request_buffer_total")
+        for i in 0..<4 {
+            let r = try larder.client().get("/miss/\(i)?size=10")
+            XCTAssertEqual(r.status, 200, "a miss is answered while the uploads hang")
+            XCTAssertEqual(try origin.count("/miss/\(i)?size=10"), 1)
+        }
+        // An upload that finishes is answered whole.
+        let done = try larder.client()
+        try done.send("POST /upload/done HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello")
+        XCTAssertEqual(try done.readResponse(method: "POST").status, 200)
+        withExtendedLifetime(uploads) {}
+    }
+}
