@@ -71,7 +71,7 @@ let package = Package(
             name: "Proxy",
             dependencies: [
                 "EventLoop", "Clocks", "HTTP1", "HTTPHeaders", "CacheSemantics", "CacheStorage", "Upstream", "Compression", "TLS", "HTTP2",
-                .product(name: "Logging", package: "swift-log"),
+                "Threads", .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swift5
         ),

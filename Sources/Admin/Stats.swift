@@ -87,6 +87,7 @@ public struct StatsSnapshot: Equatable, Sendable {
 
     public var memory: TierStats { tiers[0] }
     public var diskEvictions: Int { disk?.evictions ?? 0 }
+    public var diskWriteFailures: Int { disk?.writeFailures ?? 0 }
     public var disk: TierStats? { tiers.first { $0.name == "disk" } }
 
     /// Hits (fresh and stale) over every lookup answered from cache or upstream.
@@ -126,7 +127,8 @@ public struct StatsSnapshot: Equatable, Sendable {
         // One object per tier under its name ("disk": null without one).
         var sections = tiers.map { tier in
             "\"\(tier.name)\": {\"objects\": \(tier.objects), \"bytes\": \(tier.bytes), \"limit_bytes\": \(tier.limitBytes), "
-                + "\"evictions\": \(tier.evictions), \"index_complete\": \(tier.ready)}"
+                + "\"evictions\": \(tier.evictions), \"index_complete\": \(tier.ready)"
+                + (tier.name == "disk" ? ", \"write_failures\": \(tier.writeFailures)}" : "}")
         }
         if disk == nil { sections.append("\"disk\": null") }
         return """
@@ -201,6 +203,8 @@ final class Metrics {
             ("client_sent_bytes", "Bytes written to clients", \.sentBytes),
             ("memory_evictions", "Responses evicted from the memory tier", \.memory.evictions),
             ("disk_evictions", "Responses evicted from the disk tier", \.diskEvictions),
+            ("disk_write_failures", "Responses that were to be written to the disk tier and were not (a full or failing disk)",
+             \.diskWriteFailures),
         ]
         for (metric, help, path) in counterSpecs {
             counters.append((registry.makeCounter(descriptor: describe(metric, "total", help)), path))

@@ -163,6 +163,8 @@ public struct TierStats: Equatable, Sendable {
     public var ready: Bool
     /// Bytes waiting to be written (a tier that writes behind: the disk).
     public var queuedBytes = 0
+    /// Responses a tier that writes behind was to store and could not.
+    public var writeFailures = 0
     public init(name: String, objects: Int, bytes: Int, limitBytes: Int, evictions: Int = 0, ready: Bool = true) {
         self.name = name
         self.objects = objects

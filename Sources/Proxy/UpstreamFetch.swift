@@ -252,8 +252,8 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         }
         if store != nil, !store!.append(bytes) { store = nil }
         if let expectedLength, receivedBody == expectedLength { settle(whole: true) }
-        // Orphaned, and nobody wants the rest any more.
-        if client == nil && store == nil && !(broadcast?.hasFollowers ?? false) { cancel() }
+        // Orphaned, and nobody wants the rest any more (or more than finish_store_limit: a length it never said).
+        if client == nil && !(broadcast?.hasFollowers ?? false) && (store == nil || !mayFinishWithoutClient) { cancel() }
         return true
     }
 

@@ -344,12 +344,23 @@ class Handler(BaseHTTPRequestHandler):
                 last[self.path]["done"] = True
             return
         if chunked:
-            step = max(1, len(body) // 7 + 1)
-            for i in range(0, len(body), step):
-                piece = body[i:i + step]
-                self.wfile.write(b"%x\r\n" % len(piece) + piece + b"\r\n")
-                self.wfile.flush()
-            self.wfile.write(b"0\r\n\r\n")
+            trickle = getattr(self, "trickle", None)
+            step = max(1, len(body) // (7 if trickle is None else 10) + 1)
+            try:
+                for i in range(0, len(body), step):
+                    piece = body[i:i + step]
+                    self.wfile.write(b"%x\r\n" % len(piece) + piece + b"\r\n")
+                    self.wfile.flush()
+                    if trickle is not None:
+                        time.sleep(trickle)
+                self.wfile.write(b"0\r\n\r\n")
+            except (BrokenPipeError, ConnectionResetError):
+                with lock:
+                    last[self.path]["aborted"] = True
+                self.close_connection = True
+                return
+            with lock:
+                last[self.path]["done"] = True
         else:
             self.wfile.write(body)
 

@@ -60,6 +60,19 @@ extension DiskTier {
         }
     }
 
+    /// Before a write of `bytes`: when the file system has less room than
+    /// that (eviction leaves only a twentieth of the limit free), the least
+    /// recently used files go first, so the write at hand, the newest
+    /// response, is not the one ENOSPC loses.
+    func makeRoom(for bytes: Int) {
+        guard let room = spaceProbe(directory), room < bytes else { return }
+        let victims = state.withLock { index -> [(String, FileName)] in
+            guard index.rebuilt else { return [] }
+            return index.evict(limit: max(0, index.totalBytes - (bytes - room)))
+        }
+        deleteFiles(victims)
+    }
+
     /// A write failed with ENOSPC (what the file system said free was not
     /// free to this file): make room now, a twentieth of what is held.
     func ranOutOfSpace(_ error: Errno) {

@@ -203,6 +203,7 @@ extension DiskTier {
 
     /// Logs a fault, at most once per kind every 10 seconds.
     func fault(_ kind: String, _ message: String) {
+        if kind == "write" || kind == "queue" { writeFailures.add(1, ordering: .relaxed) }
         let now = Int64(time(nil))
         let due = faults.withLock { last -> Bool in
             if let previous = last[kind], now - previous < 10 { return false }

@@ -53,7 +53,12 @@ extension DiskTier {
         var checksum = Checksum()
     }
 
+    /// What a record's file holds beside its body, at most in practice (its
+    /// head and metadata): room made before a write counts it.
+    static let headRoomBytes = 64 << 10
+
     private func streamOpen(_ id: UInt64, _ record: DiskRecord, seq: UInt64) {
+        makeRoom(for: Self.headRoomBytes)
         let name = Self.fileName(record.head)
         let dir = directory + "/" + Self.subdirectory(name.subdirectory)
         guard makeDirectory(dir) else { return }
@@ -75,6 +80,7 @@ extension DiskTier {
 
     private func streamAppend(_ id: UInt64, _ bytes: [UInt8]) {
         guard var stream = streams[id] else { return }
+        makeRoom(for: bytes.count)
         guard writeAll(stream.fd, bytes, path: stream.tmpPath) else {
             DiskIO.close(stream.fd)
             try? DiskIO.remove(stream.tmpPath)
@@ -167,6 +173,7 @@ extension DiskTier {
         case .store: break
         }
         let name = Self.fileName(record.head)
+        makeRoom(for: (record.bodyFile?.length ?? record.body.count) + Self.headRoomBytes)
         // A response whose body was left in its file (a disk hit a 304
         // refreshed): the new fields with the body copied from the old file.
         guard let fileBytes = writeInPlace(record, bodies: record.bodyFile.map { [$0] }, as: name),

@@ -29,6 +29,9 @@ public final class DiskTier: CacheTier, StreamingTier, BlockingTier, LifetimeTie
     public let limitBytes: Int
     /// `limitBytes`, or less while the file system has less room (`DiskSpace`).
     let spaceLimit: Atomic<Int>
+    /// Responses that were to be written and were not (a failing or full
+    /// disk, a full queue): `/stats` and `/metrics` count them.
+    let writeFailures = Atomic<Int>(0)
     let spaceProbe: DiskSpace.Probe
     /// A quarter of the tier: one object cannot flush the rest.
     public var maxObjectBytes: Int { limitBytes / 4 }
@@ -390,6 +393,7 @@ public final class DiskTier: CacheTier, StreamingTier, BlockingTier, LifetimeTie
                       ready: $0.rebuilt)
         }
         stats.queuedBytes = queue.pendingBytes
+        stats.writeFailures = writeFailures.load(ordering: .relaxed)
         return stats
     }
 
