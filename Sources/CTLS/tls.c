@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -58,6 +59,9 @@ static struct {
     int (*X509_NAME_get_text_by_NID)(X509_NAME *, int, char *, int);
     void *(*CRYPTO_malloc)(size_t, const char *, int);
     const void *(*EVP_sha256)(void);
+    const ASN1_TIME *(*X509_get0_notBefore)(const X509 *);
+    const ASN1_TIME *(*X509_get0_notAfter)(const X509 *);
+    int (*ASN1_TIME_to_tm)(const ASN1_TIME *, struct tm *);
     int (*EVP_Digest)(const void *, size_t, unsigned char *, unsigned int *, const void *, void *);
 } api;
 
@@ -87,7 +91,8 @@ static void load(void) {
         SYMBOL(ERR_clear_error), SYMBOL(X509_get_ext_d2i), SYMBOL(OPENSSL_sk_num), SYMBOL(OPENSSL_sk_value),
         SYMBOL(GENERAL_NAMES_free), SYMBOL(ASN1_STRING_get0_data), SYMBOL(ASN1_STRING_length),
         SYMBOL(X509_get_subject_name), SYMBOL(X509_NAME_get_text_by_NID), SYMBOL(CRYPTO_malloc),
-        SYMBOL(EVP_sha256), SYMBOL(EVP_Digest),
+        SYMBOL(EVP_sha256), SYMBOL(EVP_Digest), SYMBOL(X509_get0_notBefore), SYMBOL(X509_get0_notAfter),
+        SYMBOL(ASN1_TIME_to_tm),
     };
 #undef SYMBOL
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
@@ -191,7 +196,9 @@ static int on_alpn(SSL *ssl, const unsigned char **out, unsigned char *out_lengt
             }
         }
     }
-    return SSL_TLSEXT_ERR_NOACK;  // no common protocol: go on without ALPN (as nginx does)
+    // No common protocol: RFC 7301 section 3.2's no_application_protocol
+    // alert (a client that offers none gets no callback, and HTTP/1.1).
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
 }
 
 static int on_status_request(SSL *ssl, void *arg) {
@@ -280,7 +287,10 @@ static SSL_CTX *make_ctx(larder_tls_context *context, const larder_tls_certifica
     // No renegotiation (a client could make the server redo handshakes);
     // a client that closes without close_notify ends the stream as a plain
     // socket would (HTTP frames its own messages).
-    api.SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_COMPRESSION);
+    // The server's order of ciphers wins (TLS 1.2: its list puts forward
+    // secrecy and AEAD first).
+    api.SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_COMPRESSION
+                                     | SSL_OP_CIPHER_SERVER_PREFERENCE);
     // Partial writes and a moving buffer: the output queue hands whatever it
     // holds; idle connections give their buffers back.
     api.SSL_CTX_ctrl(ctx, SSL_CTRL_MODE,
@@ -376,6 +386,18 @@ void larder_tls_context_free(larder_tls_context *context) {
 const char *larder_tls_context_names(const larder_tls_context *context, int index) {
     if (index < 0 || index >= context->count || context->names[index] == NULL) return "";
     return context->names[index];
+}
+
+int larder_tls_context_validity(const larder_tls_context *context, int index, long long *not_before, long long *not_after) {
+    if (index < 0 || index >= context->count) return -1;
+    X509 *certificate = api.SSL_CTX_get0_certificate(context->ctx[index]);
+    if (certificate == NULL) return -1;
+    struct tm before, after;
+    if (api.ASN1_TIME_to_tm(api.X509_get0_notBefore(certificate), &before) != 1
+        || api.ASN1_TIME_to_tm(api.X509_get0_notAfter(certificate), &after) != 1) return -1;
+    *not_before = (long long)timegm(&before);
+    *not_after = (long long)timegm(&after);
+    return 0;
 }
 
 // MARK: sessions

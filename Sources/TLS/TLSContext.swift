@@ -59,6 +59,15 @@ public final class TLSContext: @unchecked Sendable {
 
     deinit { larder_tls_context_free(pointer) }
 
+    /// Each certificate's validity (notBefore, notAfter; seconds since
+    /// 1970), in order; nil where OpenSSL could not say.
+    public var validity: [(notBefore: Int64, notAfter: Int64)?] {
+        names.indices.map { index in
+            var before: Int64 = 0, after: Int64 = 0
+            return larder_tls_context_validity(pointer, Int32(index), &before, &after) == 0 ? (before, after) : nil
+        }
+    }
+
     /// Loads OpenSSL (once); throws when it cannot be.
     public static func loadLibrary() throws(TLSError) {
         guard larder_tls_load() == 0 else { throw TLSError(String(cString: larder_tls_error())) }

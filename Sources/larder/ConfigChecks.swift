@@ -35,7 +35,7 @@ enum ConfigChecks {
         // TLS listeners: every certificate, key and OCSP file loads.
         for listener in settings.listeners where listener.tls != nil {
             do {
-                _ = try listener.loadTLS()
+                if let context = try listener.loadTLS() { warnings += listener.validityWarnings(context) }
             } catch {
                 throw Refusal(message: "\(error); fix the certificate, key or ocsp file of that [[listen]] table")
             }

@@ -119,6 +119,35 @@ extension ListenerConfig {
         }
     }
 
+    /// Warnings for certificates that are not valid at `now` (seconds since
+    /// 1970): expired, or not valid yet (a clock behind, or a certificate
+    /// made for later). Clients refuse them; serve still starts with them.
+    static func validityWarnings(_ context: TLSContext, chains: [String], now: Int64) -> [String] {
+        zip(chains, context.validity).compactMap { chain, validity in
+            guard let (notBefore, notAfter) = validity else { return nil }
+            if now > notAfter {
+                return "TLS certificate \(chain) expired on \(Self.utc(notAfter)) (notAfter): clients refuse it; renew it"
+            }
+            if now < notBefore {
+                return "TLS certificate \(chain) is not valid before \(Self.utc(notBefore)) (notBefore): clients refuse it "
+                    + "until then; check the system clock or the certificate"
+            }
+            return nil
+        }
+    }
+
+    func validityWarnings(_ context: TLSContext) -> [String] {
+        Self.validityWarnings(context, chains: tls?.certificates.map(\.chain) ?? [], now: Int64(time(nil)))
+    }
+
+    private static func utc(_ seconds: Int64) -> String {
+        var t = time_t(seconds), parts = tm()
+        gmtime_r(&t, &parts)
+        var text = [CChar](repeating: 0, count: 32)
+        _ = strftime(&text, text.count, "%Y-%m-%dT%H:%M:%SZ", &parts)
+        return String(cString: text)
+    }
+
     /// Warnings for private keys that users other than the service's owner
     /// and group may read (mode wider than 0640), as ssh warns.
     func keyWarnings() -> [String] {

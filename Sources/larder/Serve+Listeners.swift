@@ -11,7 +11,7 @@ extension Serve {
         try listeners.map { listener in
             do {
                 guard let context = try listener.loadTLS() else { return nil }
-                for warning in listener.keyWarnings() { logger?.warning("\(warning)") }
+                for warning in listener.keyWarnings() + listener.validityWarnings(context) { logger?.warning("\(warning)") }
                 return TLSContextSlot(context)
             } catch {
                 complain("\(error); fix the certificate, key or ocsp file of that [[listen]] table")

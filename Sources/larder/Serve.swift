@@ -483,7 +483,7 @@ final class Reloader {
             do {
                 guard let context = try listener.loadTLS() else { continue }
                 contexts.append((slot, context))
-                for warning in listener.keyWarnings() { logger.warning("SIGHUP: \(warning)") }
+                for warning in listener.keyWarnings() + listener.validityWarnings(context) { logger.warning("SIGHUP: \(warning)") }
             } catch {
                 logger.error("SIGHUP: configuration not reloaded, keeping the running one and its certificates: \(error)")
                 return

@@ -39,6 +39,8 @@ larder_tls_context *larder_tls_context_new(const larder_tls_certificate *certifi
 void larder_tls_context_free(larder_tls_context *context);
 // The names certificate `index` answers to, comma-separated (for the log).
 const char *larder_tls_context_names(const larder_tls_context *context, int index);
+// The certificate's notBefore and notAfter (seconds since 1970, UTC): 0, or -1.
+int larder_tls_context_validity(const larder_tls_context *context, int index, long long *not_before, long long *not_after);
 
 // Results of the calls on a session.
 enum {
