@@ -32,6 +32,9 @@ final class HTTP2Stream: HTTP1Answers {
     /// Bytes of fields decoded, counted as SETTINGS_MAX_HEADER_LIST_SIZE counts them.
     private var decodedBytes = 0
     private var trailerBytes = 0
+    /// A GET or HEAD whose head did not end the stream: its exchange waits
+    /// for a DATA frame with bytes (a body) or the stream's end (none).
+    private var waitingForBody: (ParseLimits, ExchangeParts)?
     private(set) var exchange: Exchange?
     /// Request body bytes received, and not yet acknowledged to the client
     /// (its window reopens as the upstream takes them).
@@ -120,6 +123,17 @@ final class HTTP2Stream: HTTP1Answers {
     /// The head is complete: parsed as an HTTP/1.1 head would be, then
     /// answered by an exchange (or refused here).
     func headersEnded(endStream: Bool, limits: ParseLimits, parts: ExchangeParts) {
+        if !endStream && !hasLength && (pseudo.method == "GET" || pseudo.method == "HEAD") && !tooLarge {
+            // Some clients end a GET with an empty DATA frame: whether it has
+            // a body (and so whether it may be cached) is known at the first
+            // DATA with bytes, or at the end of the stream.
+            waitingForBody = (limits, parts)
+            return
+        }
+        begin(endStream: endStream, limits: limits, parts: parts)
+    }
+
+    private func begin(endStream: Bool, limits: ParseLimits, parts: ExchangeParts) {
         requestEnded = endStream
         guard !tooLarge else { return refuse(431, "request header fields too large") }
         guard let method = pseudo.method, let path = pseudo.path else { return refuse(400, "malformed request: :method and :path") }
@@ -162,6 +176,11 @@ final class HTTP2Stream: HTTP1Answers {
     func data(_ bytes: UnsafeRawBufferPointer) {
         bodyBytes += bytes.count
         unacknowledged += bytes.count
+        if let (limits, parts) = waitingForBody {
+            guard !bytes.isEmpty else { return }
+            waitingForBody = nil
+            begin(endStream: false, limits: limits, parts: parts)
+        }
         if bodyBytes > maxBodyBytes && !bodyTooLarge {
             bodyTooLarge = true
             if let exchange {
@@ -180,6 +199,10 @@ final class HTTP2Stream: HTTP1Answers {
     }
 
     func bodyEnded() {
+        if let (limits, parts) = waitingForBody {
+            waitingForBody = nil
+            return begin(endStream: true, limits: limits, parts: parts)
+        }
         requestEnded = true
         exchange?.requestBodyEnd()
     }

@@ -58,4 +58,17 @@ final class HTTP2HardeningRound4Tests: ConfiguredTestCase {
             XCTAssertEqual(larder.child.waitForExit(timeout: 20), 0, larder.child.stderr)
         }
     }
+
+    /// A GET sent as HEADERS without END_STREAM, then an empty DATA frame
+    /// that ends the stream, has no body: it was framed as an upload and
+    /// never cached. It is a GET as any other now.
+    func testAGetEndedByAnEmptyDataFrameIsCached() throws {
+        let (origin, larder) = try start(config: "")
+        let lines = try h2attacks(larder.port, ["empty-data", "/h2/empty-data?size=10"])
+        let streams = lines.filter { $0.hasPrefix("STREAM") }
+        XCTAssertEqual(streams.count, 2, "\(lines)")
+        XCTAssertTrue(streams.first?.contains(" 200 larder; fwd=uri-miss; stored") ?? false, "\(streams)")
+        XCTAssertTrue(streams.last?.contains(" 200 larder; hit") ?? false, "\(streams)")
+        XCTAssertEqual(try origin.count("/h2/empty-data?size=10"), 1)
+    }
 }

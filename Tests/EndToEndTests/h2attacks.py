@@ -16,6 +16,9 @@ Modes:
                          times (1 byte each, one frame: N < 16384), then a
                          plain GET;
                          "STREAM <id> <status or RESET code>"
+  empty-data PATH       twice, on one connection: a GET as HEADERS without
+                         END_STREAM, then an empty DATA frame with it;
+                         "STREAM <id> <status> <cache-status>"
   drain PATH N PID       N GETs of PATH, the window shut; once every head
                          has come, SIGTERM to PID, then reads every body to
                          its end (the window opened as it reads); "STREAM <id> <status>
@@ -158,6 +161,29 @@ def trailers(port, path, n):
     raw.result()
 
 
+def empty_data(port, path):
+    raw = Raw(port)
+    raw.handshake()
+    encoder = hpack.Encoder()
+    out = {}
+    for sid in (1, 3):
+        head = HeadersFrame(sid, encoder.encode(fields(path)))
+        head.flags.add("END_HEADERS")
+        end = DataFrame(sid, b"")
+        end.flags.add("END_STREAM")
+        raw.send(head, end)
+        for kind, flags, stream, payload in raw.frames(20):
+            if kind == 0x1 and stream == sid:
+                out[sid] = "%s %s" % (payload.get(":status", ""), payload.get("cache-status", ""))
+                break
+            if kind == 0x3 and stream == sid:
+                out[sid] = "RESET"
+                break
+    for sid in sorted(out):
+        print("STREAM %d %s" % (sid, out[sid]), flush=True)
+    raw.result()
+
+
 def drain(port, path, n, pid):
     raw = Raw(port)
     raw.handshake()
@@ -208,6 +234,8 @@ def main():
         over_limit(port, args[0], int(args[1]))
     elif mode == "trailers":
         trailers(port, args[0], int(args[1]))
+    elif mode == "empty-data":
+        empty_data(port, args[0])
     elif mode == "drain":
         drain(port, args[0], int(args[1]), int(args[2]))
     else:
