@@ -8,11 +8,10 @@ import HTTP2
 import Logging
 import TLS
 
-/// One client's HTTP/2 connection (h2 by ALPN over TLS, or h2c by prior
-/// knowledge), taken over from the `ClientConnection` that saw it begin:
-/// bytes between the socket (or TLS) and the `HTTP2Session`, one
-/// `HTTP2Stream` per request, and the limits that keep one client from
-/// holding a worker (`HTTP2Limits`).
+/// One client's HTTP/2 connection (h2 by ALPN over TLS, or h2c by prior knowledge),
+/// taken over from the `ClientConnection` that saw it begin: bytes between the socket
+/// (or TLS) and the `HTTP2Session`, one `HTTP2Stream` per request, and the limits
+/// that keep one client from holding a worker (`HTTP2Limits`).
 final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, ClientTransport {
     let fd: Int32
     let peer: String
@@ -23,8 +22,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     private let tls: TLSSession?
     private var session: HTTP2Session!
     private var streams: [Int32: HTTP2Stream] = [:]
-    /// Bytes the session produced that the socket has not taken yet; the
-    /// session is asked for more only once they are gone.
+    /// Bytes the session produced that the socket has not taken yet (the session is asked for more once they are gone).
     private var pending: [UInt8] = []
     private var pendingStart = 0
     private var interest: IOEvents = [.read]
@@ -32,8 +30,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     private var flushQueued = false
     /// Streams with output to submit at the batch's end.
     private var ready: [HTTP2Stream] = []
-    /// Streams answered whole while their request still comes: reset
-    /// (NO_ERROR) once the answer's last frame is queued.
+    /// Streams answered whole while their request still comes: reset (NO_ERROR) once the answer's last frame is queued.
     private var answeredEarly: [Int32] = []
     /// Streams that wait for the client to open its window.
     private var windowWaiters: [Int32] = []
@@ -41,8 +38,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     private var draining = false
     /// Set once the session is over and its last bytes are out (`Lingering`).
     private var lingering: Lingering?
-    /// Deadlines: the first request (header_timeout), idleness
-    /// (keepalive_timeout), output the client does not take (send_timeout).
+    /// Deadlines: the first request (header_timeout), idleness (keepalive_timeout), output not taken (send_timeout).
     private var timer: TimerID = .none
     private var timerAt: UInt64 = 0
     private var lastActivity: UInt64
@@ -343,9 +339,14 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
         BlockingWork.shared.run({ FilePages.load(file.fd, offset: offset, count: count) }, on: loop) { [weak self] _ in
             file.cachedUntil = max(file.cachedUntil, offset + count)
             guard let self, !self.closed, let stream = self.streams[id] else { return }
-            self.session.resume(id)
-            self.streamHasOutput(stream)
+            self.resume(stream)
         }
+    }
+
+    /// A stream that waited (for a window, a file's pages) sends again.
+    func resume(_ stream: HTTP2Stream) {
+        session.resume(stream.id)
+        streamHasOutput(stream)
     }
 
     /// A flood or abuse: GOAWAY (ENHANCE_YOUR_CALM), then the connection ends.

@@ -296,7 +296,8 @@ final class HTTP2Stream: HTTP1Answers {
     /// DATA for the session: up to `buffer.count` bytes, whether they end
     /// the body, or nil to wait. A window smaller than 512 bytes with more
     /// than that to send waits for the client to open it (tiny DATA
-    /// frames, one per byte of window, would cost far more than they carry).
+    /// frames, one per byte of window, would cost far more than they carry),
+    /// for `smallWindowWaitMilliseconds`; then what fits goes.
     func pull(into buffer: UnsafeMutableRawBufferPointer) -> (count: Int, end: Bool)? {
         if body.isEmpty {
             if ended {
@@ -306,11 +307,22 @@ final class HTTP2Stream: HTTP1Answers {
             deferred = true
             return nil
         }
-        if buffer.count < 512 && body.pendingBytes > buffer.count {
+        if buffer.count < 512 && body.pendingBytes > buffer.count && !smallWindowDue {
             deferred = true
             connection.waitsForWindow(self)
+            // A window that stays small gets what fits after a short wait
+            // (a client that opens it no wider would wait for send_timeout).
+            if windowTimer == .none {
+                windowTimer = services.loop.schedule(after: Self.smallWindowWaitMilliseconds) { [weak self] in
+                    guard let self else { return }
+                    self.windowTimer = .none
+                    self.smallWindowDue = true
+                    self.connection.resume(self)
+                }
+            }
             return nil
         }
+        smallWindowDue = false
         let wasCongested = isCongested
         let taken: OutputQueue.Gathered
         do {
@@ -343,7 +355,14 @@ final class HTTP2Stream: HTTP1Answers {
     var isWaitingForClient: Bool { submitted && !body.isEmpty }
 
     /// The stream is gone: its exchange (if still answering) learns the client left.
+    static let smallWindowWaitMilliseconds: UInt64 = 100
+    /// The wait for a window worth a frame, and its end.
+    private var windowTimer: TimerID = .none
+    private var smallWindowDue = false
+
     func closed() {
+        if windowTimer != .none { services.loop.cancel(windowTimer) }
+        windowTimer = .none
         exchange?.cancel()
         exchange = nil
         body.removeAll()

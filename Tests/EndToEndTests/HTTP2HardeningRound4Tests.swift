@@ -71,4 +71,13 @@ final class HTTP2HardeningRound4Tests: ConfiguredTestCase {
         XCTAssertTrue(streams.last?.contains(" 200 larder; hit") ?? false, "\(streams)")
         XCTAssertEqual(try origin.count("/h2/empty-data?size=10"), 1)
     }
+
+    /// A client whose window stays below 512 bytes got no DATA until
+    /// send_timeout (a public HTTP/2 suite failed 6 flow-control cases on
+    /// it): after a short wait it gets what its window allows.
+    func testAWindowThatStaysSmallGetsWhatFits() throws {
+        let (_, larder) = try start(config: "send_timeout = \"60s\"\n")
+        let lines = try h2attacks(larder.port, ["small-window", "/h2/small-window?size=2000", "300"])
+        XCTAssertTrue(lines.contains("STREAM 1 200 2000 1"), "the whole body, 300 bytes at a time: \(lines)")
+    }
 }

@@ -19,6 +19,9 @@ Modes:
   empty-data PATH       twice, on one connection: a GET as HEADERS without
                          END_STREAM, then an empty DATA frame with it;
                          "STREAM <id> <status> <cache-status>"
+  small-window PATH W    a GET with a stream window of W bytes (W < 512),
+                         reopened by what each DATA frame carried;
+                         "STREAM 1 <status> <body bytes> <ended: 0|1>"
   drain PATH N PID       N GETs of PATH, the window shut; once every head
                          has come, SIGTERM to PID, then reads every body to
                          its end (the window opened as it reads); "STREAM <id> <status>
@@ -88,9 +91,9 @@ class Raw:
                     continue
                 yield kind, flags, stream, payload
 
-    def handshake(self):
+    def handshake(self, settings=None):
         """Preface and SETTINGS; returns once the server has our ACK of its SETTINGS (a PING after it came back)."""
-        self.sock.sendall(PREFACE + SettingsFrame(0).serialize())
+        self.sock.sendall(PREFACE + SettingsFrame(0, settings=settings or {}).serialize())
         pinged = False
         for kind, flags, stream, payload in self.frames():
             if kind == 0x4 and not flags & 0x1 and not pinged:
@@ -184,6 +187,33 @@ def empty_data(port, path):
     raw.result()
 
 
+def small_window(port, path, window):
+    raw = Raw(port)
+    raw.handshake({0x4: window})
+    head = HeadersFrame(1, hpack.Encoder().encode(fields(path)))
+    head.flags.add("END_HEADERS")
+    head.flags.add("END_STREAM")
+    raw.send(head)
+    status, received, ended = None, 0, 0
+    for kind, flags, stream, payload in raw.frames(15):
+        if stream != 1:
+            continue
+        if kind == 0x1:
+            status = payload.get(":status", "")
+        elif kind == 0x0:
+            received += len(payload)
+            if payload:
+                raw.send(WindowUpdateFrame(0, window_increment=len(payload)),
+                         WindowUpdateFrame(1, window_increment=len(payload)))
+        elif kind == 0x3:
+            break
+        if flags & 0x1 and kind in (0x0, 0x1):
+            ended = 1
+            break
+    print("STREAM 1 %s %d %d" % (status, received, ended), flush=True)
+    raw.result()
+
+
 def drain(port, path, n, pid):
     raw = Raw(port)
     raw.handshake()
@@ -236,6 +266,8 @@ def main():
         trailers(port, args[0], int(args[1]))
     elif mode == "empty-data":
         empty_data(port, args[0])
+    elif mode == "small-window":
+        small_window(port, args[0], int(args[1]))
     elif mode == "drain":
         drain(port, args[0], int(args[1]), int(args[2]))
     else:
