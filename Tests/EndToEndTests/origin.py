@@ -328,25 +328,20 @@ class Handler(BaseHTTPRequestHandler):
             return
         if getattr(self, "trickle", None) is not None and not chunked:
             step = max(1, len(body) // 10 + 1)
-            try:
+
+            def pieces():
                 for i in range(0, len(body), step):
                     self.wfile.write(body[i:i + step])
                     self.wfile.flush()
                     with lock:
                         last[self.path]["pieces"] = last[self.path].get("pieces", 0) + 1
                     time.sleep(self.trickle)
-            except (BrokenPipeError, ConnectionResetError):
-                with lock:
-                    last[self.path]["aborted"] = True
-                self.close_connection = True
-                return
-            with lock:
-                last[self.path]["done"] = True
-            return
+            return self.written_or_aborted(pieces)
         if chunked:
             trickle = getattr(self, "trickle", None)
             step = max(1, len(body) // (7 if trickle is None else 10) + 1)
-            try:
+
+            def chunks():
                 for i in range(0, len(body), step):
                     piece = body[i:i + step]
                     self.wfile.write(b"%x\r\n" % len(piece) + piece + b"\r\n")
@@ -354,15 +349,21 @@ class Handler(BaseHTTPRequestHandler):
                     if trickle is not None:
                         time.sleep(trickle)
                 self.wfile.write(b"0\r\n\r\n")
-            except (BrokenPipeError, ConnectionResetError):
-                with lock:
-                    last[self.path]["aborted"] = True
-                self.close_connection = True
-                return
-            with lock:
-                last[self.path]["done"] = True
+            self.written_or_aborted(chunks)
         else:
             self.wfile.write(body)
+
+    def written_or_aborted(self, write):
+        """Runs write(); notes "done", or "aborted" when the client went away."""
+        try:
+            write()
+        except (BrokenPipeError, ConnectionResetError):
+            with lock:
+                last[self.path]["aborted"] = True
+            self.close_connection = True
+            return
+        with lock:
+            last[self.path]["done"] = True
 
     def handle_counted(self):
         # How many requests for one path were being answered at once, at most.
