@@ -58,6 +58,8 @@ public final class HTTP2Session {
     private var session: OpaquePointer?
     /// The limit the client is told, until the first SETTINGS frame left.
     private var advertisedStreams: UInt32?
+    /// The highest stream id a client's HEADERS named.
+    private var highestStreamID: Int32 = 0
     public unowned let delegate: any HTTP2SessionDelegate
 
     public init(settings: Settings, delegate: any HTTP2SessionDelegate) throws(HTTP2Error) {
@@ -65,6 +67,18 @@ public final class HTTP2Session {
         var callbacks: OpaquePointer?
         guard nghttp2_session_callbacks_new(&callbacks) == 0, let callbacks else { throw HTTP2Error(code: NGHTTP2_ERR_NOMEM.rawValue) }
         defer { nghttp2_session_callbacks_del(callbacks) }
+        nghttp2_session_callbacks_set_on_begin_frame_callback(callbacks) { _, header, user in
+            guard let header, header.pointee.type == UInt8(NGHTTP2_HEADERS.rawValue) else { return 0 }
+            let session = HTTP2Session.of(user), id = header.pointee.stream_id
+            // A stream id lower than one the client used, for a stream the
+            // library no longer knows, is a connection error (RFC 9113 section
+            // 5.1.1); the library would ignore it (it keeps few closed streams).
+            if id < session.highestStreamID && nghttp2_session_find_stream(session.session, id) == nil {
+                nghttp2_session_terminate_session(session.session, HTTP2Error.Code.protocolError.rawValue)
+            }
+            session.highestStreamID = max(session.highestStreamID, id)
+            return 0
+        }
         nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, user in
             guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
                   frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else { return 0 }

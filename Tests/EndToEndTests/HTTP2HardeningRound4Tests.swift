@@ -80,4 +80,13 @@ final class HTTP2HardeningRound4Tests: ConfiguredTestCase {
         let lines = try h2attacks(larder.port, ["small-window", "/h2/small-window?size=2000", "300"])
         XCTAssertTrue(lines.contains("STREAM 1 200 2000 1"), "the whole body, 300 bytes at a time: \(lines)")
     }
+
+    /// A stream id lower than one already used was ignored: RFC 9113
+    /// section 5.1.1 makes it a connection error (PROTOCOL_ERROR).
+    func testAStreamIdLowerThanOneUsedEndsTheConnection() throws {
+        let (_, larder) = try start(config: "")
+        let lines = try h2attacks(larder.port, ["lower-id", "/h2/lower-id?size=10"])
+        XCTAssertEqual(lines.filter { $0.hasPrefix("STREAM") }, ["STREAM 5 200"], "\(lines)")
+        XCTAssertTrue(lines.contains("RESULT goaway=1"), "\(lines)")
+    }
 }

@@ -22,6 +22,8 @@ Modes:
   small-window PATH W    a GET with a stream window of W bytes (W < 512),
                          reopened by what each DATA frame carried;
                          "STREAM 1 <status> <body bytes> <ended: 0|1>"
+  lower-id PATH          a GET on stream 5, answered, then one on stream 3;
+                         "STREAM <id> <status>" for those answered
   drain PATH N PID       N GETs of PATH, the window shut; once every head
                          has come, SIGTERM to PID, then reads every body to
                          its end (the window opened as it reads); "STREAM <id> <status>
@@ -214,6 +216,23 @@ def small_window(port, path, window):
     raw.result()
 
 
+def lower_id(port, path):
+    raw = Raw(port)
+    raw.handshake()
+    encoder = hpack.Encoder()
+    for sid in (5, 3):
+        head = HeadersFrame(sid, encoder.encode(fields(path)))
+        head.flags.add("END_HEADERS")
+        head.flags.add("END_STREAM")
+        raw.send(head)
+        for kind, flags, stream, payload in raw.frames(5):
+            if kind == 0x1 and stream == sid:
+                print("STREAM %d %s" % (sid, payload.get(":status", "")), flush=True)
+            if (kind == 0x0 and stream == sid and flags & 0x1) or kind == 0x7:
+                break
+    raw.result()
+
+
 def drain(port, path, n, pid):
     raw = Raw(port)
     raw.handshake()
@@ -268,6 +287,8 @@ def main():
         empty_data(port, args[0])
     elif mode == "small-window":
         small_window(port, args[0], int(args[1]))
+    elif mode == "lower-id":
+        lower_id(port, args[0])
     elif mode == "drain":
         drain(port, args[0], int(args[1]), int(args[2]))
     else:
