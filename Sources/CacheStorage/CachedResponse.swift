@@ -240,6 +240,8 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     public var cacheControl: CacheControl { withStorage { $0.header.directives.unpacked } }
     /// Vary field names (sorted) and the request's normalized values for them.
     public var varyNames: [String] { withStorage { $0.header.varies ? $0.header.rare?.varyNames ?? [] : [] } }
+    /// Whether it names request fields it varies by (one flag read).
+    public var varies: Bool { withStorage { $0.header.varies } }
     public var varyValues: [String?] { withStorage { $0.header.varies ? $0.header.rare?.varyValues ?? [] : [] } }
     /// Purge tags (sorted, no duplicates).
     public var tags: [String] { withStorage { $0.header.rare?.tags ?? [] } }

@@ -159,13 +159,14 @@ struct SieveIndex: ~Copyable {
     }
 
     /// Of a key's variants' served marks (oldest first, the new one last),
-    /// the one to drop: the oldest not served since the last choice; those
-    /// passed lose their mark. All served: the oldest.
+    /// the one to drop: the oldest not served in this period. Marks are
+    /// kept while new variants come (clearing those passed let a burst of
+    /// new values of a varied header push out the hot variant unless it was
+    /// asked for between each two); once every older variant is marked, a
+    /// period ends: the marks are cleared and the oldest goes.
     static func variantToDrop(_ served: inout [Bool]) -> Int {
-        for index in served.indices.dropLast() {
-            guard served[index] else { return index }
-            served[index] = false
-        }
+        if let unserved = served.indices.dropLast().first(where: { !served[$0] }) { return unserved }
+        for index in served.indices { served[index] = false }
         return 0
     }
 

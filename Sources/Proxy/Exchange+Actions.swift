@@ -114,7 +114,9 @@ extension Exchange {
     func served(_ offered: StoredServing, _ result: StoredServe) -> ExchangeAction {
         if result == .served || result == .decoding {
             bump(offered.count)
-            if variants.count > 1 { cache.store.noteServed(offered.entry) }
+            // A response that varies is marked served even while it is its
+            // URL's only variant: a burst of new values must find it so.
+            if variants.count > 1 || offered.entry.varies { cache.store.noteServed(offered.entry) }
         }
         // (`.waiting`: the machine goes on offering; nothing else happens.)
         let next = machine.served(result)

@@ -31,9 +31,25 @@ final class MemoryTierTests: XCTestCase {
         let kept = tier.lookup("/v")
         XCTAssertEqual(kept.count, SieveIndex.maxVariants)
         XCTAssertTrue(kept.contains { $0.varyValues == ["hot"] }, "the variant served between them stays")
-        // Not served: it goes in turn, oldest first.
-        for i in 0..<40 { tier.insert(entry("/v", bodyBytes: 10, vary: ["x-v"], values: ["late-\(i)"])) }
-        XCTAssertFalse(tier.lookup("/v").contains { $0.varyValues == ["hot"] })
+        // Issue 59: a burst of new values with no request for the hot
+        // variant between them does not push it out either.
+        for i in 0..<40 { tier.insert(entry("/v", bodyBytes: 10, vary: ["x-v"], values: ["burst-\(i)"])) }
+        XCTAssertTrue(tier.lookup("/v").contains { $0.varyValues == ["hot"] }, "served in this period: kept")
+        // Once every variant has been served, a period ends and the marks
+        // start over: the hot variant, the oldest, goes unless asked for again.
+        for kept in tier.lookup("/v") { tier.noteServed(kept) }
+        tier.insert(entry("/v", bodyBytes: 10, vary: ["x-v"], values: ["next"]))
+        XCTAssertFalse(tier.lookup("/v").contains { $0.varyValues == ["hot"] }, "a new period: the oldest goes")
+    }
+
+    /// The marks' choice, value by value.
+    func testTheVariantToDropIsTheOldestNotServedInThePeriod() {
+        var marks = [true, false, true, false, false]
+        XCTAssertEqual(SieveIndex.variantToDrop(&marks), 1)
+        XCTAssertEqual(marks, [true, false, true, false, false], "marks are kept")
+        var all = [true, true, true, false]
+        XCTAssertEqual(SieveIndex.variantToDrop(&all), 0, "every older one served: the oldest")
+        XCTAssertEqual(all, [false, false, false, false], "and a new period")
     }
 
     func testCostCountsHeadBodyAndOverhead() {

@@ -116,3 +116,21 @@ final class HealthCheckScheduleEndToEndTests: ConfiguredTestCase {
         XCTAssertTrue(open, "the good server's check came while the hanging one's was still out")
     }
 }
+
+/// Forty new values of a varied header, sent with no request for the hot
+/// variant between them, pushed it out (32 kept, each served one spared
+/// only once). The variants never asked for again go first now.
+final class VaryBurstEndToEndTests: ConfiguredTestCase {
+    func testABurstOfNewValuesKeepsTheHotVariant() throws {
+        let (origin, larder) = try start(config: "")
+        let target = "/vary/burst?vary=X-V"
+        let c = try larder.client()
+        _ = try c.get(target, headers: ["X-V: hot"])
+        XCTAssertTrue(try c.get(target, headers: ["X-V: hot"]).header("cache-status")?.contains("hit") ?? false)
+        for i in 0..<40 { XCTAssertEqual(try c.get(target, headers: ["X-V: burst-\(i)"]).status, 200) }
+        let hot = try c.get(target, headers: ["X-V: hot"])
+        XCTAssertTrue(hot.header("cache-status")?.contains("hit") ?? false, "the hot variant stayed: \(hot.header("cache-status") ?? "")")
+        XCTAssertTrue(hot.text.hasPrefix("X-V=hot"), "its own answer")
+        XCTAssertEqual(try origin.count(target), 41)
+    }
+}
