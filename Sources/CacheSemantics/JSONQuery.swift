@@ -54,7 +54,11 @@ public enum JSONQuery {
             }
         }
         if read { return nil }
-        if members.contains(where: { $0.key == Array("extensions".utf8) }) {
+        let persisted = members.contains { member in
+            guard member.key == Array("extensions".utf8), case .object(let inner) = member.value else { return false }
+            return inner.contains { $0.key == Array("persistedQuery".utf8) }
+        }
+        if persisted {
             return persistedQueries ? nil : "a persisted query named by its hash (cache_persisted_queries is off)"
         }
         return "JSON that is not a GraphQL or JSON-RPC request"

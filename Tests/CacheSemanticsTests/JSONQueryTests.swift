@@ -79,6 +79,8 @@ final class JSONQueryTests: XCTestCase {
                         "a hash says nothing of what it names")
         XCTAssertNil(JSONQuery.refusal(Array(#"{"extensions":{"persistedQuery":{"version":1,"sha256Hash":"abc"}}}"#.utf8),
                                        uncachedMethods: [], persistedQueries: true), "unless the route allows them")
+        XCTAssertNotNil(JSONQuery.refusal(Array(#"{"extensions":{"other":1}}"#.utf8), uncachedMethods: [], persistedQueries: true),
+                        "extensions that name no persisted query are no query")
         XCTAssertNotNil(JSONQuery.refusal(Array(#"{"query":"mutation { a }","extensions":{}}"#.utf8),
                                           uncachedMethods: [], persistedQueries: true), "a readable write is still a write")
         for other in [#"{"search":"shoes"}"#, "[]", "[1]", #""{ a }""#, "{}", #"{"query":1}"#, #"{"method":null}"#] {
