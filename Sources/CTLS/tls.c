@@ -1,122 +1,15 @@
-// OpenSSL for TLS towards clients, opened at run time (see tls.h for why).
-// Only types and constants come from OpenSSL's headers; every call goes
-// through the table `load` fills.
+// TLS contexts towards clients: certificates chosen by SNI, ALPN, OCSP
+// stapling, and the sessions made from them. Every OpenSSL call goes
+// through the table tls_library.c fills (tls_api.h).
 #include "tls.h"
+#include "tls_api.h"
 
-#include <dlfcn.h>
 #include <errno.h>
-#include <pthread.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
-
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
-
-static struct {
-    const SSL_METHOD *(*TLS_server_method)(void);
-    SSL_CTX *(*SSL_CTX_new)(const SSL_METHOD *);
-    void (*SSL_CTX_free)(SSL_CTX *);
-    long (*SSL_CTX_ctrl)(SSL_CTX *, int, long, void *);
-    long (*SSL_CTX_callback_ctrl)(SSL_CTX *, int, void (*)(void));
-    uint64_t (*SSL_CTX_set_options)(SSL_CTX *, uint64_t);
-    int (*SSL_CTX_set_cipher_list)(SSL_CTX *, const char *);
-    int (*SSL_CTX_set_session_id_context)(SSL_CTX *, const unsigned char *, unsigned int);
-    int (*SSL_CTX_use_certificate_chain_file)(SSL_CTX *, const char *);
-    int (*SSL_CTX_use_PrivateKey_file)(SSL_CTX *, const char *, int);
-    int (*SSL_CTX_check_private_key)(const SSL_CTX *);
-    X509 *(*SSL_CTX_get0_certificate)(const SSL_CTX *);
-    void (*SSL_CTX_set_alpn_select_cb)(SSL_CTX *, SSL_CTX_alpn_select_cb_func, void *);
-    SSL *(*SSL_new)(SSL_CTX *);
-    void (*SSL_free)(SSL *);
-    int (*SSL_set_fd)(SSL *, int);
-    int (*SSL_accept)(SSL *);
-    int (*SSL_read)(SSL *, void *, int);
-    int (*SSL_write)(SSL *, const void *, int);
-    int (*SSL_get_error)(const SSL *, int);
-    int (*SSL_shutdown)(SSL *);
-    long (*SSL_ctrl)(SSL *, int, long, void *);
-    const char *(*SSL_get_servername)(const SSL *, const int);
-    SSL_CTX *(*SSL_set_SSL_CTX)(SSL *, SSL_CTX *);
-    SSL_CTX *(*SSL_get_SSL_CTX)(const SSL *);
-    void (*SSL_get0_alpn_selected)(const SSL *, const unsigned char **, unsigned int *);
-    int (*SSL_session_reused)(const SSL *);
-    const char *(*SSL_get_version)(const SSL *);
-    unsigned long (*ERR_get_error)(void);
-    void (*ERR_error_string_n)(unsigned long, char *, size_t);
-    void (*ERR_clear_error)(void);
-    void *(*X509_get_ext_d2i)(const X509 *, int, int *, int *);
-    int (*OPENSSL_sk_num)(const OPENSSL_STACK *);
-    void *(*OPENSSL_sk_value)(const OPENSSL_STACK *, int);
-    void (*GENERAL_NAMES_free)(GENERAL_NAMES *);
-    const unsigned char *(*ASN1_STRING_get0_data)(const ASN1_STRING *);
-    int (*ASN1_STRING_length)(const ASN1_STRING *);
-    X509_NAME *(*X509_get_subject_name)(const X509 *);
-    int (*X509_NAME_get_text_by_NID)(X509_NAME *, int, char *, int);
-    void *(*CRYPTO_malloc)(size_t, const char *, int);
-    const void *(*EVP_sha256)(void);
-    const ASN1_TIME *(*X509_get0_notBefore)(const X509 *);
-    const ASN1_TIME *(*X509_get0_notAfter)(const X509 *);
-    int (*ASN1_TIME_to_tm)(const ASN1_TIME *, struct tm *);
-    int (*EVP_Digest)(const void *, size_t, unsigned char *, unsigned int *, const void *, void *);
-} api;
-
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static int loaded = -1;
-static char load_error[512] = "OpenSSL was not loaded";
-
-static void load(void) {
-    const char *name = getenv("LARDER_LIBSSL");
-    if (name == NULL || *name == '\0') name = "libssl.so.3";
-    void *lib = dlopen(name, RTLD_LAZY | RTLD_LOCAL);
-    if (lib == NULL) {
-        const char *why = dlerror();
-        snprintf(load_error, sizeof load_error, "cannot load OpenSSL (%s): %s; install libssl3", name, why ? why : "unknown error");
-        return;
-    }
-#define SYMBOL(s) {#s, (void **)&api.s}
-    struct { const char *symbol; void **slot; } table[] = {
-        SYMBOL(TLS_server_method), SYMBOL(SSL_CTX_new), SYMBOL(SSL_CTX_free), SYMBOL(SSL_CTX_ctrl),
-        SYMBOL(SSL_CTX_callback_ctrl), SYMBOL(SSL_CTX_set_options), SYMBOL(SSL_CTX_set_cipher_list),
-        SYMBOL(SSL_CTX_set_session_id_context), SYMBOL(SSL_CTX_use_certificate_chain_file),
-        SYMBOL(SSL_CTX_use_PrivateKey_file), SYMBOL(SSL_CTX_check_private_key), SYMBOL(SSL_CTX_get0_certificate),
-        SYMBOL(SSL_CTX_set_alpn_select_cb), SYMBOL(SSL_new), SYMBOL(SSL_free), SYMBOL(SSL_set_fd), SYMBOL(SSL_accept),
-        SYMBOL(SSL_read), SYMBOL(SSL_write), SYMBOL(SSL_get_error), SYMBOL(SSL_shutdown), SYMBOL(SSL_ctrl),
-        SYMBOL(SSL_get_servername), SYMBOL(SSL_set_SSL_CTX), SYMBOL(SSL_get_SSL_CTX), SYMBOL(SSL_get0_alpn_selected),
-        SYMBOL(SSL_session_reused), SYMBOL(SSL_get_version), SYMBOL(ERR_get_error), SYMBOL(ERR_error_string_n),
-        SYMBOL(ERR_clear_error), SYMBOL(X509_get_ext_d2i), SYMBOL(OPENSSL_sk_num), SYMBOL(OPENSSL_sk_value),
-        SYMBOL(GENERAL_NAMES_free), SYMBOL(ASN1_STRING_get0_data), SYMBOL(ASN1_STRING_length),
-        SYMBOL(X509_get_subject_name), SYMBOL(X509_NAME_get_text_by_NID), SYMBOL(CRYPTO_malloc),
-        SYMBOL(EVP_sha256), SYMBOL(EVP_Digest), SYMBOL(X509_get0_notBefore), SYMBOL(X509_get0_notAfter),
-        SYMBOL(ASN1_TIME_to_tm),
-    };
-#undef SYMBOL
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
-        *table[i].slot = dlsym(lib, table[i].symbol);
-        if (*table[i].slot == NULL) {
-            snprintf(load_error, sizeof load_error, "%s has no %s: Larder needs OpenSSL 3", name, table[i].symbol);
-            return;
-        }
-    }
-    loaded = 0;
-}
-
-int larder_tls_load(void) {
-    pthread_once(&once, load);
-    return loaded;
-}
-
-const char *larder_tls_error(void) { return load_error; }
-
-int larder_sha256(const void *data, size_t length, unsigned char out[32]) {
-    if (larder_tls_load() != 0) return -1;
-    unsigned int size = 0;
-    return api.EVP_Digest(data, length, out, &size, api.EVP_sha256(), NULL) == 1 && size == 32 ? 0 : -1;
-}
 
 // MARK: contexts
 
@@ -130,19 +23,6 @@ struct larder_tls_context {
     unsigned char alpn[64];
     unsigned alpn_length;
 };
-
-static __thread char session_error[256];
-
-// The oldest queued OpenSSL error as text (the queue is emptied).
-static void take_error(char *out, size_t size) {
-    unsigned long code = api.ERR_get_error(), next;
-    while ((next = api.ERR_get_error()) != 0) (void)next;
-    if (code == 0) {
-        snprintf(out, size, "%s", errno ? strerror(errno) : "unknown error");
-        return;
-    }
-    api.ERR_error_string_n(code, out, size);
-}
 
 // "*.example.com" matches one label; comparison ignores case.
 static int name_matches(const char *pattern, size_t pattern_length, const char *name) {
@@ -279,7 +159,7 @@ static SSL_CTX *make_ctx(larder_tls_context *context, const larder_tls_certifica
     char why[256];
     SSL_CTX *ctx = api.SSL_CTX_new(api.TLS_server_method());
     if (ctx == NULL) {
-        take_error(why, sizeof why);
+        larder_tls_take_error(why, sizeof why);
         snprintf(error, error_size, "cannot make a TLS context: %s", why);
         return NULL;
     }
@@ -299,12 +179,12 @@ static SSL_CTX *make_ctx(larder_tls_context *context, const larder_tls_certifica
     api.SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"larder", 6);
     api.SSL_CTX_set_cipher_list(ctx, ciphers_1_2);
     if (api.SSL_CTX_use_certificate_chain_file(ctx, certificate->chain) != 1) {
-        take_error(why, sizeof why);
+        larder_tls_take_error(why, sizeof why);
         snprintf(error, error_size, "certificate %s: %s", certificate->chain, why);
         goto fail;
     }
     if (api.SSL_CTX_use_PrivateKey_file(ctx, certificate->key, SSL_FILETYPE_PEM) != 1) {
-        take_error(why, sizeof why);
+        larder_tls_take_error(why, sizeof why);
         if (strstr(why, "key values mismatch"))
             snprintf(error, error_size, "key %s does not belong to certificate %s", certificate->key, certificate->chain);
         else
@@ -312,7 +192,7 @@ static SSL_CTX *make_ctx(larder_tls_context *context, const larder_tls_certifica
         goto fail;
     }
     if (api.SSL_CTX_check_private_key(ctx) != 1) {
-        take_error(why, sizeof why);
+        larder_tls_take_error(why, sizeof why);
         snprintf(error, error_size, "key %s does not belong to certificate %s (%s)", certificate->key, certificate->chain, why);
         goto fail;
     }
@@ -331,7 +211,7 @@ larder_tls_context *larder_tls_context_new(const larder_tls_certificate *certifi
                                            const unsigned char *alpn, unsigned alpn_length, char *error,
                                            size_t error_size) {
     if (larder_tls_load() != 0) {
-        snprintf(error, error_size, "%s", load_error);
+        snprintf(error, error_size, "%s", larder_tls_error());
         return NULL;
     }
     if (count < 1 || alpn_length > sizeof ((larder_tls_context *)0)->alpn) {
@@ -400,7 +280,6 @@ int larder_tls_context_validity(const larder_tls_context *context, int index, lo
     return 0;
 }
 
-// MARK: sessions
 
 larder_tls_session *larder_tls_session_new(larder_tls_context *context, int fd) {
     SSL *ssl = api.SSL_new(context->ctx[0]);
@@ -410,77 +289,4 @@ larder_tls_session *larder_tls_session_new(larder_tls_context *context, int fd) 
         return NULL;
     }
     return ssl;
-}
-
-void larder_tls_session_free(larder_tls_session *session) {
-    if (session) api.SSL_free(session);
-}
-
-// Maps a call's result through SSL_get_error.
-static int outcome(SSL *ssl, int result) {
-    switch (api.SSL_get_error(ssl, result)) {
-    case SSL_ERROR_WANT_READ: return LARDER_TLS_WANT_READ;
-    case SSL_ERROR_WANT_WRITE: return LARDER_TLS_WANT_WRITE;
-    case SSL_ERROR_ZERO_RETURN: return LARDER_TLS_CLOSED;
-    case SSL_ERROR_SYSCALL:
-        if (errno == 0) return LARDER_TLS_CLOSED;
-        snprintf(session_error, sizeof session_error, "%s", strerror(errno));
-        return LARDER_TLS_FAILED;
-    default:
-        take_error(session_error, sizeof session_error);
-        return LARDER_TLS_FAILED;
-    }
-}
-
-int larder_tls_handshake(larder_tls_session *session) {
-    api.ERR_clear_error();
-    errno = 0;
-    int result = api.SSL_accept(session);
-    if (result == 1) return LARDER_TLS_DONE;
-    int why = outcome(session, result);
-    return why == LARDER_TLS_CLOSED ? LARDER_TLS_FAILED : why;
-}
-
-int larder_tls_read(larder_tls_session *session, void *buffer, int length) {
-    api.ERR_clear_error();
-    errno = 0;
-    int result = api.SSL_read(session, buffer, length);
-    return result > 0 ? result : outcome(session, result);
-}
-
-int larder_tls_write(larder_tls_session *session, const void *buffer, int length) {
-    api.ERR_clear_error();
-    errno = 0;
-    int result = api.SSL_write(session, buffer, length);
-    if (result > 0) return result;
-    int why = outcome(session, result);
-    return why == LARDER_TLS_CLOSED ? LARDER_TLS_FAILED : why;
-}
-
-void larder_tls_shutdown(larder_tls_session *session) {
-    api.ERR_clear_error();
-    (void)api.SSL_shutdown(session);
-    api.ERR_clear_error();
-}
-
-const char *larder_tls_session_error(void) { return session_error; }
-
-const char *larder_tls_alpn(const larder_tls_session *session) {
-    static __thread char protocol[32];
-    const unsigned char *bytes = NULL;
-    unsigned length = 0;
-    api.SSL_get0_alpn_selected(session, &bytes, &length);
-    if (bytes == NULL || length >= sizeof protocol) return "";
-    memcpy(protocol, bytes, length);
-    protocol[length] = 0;
-    return protocol;
-}
-
-const char *larder_tls_version(const larder_tls_session *session) { return api.SSL_get_version(session); }
-
-int larder_tls_resumed(const larder_tls_session *session) { return api.SSL_session_reused(session); }
-
-const char *larder_tls_server_name(const larder_tls_session *session) {
-    const char *name = api.SSL_get_servername(session, TLSEXT_NAMETYPE_host_name);
-    return name ? name : "";
 }
