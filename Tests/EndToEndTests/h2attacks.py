@@ -16,8 +16,9 @@ Modes:
                          times (1 byte each, one frame: N < 16384), then a
                          plain GET;
                          "STREAM <id> <status or RESET code>"
-  empty-data PATH       twice, on one connection: a GET as HEADERS without
-                         END_STREAM, then an empty DATA frame with it;
+  empty-data PATH       twice, on one connection, the second once the first
+                         has ended: a GET as HEADERS without END_STREAM, then
+                         an empty DATA frame with it;
                          "STREAM <id> <status> <cache-status>"
   small-window PATH W    a GET with a stream window of W bytes (W < 512),
                          reopened by what each DATA frame carried;
@@ -177,12 +178,15 @@ def empty_data(port, path):
         end = DataFrame(sid, b"")
         end.flags.add("END_STREAM")
         raw.send(head, end)
+        # The answer is read to its END_STREAM: asked again before that, the
+        # second GET would join the first fetch (collapsed), not hit.
         for kind, flags, stream, payload in raw.frames(20):
             if kind == 0x1 and stream == sid:
                 out[sid] = "%s %s" % (payload.get(":status", ""), payload.get("cache-status", ""))
-                break
             if kind == 0x3 and stream == sid:
                 out[sid] = "RESET"
+                break
+            if kind in (0x0, 0x1) and stream == sid and flags & 0x1:
                 break
     for sid in sorted(out):
         print("STREAM %d %s" % (sid, out[sid]), flush=True)
