@@ -51,8 +51,9 @@ let package = Package(
         .target(name: "EventLoop", dependencies: ["CEventLoop"], swiftSettings: swift5),
         // The one wall clock tiers and workers read (tests move it by hand).
         .target(name: "Clocks", dependencies: ["CEventLoop"], swiftSettings: swift5),
-        // Named threads and a condition variable on pthreads (no Foundation).
-        .target(name: "Threads", dependencies: ["CEventLoop"], swiftSettings: swift5),
+        // Named threads, a condition variable, a locked value (no Foundation),
+        // and the I/O threads' pool (BlockingWork) that hands results back to a loop.
+        .target(name: "Threads", dependencies: ["CEventLoop", "EventLoop"], swiftSettings: swift5),
         // An asynchronous Redis connection driven by a worker's loop.
         .target(name: "Redis", dependencies: ["CHiredis", "EventLoop"], swiftSettings: swift5),
         // A fleet of nodes on one Redis: purges that reach every node.
@@ -66,12 +67,20 @@ let package = Package(
             dependencies: ["CacheSemantics", "Clocks", "CEventLoop", "CChecksum", "HTTP1", "HTTPHeaders", "Threads", .product(name: "SystemPackage", package: "swift-system")],
             swiftSettings: swift5
         ),
-        .target(name: "Upstream", dependencies: ["CCurl", "EventLoop", "HTTP1", "HTTPHeaders"], swiftSettings: swift5),
+        // libcurl's multi interface on a worker's loop; the upstream pools and their health checks.
+        .target(name: "Upstream", dependencies: ["CCurl", "EventLoop", "HTTP1", "HTTPHeaders", "Threads"], swiftSettings: swift5),
+        // Routes: which settings a request gets (prefixes, globs, virtual hosts).
+        .target(name: "Routing", dependencies: ["CacheSemantics", "CacheStorage", "TLS"], swiftSettings: swift5),
+        // Bytes written through a pointer: a growing buffer, pieces at a cursor.
+        .target(name: "Bytes", swiftSettings: swift5),
+        // What is told of the traffic: access log, request log, log feed,
+        // counters, latency histograms, samples, the fault summary.
+        .target(name: "Telemetry", dependencies: ["Bytes", "EventLoop", "Clocks", "HTTP1", "Threads"], swiftSettings: swift5),
         .target(
             name: "Proxy",
             dependencies: [
                 "EventLoop", "Clocks", "HTTP1", "HTTPHeaders", "CacheSemantics", "CacheStorage", "Upstream", "Compression", "TLS", "HTTP2",
-                "Threads", .product(name: "Logging", package: "swift-log"),
+                "Threads", "Telemetry", "Bytes", "Routing", .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swift5
         ),
@@ -79,7 +88,7 @@ let package = Package(
         .target(
             name: "Admin",
             dependencies: [
-                "EventLoop", "HTTP1", "HTTPHeaders", "CacheStorage", "Proxy",
+                "EventLoop", "HTTP1", "HTTPHeaders", "CacheStorage", "Telemetry", "Threads", "Bytes", "Upstream",
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: swift5
@@ -87,7 +96,7 @@ let package = Package(
         .executableTarget(
             name: "larder",
             dependencies: [
-                "Proxy", "Admin", "EventLoop", "Clocks", "Upstream", "CacheStorage", "CacheSemantics", "CCurl", "Fleet", "Redis", "Threads", "TLS",
+                "Proxy", "Admin", "Telemetry", "Routing", "EventLoop", "Clocks", "Upstream", "CacheStorage", "CacheSemantics", "CCurl", "Fleet", "Redis", "Threads", "TLS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
@@ -98,7 +107,7 @@ let package = Package(
             swiftSettings: swift5 + [.enableUpcomingFeature("MemberImportVisibility")]
         ),
         // bench/store-threads.sh: store lookups from 1 and 2 threads, in-process.
-        .executableTarget(name: "store-bench", dependencies: ["CacheStorage", "CacheSemantics", "Clocks", "Proxy", "Threads"],
+        .executableTarget(name: "store-bench", dependencies: ["CacheStorage", "CacheSemantics", "Clocks", "Proxy", "Telemetry", "Threads"],
                           path: "Sources/StoreBench", swiftSettings: swift5),
         .testTarget(name: "HTTPHeadersTests", dependencies: ["HTTPHeaders"], swiftSettings: swift5),
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "HTTPHeaders"], swiftSettings: swift5),
@@ -106,22 +115,25 @@ let package = Package(
         .testTarget(name: "CacheStorageTests", dependencies: ["CacheStorage", "CChecksum", "Clocks", "Threads", "HTTP1", "HTTPHeaders", "TestSupport"], swiftSettings: swift5),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"], swiftSettings: swift5),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2"], swiftSettings: swift5),
-        .testTarget(name: "ThreadsTests", dependencies: ["Threads"], swiftSettings: swift5),
+        .testTarget(name: "ThreadsTests", dependencies: ["Threads", "EventLoop"], swiftSettings: swift5),
+        .testTarget(name: "TelemetryTests", dependencies: ["Telemetry", "Bytes", "EventLoop", "HTTP1"], swiftSettings: swift5),
+        .testTarget(name: "RoutingTests", dependencies: ["Routing", "CacheSemantics", "CacheStorage"], swiftSettings: swift5),
+        .testTarget(name: "UpstreamTests", dependencies: ["Upstream"], swiftSettings: swift5),
         .testTarget(name: "CompressionTests", dependencies: ["Compression"], swiftSettings: swift5),
         // What several test targets start: free loopback ports, redis-server.
         .target(name: "TestSupport", dependencies: ["CEventLoop"], path: "Tests/TestSupport", swiftSettings: swift5),
         .testTarget(name: "RedisTests", dependencies: ["Redis", "EventLoop", "TestSupport"], swiftSettings: swift5),
         .testTarget(name: "FleetTests", dependencies: ["Fleet", "Redis", "EventLoop", "CacheStorage", "TestSupport"],
                     swiftSettings: swift5),
-        .testTarget(name: "AdminTests", dependencies: ["Admin", "CacheStorage", "Proxy", "HTTPHeaders"], swiftSettings: swift5),
-        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "Clocks", "CacheSemantics", "CacheStorage", "HTTP1", "HTTPHeaders", "EventLoop",
+        .testTarget(name: "AdminTests", dependencies: ["Admin", "CacheStorage", "Telemetry", "Upstream", "Routing", "HTTPHeaders"], swiftSettings: swift5),
+        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "Telemetry", "Routing", "Clocks", "CacheSemantics", "CacheStorage", "HTTP1", "HTTPHeaders", "EventLoop",
                                                   "Upstream", "TestSupport", .product(name: "Logging", package: "swift-log")],
                     swiftSettings: swift5),
         .testTarget(
             name: "EndToEndTests",
             // CZlib: the status page's screenshot (a PNG) is decoded to check its pixels. CacheStorage: hostile
             // records in the disk format are planted in Redis.
-            dependencies: ["larder", "TestSupport", "CZlib", "CacheStorage", "CacheSemantics"],
+            dependencies: ["larder", "TestSupport", "CZlib", "CacheStorage", "CacheSemantics", "Threads"],
             exclude: ["origin.py", "h2client.py", "h2attacks.py"],
             swiftSettings: swift5
         ),

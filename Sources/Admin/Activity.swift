@@ -1,4 +1,4 @@
-import Proxy
+import Telemetry
 
 /// What the status page and `larder top` show over time, kept by the admin
 /// thread: a point a second for the last 15 minutes (from the counters),

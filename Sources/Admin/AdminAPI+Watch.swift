@@ -1,4 +1,4 @@
-import Proxy
+import Telemetry
 
 /// The endpoints the status page and `larder top` read: `/history` (a
 /// point a second, 15 minutes), `/top` (the last minute's requests by URL

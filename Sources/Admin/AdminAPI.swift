@@ -1,8 +1,9 @@
 import CacheStorage
 import EventLoop
-import Proxy
+import Telemetry
 import HTTP1
 import HTTPHeaders
+import Upstream
 
 /// The admin endpoints (docs/admin-and-purging.md's table): a request in, an
 /// answer out. No sockets here, so every endpoint is testable directly.

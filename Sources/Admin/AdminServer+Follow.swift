@@ -1,6 +1,6 @@
 import EventLoop
 import HTTP1
-import Proxy
+import Telemetry
 
 /// `GET /log?follow=1`: the connection becomes a chunked stream of the
 /// requests its filter admits, one JSON object per line, fed from the

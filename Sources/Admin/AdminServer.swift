@@ -1,5 +1,6 @@
+import Bytes
 import EventLoop
-import Proxy
+import Telemetry
 import HTTP1
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,4 @@
-import Proxy
+import Telemetry
 
 /// The latency histograms in Prometheus' text format. Written here, not
 /// through swift-prometheus: its histograms take one observation at a time

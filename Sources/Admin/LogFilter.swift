@@ -1,4 +1,4 @@
-import Proxy
+import Telemetry
 
 /// What a follower of the log asked for (`GET /log?follow=1&status=5xx&
 /// result=miss&prefix=/v1/&slower-than=100ms`): every condition given must hold.

@@ -1,7 +1,8 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Proxy
+import Telemetry
+import Upstream
 
 /// `larder_responses_total{code, result}` in Prometheus' text format,
 /// from the workers' `ResponseCounts` summed at a scrape.

@@ -1,6 +1,7 @@
 import CacheStorage
 import Prometheus
-import Proxy
+import Telemetry
+import Upstream
 
 /// The figures `/stats` and `/metrics` report, read once per request.
 /// One upstream pool as `/stats` and `/metrics` show it.

@@ -79,7 +79,8 @@ extension Vary {
 }
 
 extension Substring {
-    func trimmingWhitespace() -> String {
+    /// Without spaces and tabs around it (a field value's OWS).
+    public func trimmingWhitespace() -> String {
         var s = self
         while let f = s.first, f == " " || f == "\t" { s = s.dropFirst() }
         while let l = s.last, l == " " || l == "\t" { s = s.dropLast() }

@@ -5,6 +5,7 @@ import FoundationEssentials
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+import Threads
 #endif
 
 /// The memory tier: bounded in bytes, shared by every worker thread. A

@@ -1,5 +1,6 @@
 import CEventLoop
 import Synchronization
+import Threads
 
 /// When the memory tier may free what it took out of its index, so that a
 /// worker's hit reads an entry without counting a reference on it (a count

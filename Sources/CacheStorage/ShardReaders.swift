@@ -2,6 +2,7 @@ import CEventLoop
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+import Threads
 #endif
 
 /// Lets the memory tier's hits read a shard without taking its mutex, so a

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Synchronization
+import Threads
 
 /// An ordered list of tiers, fastest first, behind one interface: a lookup
 /// asks each tier in turn and offers what a slower tier found to the faster

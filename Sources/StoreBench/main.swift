@@ -5,6 +5,7 @@ import CacheSemantics
 import CacheStorage
 import Clocks
 import Proxy
+import Routing
 import Synchronization
 import Threads
 #if canImport(Glibc)

@@ -2,6 +2,7 @@ import CacheSemantics
 import FoundationEssentials
 import CacheStorage
 import Proxy
+import Routing
 import TOMLKit
 
 /// Reads a TOML config file into `Settings`. Unknown keys and wrong types

@@ -1,6 +1,7 @@
 import HTTP1
 import Logging
 import Proxy
+import Routing
 import TLS
 import Upstream
 import Redis

@@ -1,5 +1,7 @@
 import Proxy
+import Routing
 import TOMLKit
+import Upstream
 
 /// One `[upstreams.NAME]` table: a pool of servers that `upstream` or a
 /// route's `upstream` names.

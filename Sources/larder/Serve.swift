@@ -10,7 +10,9 @@ import Glibc
 import Logging
 import Proxy
 import Redis
+import Routing
 import Synchronization
+import Telemetry
 import Threads
 import TLS
 import Upstream

@@ -5,6 +5,8 @@ import Glibc
 import HTTP1
 import Logging
 import Proxy
+import Routing
+import Threads
 import Upstream
 
 /// The daemon's settings after defaults, the config file and flags are merged

@@ -3,6 +3,7 @@ import FoundationEssentials
 import Proxy
 #if canImport(Glibc)
 import Glibc
+import Telemetry
 #endif
 
 /// The service manager's protocols, spoken directly rather than through

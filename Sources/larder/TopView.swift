@@ -2,6 +2,7 @@ import FoundationEssentials
 import Proxy
 #if canImport(Glibc)
 import Glibc
+import Telemetry
 #endif
 
 /// One reading of `/metrics` for `larder top`: every sample by its name

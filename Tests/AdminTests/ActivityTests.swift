@@ -1,6 +1,6 @@
+import Telemetry
 import XCTest
 import CacheStorage
-@testable import Proxy
 @testable import Admin
 
 /// What the status page and `larder top` are given: a point a second,

@@ -1,7 +1,8 @@
+import Routing
+import Telemetry
 import XCTest
 import CacheSemantics
 import CacheStorage
-@testable import Proxy
 @testable import Admin
 
 final class AdminAPITests: XCTestCase {

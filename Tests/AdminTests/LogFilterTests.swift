@@ -1,5 +1,5 @@
+import Telemetry
 import XCTest
-@testable import Proxy
 @testable import Admin
 
 /// What a follower of the log asks for, parsed and applied.

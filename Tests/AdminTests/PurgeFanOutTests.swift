@@ -1,8 +1,8 @@
 import CacheSemantics
 import CacheStorage
+import Telemetry
 import XCTest
 @testable import Admin
-@testable import Proxy
 
 /// A purge in a fleet: applied here at once, handed to the other nodes,
 /// answered with what they acknowledged; a node alone answers at once.

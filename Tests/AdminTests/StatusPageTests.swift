@@ -1,7 +1,7 @@
+import Telemetry
 import XCTest
 import CacheSemantics
 import CacheStorage
-@testable import Proxy
 @testable import Admin
 
 /// The status page's sign-in: `/?token=` becomes a cookie, which stands for

@@ -1,3 +1,4 @@
+import Threads
 import XCTest
 import Foundation
 import CacheSemantics

@@ -1,4 +1,5 @@
 import Foundation
+import Threads
 import XCTest
 import CacheSemantics
 @testable import CacheStorage

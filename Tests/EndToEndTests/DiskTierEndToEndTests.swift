@@ -1,5 +1,6 @@
 import Foundation
 import TestSupport
+import Threads
 import XCTest
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,5 @@
 import Foundation
+import Threads
 import XCTest
 #if canImport(Glibc)
 import Glibc

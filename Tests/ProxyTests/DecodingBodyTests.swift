@@ -4,6 +4,7 @@ import Compression
 import HTTPHeaders
 import EventLoop
 import Foundation
+import Telemetry
 import TestSupport
 import XCTest
 @testable import Proxy

@@ -1,4 +1,5 @@
 import CacheSemantics
+import Telemetry
 import TestSupport
 import EventLoop
 import Foundation

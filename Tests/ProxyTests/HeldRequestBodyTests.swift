@@ -1,4 +1,5 @@
 import HTTPHeaders
+import Telemetry
 import XCTest
 @testable import Proxy
 

@@ -1,3 +1,4 @@
+import Routing
 import XCTest
 import CacheSemantics
 import HTTP1

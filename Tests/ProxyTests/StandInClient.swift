@@ -71,6 +71,7 @@ final class RecordingSink: ResponseSink {
     var exchange: Exchange?
     private(set) var events: [String] = []
     private(set) var answerBodyBytes = 0
+    func loggedVersion(of request: RequestHead) -> Int { 11 }
 
     func sendStored(_ entry: CachedResponse, for request: RequestHead, age: Int, now: Int64,
                     cacheStatus: CacheStatusLine) -> SentAnswer? {

@@ -1,4 +1,5 @@
 import HTTPHeaders
+import Routing
 import XCTest
 import CacheSemantics
 import CacheStorage

@@ -4,6 +4,7 @@ import EventLoop
 import HTTP1
 import HTTPHeaders
 import Logging
+import Telemetry
 import Upstream
 import XCTest
 @testable import Proxy

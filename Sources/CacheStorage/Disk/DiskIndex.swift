@@ -4,6 +4,7 @@ import Synchronization
 import SystemPackage
 #if canImport(Glibc)
 import Glibc
+import Threads
 #endif
 
 /// The disk tier's files by key, in shards by key hash, each behind its

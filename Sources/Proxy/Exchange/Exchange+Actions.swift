@@ -1,0 +1,174 @@
+import CacheSemantics
+import CacheStorage
+import EventLoop
+import Telemetry
+import Threads
+
+/// The driver's half of `ExchangeMachine`: each action performed, and
+/// what came of it fed back as the machine's next event, until the
+/// machine waits for something that comes later (a fetch, the fleet, the
+/// leader, the client). Nothing here decides.
+extension Exchange {
+    /// Performs `first` and what follows from it. True when the machine
+    /// ends with `.takeHead`: the upstream's head is the answer (`takes`).
+    @discardableResult
+    func perform(_ first: consuming ExchangeAction) -> Bool {
+        var action = first
+        while true {
+            // Consumed: the payload moves out, not copied and destroyed.
+            switch consume action {
+            case .none:
+                return false
+            case .takeHead:
+                return true
+            case .lookUp(let forgetting):
+                if forgetting {
+                    cache.store.remove(key)
+                    action = lookedUp(Variants())
+                } else if let found = cache.store.lookupWithoutBlocking(key) {
+                    action = lookedUp(found)
+                } else {
+                    // The disk would be waited for: read on an I/O thread; the loop serves others meanwhile.
+                    WorkerStats.bump(cache.counters.offloadedLookups)
+                    let (store, key) = (cache.store.tiers, key)
+                    BlockingWork.shared.run({ store.lookup(key) }, on: loop) { [self] found in perform(lookedUp(found)) }
+                    return false
+                }
+            case .askFleet:
+                holdWhileWaiting()
+                // What the fleet had is added to the store, and to what was found here.
+                guard cache.store.lookupShared(key, toDisk: toDisk, found: { [self] shared in
+                          let all = shared.isEmpty ? variants : Variants(Array(variants) + shared)
+                          perform(lookedUp(all))
+                      }) else {
+                    action = machine.fleetUnavailable()
+                    continue
+                }
+                return false
+            case .claimInFleet:
+                holdWhileWaiting()
+                guard cache.store.claim(key, milliseconds: UInt64(upstream.configuration.upstream.responseTimeoutMilliseconds), outcome: {
+                          [self] claim in perform(machine.claimed(claim == .claimed))
+                      }) else {
+                    action = machine.fleetUnavailable()
+                    continue
+                }
+                return false
+            case .serve(let offered):
+                action = serve(offered)
+            case .answer(let made):
+                sendMadeHere(made.status, made.message, cacheStatus: made.cacheStatus)
+                return false
+            case .collapse(let count):
+                bump(count)
+                action = machine.joined(join())
+            case .awaitLeader:
+                holdWhileWaiting()
+                bump(.collapsed)
+                return false
+            case .follow(let fetch, let count):
+                holdWhileWaiting()
+                bump(count)
+                follow(fetch, cacheStatus: machine.followedCacheStatus)
+                return false
+            case .forward(let how):
+                holdWhileWaiting()
+                bump(how.count)
+                forward(leading: how.leading, claimedInFleet: how.claimedInFleet)
+                return false
+            case .forwardAgain(let dropStored):
+                if dropStored { cache.store.remove(key) }
+                fetch?.cancel()
+                fetch = nil
+                loop.schedule(after: 0) { [weak self] in
+                    guard let self else { return }
+                    self.perform(self.machine.nextTurn())
+                }
+                return false
+            case .refresh(let validated, let response):
+                let refreshed = cache.applyNotModified(response.value, validated: validated,
+                                                        among: variants, fetchedSince: fetch?.fetchToken ?? 0,
+                                                        sharedMark: fetch?.sharedMark, toDisk: toDisk)
+                action = machine.refreshed(refreshed, now: cache.clock.now())
+            case .revalidate(let entry):
+                upstream.revalidateInBackground(entry, among: variants, request: request, peer: sink.peer)
+                return false
+            case .releaseClaims(let fleet):
+                if fleet { cache.store.release(key) }
+                cache.collapser.release(key)
+                return false
+            }
+        }
+    }
+
+    /// Offers a stored response; a whole one queued completes the exchange.
+    @inline(__always)  // into `perform`: the offer's fields are not copied
+    private func serve(_ offered: StoredServing) -> ExchangeAction {
+        if offered.releasesClaim { cache.collapser.release(key) }
+        return served(offered, serveStored(offered.entry, age: offered.age, now: offered.now, cacheStatus: offered.cacheStatus,
+                                           count: offered.count))
+    }
+
+    /// What became of a stored response offered (now, or once it waited
+    /// for the disk: `.waiting` says it comes later, the machine offering
+    /// it meanwhile).
+    @inline(__always)
+    func served(_ offered: StoredServing, _ result: StoredServe) -> ExchangeAction {
+        if result == .served || result == .decoding {
+            bump(offered.count)
+            // A response that varies is marked served even while it is its
+            // URL's only variant: a burst of new values must find it so.
+            if variants.count > 1 || offered.entry.varies { cache.store.noteServed(offered.entry) }
+        }
+        // (`.waiting`: the machine goes on offering; nothing else happens.)
+        let next = machine.served(result)
+        if result == .served { complete() }
+        if result == .decoding { pullBody() }
+        return next
+    }
+
+    /// Joins the key's collapser: leads its fetch, follows or waits for
+    /// the one already under way, or fetches alone.
+    private func join() -> ExchangeMachine.Joined {
+        switch LeaderWait.join(key, for: request, asGet: fetchesHeadAsGet, collapser: cache.collapser, loop: loop,
+                               timeoutMilliseconds: UInt64(upstream.configuration.upstream.responseTimeoutMilliseconds),
+                               ended: { [weak self] ended in
+                                   guard let self else { return }
+                                   self.wait = nil
+                                   self.perform(self.machine.leaderDone(ended))
+                               }) {
+        case .leading: return .leading
+        case .fetchAlone: return .fetchAlone
+        case .following(let fetch): return .following(fetch)
+        case .waiting(let wait):
+            self.wait = wait
+            return .waiting
+        }
+    }
+
+    /// Answers with the leader's response, piece by piece as it arrives.
+    private func follow(_ fetch: SharedFetch, cacheStatus: String) {
+        answer.sharedHead(fetch.head, for: request, cacheStatus: cacheStatus)
+        // A HEAD has its answer: the body is not waited for.
+        if request.method == "HEAD" { return complete() }
+        stream(from: SharedFetchReader(fetch, loop: loop, ready: { [weak self] in self?.pullBody() }))
+    }
+
+    func bump(_ count: ExchangeCount) {
+        switch count {
+        case .none: break
+        case .hit: WorkerStats.bump(cache.counters.hits)
+        case .staleHit: WorkerStats.bump(cache.counters.staleHits)
+        case .miss: WorkerStats.bump(cache.counters.misses)
+        case .staleForward: WorkerStats.bump(cache.counters.staleForwards)
+        case .collapsed: WorkerStats.bump(cache.counters.collapsed)
+        }
+    }
+}
+
+extension Exchange {
+    /// The exchange waits (the fleet, the upstream, a leader): the stored
+    /// responses it keeps hold their own blocks from now on, not the
+    /// worker's period token (see `CachedResponse.owned`).
+    func holdWhileWaiting() { variants = variants.owned() }
+}

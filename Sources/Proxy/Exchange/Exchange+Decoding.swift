@@ -1,0 +1,105 @@
+import CacheSemantics
+import CacheStorage
+import EventLoop
+import HTTP1
+import HTTPHeaders
+import Telemetry
+import Threads
+
+/// A stored gzip body for a client that does not take gzip, decoded as the
+/// client drains (`ClientCoding`, `DecodingBody`): the head says what the
+/// decoded representation is (its length from the gzip trailer), then at
+/// most a turn's worth is decoded per loop turn, and nothing while the
+/// client is behind. A body found corrupt or not as long as declared
+/// before anything was sent is `undecodable` (the request goes upstream
+/// for an identity copy); after its head, the connection is cut, as for an
+/// upstream body that breaks off; either way it is remembered (`undecodable`), so
+/// the next such client goes upstream instead.
+extension Exchange {
+    func serveDecoded(_ offered: StoredServing) -> StoredServe {
+        let (entry, age, now, cacheStatus) = (offered.entry, offered.age, offered.now, offered.cacheStatus)
+        guard !cache.undecodable.contains(entry) else { return .undecodable }
+        // A body file is opened once, for its trailer and its bytes.
+        var file: FileBodyReader?
+        if let bodyFile = entry.bodyFile {
+            guard let opened = FileBodyReader(bodyFile) else { return .bodyGone }
+            file = opened
+        }
+        if let file, !file.isCached(from: 0, count: DecodingBody.pieceBytes)
+            || !file.isCached(from: file.body.length - ClientCoding.trailerBytes, count: ClientCoding.trailerBytes) {
+            // Its trailer and first piece would wait for the disk: read on an
+            // I/O thread; the answer goes on from there, unless the client left.
+            WorkerStats.bump(cache.counters.offloadedReads)
+            fetch?.cancel()  // a 304's refresh or a stand-in: the fetch is not wanted any more
+            fetch = nil
+            let (request, undecodable) = (request, cache.undecodable)
+            BlockingWork.shared.run({ DecodingStart(entry, file: file, for: request, undecodable: undecodable) }, on: loop) {
+                [weak self] start in
+                guard let self, self.machine.isOffering else { return }
+                self.perform(self.served(offered, self.sendDecoded(start, entry: entry, age: age, now: now, cacheStatus: cacheStatus)))
+            }
+            return .waiting
+        }
+        return sendDecoded(DecodingStart(entry, file: file, for: request, undecodable: cache.undecodable), entry: entry, age: age,
+                           now: now, cacheStatus: cacheStatus)
+    }
+
+    /// The decoded representation's head, then its body pulled as the client drains.
+    private func sendDecoded(_ start: DecodingStart, entry: CachedResponse, age: Int, now: Int64,
+                             cacheStatus: CacheStatusLine) -> StoredServe {
+        let (length, fields, choice, decoder): (Int, HeaderFields, StoredAnswer, DecodingBody?)
+        switch start {
+        case .gone: return .bodyGone
+        case .undecodable: return .undecodable
+        case .ready(let l, let f, let c, let d): (length, fields, choice, decoder) = (l, f, c, d)
+        }
+        let wanted = answer.decodedHead(choice, entry: entry, fields: fields, length: length, for: request, age: age, now: now,
+                                        cacheStatus: cacheStatus)
+        guard let decoder, let wanted, !wanted.isEmpty else { return .served }
+        decoder.want(wanted)
+        decoder.failed = { [undecodable = cache.undecodable, logger = upstream.logger, key] reason in
+            undecodable.insert(entry)
+            logger.warning("stored gzip body of \(key) cannot be decoded for a client that does not take gzip (\(reason)); connection cut, such clients get it from the upstream")
+        }
+        // Compressed bytes not in the page cache are read on an I/O thread, then pulled on.
+        decoder.offload = (loop, cache.counters, { [weak self] in self?.pullBody() })
+        fetch?.cancel()  // a 304's refresh or a stand-in: the fetch is not wanted any more
+        fetch = nil
+        body = decoder  // pulled once the machine knows (`served(.decoding)`)
+        return .decoding
+    }
+}
+
+/// What decoding a stored gzip body for one client starts from: the
+/// decoded length (from the gzip trailer), the fields and the answer, and
+/// the decoder holding its first piece (a body that is not gzip at all
+/// fails here, with nothing sent). Made where reading may wait for the
+/// disk (an I/O thread) when the file is not in the page cache.
+enum DecodingStart {
+    case gone, undecodable
+    case ready(length: Int, fields: HeaderFields, choice: StoredAnswer, decoder: DecodingBody?)
+
+    init(_ entry: CachedResponse, file: FileBodyReader?, for request: RequestHead, undecodable: UndecodableBodies) {
+        guard let length = ClientCoding.decodedLength(of: entry, file: file) else {
+            undecodable.insert(entry)
+            self = .undecodable
+            return
+        }
+        let fields = ClientCoding.decodedFields(entry)
+        let choice = ClientCoding.answer(for: request, entry: entry, fields: fields, length: length)
+        guard choice.sendsBody, request.method != "HEAD", length > 0 else {
+            self = .ready(length: length, fields: fields, choice: choice, decoder: nil)
+            return
+        }
+        guard let decoder = DecodingBody(entry, file: file, length: length, wanted: 0..<length) else {
+            self = .gone
+            return
+        }
+        guard decoder.prime() else {
+            undecodable.insert(entry)
+            self = .undecodable
+            return
+        }
+        self = .ready(length: length, fields: fields, choice: choice, decoder: decoder)
+    }
+}

@@ -1,0 +1,43 @@
+import CacheStorage
+import Clocks
+import Routing
+import Telemetry
+
+/// The cache as one worker's requests use it: the store (its tiers, its
+/// copies of hits, the fleet's shared stage), the collapser shared by every
+/// worker, the clock, the stored bodies known not to decode, and the rules
+/// that turn an upstream response into a stored one. Exchanges, fetches
+/// and background refreshes are given this, not the worker; what an
+/// upstream response does to it is `ResponseStoring`'s extension.
+final class CacheAccess {
+    let store: WorkerStore
+    let collapser: Collapser
+    let clock: WallClock
+    /// Stored gzip bodies found not decodable (`Exchange+Decoding`).
+    let undecodable = UndecodableBodies.shared
+    /// The worker's counters (stored, revalidations).
+    let counters: WorkerStats
+    /// Read on the worker's thread only; `configure` replaces them there.
+    private(set) var builder: StoredResponseBuilder
+    /// Where Location and Content-Location may point to be invalidated
+    /// (the upstream's origin), and how a URL becomes a key (the routes).
+    private(set) var upstreamOrigin: (authority: String, pathPrefix: String)
+    private(set) var routes: RouteTable
+
+    init(store: TieredStore, collapser: Collapser, clock: WallClock, counters: WorkerStats, configuration: ProxyConfiguration) {
+        self.store = WorkerStore(tiers: store)
+        self.collapser = collapser
+        self.clock = clock
+        self.counters = counters
+        builder = StoredResponseBuilder(configuration)
+        upstreamOrigin = configuration.upstreamOrigin
+        routes = configuration.routes
+    }
+
+    /// New settings (SIGHUP), on the worker's thread.
+    func configure(_ configuration: ProxyConfiguration) {
+        builder = StoredResponseBuilder(configuration)
+        upstreamOrigin = configuration.upstreamOrigin
+        routes = configuration.routes
+    }
+}

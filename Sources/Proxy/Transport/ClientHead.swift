@@ -1,0 +1,198 @@
+import Bytes
+import HTTP1
+import HTTPHeaders
+
+/// How the body of the response written to the client is delimited.
+enum ClientFraming: Equatable {
+    case none, length, chunked, untilClose
+    /// The transport marks the end (an HTTP/2 stream's END_STREAM).
+    case endOfStream
+
+    /// By the response's own length when it has one; else chunked for an
+    /// HTTP/1.1 client and the connection's close for an HTTP/1.0 one.
+    static func choose(noBody: Bool, length: Int?, minorVersion: Int) -> ClientFraming {
+        if noBody { return .none }
+        if length != nil { return .length }
+        return minorVersion == 1 ? .chunked : .untilClose
+    }
+}
+
+/// What the end of a forwarded body means to the client (RFC 9112 section
+/// 6.3): a body framed by a length it did not reach is cut (the connection
+/// closes); otherwise the response ends, with the chunked terminator or by
+/// closing a close-delimited body. (Only a whole one is stored: RFC 9111
+/// section 3.3, `UpstreamFetch`.)
+enum BodyEnd: Equatable {
+    case cut
+    case end(terminator: Bool, close: Bool)
+
+    static func decide(framing: ClientFraming, whole: Bool) -> BodyEnd {
+        if (framing == .length || framing == .endOfStream) && !whole { return .cut }
+        return .end(terminator: framing == .chunked, close: framing == .untilClose)
+    }
+
+    /// Whether the body is all there: as long as announced, or of no announced length.
+    static func isWhole(expected: Int?, received: Int) -> Bool {
+        expected.map { $0 == received } ?? true
+    }
+}
+
+/// What a head says about the connection: nothing for an HTTP/1.1 client
+/// that stays (persistence is its default), keep-alive for an HTTP/1.0 one,
+/// close when Larder will close it.
+enum ConnectionField: Equatable {
+    case implicit, keepAlive, close
+
+    init(keepAlive: Bool, minorVersion: Int) {
+        self = !keepAlive ? .close : minorVersion == 0 ? .keepAlive : .implicit
+    }
+
+    func append(to head: inout [UInt8]) {
+        switch self {
+        case .implicit: break
+        case .keepAlive: head.append(contentsOf: "Connection: keep-alive\r\n".utf8)
+        case .close: head.append(contentsOf: "Connection: close\r\n".utf8)
+        }
+    }
+}
+
+/// The heads Larder writes to a client, as bytes: pure functions of the
+/// fields and the request's circumstances (no sockets, no clock: the
+/// caller passes the Date line of the current second).
+enum ClientHead {
+    /// A response passed on from the upstream or from a shared fetch: its
+    /// fields but the hidden ones (targeted cache control) and the framing,
+    /// then Content-Length, Age (replacing the upstream's when `age` is
+    /// set), Cache-Status, Date when it had none (RFC 9110 section 6.6.1),
+    /// Transfer-Encoding or Connection.
+    static func forwarded(status: Int, reason: String?, fields: HeaderFields, framing: ClientFraming, length: Int?,
+                          noBody: Bool, age: Int?, cacheStatus: String, dateLine: [UInt8], connection: ConnectionField,
+                          isHidden: (String) -> Bool) -> [UInt8] {
+        var head: [UInt8] = []
+        head.reserveCapacity(512)
+        ResponseSerializer.appendStatusLine(status, reason: reason, to: &head)
+        var hasDate = false
+        for field in fields {
+            if field.name.isField("age") && age != nil { continue }
+            if isHidden(field.name) { continue }
+            // One Content-Length, the one the body is framed by (below).
+            if field.name.isField("content-length") { continue }
+            if field.name.isField("date") { hasDate = true }
+            ResponseSerializer.appendField(field.name, field.value, to: &head)
+        }
+        // (None on a 204: RFC 9110 section 8.6.)
+        if let length, framing == .length || noBody && status != 204 {
+            ResponseSerializer.appendContentLength(length, to: &head)
+        }
+        if let age { ResponseSerializer.appendField("age", String(age), to: &head) }
+        ResponseSerializer.appendField("cache-status", cacheStatus, to: &head)
+        if !hasDate { head.append(contentsOf: dateLine) }
+        if framing == .chunked { head.append(contentsOf: "Transfer-Encoding: chunked\r\n".utf8) }
+        (framing == .untilClose ? .close : connection).append(to: &head)
+        head.append(contentsOf: [0x0D, 0x0A])
+        return head
+    }
+
+    /// An interim response passed on (RFC 9110 section 15.2): its status
+    /// line and fields but hop-by-hop and framing ones; no Date, Age or
+    /// Cache-Status (it is not an answer).
+    static func interim(status: Int, fields: HeaderFields) -> [UInt8] {
+        var head: [UInt8] = []
+        ResponseSerializer.appendStatusLine(status, reason: status == 103 ? "Early Hints" : status == 102 ? "Processing" : nil,
+                                            to: &head)
+        for field in interimFields(fields) { ResponseSerializer.appendField(field.name, field.value, to: &head) }
+        head.append(contentsOf: [0x0D, 0x0A])
+        return head
+    }
+
+    /// The fields of an interim response a client is sent.
+    static func interimFields(_ fields: HeaderFields) -> [HeaderField] {
+        let nominated = HopByHop.nominated(inFields: fields)
+        return fields.filter { field in
+            !HopByHop.isHopByHop(field.name) && !nominated.contains(field.name) && !field.name.isField("content-length")
+        }
+    }
+
+    /// A 304 for the client (RFC 9110 section 15.4.5): the fields a 200
+    /// would have had that describe the representation, no body.
+    static func notModified(fields: HeaderFields, tail: Tail) -> [UInt8] {
+        var head = Array("HTTP/1.1 304 Not Modified\r\n".utf8)
+        var hasDate = false
+        for field in fields {
+            switch field.name {
+            case "cache-control", "content-location", "date", "etag", "expires", "vary", "last-modified":
+                if field.name.isField("date") { hasDate = true }
+                ResponseSerializer.appendField(field.name, field.value, to: &head)
+            default: continue
+            }
+        }
+        tail.append(to: &head, hasDate: hasDate)
+        return head
+    }
+
+    /// 206 with the bytes `range` of a stored body of `length` bytes, or
+    /// 416 when `range` is nil (RFC 9110 sections 14.4 and 15.5.17).
+    static func partial(fields: HeaderFields, range: ClosedRange<Int>?, length: Int, tail: Tail,
+                        isHidden: (String) -> Bool) -> [UInt8] {
+        var head = Array((range != nil ? "HTTP/1.1 206 Partial Content\r\n" : "HTTP/1.1 416 Range Not Satisfiable\r\n").utf8)
+        var hasDate = false
+        for field in fields where !isHidden(field.name) {
+            switch field.name {
+            case "age", "content-length", "transfer-encoding", "connection", "keep-alive", "cache-status", "content-range":
+                continue
+            default:
+                if field.name.isField("date") { hasDate = true }
+                ResponseSerializer.appendField(field.name, field.value, to: &head)
+            }
+        }
+        if let range {
+            ResponseSerializer.appendField("content-range", "bytes \(range.lowerBound)-\(range.upperBound)/\(length)", to: &head)
+            ResponseSerializer.appendField("content-length", String(range.count), to: &head)
+        } else {
+            ResponseSerializer.appendField("content-range", "bytes */\(length)", to: &head)
+            ResponseSerializer.appendField("content-length", "0", to: &head)
+        }
+        tail.append(to: &head, hasDate: hasDate)
+        return head
+    }
+
+    /// What follows a stored head on a hit (the stored head has its Date),
+    /// and ends every head built from stored fields: Age, Cache-Status,
+    /// Connection, the blank line. Appended to a buffer
+    /// the worker reuses: a hit allocates nothing for it.
+    static func appendHitTail(age: Int, cacheStatus: CacheStatusLine, connection: ConnectionField, to out: inout [UInt8]) {
+        // Written at a cursor on the stack, then one append: the pieces
+        // appended one by one cost a uniqueness and capacity check each.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 80 + cacheStatus.capacity) { buffer in
+            let start = buffer.baseAddress!
+            var p = start
+            ByteWriting.put("Age: ", at: &p)
+            ByteWriting.putDecimal(age, at: &p)
+            ByteWriting.put("\r\n", at: &p)
+            cacheStatus.write(at: &p)
+            switch connection {
+            case .implicit: break
+            case .keepAlive: ByteWriting.put("Connection: keep-alive\r\n", at: &p)
+            case .close: ByteWriting.put("Connection: close\r\n", at: &p)
+            }
+            ByteWriting.put("\r\n", at: &p)
+            out.append(contentsOf: UnsafeBufferPointer(start: start, count: p - start))
+        }
+    }
+
+    /// The per-request fields that end a head built from stored fields.
+    struct Tail {
+        var age: Int
+        /// "Date: ...\r\n" for the current second: sent only when the
+        /// fields have no Date of their own.
+        var dateLine: [UInt8]
+        /// The whole "Cache-Status: ...\r\n" line.
+        var cacheStatus: CacheStatusLine
+        var connection: ConnectionField
+
+        func append(to head: inout [UInt8], hasDate: Bool) {
+            if !hasDate { head.append(contentsOf: dateLine) }
+            ClientHead.appendHitTail(age: age, cacheStatus: cacheStatus, connection: connection, to: &head)
+        }
+    }
+}

@@ -1,0 +1,250 @@
+import CacheStorage
+import EventLoop
+import HTTP1
+import HTTPHeaders
+
+/// A transport that says answers as HTTP/1.1 messages: the HTTP/1.1
+/// connection writes them as they are; an HTTP/2 stream turns the head into
+/// its fields and frames the body itself (`framesItsOwnBodies`: no chunked
+/// coding, no Connection field). Either way the exchange's answers are
+/// built once, here: a stored response (`StoredAnswer` chooses whole, 304,
+/// 206 or 416; `ClientHead` writes the head), body pieces in the client's
+/// framing.
+protocol HTTP1Answers: ResponseSink {
+    /// What it uses of the worker it runs on (its date line, head buffer, draining, log).
+    var services: ConnectionServices { get }
+    var answerFraming: ClientFraming { get set }
+    var answerBodyBytes: Int { get set }
+    /// The body bytes the answer's head announced (`Int.max`: none); -1
+    /// once a body overran it.
+    var answerLimit: Int { get set }
+    /// Whether the client is behind with its output.
+    var isCongested: Bool { get }
+    /// HTTP/2: the transport marks a body's end, and a connection's persistence is its own.
+    var framesItsOwnBodies: Bool { get }
+    func enqueue(_ bytes: [UInt8])
+    func enqueue(copying buffer: UnsafeRawBufferPointer)
+    func enqueue(_ bytes: Bytes, from: Int, to: Int?)
+    func enqueue(_ entry: CachedResponse, from: Int, to: Int)
+    func enqueue(file: OpenFile, from: Int, to: Int)
+}
+
+extension ClientConnection: HTTP1Answers {
+    var framesItsOwnBodies: Bool { false }
+    func loggedVersion(of request: RequestHead) -> Int { request.minorVersion == 0 ? 10 : 11 }
+
+    func sendInterim(status: Int, fields: HeaderFields, for request: RequestHead) {
+        // RFC 9110 section 15.2: never to an HTTP/1.0 client.
+        guard request.minorVersion >= 1 else { return }
+        enqueue(ClientHead.interim(status: status, fields: fields))
+        flushSoon()
+    }
+}
+
+extension HTTP1Answers {
+    /// The Connection field of an answer to `request`: kept alive unless
+    /// it or a drain says otherwise.
+    private func connectionField(_ request: RequestHead) -> ConnectionField {
+        if framesItsOwnBodies { return .implicit }
+        return ConnectionField(keepAlive: request.keepAlive && !services.draining, minorVersion: request.minorVersion)
+    }
+
+    /// Queues a stored response for `request`. Nil, having queued nothing,
+    /// when its body is a disk file that can no longer be opened.
+    func sendStored(_ entry: CachedResponse, for request: RequestHead, age: Int, now: Int64,
+                    cacheStatus: CacheStatusLine) -> SentAnswer? {
+        let field = connectionField(request)
+        let answer = StoredAnswer.choose(for: request, entry: entry)
+        var tail: ClientHead.Tail {
+            ClientHead.Tail(age: age, dateLine: services.dateHeader.current(now: now), cacheStatus: cacheStatus, connection: field)
+        }
+        // A body in a file (a disk hit served as stored): a small one in one
+        // read into the output, from the page cache; a large one, or one the
+        // page cache lacks, by sendfile as the client takes it.
+        var file: OpenFile?, tailAndBody: (bytes: Bytes, count: Int)?
+        if let bodyFile = entry.bodyFile, answer.sendsBody, request.method != "HEAD" {
+            if case .whole = answer, bodyFile.length <= Self.readIntoOutputLimit {
+                // Read in behind the per-request tail: one block for both.
+                services.headScratch.removeAll(keepingCapacity: true)
+                ClientHead.appendHitTail(age: age, cacheStatus: cacheStatus, connection: field, to: &services.headScratch)
+                var outcome = FileBody.ReadInto.failed
+                tailAndBody = services.headScratch.withUnsafeBytes { tail in
+                    copied(count: tail.count + bodyFile.length) { block in
+                        block.copyMemory(from: tail)
+                        outcome = bodyFile.read(into: UnsafeMutableRawBufferPointer(rebasing: block[tail.count...]), cachedOnly: true)
+                        return outcome == .read
+                    }
+                }
+                switch outcome {
+                case .read: break
+                case .wouldBlock: file = OpenFile(bodyFile.file)
+                case .failed: return bodyGone(bodyFile, of: entry)
+                }
+            } else {
+                guard bodyFile.isReadable else { return bodyGone(bodyFile, of: entry) }
+                file = OpenFile(bodyFile.file)
+            }
+        }
+        switch answer {
+        case .notModified:
+            enqueue(ClientHead.notModified(fields: entry.headers, tail: tail))
+            return SentAnswer(status: 304, bodyBytes: 0)
+        case .partial(let range, let length, let stored):
+            enqueue(ClientHead.partial(fields: entry.headers, range: range, length: length, tail: tail,
+                                       isHidden: services.builder.isHidden))
+            let first = range.lowerBound - stored, end = range.upperBound - stored + 1
+            if let file, let bodyFile = entry.bodyFile {
+                enqueue(file: file, from: bodyFile.offset + first, to: bodyFile.offset + end)
+            } else {
+                enqueue(entry, from: entry.headLength + first, to: entry.headLength + end)
+            }
+            return SentAnswer(status: 206, bodyBytes: range.count)
+        case .unsatisfiable(let length):
+            enqueue(ClientHead.partial(fields: entry.headers, range: nil, length: length, tail: tail,
+                                       isHidden: services.builder.isHidden))
+            return SentAnswer(status: 416, bodyBytes: 0)
+        case .whole:
+            // The stored head as is, then the per-request tail from a buffer
+            // the worker reuses (with a small body from a file read behind it).
+            let headLength = entry.headLength
+            enqueue(entry, from: 0, to: headLength)
+            if let tailAndBody {
+                enqueue(tailAndBody.bytes, from: 0, to: tailAndBody.count)
+                return SentAnswer(status: entry.status, bodyBytes: entry.bodyLength)
+            }
+            services.headScratch.removeAll(keepingCapacity: true)
+            ClientHead.appendHitTail(age: age, cacheStatus: cacheStatus, connection: field, to: &services.headScratch)
+            services.headScratch.withUnsafeBytes { tail in
+                if let copy = copied(count: tail.count, { $0.copyMemory(from: tail); return true }) {
+                    enqueue(copy.bytes, from: 0, to: copy.count)
+                }
+            }
+            if let file, let bodyFile = entry.bodyFile {
+                enqueue(file: file, from: bodyFile.offset, to: bodyFile.offset + bodyFile.length)
+            } else if request.method != "HEAD" {
+                enqueue(entry, from: headLength, to: headLength + entry.bodyLength)
+            }
+            return SentAnswer(status: entry.status, bodyBytes: request.method == "HEAD" ? 0 : entry.bodyLength)
+        }
+    }
+
+    /// Queues the head of a stored gzip response decoded for this client
+    /// (`ClientCoding`: `answer` for the decoded representation of `length`
+    /// bytes with `fields`); the decoded bytes follow through `sendBody`.
+    /// The bytes of the representation that follow (none: nil).
+    func sendDecodedHead(_ answer: StoredAnswer, entry: CachedResponse, fields: HeaderFields, length: Int, for request: RequestHead,
+                         age: Int, now: Int64, cacheStatus: CacheStatusLine) -> (sent: SentAnswer, body: Range<Int>?) {
+        let field = connectionField(request)
+        let tail = ClientHead.Tail(age: age, dateLine: services.dateHeader.current(now: now), cacheStatus: cacheStatus, connection: field)
+        switch answer {
+        case .notModified:
+            enqueue(ClientHead.notModified(fields: fields, tail: tail))
+            return (SentAnswer(status: 304, bodyBytes: 0), nil)
+        case .unsatisfiable(let length):
+            enqueue(ClientHead.partial(fields: fields, range: nil, length: length, tail: tail, isHidden: services.builder.isHidden))
+            return (SentAnswer(status: 416, bodyBytes: 0), nil)
+        case .partial(let range, let length, _):
+            enqueue(ClientHead.partial(fields: fields, range: range, length: length, tail: tail, isHidden: services.builder.isHidden))
+            (answerFraming, answerLimit) = (.length, range.count)
+            return (SentAnswer(status: 206, bodyBytes: range.count), range.lowerBound..<(range.upperBound + 1))
+        case .whole:
+            let noBody = request.method == "HEAD"
+            sendHead(status: entry.status, reason: entry.reason, fields: fields, length: length, noBody: noBody, age: age,
+                     cacheStatus: cacheStatus.value, now: now, for: request)
+            return (SentAnswer(status: entry.status, bodyBytes: noBody ? 0 : length), noBody ? nil : 0..<length)
+        }
+    }
+
+    /// `count` bytes written by `fill` (false: nil) into the worker's output
+    /// block when no output holds it any more, else into a new one.
+    private func copied(count: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Bool) -> (bytes: Bytes, count: Int)? {
+        if count <= ConnectionServices.outputBlockBytes, let block = services.outputBlock.reusableBuffer() {
+            return fill(UnsafeMutableRawBufferPointer(rebasing: block[..<count])) ? (services.outputBlock, count) : nil
+        }
+        return Bytes(count: count, fill).map { ($0, count) }
+    }
+
+    /// Bodies up to this size in a file are read into the output (one
+    /// read, one writev with the head); larger ones go by sendfile.
+    static var readIntoOutputLimit: Int { 64 << 10 }
+
+    /// A body file cut short behind Larder's back (sent as is, every hit
+    /// would be a short body and a cut connection): nil, and the entry is
+    /// dropped and fetched again.
+    private func bodyGone(_ bodyFile: FileBody, of entry: CachedResponse) -> SentAnswer? {
+        services.logger.warning("stored body \(bodyFile.path) is shorter than recorded (\(bodyFile.offset + bodyFile.length) bytes): entry dropped, fetching \(entry.key) again")
+        return nil
+    }
+
+    /// Queues a head passed on (the upstream's, or a shared fetch's) and
+    /// chooses how its body is framed for this client.
+    func sendHead(status: Int, reason: String?, fields: HeaderFields, length: Int?, noBody: Bool, age: Int?, cacheStatus: String,
+                  now: Int64, for request: RequestHead) {
+        answerFraming = framesItsOwnBodies ? (noBody ? .none : length != nil ? .length : .endOfStream)
+            : ClientFraming.choose(noBody: noBody, length: length, minorVersion: request.minorVersion)
+        answerLimit = answerFraming == .length ? length ?? .max : .max
+        enqueue(ClientHead.forwarded(status: status, reason: reason, fields: fields, framing: answerFraming, length: length,
+                                     noBody: noBody, age: age, cacheStatus: cacheStatus, dateLine: services.dateHeader.current(now: now),
+                                     connection: connectionField(request), isHidden: services.builder.isHidden))
+    }
+
+    /// Queues a 304 for a conditional request that an upstream 200 satisfies.
+    func sendNotModified(fields: HeaderFields, age: Int, cacheStatus: String, now: Int64, for request: RequestHead) {
+        let tail = ClientHead.Tail(age: age, dateLine: services.dateHeader.current(now: now),
+                                   cacheStatus: CacheStatusLine(cacheStatus), connection: connectionField(request))
+        enqueue(ClientHead.notModified(fields: fields, tail: tail))
+    }
+
+    /// Queues an answer made here.
+    func sendMadeHere(status: Int, message: String, extra: HeaderFields, for request: RequestHead) {
+        enqueue(ResponseSerializer.simple(status: status, body: message,
+                                          close: !framesItsOwnBodies && (!request.keepAlive || services.draining), extra: extra))
+    }
+
+    /// Whether the client is behind with a body being passed on.
+    var isBodyCongested: Bool { answerFraming != .none && isCongested }
+
+    /// Queues a body piece in the answer's framing.
+    func sendBody(_ chunk: Bytes) { sendFramed(chunk.count) { enqueue(chunk, from: 0, to: nil) } }
+
+    /// Queues a copy of a body piece in the answer's framing.
+    func sendBody(copying bytes: UnsafeRawBufferPointer) { sendFramed(bytes.count) { enqueue(copying: bytes) } }
+
+    func sendBody(file body: FileBody) {
+        sendFramed(body.length) { enqueue(file: OpenFile(body.file), from: body.offset, to: body.offset + body.length) }
+    }
+
+    /// `count` bytes queued by `enqueueBytes`, in a chunk when chunked;
+    /// nothing for a bodiless answer.
+    func sendFramed(_ count: Int, _ enqueueBytes: () -> Void) {
+        guard answerFraming != .none else { return }
+        guard answerBodyBytes + count <= answerLimit else {
+            // More than the head announced (an upstream whose body overruns
+            // what it said): never passed on (the client would read it as
+            // the next answer); nothing more goes, and the end is a cut.
+            answerLimit = -1
+            return
+        }
+        let chunked = answerFraming == .chunked
+        if chunked { enqueue(ResponseSerializer.chunkHeader(count)) }
+        enqueueBytes()
+        if chunked { enqueue([0x0D, 0x0A]) }
+        answerBodyBytes += count
+        flushSoon()
+    }
+
+    /// The answer's body is over (`whole`: as long as it said): true when
+    /// the connection must close, to end a close-delimited body or to cut
+    /// one short of its length (`BodyEnd`).
+    func endBody(whole: Bool) -> Bool {
+        // As long as announced, or it is cut (a body that fell short of the head's length).
+        let whole = whole && (answerLimit == .max || answerBodyBytes == answerLimit)
+        switch BodyEnd.decide(framing: answerFraming, whole: whole) {
+        case .cut:
+            return true
+        case .end(let terminator, let close):
+            if terminator { enqueue(Array("0\r\n\r\n".utf8)) }
+            return close
+        }
+    }
+}

@@ -1,0 +1,430 @@
+import EventLoop
+import HTTPHeaders
+#if canImport(Glibc)
+import Glibc
+#endif
+import HTTP1
+import HTTP2
+import Logging
+import TLS
+import Telemetry
+
+/// One client's HTTP/2 connection (h2 by ALPN over TLS, or h2c by prior knowledge),
+/// taken over from the `ClientConnection` that saw it begin: bytes between the socket
+/// (or TLS) and the `HTTP2Session`, one `HTTP2Stream` per request, and the limits
+/// that keep one client from holding a worker (`HTTP2Limits`).
+final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, ClientTransport {
+    let fd: Int32
+    let peer: String
+    unowned(unsafe) let services: ConnectionServices
+    unowned(unsafe) let loop: EventLoop
+    private let settings: ConnectionSettings
+    private let parts: ExchangeParts
+    private let tls: TLSSession?
+    private(set) var session: HTTP2Session!
+    private(set) var streams: [Int32: HTTP2Stream] = [:]
+    /// Bytes the session produced that the socket has not taken yet (the session is asked for more once they are gone).
+    private var pending: [UInt8] = []
+    private var pendingStart = 0
+    private var interest: IOEvents = [.read]
+    private(set) var closed = false
+    private var flushQueued = false
+    /// Streams with output to submit at the batch's end.
+    private var ready: [HTTP2Stream] = []
+    /// Streams answered whole while their request still comes: reset (NO_ERROR) once the answer's last frame is queued.
+    private var answeredEarly: [Int32] = []
+    /// Streams that wait for the client to open its window.
+    var windowWaiters: [Int32] = []
+    private var limits: HTTP2Limits
+    private var draining = false
+    /// Set once the session is over and its last bytes are out (`Lingering`).
+    private var lingering: Lingering?
+    /// Deadlines: the first request (header_timeout), idleness (keepalive_timeout), output not taken (send_timeout).
+    private var timer: TimerID = .none
+    private var timerAt: UInt64 = 0
+    private var lastActivity: UInt64
+    private var lastWrite: UInt64
+    private var servedAny = false
+
+    init(fd: Int32, peer: String, services: ConnectionServices, settings: ConnectionSettings, tls: TLSSession?) {
+        self.fd = fd
+        self.peer = peer
+        self.services = services
+        loop = services.loop
+        self.settings = settings
+        parts = services.exchangeParts
+        self.tls = tls
+        limits = HTTP2Limits(now: EventLoop.nowMilliseconds())
+        lastActivity = EventLoop.nowMilliseconds()
+        lastWrite = lastActivity
+    }
+
+    /// Starts serving; `initial`: bytes already read (the preface, and what followed it).
+    func start(initial: [UInt8]) {
+        var sessionSettings = HTTP2Session.Settings()
+        sessionSettings.maxConcurrentStreams = settings.http2MaxConcurrentStreams
+        sessionSettings.maxHeaderListSize = settings.limits.maxHeaderBytes
+        do {
+            session = try HTTP2Session(settings: sessionSettings, delegate: self)
+            try loop.watch(fd, interest, self)
+        } catch {
+            services.logger.warning("cannot start an HTTP/2 connection: \(error)")
+            return close()
+        }
+        WorkerStats.bump(services.counters.http2Connections)
+        if !initial.isEmpty { initial.withUnsafeBytes { receive($0) } }
+        if !closed { write() }
+        armTimer()
+    }
+
+    // MARK: events
+
+    func ready(_ events: IOEvents) {
+        guard !closed else { return }
+        if lingering != nil {
+            if lingering!.discard(fd, into: &services.scratch) { close() }
+            return
+        }
+        if events.contains(.write) || events.contains(.error) { write() }
+        if !closed && (events.contains(.read) || events.contains(.hangup) || tls?.wantsWrite == true) { readAvailable() }
+    }
+
+    private func readAvailable() {
+        for _ in 0..<16 {
+            let result: Int?
+            do {
+                result = try services.scratch.withUnsafeMutableBytes { (buffer) throws(SystemError) -> Int? in
+                    let n = try read(into: buffer)
+                    if let n, n > 0 { receive(UnsafeRawBufferPointer(rebasing: buffer[0..<n])) }
+                    return n
+                }
+            } catch {
+                return abort()
+            }
+            guard let n = result else { break }
+            if n == 0 { return inputEnded() }
+            WorkerStats.add(services.counters.receivedBytes, n)
+            if closed { return }
+        }
+        write()
+    }
+
+    private func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int? {
+        guard let tls else { return try Socket.read(fd, into: buffer) }
+        do {
+            return try tls.read(into: buffer)
+        } catch {
+            throw SystemError(errno: 71, operation: "TLS read (\(error))")  // EPROTO
+        }
+    }
+
+    private func receive(_ bytes: UnsafeRawBufferPointer) {
+        lastActivity = EventLoop.nowMilliseconds()
+        do {
+            try session.receive(bytes)
+        } catch {
+            // A protocol error or a flood the library caught: its GOAWAY is queued.
+            WorkerStats.bump(services.counters.http2Refusals)
+            services.logger.debug("HTTP/2 connection from \(peer) ended: \(error)")
+            write()
+            close()
+        }
+    }
+
+    /// The client closed its side: streams still answering are cancelled.
+    private func inputEnded() {
+        write()
+        close()
+    }
+
+    // MARK: writing
+
+    func batchEnded() {
+        flushQueued = false
+        let streams = ready
+        ready.removeAll(keepingCapacity: true)
+        for stream in streams where !closed { stream.submitIfReady(session) }
+        write()
+    }
+
+    func streamHasOutput(_ stream: HTTP2Stream) {
+        ready.append(stream)
+        guard !flushQueued, !closed else { return }
+        flushQueued = true
+        loop.atBatchEnd(self)
+    }
+
+    /// Writes what is pending, then what the session has, until the socket
+    /// is full; then sets the interest, and closes once the session is over.
+    private func write() {
+        guard !closed else { return }
+        do {
+            while true {
+                if pendingStart < pending.count {
+                    let written = try pending[pendingStart...].withUnsafeBytes { (bytes) throws(SystemError) -> Int? in try send(bytes) }
+                    guard let written else { break }
+                    pendingStart += written
+                    WorkerStats.add(services.counters.sentBytes, written)
+                    lastWrite = EventLoop.nowMilliseconds()
+                    continue
+                }
+                pending.removeAll(keepingCapacity: pending.capacity <= 64 << 10)
+                pendingStart = 0
+                var produced = false
+                try session.send { bytes in
+                    pending.append(contentsOf: bytes)
+                    produced = true
+                    return pending.count < 64 << 10
+                }
+                if !answeredEarly.isEmpty {
+                    for id in answeredEarly { session.reset(id, code: .noError) }
+                    answeredEarly.removeAll()
+                    produced = true
+                }
+                if !produced { break }
+            }
+        } catch {
+            return abort()
+        }
+        if pendingStart >= pending.count && !session.wantsRead && !session.wantsWrite { return lingerThenClose() }
+        if draining && streams.isEmpty && pendingStart >= pending.count { return lingerThenClose() }
+        let wanted: IOEvents = pendingStart < pending.count || tls?.wantsWrite == true ? [.read, .write] : [.read]
+        if wanted != interest {
+            interest = wanted
+            loop.setInterest(fd, wanted)
+        }
+    }
+
+    /// Everything is written: the close waits until the client has read it
+    /// (`Lingering`), bounded; its timer replaces the deadlines.
+    private func lingerThenClose() {
+        guard lingering == nil, !closed else { return }
+        lingering = Lingering()
+        if let tls, tls.established { tls.shutdown() }
+        Socket.shutdownWrite(fd)
+        loop.cancel(timer)
+        timer = loop.schedule(after: Lingering.milliseconds) { [unowned self] in
+            let connection = self
+            connection.timer = .none
+            connection.close()
+        }
+        if interest != [.read] {
+            interest = [.read]
+            loop.setInterest(fd, interest)
+        }
+    }
+
+    private func send(_ bytes: UnsafeRawBufferPointer) throws(SystemError) -> Int? {
+        guard let tls else {
+            var iov = iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count)
+            return try Socket.writev(fd, &iov, count: 1)
+        }
+        do {
+            return try tls.write(bytes)
+        } catch {
+            throw SystemError(errno: 71, operation: "TLS write (\(error))")
+        }
+    }
+
+    // MARK: HTTP2SessionDelegate
+
+    func streamOpened(_ id: Int32) -> Bool {
+        // Past the advertised limit: refused alone (RFC 9113 section 5.1.2),
+        // counted as a reset so that a client cannot refuse streams forever.
+        guard streams.count < settings.http2MaxConcurrentStreams else {
+            WorkerStats.bump(services.counters.http2Resets)
+            if limits.countReset(now: EventLoop.nowMilliseconds()) { enhanceYourCalm("refused streams") }
+            return false
+        }
+        servedAny = true
+        let stream = HTTP2Stream(id: id, connection: self, maxBodyBytes: settings.limits.maxBodyBytes,
+                                 outputBound: settings.outputBoundBytes)
+        streams[id] = stream
+        WorkerStats.bump(services.counters.http2Streams)
+        return true
+    }
+
+    func trailerField(_ id: Int32, bytes: Int) -> Bool {
+        streams[id]?.trailerField(bytes: bytes, limit: settings.limits.maxHeaderBytes) ?? true
+    }
+
+    func field(_ id: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Bool {
+        streams[id]?.field(name: name, value: value, limit: settings.limits.maxHeaderBytes) ?? true
+    }
+
+    func headersEnded(_ id: Int32, endStream: Bool) {
+        guard let stream = streams[id] else { return }
+        if draining { return resetStream(stream, code: .refusedStream) }
+        stream.headersEnded(endStream: endStream, limits: settings.limits, parts: parts)
+    }
+
+    func data(_ id: Int32, _ bytes: UnsafeRawBufferPointer) {
+        // (Bytes for a stream already gone still count against the
+        // connection's window: it reopens, or it would shut for good.)
+        guard let stream = streams[id] else { return session.consumeConnection(bytes.count) }
+        stream.data(bytes)
+        if !(stream.exchange?.isUploadCongested ?? false) { acknowledge(stream) }
+    }
+
+    func bodyEnded(_ id: Int32) { streams[id]?.bodyEnded() }
+
+    func streamClosed(_ id: Int32, errorCode: UInt32) {
+        guard let stream = streams.removeValue(forKey: id) else { return }
+        stream.closed()
+        if streams.isEmpty { rearmIfSooner() }
+        session.consumeConnection(stream.unacknowledged)
+        stream.unacknowledged = 0
+        lastActivity = EventLoop.nowMilliseconds()
+        if errorCode != 0 {
+            WorkerStats.bump(services.counters.http2Resets)
+            if limits.countReset(now: lastActivity) { enhanceYourCalm("streams reset") }
+        }
+    }
+
+    func controlFrame(type: UInt8, stream: Int32, increment: Int32) {
+        let isWindowUpdate = type == 8
+        if isWindowUpdate && !windowWaiters.isEmpty {
+            // Streams that waited for a window worth a frame try again.
+            for id in windowWaiters { session.resume(id) }
+            windowWaiters.removeAll()
+        }
+        // A window opened a few bytes at a time counts as much as a PING.
+        if isWindowUpdate && increment >= HTTP2Limits.smallWindowIncrement { return }
+        if limits.countControl(now: EventLoop.nowMilliseconds()) { enhanceYourCalm("control frames") }
+    }
+
+    func body(_ id: Int32, into buffer: UnsafeMutableRawBufferPointer) -> (count: Int, end: Bool)? {
+        // (Not `streams[id]?.pull(...) ?? ...`: that would read "wait" as "gone".)
+        guard let stream = streams[id] else { return (0, true) }
+        return stream.pull(into: buffer)
+    }
+
+    // MARK: what streams ask
+
+    func resetStream(_ stream: HTTP2Stream, code: HTTP2Error.Code) {
+        session.reset(stream.id, code: code)
+        streamHasOutput(stream)
+    }
+
+    /// The client may send as many more body bytes as the upstream took.
+    func acknowledge(_ stream: HTTP2Stream) {
+        session.consume(stream.id, stream.unacknowledged)
+        stream.unacknowledged = 0
+        streamHasOutput(stream)
+    }
+
+    func sendInterim(_ stream: HTTP2Stream, status: Int, fields: HeaderFields) {
+        session.informational(stream.id, status: status, fields: ClientHead.interimFields(fields).map {
+            (Array($0.name.lowercased().utf8), Array($0.value.utf8))
+        })
+        streamHasOutput(stream)
+    }
+
+    func sendContinue(_ stream: HTTP2Stream) {
+        session.informational(stream.id, status: 100)
+        streamHasOutput(stream)
+    }
+
+    func resetAfterAnswer(_ stream: HTTP2Stream) {
+        if !answeredEarly.contains(stream.id) { answeredEarly.append(stream.id) }
+    }
+
+    /// A flood or abuse: GOAWAY (ENHANCE_YOUR_CALM), then the connection ends.
+    private func enhanceYourCalm(_ what: String) {
+        guard !closed else { return }
+        WorkerStats.bump(services.counters.http2Refusals)
+        services.logger.debug("HTTP/2 connection from \(peer): too many \(what); GOAWAY")
+        session.goAway(.enhanceYourCalm, graceful: false)
+        write()
+        close()
+    }
+
+    // MARK: deadlines
+
+    /// One timer for every deadline, armed for the earliest one known now,
+    /// and at the latest send_timeout on (a stream may begin to wait on its
+    /// client meanwhile: such a deadline is found within two send_timeouts).
+    /// A deadline that moved later (activity) is found when the timer fires,
+    /// which arms it again: an idle connection wakes its worker once per
+    /// timeout, not once a second.
+    private func armTimer() {
+        guard !closed, timer == .none, lingering == nil else { return }
+        let now = EventLoop.nowMilliseconds()
+        let due = nextDeadline(now: now)
+        let delay = max(due > now ? due - now : 0, 10)
+        timerAt = now + delay
+        timer = loop.schedule(after: delay) { [unowned self] in
+            let connection = self
+            connection.timer = .none
+            connection.checkDeadlines()
+            connection.armTimer()
+        }
+    }
+
+    /// The last stream closed: the idle deadline may come before the armed timer.
+    private func rearmIfSooner() {
+        guard timer != .none, lingering == nil, nextDeadline(now: EventLoop.nowMilliseconds()) < timerAt else { return }
+        loop.cancel(timer)
+        timer = .none
+        armTimer()
+    }
+
+    /// The earliest deadline: output the client does not take, idleness,
+    /// a stream's window held shut; else send_timeout from now.
+    private func nextDeadline(now: UInt64) -> UInt64 {
+        let send = settings.sendTimeoutMilliseconds
+        var next = now + send
+        if pendingStart < pending.count { next = min(next, lastWrite + send) }
+        if streams.isEmpty {
+            next = min(next, lastActivity + (servedAny ? settings.keepAliveTimeoutMilliseconds : settings.headerTimeoutMilliseconds))
+        }
+        for stream in streams.values where stream.isWaitingForClient { next = min(next, stream.lastProgress + send) }
+        return next
+    }
+
+    private func checkDeadlines() {
+        guard !closed else { return }
+        let now = EventLoop.nowMilliseconds()
+        if pendingStart < pending.count && now - lastWrite >= settings.sendTimeoutMilliseconds {
+            WorkerStats.bump(services.counters.sendTimeouts)
+            return abort()
+        }
+        if streams.isEmpty {
+            let limit = servedAny ? settings.keepAliveTimeoutMilliseconds : settings.headerTimeoutMilliseconds
+            if now - lastActivity >= limit { return close() }
+        }
+        // A stream whose client keeps its window shut gets send_timeout.
+        for stream in streams.values where stream.isWaitingForClient && now - stream.lastProgress >= settings.sendTimeoutMilliseconds {
+            WorkerStats.bump(services.counters.sendTimeouts)
+            resetStream(stream, code: .cancel)
+        }
+    }
+
+    // MARK: ClientTransport
+
+    var isIdle: Bool { streams.isEmpty && pendingStart >= pending.count }
+
+    /// Shutting down: GOAWAY, streams already taken finish, then the close.
+    func drain() {
+        guard !closed, !draining else { return }
+        draining = true
+        session.goAway(.noError, graceful: true)
+        write()
+    }
+
+    func abort() { close() }
+
+    func close() {
+        guard !closed else { return }
+        closed = true
+        loop.cancel(timer)
+        timer = .none
+        for stream in streams.values { stream.closed() }
+        streams.removeAll()
+        ready.removeAll()
+        if let tls, tls.established, lingering == nil { tls.shutdown() }
+        loop.unwatch(fd)
+        Socket.close(fd)
+        services.connectionClosed(self)
+    }
+}

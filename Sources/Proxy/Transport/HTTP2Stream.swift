@@ -1,0 +1,371 @@
+import CacheStorage
+import EventLoop
+import HTTP1
+import HTTP2
+import HTTPHeaders
+
+/// One HTTP/2 stream: its request, and the exchange's `ResponseSink`. The
+/// request's fields are written out as an HTTP/1.1 head and read by the
+/// same `RequestParser` (one set of checks and limits for both
+/// protocols); the answer arrives as HTTP/1.1 (`HTTP1Answers`), its head
+/// turned into HTTP/2 fields (`ResponseFields`), its body queued and taken
+/// by the session as DATA, as the client's window allows.
+final class HTTP2Stream: HTTP1Answers {
+    let id: Int32
+    /// The connection owns its streams and outlives them.
+    unowned(unsafe) let connection: HTTP2Connection
+    var services: ConnectionServices { connection.services }
+    var peer: String { connection.peer }
+    let framesItsOwnBodies = true
+    func loggedVersion(of request: RequestHead) -> Int { 20 }
+    var answerFraming = ClientFraming.none
+    var answerBodyBytes = 0, answerLimit = Int.max
+
+    /// The request head as HTTP/1.1 text, while its fields arrive.
+    private var requestText: [UInt8] = []
+    private var cookies: [UInt8] = []
+    private var pseudo: (method: String?, path: String?, authority: String?) = (nil, nil, nil)
+    private var hasLength = false
+    /// The Host field's value, when the request has one.
+    private var host: String?
+    /// Over max_header_size: answered 431.
+    private var tooLarge = false
+    /// Bytes of fields decoded, counted as SETTINGS_MAX_HEADER_LIST_SIZE counts them.
+    private var decodedBytes = 0
+    private var trailerBytes = 0
+    /// A GET or HEAD whose head did not end the stream: its exchange waits
+    /// for a DATA frame with bytes (a body) or the stream's end (none).
+    private var waitingForBody: (ParseLimits, ExchangeParts)?
+    private(set) var exchange: Exchange?
+    /// Request body bytes received, and not yet acknowledged to the client
+    /// (its window reopens as the upstream takes them).
+    private var bodyBytes = 0
+    var unacknowledged = 0
+    private var maxBodyBytes: Int
+    /// The client sent its whole request (END_STREAM).
+    private(set) var requestEnded = false
+    /// Over max_body_size: the rest of the body is dropped.
+    private var bodyTooLarge = false
+
+    /// The answer's head as HTTP/1.1 bytes until it is complete.
+    private var head: [UInt8] = []
+    private var headDone = false
+    private(set) var submitted = false
+    /// The answer's body, taken as DATA.
+    private var body = OutputQueue()
+    /// The exchange queued its whole answer (or none will come).
+    private(set) var ended = false
+    /// The session waits for body bytes (it asked, none were there).
+    private var deferred = false
+    /// When body bytes last left (send_timeout per stream), in loop milliseconds.
+    var lastProgress: UInt64 = 0
+    private var outputBound: Int
+
+    init(id: Int32, connection: HTTP2Connection, maxBodyBytes: Int, outputBound: Int) {
+        self.id = id
+        self.connection = connection
+        self.maxBodyBytes = maxBodyBytes
+        self.outputBound = outputBound
+        requestText.reserveCapacity(512)
+    }
+
+    // MARK: the request
+
+    /// A host as compared: lower case, without a default port (80 or 443).
+    static func sameHost(_ host: String) -> Substring {
+        var host = Substring(host.lowercased())
+        if host.hasSuffix(":80") { host = host.dropLast(3) } else if host.hasSuffix(":443") { host = host.dropLast(4) }
+        return host
+    }
+
+    /// One field; pseudo-fields are kept for the request line. False when
+    /// the fields decoded so far are far beyond the limit (an HPACK bomb:
+    /// small references to large table entries): the stream is reset
+    /// rather than answered.
+    func field(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, limit: Int) -> Bool {
+        decodedBytes += name.count + value.count + 32  // (RFC 9113's field size)
+        guard !tooLarge else { return decodedBytes <= 4 * limit }
+        if requestText.count + name.count + value.count + cookies.count > limit {
+            tooLarge = true
+            return true
+        }
+        if name.first == UInt8(ascii: ":") {
+            let text = String(decoding: value, as: UTF8.self)
+            switch String(decoding: name, as: UTF8.self) {
+            case ":method": pseudo.method = text
+            case ":path": pseudo.path = text
+            case ":authority": pseudo.authority = text
+            default: break  // :scheme (checked by the library)
+            }
+            return true
+        }
+        // Cookie crumbs are joined with "; " (RFC 9113 section 8.2.3).
+        if name.elementsEqual("cookie".utf8) {
+            if !cookies.isEmpty { cookies += "; ".utf8 }
+            cookies += value
+            return true
+        }
+        if name.elementsEqual("host".utf8) { host = String(decoding: value, as: UTF8.self) }
+        if name.elementsEqual("content-length".utf8) { hasLength = true }
+        requestText += name
+        requestText += ": ".utf8
+        requestText += value
+        requestText += "\r\n".utf8
+        return true
+    }
+
+    /// A trailer field (dropped): false once the trailers are over the
+    /// limit the head has (counted as the head's fields are).
+    func trailerField(bytes: Int, limit: Int) -> Bool {
+        trailerBytes += bytes + 32
+        return trailerBytes <= limit
+    }
+
+    /// The head is complete: parsed as an HTTP/1.1 head would be, then
+    /// answered by an exchange (or refused here).
+    func headersEnded(endStream: Bool, limits: ParseLimits, parts: ExchangeParts) {
+        if !endStream && !hasLength && (pseudo.method == "GET" || pseudo.method == "HEAD") && !tooLarge {
+            // Some clients end a GET with an empty DATA frame: whether it has
+            // a body (and so whether it may be cached) is known at the first
+            // DATA with bytes, or at the end of the stream.
+            waitingForBody = (limits, parts)
+            return
+        }
+        begin(endStream: endStream, limits: limits, parts: parts)
+    }
+
+    private func begin(endStream: Bool, limits: ParseLimits, parts: ExchangeParts) {
+        requestEnded = endStream
+        guard !tooLarge else { return refuse(431, "request header fields too large") }
+        guard let method = pseudo.method, let path = pseudo.path else { return refuse(400, "malformed request: :method and :path") }
+        // :authority names the target (RFC 9113 section 8.3.1): a Host that
+        // names another is malformed, never a second host to route or key by.
+        if let host, let authority = pseudo.authority, Self.sameHost(host) != Self.sameHost(authority) {
+            return refuse(400, "malformed request: Host differs from :authority")
+        }
+        var text = Array("\(method) \(path) HTTP/1.1\r\n".utf8)
+        if host == nil, let authority = pseudo.authority { text += "host: \(authority)\r\n".utf8 }
+        text += requestText
+        if !cookies.isEmpty { text += "cookie: ".utf8 + cookies + "\r\n".utf8 }
+        // A body of no announced length is framed by the stream's end.
+        if !endStream && !hasLength { text += "transfer-encoding: chunked\r\n".utf8 }
+        text += "\r\n".utf8
+        requestText = []
+        var parser = RequestParser(limits: limits)
+        switch text.withUnsafeBytes({ parser.parse($0) }) {
+        case .complete(var head, _):
+            if endStream { head.framing = .none }
+            if case .contentLength(let length) = head.framing, length > maxBodyBytes {
+                return refuse(413, "request body too large")
+            }
+            head.keepAlive = true
+            // The client waits for a 100 before it sends the body.
+            if head.expectsContinue && !endStream { connection.sendContinue(self) }
+            let exchange = Exchange(head: head, sink: self, parts: parts)
+            self.exchange = exchange
+            exchange.start()
+        case .invalid(let error):
+            refuse(error.status, error.message)
+        case .incomplete:
+            refuse(400, "malformed request")
+        }
+    }
+
+    /// Request body bytes: to the exchange, or dropped once the answer no
+    /// longer needs them. Over max_body_size the request is answered 413
+    /// (the stream is reset when its answer had begun) and the rest dropped.
+    func data(_ bytes: UnsafeRawBufferPointer) {
+        bodyBytes += bytes.count
+        unacknowledged += bytes.count
+        if let (limits, parts) = waitingForBody {
+            guard !bytes.isEmpty else { return }
+            waitingForBody = nil
+            begin(endStream: false, limits: limits, parts: parts)
+        }
+        if bodyBytes > maxBodyBytes && !bodyTooLarge {
+            bodyTooLarge = true
+            if let exchange {
+                self.exchange = nil
+                if exchange.responseStarted {
+                    exchange.cancel()
+                    ended = true
+                    return connection.resetStream(self, code: .cancel)
+                }
+                exchange.cancel()
+                refuse(413, "request body too large")
+            }
+        }
+        guard !bodyTooLarge else { return }
+        exchange?.requestBody(bytes)
+    }
+
+    func bodyEnded() {
+        if let (limits, parts) = waitingForBody {
+            waitingForBody = nil
+            return begin(endStream: true, limits: limits, parts: parts)
+        }
+        requestEnded = true
+        exchange?.requestBodyEnd()
+    }
+
+    /// An answer made here for a request no exchange takes.
+    private func refuse(_ status: Int, _ message: String) {
+        enqueue(ResponseSerializer.simple(status: status, body: message, close: false))
+        ended = true
+        flushSoon()
+    }
+
+    // MARK: the answer (HTTP1Answers)
+
+    func enqueue(_ bytes: [UInt8]) { bytes.withUnsafeBytes { enqueue(copying: $0) } }
+
+    func enqueue(copying buffer: UnsafeRawBufferPointer) {
+        guard headDone else { return addHead(buffer) }
+        body.append(copying: buffer)
+    }
+
+    func enqueue(_ bytes: Bytes, from: Int, to: Int?) {
+        guard headDone else {
+            let end = to ?? bytes.count
+            return addHead(UnsafeRawBufferPointer(start: bytes.pointer + from, count: end - from))
+        }
+        body.append(bytes, from: from, to: to)
+    }
+
+    func enqueue(_ entry: CachedResponse, from: Int, to: Int) {
+        guard headDone else { return addHead(UnsafeRawBufferPointer(start: entry.blockStart + from, count: to - from)) }
+        // Taken as the client's windows allow, which may be long after this
+        // loop turn: the bytes hold their block, not the worker's period
+        // token (`CachedResponse.owned`).
+        body.append(entry.owned(), from: from, to: to)
+    }
+
+    func enqueue(file: OpenFile, from: Int, to: Int) { body.append(file: file, from: from, to: to) }
+
+    /// Head bytes; what follows its blank line is body.
+    private func addHead(_ bytes: UnsafeRawBufferPointer) {
+        head += bytes
+        guard let end = ResponseFields.headEnd(head) else { return }
+        headDone = true
+        if end < head.count { head[end...].withUnsafeBytes { body.append(copying: $0) } }
+        head.removeSubrange(end...)
+    }
+
+    var isCongested: Bool { body.pendingBytes >= outputBound }
+
+    /// Queued bytes go at the end of the loop's batch (a head and its body in one go).
+    func flushSoon() { connection.streamHasOutput(self) }
+    func flush() { connection.streamHasOutput(self) }
+
+    func exchangeFinished(keepAlive: Bool) {
+        exchange = nil
+        ended = true
+        flushSoon()
+    }
+
+    func exchangeAborted() {
+        exchange = nil
+        ended = true
+        connection.resetStream(self, code: .internalError)
+    }
+
+    func sendInterim(status: Int, fields: HeaderFields, for request: RequestHead) {
+        guard !submitted else { return }
+        connection.sendInterim(self, status: status, fields: fields)
+    }
+
+    func uploadDrained() { connection.acknowledge(self) }
+
+    /// What the connection does with queued output at the batch's end:
+    /// the head submitted once complete, a waiting body resumed.
+    func submitIfReady(_ session: HTTP2Session) {
+        if !submitted {
+            guard headDone else { return }
+            submitted = true
+            let fields = ResponseFields.from(head)
+            head = []
+            lastProgress = EventLoop.nowMilliseconds()
+            let hasBody = !(ended && body.isEmpty)
+            session.respond(id, fields: fields, body: hasBody)
+            if !hasBody { answered() }
+        } else if deferred && (!body.isEmpty || ended) {
+            deferred = false
+            session.resume(id)
+        }
+    }
+
+    /// DATA for the session: up to `buffer.count` bytes, whether they end
+    /// the body, or nil to wait. A window smaller than 512 bytes with more
+    /// than that to send waits for the client to open it (tiny DATA
+    /// frames, one per byte of window, would cost far more than they carry),
+    /// for `smallWindowWaitMilliseconds`; then what fits goes.
+    func pull(into buffer: UnsafeMutableRawBufferPointer) -> (count: Int, end: Bool)? {
+        if body.isEmpty {
+            if ended {
+                answered()
+                return (0, true)
+            }
+            deferred = true
+            return nil
+        }
+        if buffer.count < 512 && body.pendingBytes > buffer.count && !smallWindowDue {
+            deferred = true
+            connection.waitsForWindow(self)
+            // A window that stays small gets what fits after a short wait
+            // (a client that opens it no wider would wait for send_timeout).
+            if windowTimer == .none {
+                windowTimer = services.loop.schedule(after: Self.smallWindowWaitMilliseconds) { [weak self] in
+                    guard let self else { return }
+                    self.windowTimer = .none
+                    self.smallWindowDue = true
+                    self.connection.resume(self)
+                }
+            }
+            return nil
+        }
+        smallWindowDue = false
+        let wasCongested = isCongested
+        let taken: OutputQueue.Gathered
+        do {
+            taken = try body.take(into: buffer)
+        } catch {
+            connection.resetStream(self, code: .internalError)
+            return nil
+        }
+        switch taken {
+        case .bytes(let n):
+            lastProgress = EventLoop.nowMilliseconds()
+            if wasCongested && !isCongested { exchange?.outputDrained() }
+            let end = ended && body.isEmpty
+            if end { answered() }
+            return (n, end)
+        case .waits(let flushed):
+            deferred = true
+            if case .waitsForDisk(let file, let offset, let count) = flushed { connection.load(file, offset: offset, count: count, for: self) }
+            return nil
+        }
+    }
+
+    /// The whole answer is out while the client still sends its request:
+    /// it is asked to stop, without error (RFC 9113 section 8.1).
+    private func answered() {
+        if !requestEnded { connection.resetAfterAnswer(self) }
+    }
+
+    /// Whether bytes wait for the client's window (send_timeout applies).
+    var isWaitingForClient: Bool { submitted && !body.isEmpty }
+
+    /// The stream is gone: its exchange (if still answering) learns the client left.
+    static let smallWindowWaitMilliseconds: UInt64 = 100
+    /// The wait for a window worth a frame, and its end.
+    private var windowTimer: TimerID = .none
+    private var smallWindowDue = false
+
+    func closed() {
+        if windowTimer != .none { services.loop.cancel(windowTimer) }
+        windowTimer = .none
+        exchange?.cancel()
+        exchange = nil
+        body.removeAll()
+    }
+}

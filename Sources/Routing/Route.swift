@@ -1,0 +1,136 @@
+import CacheSemantics
+import CacheStorage
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Per-path rules from `[[route]]` tables, matched by longest path prefix.
+public struct Route: Sendable, Equatable {
+    /// Path prefix this route applies to ("/" matches everything).
+    public var prefix: String
+    /// Methods it applies to (empty: all).
+    public var methods: Set<String> = []
+    /// A shell glob the path must also match (fnmatch), e.g. "*.jpg".
+    public var glob: String?
+
+    /// Host names it serves (virtual hosts): names, or "*.example.com"
+    /// for every name under one (lowercased, from `VirtualHosts.pattern`).
+    /// Empty: every host.
+    public var hosts: [String] = []
+
+    /// The named upstream (`[upstreams.NAME]`) its requests go to (nil: the default).
+    public var upstream: String?
+    /// The default policy of requests under it (nil: the global one).
+    public var policy: RequestPolicy?
+    /// Whether clients may choose a policy here (nil: the global setting).
+    public var allowClientPolicy: Bool?
+    /// Lifetime for responses without explicit freshness (seconds).
+    public var defaultTTL: Int?
+    /// Store and serve for `defaultTTL` whatever the upstream's
+    /// Cache-Control says (no-cache, private, max-age=0), except no-store.
+    public var ignoreUpstreamCacheControl = false
+    /// With `ignoreUpstreamCacheControl`: ignore no-store too.
+    public var ignoreNoStore = false
+    /// Lifetime for 404, 410 and 5xx responses without explicit freshness.
+    public var negativeTTL: Int?
+    /// `stale_on_disconnect` for this route (seconds; nil: the global one).
+    public var staleOnDisconnect: Int?
+    /// `compress` for this route (nil: the global list; empty: off here).
+    public var compress: MediaTypePatterns?
+    /// Purge tags given to every response stored under this route.
+    public var tags: [String] = []
+    /// Whether responses under this route go to the disk tier.
+    public var disk = true
+    /// `cache_post`: POSTs under this route are cached as queries (GraphQL,
+    /// JSON-RPC), keyed by their body's digest (`PostQuery`).
+    public var cachePost = false
+    /// `max_post_body`: the largest body a cached POST may have; a larger
+    /// one goes through uncached.
+    public var maxPostBody = 64 << 10
+    /// `normalize_json`: the key digests the body's JSON with object keys
+    /// sorted and whitespace removed (the body as received otherwise).
+    public var normalizeJSON = false
+    /// `uncached_rpc_methods`: JSON-RPC methods never cached.
+    public var uncachedRPCMethods: [String] = []
+    /// `cache_persisted_queries`: a request naming its GraphQL query only
+    /// by a hash (automatic persisted queries) may be cached; off, it goes
+    /// upstream uncached, since nothing in it says it is not a write.
+    public var cachePersistedQueries = false
+
+    /// Whether the key options change keys (`cacheKey` is the target otherwise).
+    public var changesKeys: Bool { ignoreQuery || sortQuery || !ignoredQueryParameters.isEmpty }
+
+    /// Tier lifetimes for this route: nil inherits the global setting,
+    /// .some(nil) keeps until evicted. `diskMirrorsMemory`: disk_ttl = mirror.
+    public var memoryTTL: Int??
+    public var diskTTL: Int??
+    public var diskMirrorsMemory = false
+    /// Cache key options: drop the whole query, drop named parameters, or
+    /// sort the parameters, so equivalent URLs share one stored response.
+    public var ignoreQuery = false
+    public var ignoredQueryParameters: Set<String> = []
+    public var sortQuery = false
+    /// Request fields (lowercased) that are part of the cache key: each value
+    /// gets its own stored response, as if the upstream had sent Vary.
+    public var keyHeaders: [String] = []
+
+    /// The cache key for a request target under this route (the upstream
+    /// still receives the target as the client sent it).
+    public func cacheKey(_ target: String) -> String {
+        guard changesKeys, let mark = target.firstIndex(of: "?") else { return target }
+        let path = String(target[..<mark])
+        if ignoreQuery { return path }
+        var parameters = target[target.index(after: mark)...].split(separator: "&", omittingEmptySubsequences: true)
+        if !ignoredQueryParameters.isEmpty {
+            // A parameter holding a ';' stays: an origin that also splits on
+            // ';' would read another parameter in it (`utm=a;x=evil`), and a
+            // key without those bytes would be a poisoned entry.
+            parameters.removeAll { !$0.contains(";") && ignoredQueryParameters.contains(String($0.prefix { $0 != "=" })) }
+        }
+        if sortQuery {
+            // By name only, keeping the order of a repeated name's values:
+            // which one an origin reads (the first, the last) is its own.
+            parameters = parameters.enumerated().sorted { a, b in
+                let (nameA, nameB) = (a.element.prefix { $0 != "=" }, b.element.prefix { $0 != "=" })
+                return nameA != nameB ? nameA < nameB : a.offset < b.offset
+            }.map(\.element)
+        }
+        return parameters.isEmpty ? path : path + "?" + parameters.joined(separator: "&")
+    }
+
+    public init(prefix: String) {
+        self.prefix = prefix
+    }
+}
+
+/// What one request reads of its route, copied out of the table once (a
+/// `Route` copied whole would retain each of its strings and sets, shared
+/// by every worker, on every request).
+public struct RouteFacts {
+    /// The named upstream (nil: the default); a short name is held inline.
+    public var upstream: String?
+    public var policy: RequestPolicy?
+    public var allowClientPolicy: Bool?
+    public var staleOnDisconnect: Int?
+    public var disk: Bool
+
+    public init(_ route: Route) {
+        upstream = route.upstream
+        policy = route.policy
+        allowClientPolicy = route.allowClientPolicy
+        staleOnDisconnect = route.staleOnDisconnect
+        disk = route.disk
+    }
+}
+
+/// A route's `cache_post` settings, as a request under it reads them.
+public struct PostCaching {
+    public var maxBody: Int
+    public var normalizeJSON: Bool
+    public var uncachedMethods: [String]
+    public var persistedQueries = false
+
+    public init(maxBody: Int, normalizeJSON: Bool, uncachedMethods: [String], persistedQueries: Bool = false) {
+        (self.maxBody, self.normalizeJSON, self.uncachedMethods, self.persistedQueries) = (maxBody, normalizeJSON, uncachedMethods, persistedQueries)
+    }
+}

@@ -1,0 +1,161 @@
+import EventLoop
+import HTTP1
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where access log lines go: stdout, stderr or a file opened for
+/// appending. Shared by the workers; each hands it whole lines in one
+/// write(2), so lines from different workers never interleave.
+public final class AccessLog: Sendable {
+    /// nil for stdout or stderr.
+    public let path: String?
+    /// One JSON object per line (`access_log_format = "json"`), else text.
+    public let json: Bool
+    /// One number for the log's whole life: a reopen puts the new file
+    /// behind it (`dup2`), so a worker writing as it happens writes to the
+    /// old file or the new one, never to a number closed (or reused by a
+    /// client's socket) under it.
+    private let fd: Int32
+
+    public struct OpenError: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// `destination`: "stdout", "stderr" or a file path.
+    public init(destination: String, json: Bool = false) throws(OpenError) {
+        self.json = json
+        switch destination {
+        case "stdout":
+            path = nil
+            fd = 1
+        case "stderr":
+            path = nil
+            fd = 2
+        default:
+            path = destination
+            fd = try Self.open(destination)
+        }
+    }
+
+    private static func open(_ path: String) throws(OpenError) -> Int32 {
+        let fd = Glibc.open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            throw OpenError(description: "cannot open the access log \(path): \(String(cString: strerror(errno)))")
+        }
+        return fd
+    }
+
+    /// Opens the file again (after logrotate moved it). Returns an error
+    /// message and keeps the old file when that fails.
+    public func reopen() -> String? {
+        guard let path else { return nil }
+        let new: Int32
+        do {
+            new = try Self.open(path)
+        } catch {
+            return error.description
+        }
+        defer { close(new) }
+        // (dup3 is not in Glibc's module: dup2, then close-on-exec again.)
+        guard dup2(new, fd) >= 0 else {
+            return "cannot reopen the access log \(path): \(String(cString: strerror(errno)))"
+        }
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        return nil
+    }
+
+    /// Lines a worker holds before it writes them (or a second at most).
+    public static let flushBytes = 32 * 1024
+
+    /// Writes whole lines. A failing log never stops serving.
+    public func write(_ bytes: UnsafeBufferPointer<UInt8>) {
+        var done = 0
+        while done < bytes.count {
+            let n = Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            done += n
+        }
+    }
+}
+
+/// What the access log and the latency histograms say of one exchange:
+/// noted as its answer is decided, taken once when it ends. The Cache-Status
+/// is kept only while the log is on, or for an error.
+public struct AccessRecord {
+    /// Whether the access log is on.
+    public let logging: Bool
+    /// Monotonic microseconds when the request began, and when its answer's
+    /// head was queued (0: not yet).
+    private let startMicroseconds: UInt64
+    private(set) var firstByteMicroseconds: UInt64 = 0
+    /// How the answer was made (the histograms' `result`).
+    private(set) var result = LatencyHistograms.Result.other
+    /// The whole answer was queued with its head (a stored or made-here
+    /// one): its last byte's time is its first's.
+    private(set) var queuedWhole = false
+    private(set) var status = 0
+    /// The Cache-Status sent: a whole "Cache-Status: ...\r\n" line (hits)
+    /// or the value (forwards).
+    private(set) var cacheStatus: [UInt8] = []
+    /// The upstream's status and time to its head, when its head was the answer.
+    public var upstream: (status: Int, microseconds: Int?)?
+    /// Body bytes of an answer made here; nil for a forwarded body (the
+    /// bytes received count then).
+    private(set) var bodyBytes: Int?
+    /// Wall seconds when a whole answer was queued (0: not known).
+    private var answeredAt: Int64 = 0
+    private var written = false
+
+    /// `start`: when the request arrived (its loop's wake, monotonic
+    /// microseconds); now when not given.
+    public init(logging: Bool = true, start: UInt64? = nil) {
+        self.logging = logging
+        startMicroseconds = start ?? EventLoop.nowMicroseconds()
+    }
+
+    @inline(__always)
+    public mutating func note(status: Int, result: LatencyHistograms.Result, queuedWhole: Bool,
+                       cacheStatus: @autoclosure () -> [UInt8], bodyBytes: Int?, now: Int64 = 0) {
+        self.status = status
+        self.result = result
+        self.queuedWhole = queuedWhole
+        firstByteMicroseconds = EventLoop.nowMicroseconds()
+        // An error's Cache-Status goes to the status page's recent errors.
+        guard logging || status >= 500 else { return }
+        self.cacheStatus = cacheStatus()
+        self.bodyBytes = bodyBytes
+        answeredAt = queuedWhole ? now : 0
+    }
+
+    /// When the line ends: the second its whole answer was queued, when
+    /// the caller knew it (a hit: no clock read), else now.
+    public var endSeconds: Int64 { answeredAt != 0 ? answeredAt : EventLoop.wallSeconds() }
+
+    /// True the first time only: an exchange that ends twice (cancelled,
+    /// then completed) is counted and logged once.
+    public mutating func takeTurn() -> Bool {
+        defer { written = true }
+        return !written
+    }
+
+    /// Microseconds from the request to its answer's head, and to its
+    /// last byte queued (now, unless it was queued whole with its head);
+    /// nil when nothing was answered.
+    public func latencies() -> (firstByte: Int, total: Int)? {
+        guard firstByteMicroseconds != 0 else { return nil }
+        let end = queuedWhole ? firstByteMicroseconds : EventLoop.nowMicroseconds()
+        return (Int(firstByteMicroseconds &- startMicroseconds), Int(end &- startMicroseconds))
+    }
+
+    /// Since the request began.
+    public var microseconds: Int { Int(EventLoop.nowMicroseconds() &- startMicroseconds) }
+
+    /// The log's cache column: the Cache-Status value without field name,
+    /// cache name or line end ("hit; ttl=55"), "-" when none was sent.
+    public var cacheColumn: String {
+        let cache = cacheStatus.withUnsafeBufferPointer { AccessLine.cacheColumn($0) }
+        return cache.isEmpty ? "-" : String(decoding: cache, as: UTF8.self)
+    }
+}
