@@ -55,7 +55,7 @@ let package = Package(
         // and the I/O threads' pool (BlockingWork) that hands results back to a loop.
         .target(name: "Threads", dependencies: ["CEventLoop", "EventLoop"], swiftSettings: swift5),
         // An asynchronous Redis connection driven by a worker's loop.
-        .target(name: "Redis", dependencies: ["CHiredis", "EventLoop"], swiftSettings: swift5),
+        .target(name: "Redis", dependencies: ["CHiredis", "EventLoop", "Threads"], swiftSettings: swift5),
         // A fleet of nodes on one Redis: purges that reach every node.
         .target(name: "Fleet", dependencies: ["Redis", "EventLoop", "CacheStorage", "CacheSemantics"], swiftSettings: swift5),
         // The one header-field type every HTTP module shares.
@@ -64,14 +64,14 @@ let package = Package(
         .target(name: "CacheSemantics", dependencies: ["HTTPHeaders"], swiftSettings: swift5),
         .target(
             name: "CacheStorage",
-            dependencies: ["CacheSemantics", "Clocks", "CEventLoop", "CChecksum", "HTTP1", "HTTPHeaders", "Threads", .product(name: "SystemPackage", package: "swift-system")],
+            dependencies: ["CacheSemantics", "Clocks", "CEventLoop", "EventLoop", "CChecksum", "HTTP1", "HTTPHeaders", "Threads", .product(name: "SystemPackage", package: "swift-system")],
             swiftSettings: swift5
         ),
         // libcurl's multi interface on a worker's loop; the upstream pools and their health checks.
         .target(name: "Upstream", dependencies: ["CCurl", "EventLoop", "HTTP1", "HTTPHeaders", "Threads"], swiftSettings: swift5),
         // Routes: which settings a request gets (prefixes, globs, virtual hosts).
         .target(name: "Routing", dependencies: ["CacheSemantics", "CacheStorage", "TLS"], swiftSettings: swift5),
-        // Bytes written through a pointer: a growing buffer, pieces at a cursor.
+        // Bytes and text written out: a growing buffer, pieces at a cursor, JSON strings.
         .target(name: "Bytes", swiftSettings: swift5),
         // What is told of the traffic: access log, request log, log feed,
         // counters, latency histograms, samples, the fault summary.
@@ -93,10 +93,21 @@ let package = Package(
             ],
             swiftSettings: swift5
         ),
+        // The configuration file read into every module's settings, its
+        // checks and its effective form (a library: tested without the binary).
+        .target(
+            name: "Configuration",
+            dependencies: [
+                "Proxy", "Routing", "Telemetry", "Upstream", "Redis", "TLS", "HTTP1", "CacheSemantics", "CacheStorage", "Threads", "Bytes",
+                .product(name: "TOMLKit", package: "TOMLKit"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swift5 + [.enableUpcomingFeature("MemberImportVisibility")]
+        ),
         .executableTarget(
             name: "larder",
             dependencies: [
-                "Proxy", "Admin", "Telemetry", "Routing", "EventLoop", "Clocks", "Upstream", "CacheStorage", "CacheSemantics", "CCurl", "Fleet", "Redis", "Threads", "TLS",
+                "Configuration", "Proxy", "Admin", "Telemetry", "Routing", "EventLoop", "Clocks", "Upstream", "CacheStorage", "CacheSemantics", "CCurl", "Fleet", "Redis", "Threads", "TLS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
@@ -118,6 +129,8 @@ let package = Package(
         .testTarget(name: "ThreadsTests", dependencies: ["Threads", "EventLoop"], swiftSettings: swift5),
         .testTarget(name: "TelemetryTests", dependencies: ["Telemetry", "Bytes", "EventLoop", "HTTP1"], swiftSettings: swift5),
         .testTarget(name: "RoutingTests", dependencies: ["Routing", "CacheSemantics", "CacheStorage"], swiftSettings: swift5),
+        .testTarget(name: "ConfigurationTests", dependencies: ["Configuration", "Proxy", "Routing", "Upstream", "CacheSemantics", "CacheStorage", "Telemetry"],
+                    swiftSettings: swift5),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream"], swiftSettings: swift5),
         .testTarget(name: "CompressionTests", dependencies: ["Compression"], swiftSettings: swift5),
         // What several test targets start: free loopback ports, redis-server.
@@ -133,7 +146,7 @@ let package = Package(
             name: "EndToEndTests",
             // CZlib: the status page's screenshot (a PNG) is decoded to check its pixels. CacheStorage: hostile
             // records in the disk format are planted in Redis.
-            dependencies: ["larder", "TestSupport", "CZlib", "CacheStorage", "CacheSemantics", "Threads"],
+            dependencies: ["larder", "Configuration", "TestSupport", "CZlib", "CacheStorage", "CacheSemantics", "Threads"],
             exclude: ["origin.py", "h2client.py", "h2attacks.py"],
             swiftSettings: swift5
         ),

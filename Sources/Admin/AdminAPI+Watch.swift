@@ -1,3 +1,4 @@
+import Bytes
 import Telemetry
 
 /// The endpoints the status page and `larder top` read: `/history` (a

@@ -1,3 +1,4 @@
+import Bytes
 import CacheStorage
 import EventLoop
 import Telemetry
@@ -288,6 +289,7 @@ public final class AdminAPI {
             receivedBytes: stats.total(.receivedBytes), sentBytes: stats.total(.sentBytes),
             latency: LatencyHistograms.Series.allCases.map { stats.latency($0) }, responses: stats.responses,
             adminRefusedConnections: stats.adminRefusedConnections.load(ordering: .relaxed),
+            accessLogDroppedBytes: stats.accessLogDroppedBytes.load(ordering: .relaxed),
             openConnections: stats.openConnections.load(ordering: .relaxed), ioJobs: stats.ioJobs, ioThreads: stats.ioThreads, purged: metrics.purged,
             tiers: store.stats, uptimeSeconds: max(0, clock() - startedAt), fleet: fanOut?.status)
         (snapshot.version, snapshot.node, snapshot.upstream) = identity
@@ -368,30 +370,5 @@ public final class AdminAPI {
         if !last.isNumber { digits = digits.dropLast() }
         guard !digits.isEmpty, digits.allSatisfy(\.isASCII), let n = Int64(digits), n >= 0, n < Int64.max / 86400 else { return nil }
         return n * multiplier
-    }
-}
-
-/// JSON text helpers (the admin answers are small and flat). A string so
-/// written is a TOML basic string too (`larder check-config --print`).
-public enum JSON {
-    public static func string(_ s: String) -> String {
-        var out = "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if scalar.value < 0x20 || scalar.value == 0x7F {
-                    let hex = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out + "\""
     }
 }

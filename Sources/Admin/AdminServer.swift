@@ -2,9 +2,9 @@ import Bytes
 import EventLoop
 import Telemetry
 import HTTP1
+import HTTPHeaders
 #if canImport(Glibc)
 import Glibc
-import HTTPHeaders
 #endif
 
 /// The admin listener: HTTP/1.1 on its own thread and event loop, so a slow

@@ -1,3 +1,4 @@
+import Bytes
 import CacheStorage
 
 /// The other nodes of a fleet: every purge applied through this node's

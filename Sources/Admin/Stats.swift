@@ -1,3 +1,4 @@
+import Bytes
 import CacheStorage
 import Prometheus
 import Telemetry
@@ -74,6 +75,8 @@ public struct StatsSnapshot: Equatable, Sendable {
     public var upstreams: [UpstreamPoolFigures] = []
     /// Admin connections refused over admin_max_connections.
     public var adminRefusedConnections = 0
+    /// Access log bytes dropped because its writer was too far behind.
+    public var accessLogDroppedBytes = 0
     public var openConnections = 0
     /// Disk reads and lookups on the I/O threads now, waiting or running.
     public var ioJobs = 0
@@ -143,7 +146,7 @@ public struct StatsSnapshot: Equatable, Sendable {
             "plain_http_on_tls": \(plainOnTLS), "http2_connections": \(http2Connections), \
             "http2_requests": \(http2Requests), "http2_stream_resets": \(http2Resets), \
             "http2_connections_refused": \(http2Refusals), \
-            "admin_refused_connections": \(adminRefusedConnections), \
+            "admin_refused_connections": \(adminRefusedConnections), "access_log_dropped_bytes": \(accessLogDroppedBytes), \
             "open_connections": \(openConnections), "io_jobs": \(ioJobs), "io_threads": \(ioThreads), "purged": \(purged), \
             "responses": \(responsesJSON), "errors": \(errors), "upstreams": \(upstreamsJSON), \
             "hit_ratio": \(ratio), \(sections.joined(separator: ", ")), "fleet": \(fleet?.json ?? "null"), \
@@ -199,6 +202,7 @@ final class Metrics {
             ("http2_stream_resets", "HTTP/2 streams that ended in a reset", \.http2Resets),
             ("http2_connections_refused", "HTTP/2 connections ended for a protocol error or a flood", \.http2Refusals),
             ("admin_refused_connections", "Admin connections refused over admin_max_connections", \.adminRefusedConnections),
+            ("access_log_dropped_bytes", "Access log bytes dropped because its writer was too far behind", \.accessLogDroppedBytes),
             ("purged_objects", "Stored responses removed or marked stale by purges", \.purged),
             ("client_received_bytes", "Bytes read from clients", \.receivedBytes),
             ("client_sent_bytes", "Bytes written to clients", \.sentBytes),

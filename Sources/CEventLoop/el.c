@@ -230,6 +230,10 @@ int el_wake(el_loop *loop) {
 
 uint64_t el_wake_us(const el_loop *l) { return l->wake_us; }
 
+static _Thread_local int on_loop;
+void el_set_on_loop(int on) { on_loop = on; }
+int el_on_loop(void) { return on_loop; }
+
 int el_poll(el_loop *l, el_event *out, int cap, int max_wait_ms) {
     if (cap <= 0) return -EINVAL;
     int timeout = max_wait_ms;
@@ -372,9 +376,9 @@ ssize_t el_pread_nowait(int fd, void *buf, size_t len, int64_t offset) {
     struct iovec iov = {.iov_base = buf, .iov_len = len};
     ssize_t n;
     do { n = preadv2(fd, &iov, 1, (off_t)offset, RWF_NOWAIT); } while (n < 0 && errno == EINTR);
-    if (n < 0 && (errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL)) {
-        do { n = pread(fd, buf, len, (off_t)offset); } while (n < 0 && errno == EINTR);
-    }
+    /* Where RWF_NOWAIT is not supported, nothing is known to be cached:
+       the caller reads on an I/O thread rather than block its loop. */
+    if (n < 0 && (errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL)) return -EAGAIN;
     return n < 0 ? -errno : n;
 }
 

@@ -1,7 +1,7 @@
 import CacheSemantics
+import HTTPHeaders
 #if canImport(Glibc)
 import Glibc
-import HTTPHeaders
 #endif
 
 /// Reading the on-disk format: one parser over raw bytes, read in place.

@@ -1,7 +1,7 @@
 #if LOCK_STATS
+import Threads
 #if canImport(Glibc)
 import Glibc
-import Threads
 #endif
 
 /// How long each `Locked` is held and waited for, per call site: for

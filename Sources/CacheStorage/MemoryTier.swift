@@ -3,9 +3,9 @@ import Clocks
 import CacheSemantics
 import FoundationEssentials
 import Synchronization
+import Threads
 #if canImport(Glibc)
 import Glibc
-import Threads
 #endif
 
 /// The memory tier: bounded in bytes, shared by every worker thread. A

@@ -1,8 +1,8 @@
 import CEventLoop
 import Synchronization
+import Threads
 #if canImport(Glibc)
 import Glibc
-import Threads
 #endif
 
 /// Lets the memory tier's hits read a shard without taking its mutex, so a

@@ -138,6 +138,10 @@ public final class EventLoop {
     public func runOnce(maxWaitMilliseconds: Int32) {
         let n = el_poll(raw, events, Int32(eventsCapacity), maxWaitMilliseconds)
         if n < 0 { return }
+        // A worker's handlers run "on a loop": blocking work asserts it is not.
+        let outer = el_on_loop()
+        if isWorkerLoop { el_set_on_loop(1) }
+        defer { if isWorkerLoop { el_set_on_loop(outer) } }
         for i in 0..<Int(n) {
             let event = events[i]
             switch event.kind {
@@ -165,6 +169,21 @@ public final class EventLoop {
     public var turnEnded: ((UInt64) -> Void)?
 
     public func stop() { running = false }
+
+    /// A worker's loop, which serves requests: nothing it runs may block
+    /// (`assertOffLoop`). The admin API's and the fleet feed's loops may.
+    public var isWorkerLoop = false
+
+    /// Whether this thread is handling a worker loop's events now.
+    public static var isOnLoop: Bool { el_on_loop() != 0 }
+
+    /// Debug builds trap when work that may block (a disk read or write,
+    /// a compression of a whole body, a DNS lookup) runs on a loop: the
+    /// whole test suite runs with this on. Release builds check nothing.
+    @inline(__always)
+    public static func assertOffLoop(_ what: @autoclosure () -> String, file: StaticString = #fileID, line: UInt = #line) {
+        assert(el_on_loop() == 0, "\(what()) on an event loop's thread", file: file, line: line)
+    }
 
     private func drainQueue() {
         let work = queueLock.withLock { () -> [() -> Void] in

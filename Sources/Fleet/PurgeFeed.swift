@@ -146,7 +146,12 @@ public final class PurgeFeed {
 
     private func connect() {
         guard !stopped else { return }
-        let make = { RedisConnection(self.settings.address, password: self.settings.password, loop: self.loop,
+        settings.address.whenResolved(on: loop) { [weak self] in self?.connect(to: $0) }
+    }
+
+    private func connect(to address: RedisAddress) {
+        guard !stopped else { return }
+        let make = { RedisConnection(address, password: self.settings.password, loop: self.loop,
                                      connectTimeoutMilliseconds: self.settings.connectTimeoutMilliseconds,
                                      commandTimeoutMilliseconds: self.settings.timeoutMilliseconds) }
         let reader = make(), writer = make()

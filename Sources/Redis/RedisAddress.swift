@@ -1,3 +1,5 @@
+import EventLoop
+import Threads
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -92,6 +94,15 @@ public struct RedisAddress: Equatable, Sendable, CustomStringConvertible {
 }
 
 extension RedisAddress {
+    /// Whether connecting asks a name server first: a TCP host that is not
+    /// a numeric IPv4 or IPv6 address. Such an address is `resolved()` off
+    /// the loop before a connection is made with it.
+    public var needsLookup: Bool {
+        guard case .tcp(let host, _) = endpoint else { return false }
+        var v4 = in_addr(), v6 = in6_addr()
+        return inet_pton(AF_INET, host, &v4) != 1 && inet_pton(AF_INET6, host, &v6) != 1
+    }
+
     /// The same address with its host name resolved to a numeric address
     /// (the first getaddrinfo gives), so that connecting never waits on a
     /// name server: a worker's loop connects with it. Unchanged when the
@@ -107,5 +118,15 @@ extension RedisAddress {
         guard getnameinfo(first.pointee.ai_addr, first.pointee.ai_addrlen, &text, socklen_t(text.count), nil, 0, NI_NUMERICHOST) == 0
         else { return self }
         return RedisAddress(endpoint: .tcp(host: String(cString: text), port: port), database: database)
+    }
+}
+
+extension RedisAddress {
+    /// Calls `connect` on `loop` with the address to connect to: at once
+    /// when it is numeric, else once resolved on an I/O thread (at every
+    /// connect: a name's address may move), so a loop never waits on DNS.
+    public func whenResolved(on loop: EventLoop, _ connect: @escaping (RedisAddress) -> Void) {
+        guard needsLookup else { return connect(self) }
+        BlockingWork.shared.run({ self.resolved() }, on: loop, then: connect)
     }
 }

@@ -48,6 +48,8 @@ public final class RedisConnection: IOHandler {
                 commandTimeoutMilliseconds: UInt64) {
         self.loop = loop
         self.commandTimeoutMilliseconds = commandTimeoutMilliseconds
+        // hiredis would ask the name server here, on the loop: owners resolve first (`needsLookup`).
+        if address.needsLookup { EventLoop.assertOffLoop("a Redis host name lookup (\(address))") }
         func connect() -> UnsafeMutablePointer<redisAsyncContext>? {
             switch address.endpoint {
             case .tcp(let host, let port): return redisAsyncConnect(host, Int32(port))

@@ -1,13 +1,18 @@
 import EventLoop
 import HTTP1
+import Synchronization
+import Threads
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// Where access log lines go: stdout, stderr or a file opened for
-/// appending. Shared by the workers; each hands it whole lines in one
-/// write(2), so lines from different workers never interleave.
-public final class AccessLog: Sendable {
+/// appending. Shared by the workers: each hands it batches of whole lines,
+/// which its own thread writes, one write(2) each, so lines from different
+/// workers never interleave and a slow disk or a stalled pipe never holds
+/// a worker's loop. What waits is bounded (`queueLimit`); past it batches
+/// are dropped and counted (`droppedBytes`), never waited for.
+public final class AccessLog: @unchecked Sendable {
     /// nil for stdout or stderr.
     public let path: String?
     /// One JSON object per line (`access_log_format = "json"`), else text.
@@ -22,9 +27,13 @@ public final class AccessLog: Sendable {
         public let description: String
     }
 
+    /// Where drops are counted for `/stats` and the metrics.
+    private let stats: ProxyStats?
+
     /// `destination`: "stdout", "stderr" or a file path.
-    public init(destination: String, json: Bool = false) throws(OpenError) {
+    public init(destination: String, json: Bool = false, stats: ProxyStats? = nil) throws(OpenError) {
         self.json = json
+        self.stats = stats
         switch destination {
         case "stdout":
             path = nil
@@ -68,8 +77,92 @@ public final class AccessLog: Sendable {
     /// Lines a worker holds before it writes them (or a second at most).
     public static let flushBytes = 32 * 1024
 
-    /// Writes whole lines. A failing log never stops serving.
+    /// Bytes of lines that may wait for the writer thread.
+    public static let queueLimit = 16 << 20
+    private let pending = Condition()
+    private var batches: [[UInt8]] = []
+    private var queued = 0
+    private var writing = false
+    private var dropped = 0
+    private var writerState = Writer.notStarted
+    private enum Writer { case notStarted, running, failed }
+
+    /// Hands whole lines to the writer thread (any thread; it never waits
+    /// for the file). With no thread to write them, they are written here.
     public func write(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard !bytes.isEmpty else { return }
+        let batch = Array(bytes)
+        pending.lock()
+        if writerState == .failed {
+            pending.unlock()
+            return batch.withUnsafeBufferPointer(writeNow)
+        }
+        guard queued + batch.count <= Self.queueLimit else {
+            dropped += batch.count
+            pending.unlock()
+            stats?.accessLogDroppedBytes.wrappingAdd(batch.count, ordering: .relaxed)
+            return
+        }
+        batches.append(batch)
+        queued += batch.count
+        let start = writerState == .notStarted
+        if start { writerState = .running }
+        pending.broadcast()  // (the writer; waiters in waitUntilWritten look again)
+        pending.unlock()
+        if start { startWriter() }
+    }
+
+    /// Bytes of lines dropped because the writer was that far behind.
+    public var droppedBytes: Int {
+        pending.lock()
+        defer { pending.unlock() }
+        return dropped
+    }
+
+    /// Waits, at most `milliseconds`, until every batch handed in is
+    /// written (before the process exits). True when they were.
+    @discardableResult
+    public func waitUntilWritten(milliseconds: Int = 5_000) -> Bool {
+        let deadline = Condition.deadline(afterMilliseconds: UInt64(max(0, milliseconds)))
+        pending.lock()
+        defer { pending.unlock() }
+        while !batches.isEmpty || writing {
+            if !pending.wait(until: deadline) { return batches.isEmpty && !writing }
+        }
+        return true
+    }
+
+    private func startWriter() {
+        do {
+            try startThread(name: "larder-log") { [self] in
+                while true {
+                    pending.lock()
+                    while batches.isEmpty { pending.wait() }
+                    let taken = batches
+                    batches.removeAll(keepingCapacity: true)
+                    queued = 0
+                    writing = true
+                    pending.unlock()
+                    for batch in taken { batch.withUnsafeBufferPointer(writeNow) }
+                    pending.lock()
+                    writing = false
+                    pending.broadcast()  // (waitUntilWritten)
+                    pending.unlock()
+                }
+            }
+        } catch {
+            pending.lock()
+            writerState = .failed
+            let taken = batches
+            (batches, queued) = ([], 0)
+            pending.unlock()
+            for batch in taken { batch.withUnsafeBufferPointer(writeNow) }
+        }
+    }
+
+    /// Writes whole lines. A failing log never stops serving.
+    private func writeNow(_ bytes: UnsafeBufferPointer<UInt8>) {
+        EventLoop.assertOffLoop("an access log write")
         var done = 0
         while done < bytes.count {
             let n = Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done)

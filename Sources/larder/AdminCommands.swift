@@ -1,5 +1,6 @@
 import ArgumentParser
 import CCurl
+import Configuration
 import FoundationEssentials
 import Upstream
 

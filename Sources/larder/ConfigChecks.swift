@@ -1,5 +1,7 @@
+import Configuration
 import FoundationEssentials
 import Proxy
+import Routing
 import TLS
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Configuration
 import FoundationEssentials
 
 /// `larder fleet ...`: the running node's view of its fleet.

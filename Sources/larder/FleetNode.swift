@@ -1,5 +1,6 @@
 import Admin
 import CacheStorage
+import Configuration
 import EventLoop
 import Fleet
 import FoundationEssentials
@@ -22,7 +23,6 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
     private let current: Locked<FleetStatus>
     private let password: String?
     private let purgeScopes: (String) -> [PurgeScope]
-    private lazy var resolvedAddress = config.address.resolved()
     private let logger: Logger
     /// Where this node stands in the purge stream (for shared-tier stores).
     let mark = FleetMark()
@@ -153,7 +153,7 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
     /// The shared tier for a worker's loop (connected once that loop runs).
     func sharedTier(on loop: EventLoop) -> RedisSharedTier {
         // Resolved once here: a worker's loop must not wait on DNS when it reconnects.
-        var settings = RedisSharedTier.Settings(address: resolvedAddress, password: password, name: config.name)
+        var settings = RedisSharedTier.Settings(address: config.address, password: password, name: config.name)
         settings.connectTimeoutMilliseconds = config.connectTimeoutMilliseconds
         settings.timeoutMilliseconds = config.timeoutMilliseconds
         settings.maxObjectBytes = config.maxObjectBytes

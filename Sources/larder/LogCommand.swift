@@ -1,5 +1,6 @@
 import ArgumentParser
 import CCurl
+import Configuration
 import FoundationEssentials
 
 /// `larder log --follow`: the requests as the running proxy answers them,

@@ -1,4 +1,5 @@
 import CacheStorage
+import Configuration
 import EventLoop
 import FoundationEssentials
 #if canImport(Glibc)

@@ -1,3 +1,4 @@
+import Configuration
 import EventLoop
 import FoundationEssentials
 import Glibc

@@ -2,6 +2,7 @@ import Admin
 import ArgumentParser
 import CacheStorage
 import Clocks
+import Configuration
 import EventLoop
 import FoundationEssentials
 #if canImport(Glibc)
@@ -115,7 +116,7 @@ struct Serve: ParsableCommand {
         var accessLog: AccessLog?
         if let destination = settings.accessLog {
             do {
-                accessLog = try AccessLog(destination: destination, json: settings.accessLogJSON)
+                accessLog = try AccessLog(destination: destination, json: settings.accessLogJSON, stats: stats)
             } catch {
                 complain("\(error); fix access_log in the config file (stdout, stderr, a file path, or off)")
                 throw Exit.config
@@ -255,6 +256,8 @@ struct Serve: ParsableCommand {
             service.ready()
         }
         fleet?.stop()
+        // The workers' last lines are handed in; the log's thread writes them.
+        accessLog?.waitUntilWritten()
         // Leave the disk tier with every completed write in place, and its
         // sub-directories' names recorded for the next start.
         store.shutDown(timeoutSeconds: 10)

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Configuration
 
 /// What `serve`'s flags say, as plain values: the
 /// config file, and the values of the flags that set a config key. Made by

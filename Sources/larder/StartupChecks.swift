@@ -1,3 +1,4 @@
+import Configuration
 import Proxy
 import Upstream
 #if canImport(Glibc)

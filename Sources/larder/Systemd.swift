@@ -1,9 +1,10 @@
+import Configuration
 import EventLoop
 import FoundationEssentials
 import Proxy
+import Telemetry
 #if canImport(Glibc)
 import Glibc
-import Telemetry
 #endif
 
 /// The service manager's protocols, spoken directly rather than through

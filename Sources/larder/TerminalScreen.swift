@@ -1,3 +1,4 @@
+import Configuration
 import Synchronization
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Configuration
 import EventLoop
 import FoundationEssentials
 import Synchronization

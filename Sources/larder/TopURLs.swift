@@ -1,3 +1,4 @@
+import Configuration
 import FoundationEssentials
 
 /// The admin API's `/top` for `larder top`: the last minute's URLs by

@@ -1,8 +1,9 @@
+import Configuration
 import FoundationEssentials
 import Proxy
+import Telemetry
 #if canImport(Glibc)
 import Glibc
-import Telemetry
 #endif
 
 /// One reading of `/metrics` for `larder top`: every sample by its name

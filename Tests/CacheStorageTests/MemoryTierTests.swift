@@ -1,8 +1,8 @@
 import XCTest
-#if canImport(Glibc)
-import Glibc
 import Synchronization
 import Threads
+#if canImport(Glibc)
+import Glibc
 #endif
 import CacheSemantics
 @testable import CacheStorage

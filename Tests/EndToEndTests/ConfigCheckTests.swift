@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import larder
+@testable import Configuration
 import TestSupport
 
 /// check-config runs serve's own checks; the config file is found without
@@ -202,20 +203,5 @@ final class ConfigCheckTests: ConfiguredTestCase {
         XCTAssertEqual(again.status, 0, again.stderr)
         func withoutTokens(_ text: String) -> [Substring] { text.split(separator: "\n").filter { !$0.hasPrefix("# admin_token:") } }
         XCTAssertEqual(withoutTokens(again.stdout), withoutTokens(printed.stdout))
-    }
-
-    /// docs/configuration.md names every key the daemon knows, and no other.
-    func testTheConfigurationReferenceNamesEveryKey() throws {
-        let text = try String(contentsOfFile: Paths.packageRoot.appendingPathComponent("docs/configuration.md").path, encoding: .utf8)
-        let documented = Set(text.split(separator: "\n").compactMap { line -> String? in
-            guard line.hasPrefix("| `") else { return nil }
-            return String(line.dropFirst(3).prefix { $0 != "`" })
-        })
-        let known = Set(ConfigKey.allCases.map(\.rawValue))
-        XCTAssertEqual(known.subtracting(documented), [], "keys the reference leaves out")
-        XCTAssertEqual(documented.subtracting(known), [], "keys the reference names that the daemon does not know")
-        for key in ConfigFile.routeKeys + ListenerConfig.keys + FleetConfig.keys where key != "prefix" && key != "address" {
-            XCTAssertTrue(text.contains("`\(key)`"), "\(key) in docs/configuration.md")
-        }
     }
 }

@@ -3,6 +3,7 @@ import Logging
 import XCTest
 import CacheStorage
 @testable import larder
+@testable import Configuration
 
 /// `disk_open_files` as `larder serve` applies it.
 final class KeptFilesSettingTests: XCTestCase {

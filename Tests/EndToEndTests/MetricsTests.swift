@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import larder
+@testable import Configuration
 
 /// `/metrics` beyond the counters: latency histograms by how requests were
 /// answered, the upstream's latency, bytes in and out, open connections;

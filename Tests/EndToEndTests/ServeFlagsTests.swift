@@ -1,5 +1,6 @@
 import XCTest
 @testable import larder
+@testable import Configuration
 import TestSupport
 
 /// `serve`'s plain command lines are read without ArgumentParser: they must

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import larder
+@testable import Configuration
 
 /// What the binary brings to every start (bench/RESULTS.md): FoundationEssentials
 /// only (full Foundation brought CoreFoundation and ICU, 50 MB and 1,900

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import larder
+@testable import Configuration
 
 /// The status page in a real browser: headless Chromium signs in with
 /// `/?token=`, the page's script polls the admin API, and the charts,

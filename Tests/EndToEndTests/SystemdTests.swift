@@ -2,6 +2,7 @@ import Foundation
 import TestSupport
 import XCTest
 @testable import larder
+@testable import Configuration
 #if canImport(Glibc)
 import Glibc
 #endif

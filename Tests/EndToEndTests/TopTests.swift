@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import larder
+@testable import Configuration
 
 /// `larder top` against a running Larder: on a pseudo-terminal (util-linux
 /// `script` gives it one) a screen whose figures follow the traffic and

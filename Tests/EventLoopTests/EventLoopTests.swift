@@ -114,4 +114,21 @@ final class EventLoopTests: XCTestCase {
         XCTAssertEqual(second.port, first.port)
         XCTAssertThrowsError(try Socket.listen(host: "256.0.0.1", port: 0, reusePort: false))
     }
+
+    /// A worker's loop marks its thread while it handles events (what
+    /// `assertOffLoop` checks); other loops, and the thread between
+    /// batches, are not marked.
+    func testAWorkerLoopMarksItsThreadWhileItHandlesEvents() throws {
+        let worker = try EventLoop(), other = try EventLoop()
+        worker.isWorkerLoop = true
+        var seen: [Bool] = []
+        worker.execute { seen.append(EventLoop.isOnLoop) }
+        other.execute { seen.append(EventLoop.isOnLoop) }
+        let deadline = Date().addingTimeInterval(10)
+        while seen.count < 1 && Date() < deadline { worker.runOnce(maxWaitMilliseconds: 20) }
+        XCTAssertFalse(EventLoop.isOnLoop, "not between batches")
+        while seen.count < 2 && Date() < deadline { other.runOnce(maxWaitMilliseconds: 20) }
+        XCTAssertEqual(seen, [true, false])
+        XCTAssertFalse(EventLoop.isOnLoop)
+    }
 }

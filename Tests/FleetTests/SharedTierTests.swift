@@ -33,8 +33,8 @@ final class SharedTierTests: XCTestCase {
 
     private var address: RedisAddress { try! RedisAddress(parsing: "redis://127.0.0.1:\(server.port)") }
 
-    private func tier(maxObjectBytes: Int = 1 << 20) -> RedisSharedTier {
-        var settings = RedisSharedTier.Settings(address: address, password: nil, name: "t")
+    private func tier(maxObjectBytes: Int = 1 << 20, at given: RedisAddress? = nil) -> RedisSharedTier {
+        var settings = RedisSharedTier.Settings(address: given ?? address, password: nil, name: "t")
         settings.node = "n\(tiers.count)"
         settings.maxObjectBytes = maxObjectBytes
         let tier = RedisSharedTier(settings, loop: loop, mark: mark, counts: counts, faults: FaultLog { _ in })
@@ -188,5 +188,20 @@ final class SharedTierTests: XCTestCase {
         XCTAssertEqual(SharedKeys.successor(of: [0x61, 0xFF]), [0x62])
         XCTAssertNil(SharedKeys.successor(of: [0xFF]))
         XCTAssertNotEqual(SharedKeys.variantField([nil]), SharedKeys.variantField([""]), "absent and empty differ")
+    }
+
+    /// A host name is looked up off the loop, at each connect: on a
+    /// worker's loop (where a lookup there would trap in debug builds) a
+    /// tier named by host connects and serves.
+    func testATierNamedByHostConnectsFromAWorkersLoop() throws {
+        let named = try RedisAddress(parsing: "redis://localhost:\(server.port)")
+        guard case .tcp("127.0.0.1", _) = named.resolved().endpoint else {
+            throw XCTSkip("localhost does not resolve to 127.0.0.1 here (redis-server listens there only)")
+        }
+        loop.isWorkerLoop = true
+        let byName = tier(at: named)
+        XCTAssertTrue(byName.isReady, "connected")
+        store(byName, [entry("/named")])
+        XCTAssertEqual(lookup(byName, "/named")?.count, 1)
     }
 }

@@ -61,4 +61,15 @@ final class RedisAddressTests: XCTestCase {
         XCTAssertEqual(try parse("redis://10.0.0.5").resolved(), try parse("redis://10.0.0.5"))
         XCTAssertEqual(try parse("unix:/run/redis.sock").resolved(), try parse("unix:/run/redis.sock"))
     }
+
+    /// Only a TCP host that is not a numeric address asks a name server
+    /// (done on an I/O thread before each connect, never on a loop).
+    func testOnlyHostNamesNeedALookup() throws {
+        XCTAssertTrue(try parse("redis://localhost:6379").needsLookup)
+        XCTAssertTrue(try parse("redis://cache.internal").needsLookup)
+        XCTAssertFalse(try parse("redis://127.0.0.1:6379").needsLookup)
+        XCTAssertFalse(try parse("redis://[::1]:6379").needsLookup)
+        XCTAssertFalse(try parse("unix:/run/redis.sock").needsLookup)
+        XCTAssertFalse(try parse("redis://localhost:6379").resolved().needsLookup, "resolved, it is numeric")
+    }
 }

@@ -71,6 +71,12 @@ uint64_t el_wake_us(const el_loop *l);
 /// Seconds since the epoch (CLOCK_REALTIME), for Date headers.
 int64_t el_wall_seconds(void);
 
+/* Whether the calling thread is handling an event loop's events now
+   (set by the Swift loop around each batch): work that may block checks
+   it in debug builds. A thread-local, so each worker has its own. */
+void el_set_on_loop(int on);
+int el_on_loop(void);
+
 /// Blocks the given signals in the calling thread (threads created later
 /// inherit the mask) and returns a nonblocking signalfd delivering them.
 int el_signalfd_open(const int *signals, int count);
@@ -97,7 +103,7 @@ ssize_t el_read(int fd, void *buf, size_t len);
 /// pread(2) that never waits for the disk (preadv2 with RWF_NOWAIT): -EAGAIN
 /// when the bytes are not in the page cache (or fewer bytes than asked, those
 /// that are), -errno on other errors. Where the kernel or the file system
-/// cannot tell, it is a plain pread.
+/// cannot tell, -EAGAIN too (never a read that may wait).
 ssize_t el_pread_nowait(int fd, void *buf, size_t len, int64_t offset);
 /* Whether bytes [offset, offset + len) of fd are all in the page cache:
    1 yes, 0 no (a read may wait for the disk), -1 cannot tell. cachestat

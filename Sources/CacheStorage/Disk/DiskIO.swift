@@ -1,3 +1,4 @@
+import EventLoop
 import CEventLoop
 import SystemPackage
 #if canImport(Glibc)
@@ -51,6 +52,7 @@ enum DiskIO {
 
     /// `count` bytes from `offset`; nil when the file ends before them.
     static func read(_ fd: FileDescriptor, count: Int, at offset: Int) throws(Errno) -> [UInt8]? {
+        EventLoop.assertOffLoop("a disk read")
         var short = false
         let bytes = try typed {
             try [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
@@ -73,7 +75,8 @@ enum DiskIO {
     /// regular file reads short only at its end, so a short read ends it
     /// without asking again).
     static func read(_ fd: FileDescriptor, upTo count: Int, at offset: Int) throws(Errno) -> [UInt8] {
-        try typed {
+        EventLoop.assertOffLoop("a disk read")
+        return try typed {
             try [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
                 initialized = 0
                 while initialized < count {
@@ -90,6 +93,7 @@ enum DiskIO {
     /// Up to `buffer.count` bytes from `offset` into `buffer`; how many (a
     /// regular file reads short only at its end).
     static func read(_ fd: FileDescriptor, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(Errno) -> Int {
+        EventLoop.assertOffLoop("a disk read")
         var done = 0
         while done < buffer.count {
             let wanted = buffer.count - done
@@ -113,6 +117,7 @@ enum DiskIO {
     /// Reads `offset..<offset+length` in pieces of at most `chunk` bytes.
     static func forEachPiece(_ fd: FileDescriptor, from offset: Int, length: Int, chunk: Int,
                              _ body: (UnsafeRawBufferPointer) -> Void) throws(Errno) -> Bool {
+        EventLoop.assertOffLoop("a disk read")
         var buffer = [UInt8](repeating: 0, count: min(chunk, max(length, 1)))
         var done = 0
         while done < length {
@@ -130,6 +135,7 @@ enum DiskIO {
     }
 
     static func writeAll(_ fd: FileDescriptor, _ bytes: UnsafeRawBufferPointer, at offset: Int? = nil) throws(Errno) {
+        EventLoop.assertOffLoop("a disk write")
         try typed {
             if let offset { _ = try fd.writeAll(toAbsoluteOffset: Int64(offset), bytes) } else { _ = try fd.writeAll(bytes) }
         }
@@ -172,10 +178,14 @@ enum DiskIO {
 
     /// Deletes a file; one already gone is not an error.
     static func remove(_ path: String) throws(Errno) {
+        EventLoop.assertOffLoop("an unlink")
         guard unlink(path) != 0, errno != ENOENT else { return }
         throw Errno(rawValue: errno)
     }
 
+    /// Allowed on a loop: metadata only, and a removal renames its files
+    /// at once so that a crash cannot bring them back (`DiskTier.remove`);
+    /// their data is freed by the unlink, on the writer's thread.
     static func rename(_ from: String, to: String) throws(Errno) {
         guard Glibc.rename(from, to) == 0 else { throw Errno(rawValue: errno) }
     }

@@ -31,16 +31,30 @@ enum ClientCoding {
     static let trailerBytes = 18
 
     static func decodedLength(of entry: CachedResponse, file: FileBodyReader?) -> Int? {
-        if entry.bodyLength == 0 { return 0 }
-        guard entry.bodyLength >= trailerBytes else { return nil }
+        if case .length(let length) = declaredLength(of: entry, file: file) { return length }
+        return nil
+    }
+
+    /// The decoded size, or none, or `cold`: asked to read the page cache
+    /// only, the trailer is not there (read it where reading may wait).
+    enum Declared: Equatable { case length(Int), none, cold }
+
+    static func declaredLength(of entry: CachedResponse, file: FileBodyReader?, cachedOnly: Bool = false) -> Declared {
+        if entry.bodyLength == 0 { return .length(0) }
+        guard entry.bodyLength >= trailerBytes else { return .none }
         var trailer = [UInt8](repeating: 0, count: trailerBytes)
         if let file {
-            guard trailer.withUnsafeMutableBytes({ file.read(from: file.body.length - trailerBytes, into: $0) }) == trailerBytes
-            else { return nil }
+            let at = file.body.length - trailerBytes
+            let read = trailer.withUnsafeMutableBytes { buffer -> FileBodyReader.CachedRead in
+                guard cachedOnly else { return file.read(from: at, into: buffer).map { .read($0) } ?? .failed }
+                return file.readCached(from: at, into: buffer)
+            }
+            if read == .wouldBlock { return .cold }
+            guard read == .read(trailerBytes) else { return .none }
         } else {
             trailer = Array(entry.body[(entry.body.count - trailerBytes)...])
         }
-        return trailer.withUnsafeBytes { Gzip.declaredSize($0) }
+        return trailer.withUnsafeBytes { Gzip.declaredSize($0) }.map { .length($0) } ?? .none
     }
 
     /// The decoded representation's fields: the stored ones but

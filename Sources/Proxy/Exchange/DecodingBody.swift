@@ -59,6 +59,10 @@ final class DecodingBody: BodySource {
     private(set) var produced = 0
     /// Decoded by `prime`, not yet delivered (at the start of `output`).
     private var held = 0
+    /// `prime` was asked to read the page cache only (on a worker's loop),
+    /// and stopped (`cold`) because the bytes were not there.
+    private var primingCachedOnly = false
+    private(set) var cold = false
 
     /// `file`: the entry's body file, opened (nil: the body is in the
     /// entry's block); `length`: the decoded size declared
@@ -83,8 +87,10 @@ final class DecodingBody: BodySource {
 
     /// Decodes the first piece and holds it (delivered by the first
     /// `pump`): false when the body fails at once (not gzip, say).
-    func prime() -> Bool {
+    func prime(cachedOnly: Bool = false) -> Bool {
         guard produced == 0 else { return true }
+        primingCachedOnly = cachedOnly
+        defer { primingCachedOnly = false }
         held = 0
         while produced == 0 && !decoder.finished {
             guard let input = nextInput() else { return false }
@@ -170,9 +176,19 @@ final class DecodingBody: BodySource {
         if fileFilled.isEmpty && position < compressedLength {
             guard !readFailed else { return nil }
             guard let offload else {
-                guard let n = file.read(from: position, into: buffer), n > 0 else { return nil }
-                fileFilled = 0..<n
-                return UnsafeRawBufferPointer(rebasing: buffer[fileFilled])
+                // Not yet pulled (`prime`): from the page cache only when asked so, else `cold`.
+                guard primingCachedOnly else {
+                    guard let n = file.read(from: position, into: buffer), n > 0 else { return nil }
+                    fileFilled = 0..<n
+                    return UnsafeRawBufferPointer(rebasing: buffer[fileFilled])
+                }
+                switch file.readCached(from: position, into: buffer) {
+                case .read(let n) where n > 0:
+                    fileFilled = 0..<n
+                    return UnsafeRawBufferPointer(rebasing: buffer[fileFilled])
+                case .wouldBlock: cold = true; return nil
+                default: return nil
+                }
             }
             switch file.readCached(from: position, into: buffer) {
             case .read(let n):

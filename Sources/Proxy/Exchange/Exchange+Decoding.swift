@@ -25,23 +25,21 @@ extension Exchange {
             guard let opened = FileBodyReader(bodyFile) else { return .bodyGone }
             file = opened
         }
-        if let file, !file.isCached(from: 0, count: DecodingBody.pieceBytes)
-            || !file.isCached(from: file.body.length - ClientCoding.trailerBytes, count: ClientCoding.trailerBytes) {
-            // Its trailer and first piece would wait for the disk: read on an
-            // I/O thread; the answer goes on from there, unless the client left.
-            WorkerStats.bump(cache.counters.offloadedReads)
-            fetch?.cancel()  // a 304's refresh or a stand-in: the fetch is not wanted any more
-            fetch = nil
-            let (request, undecodable) = (request, cache.undecodable)
-            BlockingWork.shared.run({ DecodingStart(entry, file: file, for: request, undecodable: undecodable) }, on: loop) {
-                [weak self] start in
-                guard let self, self.machine.isOffering else { return }
-                self.perform(self.served(offered, self.sendDecoded(start, entry: entry, age: age, now: now, cacheStatus: cacheStatus)))
-            }
-            return .waiting
+        // On the loop from the page cache only; a trailer or first piece not
+        // there is read on an I/O thread, the answer going on from there
+        // unless the client left.
+        let start = DecodingStart(entry, file: file, for: request, undecodable: cache.undecodable, cachedOnly: true)
+        guard case .cold = start else { return sendDecoded(start, entry: entry, age: age, now: now, cacheStatus: cacheStatus) }
+        WorkerStats.bump(cache.counters.offloadedReads)
+        fetch?.cancel()  // a 304's refresh or a stand-in: the fetch is not wanted any more
+        fetch = nil
+        let (request, undecodable) = (request, cache.undecodable)
+        BlockingWork.shared.run({ DecodingStart(entry, file: file, for: request, undecodable: undecodable) }, on: loop) {
+            [weak self] start in
+            guard let self, self.machine.isOffering else { return }
+            self.perform(self.served(offered, self.sendDecoded(start, entry: entry, age: age, now: now, cacheStatus: cacheStatus)))
         }
-        return sendDecoded(DecodingStart(entry, file: file, for: request, undecodable: cache.undecodable), entry: entry, age: age,
-                           now: now, cacheStatus: cacheStatus)
+        return .waiting
     }
 
     /// The decoded representation's head, then its body pulled as the client drains.
@@ -50,7 +48,7 @@ extension Exchange {
         let (length, fields, choice, decoder): (Int, HeaderFields, StoredAnswer, DecodingBody?)
         switch start {
         case .gone: return .bodyGone
-        case .undecodable: return .undecodable
+        case .undecodable, .cold: return .undecodable  // (cold: never off the loop)
         case .ready(let l, let f, let c, let d): (length, fields, choice, decoder) = (l, f, c, d)
         }
         let wanted = answer.decodedHead(choice, entry: entry, fields: fields, length: length, for: request, age: age, now: now,
@@ -73,14 +71,21 @@ extension Exchange {
 /// What decoding a stored gzip body for one client starts from: the
 /// decoded length (from the gzip trailer), the fields and the answer, and
 /// the decoder holding its first piece (a body that is not gzip at all
-/// fails here, with nothing sent). Made where reading may wait for the
-/// disk (an I/O thread) when the file is not in the page cache.
+/// fails here, with nothing sent). On a worker's loop it reads the page
+/// cache only (`cachedOnly`): `cold` when what it needs is not there (it is
+/// made again on an I/O thread, where reading may wait for the disk).
 enum DecodingStart {
-    case gone, undecodable
+    case gone, undecodable, cold
     case ready(length: Int, fields: HeaderFields, choice: StoredAnswer, decoder: DecodingBody?)
 
-    init(_ entry: CachedResponse, file: FileBodyReader?, for request: RequestHead, undecodable: UndecodableBodies) {
-        guard let length = ClientCoding.decodedLength(of: entry, file: file) else {
+    /// `cachedOnly`: on a worker's loop, reads only what the page cache holds.
+    init(_ entry: CachedResponse, file: FileBodyReader?, for request: RequestHead, undecodable: UndecodableBodies,
+         cachedOnly: Bool = false) {
+        let length: Int
+        switch ClientCoding.declaredLength(of: entry, file: file, cachedOnly: cachedOnly) {
+        case .length(let declared): length = declared
+        case .cold: self = .cold; return
+        case .none:
             undecodable.insert(entry)
             self = .undecodable
             return
@@ -95,7 +100,8 @@ enum DecodingStart {
             self = .gone
             return
         }
-        guard decoder.prime() else {
+        guard decoder.prime(cachedOnly: cachedOnly) else {
+            if decoder.cold { self = .cold; return }
             undecodable.insert(entry)
             self = .undecodable
             return

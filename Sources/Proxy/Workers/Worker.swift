@@ -77,6 +77,7 @@ public final class Worker: ConnectionOwner, AcceptorOwner {
          stats: ProxyStats, logger: Logger, accessLog: AccessLog?, clock: WallClock = WallClock(),
          upstream: (EventLoop, UpstreamSettings) -> any UpstreamRequester) throws(SystemError) {
         loop = try EventLoop()
+        loop.isWorkerLoop = true
         self.configuration = configuration
         self.stats = stats
         counters = stats.makeWorkerStats()

@@ -1,3 +1,4 @@
+import Bytes
 import HTTP1
 import Logging
 import Proxy
@@ -5,7 +6,6 @@ import Routing
 import TLS
 import Upstream
 import Redis
-import Admin
 import CacheSemantics
 
 /// `larder check-config --print`: the whole configuration in effect, every
@@ -13,8 +13,8 @@ import CacheSemantics
 /// included, as a config file that says exactly that (as `nginx -T`
 /// shows nginx's). Tokens are never printed: a token given in the file is
 /// named, not shown.
-enum EffectiveConfig {
-    static func render(_ settings: Settings) -> String {
+public enum EffectiveConfig {
+    public static func render(_ settings: Settings) -> String {
         var out = "# The effective configuration: defaults, the config file and flags merged.\n"
         for key in ConfigKey.allCases {
             out += line(key, settings) + "\n"
@@ -42,7 +42,7 @@ enum EffectiveConfig {
     }
 
     /// One top-level key as a line (a comment where the value cannot be written back).
-    static func line(_ key: ConfigKey, _ s: Settings) -> String {
+    public static func line(_ key: ConfigKey, _ s: Settings) -> String {
         let p = s.proxy
         let value: String
         switch key {
@@ -184,12 +184,12 @@ enum EffectiveConfig {
     // MARK: values
 
     /// A TOML basic string (escaped as JSON escapes: the same rules).
-    static func quoted(_ text: String) -> String { JSON.string(text) }
+    public static func quoted(_ text: String) -> String { JSON.string(text) }
 
-    static func list(_ items: [String]) -> String { "[" + items.map(quoted).joined(separator: ", ") + "]" }
+    public static func list(_ items: [String]) -> String { "[" + items.map(quoted).joined(separator: ", ") + "]" }
 
     /// Bytes in the largest binary unit that divides them.
-    static func size(_ bytes: Int) -> String {
+    public static func size(_ bytes: Int) -> String {
         for (unit, factor) in [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)]
             where bytes >= factor && bytes % factor == 0 {
             return "\(bytes / factor)\(unit)"
@@ -198,7 +198,7 @@ enum EffectiveConfig {
     }
 
     /// Milliseconds in the largest unit that divides them.
-    static func duration(_ milliseconds: Int) -> String {
+    public static func duration(_ milliseconds: Int) -> String {
         for (unit, factor) in [("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)]
             where milliseconds >= factor && milliseconds % factor == 0 {
             return "\(milliseconds / factor)\(unit)"
@@ -207,5 +207,5 @@ enum EffectiveConfig {
     }
 
     /// A tier lifetime: a duration, or "never" (kept until evicted).
-    static func lifetime(_ seconds: Int?) -> String { seconds.map { duration($0 * 1000) } ?? "never" }
+    public static func lifetime(_ seconds: Int?) -> String { seconds.map { duration($0 * 1000) } ?? "never" }
 }

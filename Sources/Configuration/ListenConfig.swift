@@ -7,31 +7,39 @@ import TOMLKit
 
 /// One socket clients connect to: `listen = "HOST:PORT"` (one plain
 /// listener), or each `[[listen]]` table, plain or TLS.
-struct ListenerConfig: Equatable {
-    var host: String
-    var port: UInt16
-    var tls: TLSListenerConfig?
+public struct ListenerConfig: Equatable {
+    public var host: String
+    public var port: UInt16
+    public var tls: TLSListenerConfig?
     /// HTTP/2: by ALPN (h2) on a TLS listener, by prior knowledge (h2c) on a plain one.
-    var http2 = true
+    public var http2 = true
+
+    public init(host: String, port: UInt16, tls: TLSListenerConfig? = nil, http2: Bool = true) {
+        (self.host, self.port, self.tls, self.http2) = (host, port, tls, http2)
+    }
 
     /// HOST:PORT as the log and check-config show it.
-    var shown: String { (host.contains(":") ? "[\(host)]" : host) + ":\(port)" }
+    public var shown: String { (host.contains(":") ? "[\(host)]" : host) + ":\(port)" }
 }
 
 /// A TLS listener's certificates: the first is the default, the others are
 /// chosen by the name the client asks for (SNI).
-struct TLSListenerConfig: Equatable {
-    var certificates: [TLSCertificate]
+public struct TLSListenerConfig: Equatable {
+    public var certificates: [TLSCertificate]
     /// Refuse a handshake whose name (or its absence) matches no certificate.
-    var strictSNI = false
+    public var strictSNI = false
+
+    public init(certificates: [TLSCertificate], strictSNI: Bool = false) {
+        (self.certificates, self.strictSNI) = (certificates, strictSNI)
+    }
 }
 
 extension ListenerConfig {
-    static let keys = ["address", "tls", "http2", "certificate", "key", "ocsp", "strict_sni", "certificates"]
-    static let certificateKeys = ["certificate", "key", "ocsp"]
+    public static let keys = ["address", "tls", "http2", "certificate", "key", "ocsp", "strict_sni", "certificates"]
+    public static let certificateKeys = ["certificate", "key", "ocsp"]
 
     /// `[[listen]]` tables; `fail(index, key, message)` makes the error for a key.
-    static func parse(_ value: TOMLValueConvertible,
+    public static func parse(_ value: TOMLValueConvertible,
                       fail: (Int, String, String) -> ConfigError) throws(ConfigError) -> [ListenerConfig] {
         guard value.type == .array, let array = value.array, array.count > 0 else {
             throw fail(0, "", "expected listen = \"HOST:PORT\" or [[listen]] tables with an address")
@@ -109,7 +117,7 @@ extension ListenerConfig {
 
     /// Loads this listener's certificates (nil for a plain listener); the
     /// error names the listener and the file.
-    func loadTLS() throws(TLSError) -> TLSContext? {
+    public func loadTLS() throws(TLSError) -> TLSContext? {
         guard let tls else { return nil }
         do {
             return try TLSContext(certificates: tls.certificates, strictSNI: tls.strictSNI,
@@ -122,7 +130,7 @@ extension ListenerConfig {
     /// Warnings for certificates that are not valid at `now` (seconds since
     /// 1970): expired, or not valid yet (a clock behind, or a certificate
     /// made for later). Clients refuse them; serve still starts with them.
-    static func validityWarnings(_ context: TLSContext, chains: [String], now: Int64) -> [String] {
+    public static func validityWarnings(_ context: TLSContext, chains: [String], now: Int64) -> [String] {
         zip(chains, context.validity).compactMap { chain, validity in
             guard let (notBefore, notAfter) = validity else { return nil }
             if now > notAfter {
@@ -136,7 +144,7 @@ extension ListenerConfig {
         }
     }
 
-    func validityWarnings(_ context: TLSContext) -> [String] {
+    public func validityWarnings(_ context: TLSContext) -> [String] {
         Self.validityWarnings(context, chains: tls?.certificates.map(\.chain) ?? [], now: Int64(time(nil)))
     }
 
@@ -150,7 +158,7 @@ extension ListenerConfig {
 
     /// Warnings for private keys that users other than the service's owner
     /// and group may read (mode wider than 0640), as ssh warns.
-    func keyWarnings() -> [String] {
+    public func keyWarnings() -> [String] {
         (tls?.certificates ?? []).compactMap { certificate in
             var info = stat()
             guard stat(certificate.key, &info) == 0, info.st_mode & 0o037 != 0 else { return nil }

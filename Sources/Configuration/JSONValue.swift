@@ -3,7 +3,7 @@ import FoundationEssentials
 /// A JSON document read without a schema: the admin API's answers as the
 /// command-line tools read them. (The daemon links FoundationEssentials,
 /// which has JSONDecoder but not JSONSerialization.)
-enum JSONValue: Codable, Equatable {
+public enum JSONValue: Codable, Equatable {
     case null
     case bool(Bool)
     case integer(Int)
@@ -13,11 +13,11 @@ enum JSONValue: Codable, Equatable {
     case object([String: JSONValue])
 
     /// nil when `text` is not JSON.
-    static func parse(_ text: String) -> JSONValue? {
+    public static func parse(_ text: String) -> JSONValue? {
         try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
     }
 
-    init(from decoder: Decoder) throws {
+    public init(from decoder: Decoder) throws {
         let container = try decoder.singleValueContainer()
         if container.decodeNil() {
             self = .null
@@ -36,7 +36,7 @@ enum JSONValue: Codable, Equatable {
         }
     }
 
-    func encode(to encoder: Encoder) throws {
+    public func encode(to encoder: Encoder) throws {
         var container = encoder.singleValueContainer()
         switch self {
         case .null: try container.encodeNil()
@@ -50,29 +50,29 @@ enum JSONValue: Codable, Equatable {
     }
 
     /// Compact JSON with sorted keys.
-    var text: String {
+    public var text: String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return (try? encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "null"
     }
 
-    subscript(key: String) -> JSONValue? {
+    public subscript(key: String) -> JSONValue? {
         if case .object(let members) = self { return members[key] }
         return nil
     }
 
-    var string: String? {
+    public var string: String? {
         if case .string(let value) = self { return value }
         return nil
     }
 
-    var bool: Bool? {
+    public var bool: Bool? {
         if case .bool(let value) = self { return value }
         return nil
     }
 
     /// A number that is a whole one (2 and 2.0 alike).
-    var int: Int? {
+    public var int: Int? {
         switch self {
         case .integer(let value): return value
         case .number(let value): return Int(exactly: value)
@@ -80,7 +80,7 @@ enum JSONValue: Codable, Equatable {
         }
     }
 
-    var double: Double? {
+    public var double: Double? {
         switch self {
         case .integer(let value): return Double(value)
         case .number(let value): return value
@@ -88,7 +88,7 @@ enum JSONValue: Codable, Equatable {
         }
     }
 
-    var array: [JSONValue]? {
+    public var array: [JSONValue]? {
         if case .array(let value) = self { return value }
         return nil
     }

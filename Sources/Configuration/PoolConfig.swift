@@ -5,18 +5,18 @@ import Upstream
 
 /// One `[upstreams.NAME]` table: a pool of servers that `upstream` or a
 /// route's `upstream` names.
-struct PoolConfig: Equatable {
-    var name: String
-    var servers: [String]
-    var balance = UpstreamPool.Balance.roundRobin
-    var maxFails = 1
-    var failTimeoutMilliseconds = 10_000
-    var healthCheck: UpstreamPool.HealthCheck?
+public struct PoolConfig: Equatable {
+    public var name: String
+    public var servers: [String]
+    public var balance = UpstreamPool.Balance.roundRobin
+    public var maxFails = 1
+    public var failTimeoutMilliseconds = 10_000
+    public var healthCheck: UpstreamPool.HealthCheck?
 
-    static let keys = ["servers", "balance", "max_fails", "fail_timeout", "health_check", "health_interval", "health_status"]
+    public static let keys = ["servers", "balance", "max_fails", "fail_timeout", "health_check", "health_interval", "health_status"]
 
     /// Names: letters, digits, '_' and '-'.
-    static func isName(_ text: String) -> Bool {
+    public static func isName(_ text: String) -> Bool {
         !text.isEmpty && text.utf8.count <= 64 && !text.contains("://")
             && text.utf8.allSatisfy { b in
                 (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x5F || b == 0x2D
@@ -24,7 +24,7 @@ struct PoolConfig: Equatable {
     }
 
     /// `[upstreams.NAME]` tables; `fail(name, key, message)` makes the error.
-    static func parse(_ value: TOMLValueConvertible, fail: (String, String, String) -> ConfigError) throws(ConfigError) -> [PoolConfig] {
+    public static func parse(_ value: TOMLValueConvertible, fail: (String, String, String) -> ConfigError) throws(ConfigError) -> [PoolConfig] {
         guard value.type == .table, let tables = value.table else {
             throw fail("", "", "expected [upstreams.NAME] tables, each with servers = [\"http://HOST:PORT\", ...]")
         }
@@ -83,7 +83,7 @@ struct PoolConfig: Equatable {
         return pools
     }
 
-    func make() -> UpstreamPool {
+    public func make() -> UpstreamPool {
         UpstreamPool(name: name, servers: servers, balance: balance, maxFails: maxFails,
                      failTimeoutMilliseconds: UInt64(failTimeoutMilliseconds), healthCheck: healthCheck)
     }
@@ -91,7 +91,7 @@ struct PoolConfig: Equatable {
 
 extension Settings {
     /// An `upstream` (or a route's) that names no `[upstreams.NAME]` table.
-    func unknownPool() -> (route: Int?, message: String)? {
+    public func unknownPool() -> (route: Int?, message: String)? {
         let names = Set(pools.map(\.name))
         let known = names.isEmpty ? "none is defined" : "defined: " + names.sorted().joined(separator: ", ")
         if let upstream, !Units.validUpstream(upstream), !names.contains(upstream) {

@@ -11,80 +11,82 @@ import Upstream
 
 /// The daemon's settings after defaults, the config file and flags are merged
 /// (flags win over the file, the file over defaults).
-struct Settings {
+public struct Settings {
+    public init() {}
+
     /// What the workers get (their defaults are ProxyConfiguration's):
     /// config keys and flags write straight into it, so an option reaches
     /// the proxy in one place. Serve adds the upstream URL, the routes and
     /// the per-worker share of upstream connections.
-    var proxy = ProxyConfiguration(upstreamBase: "")
+    public var proxy = ProxyConfiguration(upstreamBase: "")
     /// Where clients connect: `listen = "HOST:PORT"` (or --listen) sets the
     /// first listener's address; `[[listen]]` tables give the whole list.
-    var listeners = [ListenerConfig(host: "127.0.0.1", port: 8080)]
-    var listenHost: String {
+    public var listeners = [ListenerConfig(host: "127.0.0.1", port: 8080)]
+    public var listenHost: String {
         get { listeners[0].host }
         set { listeners[0].host = newValue }
     }
-    var listenPort: UInt16 {
+    public var listenPort: UInt16 {
         get { listeners[0].port }
         set { listeners[0].port = newValue }
     }
-    var upstream: String?
-    var memoryLimitBytes = 256 << 20
+    public var upstream: String?
+    public var memoryLimitBytes = 256 << 20
     /// `[fleet]`: nil for a node on its own.
-    var fleet: FleetConfig?
+    public var fleet: FleetConfig?
     /// nil: memory only.
-    var cacheDirectory: String?
-    var diskLimitBytes = 1 << 30
+    public var cacheDirectory: String?
+    public var diskLimitBytes = 1 << 30
     /// `disk_open_files`: descriptors disk hits may keep open; -1: half
     /// the open-file limit, at most 16,384 (`DiskFiles.defaultKeepLimit`).
-    var diskOpenFiles = -1
+    public var diskOpenFiles = -1
     /// Tier lifetimes in seconds; nil: kept until evicted. `diskMirrorsMemory`:
     /// disk_ttl = "mirror".
-    var memoryTTLSeconds: Int?
-    var diskTTLSeconds: Int?
-    var diskMirrorsMemory = false
-    var workers = 0  // 0: one per core
-    var logLevel: Logger.Level = .info
+    public var memoryTTLSeconds: Int?
+    public var diskTTLSeconds: Int?
+    public var diskMirrorsMemory = false
+    public var workers = 0  // 0: one per core
+    public var logLevel: Logger.Level = .info
     /// `[[route]]` tables, in file order.
-    var routes: [Route] = []
+    public var routes: [Route] = []
     /// `[upstreams.NAME]` tables: named pools of servers.
-    var pools: [PoolConfig] = []
+    public var pools: [PoolConfig] = []
     /// Preset lifetimes by name (short, medium, long, max).
-    var presets = Units.defaultPresets
-    var drainTimeoutMilliseconds = 10_000
+    public var presets = Units.defaultPresets
+    public var drainTimeoutMilliseconds = 10_000
     /// Admin listener; nil host: disabled (`none`).
-    var adminHost: String? = "127.0.0.1"
-    var adminPort: UInt16 = 8081
-    var adminToken: String?
-    var adminTokenFile: String?
+    public var adminHost: String? = "127.0.0.1"
+    public var adminPort: UInt16 = 8081
+    public var adminToken: String?
+    public var adminTokenFile: String?
     /// A token for reads only (/metrics, /stats, the status page and its views, /log).
-    var adminReadToken: String?
-    var adminReadTokenFile: String?
+    public var adminReadToken: String?
+    public var adminReadTokenFile: String?
     /// /healthz answers without a token.
-    var adminHealthzPublic = true
+    public var adminHealthzPublic = true
     /// Open admin connections; more are answered 503 and closed.
-    var adminMaxConnections = 64
+    public var adminMaxConnections = 64
     /// Threads for the disk reads a worker's loop must not wait for.
-    var ioThreads = BlockingWork.defaultThreads
+    public var ioThreads = BlockingWork.defaultThreads
     /// Host names the admin API answers to besides IP literals and localhost.
-    var adminHosts: [String] = []
+    public var adminHosts: [String] = []
     /// Concurrent upstream connections, all workers together; more
     /// requests queue (inside libcurl) until one is free.
-    var upstreamMaxConnections = 512
+    public var upstreamMaxConnections = 512
     /// nil: off; "stdout", "stderr" or a file path.
-    var accessLog: String?
+    public var accessLog: String?
     /// access_log_format = "json": one JSON object per line.
-    var accessLogJSON = false
+    public var accessLogJSON = false
 }
 
 /// A configuration problem: which file, line and key, and what is wrong.
-struct ConfigError: Error, CustomStringConvertible {
-    let file: String
-    let line: Int?
-    let key: String?
-    let message: String
+public struct ConfigError: Error, CustomStringConvertible {
+    public let file: String
+    public let line: Int?
+    public let key: String?
+    public let message: String
 
-    var description: String {
+    public var description: String {
         var where_ = file
         if let line { where_ += ":\(line)" }
         if let key { return "\(where_): \(key): \(message)" }
@@ -95,7 +97,7 @@ struct ConfigError: Error, CustomStringConvertible {
 /// The keys of the config file: each one's type and how it applies.
 /// Kept in one table so that check-config, loading and the documented
 /// example cannot drift apart.
-enum ConfigKey: String, CaseIterable {
+public enum ConfigKey: String, CaseIterable {
     case listen, upstream, memory_limit, cache_dir, disk_limit, max_object_size, workers, log_level, cache_mode
     case targeted_cache_control, memory_ttl, disk_ttl, policy, allow_client_policy
     case upstream_connect_timeout, upstream_timeout, upstream_idle_timeout, upstream_ca_file, upstream_tls_verify
@@ -108,9 +110,9 @@ enum ConfigKey: String, CaseIterable {
     case handshake_timeout, http2_max_concurrent_streams, admin_read_token, admin_read_token_file, admin_healthz_public
     case preserve_host
 
-    enum Kind { case string, size, duration, integer, bool, lifetime, list }
+    public enum Kind { case string, size, duration, integer, bool, lifetime, list }
 
-    var kind: Kind {
+    public var kind: Kind {
         switch self {
         case .listen, .upstream, .log_level, .cache_mode, .upstream_ca_file, .targeted_cache_control, .cache_dir, .policy,
              .admin_listen, .admin_token, .admin_token_file, .access_log, .access_log_format, .admin_read_token,
@@ -135,7 +137,7 @@ enum ConfigKey: String, CaseIterable {
 }
 
 /// A value read from the file or a flag, before it is applied.
-enum RawValue {
+public enum RawValue {
     case string(String)
     case integer(Int)
     case bool(Bool)
@@ -144,17 +146,17 @@ enum RawValue {
 
 extension Settings {
     /// tchar (RFC 9110 section 5.6.2): what a field name is made of.
-    static func isTokenByte(_ b: UInt8) -> Bool {
+    public static func isTokenByte(_ b: UInt8) -> Bool {
         (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || "!#$%&'*+-.^_`|~".utf8.contains(b)
     }
 
     /// Worker threads after resolving 0 (one per core).
-    var effectiveWorkers: Int { workers > 0 ? workers : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
+    public var effectiveWorkers: Int { workers > 0 ? workers : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
 
     /// Integer keys: the values they accept and the setting each sets.
     /// An integer key's bounds and field (nil: not one). A switch, not a
     /// table: each key path is made when its key is set, not all at start-up.
-    static func integerKey(_ key: ConfigKey) -> (ClosedRange<Int>, WritableKeyPath<Settings, Int>)? {
+    public static func integerKey(_ key: ConfigKey) -> (ClosedRange<Int>, WritableKeyPath<Settings, Int>)? {
         switch key {
         case .workers: (0...256, \.workers)
         case .upstream_retries: (0...10, \.proxy.upstreamRetries)
@@ -171,19 +173,19 @@ extension Settings {
 
     /// What `compress` takes (top level and in a route).
     /// A `compress` list, or what is wrong with it (top level and routes alike).
-    static func compressPatterns(_ types: [String]) -> Result<MediaTypePatterns, ConfigProblem> {
+    public static func compressPatterns(_ types: [String]) -> Result<MediaTypePatterns, ConfigProblem> {
         MediaTypePatterns.parse(types).mapError { ConfigProblem(message: "\"\($0.entry)\" is not a media type; " + compressExpectation) }
     }
 
-    struct ConfigProblem: Error { let message: String }
+    public struct ConfigProblem: Error { let message: String }
 
-    static let compressExpectation = "expected a list of media types such as [\"application/json\", \"text/*\"] ([] for none)"
+    public static let compressExpectation = "expected a list of media types such as [\"application/json\", \"text/*\"] ([] for none)"
 
     /// The disk tier's lifetime after resolving "mirror".
-    var effectiveDiskTTLSeconds: Int? { diskMirrorsMemory ? memoryTTLSeconds : diskTTLSeconds }
+    public var effectiveDiskTTLSeconds: Int? { diskMirrorsMemory ? memoryTTLSeconds : diskTTLSeconds }
 
     /// Applies one key; the error string says what is wrong with the value.
-    mutating func apply(_ key: ConfigKey, _ value: RawValue) -> String? {
+    public mutating func apply(_ key: ConfigKey, _ value: RawValue) -> String? {
         func text() -> String? {
             switch value {
             case .string(let s): return s

@@ -7,8 +7,8 @@ import TOMLKit
 
 /// Reads a TOML config file into `Settings`. Unknown keys and wrong types
 /// are errors naming the file, line and key.
-enum ConfigFile {
-    static func load(_ path: String, into settings: inout Settings) throws(ConfigError) {
+public enum ConfigFile {
+    public static func load(_ path: String, into settings: inout Settings) throws(ConfigError) {
         let text: String
         switch readTextFile(path) {
         case .success(let contents): text = contents
@@ -102,7 +102,7 @@ enum ConfigFile {
     }
 
     /// The keys a `[[route]]` table may have.
-    static let routeKeys = ["prefix", "policy", "allow_client_policy", "default_ttl", "ignore_upstream_cache_control",
+    public static let routeKeys = ["prefix", "policy", "allow_client_policy", "default_ttl", "ignore_upstream_cache_control",
                             "ignore_no_store", "negative_ttl", "disk", "ignore_query", "ignore_query_params", "sort_query",
                             "memory_ttl", "disk_ttl", "methods", "glob", "key_headers", "tags", "stale_on_disconnect",
                             "compress", "upstream", "hosts", "cache_post", "max_post_body", "normalize_json",
@@ -289,7 +289,7 @@ enum ConfigFile {
     /// Keys inside the n-th `[[route]]` table are recorded as "route.n.key",
     /// the table's header line as "route.n"; likewise "listen.n.key" (and
     /// "listen.n.certificates.key") for `[[listen]]` tables.
-    static func keyLines(_ text: String) -> [String: Int] {
+    public static func keyLines(_ text: String) -> [String: Int] {
         // Bytes, not Characters: a scan by grapheme cluster took more
         // instructions than parsing the file (and never split "\r\n").
         let bytes = Array(text.utf8)
@@ -355,12 +355,12 @@ enum ConfigFile {
 
 extension ConfigFile {
     /// The tables a config file may have; every other setting is a top-level key.
-    static let tables = ["route", "fleet", "presets", "upstreams", "listen"]
+    public static let tables = ["route", "fleet", "presets", "upstreams", "listen"]
 
     /// An unknown table's message: a misspelt table's name, or, for a table
     /// whose keys are top-level keys with its name in front (`[admin]`
     /// `listen` for `admin_listen`), those keys as they must be written.
-    static func unknownTable(_ name: String, keys: [String]) -> String {
+    public static func unknownTable(_ name: String, keys: [String]) -> String {
         let flattened = keys.map { "\(name)_\($0)" }.filter { ConfigKey(rawValue: $0) != nil }
         if !flattened.isEmpty, flattened.count == keys.count {
             return "unknown table (write these as top-level keys before any table: "

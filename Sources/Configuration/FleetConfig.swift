@@ -7,21 +7,21 @@ import TOMLKit
 
 /// The `[fleet]` table: this node's place in a fleet of Larder nodes that
 /// share one Redis (purges applied on any node reach every node).
-struct FleetConfig: Equatable {
-    var address: RedisAddress
+public struct FleetConfig: Equatable {
+    public var address: RedisAddress
     /// The prefix of every Redis key: two fleets may share a Redis.
-    var name = "larder"
+    public var name = "larder"
     /// This node's name in the fleet (default: the host name).
-    var node = FleetConfig.hostName
-    var passwordFile: String?
-    var connectTimeoutMilliseconds: UInt64 = 2_000
-    var timeoutMilliseconds: UInt64 = 2_000
+    public var node = FleetConfig.hostName
+    public var passwordFile: String?
+    public var connectTimeoutMilliseconds: UInt64 = 2_000
+    public var timeoutMilliseconds: UInt64 = 2_000
     /// The largest body the shared tier keeps (larger ones stay local).
-    var maxObjectBytes = 1 << 20
+    public var maxObjectBytes = 1 << 20
 
-    static let keys = ["redis", "name", "node", "password_file", "max_object_size", "connect_timeout", "timeout"]
+    public static let keys = ["redis", "name", "node", "password_file", "max_object_size", "connect_timeout", "timeout"]
 
-    static var hostName: String {
+    public static var hostName: String {
         var buffer = [CChar](repeating: 0, count: 256)
         guard gethostname(&buffer, buffer.count - 1) == 0 else { return "larder" }
         let name = String(cString: buffer)
@@ -29,7 +29,7 @@ struct FleetConfig: Equatable {
     }
 
     /// Names go into Redis keys and log lines: letters, digits and . _ -.
-    static func isName(_ text: String) -> Bool {
+    public static func isName(_ text: String) -> Bool {
         !text.isEmpty && text.utf8.count <= 64
             && text.utf8.allSatisfy { byte in
                 switch byte {
@@ -41,7 +41,7 @@ struct FleetConfig: Equatable {
     }
 
     /// Reads `[fleet]`; `fail(key, message)` makes the error for a key.
-    static func parse(_ table: TOMLTable, fail: (String, String) -> ConfigError) throws(ConfigError) -> FleetConfig {
+    public static func parse(_ table: TOMLTable, fail: (String, String) -> ConfigError) throws(ConfigError) -> FleetConfig {
         for key in table.keys where !keys.contains(key) {
             throw fail(key, UnknownKey.message("fleet key", key, known: keys))
         }
@@ -84,7 +84,7 @@ struct FleetConfig: Equatable {
 
     /// The password for AUTH: systemd's `redis-password` credential, else
     /// `password_file` (its first line). Nil when neither is set.
-    func password() throws(ConfigError) -> String? {
+    public func password() throws(ConfigError) -> String? {
         var file = passwordFile
         if let credentials = environmentValue("CREDENTIALS_DIRECTORY"),
            FileManager.default.fileExists(atPath: credentials + "/redis-password") {
@@ -104,7 +104,7 @@ struct FleetConfig: Equatable {
     /// A warning when `password_file` may be read by users other than its
     /// owner and group, or written by its group (mode wider than 0640), as
     /// ssh warns of a private key; nil when fine or unknown.
-    func passwordFileWarning() -> String? {
+    public func passwordFileWarning() -> String? {
         guard let file = passwordFile else { return nil }
         var info = stat()
         guard stat(file, &info) == 0 else { return nil }
@@ -116,7 +116,7 @@ struct FleetConfig: Equatable {
 
     /// Redis reachable from other machines needs a password (as the admin
     /// API needs a token): nil when fine, else the reason to refuse.
-    func refusal(password: String?) -> String? {
+    public func refusal(password: String?) -> String? {
         guard !address.isLocal, password == nil else { return nil }
         return "[fleet] redis = \(address) is not a loopback address or unix socket and no password is set; "
             + "set password_file (or the redis-password credential), or use a local Redis"

@@ -1,12 +1,12 @@
 import Foundation
 import XCTest
-@testable import larder
+@testable import Configuration
 
 /// Replays fuzz/corpus/config_values (fuzz/run.sh config_values) with the
 /// fuzz target's checks: the first byte picks the parser.
 final class ConfigValuesCorpusTests: XCTestCase {
     func testConfigValueCorpus() {
-        let dir = Paths.packageRoot.appendingPathComponent("fuzz/corpus/config_values").path
+        let dir = packageRoot.appendingPathComponent("fuzz/corpus/config_values").path
         let names = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
         XCTAssertGreaterThan(names.count, 10, "the corpus is in the repository")
         for name in names {
@@ -61,3 +61,6 @@ final class ConfigKeyLinesTests: XCTestCase {
         XCTAssertEqual(ConfigFile.keyLines("="), ["": 1], "an empty key is the loader's to refuse")
     }
 }
+
+/// The repository's root (the corpus and the docs are read from it).
+let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

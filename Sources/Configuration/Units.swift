@@ -1,7 +1,7 @@
 /// SIZE and duration values as docs/running.md ("Sizes and durations") spells them.
-enum Units {
+public enum Units {
     /// `512KiB`, `256MiB`, `10GiB`, `1TiB`, `KB`/`MB`/`GB` (decimal) or plain bytes.
-    static func parseSize(_ text: String) -> Int? {
+    public static func parseSize(_ text: String) -> Int? {
         let s = text.trimmingCharacters()
         let suffixes: [(String, Int)] = [
             ("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("TiB", 1 << 40),
@@ -19,10 +19,10 @@ enum Units {
 
     /// Durations beyond ten years are refused: nothing here needs them, and
     /// timers add them to the clock.
-    static let maxDurationMilliseconds = 10 * 365 * 86_400_000
+    public static let maxDurationMilliseconds = 10 * 365 * 86_400_000
 
     /// `90s`, `5m`, `2h`, `7d`, `250ms`; plain numbers are seconds. Milliseconds.
-    static func parseDurationMilliseconds(_ text: String) -> Int? {
+    public static func parseDurationMilliseconds(_ text: String) -> Int? {
         guard let ms = parseUnboundedDurationMilliseconds(text), ms <= maxDurationMilliseconds else { return nil }
         return ms
     }
@@ -40,22 +40,22 @@ enum Units {
         return overflow ? nil : product
     }
 
-    static let graceExpectation = "expected a duration of at least 1s such as \"1h\" or \"30m\", or \"0\" (off)"
+    public static let graceExpectation = "expected a duration of at least 1s such as \"1h\" or \"30m\", or \"0\" (off)"
 
     /// `stale_on_disconnect`: a duration in seconds, or `0`/`off` for none.
-    static func parseGraceSeconds(_ text: String) -> Int? {
+    public static func parseGraceSeconds(_ text: String) -> Int? {
         if text.trimmingCharacters().lowercased() == "off" { return 0 }
         guard let ms = parseDurationMilliseconds(text), ms == 0 || ms >= 1000 else { return nil }  // 500ms is not "off"
         return ms / 1000
     }
 
     /// The preset lifetimes, in seconds; a `[presets]` table changes them.
-    static let defaultPresets: [String: Int] = ["short": 300, "medium": 3_600, "long": 86_400, "max": 30 * 86_400]
+    public static let defaultPresets: [String: Int] = ["short": 300, "medium": 3_600, "long": 86_400, "max": 30 * 86_400]
 
     /// A lifetime: a duration, or a preset (`short` 5m, `medium` 1h, `long`
     /// 1d, `max` 30d unless configured otherwise, `never`). `.some(nil)`
     /// means never expires.
-    static func parseLifetimeSeconds(_ text: String, presets: [String: Int] = defaultPresets) -> Int?? {
+    public static func parseLifetimeSeconds(_ text: String, presets: [String: Int] = defaultPresets) -> Int?? {
         let name = text.trimmingCharacters().lowercased()
         if name == "never" { return .some(nil) }
         if let preset = presets[name] { return .some(preset) }
@@ -67,7 +67,7 @@ enum Units {
     }
 
     /// "HOST:PORT" or "[v6]:PORT".
-    static func parseHostPort(_ text: String) -> (host: String, port: UInt16)? {
+    public static func parseHostPort(_ text: String) -> (host: String, port: UInt16)? {
         let s = text.trimmingCharacters()
         if s.hasPrefix("[") {
             guard let close = s.firstIndex(of: "]") else { return nil }
@@ -83,7 +83,7 @@ enum Units {
     }
 
     /// An upstream base URL: http or https, with a host, no query or fragment.
-    static func validUpstream(_ text: String) -> Bool {
+    public static func validUpstream(_ text: String) -> Bool {
         let lower = text.lowercased()
         let rest: Substring
         if lower.hasPrefix("http://") { rest = text.dropFirst(7) }
@@ -121,10 +121,10 @@ enum Units {
 
 extension StringProtocol {
     /// Without leading and trailing spaces and tabs.
-    func trimmingCharacters() -> String { trimming { $0 == " " || $0 == "\t" } }
+    public func trimmingCharacters() -> String { trimming { $0 == " " || $0 == "\t" } }
 
     /// Without leading and trailing white space and line breaks.
-    func trimmingWhitespace() -> String { trimming(\.isWhitespace) }
+    public func trimmingWhitespace() -> String { trimming(\.isWhitespace) }
 
     private func trimming(_ isTrimmed: (Character) -> Bool) -> String {
         var s = Substring(self)
@@ -135,7 +135,7 @@ extension StringProtocol {
 }
 
 /// Percent-encodes every byte of `s` but ASCII letters, digits and `keeping`.
-func percentEncoded(_ s: String, keeping: String) -> String {
+public func percentEncoded(_ s: String, keeping: String) -> String {
     var out: [UInt8] = []
     let hex = Array("0123456789ABCDEF".utf8)
     for byte in s.utf8 {
@@ -153,7 +153,7 @@ func percentEncoded(_ s: String, keeping: String) -> String {
 
 /// `value` with `digits` decimals, as `printf("%.*f")` writes it (but
 /// halves round away from zero; printf rounds exact halves to even).
-func fixedPoint(_ value: Double, digits: Int) -> String {
+public func fixedPoint(_ value: Double, digits: Int) -> String {
     guard value.isFinite else { return value.isNaN ? "nan" : (value < 0 ? "-inf" : "inf") }
     var scale: UInt64 = 1
     for _ in 0..<digits { scale *= 10 }
@@ -169,19 +169,19 @@ func fixedPoint(_ value: Double, digits: Int) -> String {
 }
 
 /// `n` with at least two digits (`07`).
-func twoDigits(_ n: Int) -> String { n >= 0 && n < 10 ? "0\(n)" : String(n) }
+public func twoDigits(_ n: Int) -> String { n >= 0 && n < 10 ? "0\(n)" : String(n) }
 
 /// "unknown ... key" messages: the nearest known name when one is close
 /// (a typo), then every known name.
-enum UnknownKey {
-    static func message(_ kind: String, _ key: String, known: [String]) -> String {
+public enum UnknownKey {
+    public static func message(_ kind: String, _ key: String, known: [String]) -> String {
         let hint = closest(key, among: known).map { "did you mean \($0)? " } ?? ""
         return "unknown \(kind) (\(hint)known: \(known.joined(separator: ", ")))"
     }
 
     /// The known name nearest to `word` by edits (insert, delete, replace
     /// or swap two neighbours), if within a third of its length (at least 1, at most 3).
-    static func closest(_ word: String, among known: [String]) -> String? {
+    public static func closest(_ word: String, among known: [String]) -> String? {
         let limit = min(3, max(1, word.count / 3))
         var best: (name: String, distance: Int)?
         for name in known {
@@ -192,7 +192,7 @@ enum UnknownKey {
     }
 
     /// Optimal string alignment distance.
-    static func distance(_ a: [UInt8], _ b: [UInt8]) -> Int {
+    public static func distance(_ a: [UInt8], _ b: [UInt8]) -> Int {
         if a.isEmpty || b.isEmpty { return max(a.count, b.count) }
         var table = [[Int]](repeating: [Int](repeating: 0, count: b.count + 1), count: a.count + 1)
         for i in 0...a.count { table[i][0] = i }

@@ -1,0 +1,100 @@
+import Foundation
+import XCTest
+@testable import Configuration
+import Routing
+
+/// The config file read into `Settings` without the binary: values reach
+/// their settings, mistakes are errors naming file, line and key, and the
+/// effective configuration, read back, is the same configuration.
+final class ConfigFileTests: XCTestCase {
+    private var paths: [String] = []
+
+    override func tearDown() {
+        for path in paths { unlink(path) }
+        paths = []
+    }
+
+    private func write(_ text: String) throws -> String {
+        let path = NSTemporaryDirectory() + "larder-config-\(UUID().uuidString).toml"
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        paths.append(path)
+        return path
+    }
+
+    private func load(_ text: String) throws -> Settings {
+        var settings = Settings()
+        try ConfigFile.load(try write(text), into: &settings)
+        return settings
+    }
+
+    private func error(_ text: String) throws -> ConfigError {
+        var settings = Settings()
+        let path = try write(text)
+        do {
+            try ConfigFile.load(path, into: &settings)
+        } catch {
+            XCTAssertEqual(error.file, path)
+            return error
+        }
+        XCTFail("no error for: \(text)")
+        return ConfigError(file: path, line: nil, key: nil, message: "")
+    }
+
+    func testValuesReachTheirSettings() throws {
+        let settings = try load("""
+            listen = "127.0.0.1:9090"
+            upstream = "http://127.0.0.1:9000"
+            memory_limit = "64MiB"
+            workers = 3
+
+            [[route]]
+            prefix = "/api/"
+            ignore_query = true
+            default_ttl = "5m"
+            """)
+        XCTAssertEqual(settings.listenPort, 9090)
+        XCTAssertEqual(settings.upstream, "http://127.0.0.1:9000")
+        XCTAssertEqual(settings.memoryLimitBytes, 64 << 20)
+        XCTAssertEqual(settings.workers, 3)
+        XCTAssertEqual(settings.routes.count, 1)
+        XCTAssertEqual(settings.routes.first?.prefix, "/api/")
+        XCTAssertEqual(settings.routes.first?.ignoreQuery, true)
+        XCTAssertEqual(settings.routes.first?.defaultTTL, 300)
+    }
+
+    func testAMistakeNamesItsLineAndKey() throws {
+        let unknown = try error("workers = 2\nmemory_limt = \"1MiB\"\n")
+        XCTAssertEqual(unknown.line, 2)
+        XCTAssertTrue(unknown.description.contains("memory_limit"), "the nearest key is suggested: \(unknown)")
+        let size = try error("\n\nmemory_limit = \"lots\"\n")
+        XCTAssertEqual(size.line, 3)
+        XCTAssertEqual(size.key, "memory_limit")
+        let range = try error("workers = 100000\n")
+        XCTAssertEqual(range.key, "workers")
+        let toml = try error("workers = \n")
+        XCTAssertNil(toml.key)
+        XCTAssertTrue(toml.message.hasPrefix("invalid TOML"), toml.message)
+        let route = try error("[[route]]\nprefix = \"/a\"\nignore_qurey = true\n")
+        XCTAssertEqual(route.line, 3)
+        XCTAssertTrue(route.description.contains("ignore_query"), "\(route)")
+    }
+
+    func testAFileThatCannotBeReadIsAnErrorNamingIt() {
+        var settings = Settings()
+        XCTAssertThrowsError(try ConfigFile.load("/nonexistent/larder.toml", into: &settings)) { error in
+            XCTAssertTrue("\(error)".hasPrefix("/nonexistent/larder.toml: cannot read the file"), "\(error)")
+        }
+    }
+
+    /// What `check-config --print` writes is a config file that says the
+    /// same configuration: read back, it prints the same again.
+    func testTheEffectiveConfigurationReadsBackAsItself() throws {
+        for text in ["", "memory_limit = \"32MiB\"\nkeepalive_timeout = \"7s\"\n",
+                     "[presets]\nshort = \"30s\"\n\n[[route]]\nprefix = \"/p\"\ndefault_ttl = \"short\"\nhosts = [\"a.test\"]\n",
+                     "[upstreams.api]\nservers = [\"http://127.0.0.1:9001\", \"http://127.0.0.1:9002\"]\n"] {
+            let first = EffectiveConfig.render(try load(text))
+            let second = EffectiveConfig.render(try load(first))
+            XCTAssertEqual(first, second, "from:\n\(text)")
+        }
+    }
+}
