@@ -11,8 +11,8 @@ extension ExchangeMachineTests {
     func testARestWithAnotherValidatorIsNeverJoinedToTheStoredPiece() {
         var m = machine()
         let piece = entry("max-age=60", status: 206, ["etag": "\"v1\"", "content-range": "bytes 0-9/100"], body: "0123456789")
-        XCTAssertEqual(m.start().name, "lookUp")
-        XCTAssertEqual(m.lookedUp(found(miss, completable: piece), in: Variants()).name, "collapse", "one completion per key at a time")
+        XCTAssertEqual(m.start(), .lookUp(forgetting: false))
+        XCTAssertEqual(m.lookedUp(found(miss, completable: piece), in: Variants()), .collapse(count: .miss), "one completion per key at a time")
         guard case .forward(let how) = m.joined(.leading) else { return XCTFail() }
         XCTAssertEqual(how, .init(leading: true))
         XCTAssertFalse(m.forwarding.mayShare, "never shared: a follower would get the rest alone (it waits, then looks up again)")
@@ -22,15 +22,15 @@ extension ExchangeMachineTests {
         guard case .forwardAgain(let dropStored) = m.upstreamHead(otherRest, now: now) else { return XCTFail() }
         XCTAssertTrue(dropStored, "the stale piece goes")
         XCTAssertNil(m.forwarding.completing, "the whole is asked plainly")
-        XCTAssertEqual(m.nextTurn().name, "forward")
-        XCTAssertEqual(m.upstreamHead(response(200, ["etag": "\"v2\""]), now: now).name, "takeHead")
+        XCTAssertEqual(m.nextTurn(), .forward(.init()))
+        XCTAssertEqual(m.upstreamHead(response(200, ["etag": "\"v2\""]), now: now), .takeHead)
 
         var fits = machine()
         _ = fits.start()
         _ = fits.lookedUp(found(miss, completable: piece), in: Variants())
         _ = fits.joined(.leading)
-        XCTAssertEqual(fits.upstreamHead(response(206, ["etag": "\"v1\"", "content-range": "bytes 10-99/100"]), now: now).name,
-                       "takeHead", "the same strong validator: joined")
+        XCTAssertEqual(fits.upstreamHead(response(206, ["etag": "\"v1\"", "content-range": "bytes 10-99/100"]), now: now),
+                       .takeHead, "the same strong validator: joined")
         let joined = fits.headSent(response(206, ["etag": "\"v1\"", "content-range": "bytes 10-99/100"]), stored: true)
         XCTAssertTrue(joined.completion?.piece.isSame(piece) ?? false, "the stored piece goes first")
         XCTAssertTrue(joined.completion?.pieceLeads ?? false)
@@ -41,7 +41,8 @@ extension ExchangeMachineTests {
         var follower = machine()
         _ = follower.start()
         _ = follower.lookedUp(found(miss, completable: piece), in: Variants())
-        XCTAssertEqual(follower.joined(.following(fetch)).name, "follow")
+        let whole = fetch
+        XCTAssertEqual(follower.joined(.following(whole)), .follow(whole, count: .collapsed))
         XCTAssertNil(follower.forwarding.completing)
         XCTAssertEqual(follower.followedCacheStatus, "larder; fwd=uri-miss; collapsed")
     }
@@ -55,8 +56,8 @@ extension ExchangeMachineTests {
             _ = m.start()
             _ = m.lookedUp(found(miss, completable: piece), in: Variants())
             guard case .forward = m.joined(.leading) else { return XCTFail() }
-            XCTAssertEqual(m.upstreamHead(response(206, ["etag": "\"v1\"", "content-range": "bytes 0-89/100"]), now: now).name,
-                           "takeHead")
+            XCTAssertEqual(m.upstreamHead(response(206, ["etag": "\"v1\"", "content-range": "bytes 0-89/100"]), now: now),
+                           .takeHead)
             let head = m.headSent(response(206, ["etag": "\"v1\"", "content-range": "bytes 0-89/100"]), stored: true)
             XCTAssertTrue(head.completion?.piece.isSame(piece) ?? false, "the head says the whole")
             XCTAssertFalse(head.completion?.pieceLeads ?? true, "the upstream's bytes come first")
@@ -71,11 +72,14 @@ extension ExchangeMachineTests {
     func testAPieceInsideIsCompletedAroundByTheSameRepresentationOnly() {
         let piece = entry("max-age=60", status: 206, ["etag": "\"v1\"", "content-range": "bytes 40-49/100"], body: "0123456789")
         let multipart = "multipart/byteranges; boundary=S"
-        let answers: [(HeaderFields, Bool)] = [
-            (["content-type": multipart, "etag": "\"v1\""], true), (["etag": "\"v1\"", "content-range": "bytes 0-99/100"], true),
-            (["content-type": multipart, "etag": "\"v2\""], false), (["etag": "\"v1\"", "content-range": "bytes 0-39/100"], false),
+        // (fields, taken, or else whether the stored piece is dropped: another representation's)
+        let answers: [(HeaderFields, Bool, Bool)] = [
+            (["content-type": multipart, "etag": "\"v1\""], true, false),
+            (["etag": "\"v1\"", "content-range": "bytes 0-99/100"], true, false),
+            (["content-type": multipart, "etag": "\"v2\""], false, true),
+            (["etag": "\"v1\"", "content-range": "bytes 0-39/100"], false, false),
         ]
-        for (fields, taken) in answers {
+        for (fields, taken, drops) in answers {
             var m = machine()
             _ = m.start()
             _ = m.lookedUp(found(miss, completable: piece), in: Variants())
@@ -83,10 +87,10 @@ extension ExchangeMachineTests {
             XCTAssertTrue(m.forwarding.completing?.liesInside ?? false)
             let answer = response(206, fields)
             guard taken else {
-                XCTAssertEqual(m.upstreamHead(answer, now: now).name, "forwardAgain", "\(fields)")
+                XCTAssertEqual(m.upstreamHead(answer, now: now), .forwardAgain(dropStored: drops), "asked again plainly: \(fields)")
                 continue
             }
-            XCTAssertEqual(m.upstreamHead(answer, now: now).name, "takeHead", "\(fields)")
+            XCTAssertEqual(m.upstreamHead(answer, now: now), .takeHead, "\(fields)")
             let head = m.headSent(answer, stored: true)
             XCTAssertTrue(head.completion?.liesInside ?? false)
             XCTAssertNotNil(m.forwarding.around, "the parts are put around the piece")
@@ -110,14 +114,14 @@ extension ExchangeMachineTests {
             }
             XCTAssertEqual(dropStored, gone, "\(status)")
             XCTAssertNil(m.forwarding.completing, "\(status): the whole is asked plainly")
-            XCTAssertEqual(m.nextTurn().name, "forward")
+            XCTAssertEqual(m.nextTurn(), .forward(.init()))
             // The plain request's answer is the client's, whatever it is.
-            XCTAssertEqual(m.upstreamHead(response(status == 416 ? 200 : status, [:]), now: now).name, "takeHead", "\(status)")
+            XCTAssertEqual(m.upstreamHead(response(status == 416 ? 200 : status, [:]), now: now), .takeHead, "\(status)")
         }
         var whole = machine()
         _ = whole.start()
         _ = whole.lookedUp(found(miss, completable: piece), in: Variants())
         _ = whole.joined(.leading)
-        XCTAssertEqual(whole.upstreamHead(response(200, ["etag": "\"v1\""]), now: now).name, "takeHead", "a 200 is the whole")
+        XCTAssertEqual(whole.upstreamHead(response(200, ["etag": "\"v1\""]), now: now), .takeHead, "a 200 is the whole")
     }
 }

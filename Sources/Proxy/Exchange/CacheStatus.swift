@@ -38,7 +38,7 @@ enum CacheStatus {
 /// is written straight into the head's tail (an array of its own cost an
 /// allocation and a free on every hit, about 270 instructions); the access
 /// log, when on, gets its bytes.
-enum CacheStatusLine {
+enum CacheStatusLine: Equatable {
     /// A plain hit, `ttl` at least 0 (`CacheStatus.hit` makes the others bytes).
     case hit(ttl: Int)
     case bytes([UInt8])

@@ -19,6 +19,10 @@ extension Exchange {
             switch consume action {
             case .none:
                 return false
+            case .ignored(let late):
+                // A late event (the client left, the answer was decided): traced, nothing done.
+                upstream.logger.trace("\(key): \(late.event) ignored in state \(late.state)")
+                return false
             case .takeHead:
                 return true
             case .lookUp(let forgetting):

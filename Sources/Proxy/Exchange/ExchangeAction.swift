@@ -4,9 +4,13 @@ import CacheStorage
 /// What `ExchangeMachine` asks its driver (`Exchange`) to do. The driver
 /// performs it and reports what came of it as the machine's next event
 /// (the name after "report"); it decides nothing itself.
-enum ExchangeAction {
-    /// Nothing now: an event comes later (a fetch, a timer, the client).
+enum ExchangeAction: Equatable {
+    /// Nothing now: an event comes later (a fetch, a timer, the client),
+    /// or the exchange is over.
     case none
+    /// The event came when it meant nothing any more (the machine was past
+    /// it: the client left, the answer was decided): nothing to do, said so.
+    case ignored(Ignored)
     /// Look the key up in the store and report `lookedUp`. `forgetting`:
     /// remove what is stored for it first (a stored body went away).
     case lookUp(forgetting: Bool)
@@ -43,6 +47,12 @@ enum ExchangeAction {
     /// them go (the fleet's too, when `fleet`).
     case releaseClaims(fleet: Bool)
 
+    /// Which event was ignored, and the state it found.
+    struct Ignored: Equatable {
+        let event: ExchangeEvent
+        let state: ExchangeMachine.State
+    }
+
     /// How to go upstream: whether the fetch holds the key's claim here
     /// (`leading`) and in the fleet.
     struct Upstream: Equatable {
@@ -50,6 +60,35 @@ enum ExchangeAction {
         var claimedInFleet = false
         var count = ExchangeCount.none
     }
+}
+
+/// Equal actions ask the same of the driver: stored responses and fetches
+/// compared by identity, the rest by value.
+extension ExchangeAction {
+    static func == (a: ExchangeAction, b: ExchangeAction) -> Bool {
+        switch (a, b) {
+        case (.none, .none), (.askFleet, .askFleet), (.claimInFleet, .claimInFleet), (.awaitLeader, .awaitLeader),
+             (.takeHead, .takeHead):
+            return true
+        case let (.ignored(x), .ignored(y)): return x == y
+        case let (.lookUp(x), .lookUp(y)): return x == y
+        case let (.serve(x), .serve(y)): return x == y
+        case let (.answer(x), .answer(y)): return x == y
+        case let (.collapse(x), .collapse(y)): return x == y
+        case let (.follow(f, x), .follow(g, y)): return f === g && x == y
+        case let (.forward(x), .forward(y)): return x == y
+        case let (.forwardAgain(x), .forwardAgain(y)): return x == y
+        case let (.refresh(e, r), .refresh(f, s)): return e.isSame(f) && r === s
+        case let (.revalidate(e), .revalidate(f)): return e.isSame(f)
+        case let (.releaseClaims(x), .releaseClaims(y)): return x == y
+        default: return false
+        }
+    }
+}
+
+/// The machine's events that return an action (the names of its methods).
+enum ExchangeEvent: UInt8, Equatable {
+    case start, lookedUp, fleetUnavailable, joined, leaderDone, claimed, served, upstreamHead, upstreamFailed, refreshed, nextTurn
 }
 
 // Every payload is a few words at most: an action is returned and
@@ -68,6 +107,12 @@ final class MadeHere {
     }
 }
 
+extension MadeHere: Equatable {
+    static func == (a: MadeHere, b: MadeHere) -> Bool {
+        (a.status, a.message, a.cacheStatus) == (b.status, b.message, b.cacheStatus)
+    }
+}
+
 /// Which of the worker's counters an action bumps.
 enum ExchangeCount: Equatable {
     case none, hit, staleHit, miss, staleForward, collapsed
@@ -83,6 +128,14 @@ struct StoredServing {
     let count: ExchangeCount
     /// The key's claim here is let go first (a response another node shared).
     var releasesClaim = false
+}
+
+/// The same offer: the same stored response (by identity), head and count.
+extension StoredServing: Equatable {
+    static func == (a: StoredServing, b: StoredServing) -> Bool {
+        a.entry.isSame(b.entry) && (a.age, a.now, a.count, a.releasesClaim) == (b.age, b.now, b.count, b.releasesClaim)
+            && a.cacheStatus == b.cacheStatus
+    }
 }
 
 /// What became of a stored response offered to the client.

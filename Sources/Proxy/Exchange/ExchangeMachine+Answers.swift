@@ -10,8 +10,9 @@ extension ExchangeMachine {
     /// What became of the stored response offered (`.serve`).
     @inline(__always)
     mutating func served(_ result: StoredServe) -> ExchangeAction {
+        guard isOffering else { return ignored(.served) }
         // `.waiting`: the driver comes back with the outcome; the offer stays.
-        guard isOffering, result != .waiting else { return .none }
+        guard result != .waiting else { return .none }
         var offered = Offer.none
         swap(&offered, &offer)  // moved out, not copied
         switch result {
@@ -24,7 +25,7 @@ extension ExchangeMachine {
         case .bodyGone, .undecodable:
             switch offered {
             case .none:
-                return .none
+                return ignored(.served)  // nothing was offered
             case .hit:
                 return lookupFailed(result)
             case .standIn(let now):
@@ -73,7 +74,7 @@ extension ExchangeMachine {
     /// not wanted (a stand-in for a 5xx, a 304's refresh, a rest that does
     /// not complete the stored piece).
     mutating func upstreamHead(_ response: UpstreamResponse, now: Int64) -> ExchangeAction {
-        guard state == .forwarding else { return .none }
+        guard state == .forwarding else { return ignored(.upstreamHead) }
         let status = response.status
         if let completing = forwarding.completing, status != 200,
            status != 206 || !completing.isCompleted(by: response.fields) {
@@ -137,7 +138,7 @@ extension ExchangeMachine {
 
     /// The upstream failed before any response.
     mutating func upstreamFailed(_ kind: UpstreamFailure.Kind, detail: String, now: Int64) -> ExchangeAction {
-        guard state == .forwarding else { return .none }
+        guard state == .forwarding else { return ignored(.upstreamFailed) }
         failure = Box((kind, detail))
         return nextStandIn(now: now)
     }
@@ -174,7 +175,7 @@ extension ExchangeMachine {
     /// The 304's refresh of the validated response: nil when it names
     /// nothing held (asked again without validators).
     mutating func refreshed(_ refreshed: (response: CachedResponse, stored: Bool)?, now: Int64) -> ExchangeAction {
-        guard state == .forwarding, case .refreshed = offer else { return .none }
+        guard state == .forwarding, case .refreshed = offer else { return ignored(.refreshed) }
         guard let (response, stored) = refreshed else {
             offer = .none
             return forwardAgain(dropStored: false)
@@ -191,7 +192,7 @@ extension ExchangeMachine {
 
     /// The turn after `.forwardAgain`: go, unless the client left meanwhile.
     mutating func nextTurn() -> ExchangeAction {
-        guard state == .forwarding else { return .none }
+        guard state == .forwarding else { return ignored(.nextTurn) }
         return .forward(.init())
     }
 

@@ -160,7 +160,10 @@ struct ExchangeMachine {
 
     @inline(__always)  // (this and the hit's other events: a call each cost more than they do)
     mutating func start() -> ExchangeAction {
-        guard state == .starting else { return .none }
+        guard state == .starting else {
+            assertionFailure("an exchange started twice")  // the driver's bug: trapped in debug builds
+            return ignored(.start)
+        }
         if let refused {
             state = .done
             return .answer(refused)
@@ -188,7 +191,7 @@ struct ExchangeMachine {
             releaseOnAnswer = false
             return .releaseClaims(fleet: false)
         default:
-            return .none
+            return ignored(.lookedUp)
         }
         return decide(found, in: variants)
     }
@@ -271,9 +274,12 @@ struct ExchangeMachine {
             releaseOnAnswer = false
             return .releaseClaims(fleet: false)
         default:
-            return .none
+            return ignored(.fleetUnavailable)
         }
     }
+
+    /// What a late event gets: nothing to do, with the event and the state it found.
+    func ignored(_ event: ExchangeEvent) -> ExchangeAction { .ignored(.init(event: event, state: state)) }
 
     // MARK: collapsing
 
@@ -289,7 +295,7 @@ struct ExchangeMachine {
     }
 
     mutating func joined(_ joined: Joined) -> ExchangeAction {
-        guard state == .joining else { return .none }
+        guard state == .joining else { return ignored(.joined) }
         switch joined {
         case .leading:
             guard fleet == .answered else {
@@ -317,7 +323,7 @@ struct ExchangeMachine {
     /// The leader published its response, finished without one to share,
     /// or the wait timed out.
     mutating func leaderDone(_ ended: LeaderWait.Ended) -> ExchangeAction {
-        guard state == .waitingForLeader else { return .none }
+        guard state == .waitingForLeader else { return ignored(.leaderDone) }
         switch ended {
         case .follow(let fetch):
             state = .following
@@ -339,7 +345,7 @@ struct ExchangeMachine {
             releaseOnAnswer = false
             return .releaseClaims(fleet: claimed)
         }
-        guard state == .claimingInFleet else { return .none }
+        guard state == .claimingInFleet else { return ignored(.claimed) }
         guard claimed else {
             state = .lookingAgainInFleet
             return .askFleet
