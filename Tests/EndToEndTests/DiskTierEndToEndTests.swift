@@ -107,6 +107,32 @@ final class DiskTierEndToEndTests: DiskEndToEndCase {
         XCTAssertEqual(try origin.count("/corrupt?size=3000"), 2)
     }
 
+    /// A file corrupted while Larder runs is found so by a lookup on a
+    /// worker's loop: dropped (renamed at once, deleted by the writer, no
+    /// unlink on the loop: the debug binary traps on one) and fetched again.
+    func testAFileCorruptedWhileRunningIsDroppedByTheLoopAndRefetched() throws {
+        let target = "/corrupt-live?size=3000"
+        let l = try start(["--memory-limit", "64KiB"])
+        let c = try l.client()
+        let original = try c.get(target)
+        // Others push it out of the memory tier: the next hit reads its file.
+        for n in 0..<60 { _ = try c.get("/filler/\(n)?size=3000") }
+        func file() -> String? {
+            cacheFiles().first { FileManager.default.contents(atPath: $0).map { Data($0).range(of: Data("corrupt-live".utf8)) != nil } ?? false }
+        }
+        let deadline = Date().addingTimeInterval(30)
+        while file() == nil && Date() < deadline { usleep(20_000) }
+        let path = try XCTUnwrap(file())
+        var bytes = [UInt8](try XCTUnwrap(FileManager.default.contents(atPath: path)))
+        bytes[bytes.count - 100] ^= 0x5A
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(bytes)))
+        let again = try c.get(target)
+        XCTAssertEqual(again.header("cache-status"), "larder; fwd=uri-miss; stored")
+        XCTAssertTrue(again.body == original.body, "the whole body, fetched again")
+        XCTAssertEqual(try origin.count(target), 2)
+        XCTAssertNotNil(l.child.waitFor("dropping"), "logged")
+    }
+
     func testKillDashNineDuringWritesNeverServesABadBody() throws {
         let first = try start()
         let c = try first.client()

@@ -20,6 +20,15 @@ extension DiskTier {
     /// no lookup reads and the start-up rebuild deletes.
     static func gonePath(of path: String) -> String { path + ".gone" }
 
+    /// A file found unreadable: renamed out of the stored names at once and
+    /// deleted by the writer, as a removal is (a lookup on a worker's loop
+    /// never unlinks there).
+    func discard(_ path: String) {
+        let gone = Self.gonePath(of: path)
+        guard (try? DiskIO.rename(path, to: gone)) != nil else { return }
+        _ = queue.push(.unlink([gone]), bytes: 0, force: true)
+    }
+
     private func subdirectoryPath(of name: FileName) -> String { directory + "/" + Self.subdirectory(name.subdirectory) }
 
     /// What came of opening a stored file.
@@ -107,11 +116,12 @@ extension DiskTier {
             let real = try DiskIO.size(fd)
             // (A large file now: the next lookup opens it so.)
             if real <= Self.inlineReadLimit {
+                guard mayBlock else { return .wouldBlock }  // (read again where it may wait)
                 return .read(try DiskIO.read(fd, upTo: real, at: 0).withUnsafeBytes(body))
             }
         } catch {
             fault("corrupt", "dropping cache file \(path(of: name)): \(error)")
-            try? DiskIO.remove(path(of: name))
+            discard(path(of: name))
         }
         return .unreadable
     }
@@ -253,7 +263,7 @@ extension DiskTier {
         func drop(_ why: String) -> CachedResponse? {
             if state.withLock({ $0.remove(key: key, name: name, id: id) }) || id == 0 {
                 fault("corrupt", "dropping unreadable cache file \(path): \(why)")
-                try? DiskIO.remove(path)
+                discard(path)
             }
             return nil
         }

@@ -142,7 +142,7 @@ extension DiskTier {
                 // (Unless stored again meanwhile: then the file under this name is another.)
                 if state.withLock({ $0.remove(key: key, name: name, id: file.id) }) || file.id == 0 {
                     fault("corrupt", "dropping unreadable cache file \(path(of: name)): \(error)")
-                    try? DiskIO.remove(path(of: name))
+                    discard(path(of: name))
                 }
             }
         }
@@ -159,7 +159,8 @@ extension DiskTier {
 
     private func expiredByRule(_ key: String, storedAt: Int64, name: FileName, id: UInt64) -> Bool {
         guard let lifetime = lifetime(for: key), clock.now().minusSaturating(storedAt) > Int64(lifetime) else { return false }
-        if state.withLock({ $0.remove(key: key, name: name, id: id) }) || id == 0 { try? DiskIO.remove(path(of: name)) }
+        // (Deleted by the writer: a lookup on a worker's loop unlinks nothing.)
+        if state.withLock({ $0.remove(key: key, name: name, id: id) }) || id == 0 { discard(path(of: name)) }
         return true
     }
 
