@@ -47,7 +47,7 @@ let package = Package(
         // HTTP/2 to clients: one server session per connection over libnghttp2.
         .target(name: "HTTP2", dependencies: ["CNGHTTP2"], swiftSettings: swift5),
         // gzip through zlib: stored gzip bodies decoded for clients that do not accept gzip.
-        .target(name: "Compression", dependencies: ["CZlib"], swiftSettings: swift5),
+        .target(name: "Compression", dependencies: ["CZlib", "EventLoop"], swiftSettings: swift5),
         .target(name: "EventLoop", dependencies: ["CEventLoop"], swiftSettings: swift5),
         // The one wall clock tiers and workers read (tests move it by hand).
         .target(name: "Clocks", dependencies: ["CEventLoop"], swiftSettings: swift5),
@@ -132,7 +132,7 @@ let package = Package(
         .testTarget(name: "ConfigurationTests", dependencies: ["Configuration", "Proxy", "Routing", "Upstream", "CacheSemantics", "CacheStorage", "Telemetry"],
                     swiftSettings: swift5),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream"], swiftSettings: swift5),
-        .testTarget(name: "CompressionTests", dependencies: ["Compression"], swiftSettings: swift5),
+        .testTarget(name: "CompressionTests", dependencies: ["Compression", "EventLoop"], swiftSettings: swift5),
         // What several test targets start: free loopback ports, redis-server.
         .target(name: "TestSupport", dependencies: ["CEventLoop"], path: "Tests/TestSupport", swiftSettings: swift5),
         .testTarget(name: "RedisTests", dependencies: ["Redis", "EventLoop", "TestSupport"], swiftSettings: swift5),

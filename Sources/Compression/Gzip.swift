@@ -1,3 +1,4 @@
+import EventLoop
 import CZlib
 
 /// gzip (RFC 1952) through the system zlib: a whole buffer encoded (a
@@ -12,6 +13,7 @@ public enum Gzip {
 
     /// gzip-encodes `input` (level 1 to 9; 6 is zlib's default balance).
     public static func compress(_ input: UnsafeRawBufferPointer, level: Int32 = 6) -> [UInt8] {
+        EventLoop.assertOffLoop("compressing a whole body")  // (tens of milliseconds for a large one)
         var stream = z_stream()
         precondition(larder_deflate_init_gzip(&stream, level) == Z_OK, "zlib deflateInit2 failed")
         defer { deflateEnd(&stream) }

@@ -1,5 +1,6 @@
 import CacheStorage
 import Clocks
+import EventLoop
 import Routing
 import Telemetry
 
@@ -24,7 +25,13 @@ final class CacheAccess {
     private(set) var upstreamOrigin: (authority: String, pathPrefix: String)
     private(set) var routes: RouteTable
 
-    init(store: TieredStore, collapser: Collapser, clock: WallClock, counters: WorkerStats, configuration: ProxyConfiguration) {
+    /// The worker's loop (where the I/O threads hand results back). The
+    /// worker owns both: unowned, as every part it gives its loop.
+    unowned(unsafe) let loop: EventLoop
+
+    init(store: TieredStore, collapser: Collapser, clock: WallClock, counters: WorkerStats, configuration: ProxyConfiguration,
+         loop: EventLoop) {
+        self.loop = loop
         self.store = WorkerStore(tiers: store)
         self.collapser = collapser
         self.clock = clock

@@ -15,11 +15,15 @@ struct PendingStore {
     /// `compress`: the head of the copy stored gzip encoded, used when the
     /// body was held in memory and compressing made it smaller.
     private let compressedHead: StoredHead?
+    /// What the compressed copy is inserted with (as the writer's own commit).
+    private let fetchedSince: UInt64
+    private let toDisk: Bool
 
     fileprivate init?(_ response: UpstreamResponse, head: StoredHead, compressedHead: StoredHead?, cache: CacheAccess,
                       fetchedSince: UInt64, toDisk: Bool) {
         self.response = response
         self.compressedHead = compressedHead
+        (self.fetchedSince, self.toDisk) = (fetchedSince, toDisk)
         // A body streamed to disk is also kept for the fleet when its shared tier takes it.
         writer = StoreWriter(head, into: cache.store.tiers, fetchedSince: fetchedSince, storedAt: cache.clock.now(),
                              firstTierOnly: !toDisk, expectedLength: response.length,
@@ -59,19 +63,21 @@ struct PendingStore {
             writer.abort()
             return false
         case .alone:
-            guard commitWhole() else { return false }
+            guard commitWhole(on: cache) else { return false }
         }
         if let entry = writer.committed { cache.store.share(entry, fetchedAt: sharedMark) }
         return true
     }
 
-    /// Commits the body as collected, or compressed (`compress`) when that
-    /// is smaller. A body streamed to a tier is kept as it came.
-    private mutating func commitWhole() -> Bool {
+    /// Commits the body as collected; with `compress`, its gzip copy is made
+    /// on an I/O thread (never on the loop: a large body took it for tens of
+    /// milliseconds) and takes its place when smaller. A body streamed to a
+    /// tier is kept as it came.
+    private mutating func commitWhole(on cache: CacheAccess) -> Bool {
         guard let compressedHead, !writer.isStreaming, !writer.collected.isEmpty else { return writer.commit() }
-        let compressed = Gzip.compress(writer.collected)
-        guard compressed.count < writer.collected.count else { return writer.commit() }
-        return compressed.withUnsafeBytes { writer.commit(as: compressedHead, body: $0) }
+        guard writer.commit(), let stored = writer.committed else { return false }
+        cache.storeCompressed(stored, as: compressedHead, fetchedSince: fetchedSince, toDisk: toDisk)
+        return true
     }
 
     /// Where a 206 goes (RFC 9111 section 3.4).

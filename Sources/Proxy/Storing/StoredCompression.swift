@@ -1,10 +1,15 @@
 import CacheSemantics
+import CacheStorage
+import Compression
 import HTTPHeaders
+import Threads
 
 /// `compress`: an uncompressed response of a listed type is stored gzip
 /// encoded, so the tiers hold several times more text; clients that take
 /// gzip get the stored bytes, the others get them decoded (`ClientCoding`).
-/// Pure decisions, applied where a response is stored (`PendingStore`).
+/// Pure decisions, applied where a response is stored (`PendingStore`): it
+/// is stored as it came, and its gzip copy, made on an I/O thread, takes
+/// its place a moment later (`storeCompressed`).
 enum StoredCompression {
     /// Whether a response may be stored compressed: a listed type, no
     /// content coding already, a whole body (not a 206 or a body-less
@@ -50,5 +55,21 @@ enum StoredCompression {
         guard let stored, stored.hasPrefix("W/"), let tag = merged["etag"], !tag.hasPrefix("W/"),
               stored.dropFirst(2) == tag else { return merged }
         return HeaderFields(merged.map { $0.name.isField("etag") ? HeaderField(name: $0.name, value: stored) : $0 })
+    }
+}
+
+extension CacheAccess {
+    /// The gzip copy of `stored` (a `compress` type, stored as it came a
+    /// moment ago), made on an I/O thread, takes its place when smaller
+    /// and when it is still the copy stored (not one stored since, nor
+    /// purged: it is inserted with the fetch's purge number).
+    func storeCompressed(_ stored: CachedResponse, as head: StoredHead, fetchedSince: UInt64, toDisk: Bool) {
+        let stored = stored.owned()  // (read on another thread)
+        BlockingWork.shared.run({ Gzip.compress(stored.body) }, on: loop) { [store] compressed in
+            guard compressed.count < stored.body.count,
+                  store.lookupWithoutBlocking(stored.key)?.contains(where: { $0.isSame(stored) }) ?? false else { return }
+            let entry = compressed.withUnsafeBytes { CachedResponse.make(head: head, body: $0) }
+            _ = store.tiers.insert(entry, firstTierOnly: !toDisk, fetchedSince: fetchedSince)
+        }
     }
 }

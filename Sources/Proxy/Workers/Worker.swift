@@ -83,7 +83,8 @@ public final class Worker: ConnectionOwner, AcceptorOwner {
         counters = stats.makeWorkerStats()
         self.logger = logger
         connectionSettings = ConnectionSettings(configuration)
-        cache = CacheAccess(store: store, collapser: collapser, clock: clock, counters: counters, configuration: configuration)
+        cache = CacheAccess(store: store, collapser: collapser, clock: clock, counters: counters, configuration: configuration,
+                            loop: loop)
         self.upstream = UpstreamAccess(requester: upstream(loop, configuration.upstream), loop: loop, cache: cache, stats: stats,
                                        counters: counters, logger: logger, configuration: configuration)
         let latency = counters.latency
