@@ -104,10 +104,17 @@ let package = Package(
             ],
             swiftSettings: swift5 + [.enableUpcomingFeature("MemberImportVisibility")]
         ),
+        // What the admin tools (`top`, `purge`, `stats`, `log`) use: one
+        // request to the admin API, and `top`'s figures and screen.
+        .target(
+            name: "AdminClient",
+            dependencies: ["CCurl", "Upstream", "Telemetry", "Configuration"],
+            swiftSettings: swift5 + [.enableUpcomingFeature("MemberImportVisibility")]
+        ),
         .executableTarget(
             name: "larder",
             dependencies: [
-                "Configuration", "Proxy", "Admin", "Telemetry", "Routing", "EventLoop", "Clocks", "Upstream", "CacheStorage", "CacheSemantics", "CCurl", "Fleet", "Redis", "Threads", "TLS",
+                "Configuration", "AdminClient", "Proxy", "Admin", "Telemetry", "Routing", "EventLoop", "Clocks", "Upstream", "CacheStorage", "CacheSemantics", "CCurl", "Fleet", "Redis", "Threads", "TLS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
@@ -131,6 +138,7 @@ let package = Package(
         .testTarget(name: "RoutingTests", dependencies: ["Routing", "CacheSemantics", "CacheStorage"], swiftSettings: swift5),
         .testTarget(name: "ConfigurationTests", dependencies: ["Configuration", "Proxy", "Routing", "Upstream", "CacheSemantics", "CacheStorage", "Telemetry"],
                     swiftSettings: swift5),
+        .testTarget(name: "AdminClientTests", dependencies: ["AdminClient", "Telemetry"], swiftSettings: swift5),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream"], swiftSettings: swift5),
         .testTarget(name: "CompressionTests", dependencies: ["Compression", "EventLoop"], swiftSettings: swift5),
         // What several test targets start: free loopback ports, redis-server.

@@ -1,3 +1,4 @@
+import AdminClient
 import ArgumentParser
 import CCurl
 import Configuration

@@ -7,13 +7,13 @@ import Glibc
 /// The terminal while `larder top` draws on it: keys read one at a time
 /// without echo (Ctrl-C still interrupts), the cursor hidden, an alternate
 /// screen; all put back by `restore`, also after Ctrl-C.
-final class TerminalScreen {
+public final class TerminalScreen {
     /// Set by the SIGINT handler: the loop then ends and restores the terminal.
-    static let interrupted = Atomic<Bool>(false)
+    public static let interrupted = Atomic<Bool>(false)
     private var saved = termios()
     private let hasTermios: Bool
 
-    init() {
+    public init() {
         _ = Self.interrupted.load(ordering: .relaxed)  // made before a signal can ask for it
         hasTermios = tcgetattr(STDIN_FILENO, &saved) == 0
         if hasTermios {
@@ -31,7 +31,7 @@ final class TerminalScreen {
 
     /// Replaces the screen's content with `lines`, cut to the window's
     /// width and height (long URLs must not wrap and push the rest off).
-    func draw(_ lines: [String]) {
+    public func draw(_ lines: [String]) {
         var size = winsize()
         var shown = lines
         if ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0, size.ws_row > 0 {
@@ -40,7 +40,7 @@ final class TerminalScreen {
         write("\u{1B}[H\u{1B}[2J" + shown.joined(separator: "\n") + "\n")
     }
 
-    func restore() {
+    public func restore() {
         write("\u{1B}[?25h\u{1B}[?1049l")
         if hasTermios { tcsetattr(STDIN_FILENO, TCSANOW, &saved) }
         signal(SIGINT, SIG_DFL)

@@ -3,19 +3,19 @@ import FoundationEssentials
 
 /// The admin API's `/top` for `larder top`: the last minute's URLs by
 /// requests and by misses, and prefixes.
-struct TopURLs: Equatable {
-    struct Row: Equatable {
+public struct TopURLs: Equatable {
+    public struct Row: Equatable {
         var name: String
         var requests: Int
         var misses: Int
     }
 
-    var byRequests: [Row] = []
-    var byMisses: [Row] = []
-    var prefixes: [Row] = []
+    public var byRequests: [Row] = []
+    public var byMisses: [Row] = []
+    public var prefixes: [Row] = []
 
     /// nil when `body` is not `/top`'s answer (an older node: no such endpoint).
-    init?(json body: String) {
+    public init?(json body: String) {
         guard let object = JSONValue.parse(body), let byRequests = object["by_requests"]?.array else { return nil }
         func rows(_ list: [JSONValue]?, _ key: String) -> [Row] {
             (list ?? []).compactMap { item in
@@ -28,12 +28,12 @@ struct TopURLs: Equatable {
         self.prefixes = rows(object["prefixes"]?.array, "prefix")
     }
 
-    init(byRequests: [Row], byMisses: [Row], prefixes: [Row]) {
+    public init(byRequests: [Row], byMisses: [Row], prefixes: [Row]) {
         (self.byRequests, self.byMisses, self.prefixes) = (byRequests, byMisses, prefixes)
     }
 
     /// The screen's part: two columns of figures, then the URL.
-    var lines: [String] {
+    public var lines: [String] {
         func table(_ title: String, _ rows: [Row]) -> [String] {
             ["", title, "  " + Self.pad("requests", 9) + Self.pad("misses", 8) + "  URL"]
                 + (rows.isEmpty ? ["  (none yet)"] : rows.map { "  " + Self.pad(String($0.requests), 9) + Self.pad(String($0.misses), 8) + "  " + $0.name })

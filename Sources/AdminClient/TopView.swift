@@ -9,12 +9,12 @@ import Glibc
 /// One reading of `/metrics` for `larder top`: every sample by its name
 /// with labels, as written (`larder_hits_total`,
 /// `larder_request_duration_seconds_count{result="hit"}`).
-struct TopSample {
+public struct TopSample {
     /// Monotonic seconds when it was read.
-    var time: Double
-    var values: [String: Double]
+    public var time: Double
+    public var values: [String: Double]
 
-    init(time: Double, metrics: String) {
+    public init(time: Double, metrics: String) {
         self.time = time
         var values: [String: Double] = [:]
         for line in metrics.split(separator: "\n") where !line.hasPrefix("#") {
@@ -24,40 +24,44 @@ struct TopSample {
         self.values = values
     }
 
-    subscript(_ name: String) -> Double { values[name] ?? 0 }
+    public subscript(_ name: String) -> Double { values[name] ?? 0 }
 }
 
 /// What `larder top` shows, from two readings: pure, so the figures are
 /// tested without a terminal.
-struct TopView {
-    let previous: TopSample?
-    let current: TopSample
+public struct TopView {
+    public let previous: TopSample?
+    public let current: TopSample
     /// The last minute's top URLs (nil: not shown).
-    var urls: TopURLs? = nil
+    public var urls: TopURLs? = nil
 
-    static let results = LatencyHistograms.Result.allCases.map(\.label)
+    public init(previous: TopSample?, current: TopSample, urls: TopURLs? = nil) {
+        (self.previous, self.current, self.urls) = (previous, current, urls)
+    }
+
+    public static let results = LatencyHistograms.Result.allCases.map(\.label)
 
     /// Per second over the interval (0 without a previous reading).
-    func rate(_ name: String) -> Double {
+    public func rate(_ name: String) -> Double {
         guard let previous, current.time > previous.time else { return 0 }
         return max(0, current[name] - previous[name]) / (current.time - previous.time)
     }
 
-    var requestsPerSecond: Double {
+    public var requestsPerSecond: Double {
         Self.results.reduce(0) { $0 + rate("larder_request_duration_seconds_count{result=\"\($1)\"}") }
     }
 
-    var requestsSinceStart: Double {
+    public var requestsSinceStart: Double {
         Self.results.reduce(0) { $0 + current["larder_request_duration_seconds_count{result=\"\($1)\"}"] }
     }
 
     /// Answers with a 5xx per second: "errors", as `/stats` and the status page count them.
-    var errorsPerSecond: Double {
+    public var errorsPerSecond: Double {
         Self.results.reduce(0) { $0 + rate("larder_responses_total{code=\"5xx\",result=\"\($1)\"}") }
     }
 
     /// Hits (fresh and stale) over lookups in the interval; nil without lookups.
-    var hitRatioNow: Double? {
+    public var hitRatioNow: Double? {
         let hits = rate("larder_hits_total") + rate("larder_stale_hits_total")
         let lookups = hits + rate("larder_misses_total")
         return lookups > 0 ? hits / lookups : nil
@@ -66,7 +70,7 @@ struct TopView {
     /// A quantile of a histogram over the interval (or since start without
     /// a previous reading), interpolated within its bucket as Prometheus'
     /// histogram_quantile does; nil without observations.
-    func quantile(_ q: Double, of name: String, labels: String = "") -> Double? {
+    public func quantile(_ q: Double, of name: String, labels: String = "") -> Double? {
         let prefix = labels.isEmpty ? "" : labels + ","
         var buckets: [(bound: Double, count: Double)] = []
         for key in current.values.keys where key.hasPrefix("\(name)_bucket{\(prefix)le=\"") {
@@ -90,7 +94,7 @@ struct TopView {
     }
 
     /// The screen: one line per subject.
-    func lines(admin: String, now: Date = Date()) -> [String] {
+    public func lines(admin: String, now: Date = Date()) -> [String] {
         let clock = Self.localClock(now)
         var out = ["larder top  \(admin)  up \(Self.duration(current["larder_uptime_seconds"]))  \(clock)   (q quits)", ""]
         let ratioNow = hitRatioNow.map { Self.percent($0) } ?? "-"
@@ -120,7 +124,7 @@ struct TopView {
 
     /// One line per upstream server, when there is more than one:
     /// state, requests and errors per second, mean time to the head.
-    var serverLines: [String] {
+    public var serverLines: [String] {
         let prefix = "larder_upstream_server_up{"
         let labels = current.values.keys.filter { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count).dropLast()) }.sorted()
         guard labels.count > 1 else { return [] }
@@ -136,7 +140,7 @@ struct TopView {
     }
 
     /// One line of `key=value` pairs, for a log or a pipe.
-    func plainLine(now: Date = Date()) -> String {
+    public func plainLine(now: Date = Date()) -> String {
         let ratio = hitRatioNow.map { fixedPoint($0, digits: 4) } ?? "-"
         return "time=\(now.formatted(Date.ISO8601FormatStyle())) requests_per_s=\(Self.number(requestsPerSecond)) hit_ratio=\(ratio) "
             + "hits_per_s=\(Self.number(rate("larder_hits_total"))) misses_per_s=\(Self.number(rate("larder_misses_total"))) "
@@ -148,18 +152,18 @@ struct TopView {
     }
 
     private func ms(_ seconds: Double?) -> String { seconds.map { fixedPoint($0 * 1000, digits: 2) + "ms" } ?? "-" }
-    static func number(_ value: Double) -> String { fixedPoint(value, digits: 1) }
-    static func count(_ value: Double) -> String { String(Int(value)) }
-    static func percent(_ fraction: Double) -> String { fixedPoint(fraction * 100, digits: 1) + "%" }
+    public static func number(_ value: Double) -> String { fixedPoint(value, digits: 1) }
+    public static func count(_ value: Double) -> String { String(Int(value)) }
+    public static func percent(_ fraction: Double) -> String { fixedPoint(fraction * 100, digits: 1) + "%" }
 
-    static func bytes(_ value: Double) -> String {
+    public static func bytes(_ value: Double) -> String {
         for (unit, size) in [("GiB", 1_073_741_824.0), ("MiB", 1_048_576.0), ("KiB", 1024.0)] where value >= size {
             return fixedPoint(value / size, digits: 1) + " " + unit
         }
         return "\(Int(value)) B"
     }
 
-    static func duration(_ seconds: Double) -> String {
+    public static func duration(_ seconds: Double) -> String {
         let s = Int(seconds)
         if s >= 86400 { return "\(s / 86400)d\(s % 86400 / 3600)h" }
         if s >= 3600 { return "\(s / 3600)h\(twoDigits(s % 3600 / 60))m" }
@@ -167,7 +171,7 @@ struct TopView {
     }
 
     /// HH:mm:ss in the local time zone.
-    static func localClock(_ date: Date) -> String {
+    public static func localClock(_ date: Date) -> String {
         var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
         var parts = tm()
         guard localtime_r(&seconds, &parts) != nil else { return "--:--:--" }
