@@ -1,5 +1,6 @@
 import HTTPHeaders
 import Routing
+import TestSupport
 import XCTest
 import CacheSemantics
 import CacheStorage
@@ -15,7 +16,7 @@ final class StoredResponseBuilderTests: XCTestCase {
         var parser = RequestParser()
         let text = "GET /r HTTP/1.1\r\nHost: example\r\n" + lines + "\r\n"
         guard case .complete(let head, _) = Array(text.utf8).withUnsafeBytes({ parser.parse($0) }) else {
-            throw XCTSkip("request did not parse")
+            throw TestFailure("the request did not parse: \(text)")
         }
         return head
     }
