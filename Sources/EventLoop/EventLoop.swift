@@ -139,9 +139,9 @@ public final class EventLoop {
         let n = el_poll(raw, events, Int32(eventsCapacity), maxWaitMilliseconds)
         if n < 0 { return }
         // A worker's handlers run "on a loop": blocking work asserts it is not.
-        let outer = el_on_loop()
-        if isWorkerLoop { el_set_on_loop(1) }
-        defer { if isWorkerLoop { el_set_on_loop(outer) } }
+        let marks = isWorkerLoop, outer = marks ? el_on_loop() : 0
+        if marks { el_set_on_loop(1) }
+        defer { if marks { el_set_on_loop(outer) } }
         for i in 0..<Int(n) {
             let event = events[i]
             switch event.kind {

@@ -84,19 +84,15 @@ public final class AccessLog: @unchecked Sendable {
     private var queued = 0
     private var writing = false
     private var dropped = 0
-    private var writerState = Writer.notStarted
-    private enum Writer { case notStarted, running, failed }
+    /// Whether the writer thread runs (or is starting).
+    private var writerStarted = false
 
     /// Hands whole lines to the writer thread (any thread; it never waits
-    /// for the file). With no thread to write them, they are written here.
+    /// for the file). Until a thread could start, they wait within the bound.
     public func write(_ bytes: UnsafeBufferPointer<UInt8>) {
         guard !bytes.isEmpty else { return }
         let batch = Array(bytes)
         pending.lock()
-        if writerState == .failed {
-            pending.unlock()
-            return batch.withUnsafeBufferPointer(writeNow)
-        }
         guard queued + batch.count <= Self.queueLimit else {
             dropped += batch.count
             pending.unlock()
@@ -105,8 +101,8 @@ public final class AccessLog: @unchecked Sendable {
         }
         batches.append(batch)
         queued += batch.count
-        let start = writerState == .notStarted
-        if start { writerState = .running }
+        let start = !writerStarted
+        writerStarted = true
         pending.broadcast()  // (the writer; waiters in waitUntilWritten look again)
         pending.unlock()
         if start { startWriter() }
@@ -151,12 +147,10 @@ public final class AccessLog: @unchecked Sendable {
                 }
             }
         } catch {
+            // No thread now: the next batch tries again.
             pending.lock()
-            writerState = .failed
-            let taken = batches
-            (batches, queued) = ([], 0)
+            writerStarted = false
             pending.unlock()
-            for batch in taken { batch.withUnsafeBufferPointer(writeNow) }
         }
     }
 

@@ -21,22 +21,17 @@ enum ClientCoding {
         entry.isGzip && !AcceptEncoding.takesGzip(request.combinedHeader("accept-encoding"))
     }
 
-    /// The decoded representation's length: what its gzip trailer declares
-    /// (a stored body is one member: Larder's own compression, or an
-    /// origin's; decoded piece by piece, its size is not bounded, as a
-    /// stored file's is not). `file`: its body file, opened (the entry's
-    /// body is in a file). Nil when there is no trailer to say it.
     /// The bytes at a gzip body's end read for its declared size (the
     /// smallest gzip member is this long).
     static let trailerBytes = 18
 
-    static func decodedLength(of entry: CachedResponse, file: FileBodyReader?) -> Int? {
-        if case .length(let length) = declaredLength(of: entry, file: file) { return length }
-        return nil
-    }
-
-    /// The decoded size, or none, or `cold`: asked to read the page cache
-    /// only, the trailer is not there (read it where reading may wait).
+    /// The decoded representation's length: what its gzip trailer declares
+    /// (a stored body is one member: Larder's own compression, or an
+    /// origin's; decoded piece by piece, its size is not bounded, as a
+    /// stored file's is not). `file`: its body file, opened (the entry's
+    /// body is in a file). `none` when there is no trailer to say it;
+    /// `cold` when, asked to read the page cache only (`cachedOnly`), the
+    /// trailer is not there (read it where reading may wait).
     enum Declared: Equatable { case length(Int), none, cold }
 
     static func declaredLength(of entry: CachedResponse, file: FileBodyReader?, cachedOnly: Bool = false) -> Declared {
