@@ -44,6 +44,9 @@ let package = Package(
         .systemLibrary(name: "CHiredis", providers: [.apt(["libhiredis-dev"])]),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
+        // The bytes of a client connection, plain or through TLS, under every
+        // protocol; its deadlines and lingering close. Knows no HTTP.
+        .target(name: "Transport", dependencies: ["EventLoop", "TLS"], swiftSettings: swift5),
         // HTTP/2 to clients: one server session per connection over libnghttp2.
         .target(name: "HTTP2", dependencies: ["CNGHTTP2"], swiftSettings: swift5),
         // gzip through zlib: stored gzip bodies decoded for clients that do not accept gzip.
@@ -80,7 +83,7 @@ let package = Package(
             name: "Proxy",
             dependencies: [
                 "EventLoop", "Clocks", "HTTP1", "HTTPHeaders", "CacheSemantics", "CacheStorage", "Upstream", "Compression", "TLS", "HTTP2",
-                "Threads", "Telemetry", "Bytes", "Routing", .product(name: "Logging", package: "swift-log"),
+                "Threads", "Telemetry", "Bytes", "Routing", "Transport", .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swift5
         ),
@@ -88,7 +91,7 @@ let package = Package(
         .target(
             name: "Admin",
             dependencies: [
-                "EventLoop", "HTTP1", "HTTPHeaders", "CacheStorage", "Telemetry", "Threads", "Bytes", "Upstream",
+                "EventLoop", "HTTP1", "HTTPHeaders", "CacheStorage", "Telemetry", "Threads", "Bytes", "Upstream", "Transport",
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: swift5
@@ -133,6 +136,7 @@ let package = Package(
         .testTarget(name: "CacheStorageTests", dependencies: ["CacheStorage", "CChecksum", "Clocks", "Threads", "HTTP1", "HTTPHeaders", "TestSupport"], swiftSettings: swift5),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"], swiftSettings: swift5),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2"], swiftSettings: swift5),
+        .testTarget(name: "TransportTests", dependencies: ["Transport", "TLS", "EventLoop", "TestSupport"], swiftSettings: swift5),
         .testTarget(name: "ThreadsTests", dependencies: ["Threads", "EventLoop"], swiftSettings: swift5),
         .testTarget(name: "TelemetryTests", dependencies: ["Telemetry", "Bytes", "EventLoop", "HTTP1"], swiftSettings: swift5),
         .testTarget(name: "RoutingTests", dependencies: ["Routing", "CacheSemantics", "CacheStorage"], swiftSettings: swift5),

@@ -1,6 +1,7 @@
 import Bytes
 import EventLoop
 import Telemetry
+import Transport
 import HTTP1
 import HTTPHeaders
 #if canImport(Glibc)
@@ -34,6 +35,8 @@ public final class AdminServer: IOHandler {
     /// the descriptors the proxy needs.
     private let maxConnections: Int
     private var lastRefusalLog: UInt64 = 0
+    /// What its connections read into (they run on its one loop).
+    var scratch = [UInt8](repeating: 0, count: 16 * 1024)
     /// Admin requests carry no meaningful body; this bounds what is read.
     static let maxBodyBytes = 64 * 1024
 
@@ -140,6 +143,8 @@ public final class AdminServer: IOHandler {
 /// repeat while keep-alive.
 final class AdminConnection: IOHandler {
     private let fd: Int32
+    /// Its bytes (the admin listener is plain).
+    private let stream: ByteStream
     unowned let server: AdminServer
     private var input: [UInt8] = []
     /// Bytes to write; those before `outputStart` are written already
@@ -173,6 +178,7 @@ final class AdminConnection: IOHandler {
 
     init(fd: Int32, server: AdminServer) {
         self.fd = fd
+        stream = ByteStream(fd: fd)
         self.server = server
     }
 
@@ -193,27 +199,18 @@ final class AdminConnection: IOHandler {
     }
 
     private func readAvailable() {
-        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-        while !isClosed && !closeAfterWrite {
-            let n: Int?
-            do {
-                n = try buffer.withUnsafeMutableBytes { try Socket.read(fd, into: $0) }
-            } catch {
-                close()
-                return
-            }
-            guard let n else { break }
-            if n == 0 {
-                close()
-                return
-            }
-            input.append(contentsOf: buffer[0..<n])
+        guard !isClosed && !closeAfterWrite else { return }
+        var received = 0
+        let reads = stream.readAvailable(into: &server.scratch, rounds: 64, received: &received) { bytes in
+            input.append(contentsOf: bytes)
             if input.count > 2 * AdminServer.maxBodyBytes + 64 * 1024 {
                 respond(AdminAPI.Response.error(413, "admin request too large"), close: true)
-                return
+                return false
             }
             processInput()
+            return !isClosed && !closeAfterWrite
         }
+        if reads != .waiting { close() }
     }
 
     private func processInput() {
@@ -311,7 +308,9 @@ final class AdminConnection: IOHandler {
         if backlog == 0 {
             var iov = pieces.map { iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count) }
             do {
-                written = try Socket.writev(fd, &iov, count: Int32(iov.count)) ?? 0
+                written = try iov.withUnsafeMutableBufferPointer { (iov) throws(SystemError) -> Int? in
+                    try stream.write(gathering: iov)
+                } ?? 0
             } catch {
                 close()
                 return
@@ -333,8 +332,7 @@ final class AdminConnection: IOHandler {
             let written: Int?
             do {
                 written = try output.withUnsafeBytes { raw -> Int? in
-                    var iov = iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress! + outputStart), iov_len: backlog)
-                    return try Socket.writev(fd, &iov, count: 1)
+                    try stream.write(UnsafeRawBufferPointer(rebasing: raw[outputStart...]))
                 }
             } catch {
                 close()
@@ -374,7 +372,7 @@ final class AdminConnection: IOHandler {
         if following != nil { server.stopFollowing(self) }
         server.loop.cancel(idleTimer)
         server.loop.unwatch(fd)
-        Socket.close(fd)
+        stream.close(notify: false)
         server.closed(self)
     }
 }

@@ -1,7 +1,7 @@
 /// Field names nearly every request carries, as string literals: a name
 /// among them costs a comparison of its bytes, not a new string (about 85
 /// instructions for each name built; every HTTP/1.1 request has a Host).
-enum CommonFieldNames {
+public enum CommonFieldNames {
     /// The lowercase name when the token `b[from..<to]` is one of them in
     /// any case; nil otherwise.
     @inline(__always)
@@ -27,6 +27,13 @@ enum CommonFieldNames {
         case 17: return b.equalsLowercased(from, "if-modified-since") ? "if-modified-since" : nil
         default: return nil
         }
+    }
+
+    /// A lowercase name's String: a literal when it is a common one (HTTP/2
+    /// fields arrive in lower case).
+    public static func string(_ name: UnsafeRawBufferPointer) -> String {
+        let b = name.assumingMemoryBound(to: UInt8.self)
+        return match(b, 0, b.count) ?? String(decoding: name, as: UTF8.self)
     }
 }
 

@@ -131,14 +131,11 @@ public struct RequestParser: Sendable {
         guard let afterLine = lineEnd(b, i, end) else { return .failure(.badRequest("malformed request line")) }
         i = afterLine
         if major != 1 || minor > 1 { return .failure(.versionNotSupported) }
-        if !(target.utf8.first == UInt8(ascii: "/") || target == "*" || target.hasPrefix("http://") || target.hasPrefix("https://")) {
-            return .failure(.badRequest("unsupported request target form"))
-        }
-        if target == "*" && method != "OPTIONS" { return .failure(.badRequest("'*' target is only for OPTIONS")) }
-        // Routing, the cache key and the upstream all see this one path.
-        let normalized = mayHaveDotSegment ? DotSegments.normalize(target) : target
-        if mayHaveOtherSeparator && DotSegments.isAmbiguous(normalized) {
-            return .failure(.badRequest("dot segment next to an encoded slash or a backslash in the path"))
+        let normalized: String
+        switch RequestRules.checkedTarget(target, method: method, mayHaveDotSegment: mayHaveDotSegment,
+                                          mayHaveOtherSeparator: mayHaveOtherSeparator) {
+        case .success(let checked): normalized = checked
+        case .failure(let error): return .failure(error)
         }
 
         // ---- header fields
@@ -178,78 +175,8 @@ public struct RequestParser: Sendable {
 
         var head = RequestHead(method: method, target: normalized, minorVersion: minor, headers: headers,
                                framing: .none, expectsContinue: false, keepAlive: minor == 1)
-        if let error = applySemantics(&head) { return .failure(error) }
+        if let error = RequestRules.applySemantics(&head, limits: limits) { return .failure(error) }
         return .success(head)
-    }
-
-    /// Host, framing, Connection and Expect rules of RFC 9112.
-    private func applySemantics(_ head: inout RequestHead) -> HTTPError? {
-        var hostCount = 0
-        var host: String?
-        var contentLengths: [String] = []
-        var transferCodings: [String] = []
-        var connectionTokens: [String] = []
-        for field in head.headers {
-            switch field.name {
-            case "host": hostCount += 1; host = field.value
-            case "content-length": contentLengths.append(contentsOf: splitList(field.value))
-            case "transfer-encoding": transferCodings.append(contentsOf: splitList(field.value).map { $0.lowercased() })
-            case "connection": connectionTokens.append(contentsOf: splitList(field.value).map { $0.lowercased() })
-            case "expect":
-                if field.value.lowercased() == "100-continue" { head.expectsContinue = true }
-            default: break
-            }
-        }
-        if head.minorVersion == 1 && hostCount == 0 { return .badRequest("missing Host header") }
-        if hostCount > 1 { return .badRequest("more than one Host header") }
-        // The absolute-form's authority is the host (RFC 9112 section 3.2.2),
-        // so routing, the key and the upstream read the one the target names.
-        if head.target.utf8.first != UInt8(ascii: "/") {
-            switch HostField.authority(ofTarget: head.target) {
-            case .none: break
-            case .invalid: return .badRequest("invalid authority in the request target")
-            case .host(let authority):
-                let field = HeaderField(lowercasedName: "host", value: authority)
-                if let index = head.headers.firstIndex(where: { $0.name == "host" }) {
-                    head.headers.replaceSubrange(index..<index + 1, with: CollectionOfOne(field))
-                } else {
-                    head.headers.append(field)
-                }
-                host = authority
-            }
-        }
-        if let host, !HostField.isValid(host) { return .badRequest("invalid Host header") }
-
-        if !transferCodings.isEmpty || head.headers.contains(where: { $0.name == "transfer-encoding" }) {
-            if !contentLengths.isEmpty { return .badRequest("both Content-Length and Transfer-Encoding") }
-            if head.minorVersion == 0 { return .badRequest("Transfer-Encoding in an HTTP/1.0 request") }
-            guard let last = transferCodings.last, !last.isEmpty else { return .badRequest("empty Transfer-Encoding") }
-            if last != "chunked" {
-                return transferCodings.contains("chunked")
-                    ? .badRequest("chunked is not the final transfer coding")
-                    : .unsupportedTransferCoding("transfer coding \(last)")
-            }
-            if transferCodings.count > 1 {
-                return transferCodings.dropLast().contains("chunked")
-                    ? .badRequest("chunked applied twice")
-                    : .unsupportedTransferCoding("transfer coding \(transferCodings[0])")
-            }
-            head.framing = .chunked
-        } else if !contentLengths.isEmpty {
-            // Identical repeated values are tolerated (RFC 9112 section 6.3).
-            let first = contentLengths[0]
-            guard contentLengths.allSatisfy({ $0 == first }) else { return .badRequest("conflicting Content-Length values") }
-            guard !first.isEmpty, first.utf8.count <= 18, first.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-                  let length = Int(first)
-            else { return .badRequest("invalid Content-Length") }
-            if length > limits.maxBodyBytes { return .contentTooLarge }
-            head.framing = length > 0 ? .contentLength(length) : .none
-        }
-
-        if connectionTokens.contains("close") { head.keepAlive = false }
-        else if head.minorVersion == 0 && connectionTokens.contains("keep-alive") { head.keepAlive = true }
-        if head.framing == .none { head.expectsContinue = false }
-        return nil
     }
 
     private func lineEnd(_ b: UnsafeBufferPointer<UInt8>, _ i: Int, _ end: Int) -> Int? {

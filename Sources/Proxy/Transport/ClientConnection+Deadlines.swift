@@ -1,5 +1,6 @@
 import EventLoop
 import Telemetry
+import Transport
 
 /// The connection's deadlines (`ConnectionDeadlines`, a value) on one
 /// timer of its loop, and what each does when it passes.
@@ -36,7 +37,7 @@ extension ClientConnection {
         case .idle:
             // header_timeout or keep_alive_timeout (never while an answer is made).
             guard exchange == nil else { return }
-            if let tls, !tls.established { WorkerStats.bump(counters.tlsFailures) }  // handshake_timeout
+            if !stream.isOpen { WorkerStats.bump(counters.tlsFailures) }  // handshake_timeout
             if unparsedCount > 0 || body != nil { sendError(408, "request timeout", close: true) } else { close() }
         case .body:
             // body_timeout: a body held back because the upstream reads slowly does not count.

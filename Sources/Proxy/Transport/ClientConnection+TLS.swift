@@ -2,83 +2,52 @@ import EventLoop
 #if canImport(Glibc)
 import Glibc
 #endif
-import TLS
 import Telemetry
+import Transport
 
 extension ClientConnection {
-    /// Reads what the client sent: decrypted through TLS, or as it came.
-    func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int? {
-        guard let tls else { return try Socket.read(fd, into: buffer) }
-        do {
-            return try tls.read(into: buffer)
-        } catch {
-            throw SystemError(errno: EPROTO, operation: "TLS read (\(error))")
-        }
-    }
-
     /// The TLS handshake's next step (within handshake_timeout, the idle
-    /// deadline until it is done); requests are read once it is done.
-    func continueHandshake(_ tls: TLSSession) {
-        guard plainHTTPChecked() else { return }
-        switch tls.handshake() {
-        case .done:
+    /// deadline until it is done); requests are read once it is done. A
+    /// client that speaks plain HTTP to this port gets a plain 400 that
+    /// says so (as nginx answers), then the connection closes.
+    func continueHandshake() {
+        switch stream.open() {
+        case .open:
             WorkerStats.bump(services.counters.tlsHandshakes)
+            guard let tls = stream.tls else { break }
             if tls.resumed { WorkerStats.bump(services.counters.tlsResumed) }
-            if tls.alpn == "h2" { return services.switchToHTTP2(self) }
-            setDeadline(.idle, after: settings.headerTimeoutMilliseconds)
-            setInterest([.read])
-            // A request that came with the handshake's last flight is read now.
-            readAvailable()
+            if tls.alpn == "h2" { return switchToHTTP2() }
         case .wantRead:
-            setInterest([.read])
+            return setInterest([.read])
         case .wantWrite:
-            setInterest([.read, .write])
+            return setInterest([.read, .write])
+        case .plainText:
+            WorkerStats.bump(services.counters.plainOnTLS)
+            return sendError(400, "this port speaks TLS (HTTPS): use https://", close: true)
+        case .closed:
+            return close()
         case .failed(let why):
             WorkerStats.bump(services.counters.tlsFailures)
             services.logger.debug("TLS handshake with \(peer) failed: \(why)")
-            close()
+            return close()
         }
+        setDeadline(.idle, after: settings.headerTimeoutMilliseconds)
+        setInterest([.read])
+        // A request that came with the handshake's last flight is read now.
+        readAvailable()
     }
 
-    /// Before the handshake: a TLS connection starts with a handshake
-    /// record (0x16). A client that speaks plain HTTP to this port gets a
-    /// plain 400 that says so (as nginx answers), then the connection
-    /// closes. False while nothing has arrived (or it was answered).
-    private func plainHTTPChecked() -> Bool {
-        if tlsSniffed { return true }
-        let first: Int?
-        do {
-            first = try Socket.peek(fd)
-        } catch {
-            close()
-            return false
-        }
-        guard let first else { return false }
-        if first == 0x16 {
-            tlsSniffed = true
-            return true
-        }
-        if first < 0 {
-            close()
-            return false
-        }
-        WorkerStats.bump(services.counters.plainOnTLS)
-        self.tls = nil
-        sendError(400, "this port speaks TLS (HTTPS): use https://", close: true)
-        return false
-    }
-
-    /// Hands the socket over (to HTTP/2): what was read and not parsed, and
-    /// the TLS session; this object lets go of the socket without closing it.
-    func detach() -> (input: [UInt8], tls: TLSSession?) {
+    /// The connection speaks HTTP/2 from now on (ALPN h2, or the h2c
+    /// preface): its stream, and what was read and not parsed, go to the
+    /// worker for an HTTP/2 connection; this object lets go of the socket
+    /// without closing it.
+    func switchToHTTP2() {
         let rest = Array(input[inputStart...])
         flow.close()
         loop.cancel(timer)
         timer = .none
         loop.unwatch(fd)
-        let session = tls
-        tls = nil
-        return (rest, session)
+        services.switchToHTTP2(replacing: self, stream: stream, input: rest, peer: peer, settings: settings)
     }
 
     private func setInterest(_ wanted: IOEvents) {

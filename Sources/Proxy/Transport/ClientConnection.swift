@@ -5,6 +5,7 @@ import Logging
 import TLS
 import Telemetry
 import Threads
+import Transport
 
 /// One client's HTTP/1.1 connection, plain or through TLS: reads and parses
 /// requests in order, hands each to an `Exchange`, and writes answers in
@@ -23,11 +24,9 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
     let settings: ConnectionSettings
     /// What its exchanges are made with.
     private let parts: ExchangeParts
-    /// TLS on this connection (nil: plain); its handshake comes first
-    /// (ClientConnection+TLS).
-    var tls: TLSSession?
-    /// Whether its first byte was seen to begin a TLS handshake.
-    var tlsSniffed = false
+    /// The socket's bytes, plain or through TLS; a TLS handshake comes
+    /// first (ClientConnection+TLS).
+    var stream: ByteStream
 
     // `input`, `output` (and the worker's `scratch`, in `services`) are touched on every
     // request, only on the worker's thread and never re-entrantly (the whole
@@ -67,7 +66,7 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
     init(fd: Int32, peer: String, services: ConnectionServices, settings: ConnectionSettings, tls: TLSSession? = nil, http2: Bool = false) {
         self.fd = fd
         self.http2 = http2
-        self.tls = tls
+        stream = ByteStream(fd: fd, tls: tls)
         self.peer = peer
         self.services = services
         loop = services.loop
@@ -94,7 +93,7 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
             close()
             return
         }
-        setDeadline(.idle, after: tls == nil ? settings.headerTimeoutMilliseconds : settings.handshakeTimeoutMilliseconds)
+        setDeadline(.idle, after: !stream.isEncrypted ? settings.headerTimeoutMilliseconds : settings.handshakeTimeoutMilliseconds)
     }
 
     // MARK: events
@@ -105,42 +104,31 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
             drainWhileLingering()
             return
         }
-        if let tls, !tls.established {
-            continueHandshake(tls)
+        if !stream.isOpen {
+            continueHandshake()
             return
         }
         if events.contains(.write) || events.contains(.error) { flush() }
         if closed { return }
         // (A TLS read may have waited for the socket to take a write.)
-        if events.contains(.read) || events.contains(.hangup) || tls?.wantsWrite == true { readAvailable() }
+        if events.contains(.read) || events.contains(.hangup) || stream.wantsWrite { readAvailable() }
     }
 
     func readAvailable() {
-        var rounds = 0
-        while rounds < 16 && flow.mayRead(held()) {
-            rounds += 1
-            let result: Int?
-            do {
-                result = try services.scratch.withUnsafeMutableBytes { (buf) throws(SystemError) -> Int? in
-                    let n = try read(into: buf)
-                    if let n, n > 0 { input.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[0..<n])) }
-                    return n
-                }
-            } catch {
+        if flow.mayRead(held()) {
+            var received = 0
+            let reads = stream.readAvailable(into: &services.scratch, rounds: 16, received: &received) { bytes in
+                input.append(contentsOf: bytes)
+                return flow.mayRead(held())
+            }
+            WorkerStats.add(counters.receivedBytes, received)
+            switch reads {
+            case .waiting: break
+            case .ended: flow.inputEnded()
+            case .failed:
                 abort()
                 return
             }
-            guard let n = result else { break }
-            WorkerStats.add(counters.receivedBytes, n)
-            if n == 0 {
-                flow.inputEnded()
-                break
-            }
-            // A short read took all the socket had: the next read would only
-            // say EAGAIN (one syscall per request saved). Epoll is
-            // level-triggered, so anything arriving later is reported again.
-            // (A TLS read returns one record: it reads on until it would block.)
-            if n < services.scratch.count && tls == nil { break }
         }
         processInput()
         // The client will send nothing more: an incomplete request is given
@@ -184,8 +172,8 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
             }
             if fresh {
                 fresh = false
-                if http2 && tls == nil, let preface = HTTP2Preface.match(input, from: inputStart) {
-                    if preface { return services.switchToHTTP2(self) }
+                if http2 && !stream.isEncrypted, let preface = HTTP2Preface.match(input, from: inputStart) {
+                    if preface { return switchToHTTP2() }
                     fresh = true  // a part of it: wait for the rest
                     return
                 }
@@ -351,13 +339,7 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
         guard !closed, !flow.waitingForDisk else { return false }
         do {
             var sent = 0
-            let flushed = if let tls {
-                try services.scratch.withUnsafeMutableBytes { (buffer) throws(SystemError) -> OutputQueue.Flushed in
-                    try output.flush(through: tls, buffer: buffer, sent: &sent)
-                }
-            } else {
-                try output.flush(to: fd, sent: &sent)
-            }
+            let flushed = try output.flush(to: stream, scratch: &services.scratch, sent: &sent)
             WorkerStats.add(counters.sentBytes, sent)
             if case .waitsForDisk(let file, let offset, let count) = flushed { load(file, offset: offset, count: count) }
             let done = if case .done = flushed { true } else { false }
@@ -406,7 +388,7 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
         // Lingering reads (and only reads) until it closes: its interest is its own.
         guard !closed, !flow.lingering else { return }
         var wanted = flow.interest(held())
-        if tls?.wantsWrite == true { wanted.insert(.write) }
+        if stream.wantsWrite { wanted.insert(.write) }
         if wanted != interest {
             interest = wanted
             loop.setInterest(fd, wanted)
@@ -415,8 +397,8 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
 
     // MARK: closing (deadlines: ClientConnection+Deadlines)
 
-    /// Bytes read and dropped while lingering (ClientConnection+Linger).
-    var lingeredBytes = 0
+    /// What a lingering close read and dropped (ClientConnection+Linger).
+    var lingering = Lingering.afterAnswer
 
     /// Whether nothing is in progress (used when draining on shutdown).
     var isIdle: Bool { flow.lingering || exchange == nil && body == nil && output.isEmpty && unparsedCount == 0 }
@@ -434,7 +416,7 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
     func close() {
         guard !closed else { return }
         // close_notify, unless a lingering close sent it already.
-        if let tls, tls.established, !flow.lingering { tls.shutdown() }
+        let notify = !flow.lingering
         flow.close()
         loop.cancel(timer)
         timer = .none
@@ -442,7 +424,7 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
         exchange = nil
         output.removeAll()
         loop.unwatch(fd)
-        Socket.close(fd)
+        stream.close(notify: notify)
         services.connectionClosed(self)
     }
 }

@@ -2,6 +2,7 @@ import CacheStorage
 import EventLoop
 import Logging
 import Telemetry
+import Transport
 
 /// What a client connection (HTTP/1.1 or HTTP/2) and the answers it writes
 /// use of the worker they run on, and nothing more: its loop, counters and
@@ -44,14 +45,19 @@ final class ConnectionServices {
     /// The stored-response rules in force (a reload replaces them).
     var builder: StoredResponseBuilder { exchangeParts.cache.builder }
 
-    func switchToHTTP2(_ connection: ClientConnection) { owner?.switchToHTTP2(connection) }
+    func switchToHTTP2(replacing connection: any ClientTransport, stream: ByteStream, input: [UInt8], peer: String,
+                       settings: ConnectionSettings) {
+        owner?.switchToHTTP2(replacing: connection, stream: stream, input: input, peer: peer, settings: settings)
+    }
 
     func connectionClosed(_ connection: any ClientTransport) { owner?.connectionClosed(connection) }
 }
 
 /// Where a connection reports what changes the worker's set of connections.
 protocol ConnectionOwner: AnyObject {
-    /// The connection speaks HTTP/2 from now on (ALPN h2, or the h2c preface).
-    func switchToHTTP2(_ connection: ClientConnection)
+    /// The connection speaks HTTP/2 from now on (ALPN h2, or the h2c
+    /// preface): `stream` goes on with `input`, the bytes read and not parsed.
+    func switchToHTTP2(replacing connection: any ClientTransport, stream: ByteStream, input: [UInt8], peer: String,
+                       settings: ConnectionSettings)
     func connectionClosed(_ connection: any ClientTransport)
 }

@@ -6,8 +6,8 @@ import Glibc
 import HTTP1
 import HTTP2
 import Logging
-import TLS
 import Telemetry
+import Transport
 
 /// One client's HTTP/2 connection (h2 by ALPN over TLS, or h2c by prior knowledge),
 /// taken over from the `ClientConnection` that saw it begin: bytes between the socket
@@ -20,7 +20,8 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     unowned(unsafe) let loop: EventLoop
     private let settings: ConnectionSettings
     private let parts: ExchangeParts
-    private let tls: TLSSession?
+    /// The socket's bytes, plain (h2c) or through TLS (h2).
+    private let stream: ByteStream
     private(set) var session: HTTP2Session!
     private(set) var streams: [Int32: HTTP2Stream] = [:]
     /// Bytes the session produced that the socket has not taken yet (the session is asked for more once they are gone).
@@ -46,14 +47,14 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     private var lastWrite: UInt64
     private var servedAny = false
 
-    init(fd: Int32, peer: String, services: ConnectionServices, settings: ConnectionSettings, tls: TLSSession?) {
-        self.fd = fd
+    init(stream: ByteStream, peer: String, services: ConnectionServices, settings: ConnectionSettings) {
+        fd = stream.fd
+        self.stream = stream
         self.peer = peer
         self.services = services
         loop = services.loop
         self.settings = settings
         parts = services.exchangeParts
-        self.tls = tls
         limits = HTTP2Limits(now: EventLoop.nowMilliseconds())
         lastActivity = EventLoop.nowMilliseconds()
         lastWrite = lastActivity
@@ -82,39 +83,24 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     func ready(_ events: IOEvents) {
         guard !closed else { return }
         if lingering != nil {
-            if lingering!.discard(fd, into: &services.scratch) { close() }
+            if lingering!.discard(stream, into: &services.scratch) { close() }
             return
         }
         if events.contains(.write) || events.contains(.error) { write() }
-        if !closed && (events.contains(.read) || events.contains(.hangup) || tls?.wantsWrite == true) { readAvailable() }
+        if !closed && (events.contains(.read) || events.contains(.hangup) || stream.wantsWrite) { readAvailable() }
     }
 
     private func readAvailable() {
-        for _ in 0..<16 {
-            let result: Int?
-            do {
-                result = try services.scratch.withUnsafeMutableBytes { (buffer) throws(SystemError) -> Int? in
-                    let n = try read(into: buffer)
-                    if let n, n > 0 { receive(UnsafeRawBufferPointer(rebasing: buffer[0..<n])) }
-                    return n
-                }
-            } catch {
-                return abort()
-            }
-            guard let n = result else { break }
-            if n == 0 { return inputEnded() }
-            WorkerStats.add(services.counters.receivedBytes, n)
-            if closed { return }
+        var received = 0
+        let reads = stream.readAvailable(into: &services.scratch, rounds: 16, received: &received) { bytes in
+            receive(bytes)
+            return !closed
         }
-        write()
-    }
-
-    private func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int? {
-        guard let tls else { return try Socket.read(fd, into: buffer) }
-        do {
-            return try tls.read(into: buffer)
-        } catch {
-            throw SystemError(errno: 71, operation: "TLS read (\(error))")  // EPROTO
+        WorkerStats.add(services.counters.receivedBytes, received)
+        switch reads {
+        case .waiting: if !closed { write() }
+        case .ended: inputEnded()
+        case .failed: abort()
         }
     }
 
@@ -161,7 +147,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
         do {
             while true {
                 if pendingStart < pending.count {
-                    let written = try pending[pendingStart...].withUnsafeBytes { (bytes) throws(SystemError) -> Int? in try send(bytes) }
+                    let written = try pending[pendingStart...].withUnsafeBytes { (bytes) throws(SystemError) -> Int? in try stream.write(bytes) }
                     guard let written else { break }
                     pendingStart += written
                     WorkerStats.add(services.counters.sentBytes, written)
@@ -188,7 +174,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
         }
         if pendingStart >= pending.count && !session.wantsRead && !session.wantsWrite { return lingerThenClose() }
         if draining && streams.isEmpty && pendingStart >= pending.count { return lingerThenClose() }
-        let wanted: IOEvents = pendingStart < pending.count || tls?.wantsWrite == true ? [.read, .write] : [.read]
+        let wanted: IOEvents = pendingStart < pending.count || stream.wantsWrite ? [.read, .write] : [.read]
         if wanted != interest {
             interest = wanted
             loop.setInterest(fd, wanted)
@@ -199,11 +185,10 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     /// (`Lingering`), bounded; its timer replaces the deadlines.
     private func lingerThenClose() {
         guard lingering == nil, !closed else { return }
-        lingering = Lingering()
-        if let tls, tls.established { tls.shutdown() }
-        Socket.shutdownWrite(fd)
+        lingering = .afterSession
+        stream.shutdown()
         loop.cancel(timer)
-        timer = loop.schedule(after: Lingering.milliseconds) { [unowned self] in
+        timer = loop.schedule(after: lingering!.milliseconds) { [unowned self] in
             let connection = self
             connection.timer = .none
             connection.close()
@@ -211,18 +196,6 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
         if interest != [.read] {
             interest = [.read]
             loop.setInterest(fd, interest)
-        }
-    }
-
-    private func send(_ bytes: UnsafeRawBufferPointer) throws(SystemError) -> Int? {
-        guard let tls else {
-            var iov = iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count)
-            return try Socket.writev(fd, &iov, count: 1)
-        }
-        do {
-            return try tls.write(bytes)
-        } catch {
-            throw SystemError(errno: 71, operation: "TLS write (\(error))")
         }
     }
 
@@ -422,9 +395,8 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
         for stream in streams.values { stream.closed() }
         streams.removeAll()
         ready.removeAll()
-        if let tls, tls.established, lingering == nil { tls.shutdown() }
         loop.unwatch(fd)
-        Socket.close(fd)
+        stream.close(notify: lingering == nil)
         services.connectionClosed(self)
     }
 }

@@ -5,11 +5,12 @@ import HTTP2
 import HTTPHeaders
 
 /// One HTTP/2 stream: its request, and the exchange's `ResponseSink`. The
-/// request's fields are written out as an HTTP/1.1 head and read by the
-/// same `RequestParser` (one set of checks and limits for both
-/// protocols); the answer arrives as HTTP/1.1 (`HTTP1Answers`), its head
-/// turned into HTTP/2 fields (`ResponseFields`), its body queued and taken
-/// by the session as DATA, as the client's window allows.
+/// request's fields become a `RequestHead` directly, held to the same
+/// rules as a parsed HTTP/1.1 head (`RequestRules`: one set of checks and
+/// limits for both protocols); the answer arrives as HTTP/1.1
+/// (`HTTP1Answers`), its head turned into HTTP/2 fields (`ResponseFields`),
+/// its body queued and taken by the session as DATA, as the client's
+/// window allows.
 final class HTTP2Stream: HTTP1Answers {
     let id: Int32
     /// The connection owns its streams and outlives them.
@@ -21,8 +22,10 @@ final class HTTP2Stream: HTTP1Answers {
     var answerFraming = ClientFraming.none
     var answerBodyBytes = 0, answerLimit = Int.max
 
-    /// The request head as HTTP/1.1 text, while its fields arrive.
-    private var requestText: [UInt8] = []
+    /// The request's fields as they arrive (cookies apart, joined at the
+    /// end), and their size as HTTP/1.1 text would have it (max_header_size).
+    private var headers = HeaderFields()
+    private var headBytes = 0
     private var cookies: [UInt8] = []
     private var pseudo: (method: String?, path: String?, authority: String?) = (nil, nil, nil)
     private var hasLength = false
@@ -66,7 +69,7 @@ final class HTTP2Stream: HTTP1Answers {
         self.connection = connection
         self.maxBodyBytes = maxBodyBytes
         self.outputBound = outputBound
-        requestText.reserveCapacity(512)
+        headers.reserveCapacity(16)
     }
 
     // MARK: the request
@@ -85,7 +88,7 @@ final class HTTP2Stream: HTTP1Answers {
     func field(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, limit: Int) -> Bool {
         decodedBytes += name.count + value.count + 32  // (RFC 9113's field size)
         guard !tooLarge else { return decodedBytes <= 4 * limit }
-        if requestText.count + name.count + value.count + cookies.count > limit {
+        if headBytes + name.count + value.count + cookies.count > limit {
             tooLarge = true
             return true
         }
@@ -107,11 +110,19 @@ final class HTTP2Stream: HTTP1Answers {
         }
         if name.elementsEqual("host".utf8) { host = String(decoding: value, as: UTF8.self) }
         if name.elementsEqual("content-length".utf8) { hasLength = true }
-        requestText += name
-        requestText += ": ".utf8
-        requestText += value
-        requestText += "\r\n".utf8
+        headBytes += name.count + value.count + 4  // ("name: value\r\n")
+        // (Names arrive in lower case: the session refuses any other.)
+        headers.append(HeaderField(lowercasedName: CommonFieldNames.string(name), value: FieldBytes.string(Self.trimmed(value))))
         return true
+    }
+
+    /// A field value without the white space around it (as an HTTP/1.1
+    /// field's is read).
+    static func trimmed(_ value: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+        var start = 0, end = value.count
+        while start < end && (value[start] == 0x20 || value[start] == 0x09) { start += 1 }
+        while end > start && (value[end - 1] == 0x20 || value[end - 1] == 0x09) { end -= 1 }
+        return UnsafeRawBufferPointer(rebasing: value[start..<end])
     }
 
     /// A trailer field (dropped): false once the trailers are over the
@@ -143,31 +154,25 @@ final class HTTP2Stream: HTTP1Answers {
         if let host, let authority = pseudo.authority, Self.sameHost(host) != Self.sameHost(authority) {
             return refuse(400, "malformed request: Host differs from :authority")
         }
-        var text = Array("\(method) \(path) HTTP/1.1\r\n".utf8)
-        if host == nil, let authority = pseudo.authority { text += "host: \(authority)\r\n".utf8 }
-        text += requestText
-        if !cookies.isEmpty { text += "cookie: ".utf8 + cookies + "\r\n".utf8 }
-        // A body of no announced length is framed by the stream's end.
-        if !endStream && !hasLength { text += "transfer-encoding: chunked\r\n".utf8 }
-        text += "\r\n".utf8
-        requestText = []
-        var parser = RequestParser(limits: limits)
-        switch text.withUnsafeBytes({ parser.parse($0) }) {
-        case .complete(var head, _):
-            if endStream { head.framing = .none }
+        var fields = headers
+        headers = HeaderFields()
+        if host == nil, let authority = pseudo.authority { fields.fields.insert(HeaderField(lowercasedName: "host", value: authority), at: 0) }
+        if !cookies.isEmpty { fields.append(HeaderField(lowercasedName: "cookie", value: cookies.withUnsafeBytes { FieldBytes.string($0) })) }
+        switch RequestRules.head(method: method, target: path, headers: fields, limits: limits) {
+        case .success(var head):
+            // A body of no announced length is framed by the stream's end.
+            head.framing = endStream ? .none : hasLength ? head.framing : .chunked
+            head.expectsContinue = head.framing != .none && head.header("expect")?.lowercased() == "100-continue"
             if case .contentLength(let length) = head.framing, length > maxBodyBytes {
                 return refuse(413, "request body too large")
             }
-            head.keepAlive = true
             // The client waits for a 100 before it sends the body.
-            if head.expectsContinue && !endStream { connection.sendContinue(self) }
+            if head.expectsContinue { connection.sendContinue(self) }
             let exchange = Exchange(head: head, sink: self, parts: parts)
             self.exchange = exchange
             exchange.start()
-        case .invalid(let error):
+        case .failure(let error):
             refuse(error.status, error.message)
-        case .incomplete:
-            refuse(400, "malformed request")
         }
     }
 

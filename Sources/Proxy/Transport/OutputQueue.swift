@@ -1,6 +1,6 @@
 import CacheStorage
 import EventLoop
-import TLS
+import Transport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -202,12 +202,22 @@ struct OutputQueue {
         return nil
     }
 
-    /// The same through TLS: the front bytes are gathered into `buffer`
-    /// and encrypted from there. After a write that would block, the next
-    /// call gathers the same bytes again, as OpenSSL requires of a retried
-    /// write.
-    mutating func flush(through tls: TLSSession, buffer: UnsafeMutableRawBufferPointer,
-                        sent: inout Int) throws(SystemError) -> Flushed {
+    /// Writes as much as `stream` takes: to a plain socket gathered
+    /// (writev, sendfile); through TLS the front bytes are gathered into
+    /// `scratch` and encrypted from there. After a TLS write that would
+    /// block, the next call gathers the same bytes again, as OpenSSL
+    /// requires of a retried write.
+    mutating func flush(to stream: ByteStream, scratch: inout [UInt8], sent: inout Int) throws(SystemError) -> Flushed {
+        guard stream.isEncrypted else { return try flush(to: stream.fd, sent: &sent) }
+        var flushed = Result<Flushed, SystemError>.success(.done)
+        scratch.withUnsafeMutableBytes { buffer in
+            flushed = Result { () throws(SystemError) -> Flushed in try flush(through: stream, buffer: buffer, sent: &sent) }
+        }
+        return try flushed.get()
+    }
+
+    private mutating func flush(through stream: ByteStream, buffer: UnsafeMutableRawBufferPointer,
+                                sent: inout Int) throws(SystemError) -> Flushed {
         while head < segments.count {
             let n: Int
             switch try gather(into: buffer) {
@@ -216,13 +226,7 @@ struct OutputQueue {
                 keepBlocksWhileWaiting()
                 return wait
             }
-            let written: Int?
-            do {
-                written = try tls.write(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
-            } catch {
-                throw SystemError(errno: EPROTO, operation: "TLS write (\(error))")
-            }
-            guard let written else {
+            guard let written = try stream.write(UnsafeRawBufferPointer(rebasing: buffer[0..<n])) else {
                 keepBlocksWhileWaiting()
                 return .wouldBlock
             }

@@ -11,6 +11,7 @@ import Telemetry
 import Upstream
 import HTTPHeaders
 import TLS
+import Transport
 
 /// One event loop on one thread: its own socket per listener
 /// (SO_REUSEPORT), its own curl multi handle, its connections. Workers
@@ -184,10 +185,10 @@ public final class Worker: ConnectionOwner, AcceptorOwner {
 
     /// A connection that began as HTTP/1.1 speaks HTTP/2 (ALPN h2, or the
     /// h2c preface): the socket goes on with an `HTTP2Connection`.
-    func switchToHTTP2(_ connection: ClientConnection) {
-        let (input, tls) = connection.detach()
+    func switchToHTTP2(replacing connection: any ClientTransport, stream: ByteStream, input: [UInt8], peer: String,
+                       settings: ConnectionSettings) {
         connections[ObjectIdentifier(connection)] = nil
-        let http2 = HTTP2Connection(fd: connection.fd, peer: connection.peer, services: services, settings: connection.settings, tls: tls)
+        let http2 = HTTP2Connection(stream: stream, peer: peer, services: services, settings: settings)
         connections[ObjectIdentifier(http2)] = http2
         http2.start(initial: input)
     }

@@ -1,5 +1,5 @@
 import XCTest
-@testable import Proxy
+import Transport
 
 /// A connection's deadlines: which comes first, which expired, and when
 /// the one timer must be armed again; time moved by hand.

@@ -6,8 +6,10 @@
 /// deadline later costs no timer: the one armed fires early, and is armed
 /// again for what is then due. Pure, so every order of events is tested
 /// without a clock.
-struct ConnectionDeadlines: Equatable {
-    enum Kind: CaseIterable {
+public struct ConnectionDeadlines: Equatable {
+    @inlinable public init() {}
+
+    public enum Kind: CaseIterable {
         /// No request (or only part of one) arrived in time.
         case idle
         /// The request body stopped arriving.
@@ -19,11 +21,13 @@ struct ConnectionDeadlines: Equatable {
     }
 
     /// Each kind's deadline; 0: none.
-    private var at: (idle: UInt64, body: UInt64, send: UInt64, linger: UInt64) = (0, 0, 0, 0)
+    @usableFromInline var at: (idle: UInt64, body: UInt64, send: UInt64, linger: UInt64) = (0, 0, 0, 0)
 
-    static func == (a: Self, b: Self) -> Bool { a.at == b.at }
+    @inlinable
+    public static func == (a: Self, b: Self) -> Bool { a.at == b.at }
 
-    subscript(kind: Kind) -> UInt64? {
+    @inlinable
+    public subscript(kind: Kind) -> UInt64? {
         get {
             let value: UInt64
             switch kind {
@@ -46,7 +50,8 @@ struct ConnectionDeadlines: Equatable {
     }
 
     /// The earliest deadline set, if any: when the timer must fire.
-    var next: UInt64? {
+    @inlinable
+    public var next: UInt64? {
         // 0 (none) becomes the largest value: no array on the request path.
         let earliest = min(min(at.idle &- 1, at.body &- 1), min(at.send &- 1, at.linger &- 1))
         return earliest == .max ? nil : earliest &+ 1
@@ -54,7 +59,8 @@ struct ConnectionDeadlines: Equatable {
 
     /// The earliest deadline passed at `now`, cleared: the connection acts
     /// on it (and asks again: several may have passed).
-    mutating func expired(now: UInt64) -> Kind? {
+    @inlinable
+    public mutating func expired(now: UInt64) -> Kind? {
         var due: Kind?
         var earliest = UInt64.max
         for kind in Kind.allCases {
@@ -67,7 +73,8 @@ struct ConnectionDeadlines: Equatable {
     /// Whether a timer armed for `armedAt` (0: none) still serves: it
     /// fires no later than the earliest deadline. A timer that fires
     /// early finds nothing due and is armed again.
-    func timerServes(armedAt: UInt64) -> Bool {
+    @inlinable
+    public func timerServes(armedAt: UInt64) -> Bool {
         guard let next else { return armedAt == 0 }
         return armedAt != 0 && armedAt <= next
     }
