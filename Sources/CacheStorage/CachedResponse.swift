@@ -332,7 +332,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
 /// then "Name: value\r\n" lines, as `ResponseSerializer` writes them).
 enum HeadFields {
     /// Calls `body` with each field's name and value bytes; stops when it returns false.
-    private static func forEach(in head: UnsafeRawBufferPointer,
+    static func forEach(in head: UnsafeRawBufferPointer,
                                 _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Bool) {
         let bytes = head.bindMemory(to: UInt8.self)
         var i = 0

@@ -202,32 +202,25 @@ public final class HTTP2Session {
     public var wantsRead: Bool { nghttp2_session_want_read(session) != 0 }
     public var wantsWrite: Bool { nghttp2_session_want_write(session) != 0 }
 
-    /// A response head for `stream` (names in lower case, ":status" first);
-    /// with `body`, its bytes are asked of the delegate (`body(_:into:)`).
-    public func respond(_ stream: Int32, fields: [(name: [UInt8], value: [UInt8])], body: Bool) {
-        withFields(fields) { nva in submit(stream, nva, body: body) }
+    /// A response head for `stream`; with `body`, its bytes are asked of
+    /// the delegate (`body(_:into:)`).
+    public func respond(_ stream: Int32, head: HeaderBlock, body: Bool) {
+        withFields(head) { nva in submit(stream, nva, body: body) }
     }
 
-    /// `fields` as nghttp2's name-value pairs, valid during `body` (one
-    /// buffer holds every name and value; nghttp2 copies them).
-    private func withFields(_ fields: [(name: [UInt8], value: [UInt8])], _ body: ([nghttp2_nv]) -> Void) {
-        let total = fields.reduce(0) { $0 + $1.name.count + $1.value.count }
-        let bytes = UnsafeMutablePointer<UInt8>.allocate(capacity: max(total, 1))
-        defer { bytes.deallocate() }
-        var nva: [nghttp2_nv] = []
-        nva.reserveCapacity(fields.count)
-        var at = bytes
-        for field in fields {
-            let name = at
-            at.update(from: field.name, count: field.name.count)
-            at += field.name.count
-            let value = at
-            at.update(from: field.value, count: field.value.count)
-            at += field.value.count
-            nva.append(nghttp2_nv(name: name, value: value, namelen: field.name.count, valuelen: field.value.count,
-                                  flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
+    /// `head`'s fields as nghttp2's name-value pairs, valid during `body`
+    /// (pointers into the block's one buffer; nghttp2 copies them).
+    private func withFields(_ head: HeaderBlock, _ body: ([nghttp2_nv]) -> Void) {
+        head.withFields { bytes, spans in
+            let base = UnsafeMutablePointer(mutating: bytes.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            var nva: [nghttp2_nv] = []
+            nva.reserveCapacity(spans.count)
+            for s in spans {
+                nva.append(nghttp2_nv(name: base + s.name, value: base + s.value, namelen: s.nameLength, valuelen: s.valueLength,
+                                      flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
+            }
+            body(nva)
         }
-        body(nva)
     }
 
     private func submit(_ stream: Int32, _ nva: [nghttp2_nv], body: Bool) {
@@ -246,10 +239,9 @@ public final class HTTP2Session {
         }
     }
 
-    /// An interim response (1xx) on `stream`, before its final one, with
-    /// its fields (names in lower case).
-    public func informational(_ stream: Int32, status: Int, fields: [(name: [UInt8], value: [UInt8])] = []) {
-        withFields([(Array(":status".utf8), Array(String(status).utf8))] + fields) { nva in
+    /// An interim response (1xx) on `stream`, before its final one.
+    public func informational(_ stream: Int32, head: HeaderBlock) {
+        withFields(head) { nva in
             _ = nghttp2_submit_headers(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, nil, nva, nva.count, nil)
         }
     }

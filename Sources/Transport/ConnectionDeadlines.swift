@@ -1,7 +1,8 @@
 /// A client connection's deadlines as one value, on the loop's monotonic
 /// milliseconds: waiting for a request (header_timeout, then
 /// keep_alive_timeout), its body's progress (body_timeout), the client's
-/// taking output (send_timeout) and a lingering close. The connection
+/// taking output (send_timeout), an HTTP/2 stream's client holding its
+/// window shut (send_timeout per stream) and a lingering close. The connection
 /// keeps one loop timer, armed for the earliest (`next`); moving a
 /// deadline later costs no timer: the one armed fires early, and is armed
 /// again for what is then due. Pure, so every order of events is tested
@@ -16,12 +17,14 @@ public struct ConnectionDeadlines: Equatable {
         case body
         /// The client stopped taking output.
         case send
+        /// HTTP/2: a stream's client stopped opening its window.
+        case window
         /// A lingering close is over.
         case linger
     }
 
     /// Each kind's deadline; 0: none.
-    @usableFromInline var at: (idle: UInt64, body: UInt64, send: UInt64, linger: UInt64) = (0, 0, 0, 0)
+    @usableFromInline var at: (idle: UInt64, body: UInt64, send: UInt64, window: UInt64, linger: UInt64) = (0, 0, 0, 0, 0)
 
     @inlinable
     public static func == (a: Self, b: Self) -> Bool { a.at == b.at }
@@ -34,6 +37,7 @@ public struct ConnectionDeadlines: Equatable {
             case .idle: value = at.idle
             case .body: value = at.body
             case .send: value = at.send
+            case .window: value = at.window
             case .linger: value = at.linger
             }
             return value == 0 ? nil : value
@@ -44,6 +48,7 @@ public struct ConnectionDeadlines: Equatable {
             case .idle: at.idle = value
             case .body: at.body = value
             case .send: at.send = value
+            case .window: at.window = value
             case .linger: at.linger = value
             }
         }
@@ -53,7 +58,7 @@ public struct ConnectionDeadlines: Equatable {
     @inlinable
     public var next: UInt64? {
         // 0 (none) becomes the largest value: no array on the request path.
-        let earliest = min(min(at.idle &- 1, at.body &- 1), min(at.send &- 1, at.linger &- 1))
+        let earliest = min(min(min(at.idle &- 1, at.body &- 1), min(at.send &- 1, at.linger &- 1)), at.window &- 1)
         return earliest == .max ? nil : earliest &+ 1
     }
 

@@ -47,4 +47,17 @@ final class ConnectionDeadlinesTests: XCTestCase {
         XCTAssertNil(deadlines[.body])
         XCTAssertEqual(deadlines, ConnectionDeadlines())
     }
+
+    /// Every kind (HTTP/2's stream windows too) is due in the order of its
+    /// deadline, whatever the order they were set in.
+    func testEveryKindExpiresInTheOrderOfItsDeadline() {
+        var deadlines = ConnectionDeadlines()
+        let order: [ConnectionDeadlines.Kind] = [.window, .linger, .idle, .send, .body]
+        for (i, kind) in order.enumerated() { deadlines[kind] = UInt64(100 * (i + 1)) }
+        XCTAssertEqual(deadlines.next, 100)
+        var due: [ConnectionDeadlines.Kind] = []
+        while let kind = deadlines.expired(now: 1_000) { due.append(kind) }
+        XCTAssertEqual(due, order)
+        XCTAssertEqual(Set(ConnectionDeadlines.Kind.allCases), Set(order), "each kind is kept apart")
+    }
 }

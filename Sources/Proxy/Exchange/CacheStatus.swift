@@ -64,6 +64,17 @@ enum CacheStatusLine: Equatable {
         }
     }
 
+    /// The field's value alone, appended (an HTTP/2 head's).
+    func appendValue(to out: inout [UInt8]) {
+        switch self {
+        case .hit(let ttl):
+            out += "larder; hit; ttl=".utf8
+            ResponseSerializer.appendDecimal(ttl, to: &out)
+        case .bytes(let bytes):
+            out += bytes.dropFirst("Cache-Status: ".utf8.count).dropLast(2)
+        }
+    }
+
     /// The field's value alone (what a passed-on head is given).
     var value: String {
         let line = bytes

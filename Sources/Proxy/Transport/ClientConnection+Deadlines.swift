@@ -2,35 +2,9 @@ import EventLoop
 import Telemetry
 import Transport
 
-/// The connection's deadlines (`ConnectionDeadlines`, a value) on one
-/// timer of its loop, and what each does when it passes.
-extension ClientConnection {
-    /// Sets a deadline `milliseconds` from now; the one timer is armed
-    /// again only when it would fire too late.
-    func setDeadline(_ kind: ConnectionDeadlines.Kind, after milliseconds: UInt64) {
-        deadlines[kind] = EventLoop.nowMilliseconds() + milliseconds
-        armTimer()
-    }
-
-    func armTimer() {
-        guard !deadlines.timerServes(armedAt: timerAt) else { return }
-        loop.cancel(timer)
-        (timer, timerAt) = (.none, 0)
-        guard let next = deadlines.next else { return }
-        let now = EventLoop.nowMilliseconds()
-        timerAt = max(next, now)
-        timer = loop.schedule(after: timerAt - now) { [unowned self] in
-            // Held for the turn: a deadline may close the connection, and
-            // its worker let go of it.
-            let connection = self
-            (connection.timer, connection.timerAt) = (.none, 0)
-            while !connection.closed, let due = connection.deadlines.expired(now: EventLoop.nowMilliseconds()) {
-                connection.passed(due)
-            }
-            if !connection.closed { connection.armTimer() }
-        }
-    }
-
+/// The connection's deadlines (`ConnectionDeadlines`) on one timer of its
+/// loop (`DeadlineKeeper`), and what each does when it passes.
+extension ClientConnection: DeadlineKeeper {
     /// A deadline passed.
     func passed(_ deadline: ConnectionDeadlines.Kind) {
         switch deadline {
@@ -53,6 +27,8 @@ extension ClientConnection {
             abort()
         case .linger:
             close()
+        case .window:
+            break  // (HTTP/2's)
         }
     }
 }

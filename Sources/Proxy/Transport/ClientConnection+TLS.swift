@@ -44,8 +44,7 @@ extension ClientConnection {
     func switchToHTTP2() {
         let rest = Array(input[inputStart...])
         flow.close()
-        loop.cancel(timer)
-        timer = .none
+        cancelTimer()
         loop.unwatch(fd)
         services.switchToHTTP2(replacing: self, stream: stream, input: rest, peer: peer, settings: settings)
     }

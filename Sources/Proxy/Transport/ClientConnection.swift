@@ -264,6 +264,7 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
 
     // MARK: called by the exchange
 
+    func enqueue(head: HTTP1Head) { output.append(head.bytes) }
     func enqueue(_ bytes: [UInt8]) { output.append(bytes) }
     func enqueue(copying buffer: UnsafeRawBufferPointer) { output.append(copying: buffer) }
     func enqueue(_ bytes: Bytes, from: Int = 0, to: Int? = nil) { output.append(bytes, from: from, to: to) }
@@ -418,8 +419,7 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
         // close_notify, unless a lingering close sent it already.
         let notify = !flow.lingering
         flow.close()
-        loop.cancel(timer)
-        timer = .none
+        cancelTimer()
         exchange?.cancel()
         exchange = nil
         output.removeAll()

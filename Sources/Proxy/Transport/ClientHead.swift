@@ -56,21 +56,20 @@ enum ConnectionField: Equatable {
     }
 }
 
-/// The heads Larder writes to a client, as bytes: pure functions of the
-/// fields and the request's circumstances (no sockets, no clock: the
-/// caller passes the Date line of the current second).
+/// The heads Larder writes to a client, into a `HeadWriter` (HTTP/1.1
+/// text or HTTP/2 fields): pure functions of the fields and the request's
+/// circumstances (no sockets, no clock: the caller passes the Date of the
+/// current second).
 enum ClientHead {
     /// A response passed on from the upstream or from a shared fetch: its
     /// fields but the hidden ones (targeted cache control) and the framing,
     /// then Content-Length, Age (replacing the upstream's when `age` is
     /// set), Cache-Status, Date when it had none (RFC 9110 section 6.6.1),
     /// Transfer-Encoding or Connection.
-    static func forwarded(status: Int, reason: String?, fields: HeaderFields, framing: ClientFraming, length: Int?,
-                          noBody: Bool, age: Int?, cacheStatus: String, dateLine: [UInt8], connection: ConnectionField,
-                          isHidden: (String) -> Bool) -> [UInt8] {
-        var head: [UInt8] = []
-        head.reserveCapacity(512)
-        ResponseSerializer.appendStatusLine(status, reason: reason, to: &head)
+    static func forwarded<W: HeadWriter>(status: Int, reason: String?, fields: HeaderFields, framing: ClientFraming, length: Int?,
+                                         noBody: Bool, age: Int?, cacheStatus: String, date: DateHeader.Value,
+                                         connection: ConnectionField, isHidden: (String) -> Bool, as: W.Type = W.self) -> W {
+        var head = W(status: status, reason: reason)
         var hasDate = false
         for field in fields {
             if field.name.isField("age") && age != nil { continue }
@@ -78,30 +77,24 @@ enum ClientHead {
             // One Content-Length, the one the body is framed by (below).
             if field.name.isField("content-length") { continue }
             if field.name.isField("date") { hasDate = true }
-            ResponseSerializer.appendField(field.name, field.value, to: &head)
+            head.field(field.name, field.value)
         }
         // (None on a 204: RFC 9110 section 8.6.)
-        if let length, framing == .length || noBody && status != 204 {
-            ResponseSerializer.appendContentLength(length, to: &head)
-        }
-        if let age { ResponseSerializer.appendField("age", String(age), to: &head) }
-        ResponseSerializer.appendField("cache-status", cacheStatus, to: &head)
-        if !hasDate { head.append(contentsOf: dateLine) }
-        if framing == .chunked { head.append(contentsOf: "Transfer-Encoding: chunked\r\n".utf8) }
-        (framing == .untilClose ? .close : connection).append(to: &head)
-        head.append(contentsOf: [0x0D, 0x0A])
+        if let length, framing == .length || noBody && status != 204 { head.contentLength(length) }
+        if let age { head.field("age", String(age)) }
+        head.field("cache-status", cacheStatus)
+        if !hasDate { head.date(date) }
+        head.end(framing: framing, connection: connection)
         return head
     }
 
     /// An interim response passed on (RFC 9110 section 15.2): its status
     /// line and fields but hop-by-hop and framing ones; no Date, Age or
     /// Cache-Status (it is not an answer).
-    static func interim(status: Int, fields: HeaderFields) -> [UInt8] {
-        var head: [UInt8] = []
-        ResponseSerializer.appendStatusLine(status, reason: status == 103 ? "Early Hints" : status == 102 ? "Processing" : nil,
-                                            to: &head)
-        for field in interimFields(fields) { ResponseSerializer.appendField(field.name, field.value, to: &head) }
-        head.append(contentsOf: [0x0D, 0x0A])
+    static func interim<W: HeadWriter>(status: Int, fields: HeaderFields, as: W.Type = W.self) -> W {
+        var head = W(status: status, reason: status == 103 ? "Early Hints" : status == 102 ? "Processing" : nil)
+        for field in interimFields(fields) { head.field(field.name, field.value) }
+        head.end(framing: .none, connection: .implicit)
         return head
     }
 
@@ -115,26 +108,26 @@ enum ClientHead {
 
     /// A 304 for the client (RFC 9110 section 15.4.5): the fields a 200
     /// would have had that describe the representation, no body.
-    static func notModified(fields: HeaderFields, tail: Tail) -> [UInt8] {
-        var head = Array("HTTP/1.1 304 Not Modified\r\n".utf8)
+    static func notModified<W: HeadWriter>(fields: HeaderFields, tail: Tail, as: W.Type = W.self) -> W {
+        var head = W(status: 304, reason: "Not Modified")
         var hasDate = false
         for field in fields {
             switch field.name {
             case "cache-control", "content-location", "date", "etag", "expires", "vary", "last-modified":
                 if field.name.isField("date") { hasDate = true }
-                ResponseSerializer.appendField(field.name, field.value, to: &head)
+                head.field(field.name, field.value)
             default: continue
             }
         }
-        tail.append(to: &head, hasDate: hasDate)
+        tail.write(to: &head, hasDate: hasDate)
         return head
     }
 
     /// 206 with the bytes `range` of a stored body of `length` bytes, or
     /// 416 when `range` is nil (RFC 9110 sections 14.4 and 15.5.17).
-    static func partial(fields: HeaderFields, range: ClosedRange<Int>?, length: Int, tail: Tail,
-                        isHidden: (String) -> Bool) -> [UInt8] {
-        var head = Array((range != nil ? "HTTP/1.1 206 Partial Content\r\n" : "HTTP/1.1 416 Range Not Satisfiable\r\n").utf8)
+    static func partial<W: HeadWriter>(fields: HeaderFields, range: ClosedRange<Int>?, length: Int, tail: Tail,
+                                       isHidden: (String) -> Bool, as: W.Type = W.self) -> W {
+        var head = range != nil ? W(status: 206, reason: "Partial Content") : W(status: 416, reason: "Range Not Satisfiable")
         var hasDate = false
         for field in fields where !isHidden(field.name) {
             switch field.name {
@@ -142,18 +135,29 @@ enum ClientHead {
                 continue
             default:
                 if field.name.isField("date") { hasDate = true }
-                ResponseSerializer.appendField(field.name, field.value, to: &head)
+                head.field(field.name, field.value)
             }
         }
         if let range {
-            ResponseSerializer.appendField("content-range", "bytes \(range.lowerBound)-\(range.upperBound)/\(length)", to: &head)
-            ResponseSerializer.appendField("content-length", String(range.count), to: &head)
+            head.field("content-range", "bytes \(range.lowerBound)-\(range.upperBound)/\(length)")
+            head.field("content-length", String(range.count))
         } else {
-            ResponseSerializer.appendField("content-range", "bytes */\(length)", to: &head)
-            ResponseSerializer.appendField("content-length", "0", to: &head)
+            head.field("content-range", "bytes */\(length)")
+            head.field("content-length", "0")
         }
-        tail.append(to: &head, hasDate: hasDate)
+        tail.write(to: &head, hasDate: hasDate)
         return head
+    }
+
+    /// An answer made here (400, 502, 504): a line of text saying why; `close`: the connection closes after it.
+    static func madeHere<W: HeadWriter>(status: Int, message: String, extra: HeaderFields, close: Bool,
+                                        as: W.Type = W.self) -> (head: W, body: [UInt8]) {
+        var head = W(status: status, reason: nil)
+        for field in extra { head.field(field.name, field.value) }
+        head.field("content-type", "text/plain; charset=utf-8")
+        head.field("content-length", String(message.utf8.count + 1))
+        head.end(framing: .length, connection: close ? .close : .implicit)
+        return (head, Array(message.utf8) + [0x0A])
     }
 
     /// What follows a stored head on a hit (the stored head has its Date),
@@ -183,16 +187,15 @@ enum ClientHead {
     /// The per-request fields that end a head built from stored fields.
     struct Tail {
         var age: Int
-        /// "Date: ...\r\n" for the current second: sent only when the
-        /// fields have no Date of their own.
-        var dateLine: [UInt8]
+        /// The current second's: sent only when the fields have no Date of their own.
+        var date: DateHeader.Value
         /// The whole "Cache-Status: ...\r\n" line.
         var cacheStatus: CacheStatusLine
         var connection: ConnectionField
 
-        func append(to head: inout [UInt8], hasDate: Bool) {
-            if !hasDate { head.append(contentsOf: dateLine) }
-            ClientHead.appendHitTail(age: age, cacheStatus: cacheStatus, connection: connection, to: &head)
+        func write<W: HeadWriter>(to head: inout W, hasDate: Bool) {
+            if !hasDate { head.date(date) }
+            head.hitTail(age: age, cacheStatus: cacheStatus, connection: connection)
         }
     }
 }

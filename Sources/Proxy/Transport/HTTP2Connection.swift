@@ -18,7 +18,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     let peer: String
     unowned(unsafe) let services: ConnectionServices
     unowned(unsafe) let loop: EventLoop
-    private let settings: ConnectionSettings
+    let settings: ConnectionSettings
     private let parts: ExchangeParts
     /// The socket's bytes, plain (h2c) or through TLS (h2).
     private let stream: ByteStream
@@ -27,6 +27,8 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     /// Bytes the session produced that the socket has not taken yet (the session is asked for more once they are gone).
     private var pending: [UInt8] = []
     private var pendingStart = 0
+    /// Whether bytes the session produced wait for the socket.
+    var outputWaits: Bool { pendingStart < pending.count }
     private var interest: IOEvents = [.read]
     private(set) var closed = false
     private var flushQueued = false
@@ -39,13 +41,15 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     private var limits: HTTP2Limits
     private var draining = false
     /// Set once the session is over and its last bytes are out (`Lingering`).
-    private var lingering: Lingering?
-    /// Deadlines: the first request (header_timeout), idleness (keepalive_timeout), output not taken (send_timeout).
-    private var timer: TimerID = .none
-    private var timerAt: UInt64 = 0
-    private var lastActivity: UInt64
-    private var lastWrite: UInt64
-    private var servedAny = false
+    private(set) var lingering: Lingering?
+    /// Deadlines (HTTP2Connection+Deadlines): the first request
+    /// (header_timeout), idleness (keepalive_timeout), output not taken
+    /// (send_timeout), a stream's window held shut (send_timeout), the
+    /// lingering close; on one timer (`DeadlineKeeper`).
+    var deadlines = ConnectionDeadlines()
+    var timer: TimerID = .none
+    var timerAt: UInt64 = 0
+    var servedAny = false
 
     init(stream: ByteStream, peer: String, services: ConnectionServices, settings: ConnectionSettings) {
         fd = stream.fd
@@ -56,8 +60,6 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
         self.settings = settings
         parts = services.exchangeParts
         limits = HTTP2Limits(now: EventLoop.nowMilliseconds())
-        lastActivity = EventLoop.nowMilliseconds()
-        lastWrite = lastActivity
     }
 
     /// Starts serving; `initial`: bytes already read (the preface, and what followed it).
@@ -75,7 +77,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
         WorkerStats.bump(services.counters.http2Connections)
         if !initial.isEmpty { initial.withUnsafeBytes { receive($0) } }
         if !closed { write() }
-        armTimer()
+        if !closed { setDeadline(.idle, after: settings.headerTimeoutMilliseconds) }
     }
 
     // MARK: events
@@ -105,7 +107,8 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     }
 
     private func receive(_ bytes: UnsafeRawBufferPointer) {
-        lastActivity = EventLoop.nowMilliseconds()
+        // An idle connection's bytes (a PING) keep it open: its deadline moves.
+        if streams.isEmpty { idleFromNow() }
         do {
             try session.receive(bytes)
         } catch {
@@ -129,7 +132,10 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
         flushQueued = false
         let streams = ready
         ready.removeAll(keepingCapacity: true)
-        for stream in streams where !closed { stream.submitIfReady(session) }
+        for stream in streams where !closed {
+            stream.submitIfReady(session)
+            if stream.isWaitingForClient { watchWindow(stream) }
+        }
         write()
     }
 
@@ -144,6 +150,8 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     /// is full; then sets the interest, and closes once the session is over.
     private func write() {
         guard !closed else { return }
+        var wrote = false
+        defer { if !closed && lingering == nil { outputMoved(wrote) } }
         do {
             while true {
                 if pendingStart < pending.count {
@@ -151,7 +159,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
                     guard let written else { break }
                     pendingStart += written
                     WorkerStats.add(services.counters.sentBytes, written)
-                    lastWrite = EventLoop.nowMilliseconds()
+                    wrote = true
                     continue
                 }
                 pending.removeAll(keepingCapacity: pending.capacity <= 64 << 10)
@@ -187,12 +195,8 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
         guard lingering == nil, !closed else { return }
         lingering = .afterSession
         stream.shutdown()
-        loop.cancel(timer)
-        timer = loop.schedule(after: lingering!.milliseconds) { [unowned self] in
-            let connection = self
-            connection.timer = .none
-            connection.close()
-        }
+        deadlines = ConnectionDeadlines()
+        setDeadline(.linger, after: lingering!.milliseconds)
         if interest != [.read] {
             interest = [.read]
             loop.setInterest(fd, interest)
@@ -210,6 +214,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
             return false
         }
         servedAny = true
+        deadlines[.idle] = nil
         let stream = HTTP2Stream(id: id, connection: self, maxBodyBytes: settings.limits.maxBodyBytes,
                                  outputBound: settings.outputBoundBytes)
         streams[id] = stream
@@ -244,13 +249,12 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     func streamClosed(_ id: Int32, errorCode: UInt32) {
         guard let stream = streams.removeValue(forKey: id) else { return }
         stream.closed()
-        if streams.isEmpty { rearmIfSooner() }
+        if streams.isEmpty { idleFromNow() }
         session.consumeConnection(stream.unacknowledged)
         stream.unacknowledged = 0
-        lastActivity = EventLoop.nowMilliseconds()
         if errorCode != 0 {
             WorkerStats.bump(services.counters.http2Resets)
-            if limits.countReset(now: lastActivity) { enhanceYourCalm("streams reset") }
+            if limits.countReset(now: EventLoop.nowMilliseconds()) { enhanceYourCalm("streams reset") }
         }
     }
 
@@ -287,14 +291,12 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     }
 
     func sendInterim(_ stream: HTTP2Stream, status: Int, fields: HeaderFields) {
-        session.informational(stream.id, status: status, fields: ClientHead.interimFields(fields).map {
-            (Array($0.name.lowercased().utf8), Array($0.value.utf8))
-        })
+        session.informational(stream.id, head: ClientHead.interim(status: status, fields: fields, as: HTTP2Head.self).block)
         streamHasOutput(stream)
     }
 
     func sendContinue(_ stream: HTTP2Stream) {
-        session.informational(stream.id, status: 100)
+        session.informational(stream.id, head: HeaderBlock(status: 100))
         streamHasOutput(stream)
     }
 
@@ -310,67 +312,6 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
         session.goAway(.enhanceYourCalm, graceful: false)
         write()
         close()
-    }
-
-    // MARK: deadlines
-
-    /// One timer for every deadline, armed for the earliest one known now,
-    /// and at the latest send_timeout on (a stream may begin to wait on its
-    /// client meanwhile: such a deadline is found within two send_timeouts).
-    /// A deadline that moved later (activity) is found when the timer fires,
-    /// which arms it again: an idle connection wakes its worker once per
-    /// timeout, not once a second.
-    private func armTimer() {
-        guard !closed, timer == .none, lingering == nil else { return }
-        let now = EventLoop.nowMilliseconds()
-        let due = nextDeadline(now: now)
-        let delay = max(due > now ? due - now : 0, 10)
-        timerAt = now + delay
-        timer = loop.schedule(after: delay) { [unowned self] in
-            let connection = self
-            connection.timer = .none
-            connection.checkDeadlines()
-            connection.armTimer()
-        }
-    }
-
-    /// The last stream closed: the idle deadline may come before the armed timer.
-    private func rearmIfSooner() {
-        guard timer != .none, lingering == nil, nextDeadline(now: EventLoop.nowMilliseconds()) < timerAt else { return }
-        loop.cancel(timer)
-        timer = .none
-        armTimer()
-    }
-
-    /// The earliest deadline: output the client does not take, idleness,
-    /// a stream's window held shut; else send_timeout from now.
-    private func nextDeadline(now: UInt64) -> UInt64 {
-        let send = settings.sendTimeoutMilliseconds
-        var next = now + send
-        if pendingStart < pending.count { next = min(next, lastWrite + send) }
-        if streams.isEmpty {
-            next = min(next, lastActivity + (servedAny ? settings.keepAliveTimeoutMilliseconds : settings.headerTimeoutMilliseconds))
-        }
-        for stream in streams.values where stream.isWaitingForClient { next = min(next, stream.lastProgress + send) }
-        return next
-    }
-
-    private func checkDeadlines() {
-        guard !closed else { return }
-        let now = EventLoop.nowMilliseconds()
-        if pendingStart < pending.count && now - lastWrite >= settings.sendTimeoutMilliseconds {
-            WorkerStats.bump(services.counters.sendTimeouts)
-            return abort()
-        }
-        if streams.isEmpty {
-            let limit = servedAny ? settings.keepAliveTimeoutMilliseconds : settings.headerTimeoutMilliseconds
-            if now - lastActivity >= limit { return close() }
-        }
-        // A stream whose client keeps its window shut gets send_timeout.
-        for stream in streams.values where stream.isWaitingForClient && now - stream.lastProgress >= settings.sendTimeoutMilliseconds {
-            WorkerStats.bump(services.counters.sendTimeouts)
-            resetStream(stream, code: .cancel)
-        }
     }
 
     // MARK: ClientTransport
@@ -390,8 +331,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     func close() {
         guard !closed else { return }
         closed = true
-        loop.cancel(timer)
-        timer = .none
+        cancelTimer()
         for stream in streams.values { stream.closed() }
         streams.removeAll()
         ready.removeAll()

@@ -7,11 +7,10 @@ import HTTPHeaders
 /// One HTTP/2 stream: its request, and the exchange's `ResponseSink`. The
 /// request's fields become a `RequestHead` directly, held to the same
 /// rules as a parsed HTTP/1.1 head (`RequestRules`: one set of checks and
-/// limits for both protocols); the answer arrives as HTTP/1.1
-/// (`HTTP1Answers`), its head turned into HTTP/2 fields (`ResponseFields`),
-/// its body queued and taken by the session as DATA, as the client's
-/// window allows.
-final class HTTP2Stream: HTTP1Answers {
+/// limits for both protocols); the answer's head is written as HTTP/2
+/// fields (`AnswerQueue` with `HTTP2Head`), its body queued and taken by
+/// the session as DATA, as the client's window allows.
+final class HTTP2Stream: AnswerQueue {
     let id: Int32
     /// The connection owns its streams and outlives them.
     unowned(unsafe) let connection: HTTP2Connection
@@ -50,9 +49,8 @@ final class HTTP2Stream: HTTP1Answers {
     /// Over max_body_size: the rest of the body is dropped.
     private var bodyTooLarge = false
 
-    /// The answer's head as HTTP/1.1 bytes until it is complete.
-    private var head: [UInt8] = []
-    private var headDone = false
+    /// The answer's head, until the session takes it.
+    private var head: HeaderBlock?
     private(set) var submitted = false
     /// The answer's body, taken as DATA.
     private var body = OutputQueue()
@@ -215,30 +213,21 @@ final class HTTP2Stream: HTTP1Answers {
 
     /// An answer made here for a request no exchange takes.
     private func refuse(_ status: Int, _ message: String) {
-        enqueue(ResponseSerializer.simple(status: status, body: message, close: false))
+        let made = ClientHead.madeHere(status: status, message: message, extra: [], close: false, as: HTTP2Head.self)
+        enqueue(head: made.head)
+        enqueue(made.body)
         ended = true
         flushSoon()
     }
 
-    // MARK: the answer (HTTP1Answers)
+    // MARK: the answer (AnswerQueue)
 
-    func enqueue(_ bytes: [UInt8]) { bytes.withUnsafeBytes { enqueue(copying: $0) } }
-
-    func enqueue(copying buffer: UnsafeRawBufferPointer) {
-        guard headDone else { return addHead(buffer) }
-        body.append(copying: buffer)
-    }
-
-    func enqueue(_ bytes: Bytes, from: Int, to: Int?) {
-        guard headDone else {
-            let end = to ?? bytes.count
-            return addHead(UnsafeRawBufferPointer(start: bytes.pointer + from, count: end - from))
-        }
-        body.append(bytes, from: from, to: to)
-    }
+    func enqueue(head: HTTP2Head) { self.head = head.block }
+    func enqueue(_ bytes: [UInt8]) { body.append(bytes) }
+    func enqueue(copying buffer: UnsafeRawBufferPointer) { body.append(copying: buffer) }
+    func enqueue(_ bytes: Bytes, from: Int, to: Int?) { body.append(bytes, from: from, to: to) }
 
     func enqueue(_ entry: CachedResponse, from: Int, to: Int) {
-        guard headDone else { return addHead(UnsafeRawBufferPointer(start: entry.blockStart + from, count: to - from)) }
         // Taken as the client's windows allow, which may be long after this
         // loop turn: the bytes hold their block, not the worker's period
         // token (`CachedResponse.owned`).
@@ -246,15 +235,6 @@ final class HTTP2Stream: HTTP1Answers {
     }
 
     func enqueue(file: OpenFile, from: Int, to: Int) { body.append(file: file, from: from, to: to) }
-
-    /// Head bytes; what follows its blank line is body.
-    private func addHead(_ bytes: UnsafeRawBufferPointer) {
-        head += bytes
-        guard let end = ResponseFields.headEnd(head) else { return }
-        headDone = true
-        if end < head.count { head[end...].withUnsafeBytes { body.append(copying: $0) } }
-        head.removeSubrange(end...)
-    }
 
     var isCongested: Bool { body.pendingBytes >= outputBound }
 
@@ -285,13 +265,12 @@ final class HTTP2Stream: HTTP1Answers {
     /// the head submitted once complete, a waiting body resumed.
     func submitIfReady(_ session: HTTP2Session) {
         if !submitted {
-            guard headDone else { return }
+            guard let head else { return }
             submitted = true
-            let fields = ResponseFields.from(head)
-            head = []
+            self.head = nil
             lastProgress = EventLoop.nowMilliseconds()
             let hasBody = !(ended && body.isEmpty)
-            session.respond(id, fields: fields, body: hasBody)
+            session.respond(id, head: head, body: hasBody)
             if !hasBody { answered() }
         } else if deferred && (!body.isEmpty || ended) {
             deferred = false

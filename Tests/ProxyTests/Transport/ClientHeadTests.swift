@@ -2,17 +2,19 @@ import HTTPHeaders
 import XCTest
 @testable import Proxy
 
-/// The heads written to a client, byte for byte, without a socket.
+/// The heads written to a client, byte for byte as HTTP/1.1 text, without
+/// a socket (their HTTP/2 fields: HTTP2HeadTests).
 final class ClientHeadTests: XCTestCase {
-    private let dateLine = Array("Date: Tue, 24 Nov 2026 10:00:00 GMT\r\n".utf8)
+    private let date = DateHeader.Value(line: Array("Date: Tue, 24 Nov 2026 10:00:00 GMT\r\n".utf8))
 
+    private func text(_ head: HTTP1Head) -> String { String(decoding: head.bytes, as: UTF8.self) }
     private func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
 
     private func forwarded(_ fields: HeaderFields, status: Int = 200, framing: ClientFraming = .length, length: Int? = 5,
                            noBody: Bool = false, age: Int? = 3, connection: ConnectionField = .implicit) -> String {
         text(ClientHead.forwarded(status: status, reason: nil, fields: fields, framing: framing, length: length, noBody: noBody,
-                                  age: age, cacheStatus: "larder; fwd=miss", dateLine: dateLine, connection: connection,
-                                  isHidden: { $0 == "cdn-cache-control" }))
+                                  age: age, cacheStatus: "larder; fwd=miss", date: date, connection: connection,
+                                  isHidden: { $0 == "cdn-cache-control" }, as: HTTP1Head.self))
     }
 
     func testAForwardedHeadHasOneLengthLarderSAgeAndNoHiddenField() {
@@ -51,12 +53,12 @@ final class ClientHeadTests: XCTestCase {
         XCTAssertEqual(ConnectionField(keepAlive: false, minorVersion: 1), .close)
     }
 
-    private let tail = ClientHead.Tail(age: 7, dateLine: Array("Date: Tue, 24 Nov 2026 10:00:00 GMT\r\n".utf8),
-                                       cacheStatus: .bytes(Array("Cache-Status: larder; hit\r\n".utf8)), connection: .close)
+    private var tail: ClientHead.Tail { ClientHead.Tail(age: 7, date: date,
+                                                        cacheStatus: .bytes(Array("Cache-Status: larder; hit\r\n".utf8)), connection: .close) }
 
     func testANotModifiedHeadKeepsOnlyTheFieldsThatDescribeTheRepresentation() {
         let head = text(ClientHead.notModified(fields: ["etag": "\"1\"", "content-type": "text/plain", "content-length": "5",
-                                                        "cache-control": "max-age=60", "x-other": "1"], tail: tail))
+                                                        "cache-control": "max-age=60", "x-other": "1"], tail: tail, as: HTTP1Head.self))
         XCTAssertEqual(head, "HTTP/1.1 304 Not Modified\r\nETag: \"1\"\r\nCache-Control: max-age=60\r\n"
                        + "Date: Tue, 24 Nov 2026 10:00:00 GMT\r\nAge: 7\r\nCache-Status: larder; hit\r\nConnection: close\r\n\r\n")
     }
@@ -65,14 +67,23 @@ final class ClientHeadTests: XCTestCase {
         let fields: HeaderFields = ["content-type": "text/plain", "content-length": "100", "age": "1", "cdn-cache-control": "x",
                                     "date": "Mon, 23 Nov 2026 10:00:00 GMT"]
         let partial = text(ClientHead.partial(fields: fields, range: 10...19, length: 100, tail: tail,
-                                              isHidden: { $0 == "cdn-cache-control" }))
+                                              isHidden: { $0 == "cdn-cache-control" }, as: HTTP1Head.self))
         XCTAssertEqual(partial, "HTTP/1.1 206 Partial Content\r\nContent-Type: text/plain\r\nDate: Mon, 23 Nov 2026 10:00:00 GMT\r\n"
                        + "Content-Range: bytes 10-19/100\r\nContent-Length: 10\r\n"
                        + "Age: 7\r\nCache-Status: larder; hit\r\nConnection: close\r\n\r\n")
-        let unsatisfiable = text(ClientHead.partial(fields: fields, range: nil, length: 100, tail: tail, isHidden: { _ in false }))
+        let unsatisfiable = text(ClientHead.partial(fields: fields, range: nil, length: 100, tail: tail, isHidden: { _ in false },
+                                                    as: HTTP1Head.self))
         XCTAssertTrue(unsatisfiable.hasPrefix("HTTP/1.1 416 Range Not Satisfiable\r\n"))
         XCTAssertTrue(unsatisfiable.contains("Content-Range: bytes */100\r\nContent-Length: 0\r\n"))
         XCTAssertTrue(unsatisfiable.contains("Cdn-Cache-Control: x\r\n"), "not hidden here: kept")
+    }
+
+    func testAnAnswerMadeHereSaysWhyInALineAndWhetherTheConnectionCloses() {
+        let made = ClientHead.madeHere(status: 502, message: "bad gateway", extra: ["retry-after": "5"], close: true, as: HTTP1Head.self)
+        XCTAssertEqual(text(made.head) + text(made.body), "HTTP/1.1 502 Bad Gateway\r\nRetry-After: 5\r\n"
+                       + "Content-Type: text/plain; charset=utf-8\r\nContent-Length: 12\r\nConnection: close\r\n\r\nbad gateway\n")
+        let interim = ClientHead.interim(status: 103, fields: ["link": "</a.css>; rel=preload", "connection": "close"], as: HTTP1Head.self)
+        XCTAssertEqual(text(interim), "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n")
     }
 
     func testAHitTailEndsTheHead() {

@@ -3,15 +3,16 @@ import EventLoop
 import HTTP1
 import HTTPHeaders
 
-/// A transport that says answers as HTTP/1.1 messages: the HTTP/1.1
-/// connection writes them as they are; an HTTP/2 stream turns the head into
-/// its fields and frames the body itself (`framesItsOwnBodies`: no chunked
-/// coding, no Connection field). Either way the exchange's answers are
-/// built once, here: a stored response (`StoredAnswer` chooses whole, 304,
-/// 206 or 416; `ClientHead` writes the head), body pieces in the client's
-/// framing.
-protocol HTTP1Answers: ResponseSink {
-    /// What it uses of the worker it runs on (its date line, head buffer, draining, log).
+/// A transport's queue of answers, shared by the HTTP/1.1 connection and
+/// an HTTP/2 stream: the exchange's answers are decided once, here (a
+/// stored response: `StoredAnswer` chooses whole, 304, 206 or 416;
+/// `ClientHead` writes the head into the transport's `Head`, HTTP/1.1 text
+/// or HTTP/2 fields), body pieces in the client's framing. An HTTP/2 stream
+/// frames its bodies itself (`framesItsOwnBodies`: no chunked coding, no
+/// Connection field).
+protocol AnswerQueue: ResponseSink {
+    associatedtype Head: HeadWriter
+    /// What it uses of the worker it runs on (its date, head buffer, draining, log).
     var services: ConnectionServices { get }
     var answerFraming: ClientFraming { get set }
     var answerBodyBytes: Int { get set }
@@ -22,26 +23,30 @@ protocol HTTP1Answers: ResponseSink {
     var isCongested: Bool { get }
     /// HTTP/2: the transport marks a body's end, and a connection's persistence is its own.
     var framesItsOwnBodies: Bool { get }
+    /// The head of an answer; its body follows.
+    func enqueue(head: Head)
+    /// Body bytes.
     func enqueue(_ bytes: [UInt8])
     func enqueue(copying buffer: UnsafeRawBufferPointer)
     func enqueue(_ bytes: Bytes, from: Int, to: Int?)
+    /// Bytes of a stored response's block (its stored head, or its body).
     func enqueue(_ entry: CachedResponse, from: Int, to: Int)
     func enqueue(file: OpenFile, from: Int, to: Int)
 }
 
-extension ClientConnection: HTTP1Answers {
+extension ClientConnection: AnswerQueue {
     var framesItsOwnBodies: Bool { false }
     func loggedVersion(of request: RequestHead) -> Int { request.minorVersion == 0 ? 10 : 11 }
 
     func sendInterim(status: Int, fields: HeaderFields, for request: RequestHead) {
         // RFC 9110 section 15.2: never to an HTTP/1.0 client.
         guard request.minorVersion >= 1 else { return }
-        enqueue(ClientHead.interim(status: status, fields: fields))
+        enqueue(head: ClientHead.interim(status: status, fields: fields))
         flushSoon()
     }
 }
 
-extension HTTP1Answers {
+extension AnswerQueue {
     /// The Connection field of an answer to `request`: kept alive unless
     /// it or a drain says otherwise.
     private func connectionField(_ request: RequestHead) -> ConnectionField {
@@ -56,7 +61,7 @@ extension HTTP1Answers {
         let field = connectionField(request)
         let answer = StoredAnswer.choose(for: request, entry: entry)
         var tail: ClientHead.Tail {
-            ClientHead.Tail(age: age, dateLine: services.dateHeader.current(now: now), cacheStatus: cacheStatus, connection: field)
+            ClientHead.Tail(age: age, date: services.dateHeader.current(now: now), cacheStatus: cacheStatus, connection: field)
         }
         // A body in a file (a disk hit served as stored): a small one in one
         // read into the output, from the page cache; a large one, or one the
@@ -64,9 +69,12 @@ extension HTTP1Answers {
         var file: OpenFile?, tailAndBody: (bytes: Bytes, count: Int)?
         if let bodyFile = entry.bodyFile, answer.sendsBody, request.method != "HEAD" {
             if case .whole = answer, bodyFile.length <= Self.readIntoOutputLimit {
-                // Read in behind the per-request tail: one block for both.
+                // Read in behind the per-request tail (HTTP/1.1, whose stored
+                // head goes as it is): one block for both.
                 services.headScratch.removeAll(keepingCapacity: true)
-                ClientHead.appendHitTail(age: age, cacheStatus: cacheStatus, connection: field, to: &services.headScratch)
+                if Head.sendsStoredHeadAsIs {
+                    ClientHead.appendHitTail(age: age, cacheStatus: cacheStatus, connection: field, to: &services.headScratch)
+                }
                 var outcome = FileBody.ReadInto.failed
                 tailAndBody = services.headScratch.withUnsafeBytes { tail in
                     copied(count: tail.count + bodyFile.length) { block in
@@ -87,11 +95,11 @@ extension HTTP1Answers {
         }
         switch answer {
         case .notModified:
-            enqueue(ClientHead.notModified(fields: entry.headers, tail: tail))
+            enqueue(head: ClientHead.notModified(fields: entry.headers, tail: tail))
             return SentAnswer(status: 304, bodyBytes: 0)
         case .partial(let range, let length, let stored):
-            enqueue(ClientHead.partial(fields: entry.headers, range: range, length: length, tail: tail,
-                                       isHidden: services.builder.isHidden))
+            enqueue(head: ClientHead.partial(fields: entry.headers, range: range, length: length, tail: tail,
+                                             isHidden: services.builder.isHidden))
             let first = range.lowerBound - stored, end = range.upperBound - stored + 1
             if let file, let bodyFile = entry.bodyFile {
                 enqueue(file: file, from: bodyFile.offset + first, to: bodyFile.offset + end)
@@ -100,23 +108,32 @@ extension HTTP1Answers {
             }
             return SentAnswer(status: 206, bodyBytes: range.count)
         case .unsatisfiable(let length):
-            enqueue(ClientHead.partial(fields: entry.headers, range: nil, length: length, tail: tail,
-                                       isHidden: services.builder.isHidden))
+            enqueue(head: ClientHead.partial(fields: entry.headers, range: nil, length: length, tail: tail,
+                                             isHidden: services.builder.isHidden))
             return SentAnswer(status: 416, bodyBytes: 0)
         case .whole:
-            // The stored head as is, then the per-request tail from a buffer
-            // the worker reuses (with a small body from a file read behind it).
+            // HTTP/1.1: the stored head as is, then the per-request tail from
+            // a buffer the worker reuses (with a small body from a file read
+            // behind it). HTTP/2: fields from the stored ones.
             let headLength = entry.headLength
-            enqueue(entry, from: 0, to: headLength)
+            if Head.sendsStoredHeadAsIs {
+                enqueue(entry, from: 0, to: headLength)
+            } else {
+                var head = Head(stored: entry)
+                head.hitTail(age: age, cacheStatus: cacheStatus, connection: field)
+                enqueue(head: head)
+            }
             if let tailAndBody {
                 enqueue(tailAndBody.bytes, from: 0, to: tailAndBody.count)
                 return SentAnswer(status: entry.status, bodyBytes: entry.bodyLength)
             }
-            services.headScratch.removeAll(keepingCapacity: true)
-            ClientHead.appendHitTail(age: age, cacheStatus: cacheStatus, connection: field, to: &services.headScratch)
-            services.headScratch.withUnsafeBytes { tail in
-                if let copy = copied(count: tail.count, { $0.copyMemory(from: tail); return true }) {
-                    enqueue(copy.bytes, from: 0, to: copy.count)
+            if Head.sendsStoredHeadAsIs {
+                services.headScratch.removeAll(keepingCapacity: true)
+                ClientHead.appendHitTail(age: age, cacheStatus: cacheStatus, connection: field, to: &services.headScratch)
+                services.headScratch.withUnsafeBytes { tail in
+                    if let copy = copied(count: tail.count, { $0.copyMemory(from: tail); return true }) {
+                        enqueue(copy.bytes, from: 0, to: copy.count)
+                    }
                 }
             }
             if let file, let bodyFile = entry.bodyFile {
@@ -135,16 +152,17 @@ extension HTTP1Answers {
     func sendDecodedHead(_ answer: StoredAnswer, entry: CachedResponse, fields: HeaderFields, length: Int, for request: RequestHead,
                          age: Int, now: Int64, cacheStatus: CacheStatusLine) -> (sent: SentAnswer, body: Range<Int>?) {
         let field = connectionField(request)
-        let tail = ClientHead.Tail(age: age, dateLine: services.dateHeader.current(now: now), cacheStatus: cacheStatus, connection: field)
+        let tail = ClientHead.Tail(age: age, date: services.dateHeader.current(now: now), cacheStatus: cacheStatus, connection: field)
         switch answer {
         case .notModified:
-            enqueue(ClientHead.notModified(fields: fields, tail: tail))
+            enqueue(head: ClientHead.notModified(fields: fields, tail: tail))
             return (SentAnswer(status: 304, bodyBytes: 0), nil)
         case .unsatisfiable(let length):
-            enqueue(ClientHead.partial(fields: fields, range: nil, length: length, tail: tail, isHidden: services.builder.isHidden))
+            enqueue(head: ClientHead.partial(fields: fields, range: nil, length: length, tail: tail, isHidden: services.builder.isHidden))
             return (SentAnswer(status: 416, bodyBytes: 0), nil)
         case .partial(let range, let length, _):
-            enqueue(ClientHead.partial(fields: fields, range: range, length: length, tail: tail, isHidden: services.builder.isHidden))
+            enqueue(head: ClientHead.partial(fields: fields, range: range, length: length, tail: tail,
+                                             isHidden: services.builder.isHidden))
             (answerFraming, answerLimit) = (.length, range.count)
             return (SentAnswer(status: 206, bodyBytes: range.count), range.lowerBound..<(range.upperBound + 1))
         case .whole:
@@ -183,22 +201,24 @@ extension HTTP1Answers {
         answerFraming = framesItsOwnBodies ? (noBody ? .none : length != nil ? .length : .endOfStream)
             : ClientFraming.choose(noBody: noBody, length: length, minorVersion: request.minorVersion)
         answerLimit = answerFraming == .length ? length ?? .max : .max
-        enqueue(ClientHead.forwarded(status: status, reason: reason, fields: fields, framing: answerFraming, length: length,
-                                     noBody: noBody, age: age, cacheStatus: cacheStatus, dateLine: services.dateHeader.current(now: now),
-                                     connection: connectionField(request), isHidden: services.builder.isHidden))
+        enqueue(head: ClientHead.forwarded(status: status, reason: reason, fields: fields, framing: answerFraming, length: length,
+                                           noBody: noBody, age: age, cacheStatus: cacheStatus, date: services.dateHeader.current(now: now),
+                                           connection: connectionField(request), isHidden: services.builder.isHidden))
     }
 
     /// Queues a 304 for a conditional request that an upstream 200 satisfies.
     func sendNotModified(fields: HeaderFields, age: Int, cacheStatus: String, now: Int64, for request: RequestHead) {
-        let tail = ClientHead.Tail(age: age, dateLine: services.dateHeader.current(now: now),
+        let tail = ClientHead.Tail(age: age, date: services.dateHeader.current(now: now),
                                    cacheStatus: CacheStatusLine(cacheStatus), connection: connectionField(request))
-        enqueue(ClientHead.notModified(fields: fields, tail: tail))
+        enqueue(head: ClientHead.notModified(fields: fields, tail: tail))
     }
 
     /// Queues an answer made here.
     func sendMadeHere(status: Int, message: String, extra: HeaderFields, for request: RequestHead) {
-        enqueue(ResponseSerializer.simple(status: status, body: message,
-                                          close: !framesItsOwnBodies && (!request.keepAlive || services.draining), extra: extra))
+        let made = ClientHead.madeHere(status: status, message: message, extra: extra,
+                                       close: !framesItsOwnBodies && (!request.keepAlive || services.draining), as: Head.self)
+        enqueue(head: made.head)
+        enqueue(made.body)
     }
 
     /// Whether the client is behind with a body being passed on.
