@@ -201,16 +201,16 @@ final class AdminConnection: IOHandler {
     private func readAvailable() {
         guard !isClosed && !closeAfterWrite else { return }
         var received = 0
-        let reads = stream.readAvailable(into: &server.scratch, rounds: 64, received: &received) { bytes in
+        let reads = stream.readAvailable(into: &server.scratch, rounds: 64, received: &received,
+                                         readMore: { !isClosed && !closeAfterWrite }) { bytes in
             input.append(contentsOf: bytes)
             if input.count > 2 * AdminServer.maxBodyBytes + 64 * 1024 {
                 respond(AdminAPI.Response.error(413, "admin request too large"), close: true)
-                return false
+            } else {
+                processInput()
             }
-            processInput()
-            return !isClosed && !closeAfterWrite
         }
-        if reads != .waiting { close() }
+        if reads != .waiting && !isClosed { close() }
     }
 
     private func processInput() {

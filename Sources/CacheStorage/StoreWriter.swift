@@ -6,6 +6,8 @@
 public struct StoreWriter {
     public let head: StoredHead
     private let store: TieredStore
+    /// The fetch's miss handler, which offers what is committed to the fleet.
+    private let handler: MissHandler?
     private let fetchedSince: UInt64
     private let firstTierOnly: Bool
     private let storedAt: Int64
@@ -30,6 +32,13 @@ public struct StoreWriter {
     /// is made once, or it streams from the first byte).
     public init(_ head: StoredHead, into store: TieredStore, fetchedSince: UInt64, storedAt: Int64, firstTierOnly: Bool,
                 expectedLength: Int?, keepStreamedUpTo: Int = 0) {
+        self.init(head, through: nil, into: store, fetchedSince: fetchedSince, storedAt: storedAt, firstTierOnly: firstTierOnly,
+                  expectedLength: expectedLength, keepStreamedUpTo: keepStreamedUpTo)
+    }
+
+    init(_ head: StoredHead, through handler: MissHandler?, into store: TieredStore, fetchedSince: UInt64, storedAt: Int64,
+         firstTierOnly: Bool, expectedLength: Int?, keepStreamedUpTo: Int) {
+        self.handler = handler
         self.head = head
         self.store = store
         self.fetchedSince = fetchedSince
@@ -116,7 +125,8 @@ public struct StoreWriter {
         stream?.pauseIfBacklogged(resume) ?? false
     }
 
-    /// The body is complete: stores the response. Returns whether a tier took it.
+    /// The body is complete: stores the response, and offers it to the
+    /// fleet through the fetch's miss handler. Returns whether a tier took it.
     @discardableResult
     public mutating func commit() -> Bool {
         guard !abandoned else { return false }
@@ -129,13 +139,14 @@ public struct StoreWriter {
                 kept?.discard()
                 kept = nil
             }
+            if let committed { handler?.share(committed) }
             return true
         }
         return insert(CachedResponse.make(head: head, body: body.buffer))
     }
 
     /// The body is complete and held in memory (not `isStreaming`): stores
-    /// it recoded, as `head` and `recoded` say (a copy stored compressed),
+    /// (and offers) it recoded, as `head` and `recoded` say (a copy stored compressed),
     /// instead of as collected.
     @discardableResult
     public mutating func commit(as head: StoredHead, body recoded: UnsafeRawBufferPointer) -> Bool {
@@ -148,6 +159,7 @@ public struct StoreWriter {
         body.discard()
         guard store.insert(entry, firstTierOnly: firstTierOnly, fetchedSince: fetchedSince) else { return false }
         committed = entry
+        handler?.share(entry)
         return true
     }
 

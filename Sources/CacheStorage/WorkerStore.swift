@@ -30,14 +30,6 @@ public final class WorkerStore {
     /// The process ran out of descriptors: the tiers give back what they keep open.
     public func releaseDescriptors() -> Int { tiers.releaseDescriptors() }
 
-    /// See `TieredStore.fetchToken`.
-    public var fetchToken: UInt64 { tiers.fetchToken }
-
-    @discardableResult
-    public func insert(_ entry: CachedResponse, firstTierOnly: Bool = false, fetchedSince since: UInt64) -> Bool {
-        tiers.insert(entry, firstTierOnly: firstTierOnly, fetchedSince: since)
-    }
-
     @discardableResult
     public func remove(_ key: String) -> Bool { tiers.remove(key) }
 
@@ -50,10 +42,6 @@ public final class WorkerStore {
 
     /// The largest body the shared stage takes (0: none).
     public var sharedMaxObjectBytes: Int { shared?.maxObjectBytes ?? 0 }
-
-    /// Taken when a fetch starts, with `fetchToken`: a purge the fleet
-    /// published since keeps the fetched response out of the shared stage.
-    public func sharedMark() -> SharedMark? { shared?.fetchMark() }
 
     /// Asks the shared stage for `key` once the local tiers missed; true
     /// when asked: `found` then runs once, on the worker's loop, with what
@@ -69,9 +57,9 @@ public final class WorkerStore {
     }
 
     /// Offers a response just stored locally to the shared stage (`mark`:
-    /// taken when its fetch began; a small body left in a file is read in
+    /// taken when its fetch began, by its `MissHandler`; a small body left in a file is read in
     /// from the page cache, else it is not offered).
-    public func share(_ entry: CachedResponse, fetchedAt mark: SharedMark?) {
+    func share(_ entry: CachedResponse, fetchedAt mark: SharedMark?) {
         guard let shared, let mark, let resident = entry.inMemory(mayBlock: false), resident.bodyFile == nil else { return }
         shared.store(resident, fetchedAt: mark)
     }

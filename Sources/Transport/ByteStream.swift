@@ -110,14 +110,17 @@ public struct ByteStream {
     }
 
     /// The one read loop: up to `rounds` reads into `scratch`, each handed
-    /// to `deliver` (false: stop reading). A short plain read took all the
-    /// socket had: the next would only say EAGAIN (epoll is level-triggered,
-    /// so later bytes are reported again); a TLS read returns one record,
-    /// so it reads on until it would block. `received` counts the bytes.
+    /// to `deliver`; `readMore` is asked before each read after the first
+    /// (false: stop). A short plain read took all the socket had: the next
+    /// would only say EAGAIN (one syscall per request saved; epoll is
+    /// level-triggered, so later bytes are reported again); a TLS read
+    /// returns one record, so it reads on until it would block. `received`
+    /// counts the bytes.
     @inlinable
     public func readAvailable(into scratch: inout [UInt8], rounds: Int, received: inout Int,
-                              _ deliver: (UnsafeRawBufferPointer) -> Bool) -> Reads {
-        for _ in 0..<rounds {
+                              readMore: () -> Bool = { true }, _ deliver: (UnsafeRawBufferPointer) -> Void) -> Reads {
+        for round in 0..<rounds {
+            if round > 0 && !readMore() { return .waiting }
             let n: Int?
             do {
                 n = try scratch.withUnsafeMutableBytes { (buffer) throws(SystemError) -> Int? in try read(into: buffer) }
@@ -127,8 +130,8 @@ public struct ByteStream {
             guard let n else { return .waiting }
             if n == 0 { return .ended }
             received += n
-            let more = scratch.withUnsafeBytes { deliver(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
-            if !more || (n < scratch.count && tls == nil) { return .waiting }
+            scratch.withUnsafeBytes { deliver(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            if n < scratch.count && tls == nil { return .waiting }
         }
         return .waiting
     }

@@ -39,7 +39,6 @@ final class WorkerStoreTests: XCTestCase {
         XCTAssertFalse(store.hasSharedStage)
         XCTAssertFalse(store.lookupShared("/k", toDisk: true) { _ in XCTFail("never called") })
         XCTAssertFalse(store.claim("/k", milliseconds: 10) { _ in XCTFail("never called") })
-        XCTAssertNil(store.sharedMark())
         XCTAssertEqual(store.sharedMaxObjectBytes, 0)
     }
 
@@ -83,20 +82,53 @@ final class WorkerStoreTests: XCTestCase {
         XCTAssertFalse(store.claim("/k", milliseconds: 10) { _ in XCTFail("never called") })
     }
 
-    func testStoredResponsesAreSharedClaimsReleasedAndMarksTaken() {
+    func testClaimsAreTakenAndReleasedThroughTheSharedStage() {
         let store = WorkerStore(tiers: TieredStore(tiers: [MemoryTier(limitBytes: 1 << 20)]))
         let shared = StandInShared()
         store.shared = shared
-        XCTAssertEqual(store.sharedMark(), SharedMark(milliseconds: 1, sequence: 2))
-        store.share(entry("/a"), fetchedAt: nil)
-        XCTAssertTrue(shared.stored.isEmpty, "no mark taken when its fetch began: not offered")
-        store.share(entry("/a"), fetchedAt: store.sharedMark())
-        XCTAssertEqual(shared.stored.map(\.key), ["/a"])
         var claim: FleetClaim?
         XCTAssertTrue(store.claim("/a", milliseconds: 10) { claim = $0 })
         shared.answer()
         XCTAssertEqual(claim, .claimed)
         store.release("/a")
         XCTAssertEqual(shared.released, ["/a"])
+    }
+
+    /// The miss handler made when a fetch begins carries the purge order,
+    /// the fleet's mark and the tiers: what it stores is offered to the
+    /// fleet with the mark taken then, a purge since keeps it out, and a
+    /// memory-only route's response never reaches the next tier.
+    func testAMissHandlerStoresAndSharesWhatItsFetchGotUnlessAPurgeCameBetween() {
+        let memory = MemoryTier(limitBytes: 1 << 20), second = RecordingTier()
+        let store = WorkerStore(tiers: TieredStore(tiers: [memory, second]))
+        let shared = StandInShared()
+        store.shared = shared
+        var writer = store.missHandler(toDisk: true).writer(testHead("/a"), storedAt: 1, expectedLength: 10)
+        [UInt8](repeating: 1, count: 10).withUnsafeBytes { _ = writer.append($0) }
+        XCTAssertTrue(writer.commit())
+        XCTAssertEqual(shared.stored.map(\.key), ["/a"], "offered to the fleet")
+        XCTAssertEqual(memory.lookup("/a").count, 1)
+        XCTAssertEqual(second.lookup("/a").count, 1, "every tier")
+
+        let begun = store.missHandler(toDisk: true)
+        _ = store.tiers.purge(.key("/b"), soft: false)
+        XCTAssertFalse(begun.insert(entry("/b")), "purged since its fetch began: kept out")
+        XCTAssertTrue(store.missHandler(toDisk: true).insert(entry("/b")), "a fetch begun after the purge stores it")
+
+        XCTAssertTrue(store.missHandler(toDisk: false).insert(entry("/memory-only")))
+        XCTAssertEqual(memory.lookup("/memory-only").count, 1)
+        XCTAssertTrue(second.lookup("/memory-only").isEmpty, "a route with disk = false: the first tier alone")
+        XCTAssertEqual(store.missHandler(toDisk: false).largestBody, memory.maxObjectBytes)
+    }
+
+    func testWithoutAFleetMarkAMissHandlerOffersNothing() {
+        let store = WorkerStore(tiers: TieredStore(tiers: [MemoryTier(limitBytes: 1 << 20)]))
+        let handler = store.missHandler(toDisk: true)
+        let shared = StandInShared()
+        store.shared = shared  // (a fleet joined after the fetch began: it took no mark)
+        handler.share(entry("/a"))
+        XCTAssertTrue(shared.stored.isEmpty, "no mark taken when its fetch began: not offered")
+        store.missHandler(toDisk: true).share(entry("/a"))
+        XCTAssertEqual(shared.stored.map(\.key), ["/a"])
     }
 }

@@ -84,7 +84,7 @@ final class ByteStreamTLSTests: XCTestCase {
         var received = 0, got: [UInt8] = []
         for _ in 0..<100 where got.count < 4 {
             try wait(fd, write: stream.wantsWrite)
-            let reads = stream.readAvailable(into: &scratch, rounds: 4, received: &received) { got += $0; return true }
+            let reads = stream.readAvailable(into: &scratch, rounds: 4, received: &received) { got += $0 }
             XCTAssertEqual(reads, .waiting)
         }
         XCTAssertEqual(String(decoding: got, as: UTF8.self), "ping", "decrypted")
@@ -115,7 +115,7 @@ final class ByteStreamTLSTests: XCTestCase {
         XCTAssertEqual(stream.open(), .open)
         var scratch = [UInt8](repeating: 0, count: 64)
         var received = 0, got: [UInt8] = []
-        _ = stream.readAvailable(into: &scratch, rounds: 1, received: &received) { got += $0; return true }
+        _ = stream.readAvailable(into: &scratch, rounds: 1, received: &received) { got += $0 }
         XCTAssertEqual(String(decoding: got, as: UTF8.self), "GET / HTTP/1.1\r\n", "the plain bytes, unread by TLS")
         stream.close(notify: false)
         Glibc.close(fds[1])

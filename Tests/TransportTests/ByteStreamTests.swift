@@ -31,20 +31,20 @@ final class ByteStreamTests: XCTestCase {
         XCTAssertFalse(stream.isEncrypted)
         var scratch = [UInt8](repeating: 0, count: 4)
         var received = 0, got: [UInt8] = []
-        XCTAssertEqual(stream.readAvailable(into: &scratch, rounds: 8, received: &received) { _ in true }, .waiting,
+        XCTAssertEqual(stream.readAvailable(into: &scratch, rounds: 8, received: &received) { _ in }, .waiting,
                        "nothing came yet")
         send("hello world", to: theirs)
-        XCTAssertEqual(stream.readAvailable(into: &scratch, rounds: 8, received: &received) { got += $0; return true }, .waiting)
+        XCTAssertEqual(stream.readAvailable(into: &scratch, rounds: 8, received: &received) { got += $0 }, .waiting)
         XCTAssertEqual(String(decoding: got, as: UTF8.self), "hello world", "read in pieces of the scratch's size")
         XCTAssertEqual(received, 11)
 
         send("more", to: theirs)
         var calls = 0
-        _ = stream.readAvailable(into: &scratch, rounds: 8, received: &received) { _ in calls += 1; return false }
-        XCTAssertEqual(calls, 1, "a deliver that says stop stops the reads")
+        _ = stream.readAvailable(into: &scratch, rounds: 8, received: &received, readMore: { false }) { _ in calls += 1 }
+        XCTAssertEqual(calls, 1, "readMore says no: one read, not the rest of the bytes waiting")
 
         Glibc.shutdown(theirs, Int32(SHUT_WR))
-        XCTAssertEqual(stream.readAvailable(into: &scratch, rounds: 8, received: &received) { _ in true }, .ended)
+        XCTAssertEqual(stream.readAvailable(into: &scratch, rounds: 8, received: &received) { _ in }, .ended)
         stream.close(notify: false)
     }
 
@@ -83,7 +83,7 @@ final class ByteStreamTests: XCTestCase {
         Glibc.close(theirs)
         var scratch = [UInt8](repeating: 0, count: 16)
         var received = 0
-        XCTAssertEqual(stream.readAvailable(into: &scratch, rounds: 2, received: &received) { _ in true }, .ended)
+        XCTAssertEqual(stream.readAvailable(into: &scratch, rounds: 2, received: &received) { _ in }, .ended)
         XCTAssertThrowsError(try Array("x".utf8).withUnsafeBytes { try stream.write($0) }, "the peer is gone (EPIPE)")
         stream.close(notify: false)
     }

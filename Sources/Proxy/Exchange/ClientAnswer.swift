@@ -75,14 +75,15 @@ struct ClientAnswer {
         sink.sendMadeHere(status: status, message: message, extra: extra, for: request)
     }
 
-    /// The upstream's head, passed on; or a 304 when it is a 200 that the
-    /// client's conditional request already has (the body still goes to
-    /// the store, not to the client). `age`: nil when not looked up.
-    mutating func upstreamHead(_ response: UpstreamResponse, for request: RequestHead, age: Int?, cacheStatus: String) {
+    /// The upstream's head, passed on; or a 304 (`notModified`, as the
+    /// machine decided: a 200 the client's conditional request already
+    /// has; the body still goes to the store, not to the client). `age`:
+    /// nil when not looked up.
+    mutating func upstreamHead(_ response: UpstreamResponse, for request: RequestHead, age: Int?, cacheStatus: String,
+                               notModified: Bool = false) {
         let cacheStatus = keyed(cacheStatus)
         let fields = response.fields, now = response.timing.responseTime
-        if let age, response.status == 200, StoredAnswer.clientIsNotModified(
-            request, etag: fields["etag"], lastModified: fields["last-modified"], dateValue: response.timing.dateValue ?? response.timing.responseTime) {
+        if notModified, let age {
             access.note(status: 304, result: .miss, queuedWhole: true, cacheStatus: Array(cacheStatus.utf8), bodyBytes: 0)
             sink.sendNotModified(fields: fields, age: age, cacheStatus: cacheStatus, now: now, for: request)
             sink.flush()

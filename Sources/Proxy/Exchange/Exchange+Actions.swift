@@ -17,7 +17,7 @@ extension Exchange {
         while true {
             // Consumed: the payload moves out, not copied and destroyed.
             switch consume action {
-            case .none:
+            case .none, .ended, .passInterim:
                 return false
             case .ignored(let late):
                 // A late event (the client left, the answer was decided): traced, nothing done.
@@ -90,9 +90,8 @@ extension Exchange {
                 }
                 return false
             case .refresh(let validated, let response):
-                let refreshed = cache.applyNotModified(response.value, validated: validated,
-                                                        among: variants, fetchedSince: fetch?.fetchToken ?? 0,
-                                                        sharedMark: fetch?.sharedMark, toDisk: toDisk)
+                let refreshed = cache.applyNotModified(response.value, validated: validated, among: variants,
+                                                        through: fetch?.missHandler ?? cache.store.missHandler(toDisk: toDisk))
                 action = machine.refreshed(refreshed, now: cache.clock.now())
             case .revalidate(let entry):
                 upstream.revalidateInBackground(entry, among: variants, request: request, peer: sink.peer)

@@ -15,7 +15,7 @@ extension Exchange: FetchClient {
     /// still waits for its answer (not once a stand-in or stored answer
     /// went out). Its fields are never stored nor merged into the answer.
     func interim(status: Int, fields: HeaderFields) {
-        guard machine.state == .forwarding else { return }
+        guard case .passInterim = machine.interim() else { return }
         sink.sendInterim(status: status, fields: fields, for: request)
     }
 
@@ -26,11 +26,8 @@ extension Exchange: FetchClient {
     /// Writes the upstream's head for the client (`stored`: the response
     /// is going into the store).
     func streams(_ response: UpstreamResponse, stored: Bool) {
-        // A HEAD fetched as a GET is answered now: its body is stored only
-        // if the fetch goes on without the client.
-        let headAsGet = fetchesHeadAsGet
-        let stored = stored && (!headAsGet || fetch?.mayFinishWithoutClient == true)
-        let head = machine.headSent(response, stored: stored)
+        let head = machine.headSent(response, stored: stored, client: request,
+                                    mayFinishWithoutClient: fetch?.mayFinishWithoutClient == true)
         let age = isCacheLookup ? Freshness.correctedInitialAge(response.timing) : nil
         if let completion = head.completion {
             // The stored piece's bytes and the rest as it comes, in their
@@ -39,12 +36,14 @@ extension Exchange: FetchClient {
             let typed = completion.liesInside ? completion.piece : nil
             let answered = completion.answersWhole ? response.completed(length: completion.held.length, typedAs: typed)
                 : response.completed(range: completion.wanted, typedAs: typed)
-            answer.upstreamHead(answered, for: request, age: age, cacheStatus: head.cacheStatus)
-            if completion.pieceLeads { sendStored(completion.sent, of: completion) }
+            answer.upstreamHead(answered, for: request, age: age, cacheStatus: head.cacheStatus, notModified: head.notModified)
+            if completion.pieceLeads && !head.notModified { sendStored(completion.sent, of: completion) }
             return
         }
-        answer.upstreamHead(response, for: request, age: age, cacheStatus: head.cacheStatus)
-        if headAsGet {
+        answer.upstreamHead(response, for: request, age: age, cacheStatus: head.cacheStatus, notModified: head.notModified)
+        if head.endsAtHead {
+            // A HEAD fetched as a GET is answered now: its body is stored only
+            // if the fetch goes on without the client.
             // The HEAD has its answer; the GET's body goes to the store alone
             // (`UpstreamFetch.clientLeft`: when storable within finish_store_limit).
             let fetch = self.fetch
@@ -97,15 +96,11 @@ extension Exchange: FetchClient {
         }
     }
 
-    /// Bytes of a completed piece the client gets, from memory or its file.
+    /// Bytes of a completed piece the client gets, wherever the piece is kept.
     private func sendStored(_ sent: PartialContent.Piece, of completion: Completion) {
         guard request.method != "HEAD" else { return }
         let offset = sent.first - completion.held.first
-        if let file = completion.piece.bodyFile {
-            sink.sendBody(file: file.slice(from: offset, count: sent.count))
-        } else {
-            sink.sendBody(copying: UnsafeRawBufferPointer(rebasing: completion.piece.body[offset..<(offset + sent.count)]))
-        }
+        sink.sendBody(stored: completion.piece.storedBody.slice(offset..<(offset + sent.count)))
     }
     func responseCut() { complete(closing: true) }
     func fetchFailed(_ kind: UpstreamFailure.Kind, detail: String) {

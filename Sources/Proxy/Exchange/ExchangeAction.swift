@@ -38,6 +38,8 @@ enum ExchangeAction: Equatable {
     case forwardAgain(dropStored: Bool)
     /// The upstream's head is the answer: write it (`streams`).
     case takeHead
+    /// Pass the upstream's interim response on to the client.
+    case passInterim
     /// A 304 answered the conditional request for this stored response:
     /// refresh it with the 304 and report `refreshed`.
     case refresh(CachedResponse, by: Box<UpstreamResponse>)
@@ -46,6 +48,10 @@ enum ExchangeAction: Equatable {
     /// The client left while the key's claims were this exchange's: let
     /// them go (the fleet's too, when `fleet`).
     case releaseClaims(fleet: Bool)
+    /// The exchange is over (its answer queued, or its client gone):
+    /// nothing more is done for it; a claim answered later lets go
+    /// (`releaseClaims`).
+    case ended
 
     /// Which event was ignored, and the state it found.
     struct Ignored: Equatable {
@@ -68,7 +74,7 @@ extension ExchangeAction {
     static func == (a: ExchangeAction, b: ExchangeAction) -> Bool {
         switch (a, b) {
         case (.none, .none), (.askFleet, .askFleet), (.claimInFleet, .claimInFleet), (.awaitLeader, .awaitLeader),
-             (.takeHead, .takeHead):
+             (.takeHead, .takeHead), (.ended, .ended), (.passInterim, .passInterim):
             return true
         case let (.ignored(x), .ignored(y)): return x == y
         case let (.lookUp(x), .lookUp(y)): return x == y
@@ -88,7 +94,8 @@ extension ExchangeAction {
 
 /// The machine's events that return an action (the names of its methods).
 enum ExchangeEvent: UInt8, Equatable {
-    case start, lookedUp, fleetUnavailable, joined, leaderDone, claimed, served, upstreamHead, upstreamFailed, refreshed, nextTurn
+    case start, lookedUp, fleetUnavailable, joined, leaderDone, claimed, served, upstreamHead, upstreamFailed, refreshed, nextTurn,
+         interim
 }
 
 // Every payload is a few words at most: an action is returned and

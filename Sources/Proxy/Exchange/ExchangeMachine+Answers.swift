@@ -1,5 +1,6 @@
 import CacheSemantics
 import CacheStorage
+import HTTP1
 
 /// The machine's second half: stored responses offered and what became of
 /// them, the upstream's head and failures (stand-ins, a 304's refresh, a
@@ -99,6 +100,14 @@ extension ExchangeMachine {
         return .takeHead
     }
 
+    /// An interim response (103, 102) from the upstream: passed on while
+    /// the client still waits for its answer (not once a stand-in or a
+    /// stored answer went out).
+    mutating func interim() -> ExchangeAction {
+        guard state == .forwarding else { return ignored(.interim) }
+        return .passInterim
+    }
+
     /// How the upstream's head taken (`.takeHead`) goes to the client.
     struct StreamedHead {
         /// Cache-Status's value.
@@ -107,15 +116,27 @@ extension ExchangeMachine {
         /// client wants, and the piece's bytes go first when it leads
         /// (else they follow the upstream's: `bodyEnded`).
         var completion: Completion?
+        /// A 200 the client's conditional request already has: the client
+        /// gets a 304, the body goes to the store alone.
+        var notModified = false
+        /// A HEAD fetched as a GET: the head is the whole answer; the body
+        /// goes to the store alone, if the fetch may finish without its client.
+        var endsAtHead = false
     }
 
     /// The upstream's head goes to the client (`stored`: the response is
-    /// going into the store); its body streams from now on.
-    mutating func headSent(_ response: UpstreamResponse, stored: Bool) -> StreamedHead {
+    /// going into the store; `mayFinishWithoutClient`: the fetch would go
+    /// on without it); its body streams from now on. `client`: the
+    /// request, for its conditionals and method.
+    mutating func headSent(_ response: UpstreamResponse, stored: Bool, client: RequestHead? = nil,
+                           mayFinishWithoutClient: Bool = false) -> StreamedHead {
         let status = response.status
         if state == .forwarding { state = .streaming }
+        let endsAtHead = request.isCacheLookup && client?.method == "HEAD" && Forwarding.fetchesAsGet("HEAD", reason: forwarding.reason)
+        let stored = stored && (!endsAtHead || mayFinishWithoutClient)
         let fwdStatus = forwarding.validating != nil || forwarding.completing != nil ? status : nil
         var head = StreamedHead(cacheStatus: forwarding.cacheStatus(stored: stored, fwdStatus: fwdStatus))
+        head.endsAtHead = endsAtHead
         if status == 206, let completion = forwarding.completing {
             head.completion = completion
             if completion.liesInside {
@@ -124,6 +145,13 @@ extension ExchangeMachine {
             } else if !completion.pieceLeads {
                 upstreamPlan?.trailing = completion
             }
+        }
+        // What the client is answered: a 200 (a completion that amounts to the whole, too).
+        let answered = head.completion.map { $0.answersWhole ? 200 : 206 } ?? status
+        if request.isCacheLookup, answered == 200, let client {
+            head.notModified = StoredAnswer.clientIsNotModified(client, etag: response.fields["etag"],
+                                                                lastModified: response.fields["last-modified"],
+                                                                dateValue: response.timing.dateValue ?? response.timing.responseTime)
         }
         return head
     }
@@ -200,14 +228,16 @@ extension ExchangeMachine {
 
     /// The whole answer is queued (a stored body decoded to its end, the
     /// end of a streamed one), or the exchange is cut off.
-    mutating func finish() {
+    mutating func finish() -> ExchangeAction {
         state = .done
+        return .ended
     }
 
     /// The client connection went away: an answer still pending about the
-    /// key's claims lets them go.
-    mutating func clientGone() {
+    /// key's claims lets them go when it comes.
+    mutating func clientGone() -> ExchangeAction {
         if state == .claimingInFleet || state == .lookingAgainInFleet { releaseOnAnswer = true }
         state = .done
+        return .ended
     }
 }

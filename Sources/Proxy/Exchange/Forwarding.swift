@@ -42,7 +42,7 @@ final class Forwarding {
         guard request.method == "GET" else { return nil }
         let range = request.combinedHeader("range")
         for entry in variants.reversed() {
-            guard entry.status == 206, entry.bodyFile?.isReadable ?? true, let held = entry.piece, Lookup.matches(facts, entry),
+            guard entry.status == 206, entry.storedBody.isReadable, let held = entry.piece, Lookup.matches(facts, entry),
                   !ClientCoding.mustDecode(entry, for: request) else { continue }
             let wanted = range == nil ? PartialContent.Piece(first: 0, last: held.length - 1, length: held.length)
                 : PartialContent.wanted(range: range, ifRange: request.header("if-range"), piece: held, etag: entry.etag,

@@ -24,14 +24,12 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
     private var transfer: (any UpstreamTransferControl)?
     private var requestTime: Int64 = 0
     private var sentMicroseconds: UInt64 = 0
-    /// The store's purge number when the refresh began: a purge since wins.
-    private var fetchToken: UInt64 = 0
-    private var sharedMark: SharedMark?
+    /// The refresh's way into the store, made when it began (a purge since wins).
+    private var handler: MissHandler?
     /// A storable response whose body is on its way into the store.
     private var pending: PendingStore?
     private var received = 0
     private let onFinish: () -> Void
-    private var toDisk: Bool { upstream.configuration.routes.match(key)?.disk ?? true }
 
     init(upstream: UpstreamAccess, key: String, validating entry: CachedResponse?, variants: Variants, request: RequestHead,
          onFinish: @escaping () -> Void) {
@@ -56,8 +54,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
         if let entry { UpstreamHeaders.addValidators(for: entry, among: variants, to: &headers) }
         requestTime = cache.clock.now()
         sentMicroseconds = EventLoop.nowMicroseconds()
-        fetchToken = cache.store.fetchToken
-        sharedMark = cache.store.sharedMark()
+        handler = cache.store.missHandler(toDisk: upstream.configuration.routes.match(key)?.disk ?? true)
         // The route's upstream pool, as the client's own fetch would take.
         let configuration = upstream.configuration
         let server = configuration.pool(named: configuration.routes.match(key)?.upstream).pick(key: key, now: EventLoop.nowMilliseconds())
@@ -72,15 +69,15 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
         let response = UpstreamResponse(status: status, reason: reason, headers: headers, requestTime: requestTime,
                                         responseTime: cache.clock.now(), stripTagHeaders: upstream.configuration.stripTagHeaders)
         if case .invalid = response.framing { return }  // the stored response stays as it was
+        guard let handler else { return }
         if status == 304 {
             guard let entry else { return }
-            _ = cache.applyNotModified(response, validated: entry, among: variants, fetchedSince: fetchToken, sharedMark: sharedMark,
-                                        toDisk: toDisk)
+            _ = cache.applyNotModified(response, validated: entry, among: variants, through: handler)
             return
         }
         if status >= 500 { return }  // stale-if-error keeps serving what is stored
         pending = cache.applyCacheEffect(of: response, to: request, key: key, isCacheLookup: true, variants: variants,
-                                          fetchedSince: fetchToken, toDisk: toDisk)
+                                          through: handler)
     }
 
     func upstreamDidReceiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
@@ -98,7 +95,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
         guard var pending else { return }
         self.pending = nil
         if error == nil, BodyEnd.isWhole(expected: pending.response.length, received: received) {
-            if pending.commit(on: cache, sharedMark: sharedMark) { WorkerStats.bump(upstream.counters.stored) }
+            if pending.commit(on: cache) { WorkerStats.bump(upstream.counters.stored) }
         } else {
             pending.abort()  // incomplete: never stored (section 3.3)
         }

@@ -1,8 +1,14 @@
-/// One upstream fetch's life as states and the events that move it: which
-/// event may happen in which state and what the driver (`UpstreamFetch`)
-/// must do about it, its claim on the key while it fetches (collapsing),
-/// pauses and retries. A value with no sockets, store or curl, driven event
-/// by event in ProxyTests.
+import CacheSemantics
+import Upstream
+
+/// One upstream fetch's life as states and the events that move it: every
+/// event returns the `FetchAction` the driver (`UpstreamFetch`) carries
+/// out, a late one `.ignored` with the event and the state it found. It
+/// decides what the driver used to: an invalid head is refused (502), a
+/// connection failure retried (`Retry`) or answered, a server marked
+/// failed, the claim on the key released once, a paused transfer resumed
+/// once, the fetch kept going or stopped when its client leaves. A value
+/// with no sockets, store or curl, driven event by event in ProxyTests.
 ///
 ///     requesting ──► streaming ──► done
 ///       │  ▲ retry       │          ▲
@@ -39,18 +45,28 @@ struct FetchMachine: Equatable {
     private(set) var paused = false
     /// Connection failures so far (bounded retries).
     private(set) var failedAttempts = 0
+    /// What decides a retry: the request's method, whether it has a body,
+    /// the configured retries.
+    private let method: String
+    private let hasBody: Bool
+    private let retryLimit: Int
 
-    init(leading: Bool) {
+    init(leading: Bool, method: String = "GET", hasBody: Bool = false, retryLimit: Int = 0) {
         leadership = leading ? .leading : .none
+        (self.method, self.hasBody, self.retryLimit) = (method, hasBody, retryLimit)
     }
+
+    private func ignored(_ event: FetchEvent) -> FetchAction { .ignored(FetchIgnored(event: event, state: state)) }
 
     // MARK: collapsing
 
     /// Whether the response may still be published to waiting requests.
     var mayPublish: Bool { leadership == .leading }
 
-    mutating func publish(_ fetch: SharedFetch) {
-        if leadership == .leading { leadership = .publishing(fetch) }
+    mutating func publish(_ fetch: SharedFetch) -> FetchAction {
+        guard leadership == .leading else { return ignored(.publish) }
+        leadership = .publishing(fetch)
+        return .publish
     }
 
     /// The published response, while leading.
@@ -59,35 +75,38 @@ struct FetchMachine: Equatable {
         return nil
     }
 
-    /// True when there is a claim to release (once).
-    mutating func endLeadership() -> Bool {
-        defer { leadership = .none }
-        return leadership != .none
+    /// The claim is given up (the response will not be stored, or the
+    /// fetch is over): released once.
+    mutating func endLeadership() -> FetchAction {
+        guard leadership != .none else { return ignored(.endLeadership) }
+        leadership = .none
+        return .releaseClaim
     }
 
     // MARK: the response
 
-    /// Whether an upstream head is for the fetch to handle.
+    /// Whether an upstream head (or an interim one) is for the fetch to handle.
     var takesHead: Bool { state == .requesting }
 
-    /// The head was taken: the body follows.
-    mutating func headTaken() {
-        if state == .requesting { state = .streaming }
+    /// A response head arrived: `invalid` says why its framing cannot be
+    /// read (RFC 9112 section 6.3: refused, 502); `clientTakes`, whether
+    /// the client streams it (not when it answered otherwise: a 5xx's
+    /// stand-in, a 304 refresh).
+    mutating func head(invalid: String?, clientTakes: Bool) -> FetchAction {
+        guard state == .requesting else { return ignored(.head) }
+        if let invalid { return .refuse(invalid) }
+        guard clientTakes else { return .drop }
+        state = .streaming
+        return .stream
     }
 
-    enum BodyAction: Equatable {
-        /// To the client (while there is one), followers and the store.
-        case take
-        /// Hold the transfer until `caughtUp` (the piece comes again).
-        case pause
-        /// Not wanted (over): taken and dropped.
-        case discard
-    }
-
-    /// A body piece arrived. The questions are asked only where they
-    /// apply: `storeBacklogged` registers for the store's wake-up, and
-    /// there is no client to ask once it left.
-    mutating func body(clientCongested: () -> Bool, storeBacklogged: () -> Bool) -> BodyAction {
+    /// A body piece arrived: `.take` (to the client while there is one,
+    /// followers and the store), `.pause` (hold the transfer until
+    /// `caughtUp`; the piece comes again), or ignored (over: taken and
+    /// dropped). The questions are asked only where they apply:
+    /// `storeBacklogged` registers for the store's wake-up, and there is no
+    /// client to ask once it left.
+    mutating func body(clientCongested: () -> Bool, storeBacklogged: () -> Bool) -> FetchAction {
         switch state {
         case .streaming:
             if storeBacklogged() || clientCongested() { return pause() }
@@ -95,84 +114,118 @@ struct FetchMachine: Equatable {
         case .orphaned:
             return storeBacklogged() ? pause() : .take
         case .requesting, .done:
-            return .discard
+            return ignored(.body)
         }
     }
 
-    private mutating func pause() -> BodyAction {
+    private mutating func pause() -> FetchAction {
         paused = true
         return .pause
     }
 
-    /// The client or the store caught up: true when the transfer should resume.
-    mutating func caughtUp() -> Bool {
-        guard paused else { return false }
+    /// The client or the store caught up: a paused transfer resumes, once.
+    mutating func caughtUp() -> FetchAction {
+        guard paused else { return ignored(.caughtUp) }
         paused = false
-        return true
+        return .resume
     }
 
-    enum Completion: Equatable {
-        /// Nothing to do: over already.
-        case ignore
-        /// The connection failed before any response: go again (later loop turn).
-        case retry
-        /// Failed before any response: the client answers as
-        /// `UpstreamFailure` says.
-        case failed
-        /// The response ended (whole or not: the driver checks its length).
-        case ended
-        /// It broke after its head: nothing is stored, the client is cut off.
-        case cut
-    }
-
-    /// The transfer ended, `failed` or not; `retryable`: the failure came
-    /// before any response byte and the request may go again.
-    mutating func complete(failed: Bool, retryable: Bool) -> Completion {
+    /// The transfer ended (`error`: how it failed). Before any response: a
+    /// connection failure goes again while `Retry` allows, else the client
+    /// is answered; a server that could not be reached or did not answer
+    /// in time is marked. After the head: ended, or cut.
+    mutating func complete(_ error: UpstreamError?) -> FetchAction {
         switch state {
         case .requesting:
-            if failed && retryable {
+            var markServer = false
+            if case .unreachable? = error { markServer = true }
+            if case .timedOut? = error { markServer = true }
+            if case .unreachable? = error,
+               Retry.mayRetry(method: method, hasBody: hasBody, failedAttempts: failedAttempts, limit: retryLimit) {
                 failedAttempts += 1
-                return .retry
+                return .retry(markServer: markServer)
             }
             finish()
-            return .failed
+            if case .timedOut? = error { return .fail(.timedOut, markServer: markServer) }
+            return .fail(.unreachable, markServer: markServer)
         case .streaming, .orphaned:
             finish()
-            return failed ? .cut : .ended
+            return error == nil ? .end : .cut
         case .done:
-            return .ignore
+            return ignored(.complete)
         }
     }
 
-    /// Over (ended, or given up by the driver).
-    mutating func finish() {
+    /// The driver stops the fetch (cancelled, refused, answered otherwise).
+    mutating func stop() -> FetchAction {
+        guard state != .done else { return ignored(.stop) }
+        finish()
+        return .stop
+    }
+
+    private mutating func finish() {
         state = .done
         paused = false
     }
 
     // MARK: the client
 
-    enum ClientGone: Equatable {
-        /// Keep fetching with no client (resuming a paused transfer).
-        case keepFetching(resume: Bool)
-        /// Stop: transfer, store, collapsing.
-        case cancel
-        /// Over already.
-        case none
-    }
-
     /// The client went away. `mayFinishWithoutClient`: the response is
     /// being stored and small enough, or followers stream it.
-    mutating func clientGone(mayFinishWithoutClient: Bool) -> ClientGone {
+    mutating func clientGone(mayFinishWithoutClient: Bool) -> FetchAction {
         switch state {
         case .done, .orphaned:
-            return .none
+            return ignored(.clientGone)
         case .streaming where mayFinishWithoutClient:
             state = .orphaned
-            return .keepFetching(resume: caughtUp())
+            let resume = paused
+            paused = false
+            return .keepFetching(resume: resume)
         case .streaming, .requesting:
             finish()
-            return .cancel
+            return .stop
         }
     }
+}
+
+/// What the driver does about a fetch's event (`FetchMachine`).
+enum FetchAction: Equatable {
+    /// The head is the client's: store it, share it, stream its body.
+    case stream
+    /// The head's framing cannot be read: stop, and the client gets 502 (why).
+    case refuse(String)
+    /// The client answered otherwise: the rest is not wanted (stop).
+    case drop
+    /// A body piece goes to the client, followers and the store.
+    case take
+    /// Hold the transfer until `caughtUp`.
+    case pause
+    case resume
+    /// Go again (a later loop turn); `markServer`: count a failure against the server.
+    case retry(markServer: Bool)
+    /// No response: the client answers as `UpstreamFailure` says.
+    case fail(UpstreamFailure.Kind, markServer: Bool)
+    /// The response is over (whole or not: the driver checks its length).
+    case end
+    /// It broke after its head: nothing is stored, the client is cut off.
+    case cut
+    /// Over now: transfer, store, collapsing stopped.
+    case stop
+    /// The client left; the response goes on (`resume`: a paused transfer).
+    case keepFetching(resume: Bool)
+    case publish
+    case releaseClaim
+    /// An event that came too late (or twice) for the state.
+    case ignored(FetchIgnored)
+}
+
+/// The events of `FetchMachine`, named in its ignored actions.
+enum FetchEvent: Equatable {
+    case head, body, caughtUp, complete, stop, clientGone, publish, endLeadership
+}
+
+/// A late event, and the state that found it.
+struct FetchIgnored: Equatable {
+    let event: FetchEvent
+    let state: FetchMachine.State
 }

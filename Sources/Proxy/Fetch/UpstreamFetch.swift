@@ -37,11 +37,9 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     private var requestTime: Int64 = 0
     /// Monotonic microseconds when the request went out (the upstream's latency).
     private var sentMicroseconds: UInt64 = 0
-    /// The store's purge number when the request went out: a purge since
-    /// then that matches keeps this response out of the cache.
-    private(set) var fetchToken: UInt64 = 0
-    /// The fleet's purge mark when the request went out (with `[fleet]`).
-    private(set) var sharedMark: SharedMark?
+    /// The response's way into the store, made when the request went out:
+    /// a purge since then that matches keeps it out of the cache.
+    private(set) var missHandler: MissHandler?
     /// This fetch holds the key's claim across the fleet: released (after
     /// the shared store) as the local one is.
     var claimedInFleet = false
@@ -87,7 +85,8 @@ final class UpstreamFetch: UpstreamTransferDelegate {
                                       reservation: request.framing == .none ? nil
                                           : HeldBodyReservation(stats: upstream.stats, limit: upstream.configuration.requestBufferTotalBytes))
         if requestBody.streamedForTotal { WorkerStats.bump(upstream.counters.streamedBodies) }
-        machine = FetchMachine(leading: leading)
+        machine = FetchMachine(leading: leading, method: request.method, hasBody: request.framing != .none,
+                               retryLimit: upstream.configuration.upstreamRetries)
     }
 
     /// Sends the request, or holds it until its body is complete (small
@@ -129,8 +128,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         self.upstreamRequest = upstreamRequest
         requestTime = cache.clock.now()
         sentMicroseconds = EventLoop.nowMicroseconds()
-        fetchToken = cache.store.fetchToken
-        sharedMark = cache.store.sharedMark()
+        missHandler = cache.store.missHandler(toDisk: toDisk)
         transfer = upstream.requester.start(upstreamRequest, delegate: self)
     }
 
@@ -205,7 +203,10 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         var response = UpstreamResponse(status: status, reason: reason, headers: headers, requestTime: requestTime,
                                         responseTime: cache.clock.now(), stripTagHeaders: upstream.configuration.stripTagHeaders)
         response.upstreamMicroseconds = upstreamMicroseconds
-        if case .invalid(let why) = response.framing {
+        var invalid: String?
+        if case .invalid(let why) = response.framing { invalid = why }
+        switch machine.head(invalid: invalid, clientTakes: invalid == nil && (client?.takes(response) ?? false)) {
+        case .refuse(let why):
             // RFC 9112 section 6.3: discard the response, close the upstream
             // connection, 502 (the body's end cannot be known).
             noteFault("invalid upstream response", why)
@@ -213,13 +214,16 @@ final class UpstreamFetch: UpstreamTransferDelegate {
             cancel()
             client?.fetchFailed(.invalidResponse, detail: "invalid upstream response: \(why)")
             return
+        case .stream:
+            break
+        default:
+            // Answered otherwise (a 5xx's stand-in, a 304 refresh): the rest is not wanted.
+            return cancel()
         }
-        // Answered otherwise (a 5xx's stand-in, a 304 refresh): the rest is not wanted.
-        guard let client, client.takes(response) else { return cancel() }
-        machine.headTaken()
+        guard let client else { return cancel() }
         expectedLength = response.length
-        store = cache.applyCacheEffect(of: response, to: request, key: key, isCacheLookup: isCacheLookup, variants: variants,
-                                        fetchedSince: fetchToken, toDisk: toDisk)
+        store = missHandler.flatMap { cache.applyCacheEffect(of: response, to: request, key: key, isCacheLookup: isCacheLookup,
+                                                             variants: variants, through: $0) }
         // Not storable: waiters need not wait for it, they fetch on their own.
         if store == nil { releaseClaim() }
         if store != nil, response.status == 206, let piece = PartialContent.piece(contentRange: response.fields["content-range"]) {
@@ -241,8 +245,8 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         switch machine.body(clientCongested: { (client?.isCongested ?? false) && !(broadcast?.hasFollowers ?? false) },
                             storeBacklogged: storeIsBacklogged) {
         case .pause: return false
-        case .discard: return true
         case .take: break
+        default: return true  // over: taken and dropped
         }
         receivedBody += bytes.count
         if let broadcast {
@@ -262,24 +266,16 @@ final class UpstreamFetch: UpstreamTransferDelegate {
 
     func upstreamDidComplete(_ error: UpstreamError?) {
         transfer = nil
-        var retryable = false
-        if case .unreachable = error {
-            retryable = Retry.mayRetry(method: request.method, hasBody: request.framing != .none,
-                                       failedAttempts: machine.failedAttempts, limit: upstream.configuration.upstreamRetries)
-        }
         let message = error?.message ?? "upstream closed without a response"
         let client = self.client
+        let action = machine.complete(error)
         // A server that cannot be reached, or does not answer in time, is
         // counted against (and, after max_fails, left out for a while).
-        if let server, machine.takesHead {
-            switch error {
-            case .unreachable?, .timedOut?: pool.failed(server, now: EventLoop.nowMilliseconds())
-            default: break
-            }
+        switch action {
+        case .retry(true), .fail(_, true): if let server { pool.failed(server, now: EventLoop.nowMilliseconds()) }
+        default: break
         }
-        switch machine.complete(failed: error != nil, retryable: retryable) {
-        case .ignore:
-            return
+        switch action {
         case .retry:
             // The connection failed before any response byte: an idempotent
             // request without a body can safely go again (on a later loop
@@ -290,25 +286,23 @@ final class UpstreamFetch: UpstreamTransferDelegate {
                 self.attempt()
             }
             return
-        case .failed:
+        case .fail(let kind, _):
             noteFault("upstream error", message)
             end()
-            if case .timedOut = error {
-                client?.fetchFailed(.timedOut, detail: message)
-            } else {
-                client?.fetchFailed(.unreachable, detail: message)
-            }
+            client?.fetchFailed(kind, detail: message)
         case .cut:
             noteFault("upstream failed mid-response", message)
             settle(whole: false)
             end()
             client?.responseCut()
-        case .ended:
+        case .end:
             // Incomplete: never stored (RFC 9111 section 3.3).
             let whole = BodyEnd.isWhole(expected: expectedLength, received: receivedBody) && (client?.endsBody() ?? true)
             settle(whole: whole)
             end()
             client?.responseEnded(whole: whole)
+        default:
+            return  // over already
         }
     }
 
@@ -321,7 +315,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
 
     /// The client (or the store's writer) caught up: a paused transfer goes on.
     func resume() {
-        if machine.caughtUp() { transfer?.resume() }
+        if case .resume = machine.caughtUp() { transfer?.resume() }
     }
 
     /// The response is over: stored and shared when `whole`, else dropped
@@ -332,7 +326,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         if whole {
             if var pending = store {
                 store = nil
-                if pending.commit(on: cache, sharedMark: sharedMark) {
+                if pending.commit(on: cache) {
                     WorkerStats.bump(upstream.counters.stored)
                     // A multipart 206 names the whole's length in its parts alone.
                     if pending.response.status == 206, pending.response.fields["content-range"] == nil,
@@ -353,7 +347,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     /// too, for the ranges that follow (a piece's completion needs none).
     private func fillAfterRange(_ piece: PartialContent.Piece) {
         guard upstream.configuration.rangeFill, request.header("range") != nil, !piece.isWhole, let peer = client?.peer,
-              piece.length <= StoreWriter.largestBody(in: cache.store.tiers, firstTierOnly: !toDisk) else { return }
+              piece.length <= missHandler?.largestBody ?? 0 else { return }
         // On a later loop turn: libcurl must not be re-entered from its callback.
         let (upstream, key, variants, request) = (upstream, key, variants, request)
         upstream.loop.execute { upstream.fetchWholeInBackground(key, among: variants, request: request, peer: peer) }
@@ -367,13 +361,13 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     func clientLeft() {
         client = nil
         switch machine.clientGone(mayFinishWithoutClient: mayFinishWithoutClient) {
-        case .none:
-            return
         case .keepFetching(let resume):
             upstream.adopt(self)  // held until it ends
             if resume { transfer?.resume() }
-        case .cancel:
+        case .stop:
             cancel()
+        default:
+            return
         }
     }
 
@@ -390,7 +384,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     /// Stops: nothing (more) is stored or shared. Harmless when it is over
     /// already (every part is then empty): the exchange calls it as it ends.
     func cancel() {
-        machine.finish()
+        _ = machine.stop()
         settle(whole: false)
         transfer?.cancel()
         transfer = nil
@@ -406,7 +400,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     }
 
     private func releaseClaim() {
-        if machine.endLeadership() { cache.collapser.release(key) }
+        if case .releaseClaim = machine.endLeadership() { cache.collapser.release(key) }
         if claimedInFleet {
             claimedInFleet = false
             cache.store.release(key)
@@ -441,7 +435,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         let fetch = SharedFetch(head: head, limitBytes: 2 * max(upstream.configuration.maxObjectBytes, 1 << 20))
         let soFar = pending.collected
         if soFar.count > 0 { fetch.append(Bytes(soFar)) }
-        machine.publish(fetch)
+        guard case .publish = machine.publish(fetch) else { return }
         cache.collapser.publish(key, fetch)
     }
 }

@@ -15,19 +15,15 @@ struct PendingStore {
     /// `compress`: the head of the copy stored gzip encoded, used when the
     /// body was held in memory and compressing made it smaller.
     private let compressedHead: StoredHead?
-    /// What the compressed copy is inserted with (as the writer's own commit).
-    private let fetchedSince: UInt64
-    private let toDisk: Bool
+    /// The fetch's way into the store (the compressed copy goes the same way).
+    private let handler: MissHandler
 
     fileprivate init?(_ response: UpstreamResponse, head: StoredHead, compressedHead: StoredHead?, cache: CacheAccess,
-                      fetchedSince: UInt64, toDisk: Bool) {
+                      through handler: MissHandler) {
         self.response = response
         self.compressedHead = compressedHead
-        (self.fetchedSince, self.toDisk) = (fetchedSince, toDisk)
-        // A body streamed to disk is also kept for the fleet when its shared tier takes it.
-        writer = StoreWriter(head, into: cache.store.tiers, fetchedSince: fetchedSince, storedAt: cache.clock.now(),
-                             firstTierOnly: !toDisk, expectedLength: response.length,
-                             keepStreamedUpTo: cache.store.sharedMaxObjectBytes)
+        self.handler = handler
+        writer = handler.writer(head, storedAt: cache.clock.now(), expectedLength: response.length)
         // A body too large for every tier, or a purge that won already: not stored.
         if writer.abandoned { return nil }
     }
@@ -52,10 +48,9 @@ struct PendingStore {
         return writer.pauseIfBacklogged { loop.execute { resume() } }
     }
 
-    /// The body is whole: stores the response (true when a tier took it)
-    /// and offers it to the fleet's shared tier (`sharedMark`: taken when
-    /// the fetch began).
-    mutating func commit(on cache: CacheAccess, sharedMark: SharedMark?) -> Bool {
+    /// The body is whole: stores the response (true when a tier took it);
+    /// the writer offers it to the fleet's shared tier.
+    mutating func commit(on cache: CacheAccess) -> Bool {
         switch response.status == 206 ? pieceFate(on: cache) : .alone {
         case .joined(let head, let body):
             guard body.withUnsafeBytes({ writer.commit(as: head, body: $0) }) else { return false }
@@ -65,7 +60,6 @@ struct PendingStore {
         case .alone:
             guard commitWhole(on: cache) else { return false }
         }
-        if let entry = writer.committed { cache.store.share(entry, fetchedAt: sharedMark) }
         return true
     }
 
@@ -76,7 +70,7 @@ struct PendingStore {
     private mutating func commitWhole(on cache: CacheAccess) -> Bool {
         guard let compressedHead, !writer.isStreaming, !writer.collected.isEmpty else { return writer.commit() }
         guard writer.commit(), let stored = writer.committed else { return false }
-        cache.storeCompressed(stored, as: compressedHead, fetchedSince: fetchedSince, toDisk: toDisk)
+        cache.storeCompressed(stored, as: compressedHead, through: handler)
         return true
     }
 
@@ -148,7 +142,7 @@ struct PendingStore {
         let head = writer.head
         let etag = fields["etag"]
         let variants = cache.store.lookup(head.key).filter { $0.varyValues == head.varyValues }
-        var candidates = variants.reversed().filter { $0.bodyFile == nil }
+        var candidates = variants.reversed().filter { $0.storedBody.isInMemory }
         var (piece, body) = (new, [UInt8](received))
         func join(_ old: PartialContent.Piece, _ oldBody: UnsafeRawBufferPointer) {
             let whole = PartialContent.joined(old, piece)
@@ -211,26 +205,24 @@ struct PendingStore {
 /// carried out against the store: the same for a client's fetch and a
 /// background refresh, so the two cannot drift.
 extension CacheAccess {
-    /// Returns where the body goes when the response is to be stored.
-    /// `fetchedSince`: the store's purge number when the request went out
-    /// (a purge since then that matches keeps it out).
+    /// Returns where the body goes when the response is to be stored
+    /// (`handler`: the fetch's, made when the request went out).
     func applyCacheEffect(of response: UpstreamResponse, to request: RequestHead, key: String, isCacheLookup: Bool,
-                          variants: Variants, fetchedSince: UInt64, toDisk: Bool) -> PendingStore? {
-        switch response.cacheEffect(of: request, isCacheLookup: isCacheLookup, builder: builder,
-                                    largestBody: StoreWriter.largestBody(in: store.tiers, firstTierOnly: !toDisk),
+                          variants: Variants, through handler: MissHandler) -> PendingStore? {
+        switch response.cacheEffect(of: request, isCacheLookup: isCacheLookup, builder: builder, largestBody: handler.largestBody,
                                     contentLocationKey: response.fields["content-location"].flatMap { cacheKey(of: $0, after: request) }) {
         case .invalidateAndStore(let directives):
             invalidate(after: request, key: key, response.received)
-            return pendingStore(response, to: request, key: key, directives: directives, fetchedSince: fetchedSince, toDisk: toDisk)
+            return pendingStore(response, to: request, key: key, directives: directives, through: handler)
         case .store(let directives):
-            return pendingStore(response, to: request, key: key, directives: directives, fetchedSince: fetchedSince, toDisk: toDisk)
+            return pendingStore(response, to: request, key: key, directives: directives, through: handler)
         case .removeSuperseded:
             store.remove(key)
         case .updateStored:
             switch response.headUpdate(of: variants, builder: builder) {
             case .none: break
             case .remove: store.remove(key)
-            case .replace(let refreshed): store.insert(refreshed, firstTierOnly: !toDisk, fetchedSince: fetchedSince)
+            case .replace(let refreshed): handler.insert(refreshed)
             }
         case .invalidate:
             invalidate(after: request, key: key, response.received)
@@ -243,7 +235,7 @@ extension CacheAccess {
     /// The response's way into the store (a copy of a `compress` type
     /// gzip encoded when that is smaller).
     private func pendingStore(_ response: UpstreamResponse, to request: RequestHead, key: String,
-                              directives: StoredResponseBuilder.Directives, fetchedSince: UInt64, toDisk: Bool) -> PendingStore? {
+                              directives: StoredResponseBuilder.Directives, through handler: MissHandler) -> PendingStore? {
         var tags = builder.tags(response.received, key: key)
         // A cached query carries its URL's tag: a purge of the URL, or a write to it, reaches it.
         if request.method == "POST", let tag = PostQuery.tag(urlKey: PostQuery.urlKey(of: key)), !tags.contains(tag) {
@@ -267,8 +259,7 @@ extension CacheAccess {
                                             tags: tags, directives: directives, varyNames: head.varyNames,
                                             varyFrom: { request.combinedHeader($0) })
         }
-        return PendingStore(response, head: head, compressedHead: compressed, cache: self, fetchedSince: fetchedSince,
-                            toDisk: toDisk)
+        return PendingStore(response, head: head, compressedHead: compressed, cache: self, through: handler)
     }
 
     /// RFC 9111 section 4.4: a successful unsafe request invalidates the
@@ -296,22 +287,20 @@ extension CacheAccess {
     /// refresh's): the stored variant it selects refreshed with its fields
     /// (section 4.3.4), and stored again when it may be. Nil when it names
     /// nothing held (ask again without validators). In a fleet the
-    /// refreshed response is offered to the shared tier too (`sharedMark`:
-    /// taken when the request went out).
+    /// refreshed response is offered to the shared tier too (`handler`: the
+    /// request's, made when it went out).
     func applyNotModified(_ response: UpstreamResponse, validated: CachedResponse, among variants: Variants,
-                          fetchedSince: UInt64, sharedMark: SharedMark?, toDisk: Bool) -> (response: CachedResponse, stored: Bool)? {
+                          through handler: MissHandler) -> (response: CachedResponse, stored: Bool)? {
         guard let (refreshed, storable) = response.refreshing(validated, among: variants, builder: builder) else { return nil }
-        if storable, storeRefreshed(refreshed, fetchedSince: fetchedSince, toDisk: toDisk) {
-            store.share(refreshed, fetchedAt: sharedMark)
-        }
+        if storable, storeRefreshed(refreshed, through: handler) { handler.share(refreshed) }
         WorkerStats.bump(counters.revalidations)
         return (refreshed, storable)
     }
 
     /// Stores a response refreshed by a 304 (true when a tier took it).
     @discardableResult
-    func storeRefreshed(_ refreshed: CachedResponse, fetchedSince: UInt64, toDisk: Bool) -> Bool {
-        guard store.insert(refreshed, firstTierOnly: !toDisk, fetchedSince: fetchedSince) else { return false }
+    func storeRefreshed(_ refreshed: CachedResponse, through handler: MissHandler) -> Bool {
+        guard handler.insert(refreshed) else { return false }
         WorkerStats.bump(counters.stored)
         return true
     }

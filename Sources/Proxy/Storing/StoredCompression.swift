@@ -62,14 +62,14 @@ extension CacheAccess {
     /// The gzip copy of `stored` (a `compress` type, stored as it came a
     /// moment ago), made on an I/O thread, takes its place when smaller
     /// and when it is still the copy stored (not one stored since, nor
-    /// purged: it is inserted with the fetch's purge number).
-    func storeCompressed(_ stored: CachedResponse, as head: StoredHead, fetchedSince: UInt64, toDisk: Bool) {
+    /// purged: it is stored through the fetch's miss handler).
+    func storeCompressed(_ stored: CachedResponse, as head: StoredHead, through handler: MissHandler) {
         let stored = stored.owned()  // (read on another thread)
         BlockingWork.shared.run({ Gzip.compress(stored.body) }, on: loop) { [store] compressed in
             guard compressed.count < stored.body.count,
                   store.lookupWithoutBlocking(stored.key)?.contains(where: { $0.isSame(stored) }) ?? false else { return }
             let entry = compressed.withUnsafeBytes { CachedResponse.make(head: head, body: $0) }
-            _ = store.tiers.insert(entry, firstTierOnly: !toDisk, fetchedSince: fetchedSince)
+            handler.insert(entry)
         }
     }
 }

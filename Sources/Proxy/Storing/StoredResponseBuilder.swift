@@ -202,11 +202,11 @@ struct StoredResponseBuilder: Sendable {
     /// Builds the stored form. `varyFrom` supplies the request's values of
     /// the fields the response's Vary names. The body is copied into the entry.
     func build(key: String, status: Int, reason: String?, headers: HeaderFields, body: UnsafeRawBufferPointer,
-               bodyFile: FileBody? = nil, timing: ResponseTiming, tags: [String], directives: Directives? = nil,
+               timing: ResponseTiming, tags: [String], directives: Directives? = nil,
                varyNames: [String]? = nil, varyFrom request: (String) -> String?) -> CachedResponse {
         let head = storedHead(key: key, status: status, reason: reason, headers: headers, timing: timing, tags: tags,
                               directives: directives, varyNames: varyNames, varyFrom: request)
-        return CachedResponse.make(head: head, body: body, bodyFile: bodyFile)
+        return CachedResponse.make(head: head, body: body)
     }
 
     /// What every tier keeps of a response but its body: the head prefix a
@@ -279,10 +279,10 @@ struct StoredResponseBuilder: Sendable {
         var merged = Validation.merge(stored: stored, update: update)
         if entry.isGzip { merged = StoredCompression.keepWeak(stored: stored["etag"], merged: merged) }
         let names = entry.varyNames, values = entry.varyValues
-        return build(key: entry.key, status: entry.status, reason: entry.reason, headers: merged, body: entry.body,
-                     bodyFile: entry.bodyFile, timing: timing, tags: entry.tags, varyNames: names) { name in
+        return entry.withHead(storedHead(key: entry.key, status: entry.status, reason: entry.reason, headers: merged, timing: timing,
+                                         tags: entry.tags, varyNames: names) { name in
             names.firstIndex(of: name).flatMap { values[$0] }
-        }
+        })
     }
 
     /// The request fields that select a variant: the response's Vary plus

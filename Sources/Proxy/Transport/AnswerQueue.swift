@@ -29,9 +29,8 @@ protocol AnswerQueue: ResponseSink {
     func enqueue(_ bytes: [UInt8])
     func enqueue(copying buffer: UnsafeRawBufferPointer)
     func enqueue(_ bytes: Bytes, from: Int, to: Int?)
-    /// Bytes of a stored response's block (its stored head, or its body).
-    func enqueue(_ entry: CachedResponse, from: Int, to: Int)
-    func enqueue(file: OpenFile, from: Int, to: Int)
+    /// Bytes of a stored response (its stored head, or its body, wherever kept).
+    func enqueue(stored bytes: StoredBytes)
 }
 
 extension ClientConnection: AnswerQueue {
@@ -63,34 +62,31 @@ extension AnswerQueue {
         var tail: ClientHead.Tail {
             ClientHead.Tail(age: age, date: services.dateHeader.current(now: now), cacheStatus: cacheStatus, connection: field)
         }
-        // A body in a file (a disk hit served as stored): a small one in one
-        // read into the output, from the page cache; a large one, or one the
-        // page cache lacks, by sendfile as the client takes it.
-        var file: OpenFile?, tailAndBody: (bytes: Bytes, count: Int)?
-        if let bodyFile = entry.bodyFile, answer.sendsBody, request.method != "HEAD" {
-            if case .whole = answer, bodyFile.length <= Self.readIntoOutputLimit {
+        // A body kept in a file (a disk hit served as stored): a small one
+        // in one read into the output, from the page cache; a large one, or
+        // one the page cache lacks, as the transport sends a file's bytes.
+        let body = entry.storedBody
+        let sendsBytes = answer.sendsBody && request.method != "HEAD"
+        var tailAndBody: (bytes: Bytes, count: Int)?
+        if sendsBytes && !body.isInMemory {
+            if case .whole = answer, body.count <= Self.readIntoOutputLimit {
                 // Read in behind the per-request tail (HTTP/1.1, whose stored
                 // head goes as it is): one block for both.
                 services.headScratch.removeAll(keepingCapacity: true)
                 if Head.sendsStoredHeadAsIs {
                     ClientHead.appendHitTail(age: age, cacheStatus: cacheStatus, connection: field, to: &services.headScratch)
                 }
-                var outcome = FileBody.ReadInto.failed
+                var outcome = StoredBody.ReadInto.failed
                 tailAndBody = services.headScratch.withUnsafeBytes { tail in
-                    copied(count: tail.count + bodyFile.length) { block in
+                    copied(count: tail.count + body.count) { block in
                         block.copyMemory(from: tail)
-                        outcome = bodyFile.read(into: UnsafeMutableRawBufferPointer(rebasing: block[tail.count...]), cachedOnly: true)
+                        outcome = body.read(into: UnsafeMutableRawBufferPointer(rebasing: block[tail.count...]), cachedOnly: true)
                         return outcome == .read
                     }
                 }
-                switch outcome {
-                case .read: break
-                case .wouldBlock: file = OpenFile(bodyFile.file)
-                case .failed: return bodyGone(bodyFile, of: entry)
-                }
-            } else {
-                guard bodyFile.isReadable else { return bodyGone(bodyFile, of: entry) }
-                file = OpenFile(bodyFile.file)
+                if outcome == .failed { return bodyGone(body, of: entry) }
+            } else if !body.isReadable {
+                return bodyGone(body, of: entry)
             }
         }
         switch answer {
@@ -100,12 +96,7 @@ extension AnswerQueue {
         case .partial(let range, let length, let stored):
             enqueue(head: ClientHead.partial(fields: entry.headers, range: range, length: length, tail: tail,
                                              isHidden: services.builder.isHidden))
-            let first = range.lowerBound - stored, end = range.upperBound - stored + 1
-            if let file, let bodyFile = entry.bodyFile {
-                enqueue(file: file, from: bodyFile.offset + first, to: bodyFile.offset + end)
-            } else {
-                enqueue(entry, from: entry.headLength + first, to: entry.headLength + end)
-            }
+            if sendsBytes { enqueue(stored: body.slice((range.lowerBound - stored)..<(range.upperBound - stored + 1))) }
             return SentAnswer(status: 206, bodyBytes: range.count)
         case .unsatisfiable(let length):
             enqueue(head: ClientHead.partial(fields: entry.headers, range: nil, length: length, tail: tail,
@@ -115,9 +106,8 @@ extension AnswerQueue {
             // HTTP/1.1: the stored head as is, then the per-request tail from
             // a buffer the worker reuses (with a small body from a file read
             // behind it). HTTP/2: fields from the stored ones.
-            let headLength = entry.headLength
             if Head.sendsStoredHeadAsIs {
-                enqueue(entry, from: 0, to: headLength)
+                enqueue(stored: entry.storedHeadBytes)
             } else {
                 var head = Head(stored: entry)
                 head.hitTail(age: age, cacheStatus: cacheStatus, connection: field)
@@ -125,7 +115,7 @@ extension AnswerQueue {
             }
             if let tailAndBody {
                 enqueue(tailAndBody.bytes, from: 0, to: tailAndBody.count)
-                return SentAnswer(status: entry.status, bodyBytes: entry.bodyLength)
+                return SentAnswer(status: entry.status, bodyBytes: body.count)
             }
             if Head.sendsStoredHeadAsIs {
                 services.headScratch.removeAll(keepingCapacity: true)
@@ -136,12 +126,8 @@ extension AnswerQueue {
                     }
                 }
             }
-            if let file, let bodyFile = entry.bodyFile {
-                enqueue(file: file, from: bodyFile.offset, to: bodyFile.offset + bodyFile.length)
-            } else if request.method != "HEAD" {
-                enqueue(entry, from: headLength, to: headLength + entry.bodyLength)
-            }
-            return SentAnswer(status: entry.status, bodyBytes: request.method == "HEAD" ? 0 : entry.bodyLength)
+            if sendsBytes { enqueue(stored: body.whole) }
+            return SentAnswer(status: entry.status, bodyBytes: sendsBytes ? body.count : 0)
         }
     }
 
@@ -189,8 +175,8 @@ extension AnswerQueue {
     /// A body file cut short behind Larder's back (sent as is, every hit
     /// would be a short body and a cut connection): nil, and the entry is
     /// dropped and fetched again.
-    private func bodyGone(_ bodyFile: FileBody, of entry: CachedResponse) -> SentAnswer? {
-        services.logger.warning("stored body \(bodyFile.path) is shorter than recorded (\(bodyFile.offset + bodyFile.length) bytes): entry dropped, fetching \(entry.key) again")
+    private func bodyGone(_ body: StoredBody, of entry: CachedResponse) -> SentAnswer? {
+        services.logger.warning("stored body in \(body.place) is shorter than recorded: entry dropped, fetching \(entry.key) again")
         return nil
     }
 
@@ -230,9 +216,7 @@ extension AnswerQueue {
     /// Queues a copy of a body piece in the answer's framing.
     func sendBody(copying bytes: UnsafeRawBufferPointer) { sendFramed(bytes.count) { enqueue(copying: bytes) } }
 
-    func sendBody(file body: FileBody) {
-        sendFramed(body.length) { enqueue(file: OpenFile(body.file), from: body.offset, to: body.offset + body.length) }
-    }
+    func sendBody(stored bytes: StoredBytes) { sendFramed(bytes.count) { enqueue(stored: bytes) } }
 
     /// `count` bytes queued by `enqueueBytes`, in a chunk when chunked;
     /// nothing for a bodiless answer.

@@ -117,10 +117,8 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
     func readAvailable() {
         if flow.mayRead(held()) {
             var received = 0
-            let reads = stream.readAvailable(into: &services.scratch, rounds: 16, received: &received) { bytes in
-                input.append(contentsOf: bytes)
-                return flow.mayRead(held())
-            }
+            let reads = stream.readAvailable(into: &services.scratch, rounds: 16, received: &received,
+                                             readMore: { flow.mayRead(held()) }) { input.append(contentsOf: $0) }
             WorkerStats.add(counters.receivedBytes, received)
             switch reads {
             case .waiting: break
@@ -268,8 +266,7 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
     func enqueue(_ bytes: [UInt8]) { output.append(bytes) }
     func enqueue(copying buffer: UnsafeRawBufferPointer) { output.append(copying: buffer) }
     func enqueue(_ bytes: Bytes, from: Int = 0, to: Int? = nil) { output.append(bytes, from: from, to: to) }
-    func enqueue(_ entry: CachedResponse, from: Int, to: Int) { output.append(entry, from: from, to: to) }
-    func enqueue(file: OpenFile, from: Int, to: Int) { output.append(file: file, from: from, to: to) }
+    func enqueue(stored bytes: StoredBytes) { output.append(bytes) }
 
     /// Whether the upstream should pause until the client catches up.
     var isCongested: Bool { output.pendingBytes >= settings.outputBoundBytes }

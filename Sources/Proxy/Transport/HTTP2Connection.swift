@@ -94,13 +94,12 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
 
     private func readAvailable() {
         var received = 0
-        let reads = stream.readAvailable(into: &services.scratch, rounds: 16, received: &received) { bytes in
-            receive(bytes)
-            return !closed
-        }
+        let reads = stream.readAvailable(into: &services.scratch, rounds: 16, received: &received,
+                                         readMore: { !closed }) { receive($0) }
         WorkerStats.add(services.counters.receivedBytes, received)
+        if closed { return }
         switch reads {
-        case .waiting: if !closed { write() }
+        case .waiting: write()
         case .ended: inputEnded()
         case .failed: abort()
         }

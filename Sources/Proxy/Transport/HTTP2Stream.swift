@@ -227,14 +227,13 @@ final class HTTP2Stream: AnswerQueue {
     func enqueue(copying buffer: UnsafeRawBufferPointer) { body.append(copying: buffer) }
     func enqueue(_ bytes: Bytes, from: Int, to: Int?) { body.append(bytes, from: from, to: to) }
 
-    func enqueue(_ entry: CachedResponse, from: Int, to: Int) {
+    func enqueue(stored bytes: StoredBytes) {
         // Taken as the client's windows allow, which may be long after this
-        // loop turn: the bytes hold their block, not the worker's period
-        // token (`CachedResponse.owned`).
-        body.append(entry.owned(), from: from, to: to)
+        // loop turn: a block's bytes hold their block, not the worker's
+        // period token (`CachedResponse.owned`).
+        if case .block(let entry, let range) = bytes { return body.append(.block(entry.owned(), range)) }
+        body.append(bytes)
     }
-
-    func enqueue(file: OpenFile, from: Int, to: Int) { body.append(file: file, from: from, to: to) }
 
     var isCongested: Bool { body.pendingBytes >= outputBound }
 

@@ -94,6 +94,15 @@ struct OutputQueue {
     }
 
     /// Bytes `offset..<end` of an open file.
+    /// A stored response's bytes: its block's by reference, a file's as a
+    /// file segment (sendfile, or read into a TLS or HTTP/2 output).
+    mutating func append(_ stored: StoredBytes) {
+        switch stored {
+        case .block(let entry, let range): append(entry, from: range.lowerBound, to: range.upperBound)
+        case .file(let file, let range): append(file: OpenFile(file), from: range.lowerBound, to: range.upperBound)
+        }
+    }
+
     mutating func append(file: OpenFile, from offset: Int, to end: Int) {
         guard end > offset else { return }
         segments.append(Segment(source: .file(file), offset: offset, end: end))

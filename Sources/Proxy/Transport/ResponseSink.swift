@@ -53,9 +53,10 @@ protocol ResponseSink: AnswerCarrier {
     func sendBody(_ chunk: Bytes)
     /// A body piece, copied.
     func sendBody(copying bytes: UnsafeRawBufferPointer)
-    /// A body piece in a stored file, read as the client takes it (a
-    /// file cut shorter since, by a hand, cuts the connection).
-    func sendBody(file body: FileBody)
+    /// Bytes of a stored response, wherever they are kept (a file's are
+    /// read as the client takes them; one cut shorter since, by a hand,
+    /// cuts the connection).
+    func sendBody(stored bytes: StoredBytes)
 
     /// The body is over (`whole`: as long as it said); true when the
     /// transport must be cut to say so (a body cut short, or one whose end

@@ -1,5 +1,7 @@
 import CacheSemantics
 import CacheStorage
+import HTTP1
+import TestSupport
 import XCTest
 @testable import Proxy
 
@@ -22,6 +24,7 @@ extension ExchangeMachineTests {
         send(.upstreamFailed) { $0.upstreamFailed(.unreachable, detail: "late", now: now) }
         send(.refreshed) { $0.refreshed(nil, now: now) }
         send(.nextTurn) { $0.nextTurn() }
+        send(.interim) { $0.interim() }
         return out
     }
 
@@ -45,5 +48,49 @@ extension ExchangeMachineTests {
         }
         XCTAssertEqual(m.state, .lookingUp, "nothing changed")
         XCTAssertEqual(m.lookedUp(found(miss), in: Variants()), .collapse(count: .miss), "the lookup's answer still counts")
+    }
+
+    /// The decisions about the upstream's head the machine makes: a 200
+    /// the client's conditional already has is a 304; a HEAD fetched as a
+    /// GET ends at its head (stored only when the fetch may finish without
+    /// the client); interim responses pass only while forwarding.
+    func testTheUpstreamHeadsAnswerIsDecidedByTheMachine() throws {
+        func forwardingMachine(_ method: String = "GET") -> ExchangeMachine {
+            var m = machine(method: method)
+            XCTAssertEqual(m.start(), .lookUp(forgetting: false))
+            _ = m.lookedUp(found(miss), in: Variants())
+            _ = m.joined(.leading)
+            return m
+        }
+        func request(_ text: String) throws -> RequestHead {
+            var parser = RequestParser()
+            guard case .complete(let head, _) = Array(text.utf8).withUnsafeBytes({ parser.parse($0) }) else {
+                throw TestFailure("the request did not parse")
+            }
+            return head
+        }
+        var m = forwardingMachine()
+        XCTAssertEqual(m.interim(), .passInterim)
+        let conditional = try request("GET /r HTTP/1.1\r\nHost: a\r\nIf-None-Match: \"v1\"\r\n\r\n")
+        XCTAssertEqual(m.upstreamHead(response(200, ["etag": "\"v1\""]), now: now), .takeHead)
+        let head = m.headSent(response(200, ["etag": "\"v1\""]), stored: true, client: conditional)
+        XCTAssertTrue(head.notModified, "the client has it: a 304")
+        XCTAssertFalse(head.endsAtHead)
+        XCTAssertEqual(m.interim(), .ignored(.init(event: .interim, state: .streaming)), "the answer went out")
+
+        var other = forwardingMachine()
+        _ = other.upstreamHead(response(200, ["etag": "\"v2\""]), now: now)
+        XCTAssertFalse(other.headSent(response(200, ["etag": "\"v2\""]), stored: true, client: conditional).notModified)
+
+        var head1 = forwardingMachine("HEAD")
+        let asked = try request("HEAD /r HTTP/1.1\r\nHost: a\r\n\r\n")
+        _ = head1.upstreamHead(response(200), now: now)
+        let atHead = head1.headSent(response(200), stored: true, client: asked, mayFinishWithoutClient: false)
+        XCTAssertTrue(atHead.endsAtHead, "a HEAD that missed was fetched as a GET: its head is the answer")
+        XCTAssertEqual(atHead.cacheStatus, "larder; fwd=uri-miss", "not stored: the fetch will not finish without the client")
+        var head2 = forwardingMachine("HEAD")
+        _ = head2.upstreamHead(response(200), now: now)
+        XCTAssertEqual(head2.headSent(response(200), stored: true, client: asked, mayFinishWithoutClient: true).cacheStatus,
+                       "larder; fwd=uri-miss; stored")
     }
 }

@@ -85,7 +85,7 @@ final class ExchangeMachineTests: XCTestCase {
         XCTAssertTrue(m.responseStarted)
         XCTAssertEqual(m.upstreamHead(response(200), now: now), .ignored(.init(event: .upstreamHead, state: .streaming)), "one head per answer")
         XCTAssertEqual(m.upstreamFailed(.unreachable, detail: "gone", now: now), .ignored(.init(event: .upstreamFailed, state: .streaming)), "a failure after the head: no stand-in")
-        m.finish()
+        XCTAssertEqual(m.finish(), .ended)
         XCTAssertTrue(m.clientDone)
     }
 
@@ -229,7 +229,7 @@ final class ExchangeMachineTests: XCTestCase {
         var gone = machine()
         _ = lookedUp(&gone, miss)
         _ = gone.joined(.waiting)
-        gone.clientGone()
+        XCTAssertEqual(gone.clientGone(), .ended)
         XCTAssertEqual(gone.leaderDone(.follow(fetch)), .ignored(.init(event: .leaderDone, state: .done)))
     }
 
@@ -251,7 +251,7 @@ final class ExchangeMachineTests: XCTestCase {
         _ = m.joined(.leading)
         _ = m.upstreamHead(response(200), now: now)
         _ = m.headSent(response(200), stored: false)
-        m.clientGone()
+        XCTAssertEqual(m.clientGone(), .ended)
         XCTAssertTrue(m.clientDone)
         XCTAssertEqual(m.upstreamHead(response(200), now: now), .ignored(.init(event: .upstreamHead, state: .done)))
         XCTAssertEqual(m.upstreamFailed(.timedOut, detail: "late", now: now), .ignored(.init(event: .upstreamFailed, state: .done)))
@@ -308,7 +308,7 @@ final class ExchangeMachineTests: XCTestCase {
         _ = lookedUp(&left, miss)
         _ = left.lookedUp(found(miss), in: Variants())
         _ = left.joined(.leading)
-        left.clientGone()
+        XCTAssertEqual(left.clientGone(), .ended)
         guard case .releaseClaims(let fleet) = left.claimed(true) else { return XCTFail() }
         XCTAssertTrue(fleet, "the client left: both claims go")
         XCTAssertEqual(left.claimed(true), .ignored(.init(event: .claimed, state: .done)), "once")

@@ -179,7 +179,7 @@ final class ExchangeSinkTests: XCTestCase {
         if cold == nil && !told { throw XCTSkip("a dropped file is read back at once by a read that may not wait here: nothing stays cold") }
         let waiting = try XCTUnwrap(cold, "nothing yet: the file is read on an I/O thread")
         // A memory hit meanwhile is answered at once.
-        worker.cache.store.insert(stored("/warm"), firstTierOnly: true, fetchedSince: 0)
+        worker.cache.store.missHandler(toDisk: false).insert(stored("/warm"))
         let (_, warm) = try exchange("/warm")
         XCTAssertEqual(warm.events.last, "finished keep-alive")
 
@@ -215,7 +215,7 @@ final class ExchangeSinkTests: XCTestCase {
             timing: ResponseTiming(requestTime: now, responseTime: now, dateValue: nil, ageValue: 0), tags: [], varyFrom: { _ in nil })
         let entry = CachedResponse.make(head: head, body: UnsafeRawBufferPointer(start: nil, count: 0),
                                         bodyFile: try XCTUnwrap(FileBody(opening: path, offset: 3, length: compressed.count)))
-        worker.cache.store.insert(entry, firstTierOnly: true, fetchedSince: 0)
+        worker.cache.store.missHandler(toDisk: false).insert(entry)
 
         let (_, cold) = try exchange("/gz-cold")
         XCTAssertEqual(cold.events, [], "nothing yet: its trailer and first piece are read on an I/O thread")

@@ -1,19 +1,27 @@
 import CacheSemantics
+import Upstream
 import XCTest
 @testable import Proxy
 
-/// One upstream fetch driven event by event: retries, pauses, the client
-/// leaving at each point, the claim on the key.
+/// One upstream fetch driven event by event, comparing the actions it
+/// returns: heads refused or dropped, retries and failures (and which mark
+/// the server), pauses, the client leaving at each point, the claim on the
+/// key, and every late event ignored with the state that found it.
 final class FetchMachineTests: XCTestCase {
     private let never: () -> Bool = { XCTFail("not to be asked here"); return false }
+    private let unreachable = UpstreamError.unreachable("connection refused")
 
     private let shared = SharedFetch(head: SharedFetch.Head(
         status: 200, reason: nil, headers: [:], timing: ResponseTiming(requestTime: 0, responseTime: 0, dateValue: nil, ageValue: 0),
         contentLength: nil, varyNames: [], varyValues: []), limitBytes: 1 << 20)
 
+    private func ignored(_ event: FetchEvent, _ state: FetchMachine.State) -> FetchAction {
+        .ignored(FetchIgnored(event: event, state: state))
+    }
+
     private func streaming(leading: Bool = false) -> FetchMachine {
-        var m = FetchMachine(leading: leading)
-        m.headTaken()
+        var m = FetchMachine(leading: leading, retryLimit: 1)
+        XCTAssertEqual(m.head(invalid: nil, clientTakes: true), .stream)
         return m
     }
 
@@ -21,55 +29,60 @@ final class FetchMachineTests: XCTestCase {
         var m = FetchMachine(leading: false)
         XCTAssertEqual(m.state, .requesting)
         XCTAssertTrue(m.takesHead)
-        XCTAssertEqual(m.body(clientCongested: never, storeBacklogged: never), .discard, "no body before a head")
-        m.headTaken()
+        XCTAssertEqual(m.body(clientCongested: never, storeBacklogged: never), ignored(.body, .requesting), "no body before a head")
+        XCTAssertEqual(m.head(invalid: nil, clientTakes: true), .stream)
         XCTAssertEqual(m.state, .streaming)
-        XCTAssertFalse(m.takesHead, "one head per fetch")
+        XCTAssertEqual(m.head(invalid: nil, clientTakes: true), ignored(.head, .streaming), "one head per fetch")
         XCTAssertEqual(m.body(clientCongested: { false }, storeBacklogged: { false }), .take)
-        XCTAssertEqual(m.complete(failed: false, retryable: false), .ended)
+        XCTAssertEqual(m.complete(nil), .end)
         XCTAssertEqual(m.state, .done)
-        XCTAssertEqual(m.complete(failed: false, retryable: false), .ignore, "late completion")
+        XCTAssertEqual(m.complete(nil), ignored(.complete, .done), "late completion")
+        XCTAssertEqual(m.stop(), ignored(.stop, .done))
     }
 
-    func testAConnectionFailureIsRetriedThenAnswered() {
-        var m = FetchMachine(leading: false)
-        XCTAssertEqual(m.complete(failed: true, retryable: true), .retry)
+    func testAnInvalidHeadIsRefusedAndOneAnsweredOtherwiseDropped() {
+        var invalid = FetchMachine(leading: false)
+        XCTAssertEqual(invalid.head(invalid: "two Content-Length values", clientTakes: false), .refuse("two Content-Length values"))
+        XCTAssertEqual(invalid.stop(), .stop)
+        var answered = FetchMachine(leading: false)
+        XCTAssertEqual(answered.head(invalid: nil, clientTakes: false), .drop, "a 5xx's stand-in, or a 304 refresh")
+        XCTAssertEqual(answered.stop(), .stop)
+        XCTAssertEqual(answered.body(clientCongested: never, storeBacklogged: never), ignored(.body, .done))
+    }
+
+    func testAConnectionFailureIsRetriedWhileRetryAllowsThenAnswered() {
+        var m = FetchMachine(leading: false, method: "GET", hasBody: false, retryLimit: 1)
+        XCTAssertEqual(m.complete(unreachable), .retry(markServer: true))
         XCTAssertEqual(m.failedAttempts, 1)
         XCTAssertEqual(m.state, .requesting, "the request goes out again")
-        XCTAssertEqual(m.complete(failed: true, retryable: false), .failed)
+        XCTAssertEqual(m.complete(unreachable), .fail(.unreachable, markServer: true), "the retries are spent")
         XCTAssertEqual(m.state, .done)
-        XCTAssertEqual(m.complete(failed: false, retryable: false), .ignore)
-    }
+        XCTAssertEqual(m.complete(nil), ignored(.complete, .done))
 
-    func testAResponseWithoutAHeadIsAFailure() {
-        var m = FetchMachine(leading: false)
-        XCTAssertEqual(m.complete(failed: false, retryable: false), .failed, "closed before any response")
+        var post = FetchMachine(leading: false, method: "POST", hasBody: true, retryLimit: 3)
+        XCTAssertEqual(post.complete(unreachable), .fail(.unreachable, markServer: true), "a body cannot be replayed")
+        var late = FetchMachine(leading: false, retryLimit: 3)
+        XCTAssertEqual(late.complete(.timedOut("30 s")), .fail(.timedOut, markServer: true), "a timeout is not retried")
+        var closed = FetchMachine(leading: false, retryLimit: 3)
+        XCTAssertEqual(closed.complete(nil), .fail(.unreachable, markServer: false), "closed before any response")
     }
 
     func testAFailureAfterTheHeadCutsTheResponse() {
         var m = streaming()
-        XCTAssertEqual(m.complete(failed: true, retryable: true), .cut, "no retry once bytes went out")
+        XCTAssertEqual(m.complete(unreachable), .cut, "no retry, no server marked, once bytes went out")
         XCTAssertEqual(m.state, .done)
-    }
-
-    func testTheRestOfAResponseAnsweredOtherwiseIsDiscarded() {
-        // A 5xx answered with the stale response, or a 304 refresh.
-        var m = FetchMachine(leading: false)
-        m.finish()
-        XCTAssertFalse(m.takesHead)
-        XCTAssertEqual(m.body(clientCongested: never, storeBacklogged: never), .discard)
-        XCTAssertEqual(m.complete(failed: false, retryable: false), .ignore)
     }
 
     func testASlowClientOrASlowStorePausesUntilCaughtUp() {
         var m = streaming()
+        XCTAssertEqual(m.caughtUp(), ignored(.caughtUp, .streaming), "nothing paused")
         XCTAssertEqual(m.body(clientCongested: { true }, storeBacklogged: { false }), .pause)
         XCTAssertTrue(m.paused)
-        XCTAssertTrue(m.caughtUp())
-        XCTAssertFalse(m.caughtUp(), "resumed once")
+        XCTAssertEqual(m.caughtUp(), .resume)
+        XCTAssertEqual(m.caughtUp(), ignored(.caughtUp, .streaming), "resumed once")
         XCTAssertEqual(m.body(clientCongested: never, storeBacklogged: { true }), .pause,
                        "the store is asked first; the client need not be")
-        XCTAssertTrue(m.caughtUp())
+        XCTAssertEqual(m.caughtUp(), .resume)
         XCTAssertEqual(m.body(clientCongested: { false }, storeBacklogged: { false }), .take)
     }
 
@@ -80,47 +93,49 @@ final class FetchMachineTests: XCTestCase {
         XCTAssertEqual(m.state, .orphaned)
         XCTAssertEqual(m.body(clientCongested: never, storeBacklogged: { false }), .take, "the client is gone: never asked")
         XCTAssertEqual(m.body(clientCongested: never, storeBacklogged: { true }), .pause, "a slow store still pauses")
-        XCTAssertTrue(m.caughtUp())
-        XCTAssertEqual(m.clientGone(mayFinishWithoutClient: true), .none)
-        XCTAssertEqual(m.complete(failed: false, retryable: false), .ended)
+        XCTAssertEqual(m.caughtUp(), .resume)
+        XCTAssertEqual(m.clientGone(mayFinishWithoutClient: true), ignored(.clientGone, .orphaned))
+        XCTAssertEqual(m.complete(nil), .end)
         XCTAssertEqual(m.state, .done)
     }
 
     func testAnOrphanThatBreaksOffIsCut() {
         var m = streaming()
         _ = m.clientGone(mayFinishWithoutClient: true)
-        XCTAssertEqual(m.complete(failed: true, retryable: true), .cut, "nothing stored, no retry")
+        XCTAssertEqual(m.complete(unreachable), .cut, "nothing stored, no retry")
     }
 
-    func testAClientLeavingBeforeTheHeadCancelsTheFetch() {
-        var m = FetchMachine(leading: false)
-        XCTAssertEqual(m.clientGone(mayFinishWithoutClient: true), .cancel, "nothing to keep fetching for yet")
+    func testAClientLeavingBeforeTheHeadStopsTheFetch() {
+        var m = FetchMachine(leading: false, retryLimit: 3)
+        XCTAssertEqual(m.clientGone(mayFinishWithoutClient: true), .stop, "nothing to keep fetching for yet")
         XCTAssertFalse(m.takesHead)
-        XCTAssertEqual(m.complete(failed: true, retryable: true), .ignore, "no retry for a client that left")
+        XCTAssertEqual(m.complete(unreachable), ignored(.complete, .done), "no retry for a client that left")
+        XCTAssertEqual(m.head(invalid: nil, clientTakes: true), ignored(.head, .done))
         var unstorable = streaming()
-        XCTAssertEqual(unstorable.clientGone(mayFinishWithoutClient: false), .cancel)
-        XCTAssertEqual(unstorable.clientGone(mayFinishWithoutClient: true), .none, "over already")
+        XCTAssertEqual(unstorable.clientGone(mayFinishWithoutClient: false), .stop)
+        XCTAssertEqual(unstorable.clientGone(mayFinishWithoutClient: true), ignored(.clientGone, .done), "over already")
     }
 
     func testALeaderPublishesOnceAndReleasesItsClaimOnce() {
         var m = streaming(leading: true)
         XCTAssertTrue(m.mayPublish)
-        m.publish(shared)
+        XCTAssertEqual(m.publish(shared), .publish)
         XCTAssertEqual(m.published, shared)
         XCTAssertFalse(m.mayPublish, "published once")
+        XCTAssertEqual(m.publish(shared), ignored(.publish, .streaming))
         XCTAssertEqual(m.clientGone(mayFinishWithoutClient: true), .keepFetching(resume: false))
         XCTAssertEqual(m.published, shared, "an orphaned leader still feeds its followers")
-        XCTAssertEqual(m.complete(failed: false, retryable: false), .ended)
-        XCTAssertTrue(m.endLeadership(), "the claim is released")
-        XCTAssertFalse(m.endLeadership(), "once")
+        XCTAssertEqual(m.complete(nil), .end)
+        XCTAssertEqual(m.endLeadership(), .releaseClaim, "the claim is released")
+        XCTAssertEqual(m.endLeadership(), ignored(.endLeadership, .done), "once")
         XCTAssertNil(m.published)
     }
 
     func testAFetchThatDoesNotLeadNeitherPublishesNorReleases() {
         var m = streaming()
         XCTAssertFalse(m.mayPublish)
-        m.publish(shared)
-        XCTAssertNil(m.published, "only a leader publishes")
-        XCTAssertFalse(m.endLeadership(), "no claim to release")
+        XCTAssertEqual(m.publish(shared), ignored(.publish, .streaming), "only a leader publishes")
+        XCTAssertNil(m.published)
+        XCTAssertEqual(m.endLeadership(), ignored(.endLeadership, .streaming), "no claim to release")
     }
 }

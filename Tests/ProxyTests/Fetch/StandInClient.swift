@@ -103,7 +103,7 @@ final class RecordingSink: ResponseSink {
     var isBodyCongested: Bool { congested }
     func sendBody(_ chunk: Bytes) { record(chunk.count) }
     func sendBody(copying bytes: UnsafeRawBufferPointer) { record(bytes.count) }
-    func sendBody(file body: FileBody) { record(body.length) }
+    func sendBody(stored bytes: StoredBytes) { record(bytes.count) }
 
     func note(_ event: String) { events.append(event) }
 

@@ -1,81 +1,12 @@
 import Foundation
+import TestSupport
+import Threads
 import XCTest
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// Request smuggling and strict parsing, through the real binary: each
-/// ambiguous framing is refused (and the connection closed) or normalized
-/// before it reaches the upstream, which never sees the client's framing.
-final class SmugglingTests: ProxyTestCase {
-    /// Sends raw bytes; returns the status line's code and whether the
-    /// connection was closed after the answer.
-    private func send(_ raw: String) throws -> (status: Int, closed: Bool) {
-        let c = try larder.client()
-        try c.send(raw)
-        let r = try c.readResponse(method: raw.hasPrefix("HEAD") ? "HEAD" : "GET")
-        return (r.status, c.isClosedByPeer())
-    }
-
-    func testAmbiguousFramingIsRefusedAndTheConnectionClosed() throws {
-        let refused: [(String, String, Int)] = [
-            ("CL and TE", "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
-            ("conflicting CL", "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", 400),
-            ("signed CL", "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: +3\r\n\r\nabc", 400),
-            ("TE chunked, identity", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n", 400),
-            ("TE identity, chunked", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: identity, chunked\r\n\r\n0\r\n\r\n", 501),
-            ("TE gzip", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
-            ("TE twice", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
-            ("space before colon", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding :chunked\r\n\r\n0\r\n\r\n", 400),
-            ("TE in HTTP/1.0", "POST /echo HTTP/1.0\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
-            ("signed chunk size", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n+3\r\nabc\r\n0\r\n\r\n", 400),
-            ("chunk size overflow", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffff1\r\nabc\r\n0\r\n\r\n", 400),
-            ("chunk extension flood", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3;" + String(repeating: "a", count: 10_000) + "\r\nabc\r\n0\r\n\r\n", 400),
-            ("obs-fold", "GET / HTTP/1.1\r\nHost: a\r\nX-A: b\r\n c\r\n\r\n", 400),
-            ("NUL in a field", "GET / HTTP/1.1\r\nHost: a\r\nX-A: b\u{0}c\r\n\r\n", 400),
-            ("control byte in a field", "GET / HTTP/1.1\r\nHost: a\r\nX-A: b\u{1}c\r\n\r\n", 400),
-            ("invalid method", "G@T / HTTP/1.1\r\nHost: a\r\n\r\n", 400),
-            ("space in target", "GET /a b HTTP/1.1\r\nHost: a\r\n\r\n", 400),
-            ("target without slash", "GET abc HTTP/1.1\r\nHost: a\r\n\r\n", 400),
-            ("no Host in HTTP/1.1", "GET / HTTP/1.1\r\n\r\n", 400),
-            ("two Hosts", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
-            ("HTTP/2.0 in text", "GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505),
-            ("CONNECT", "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", 400),
-        ]
-        for (name, raw, status) in refused {
-            let r = try send(raw)
-            XCTAssertEqual(r.status, status, name)
-            XCTAssertTrue(r.closed, "\(name): connection closed")
-        }
-        XCTAssertEqual(try origin.count("/echo"), 0, "none of them reached the upstream")
-    }
-
-    func testTolerableVariantsAreNormalizedBeforeTheUpstream() throws {
-        // RFC 9112 section 6.3: identical lengths may be taken as one.
-        let c = try larder.client()
-        try c.send("POST /echo?same HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc")
-        XCTAssertEqual(try c.readResponse().text, "abc")
-        let fields = try origin.lastRequest("/echo?same")["headers"] as? [[String]] ?? []
-        XCTAssertEqual(fields.filter { $0[0] == "content-length" }.map { $0[1] }, ["3"], "one Content-Length upstream")
-        XCTAssertFalse(fields.contains { $0[0] == "transfer-encoding" })
-
-        // Chunked in any case, with an extension: decoded, re-framed upstream.
-        try c.send("POST /echo?chunked HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: CHUNKED\r\n\r\n3;ext=1\r\nabc\r\n0\r\n\r\n")
-        XCTAssertEqual(try c.readResponse().text, "abc")
-        XCTAssertEqual(try origin.lastRequest("/echo?chunked")["body_length"] as? Int, 3)
-
-        // An absolute-form target is served as its path (one upstream).
-        try c.send("GET http://elsewhere.example/abs?x=1 HTTP/1.1\r\nHost: a\r\n\r\n")
-        XCTAssertEqual(try c.readResponse().status, 200)
-        XCTAssertEqual(try origin.count("/abs?x=1"), 1)
-
-        // HTTP/1.0 without Host, and keep-alive on request.
-        try c.send("GET /ten HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
-        XCTAssertEqual(try c.readResponse().status, 200)
-        try c.send("GET /ten-again HTTP/1.1\r\nHost: a\r\n\r\n")
-        XCTAssertEqual(try c.readResponse().status, 200, "HTTP/1.0 keep-alive honoured: the connection stayed open")
-    }
-}
+// Clients that try to use up a resource: connections, descriptors, output buffers, the admin API, log followers.
 
 /// Connection, header and body limits.
 final class LimitTests: ConfiguredTestCase {
@@ -126,28 +57,6 @@ final class LimitTests: ConfiguredTestCase {
         try c.send("GET /many-fields HTTP/1.1\r\nHost: a\r\n\(fields)\r\n")
         XCTAssertEqual(try c.readResponse().status, 431)
         XCTAssertEqual(try origin.count("/many-fields"), 0)
-    }
-}
-
-/// Faults around Larder: a broken upstream, too few file descriptors.
-final class FaultTests: ProxyTestCase {
-    func testAnUpstreamResetMidBodyCutsTheClientAndStoresNothing() throws {
-        let target = "/cut?size=100000&cut=30000"
-        let c = try larder.client()
-        try c.send("GET \(target) HTTP/1.1\r\nHost: a\r\n\r\n")
-        let received = c.readUntilClosed()  // Larder closes the connection
-        let head = String(decoding: received.prefix(200), as: UTF8.self)
-        XCTAssertTrue(head.hasPrefix("HTTP/1.1 200"), head)
-        let bodyStart = received.firstRange(of: [13, 10, 13, 10])?.upperBound ?? received.count
-        XCTAssertLessThan(received.count - bodyStart, 100_000, "the client sees a cut response (Content-Length unmet)")
-        let again = try larder.client().get(target, headers: ["Larder-Cache-Policy: cacheOnly"])
-        XCTAssertEqual(again.status, 504, "nothing partial was stored")
-    }
-
-    func testAnUpstreamThatDoesNotSpeakHTTPIs502() throws {
-        let r = try larder.client().get("/garbage?garbage=1")
-        XCTAssertEqual(r.status, 502)
-        XCTAssertEqual(try larder.client().get("/fine").status, 200, "and Larder goes on")
     }
 }
 
@@ -220,56 +129,6 @@ final class DescriptorExhaustionTests: XCTestCase {
     }
 }
 
-/// Cache poisoning: what a client sends but the key does not hold never
-/// reaches the upstream, and one host's response is not served for another.
-final class PoisoningTests: ConfiguredTestCase {
-    func testForwardingFieldsFromTheClientAreDroppedByDefault() throws {
-        let origin = try startOrigin()
-        let larder = try startLarder(upstream: origin.url)
-        let c = try larder.client()
-        try c.send("GET /poison HTTP/1.1\r\nHost: shop.example\r\nX-Forwarded-Host: evil.example\r\nX-Forwarded-Proto: https\r\n\r\n")
-        XCTAssertEqual(try c.readResponse().status, 200)
-        let fields = try origin.lastRequest("/poison")["headers"] as? [[String]] ?? []
-        XCTAssertEqual(fields.filter { $0[0] == "x-forwarded-host" }.count, 0, "\(fields)")
-        XCTAssertEqual(fields.filter { $0[0] == "x-forwarded-proto" }.map { $0[1] }, ["http"])
-        // Any Host gets the one stored response (the upstream never saw it).
-        try c.send("GET /poison HTTP/1.1\r\nHost: other.example\r\n\r\n")
-        XCTAssertTrue(try c.readResponse().header("cache-status")?.contains("hit") ?? false)
-    }
-
-    func testWithForwardHostEachHostHasItsOwnStoredResponse() throws {
-        let (origin, larder) = try start(config: "forward_host = true\n")
-        let c = try larder.client()
-        func get(_ host: String, _ extra: String = "") throws -> HTTPResponse {
-            try c.send("GET /per-host HTTP/1.1\r\nHost: \(host)\r\n\(extra)\r\n")
-            return try c.readResponse()
-        }
-        XCTAssertEqual(try get("a.example", "X-Forwarded-Host: evil.example\r\n").header("cache-status"), "larder; fwd=uri-miss; stored")
-        let fields = try origin.lastRequest("/per-host")["headers"] as? [[String]] ?? []
-        XCTAssertEqual(fields.filter { $0[0] == "x-forwarded-host" }.map { $0[1] }, ["a.example"], "the client's own is replaced")
-        XCTAssertEqual(try get("b.example").header("cache-status"), "larder; fwd=vary-miss; stored", "not a.example's")
-        XCTAssertTrue(try get("A.Example").header("cache-status")?.contains("hit") ?? false, "host names are case-insensitive")
-        XCTAssertEqual(try origin.count("/per-host"), 2)
-        // A purge of the URL removes every host's copy.
-        XCTAssertEqual(try larder.adminClient().request("POST", "/purge?url=%2Fper-host").text, "{\"purged\": 2}\n")
-    }
-
-    func testWithPreserveHostTheUpstreamGetsTheClientsHostAndEachHostIsKeyed() throws {
-        let (origin, larder) = try start(config: "preserve_host = true\n")
-        let c = try larder.client()
-        func get(_ host: String) throws -> HTTPResponse {
-            try c.send("GET /vhost HTTP/1.1\r\nHost: \(host)\r\n\r\n")
-            return try c.readResponse()
-        }
-        XCTAssertEqual(try get("a.example").header("cache-status"), "larder; fwd=uri-miss; stored")
-        let fields = try origin.lastRequest("/vhost")["headers"] as? [[String]] ?? []
-        XCTAssertEqual(fields.filter { $0[0].lowercased() == "host" }.map { $0[1] }, ["a.example"], "the client's Host, not 127.0.0.1:PORT")
-        XCTAssertEqual(try get("b.example").header("cache-status"), "larder; fwd=vary-miss; stored", "not a.example's")
-        XCTAssertTrue(try get("a.example").header("cache-status")?.contains("hit") ?? false)
-        XCTAssertEqual(try origin.count("/vhost"), 2)
-    }
-}
-
 /// Files disk hits keep open give way to connections when the process
 /// runs out of descriptors, and what is stored stays stored.
 final class KeptFilesUnderDescriptorPressureTests: ConfiguredTestCase {
@@ -337,5 +196,137 @@ final class KeptFilesUnderDescriptorPressureTests: ConfiguredTestCase {
         held.removeAll()
         for target in targets { XCTAssertTrue(try c.get(target).header("cache-status")?.contains("hit") ?? false, target) }
         XCTAssertTrue(child.process.isRunning, child.stderr)
+    }
+}
+
+/// A client that pipelines and never reads cannot make Larder queue
+/// answers without bound; one that reads nothing for send_timeout is dropped.
+final class UnreadOutputTests: ConfiguredTestCase {
+    func testAnswersWaitWhileTheClientLeavesOutputUnread() throws {
+        let (_, larder) = try start(config: "send_timeout = \"30s\"\n")
+        let target = "/big-hit?size=131072"
+        XCTAssertEqual(try larder.client().get(target).body.count, 131_072)
+        let hitsBefore = try statsFigure(larder, "hits")
+        let c = try larder.client()
+        let count = 200  // 25 MiB of answers, about 10 KiB of requests
+        try c.send(String(repeating: "GET \(target) HTTP/1.1\r\nHost: a\r\n\r\n", count: count))
+        XCTAssertGreaterThanOrEqual(try waitForStats(larder, "output_pauses", atLeast: 1), 1, "answers held back")
+        let answered = try statsFigure(larder, "hits") - hitsBefore
+        XCTAssertLessThan(answered, count / 2, "answers stop at the output bound (plus socket buffers), not at the end of the input")
+        // Reading resumes the answers, in order and complete.
+        for i in 0..<count {
+            let r = try c.readResponse()
+            XCTAssertEqual(r.body.count, 131_072, "answer \(i)")
+        }
+    }
+
+    func testAClientThatReadsNothingIsDisconnectedAfterSendTimeout() throws {
+        let (_, larder) = try start(config: "send_timeout = \"1s\"\n")
+        let target = "/big-hit?size=131072"
+        _ = try larder.client().get(target)
+        let c = try larder.client()
+        try c.send(String(repeating: "GET \(target) HTTP/1.1\r\nHost: a\r\n\r\n", count: 100))
+        XCTAssertGreaterThanOrEqual(try waitForStats(larder, "send_timeouts", atLeast: 1), 1)
+        XCTAssertTrue(c.isClosedByPeer())
+        XCTAssertEqual(try larder.client().get(target).status, 200, "others are still served")
+    }
+}
+
+/// Idle admin connections cannot use up the process's descriptors.
+final class AdminConnectionLimitTests: ConfiguredTestCase {
+    func testAdminConnectionsAreBoundedAndUnauthenticatedIdleOnesClosed() throws {
+        let (_, larder) = try start(config: "admin_max_connections = 4\n")
+        let idle = try (0..<4).map { _ in try larder.adminClient() }
+        // Past the limit: 503 and closed (the idle ones hold every slot).
+        let refused = try larder.adminClient()
+        try refused.send("GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n")
+        XCTAssertEqual(try refused.readResponse().status, 503)
+        XCTAssertEqual(try larder.client().get("/still-serving").status, 200, "the proxy keeps accepting")
+        // Unauthenticated idle connections are closed after a few seconds.
+        for c in idle { XCTAssertTrue(c.isClosedByPeer()) }
+        XCTAssertEqual(try larder.adminClient().get("/healthz").status, 200)
+        XCTAssertGreaterThanOrEqual(try statsFigure(larder, "admin_refused_connections"), 1)
+    }
+}
+
+/// max_connections is one count across workers; a disk file cut short
+/// behind Larder's back is dropped, not served short.
+final class SharedLimitsAndDiskFilesTests: ConfiguredTestCase {
+    func testMaxConnectionsIsOneCountAcrossWorkers() throws {
+        let (_, larder) = try start(config: "max_connections = 100\n")
+        var clients: [HTTPClient] = []
+        for i in 0..<100 {
+            let c = try larder.client()
+            XCTAssertEqual(try c.get("/conn?\(i)").status, 200, "connection \(i) of 100")
+            clients.append(c)
+        }
+        XCTAssertEqual(try larder.client().get("/conn-over").status, 503, "the 101st is refused")
+        clients.removeAll()
+    }
+
+    func testOneConnectionMeansOneAcrossWorkers() throws {
+        // Split per worker, a limit of 1 let each of the 2 workers take one.
+        let (_, larder) = try start(config: "max_connections = 1\n")
+        let first = try larder.client()
+        XCTAssertEqual(try first.get("/only").status, 200)
+        for i in 0..<6 {
+            XCTAssertEqual(try larder.client().get("/over-\(i)").status, 503, "connection \(i + 2) while one is open")
+        }
+        XCTAssertEqual(try first.get("/only-again").status, 200)
+    }
+
+    func testABodyFileTruncatedWhileRunningIsDroppedAndFetchedAgain() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-trunc-\(UUID().uuidString)").path
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: directory) }
+        let (origin, larder) = try start(config: "cache_dir = \"\(directory)\"\nmax_object_size = \"64KiB\"\n")
+        let target = "/truncated?size=3000000"
+        let original = try larder.client().get(target)
+        XCTAssertEqual(original.body.count, 3_000_000)
+        func files() -> [String] {
+            (FileManager.default.enumerator(atPath: directory)?.allObjects as? [String] ?? [])
+                .filter { $0.hasSuffix(".lrd") }.map { directory + "/" + $0 }
+        }
+        let deadline = Date().addingTimeInterval(10)
+        while files().isEmpty && Date() < deadline { usleep(20_000) }
+        let hit = try larder.client().get(target)
+        XCTAssertTrue(hit.header("cache-status")?.contains("hit") ?? false, "served from the file")
+        let path = try XCTUnwrap(files().first)
+        XCTAssertEqual(truncate(path, 1_000_000), 0)
+        let again = try larder.client().get(target)
+        XCTAssertEqual(again.status, 200)
+        XCTAssertEqual(again.body, original.body, "a whole body, fetched again")
+        XCTAssertEqual(try origin.count(target), 2)
+        XCTAssertNotNil(larder.child.waitFor("shorter than recorded"), "logged")
+    }
+}
+
+/// Log followers that never read made every later admin request answer
+/// 503 (they held all admin connections, forever). Followers now have a
+/// bound of their own, and one that reads nothing for send_timeout is
+/// dropped; purges and health checks keep their room.
+final class LogFollowerBoundEndToEndTests: ConfiguredTestCase {
+    func testFollowersThatNeverReadCannotLockOutTheAdminAPI() throws {
+        let (_, larder) = try start(config: "send_timeout = \"1s\"\n")
+        let adminPort = try XCTUnwrap(larder.adminPort)
+        var followers: [HTTPClient] = []
+        for _ in 0..<64 {
+            let follower = try HTTPClient(port: adminPort, receiveBuffer: 4096)
+            try follower.send("GET /log?follow=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            followers.append(follower)
+        }
+        // Each has its answer (a follower's stream, or 503) before the admin
+        // API is asked: until then the 64 connections are all open.
+        let refused = try followers.filter { try $0.read(until: "\r\n\r\n")?.hasPrefix("HTTP/1.1 503") ?? false }
+        XCTAssertGreaterThan(refused.count, 40, "followers beyond their bound are refused")
+        XCTAssertEqual(try larder.adminClient().get("/healthz").status, 200)
+        XCTAssertEqual(try larder.adminClient().request("POST", "/purge?all=true").status, 200)
+
+        // Some 8 MiB of log lines that the accepted followers never read.
+        let c = try larder.client()
+        let target = "/lf/unread?" + String(repeating: "p", count: 3000)
+        for _ in 0..<2500 { XCTAssertEqual(try c.get(target).status, 200) }
+        XCTAssertTrue(larder.child.waitFor("(dropping a log follower that has read nothing)") != nil, larder.child.stderr)
+        XCTAssertEqual(try larder.adminClient().get("/healthz").status, 200)
+        XCTAssertEqual(try larder.adminClient().get("/stats").status, 200)
     }
 }

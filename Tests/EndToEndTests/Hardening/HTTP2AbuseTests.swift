@@ -1,4 +1,6 @@
 import Foundation
+import TestSupport
+import Threads
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -6,7 +8,7 @@ import Glibc
 
 /// Issue 59's HTTP/2 defects, with a raw client (h2attacks.py). Each test
 /// failed on the code before its fix.
-final class HTTP2HardeningRound4Tests: ConfiguredTestCase {
+final class HTTP2AbuseTests: ConfiguredTestCase {
     private func h2attacks(_ port: Int, _ arguments: [String], timeout: TimeInterval = 60) throws -> [String] {
         let r = try runProgram(["/usr/bin/python3", Paths.h2attacks, String(port)] + arguments, timeout: timeout)
         XCTAssertEqual(r.status, 0, "\(arguments): \(r.stderr)")

@@ -1,4 +1,6 @@
 import Foundation
+import TestSupport
+import Threads
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -8,7 +10,7 @@ import Glibc
 /// not speak got a handshake without ALPN (RFC 7301 section 3.2 says
 /// no_application_protocol); the client's cipher order won over the
 /// server's; certificates out of their validity were used without a word.
-final class TLSHardeningRound4Tests: ConfiguredTestCase {
+final class TLSAbuseTests: ConfiguredTestCase {
     private var dir = ""
 
     override func setUpWithError() throws {
