@@ -61,6 +61,11 @@ public final class AdminAPI {
     private var identity = ("", "", "")
     /// The upstream pools of the configuration in force.
     private let pools: () -> [UpstreamPool]
+    /// Set only when the daemon started with LARDER_TEST_CLOCK=1: moves
+    /// every clock of the process on by the milliseconds given and wakes
+    /// the loops (`POST /debug/clock?advance=SECONDS`), for tests that pass
+    /// a lifetime or a timeout without waiting for it.
+    public var moveClock: ((Int64) -> Void)?
 
     /// Out of descriptors: the store gives back files it keeps open for
     /// disk hits (as for the proxy's accepts); how many.
@@ -119,6 +124,7 @@ public final class AdminAPI {
                 return .json(200, "{\"dropped\": \(dropped)}")
             }()
         case "/prune": return expect("POST", method) ?? prune(query)
+        case "/debug/clock" where moveClock != nil: return expect("POST", method) ?? advanceClock(query)
         case "/stats": return expect("GET", method) ?? .json(200, snapshot().json)
         case "/metrics":
             return expect("GET", method)
@@ -267,6 +273,17 @@ public final class AdminAPI {
         let pruned = store.prune(storedBefore: clock() - seconds)
         log("admin: pruned \(pruned) responses stored more than \(text) ago")
         return .json(200, "{\"pruned\": \(pruned)}")
+    }
+
+    private func advanceClock(_ query: [(name: String, value: String)]) -> Response {
+        guard let text = query.last(where: { $0.name == "advance" })?.value, let seconds = Double(text),
+              seconds >= 0, seconds <= 366 * 86_400 else {
+            return .error(400, "advance must be a number of seconds from 0 to a year, such as 2.5")
+        }
+        let milliseconds = Int64((seconds * 1000).rounded())
+        moveClock?(milliseconds)
+        log("admin: every clock moved on by \(text) s (LARDER_TEST_CLOCK)")
+        return .json(200, "{\"advanced_ms\": \(milliseconds)}")
     }
 
     // MARK: stats

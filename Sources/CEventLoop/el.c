@@ -48,24 +48,6 @@ struct el_loop {
 #define EL_REGISTERED 0x80000000u
 #define EL_WAKE_TOKEN UINT64_MAX
 
-uint64_t el_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-uint64_t el_now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-int64_t el_wall_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec;
-}
-
 el_loop *el_create(int *err) {
     el_loop *loop = calloc(1, sizeof(*loop));
     if (!loop) { *err = ENOMEM; return NULL; }

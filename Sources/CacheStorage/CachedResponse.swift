@@ -25,10 +25,10 @@ import HTTPHeaders
 /// block every worker reads. Whatever keeps a response beyond a request
 /// (a tier, a worker's copies) takes an `owned()` one.
 public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
-    final class Storage: ManagedBuffer<Parts, UInt8> {}
+    @usableFromInline final class Storage: ManagedBuffer<Parts, UInt8> {}
 
-    private let owner: AnyObject
-    let block: Unmanaged<Storage>
+    @usableFromInline let owner: AnyObject
+    @usableFromInline let block: Unmanaged<Storage>
 
     init(storage: Storage) {
         owner = storage
@@ -61,7 +61,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
     /// The fields, laid out small (104 bytes): what most entries lack sits
     /// behind the optional `rare` reference; the reason phrase is read back
     /// from the status line.
-    struct Parts {
+    @usableFromInline struct Parts {
         let timing: ResponseTiming
         /// Bytes of body in the block (0 when the body is in a file).
         let bodyCount: Int

@@ -68,6 +68,7 @@ public struct ByteStream {
 
     /// Bytes read into `buffer`: a count (0: the client closed), or nil
     /// when there are none for now.
+    @inlinable
     public func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int? {
         guard let tls else { return try Socket.read(fd, into: buffer) }
         do {

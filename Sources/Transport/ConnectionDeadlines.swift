@@ -78,7 +78,7 @@ public struct ConnectionDeadlines: Equatable {
     /// Whether a timer armed for `armedAt` (0: none) still serves: it
     /// fires no later than the earliest deadline. A timer that fires
     /// early finds nothing due and is armed again.
-    @inlinable
+    @inlinable @inline(__always)
     public func timerServes(armedAt: UInt64) -> Bool {
         guard let next else { return armedAt == 0 }
         return armedAt != 0 && armedAt <= next

@@ -165,6 +165,14 @@ struct Serve: ParsableCommand {
                                    node: settings.fleet?.node ?? FleetConfig.hostName, upstream: upstream, readToken: adminReadToken,
                                    healthzPublic: settings.adminHealthzPublic, pools: { poolsForAdmin.withLock { $0 } },
                                    log: { adminLogger.notice("\($0)") })
+                if ProcessInfo.processInfo.environment["LARDER_TEST_CLOCK"] == "1" {
+                    logger.warning("LARDER_TEST_CLOCK=1: POST /debug/clock moves every clock on (for tests, never in service)")
+                    let loops = workers.map(\.loop)
+                    api.moveClock = { milliseconds in
+                        TestClock.advance(milliseconds: milliseconds)
+                        for loop in loops { loop.execute {} }
+                    }
+                }
                 let admin = try AdminServer(listener: fd, api: api, maxConnections: settings.adminMaxConnections, feed: logFeed,
                                             followerSendTimeoutMilliseconds: settings.proxy.sendTimeoutMilliseconds,
                                             requestGuard: AdminRequestGuard(allowedHosts: settings.adminHosts)) {

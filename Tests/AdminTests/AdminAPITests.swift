@@ -44,6 +44,25 @@ final class AdminAPITests: XCTestCase {
         XCTAssertEqual(json["misses"] as? Int, 4)
     }
 
+    /// POST /debug/clock exists only where the daemon set `moveClock`
+    /// (LARDER_TEST_CLOCK=1), needs the full token, and takes seconds.
+    func testTheTestClockEndpointOnlyWhereEnabled() {
+        let off = api(token: "s3cret-token")
+        XCTAssertEqual(off.handle(method: "POST", target: "/debug/clock?advance=5", authorization: "Bearer s3cret-token").status, 404)
+        let admin = api(token: "s3cret-token", readToken: "reader-token")
+        var moved: [Int64] = []
+        admin.moveClock = { moved.append($0) }
+        XCTAssertEqual(admin.handle(method: "POST", target: "/debug/clock?advance=5", authorization: "Bearer reader-token").status, 401)
+        XCTAssertEqual(admin.handle(method: "GET", target: "/debug/clock?advance=5", authorization: "Bearer s3cret-token").status, 405)
+        for bad in ["", "?advance=", "?advance=-1", "?advance=soon", "?advance=1e12", "?advance=nan"] {
+            XCTAssertEqual(admin.handle(method: "POST", target: "/debug/clock" + bad, authorization: "Bearer s3cret-token").status, 400, bad)
+        }
+        let r = admin.handle(method: "POST", target: "/debug/clock?advance=2.5", authorization: "Bearer s3cret-token")
+        XCTAssertEqual(r.status, 200)
+        XCTAssertEqual(r.body, "{\"advanced_ms\": 2500}\n")
+        XCTAssertEqual(moved, [2500], "moved once, by the milliseconds asked")
+    }
+
     func testEveryRequestNeedsTheTokenWhenOneIsSet() {
         let admin = api(token: "s3cret-token", healthzPublic: false)
         for (method, target) in [("GET", "/healthz"), ("GET", "/stats"), ("POST", "/purge?all=true"), ("PURGE", "/x")] {

@@ -43,7 +43,7 @@ final class StoredBodyTests: XCTestCase {
             XCTAssertEqual(outcome, .read)
             XCTAssertEqual(read, "hello world")
         }
-        XCTAssertTrue(text(inMemory.storedHeadBytes).hasPrefix("HTTP/1.1 200"), "the stored head, as a hit sends it")
+        XCTAssertTrue(text(inMemory.storedBody.head).hasPrefix("HTTP/1.1 200"), "the stored head, as a hit sends it")
 
         truncate(path, 5)
         XCTAssertFalse(inFile.storedBody.isReadable, "cut shorter since: not there")

@@ -17,8 +17,8 @@ class DiskEndToEndCase: ConfiguredTestCase {
         directory = temporaryPath("larder-e2e-disk")
     }
 
-    func start(_ extra: [String] = []) throws -> LarderProcess {
-        try startLarder(upstream: origin.url, ["--cache-dir", directory] + extra)
+    func start(_ extra: [String] = [], environment: [String: String] = [:]) throws -> LarderProcess {
+        try startLarder(upstream: origin.url, ["--cache-dir", directory] + extra, environment: environment)
     }
 
     func stop(_ l: LarderProcess) {

@@ -107,6 +107,16 @@ final class LarderProcess {
     }
     var adminURL: String { "http://127.0.0.1:\(adminPort ?? 0)" }
     func stop() { child.stop() }
+
+    /// The environment that lets a test move this Larder's clocks (`advanceClock`).
+    static let testClock = ["LARDER_TEST_CLOCK": "1"]
+
+    /// Moves every clock of this Larder on by `seconds` (started with
+    /// `testClock`): lifetimes and timeouts pass without waiting for them.
+    func advanceClock(_ seconds: Double) throws {
+        let r = try adminClient().request("POST", "/debug/clock?advance=\(seconds)")
+        guard r.status == 200 else { throw HarnessError("the clock did not move: \(r.status) \(String(decoding: r.body, as: UTF8.self))") }
+    }
 }
 
 /// Memory figures mean nothing under AddressSanitizer (shadow memory,

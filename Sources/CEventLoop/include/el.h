@@ -70,6 +70,8 @@ uint64_t el_now_us(void);
 uint64_t el_wake_us(const el_loop *l);
 /// Seconds since the epoch (CLOCK_REALTIME), for Date headers.
 int64_t el_wall_seconds(void);
+/* Moves every clock above on by ms (tests only: LARDER_TEST_CLOCK). */
+void el_clock_advance(int64_t ms);
 
 /* Whether the calling thread is handling an event loop's events now
    (set by the Swift loop around each batch): work that may block checks

@@ -41,12 +41,16 @@ struct ClientAnswer {
         access = AccessRecord(logging: log.recordsRequests, start: log.wakeMicroseconds)
     }
 
-    /// Queues a stored response (a hit, a 304 to the client's conditional,
-    /// a 206/416 for a range). False, having queued nothing, when its body
-    /// is a disk file that can no longer be opened.
+    /// Queues a stored response: whole, a 304 to the client's conditional
+    /// or a 206/416 for a range, as `StoredAnswer` chooses here (the sink
+    /// only frames it). False, having queued nothing, when its body is a
+    /// disk file that can no longer be opened.
     mutating func stored(_ entry: CachedResponse, for request: RequestHead, age: Int, now: Int64, cacheStatus: CacheStatusLine) -> Bool {
         let cacheStatus = keyed(cacheStatus)
-        guard let sent = sink.sendStored(entry, for: request, age: age, now: now, cacheStatus: cacheStatus) else { return false }
+        let answer = StoredAnswer.choose(for: request, entry: entry)
+        guard let sent = sink.sendStored(answer, of: entry, for: request, age: age, now: now, cacheStatus: cacheStatus) else {
+            return false
+        }
         access.note(status: sent.status, result: .hit, queuedWhole: true, cacheStatus: cacheStatus.bytes, bodyBytes: sent.bodyBytes,
                     now: now)
         return true

@@ -28,27 +28,23 @@ enum ClientCoding {
     /// The decoded representation's length: what its gzip trailer declares
     /// (a stored body is one member: Larder's own compression, or an
     /// origin's; decoded piece by piece, its size is not bounded, as a
-    /// stored file's is not). `file`: its body file, opened (the entry's
-    /// body is in a file). `none` when there is no trailer to say it;
+    /// stored file's is not), read through `reader`. `none` when there is
+    /// no trailer to say it;
     /// `cold` when, asked to read the page cache only (`cachedOnly`), the
     /// trailer is not there (read it where reading may wait).
     enum Declared: Equatable { case length(Int), none, cold }
 
-    static func declaredLength(of entry: CachedResponse, file: FileBodyReader?, cachedOnly: Bool = false) -> Declared {
-        if entry.bodyLength == 0 { return .length(0) }
-        guard entry.bodyLength >= trailerBytes else { return .none }
+    static func declaredLength(reading reader: StoredBodyReader, cachedOnly: Bool = false) -> Declared {
+        if reader.count == 0 { return .length(0) }
+        guard reader.count >= trailerBytes else { return .none }
         var trailer = [UInt8](repeating: 0, count: trailerBytes)
-        if let file {
-            let at = file.body.length - trailerBytes
-            let read = trailer.withUnsafeMutableBytes { buffer -> FileBodyReader.CachedRead in
-                guard cachedOnly else { return file.read(from: at, into: buffer).map { .read($0) } ?? .failed }
-                return file.readCached(from: at, into: buffer)
-            }
-            if read == .wouldBlock { return .cold }
-            guard read == .read(trailerBytes) else { return .none }
-        } else {
-            trailer = Array(entry.body[(entry.body.count - trailerBytes)...])
+        let at = reader.count - trailerBytes
+        let read = trailer.withUnsafeMutableBytes { buffer -> StoredBodyReader.CachedRead in
+            guard cachedOnly else { return reader.read(from: at, into: buffer).map { .read($0) } ?? .failed }
+            return reader.readCached(from: at, into: buffer)
         }
+        if read == .wouldBlock { return .cold }
+        guard read == .read(trailerBytes) else { return .none }
         return trailer.withUnsafeBytes { Gzip.declaredSize($0) }.map { .length($0) } ?? .none
     }
 

@@ -5,8 +5,8 @@ import Telemetry
 import Threads
 
 /// A stored gzip body decoded for one client as the client drains
-/// (`ClientCoding`): compressed bytes are taken a piece at a time (from
-/// the stored block, or read from the body's file), decoded into a small
+/// (`ClientCoding`): compressed bytes are taken a piece at a time (in
+/// place, or read into a buffer, as its `StoredBodyReader` has them), decoded into a small
 /// buffer and handed on, and only the `wanted` bytes of the decoded
 /// representation (all of it, or a range) are delivered. The driver asks
 /// for at most a turn's worth at a time and none while its client is
@@ -25,7 +25,7 @@ final class DecodingBody: BodySource {
     /// (nil: read where asked), the counters that count it, and what to
     /// call on the loop when its bytes are in.
     var offload: (loop: EventLoop, counters: WorkerStats, ready: () -> Void)?
-    /// A read of the file is under way on an I/O thread: `fileBuffer` is its.
+    /// A read is under way on an I/O thread: `fileBuffer` is its.
     private var reading = false
     /// That read failed.
     private var readFailed = false
@@ -33,25 +33,25 @@ final class DecodingBody: BodySource {
     enum Step: Equatable {
         /// A turn's worth done, or the client is behind: more to come.
         case more
-        /// The next compressed bytes are being read from the file off the
-        /// loop (not in the page cache): `ready` runs when they are in.
+        /// The next compressed bytes are being read off the loop (not in
+        /// the page cache): `ready` runs when they are in.
         case waiting
         /// Every wanted byte delivered (and, for the whole, the body ended as declared).
         case ended
-        /// Corrupt, cut short, not the declared length, or its file failed.
+        /// Corrupt, cut short, not the declared length, or a read failed.
         case failed(String)
     }
 
     /// The stored response (keeps a stored block's body alive).
     let entry: CachedResponse
-    private let file: FileBodyReader?
+    private let reader: StoredBodyReader
     private let decoder: GzipDecoder
     private let compressedLength: Int
     private let length: Int
     private var wanted: Range<Int>
     /// Compressed bytes consumed.
     private var position = 0
-    /// Read from the file, not yet consumed: `fileBuffer[fileFilled]`.
+    /// Read (a body not in memory), not yet consumed: `fileBuffer[fileFilled]`.
     private var fileBuffer: UnsafeMutableRawBufferPointer?
     private var fileFilled = 0..<0
     private let output = UnsafeMutableRawBufferPointer.allocate(byteCount: pieceBytes, alignment: 16)
@@ -64,18 +64,15 @@ final class DecodingBody: BodySource {
     private var primingCachedOnly = false
     private(set) var cold = false
 
-    /// `file`: the entry's body file, opened (nil: the body is in the
-    /// entry's block); `length`: the decoded size declared
-    /// (`ClientCoding.decodedLength`); `wanted`: the bytes of it to deliver.
-    /// Nil when zlib cannot start.
-    init?(_ entry: CachedResponse, file: FileBodyReader?, length: Int, wanted: Range<Int>) {
+    /// `reader`: the entry's stored body; `length`: the decoded size
+    /// declared (`ClientCoding.declaredLength`); `wanted`: the bytes of it
+    /// to deliver. Nil when zlib cannot start.
+    init?(_ entry: CachedResponse, reader: StoredBodyReader, length: Int, wanted: Range<Int>) {
         guard let decoder = try? GzipDecoder() else { return nil }
-        self.file = file
-        if let file {
-            (fileBuffer, compressedLength) = (.allocate(byteCount: Self.pieceBytes, alignment: 16), file.body.length)
-        } else {
-            compressedLength = entry.body.count
-        }
+        self.reader = reader
+        compressedLength = reader.count
+        // A body not in memory is read into a buffer of its own.
+        if reader.inPlace(from: 0) == nil { fileBuffer = .allocate(byteCount: Self.pieceBytes, alignment: 16) }
         // Held while the client drains: its own block, not a worker's period token.
         (self.entry, self.decoder, self.length, self.wanted) = (entry.owned(), decoder, length, wanted)
     }
@@ -121,7 +118,7 @@ final class DecodingBody: BodySource {
         var done = 0
         while done < budget {
             if reading { return .waiting }
-            guard let input = nextInput() else { return .failed("its file could not be read") }
+            guard let input = nextInput() else { return .failed("its stored body could not be read") }
             if reading { return .waiting }
             let isLast = position + input.count == compressedLength
             let consumed: Int, made: Int
@@ -168,11 +165,11 @@ final class DecodingBody: BodySource {
         return produced == length ? .ended : .failed("it decodes to \(produced) bytes, not the \(length) its trailer declares")
     }
 
-    /// The compressed bytes not yet consumed that are at hand; nil when the file fails.
+    /// The compressed bytes not yet consumed that are at hand; nil when a read fails.
     private func nextInput() -> UnsafeRawBufferPointer? {
-        guard let file, let buffer = fileBuffer else {
-            return UnsafeRawBufferPointer(rebasing: entry.body[position...])
-        }
+        if let inPlace = reader.inPlace(from: position) { return inPlace }
+        guard let buffer = fileBuffer else { return nil }
+        let file = reader
         if fileFilled.isEmpty && position < compressedLength {
             guard !readFailed else { return nil }
             guard let offload else {

@@ -19,12 +19,8 @@ extension Exchange {
     func serveDecoded(_ offered: StoredServing) -> StoredServe {
         let (entry, age, now, cacheStatus) = (offered.entry, offered.age, offered.now, offered.cacheStatus)
         guard !cache.undecodable.contains(entry) else { return .undecodable }
-        // A body file is opened once, for its trailer and its bytes.
-        var file: FileBodyReader?
-        if let bodyFile = entry.bodyFile {
-            guard let opened = FileBodyReader(bodyFile) else { return .bodyGone }
-            file = opened
-        }
+        // The body is opened once (a file's), for its trailer and its bytes.
+        guard let file = entry.storedBody.reader() else { return .bodyGone }
         // On the loop from the page cache only; a trailer or first piece not
         // there is read on an I/O thread, the answer going on from there
         // unless the client left.
@@ -79,10 +75,10 @@ enum DecodingStart {
     case ready(length: Int, fields: HeaderFields, choice: StoredAnswer, decoder: DecodingBody?)
 
     /// `cachedOnly`: on a worker's loop, reads only what the page cache holds.
-    init(_ entry: CachedResponse, file: FileBodyReader?, for request: RequestHead, undecodable: UndecodableBodies,
+    init(_ entry: CachedResponse, file: StoredBodyReader, for request: RequestHead, undecodable: UndecodableBodies,
          cachedOnly: Bool = false) {
         let length: Int
-        switch ClientCoding.declaredLength(of: entry, file: file, cachedOnly: cachedOnly) {
+        switch ClientCoding.declaredLength(reading: file, cachedOnly: cachedOnly) {
         case .length(let declared): length = declared
         case .cold: self = .cold; return
         case .none:
@@ -96,7 +92,7 @@ enum DecodingStart {
             self = .ready(length: length, fields: fields, choice: choice, decoder: nil)
             return
         }
-        guard let decoder = DecodingBody(entry, file: file, length: length, wanted: 0..<length) else {
+        guard let decoder = DecodingBody(entry, reader: file, length: length, wanted: 0..<length) else {
             self = .gone
             return
         }

@@ -216,7 +216,7 @@ final class Exchange {
     /// otherwise, stops). `closing`: the connection closes, to end a
     /// close-delimited body or cut one short after its head was sent.
     func complete(closing: Bool = false) {
-        perform(machine.finish())
+        _ = machine.finish()  // (.ended: nothing to perform; a second `perform` cost a hit about 1 %)
         body?.stop()
         body = nil
         fetch?.cancel()
@@ -235,7 +235,7 @@ final class Exchange {
     /// finish without it.
     func cancel() {
         answer.log(request)
-        perform(machine.clientGone())
+        _ = machine.clientGone()  // (.ended)
         body?.stop()
         body = nil
         wait?.stop()

@@ -53,12 +53,12 @@ extension AnswerQueue {
         return ConnectionField(keepAlive: request.keepAlive && !services.draining, minorVersion: request.minorVersion)
     }
 
-    /// Queues a stored response for `request`. Nil, having queued nothing,
-    /// when its body is a disk file that can no longer be opened.
-    func sendStored(_ entry: CachedResponse, for request: RequestHead, age: Int, now: Int64,
+    /// Queues a stored response for `request`, as `answer` says. Nil,
+    /// having queued nothing, when its body is a disk file that can no
+    /// longer be opened.
+    func sendStored(_ answer: StoredAnswer, of entry: CachedResponse, for request: RequestHead, age: Int, now: Int64,
                     cacheStatus: CacheStatusLine) -> SentAnswer? {
         let field = connectionField(request)
-        let answer = StoredAnswer.choose(for: request, entry: entry)
         var tail: ClientHead.Tail {
             ClientHead.Tail(age: age, date: services.dateHeader.current(now: now), cacheStatus: cacheStatus, connection: field)
         }
@@ -107,7 +107,7 @@ extension AnswerQueue {
             // a buffer the worker reuses (with a small body from a file read
             // behind it). HTTP/2: fields from the stored ones.
             if Head.sendsStoredHeadAsIs {
-                enqueue(stored: entry.storedHeadBytes)
+                enqueue(stored: body.head)
             } else {
                 var head = Head(stored: entry)
                 head.hitTail(age: age, cacheStatus: cacheStatus, connection: field)

@@ -96,6 +96,7 @@ struct OutputQueue {
     /// Bytes `offset..<end` of an open file.
     /// A stored response's bytes: its block's by reference, a file's as a
     /// file segment (sendfile, or read into a TLS or HTTP/2 output).
+    @inline(__always)
     mutating func append(_ stored: StoredBytes) {
         switch stored {
         case .block(let entry, let range): append(entry, from: range.lowerBound, to: range.upperBound)
@@ -216,6 +217,7 @@ struct OutputQueue {
     /// `scratch` and encrypted from there. After a TLS write that would
     /// block, the next call gathers the same bytes again, as OpenSSL
     /// requires of a retried write.
+    @inline(__always)  // (a plain stream's copy and its TLS reference's retain cost every hit's write)
     mutating func flush(to stream: ByteStream, scratch: inout [UInt8], sent: inout Int) throws(SystemError) -> Flushed {
         guard stream.isEncrypted else { return try flush(to: stream.fd, sent: &sent) }
         var flushed = Result<Flushed, SystemError>.success(.done)

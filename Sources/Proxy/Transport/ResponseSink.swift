@@ -15,10 +15,11 @@ protocol ResponseSink: AnswerCarrier {
 
     // MARK: whole answers
 
-    /// A stored response for `request` (a hit, 304, 206 or 416 as
-    /// `StoredAnswer` chooses), queued whole. Nil, having queued nothing,
-    /// when its body is a disk file that can no longer be opened.
-    func sendStored(_ entry: CachedResponse, for request: RequestHead, age: Int, now: Int64,
+    /// A stored response for `request` as the exchange chose to answer
+    /// with it (`answer`: whole, 304, 206 or 416), queued whole. Nil,
+    /// having queued nothing, when its body is a disk file that can no
+    /// longer be opened.
+    func sendStored(_ answer: StoredAnswer, of entry: CachedResponse, for request: RequestHead, age: Int, now: Int64,
                     cacheStatus: CacheStatusLine) -> SentAnswer?
 
     /// An answer made here (400, 502, 504), queued whole.

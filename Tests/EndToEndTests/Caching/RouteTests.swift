@@ -14,7 +14,7 @@ final class RouteTests: ConfiguredTestCase {
     }
 
     private func start(_ config: String, _ extra: [String] = []) throws -> LarderProcess {
-        try startLarder(upstream: origin.url, ["--config", try writeConfig(config)] + extra)
+        try startLarder(upstream: origin.url, ["--config", try writeConfig(config)] + extra, environment: LarderProcess.testClock)
     }
 
     func testLongestPrefixPicksThePolicy() throws {
@@ -126,8 +126,7 @@ final class RouteTests: ConfiguredTestCase {
         let c = try larder.client()
         _ = try c.get("/brief/a?size=5")
         _ = try c.get("/lasting/a?size=5")
-        let until = Date().addingTimeInterval(2.2)  // tier lifetimes are in whole seconds
-        while Date() < until { usleep(50_000) }
+        try larder.advanceClock(2.2)  // tier lifetimes are in whole seconds
         XCTAssertEqual(try c.get("/brief/a?size=5").header("cache-status"), "larder; fwd=uri-miss; stored")
         XCTAssertTrue(try c.get("/lasting/a?size=5").header("cache-status")?.contains("hit") ?? false)
     }
@@ -151,8 +150,7 @@ final class RouteTests: ConfiguredTestCase {
         XCTAssertEqual(try c.get("/p/x?size=5").status, 200, "the /p/ route is for POST only")
         _ = try c.get("/img/a.jpg?size=5")
         _ = try c.get("/img/a.png?size=5")
-        let until = Date().addingTimeInterval(2.2)  // "short" is 1s here
-        while Date() < until { usleep(50_000) }
+        try larder.advanceClock(2.2)  // "short" is 1s here
         XCTAssertEqual(try c.get("/img/a.jpg?size=5").header("cache-status"), "larder; fwd=uri-miss; stored")
         XCTAssertTrue(try c.get("/img/a.png?size=5").header("cache-status")?.contains("hit") ?? false)
     }

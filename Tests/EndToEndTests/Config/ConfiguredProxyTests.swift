@@ -81,15 +81,18 @@ final class ConfiguredProxyTests: ConfiguredTestCase {
 
     func testIncompleteRequestHeadTimesOutWith408() throws {
         let origin = try startOrigin()
-        let config = try writeConfig("header_timeout = \"1s\"\nkeepalive_timeout = \"1s\"\n")
-        let larder = try startLarder(upstream: origin.url, ["--config", config])
+        let config = try writeConfig("header_timeout = \"1s\"\nkeepalive_timeout = \"1h\"\n")
+        let larder = try startLarder(upstream: origin.url, ["--config", config], environment: LarderProcess.testClock)
         let c = try larder.client()
         try c.send("GET / HTTP/1.1\r\nHost: t\r\n")  // never finished
         XCTAssertEqual(try c.readResponse().status, 408)
         XCTAssertTrue(c.isClosedByPeer())
-        // An idle keep-alive connection is closed without an answer.
+        // An idle keep-alive connection is closed without an answer, once
+        // its hour has passed (on Larder's clock, moved on: the client's
+        // reads would give up after 20 s).
         let idle = try larder.client()
         XCTAssertEqual(try idle.get("/x").status, 200)
+        try larder.advanceClock(3601)
         XCTAssertTrue(idle.isClosedByPeer())
     }
 

@@ -178,19 +178,14 @@ final class DiskTierEndToEndTests: DiskEndToEndCase {
         XCTAssertLessThanOrEqual(total, 1 << 20)
     }
 
-    /// Lets the wall clock pass `seconds` (tier lifetimes are in whole seconds).
-    private func letTimePass(_ seconds: Double) {
-        let until = Date().addingTimeInterval(seconds)
-        while Date() < until { usleep(50_000) }
-    }
-
     /// memory_ttl drops an entry from memory while HTTP still calls it fresh.
     func testMemoryLifetimeEndsAMemoryOnlyEntry() throws {
-        let l = try startLarder(upstream: origin.url, ["--config", try config("memory_ttl = \"1s\"\n")])
+        let l = try startLarder(upstream: origin.url, ["--config", try config("memory_ttl = \"1s\"\n")],
+                                environment: LarderProcess.testClock)
         let c = try l.client()
         _ = try c.get("/mttl?size=10")
         XCTAssertTrue(try c.get("/mttl?size=10").header("cache-status")?.contains("hit") ?? false)
-        letTimePass(2.2)
+        try l.advanceClock(2.2)
         XCTAssertEqual(try c.get("/mttl?size=10").header("cache-status"), "larder; fwd=uri-miss; stored")
         XCTAssertEqual(try origin.count("/mttl?size=10"), 2)
     }
@@ -201,8 +196,10 @@ final class DiskTierEndToEndTests: DiskEndToEndCase {
         let first = try start(["--config", path])
         _ = try first.client().get("/dttl?size=10")
         stop(first)
-        letTimePass(2.2)
-        let second = try start(["--config", path])
+        // The file's lifetime passes for the second process: its clocks
+        // move on before it is asked.
+        let second = try start(["--config", path], environment: LarderProcess.testClock)
+        try second.advanceClock(2.2)
         XCTAssertEqual(try second.client().get("/dttl?size=10").header("cache-status"), "larder; fwd=uri-miss; stored")
         XCTAssertEqual(try origin.count("/dttl?size=10"), 2)
     }
@@ -211,7 +208,7 @@ final class DiskTierEndToEndTests: DiskEndToEndCase {
     /// the background refresh stores the new response (streamed to the
     /// disk tier, as a client's fetch is), not only small ones.
     func testABackgroundRefreshReplacesAResponseKeptOnDisk() throws {
-        let l = try start(["--config", try config("max_object_size = \"64KiB\"\n")])
+        let l = try start(["--config", try config("max_object_size = \"64KiB\"\n")], environment: LarderProcess.testClock)
         let target = "/swr-large?cc=max-age=1,stale-while-revalidate=60&size=300000"
         let c = try l.client()
         XCTAssertEqual(try c.get(target).body.count, 300_000)
@@ -220,7 +217,7 @@ final class DiskTierEndToEndTests: DiskEndToEndCase {
         var hit = try c.get(target)
         while !(hit.header("cache-status")?.hasPrefix("larder; hit") ?? false) && Date() < deadline { hit = try c.get(target) }
         XCTAssertTrue(hit.header("cache-status")?.hasPrefix("larder; hit") ?? false)
-        letTimePass(1.5)  // stale now
+        try l.advanceClock(1.5)  // stale now
         let fetched = try origin.count(target)
         let stale = try c.get(target)
         XCTAssertTrue(stale.header("cache-status")?.hasPrefix("larder; hit") ?? false, "served stale at once")
@@ -245,13 +242,13 @@ final class DiskTierEndToEndTests: DiskEndToEndCase {
     /// the lookup holds (the very bytes that were validated), not left
     /// unanswered nor fetched again.
     func testA304ForAResponseWhoseFileVanishedMeanwhileIsAnsweredFromItsDescriptor() throws {
-        let l = try start(["--config", try config("max_object_size = \"1MiB\"\n")])
+        let l = try start(["--config", try config("max_object_size = \"1MiB\"\n")], environment: LarderProcess.testClock)
         let target = "/vanish?size=2097152&cc=max-age=1&etag=v1&delay=0.5"
         XCTAssertEqual(try l.client().get(target).body.count, 2_097_152)
         let deadline = Date().addingTimeInterval(10)
         while cacheFiles().isEmpty && Date() < deadline { usleep(20_000) }
         XCTAssertEqual(cacheFiles().count, 1)
-        letTimePass(1.5)  // stale now
+        try l.advanceClock(1.5)  // stale now
         let answered = expectation(description: "the revalidating request is answered")
         let port = l.port
         let result = Locked<(Int, Int)?>(nil)

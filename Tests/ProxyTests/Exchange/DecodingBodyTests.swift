@@ -26,6 +26,8 @@ final class DecodingBodyTests: XCTestCase {
 
     private func gzipped(_ bytes: [UInt8]) -> [UInt8] { bytes.withUnsafeBytes { Gzip.compress($0) } }
 
+    private func reader(_ entry: CachedResponse) -> StoredBodyReader { entry.storedBody.reader()! }
+
     /// Pumps to the end; the bytes delivered, and the turns it took.
     private func drain(_ body: DecodingBody, budget: Int = DecodingBody.turnBytes) -> (bytes: [UInt8], step: DecodingBody.Step, turns: Int) {
         var out: [UInt8] = [], turns = 0
@@ -45,8 +47,8 @@ final class DecodingBodyTests: XCTestCase {
 
     func testTheWholeComesInBoundedTurns() throws {
         let stored = entry(gzipped(plain))
-        XCTAssertEqual(ClientCoding.declaredLength(of: stored, file: nil), .length(plain.count))
-        let body = try XCTUnwrap(DecodingBody(stored, file: nil, length: plain.count, wanted: 0..<plain.count))
+        XCTAssertEqual(ClientCoding.declaredLength(reading: reader(stored)), .length(plain.count))
+        let body = try XCTUnwrap(DecodingBody(stored, reader: reader(stored), length: plain.count, wanted: 0..<plain.count))
         XCTAssertTrue(body.prime())
         let (bytes, step, turns) = drain(body)
         XCTAssertEqual(step, .ended)
@@ -56,7 +58,7 @@ final class DecodingBodyTests: XCTestCase {
 
     func testARangeDeliversOnlyItsBytesAndStopsAtItsEnd() throws {
         let stored = entry(gzipped(plain))
-        let body = try XCTUnwrap(DecodingBody(stored, file: nil, length: plain.count, wanted: 0..<plain.count))
+        let body = try XCTUnwrap(DecodingBody(stored, reader: reader(stored), length: plain.count, wanted: 0..<plain.count))
         XCTAssertTrue(body.prime())
         body.want(30_000..<30_010)
         let (bytes, step, _) = drain(body)
@@ -66,7 +68,7 @@ final class DecodingBodyTests: XCTestCase {
     }
 
     func testACongestedClientStopsATurn() throws {
-        let body = try XCTUnwrap(DecodingBody(entry(gzipped(plain)), file: nil, length: plain.count, wanted: 0..<plain.count))
+        let body = try XCTUnwrap(DecodingBody(entry(gzipped(plain)), reader: reader(entry(gzipped(plain))), length: plain.count, wanted: 0..<plain.count))
         XCTAssertTrue(body.prime())
         var pieces = 0
         XCTAssertEqual(body.pump(budget: DecodingBody.turnBytes) { _ in pieces += 1; return false }, .more)
@@ -76,25 +78,26 @@ final class DecodingBodyTests: XCTestCase {
     func testCorruptOrMisdeclaredBodiesFail() throws {
         var corrupt = gzipped(plain)
         corrupt[corrupt.count / 2] ^= 0xFF
-        let broken = try XCTUnwrap(DecodingBody(entry(corrupt), file: nil, length: plain.count, wanted: 0..<plain.count))
+        let broken = try XCTUnwrap(DecodingBody(entry(corrupt), reader: reader(entry(corrupt)), length: plain.count, wanted: 0..<plain.count))
         XCTAssertTrue(broken.prime(), "the first piece decodes")
         guard case .failed = drain(broken).step else { return XCTFail("corrupt in the middle") }
 
-        let short = try XCTUnwrap(DecodingBody(entry(gzipped(plain)), file: nil, length: plain.count + 1, wanted: 0..<(plain.count + 1)))
+        let short = try XCTUnwrap(DecodingBody(entry(gzipped(plain)), reader: reader(entry(gzipped(plain))), length: plain.count + 1, wanted: 0..<(plain.count + 1)))
         XCTAssertTrue(short.prime())
         guard case .failed = drain(short).step else { return XCTFail("not the length declared") }
 
-        let garbage = try XCTUnwrap(DecodingBody(entry(Array(String(repeating: "not gzip ", count: 10).utf8)), file: nil, length: 5,
+        let notGzip = entry(Array(String(repeating: "not gzip ", count: 10).utf8))
+        let garbage = try XCTUnwrap(DecodingBody(notGzip, reader: reader(notGzip), length: 5,
                                                  wanted: 0..<5))
         XCTAssertFalse(garbage.prime(), "not gzip at all fails before anything is sent")
-        XCTAssertEqual(ClientCoding.declaredLength(of: entry(Array("tiny".utf8)), file: nil), .none, "no trailer")
+        XCTAssertEqual(ClientCoding.declaredLength(reading: reader(entry(Array("tiny".utf8)))), .none, "no trailer")
     }
 
     /// As a body source: pulled into a sink a budget at a time, then the
     /// end; a corrupt one cuts the client and says why to its hook.
     func testPulledIntoASinkItEndsOrCutsAndSaysWhy() throws {
         let sink = RecordingSink()
-        let body = try XCTUnwrap(DecodingBody(entry(gzipped(plain)), file: nil, length: plain.count, wanted: 0..<plain.count))
+        let body = try XCTUnwrap(DecodingBody(entry(gzipped(plain)), reader: reader(entry(gzipped(plain))), length: plain.count, wanted: 0..<plain.count))
         XCTAssertTrue(body.prime())
         var pulls = 0
         var last = BodyPull.more
@@ -108,7 +111,7 @@ final class DecodingBodyTests: XCTestCase {
 
         var corrupt = gzipped(plain)
         corrupt[corrupt.count / 2] ^= 0xFF
-        let broken = try XCTUnwrap(DecodingBody(entry(corrupt), file: nil, length: plain.count, wanted: 0..<plain.count))
+        let broken = try XCTUnwrap(DecodingBody(entry(corrupt), reader: reader(entry(corrupt)), length: plain.count, wanted: 0..<plain.count))
         var why: String?
         broken.failed = { why = $0 }
         XCTAssertTrue(broken.prime())
@@ -141,8 +144,9 @@ final class DecodingBodyTests: XCTestCase {
             defer { try? FileManager.default.removeItem(atPath: path) }
             try Data([0, 1, 2] + compressed).write(to: URL(fileURLWithPath: path))
             guard PageCache.drop(path) else { throw XCTSkip("this file system keeps the file's pages in memory (tmpfs?)") }
-            let file = try XCTUnwrap(FileBodyReader(XCTUnwrap(FileBody(opening: path, offset: 3, length: compressed.count))))
-            let body = try XCTUnwrap(DecodingBody(entry([]), file: file, length: random.count, wanted: 0..<random.count))
+            let inFile = CachedResponse.make(head: entry([]).storedHead, body: UnsafeRawBufferPointer(start: nil, count: 0),
+                                             bodyFile: try XCTUnwrap(FileBody(opening: path, offset: 3, length: compressed.count)))
+            let body = try XCTUnwrap(DecodingBody(inFile, reader: reader(inFile), length: random.count, wanted: 0..<random.count))
             XCTAssertTrue(body.prime())
             let loop = try EventLoop()
             var readies = 0

@@ -73,7 +73,7 @@ final class RecordingSink: ResponseSink {
     private(set) var answerBodyBytes = 0
     func loggedVersion(of request: RequestHead) -> Int { 11 }
 
-    func sendStored(_ entry: CachedResponse, for request: RequestHead, age: Int, now: Int64,
+    func sendStored(_ answer: StoredAnswer, of entry: CachedResponse, for request: RequestHead, age: Int, now: Int64,
                     cacheStatus: CacheStatusLine) -> SentAnswer? {
         events.append("stored \(entry.status) \(entry.bodyLength) \(cacheStatus.value)")
         return SentAnswer(status: entry.status, bodyBytes: entry.bodyLength)
