@@ -30,13 +30,6 @@ extension AdminServer {
 
     private func pump() {
         guard let feed, !followers.isEmpty else { return }
-        let now = EventLoop.nowMilliseconds()
-        let stalled = followers.values.filter { $0.stalledSince.map { now - $0 >= followerSendTimeoutMilliseconds } ?? false }
-        for connection in stalled {
-            onError("dropping a log follower that has read nothing for \(followerSendTimeoutMilliseconds / 1000) s (send_timeout)")
-            connection.close()
-        }
-        guard !followers.isEmpty else { return }
         feed.drain { dropped, lines in
             for connection in followers.values { connection.deliver(lines, droppedByWorkers: dropped, format: &lineFormat) }
         }

@@ -140,8 +140,10 @@ public final class AdminServer: IOHandler {
 }
 
 /// One admin client connection: read a request (and skip its body), answer,
-/// repeat while keep-alive.
-final class AdminConnection: IOHandler {
+/// repeat while keep-alive. Its deadlines are `ConnectionDeadlines` on one
+/// timer, as the proxy's connections' are: idle (short until a request was
+/// authorized), and, for a log follower, its client taking output.
+final class AdminConnection: IOHandler, DeadlineKeeper {
     private let fd: Int32
     /// Its bytes (the admin listener is plain).
     private let stream: ByteStream
@@ -158,16 +160,17 @@ final class AdminConnection: IOHandler {
     /// lines it could not take (its client reads too slowly), reported.
     var following: LogFilter?
     var droppedHere = 0
-    /// Since when output has waited without the socket taking any (nil:
-    /// nothing waits, or it moved since).
-    var stalledSince: UInt64?
     /// A pump's lines for it.
     let lines = ByteBuffer(capacity: 64)
     private var parser = RequestParser(limits: ParseLimits(maxBodyBytes: AdminServer.maxBodyBytes))
     /// Body bytes of the current request still to skip.
     private var skipping = 0
     private var closeAfterWrite = false
-    private var idleTimer = TimerID.none
+    var deadlines = ConnectionDeadlines()
+    var timer = TimerID.none
+    var timerAt: UInt64 = 0
+    var loop: EventLoop { server.loop }
+    var closed: Bool { isClosed }
     private var isClosed = false
     /// Whether a request on it was authorized; until then it is closed
     /// after a short idle time.
@@ -255,7 +258,7 @@ final class AdminConnection: IOHandler {
                         respond(AdminAPI.Response.error(503, "too many log followers (\(server.maxFollowers)); retry later"), close: true)
                         return
                     }
-                    server.loop.cancel(idleTimer)
+                    deadlines[.idle] = nil  // a stream out: timed by its client's reading (.send)
                     startFollowing(filter)
                     return
                 }
@@ -339,7 +342,8 @@ final class AdminConnection: IOHandler {
                 return
             }
             guard let written else {
-                if stalledSince == nil { stalledSince = EventLoop.nowMilliseconds() }
+                // A follower whose client reads nothing for send_timeout is dropped.
+                if following != nil && deadlines[.send] == nil { setDeadline(.send, after: server.followerSendTimeoutMilliseconds) }
                 if outputStart > output.count / 2 {
                     output.removeFirst(outputStart)
                     outputStart = 0
@@ -348,9 +352,9 @@ final class AdminConnection: IOHandler {
                 return
             }
             outputStart += written
-            stalledSince = nil
+            if deadlines[.send] != nil { deadlines[.send] = nil }
         }
-        stalledSince = nil
+        if deadlines[.send] != nil { deadlines[.send] = nil }
         output.removeAll(keepingCapacity: output.capacity <= 1 << 20)
         outputStart = 0
         if closeAfterWrite {
@@ -361,16 +365,21 @@ final class AdminConnection: IOHandler {
     }
 
     private func armIdleTimer() {
-        server.loop.cancel(idleTimer)
-        let timeout = authorized ? AdminServer.idleTimeoutMilliseconds : AdminServer.firstRequestTimeoutMilliseconds
-        idleTimer = server.loop.schedule(after: timeout) { [weak self] in self?.close() }
+        setDeadline(.idle, after: authorized ? AdminServer.idleTimeoutMilliseconds : AdminServer.firstRequestTimeoutMilliseconds)
+    }
+
+    func passed(_ deadline: ConnectionDeadlines.Kind) {
+        if deadline == .send {
+            server.onError("dropping a log follower that has read nothing for \(server.followerSendTimeoutMilliseconds / 1000) s (send_timeout)")
+        }
+        close()
     }
 
     func close() {
         guard !isClosed else { return }
         isClosed = true
         if following != nil { server.stopFollowing(self) }
-        server.loop.cancel(idleTimer)
+        cancelTimer()
         server.loop.unwatch(fd)
         stream.close(notify: false)
         server.closed(self)

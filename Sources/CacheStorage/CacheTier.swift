@@ -29,6 +29,9 @@ public protocol CacheTier: AnyObject, Sendable {
     /// under the store's purge lock and must be quick: afterwards no lookup
     /// finds a matching entry. Slow work (deleting files) goes in `finish`.
     func purge(_ scope: PurgeScope, soft: Bool) -> TierPurge
+    /// The same, hard, without waiting for anything (`purge` may wait for
+    /// the tier to know what it holds): for a worker's loop.
+    func purgeNow(_ scope: PurgeScope) -> TierPurge
     /// Removes responses stored before `cutoff` (wall seconds); how many per key.
     func removeStored(before cutoff: Int64) -> [String: Int]
     /// Empties the tier; returns the number of responses dropped.
@@ -48,6 +51,7 @@ public protocol CacheTier: AnyObject, Sendable {
 
 extension CacheTier {
     public func lookup(_ key: String, hash: Int) -> Variants { lookup(key) }
+    public func purgeNow(_ scope: PurgeScope) -> TierPurge { purge(scope, soft: false) }
     public var asAdmitting: (any AdmittingTier)? { nil }
     public var asStreaming: (any StreamingTier)? { nil }
     public var asBlocking: (any BlockingTier)? { nil }

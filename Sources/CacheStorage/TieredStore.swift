@@ -1,4 +1,5 @@
 import FoundationEssentials
+import EventLoop
 import Synchronization
 import Threads
 
@@ -252,12 +253,29 @@ public final class TieredStore: @unchecked Sendable {
         // A purge must see every entry: let each tier finish finding what it
         // holds first (outside the lock, so stores go on meanwhile).
         for tier in blocking { tier?.waitUntilReady(timeoutSeconds: 120) }
-        // Numbered and applied to every tier under the lock: no store slips
-        // in between. Slow work (files) happens after, already unreachable.
-        let parts = purges.withLock { log -> [TierPurge] in
+        let parts = unreachable(scope, soft: soft)
+        let failures = parts.flatMap { $0.finish() }
+        return (Self.merge(parts.map(\.counts)), failures)
+    }
+
+    /// A hard purge asked for on a worker's loop (a write's invalidation
+    /// of a URL's cached queries), which waits for no disk: the matches
+    /// are unreachable at once, numbered as any purge, even in a tier that
+    /// is still reading what it holds at start (`purgeNow`), and their
+    /// files are deleted on an I/O thread.
+    public func purgeWithoutBlocking(_ scope: PurgeScope, on loop: EventLoop) {
+        let parts = unreachable(scope, soft: false, now: true)
+        BlockingWork.shared.run({ parts.map { $0.finish() } }, on: loop) { _ in }
+    }
+
+    /// Numbered and applied to every tier under the lock: no store slips
+    /// in between. Slow work (files) is left to each part's `finish`, the
+    /// matches already unreachable.
+    private func unreachable(_ scope: PurgeScope, soft: Bool, now: Bool = false) -> [TierPurge] {
+        purges.withLock { log -> [TierPurge] in
             changesBegun.add(1, ordering: .sequentiallyConsistent)
             let number = log.record(scope, soft: soft)
-            let parts = tiers.map { $0.purge(scope, soft: soft) }
+            let parts = tiers.map { now ? $0.purgeNow(scope) : $0.purge(scope, soft: soft) }
             // Published only once every tier has forgotten the matches: a
             // lookup that takes this number cannot find them any more, so
             // what it promotes is not from before the purge.
@@ -265,8 +283,6 @@ public final class TieredStore: @unchecked Sendable {
             changesDone.add(1, ordering: .sequentiallyConsistent)
             return parts
         }
-        let failures = parts.flatMap { $0.finish() }
-        return (Self.merge(parts.map(\.counts)), failures)
     }
 
     /// Empties the first (memory) tier only; returns the number of responses dropped.

@@ -162,24 +162,51 @@ final class DiskTierTests: DiskTestCase {
     /// Large files' checksums are checked by the start-up rebuild, off any
     /// worker's loop: a good one is verified before its first hit, a
     /// corrupt one dropped without being asked for.
-    func testADelayedRebuildServesStoredFilesMeanwhile() throws {
+    /// `records` stored by one tier, then a restart whose index rebuild
+    /// waits (as `serve`'s does): the first requests read their keys'
+    /// files directly. (On a copy of the directory, removed at teardown:
+    /// the first tier's threads still hold its lock.)
+    private func restartWithDelayedRebuild(_ records: [DiskRecord], delayMilliseconds: Int) throws -> (DiskTier, String) {
         do {
             let first = try DiskTier(directory: directory, limitBytes: 10 << 20) { _ in }
             first.waitForIndex(timeoutSeconds: 10)
-            first.store(record("/early", bytes: 100))
+            for record in records { first.store(record) }
             first.flush(timeoutSeconds: 10)
         }
-        // A restart whose index rebuild waits (as `serve`'s does): the
-        // first requests read their keys' files directly. (A copy of the
-        // directory: the first tier's threads still hold its lock.)
         let copy = directory + "-copy"
         try FileManager.default.copyItem(atPath: directory, toPath: copy)
-        defer { try? FileManager.default.removeItem(atPath: copy) }
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: copy) }
         try FileManager.default.removeItem(atPath: copy + "/lock")
-        let tier = try DiskTier(directory: copy, limitBytes: 10 << 20, rebuildDelayMilliseconds: 2_000) { _ in }
+        return (try DiskTier(directory: copy, limitBytes: 10 << 20, rebuildDelayMilliseconds: delayMilliseconds) { _ in }, copy)
+    }
+
+    func testADelayedRebuildServesStoredFilesMeanwhile() throws {
+        let (tier, _) = try restartWithDelayedRebuild([record("/early", bytes: 100)], delayMilliseconds: 2_000)
         XCTAssertFalse(tier.stats.ready, "not indexed yet")
         XCTAssertEqual(tier.lookup("/early").first?.bodyLength, 100, "found without the index")
         XCTAssertTrue(tier.lookup("/never-stored").isEmpty)
+    }
+
+    /// A hard purge from a worker's loop (`purgeNow`) does not wait for a
+    /// start-up rebuild: what it matches is neither served while the
+    /// index is incomplete (read from its file) nor indexed by the rebuild,
+    /// and its files go; others stay.
+    func testAPurgeDuringTheRebuildWaitsForNothingAndDropsWhatItMatches() throws {
+        let queries = ["/q1", "/q2"].map { DiskRecord(head: testHead($0, tags: ["queries"]), storedAt: 1, body: [1, 2, 3]) }
+        let (tier, copy) = try restartWithDelayedRebuild(queries + [record("/other", bytes: 10)], delayMilliseconds: 1_000)
+        XCTAssertFalse(tier.stats.ready)
+        let purge = tier.purgeNow(.tag("queries"))
+        XCTAssertFalse(tier.stats.ready, "it did not wait for the rebuild")
+        _ = purge.finish()
+        XCTAssertTrue(tier.lookup("/q1").isEmpty, "not served from its file meanwhile")
+        XCTAssertEqual(tier.lookup("/other").first?.bodyLength, 10)
+        waitForIndex(tier)
+        XCTAssertTrue(tier.stats.ready)
+        XCTAssertTrue(tier.lookup("/q2").isEmpty, "not indexed by the rebuild")
+        XCTAssertEqual(tier.stats.objects, 1, "only /other indexed")
+        tier.flush(timeoutSeconds: 10)
+        let left = (FileManager.default.enumerator(atPath: copy)?.allObjects as? [String] ?? []).filter { $0.hasSuffix(".lrd") }
+        XCTAssertEqual(left.count, 1, "the purged responses' files deleted")
     }
 
     func testTheRebuildVerifiesLargeFiles() throws {

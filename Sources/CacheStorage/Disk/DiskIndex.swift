@@ -315,6 +315,15 @@ struct DiskIndex: ~Copyable {
         for tag in item.tags { tagged[tag, default: []].insert(key) }
     }
 
+    /// Whether a file found on disk before the rebuild indexed it (so
+    /// stored before any purge of this run) is one a purge of this run
+    /// removed: a purge asked for on a worker's loop does not wait for the
+    /// rebuild, which then drops what it matches. Where the log forgot
+    /// purges, every such file counts as purged (it cannot be proved not).
+    func purgedSinceStart(key: String, tags: [String]) -> Bool {
+        purges.verdict(key: key, tags: tags, since: 0) == .refuse
+    }
+
     mutating func insertIfAbsent(key: String, name: FileName, bytes: Int, storedAt: Int64, tags: [String]) {
         guard (tombstones[key] ?? 0) == 0, files.withFiles(of: key, { $0?[name] == nil }) else { return }
         // Entries found on disk are older than anything used since start.

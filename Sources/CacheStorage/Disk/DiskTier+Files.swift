@@ -271,6 +271,10 @@ extension DiskTier {
         var record = found
         guard record.key == key else { return nil }  // a hash collision
         guard !expired(key, storedAt: record.storedAt, name: name, id: id) else { return nil }
+        guard indexed || !state.withLock({ $0.purgedSinceStart(key: key, tags: record.tags) }) else {
+            discard(path)
+            return nil
+        }
         if !files.isVerified(key, name) {
             // Rarely here: the start-up rebuild verifies large files off the loop.
             if let failure = bodyChecksumFailure(fd, header: h, meta: meta) { return drop(failure) }

@@ -124,6 +124,11 @@ extension DiskTier {
             do {
                 guard let (storedAt, entry) = try decoded.get() else { continue }  // a hash collision: another key's file
                 guard !expired(key, storedAt: storedAt, name: name, id: file.id) else { continue }
+                // Still rebuilding: a file a purge of this run matches is not served (and goes).
+                guard indexed || !state.withLock({ $0.purgedSinceStart(key: key, tags: entry.tags) }) else {
+                    discard(path(of: name))
+                    continue
+                }
                 if !file.verified {
                     if !indexed {
                         state.withLock {

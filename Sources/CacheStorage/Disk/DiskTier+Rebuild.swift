@@ -54,8 +54,15 @@ extension DiskTier {
                     removed = true
                     continue
                 }
-                state.withLock {
-                    $0.insertIfAbsent(key: record.key, name: name, bytes: Self.charged(size), storedAt: record.storedAt, tags: record.tags)
+                let purged = state.withLock { index -> Bool in
+                    guard !index.purgedSinceStart(key: record.key, tags: record.tags) else { return true }
+                    index.insertIfAbsent(key: record.key, name: name, bytes: Self.charged(size), storedAt: record.storedAt, tags: record.tags)
+                    return false
+                }
+                if purged {
+                    try? DiskIO.remove(path)
+                    removed = true
+                    continue
                 }
                 if size > Self.inlineReadLimit { large.append((record.key, name, path)) }
             }

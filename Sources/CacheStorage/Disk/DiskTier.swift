@@ -287,7 +287,18 @@ public final class DiskTier: CacheTier, StreamingTier, BlockingTier, LifetimeTie
     /// index now, the files in `finish`. Waits for the start-up index
     /// rebuild first (a purge must see every file).
     public func purge(_ scope: PurgeScope, soft: Bool) -> TierPurge {
-        let files = purgeIndex(scope, soft: soft)
+        purge(scope, soft: soft, waiting: true)
+    }
+
+    /// A hard purge that does not wait for the start-up rebuild: what is
+    /// indexed now is unindexed, and what the rebuild (or a lookup before
+    /// it is done) finds later that the purge matches is dropped then.
+    public func purgeNow(_ scope: PurgeScope) -> TierPurge {
+        purge(scope, soft: false, waiting: false)
+    }
+
+    private func purge(_ scope: PurgeScope, soft: Bool, waiting: Bool) -> TierPurge {
+        let files = purgeIndex(scope, soft: soft, waiting: waiting)
         return TierPurge(counts: files.reduce(into: [:]) { $0[$1.key, default: 0] += 1 }) { [self] in
             applyPurge(files, soft: soft)
         }
@@ -301,8 +312,8 @@ public final class DiskTier: CacheTier, StreamingTier, BlockingTier, LifetimeTie
 
     /// The index half of `purge`: records the purge and unindexes the
     /// files (they can no longer be found). Quick: no file work.
-    func purgeIndex(_ scope: PurgeScope, soft: Bool) -> [(key: String, name: FileName)] {
-        waitForIndex(timeoutSeconds: 120)
+    func purgeIndex(_ scope: PurgeScope, soft: Bool, waiting: Bool = true) -> [(key: String, name: FileName)] {
+        if waiting { waitForIndex(timeoutSeconds: 120) }
         return state.withLock { index -> [(key: String, name: FileName)] in
             index.sequence += 1
             index.purges.record(scope, soft: soft, number: index.sequence)

@@ -6,8 +6,10 @@ import Upstream
 /// out, a late one `.ignored` with the event and the state it found. It
 /// decides what the driver used to: an invalid head is refused (502), a
 /// connection failure retried (`Retry`) or answered, a server marked
-/// failed, the claim on the key released once, a paused transfer resumed
-/// once, the fetch kept going or stopped when its client leaves. A value
+/// failed, the claim on the key released once (at once for a response not
+/// stored), a paused transfer resumed once, the fetch kept going or stopped
+/// when its client leaves, and stopped once it is no longer worth finishing
+/// without it (past finish_store_limit, or no longer stored). A value
 /// with no sockets, store or curl, driven event by event in ProxyTests.
 ///
 ///     requesting ──► streaming ──► done
@@ -50,10 +52,17 @@ struct FetchMachine: Equatable {
     private let method: String
     private let hasBody: Bool
     private let retryLimit: Int
+    /// What decides whether the response is finished once its client
+    /// left: whether it goes into the store, its length (said, and
+    /// received so far), and finish_store_limit (0: never).
+    private(set) var storing = false
+    private var expectedLength: Int?
+    private var received = 0
+    private let finishStoreLimit: Int
 
-    init(leading: Bool, method: String = "GET", hasBody: Bool = false, retryLimit: Int = 0) {
+    init(leading: Bool, method: String = "GET", hasBody: Bool = false, retryLimit: Int = 0, finishStoreLimit: Int = 0) {
         leadership = leading ? .leading : .none
-        (self.method, self.hasBody, self.retryLimit) = (method, hasBody, retryLimit)
+        (self.method, self.hasBody, self.retryLimit, self.finishStoreLimit) = (method, hasBody, retryLimit, finishStoreLimit)
     }
 
     private func ignored(_ event: FetchEvent) -> FetchAction { .ignored(FetchIgnored(event: event, state: state)) }
@@ -118,6 +127,37 @@ struct FetchMachine: Equatable {
         }
     }
 
+    /// Whether the store takes the streaming response (`storing`) and the
+    /// length its head said: `.store`, or `.pass` (not stored: the claim
+    /// is given up at once, so requests waiting for it fetch on their own).
+    mutating func storeChosen(_ storing: Bool, expectedLength: Int?) -> FetchAction {
+        guard state == .streaming else { return ignored(.storeChosen) }
+        (self.storing, self.expectedLength) = (storing, expectedLength)
+        return storing ? .store : .pass
+    }
+
+    /// A body piece was taken: `received` bytes so far, `storing` whether
+    /// the store still takes them (it may give up: a body over its
+    /// limits). `.take` (go on), or `.stop` for an orphan no longer worth
+    /// finishing.
+    mutating func took(received: Int, storing: Bool) -> FetchAction {
+        guard state == .streaming || state == .orphaned else { return ignored(.took) }
+        self.received = received
+        self.storing = self.storing && storing
+        guard state == .orphaned, !mayFinishUnattended else { return .take }
+        finish()
+        return .stop
+    }
+
+    /// Whether the response is finished without its client: followers
+    /// stream it, or it goes into the store within finish_store_limit (by
+    /// the length it said, or, when it said none, what came so far).
+    var mayFinishUnattended: Bool {
+        guard state == .streaming || state == .orphaned else { return false }
+        if published?.hasFollowers ?? false { return true }
+        return storing && finishStoreLimit > 0 && max(expectedLength ?? 0, received) <= finishStoreLimit
+    }
+
     private mutating func pause() -> FetchAction {
         paused = true
         return .pause
@@ -170,13 +210,13 @@ struct FetchMachine: Equatable {
 
     // MARK: the client
 
-    /// The client went away. `mayFinishWithoutClient`: the response is
-    /// being stored and small enough, or followers stream it.
-    mutating func clientGone(mayFinishWithoutClient: Bool) -> FetchAction {
+    /// The client went away: the fetch goes on when it may finish
+    /// unattended (`mayFinishUnattended`), else it stops.
+    mutating func clientGone() -> FetchAction {
         switch state {
         case .done, .orphaned:
             return ignored(.clientGone)
-        case .streaming where mayFinishWithoutClient:
+        case .streaming where mayFinishUnattended:
             state = .orphaned
             let resume = paused
             paused = false
@@ -192,6 +232,10 @@ struct FetchMachine: Equatable {
 enum FetchAction: Equatable {
     /// The head is the client's: store it, share it, stream its body.
     case stream
+    /// The response goes into the store (requests waiting for the key wait for it).
+    case store
+    /// The response is not stored: release the claim on the key.
+    case pass
     /// The head's framing cannot be read: stop, and the client gets 502 (why).
     case refuse(String)
     /// The client answered otherwise: the rest is not wanted (stop).
@@ -221,7 +265,7 @@ enum FetchAction: Equatable {
 
 /// The events of `FetchMachine`, named in its ignored actions.
 enum FetchEvent: Equatable {
-    case head, body, caughtUp, complete, stop, clientGone, publish, endLeadership
+    case head, storeChosen, body, took, caughtUp, complete, stop, clientGone, publish, endLeadership
 }
 
 /// A late event, and the state that found it.

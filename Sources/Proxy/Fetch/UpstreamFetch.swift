@@ -86,7 +86,8 @@ final class UpstreamFetch: UpstreamTransferDelegate {
                                           : HeldBodyReservation(stats: upstream.stats, limit: upstream.configuration.requestBufferTotalBytes))
         if requestBody.streamedForTotal { WorkerStats.bump(upstream.counters.streamedBodies) }
         machine = FetchMachine(leading: leading, method: request.method, hasBody: request.framing != .none,
-                               retryLimit: upstream.configuration.upstreamRetries)
+                               retryLimit: upstream.configuration.upstreamRetries,
+                               finishStoreLimit: upstream.configuration.finishStoreLimitBytes)
     }
 
     /// Sends the request, or holds it until its body is complete (small
@@ -224,8 +225,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         expectedLength = response.length
         store = missHandler.flatMap { cache.applyCacheEffect(of: response, to: request, key: key, isCacheLookup: isCacheLookup,
                                                              variants: variants, through: $0) }
-        // Not storable: waiters need not wait for it, they fetch on their own.
-        if store == nil { releaseClaim() }
+        if case .pass = machine.storeChosen(store != nil, expectedLength: expectedLength) { releaseClaim() }
         if store != nil, response.status == 206, let piece = PartialContent.piece(contentRange: response.fields["content-range"]) {
             fillAfterRange(piece)
         }
@@ -260,7 +260,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         if store != nil, !store!.append(bytes) { store = nil }
         if let expectedLength, receivedBody == expectedLength { settle(whole: true) }
         // Orphaned, and nobody wants the rest any more (or more than finish_store_limit: a length it never said).
-        if client == nil && !(broadcast?.hasFollowers ?? false) && (store == nil || !mayFinishWithoutClient) { cancel() }
+        if case .stop = machine.took(received: receivedBody, storing: store != nil) { cancel() }
         return true
     }
 
@@ -360,7 +360,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     /// followers stream), else the fetch stops.
     func clientLeft() {
         client = nil
-        switch machine.clientGone(mayFinishWithoutClient: mayFinishWithoutClient) {
+        switch machine.clientGone() {
         case .keepFetching(let resume):
             upstream.adopt(self)  // held until it ends
             if resume { transfer?.resume() }
@@ -372,14 +372,8 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     }
 
     /// Whether the fetch goes on, to the store or to followers, once its
-    /// client leaves (`clientLeft`).
-    var mayFinishWithoutClient: Bool {
-        guard transfer != nil else { return false }
-        if machine.published?.hasFollowers ?? false { return true }
-        guard store != nil else { return false }
-        let limit = upstream.configuration.finishStoreLimitBytes
-        return limit > 0 && max(expectedLength ?? 0, receivedBody) <= limit
-    }
+    /// client leaves (`clientLeft`), as its machine decides.
+    var mayFinishWithoutClient: Bool { machine.mayFinishUnattended }
 
     /// Stops: nothing (more) is stored or shared. Harmless when it is over
     /// already (every part is then empty): the exchange calls it as it ends.

@@ -141,7 +141,10 @@ struct PendingStore {
                         alongside others: [(PartialContent.Piece, [UInt8])] = [], on cache: CacheAccess) -> PieceFate? {
         let head = writer.head
         let etag = fields["etag"]
-        let variants = cache.store.lookup(head.key).filter { $0.varyValues == head.varyValues }
+        // On the worker's loop: what can be looked up without waiting for
+        // the disk (only pieces in memory join anyway; one whose read would
+        // wait leaves this one stored alone).
+        let variants = (cache.store.lookupWithoutBlocking(head.key) ?? Variants()).filter { $0.varyValues == head.varyValues }
         var candidates = variants.reversed().filter { $0.storedBody.isInMemory }
         var (piece, body) = (new, [UInt8](received))
         func join(_ old: PartialContent.Piece, _ oldBody: UnsafeRawBufferPointer) {
@@ -267,7 +270,7 @@ extension CacheAccess {
     private func invalidate(after request: RequestHead, key: String, _ headers: HeaderFields) {
         store.remove(key)
         // The target's cached queries (POSTs keyed by their bodies) with it.
-        if routes.cachesPost, let tag = PostQuery.tag(urlKey: key) { _ = store.tiers.purge(.tag(tag), soft: false) }
+        if routes.cachesPost, let tag = PostQuery.tag(urlKey: key) { store.tiers.purgeWithoutBlocking(.tag(tag), on: loop) }
         for name in ["location", "content-location"] {
             guard let reference = headers[name], let target = cacheKey(of: reference, after: request) else { continue }
             store.remove(target)

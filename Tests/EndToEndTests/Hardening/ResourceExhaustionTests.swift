@@ -249,6 +249,28 @@ final class AdminConnectionLimitTests: ConfiguredTestCase {
     }
 }
 
+/// Admin connections' deadlines, on Larder's clock (moved on, not waited
+/// for): one that sent nothing goes after 5 s, one that was answered
+/// stays open for 30 s of idleness, not more.
+final class AdminIdleDeadlineTests: ConfiguredTestCase {
+    func testIdleAdminConnectionsCloseOnTheirDeadlines() throws {
+        let origin = try startOrigin()
+        let larder = try startLarder(upstream: origin.url, environment: LarderProcess.testClock)
+        let silent = try larder.adminClient()
+        let answered = try larder.adminClient()
+        XCTAssertEqual(try answered.get("/healthz").status, 200)
+        XCTAssertEqual(try silent.get("/healthz").status, 200, "both open")  // (then sent nothing more)
+        let unasked = try larder.adminClient()
+        XCTAssertEqual(try larder.adminClient().get("/healthz").status, 200, "the listener has taken the connections before")
+        try larder.advanceClock(6)
+        XCTAssertTrue(unasked.isClosedByPeer(), "nothing asked within 5 s: closed")
+        try larder.advanceClock(20)
+        XCTAssertEqual(try answered.get("/healthz").status, 200, "answered ones stay up to 30 s idle")
+        try larder.advanceClock(31)
+        XCTAssertTrue(silent.isClosedByPeer(), "idle past 30 s: closed")
+    }
+}
+
 /// max_connections is one count across workers; a disk file cut short
 /// behind Larder's back is dropped, not served short.
 final class SharedLimitsAndDiskFilesTests: ConfiguredTestCase {

@@ -19,9 +19,12 @@ final class FetchMachineTests: XCTestCase {
         .ignored(FetchIgnored(event: event, state: state))
     }
 
-    private func streaming(leading: Bool = false) -> FetchMachine {
-        var m = FetchMachine(leading: leading, retryLimit: 1)
+    /// Streaming a response the store takes (`storing`), of `length`
+    /// bytes, with a finish_store_limit of 1,000 bytes.
+    private func streaming(leading: Bool = false, storing: Bool = true, length: Int? = 100) -> FetchMachine {
+        var m = FetchMachine(leading: leading, retryLimit: 1, finishStoreLimit: 1000)
         XCTAssertEqual(m.head(invalid: nil, clientTakes: true), .stream)
+        XCTAssertEqual(m.storeChosen(storing, expectedLength: length), storing ? .store : .pass)
         return m
     }
 
@@ -89,31 +92,31 @@ final class FetchMachineTests: XCTestCase {
     func testAClientLeavingMidResponseKeepsAStorableFetchGoing() {
         var m = streaming()
         XCTAssertEqual(m.body(clientCongested: { true }, storeBacklogged: { false }), .pause)
-        XCTAssertEqual(m.clientGone(mayFinishWithoutClient: true), .keepFetching(resume: true), "paused for the client: resumed")
+        XCTAssertEqual(m.clientGone(), .keepFetching(resume: true), "paused for the client: resumed")
         XCTAssertEqual(m.state, .orphaned)
         XCTAssertEqual(m.body(clientCongested: never, storeBacklogged: { false }), .take, "the client is gone: never asked")
         XCTAssertEqual(m.body(clientCongested: never, storeBacklogged: { true }), .pause, "a slow store still pauses")
         XCTAssertEqual(m.caughtUp(), .resume)
-        XCTAssertEqual(m.clientGone(mayFinishWithoutClient: true), ignored(.clientGone, .orphaned))
+        XCTAssertEqual(m.clientGone(), ignored(.clientGone, .orphaned))
         XCTAssertEqual(m.complete(nil), .end)
         XCTAssertEqual(m.state, .done)
     }
 
     func testAnOrphanThatBreaksOffIsCut() {
         var m = streaming()
-        _ = m.clientGone(mayFinishWithoutClient: true)
+        _ = m.clientGone()
         XCTAssertEqual(m.complete(unreachable), .cut, "nothing stored, no retry")
     }
 
     func testAClientLeavingBeforeTheHeadStopsTheFetch() {
         var m = FetchMachine(leading: false, retryLimit: 3)
-        XCTAssertEqual(m.clientGone(mayFinishWithoutClient: true), .stop, "nothing to keep fetching for yet")
+        XCTAssertEqual(m.clientGone(), .stop, "nothing to keep fetching for yet")
         XCTAssertFalse(m.takesHead)
         XCTAssertEqual(m.complete(unreachable), ignored(.complete, .done), "no retry for a client that left")
         XCTAssertEqual(m.head(invalid: nil, clientTakes: true), ignored(.head, .done))
-        var unstorable = streaming()
-        XCTAssertEqual(unstorable.clientGone(mayFinishWithoutClient: false), .stop)
-        XCTAssertEqual(unstorable.clientGone(mayFinishWithoutClient: true), ignored(.clientGone, .done), "over already")
+        var unstorable = streaming(storing: false)
+        XCTAssertEqual(unstorable.clientGone(), .stop, "not stored: nothing to finish it for")
+        XCTAssertEqual(unstorable.clientGone(), ignored(.clientGone, .done), "over already")
     }
 
     func testALeaderPublishesOnceAndReleasesItsClaimOnce() {
@@ -123,7 +126,7 @@ final class FetchMachineTests: XCTestCase {
         XCTAssertEqual(m.published, shared)
         XCTAssertFalse(m.mayPublish, "published once")
         XCTAssertEqual(m.publish(shared), ignored(.publish, .streaming))
-        XCTAssertEqual(m.clientGone(mayFinishWithoutClient: true), .keepFetching(resume: false))
+        XCTAssertEqual(m.clientGone(), .keepFetching(resume: false))
         XCTAssertEqual(m.published, shared, "an orphaned leader still feeds its followers")
         XCTAssertEqual(m.complete(nil), .end)
         XCTAssertEqual(m.endLeadership(), .releaseClaim, "the claim is released")
@@ -137,5 +140,37 @@ final class FetchMachineTests: XCTestCase {
         XCTAssertEqual(m.publish(shared), ignored(.publish, .streaming), "only a leader publishes")
         XCTAssertNil(m.published)
         XCTAssertEqual(m.endLeadership(), ignored(.endLeadership, .streaming), "no claim to release")
+    }
+
+    /// Whether an orphan is worth finishing is the machine's: the length
+    /// said, or what came so far, within finish_store_limit, and a store
+    /// that still takes it.
+    func testAnOrphanGoesOnOnlyWhileWorthFinishing() {
+        XCTAssertEqual(streaming(length: 5000).mayFinishUnattended, false, "a length over the limit")
+        var said = streaming(length: 5000)
+        XCTAssertEqual(said.clientGone(), .stop)
+
+        var unsaid = streaming(length: nil)
+        XCTAssertEqual(unsaid.took(received: 600, storing: true), .take)
+        XCTAssertEqual(unsaid.clientGone(), .keepFetching(resume: false))
+        XCTAssertEqual(unsaid.took(received: 1000, storing: true), .take, "at the limit")
+        XCTAssertEqual(unsaid.took(received: 1001, storing: true), .stop, "past finish_store_limit, with no client")
+        XCTAssertEqual(unsaid.state, .done)
+        XCTAssertEqual(unsaid.took(received: 1200, storing: true), ignored(.took, .done))
+        XCTAssertEqual(unsaid.complete(nil), ignored(.complete, .done))
+
+        var withClient = streaming(length: nil)
+        XCTAssertEqual(withClient.took(received: 5000, storing: true), .take, "its client still takes it all")
+        XCTAssertEqual(withClient.clientGone(), .stop, "then leaves: too large to finish")
+
+        var givenUp = streaming()
+        XCTAssertEqual(givenUp.clientGone(), .keepFetching(resume: false))
+        XCTAssertEqual(givenUp.took(received: 10, storing: false), .stop, "the store gave it up: nobody wants the rest")
+
+        var noLimit = FetchMachine(leading: false, finishStoreLimit: 0)
+        XCTAssertEqual(noLimit.storeChosen(true, expectedLength: 1), ignored(.storeChosen, .requesting), "before its head")
+        _ = noLimit.head(invalid: nil, clientTakes: true)
+        XCTAssertEqual(noLimit.storeChosen(true, expectedLength: 1), .store)
+        XCTAssertEqual(noLimit.clientGone(), .stop, "finish_store_limit = 0: never without the client")
     }
 }
