@@ -1,3 +1,6 @@
+import EventLoop
+import Threads
+
 /// The store as one worker's loop uses it, the one thing the request path
 /// talks to: the tiers every worker shares (`TieredStore`: memory, disk),
 /// this worker's copies of its hits (`LocalHits`), and behind them the
@@ -26,6 +29,16 @@ public final class WorkerStore {
 
     /// The same, waiting for the disk where it must.
     public func lookup(_ key: String) -> Variants { tiers.lookup(key, local: localHits) }
+
+    /// `lookup` made on an I/O thread, its variants handed back on `loop`
+    /// (when `lookupWithoutBlocking` would have waited).
+    public func lookupOffLoop(_ key: String, on loop: EventLoop, found: @escaping (Variants) -> Void) {
+        let tiers = tiers
+        BlockingWork.shared.run({ tiers.lookup(key) }, on: loop, then: found)
+    }
+
+    /// A hard purge that waits for no disk (`TieredStore.purgeWithoutBlocking`).
+    public func purgeWithoutBlocking(_ scope: PurgeScope, on loop: EventLoop) { tiers.purgeWithoutBlocking(scope, on: loop) }
 
     /// The process ran out of descriptors: the tiers give back what they keep open.
     public func releaseDescriptors() -> Int { tiers.releaseDescriptors() }

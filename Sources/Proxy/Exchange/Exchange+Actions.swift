@@ -2,7 +2,6 @@ import CacheSemantics
 import CacheStorage
 import EventLoop
 import Telemetry
-import Threads
 
 /// The driver's half of `ExchangeMachine`: each action performed, and
 /// what came of it fed back as the machine's next event, until the
@@ -34,8 +33,7 @@ extension Exchange {
                 } else {
                     // The disk would be waited for: read on an I/O thread; the loop serves others meanwhile.
                     WorkerStats.bump(cache.counters.offloadedLookups)
-                    let (store, key) = (cache.store.tiers, key)
-                    BlockingWork.shared.run({ store.lookup(key) }, on: loop) { [self] found in perform(lookedUp(found)) }
+                    cache.store.lookupOffLoop(key, on: loop) { [self] found in perform(lookedUp(found)) }
                     return false
                 }
             case .askFleet:

@@ -270,7 +270,7 @@ extension CacheAccess {
     private func invalidate(after request: RequestHead, key: String, _ headers: HeaderFields) {
         store.remove(key)
         // The target's cached queries (POSTs keyed by their bodies) with it.
-        if routes.cachesPost, let tag = PostQuery.tag(urlKey: key) { store.tiers.purgeWithoutBlocking(.tag(tag), on: loop) }
+        if routes.cachesPost, let tag = PostQuery.tag(urlKey: key) { store.purgeWithoutBlocking(.tag(tag), on: loop) }
         for name in ["location", "content-location"] {
             guard let reference = headers[name], let target = cacheKey(of: reference, after: request) else { continue }
             store.remove(target)
