@@ -152,7 +152,7 @@ final class Exchange {
     /// A HEAD that missed, fetched as a GET (`Forwarding.fetchesAsGet`):
     /// its client is answered once the head came, and the fetch goes on
     /// without it.
-    var fetchesHeadAsGet: Bool { isCacheLookup && Forwarding.fetchesAsGet(request.method, reason: machine.forwarding.reason) }
+    var fetchesHeadAsGet: Bool { isCacheLookup && Forwarding.fetchesAsGet(request.method, reason: machine.forwardReason) }
 
     /// Goes upstream: the fetch carries the request, and its body (held or
     /// streamed). `leading`: this request holds the key's claim
@@ -172,8 +172,9 @@ final class Exchange {
                 forwarded.remove("if-range")
             }
         }
-        let fetch = UpstreamFetch(fields: machine.forwarding.upstreamFields(forwarded, among: variants), for: self, upstream: upstream,
-                                  leading: leading, sharing: machine.forwarding.mayShare, asGet: headAsGet)
+        let plan = machine.forwarding
+        let fetch = UpstreamFetch(fields: plan.upstreamFields(forwarded, among: variants), for: self, upstream: upstream,
+                                  leading: leading, sharing: plan.mayShare, asGet: headAsGet)
         fetch.claimedInFleet = claimedInFleet
         self.fetch = fetch
         fetch.start()

@@ -77,13 +77,13 @@ extension ExchangeMachine {
     mutating func upstreamHead(_ response: UpstreamResponse, now: Int64) -> ExchangeAction {
         guard state == .forwarding else { return ignored(.upstreamHead) }
         let status = response.status
-        if let completing = forwarding.completing, status != 200,
+        if let completing = upstreamPlan?.completing, status != 200,
            status != 206 || !completing.isCompleted(by: response.fields) {
             // Larder made this range request up: an answer that is not the
             // rest of the stored piece's representation (an error, a 416, a
             // 206 of another one) is not the client's. What the client wants
             // is asked plainly; a piece the upstream no longer has goes.
-            forwarding.completing = nil
+            upstreamPlan?.completing = nil
             let gone = status == 416 || (status == 206 && response.fields["etag"] != completing.piece.etag)
             return forwardAgain(dropStored: gone)
         }
@@ -92,7 +92,7 @@ extension ExchangeMachine {
             let standIn = nextStandIn(now: now)
             if case .takeHead = standIn {} else { return standIn }
         }
-        if status == 304, let validating = forwarding.validating {
+        if status == 304, let validating = upstreamPlan?.validating {
             let notModified = Box(response)
             offer = .refreshed(by: notModified)
             return .refresh(validating, by: notModified)
@@ -132,12 +132,12 @@ extension ExchangeMachine {
                            mayFinishWithoutClient: Bool = false) -> StreamedHead {
         let status = response.status
         if state == .forwarding { state = .streaming }
-        let endsAtHead = request.isCacheLookup && client?.method == "HEAD" && Forwarding.fetchesAsGet("HEAD", reason: forwarding.reason)
+        let endsAtHead = request.isCacheLookup && client?.method == "HEAD" && Forwarding.fetchesAsGet("HEAD", reason: forwardReason)
         let stored = stored && (!endsAtHead || mayFinishWithoutClient)
-        let fwdStatus = forwarding.validating != nil || forwarding.completing != nil ? status : nil
-        var head = StreamedHead(cacheStatus: forwarding.cacheStatus(stored: stored, fwdStatus: fwdStatus))
+        let fwdStatus = upstreamPlan?.validating != nil || upstreamPlan?.completing != nil ? status : nil
+        var head = StreamedHead(cacheStatus: forwardCacheStatus(stored: stored, fwdStatus: fwdStatus))
         head.endsAtHead = endsAtHead
-        if status == 206, let completion = forwarding.completing {
+        if status == 206, let completion = upstreamPlan?.completing {
             head.completion = completion
             if completion.liesInside {
                 upstreamPlan?.around = CompletionAround(completion, contentRange: response.fields["content-range"],
@@ -175,7 +175,8 @@ extension ExchangeMachine {
     /// stored response, a 502/504, or (`.takeHead`) the upstream's own.
     private mutating func nextStandIn(now: Int64) -> ExchangeAction {
         guard let failure = failure?.value else { return .none }
-        switch forwarding.standIn(failure.kind, detail: failure.detail, now: now, shared: request.shared) {
+        if upstreamPlan == nil { upstreamPlan = Forwarding() }  // (nothing to stand in: a 502/504, or the upstream's own)
+        switch upstreamPlan!.standIn(failure.kind, detail: failure.detail, now: now, shared: request.shared) {
         case .serve(let entry, let detail):
             let age = entry.currentAge(now: now)
             offer = .standIn(now: now)
@@ -197,7 +198,7 @@ extension ExchangeMachine {
     }
 
     private var gatewayCacheStatus: String? {
-        request.isCacheLookup ? forwarding.cacheStatus(stored: false, detail: "upstream-error") : nil
+        request.isCacheLookup ? forwardCacheStatus(stored: false, detail: "upstream-error") : nil
     }
 
     /// The 304's refresh of the validated response: nil when it names
@@ -209,12 +210,12 @@ extension ExchangeMachine {
             return forwardAgain(dropStored: false)
         }
         return .serve(StoredServing(entry: response, age: response.currentAge(now: now), now: now,
-                                    cacheStatus: CacheStatusLine(forwarding.cacheStatus(stored: stored, fwdStatus: 304)),
+                                    cacheStatus: CacheStatusLine(forwardCacheStatus(stored: stored, fwdStatus: 304)),
                                     count: .none))
     }
 
     private mutating func forwardAgain(dropStored: Bool) -> ExchangeAction {
-        forwarding.validating = nil
+        upstreamPlan?.validating = nil
         return .forwardAgain(dropStored: dropStored)
     }
 

@@ -86,7 +86,15 @@ struct ExchangeMachine {
     /// Why and how the request goes upstream, as the latest lookup decided
     /// (nil until one decides it does: a hit makes none).
     var upstreamPlan: Forwarding?
+    /// A copy (tests; the fetch's start): the machine reads its plan in place.
     var forwarding: Forwarding { upstreamPlan ?? Forwarding() }
+    /// Why the request goes upstream (`fwd=method` when it was not looked up).
+    var forwardReason: CacheStatus.Forward { upstreamPlan?.reason ?? .method }
+    /// The Cache-Status value of an answer from upstream.
+    func forwardCacheStatus(stored: Bool, fwdStatus: Int? = nil, detail: String? = nil) -> String {
+        CacheStatus.forward(upstreamPlan?.completing != nil ? .partial : forwardReason, stored: stored, fwdStatus: fwdStatus,
+                            detail: detail)
+    }
     private(set) var request = Request()
     private var policy = RequestPolicy.useProtocolCachePolicy
     private var chosenByClient = false
@@ -154,7 +162,7 @@ struct ExchangeMachine {
     var clientDone: Bool { state == .done }
 
     /// Cache-Status of a response followed from the request that fetched it.
-    var followedCacheStatus: String { forwarding.cacheStatus(stored: false) + "; collapsed" }
+    var followedCacheStatus: String { forwardCacheStatus(stored: false) + "; collapsed" }
 
     // MARK: the lookup
 
@@ -217,7 +225,7 @@ struct ExchangeMachine {
             case .leader:
                 // Counted as a miss already, and collapsed.
                 return .serve(StoredServing(entry: entry, age: age, now: found.now,
-                                            cacheStatus: CacheStatusLine("\(forwarding.cacheStatus(stored: false)); collapsed"),
+                                            cacheStatus: CacheStatusLine("\(forwardCacheStatus(stored: false)); collapsed"),
                                             count: .none))
             case .fleetLeader:
                 return .serve(StoredServing(entry: entry, age: age, now: found.now,
@@ -250,7 +258,7 @@ struct ExchangeMachine {
                 // Collapsed like any miss, but never shared (a follower would
                 // get the rest alone): requests that arrive meanwhile wait,
                 // then look up again and find the joined piece.
-                forwarding.completing = completion.owned()
+                upstreamPlan?.completing = completion.owned()
             }
             guard how.collapse else { return .forward(.init(count: count)) }
             state = .joining

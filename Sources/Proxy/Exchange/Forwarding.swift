@@ -7,10 +7,10 @@ import HTTPHeaders
 /// (`LookupPlan.Forward`): the reason Cache-Status gives, the stored
 /// response being validated, what may stand in if the upstream fails, and
 /// the fields that go with it. A request that is not looked up goes with
-/// the defaults (`fwd=method`, nothing validated or standing in). A class:
-/// made only for a request that goes upstream, so a hit's exchange
-/// carries one word for it, not its fields.
-final class Forwarding {
+/// the defaults (`fwd=method`, nothing validated or standing in). A value
+/// the exchange's machine holds (nil for a hit: its exchange initialises
+/// one tag, not these fields) and changes itself.
+struct Forwarding {
     var reason: CacheStatus.Forward = .method
     /// The stored response a conditional upstream request validates.
     var validating: CachedResponse?
@@ -94,13 +94,8 @@ final class Forwarding {
 
     /// The upstream failed before a response: what answers in its place
     /// (`StandIns`, told what was being validated).
-    func standIn(_ kind: UpstreamFailure.Kind, detail: String, now: Int64, shared: Bool) -> StandIns.Answer {
+    mutating func standIn(_ kind: UpstreamFailure.Kind, detail: String, now: Int64, shared: Bool) -> StandIns.Answer {
         standIns.answer(kind, detail: detail, validating: validating?.cacheControl, now: now, shared: shared)
-    }
-
-    /// The Cache-Status value of an answer from upstream.
-    func cacheStatus(stored: Bool, fwdStatus: Int? = nil, detail: String? = nil) -> String {
-        CacheStatus.forward(completing != nil ? .partial : reason, stored: stored, fwdStatus: fwdStatus, detail: detail)
     }
 
     /// Whether a cache lookup goes upstream as a GET: a HEAD that found

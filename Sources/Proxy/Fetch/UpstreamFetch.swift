@@ -346,8 +346,9 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     /// A stored piece of a range the client asked for: the whole comes
     /// too, for the ranges that follow (a piece's completion needs none).
     private func fillAfterRange(_ piece: PartialContent.Piece) {
-        guard upstream.configuration.rangeFill, request.header("range") != nil, !piece.isWhole, let peer = client?.peer,
-              piece.length <= missHandler?.largestBody ?? 0 else { return }
+        guard RangeFill.wanted(enabled: upstream.configuration.rangeFill, clientAskedRange: request.header("range") != nil,
+                               stored: piece, largestBody: missHandler?.largestBody ?? 0),
+              let peer = client?.peer else { return }
         // On a later loop turn: libcurl must not be re-entered from its callback.
         let (upstream, key, variants, request) = (upstream, key, variants, request)
         upstream.loop.execute { upstream.fetchWholeInBackground(key, among: variants, request: request, peer: peer) }

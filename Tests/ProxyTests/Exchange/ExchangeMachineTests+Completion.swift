@@ -16,7 +16,7 @@ extension ExchangeMachineTests {
         guard case .forward(let how) = m.joined(.leading) else { return XCTFail() }
         XCTAssertEqual(how, .init(leading: true))
         XCTAssertFalse(m.forwarding.mayShare, "never shared: a follower would get the rest alone (it waits, then looks up again)")
-        XCTAssertEqual(m.forwarding.cacheStatus(stored: false), "larder; fwd=partial")
+        XCTAssertEqual(m.forwardCacheStatus(stored: false), "larder; fwd=partial")
         XCTAssertTrue(m.forwarding.completing?.piece.isSame(piece) ?? false)
         let otherRest = response(206, ["etag": "\"v2\"", "content-range": "bytes 10-99/100"])
         guard case .forwardAgain(let dropStored) = m.upstreamHead(otherRest, now: now) else { return XCTFail() }
