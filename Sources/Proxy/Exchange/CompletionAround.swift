@@ -6,8 +6,9 @@ import CacheSemantics
 /// piece's bytes, put in the client's order (`PieceAssembly`). A part that
 /// comes before its turn (the upstream reordered them, as RFC 9110 lets
 /// it) is held, up to `maxHeldBytes`, and goes out once its turn comes.
-/// A class: the exchange's `Forwarding` holds it while the body streams.
-final class CompletionAround {
+/// A value the exchange's machine holds (in its `Forwarding`) while the
+/// body streams, and feeds (`ExchangeMachine.assemble`).
+struct CompletionAround {
     enum Output {
         /// Upstream bytes, valid during the call.
         case upstream(UnsafeRawBufferPointer)
@@ -45,9 +46,11 @@ final class CompletionAround {
     var failed: Bool { assembly.failed }
 
     /// Upstream body bytes: what goes to the client, in order.
-    func take(_ bytes: UnsafeRawBufferPointer, _ send: (Output) -> Void) {
-        guard stream != nil else { return pass(bytes, send) }
-        let wellFormed = stream!.consume(bytes) { event in
+    mutating func take(_ bytes: UnsafeRawBufferPointer, _ send: (Output) -> Void) {
+        // Moved out while it reads: its events change the rest of this value.
+        guard var stream = self.stream.take() else { return pass(bytes, send) }
+        defer { self.stream = stream }
+        let wellFormed = stream.consume(bytes) { event in
             switch event {
             case .part(let piece, _):
                 holding = false
@@ -70,7 +73,7 @@ final class CompletionAround {
 
     /// The upstream's body is over: the parts held and the stored bytes
     /// that end the answer, if any; true when the client then has all it wants.
-    func finish(_ send: (Output) -> Void) -> Bool {
+    mutating func finish(_ send: (Output) -> Void) -> Bool {
         if let finished { return finished }
         holding = false
         replayEarly(send)
@@ -81,7 +84,7 @@ final class CompletionAround {
     }
 
     /// Held parts whose turn has come, in their order.
-    private func replayEarly(_ send: (Output) -> Void) {
+    private mutating func replayEarly(_ send: (Output) -> Void) {
         while let i = early.indices.min(by: { early[$0].piece.first < early[$1].piece.first }),
               !assembly.failed, !assembly.comesLater(early[i].piece) {
             let (piece, bytes) = early.remove(at: i)
@@ -91,7 +94,7 @@ final class CompletionAround {
         }
     }
 
-    private func pass(_ data: UnsafeRawBufferPointer, _ send: (Output) -> Void) {
+    private mutating func pass(_ data: UnsafeRawBufferPointer, _ send: (Output) -> Void) {
         let taken = assembly.take(data.count)
         if !taken.isEmpty { send(.upstream(UnsafeRawBufferPointer(rebasing: data[taken]))) }
     }

@@ -56,27 +56,27 @@ extension Exchange: FetchClient {
     var isCongested: Bool { sink.isBodyCongested }
 
     func deliver(_ chunk: Bytes) {
-        if let around = machine.upstreamPlan?.around { return withExtendedLifetime(chunk) { deliverAround(chunk.buffer, around) } }
+        if machine.assembles { return withExtendedLifetime(chunk) { deliverAround(chunk.buffer) } }
         sink.sendBody(chunk)
     }
     func deliver(copying bytes: UnsafeRawBufferPointer) {
-        if let around = machine.upstreamPlan?.around { return deliverAround(bytes, around) }
+        if machine.assembles { return deliverAround(bytes) }
         sink.sendBody(copying: bytes)
     }
     /// `whole`: as long as it said (else the connection is cut, as when the
     /// response broke off).
     func endsBody() -> Bool {
-        guard let around = machine.upstreamPlan?.around else { return true }
-        return around.finish { send($0, around) }
+        guard machine.assembles, let completion = machine.upstreamPlan?.around?.completion else { return true }
+        return machine.finishAssembly { send($0, completion) } ?? true
     }
 
     func responseEnded(whole: Bool) {
         if let trailing = machine.bodyEnded(whole: whole) { sendStored(trailing.sent, of: trailing) }
-        if let around = machine.upstreamPlan?.around {
+        if machine.assembles, let completion = machine.upstreamPlan?.around?.completion {
             // A body that did not hold every byte wanted is cut, as one that
             // broke off, and the piece goes: the next request asks plainly
             // rather than making the same request up again.
-            let assembled = whole && around.finish { send($0, around) }
+            let assembled = whole && machine.finishAssembly { send($0, completion) } == true
             if !assembled { cache.store.remove(key) }
             return complete(closing: sink.endBody(whole: assembled))
         }
@@ -84,15 +84,17 @@ extension Exchange: FetchClient {
     }
 
     /// Upstream bytes of a completion around a stored piece: its parts'
-    /// data and the piece's bytes, in order.
-    private func deliverAround(_ bytes: UnsafeRawBufferPointer, _ around: CompletionAround) {
-        around.take(bytes) { send($0, around) }
+    /// data and the piece's bytes, in order, as the machine assembles them.
+    private func deliverAround(_ bytes: UnsafeRawBufferPointer) {
+        guard let completion = machine.upstreamPlan?.around?.completion else { return }
+        machine.assemble(bytes) { send($0, completion) }
     }
 
-    private func send(_ output: CompletionAround.Output, _ around: CompletionAround) {
+    /// (Called while the machine assembles: it uses the request and the sink, never the machine.)
+    private func send(_ output: CompletionAround.Output, _ completion: Completion) {
         switch output {
         case .upstream(let bytes): sink.sendBody(copying: bytes)
-        case .stored(let sent): sendStored(sent, of: around.completion)
+        case .stored(let sent): sendStored(sent, of: completion)
         }
     }
 

@@ -156,6 +156,24 @@ extension ExchangeMachine {
         return head
     }
 
+    /// Whether the upstream's body completes a stored piece around: its
+    /// bytes then go through `assemble`.
+    var assembles: Bool { upstreamPlan?.around != nil }
+
+    /// Upstream body bytes of a completion around a stored piece, put in
+    /// the client's order (`CompletionAround`); `send` must not use the
+    /// machine (it is being changed).
+    mutating func assemble(_ bytes: UnsafeRawBufferPointer, _ send: (CompletionAround.Output) -> Void) {
+        upstreamPlan?.around?.take(bytes, send)
+    }
+
+    /// The upstream's body is over: the parts held and the stored bytes
+    /// that end the answer; true when the client then has all it wants
+    /// (nil: no completion around).
+    mutating func finishAssembly(_ send: (CompletionAround.Output) -> Void) -> Bool? {
+        upstreamPlan?.around?.finish(send)
+    }
+
     /// The upstream's body is over (`whole`: all of it came): the stored
     /// piece whose bytes follow it, if one waits.
     mutating func bodyEnded(whole: Bool) -> Completion? {

@@ -34,7 +34,7 @@ final class CompletionAroundTests: XCTestCase {
 
     /// What the client gets, fed in pieces of `step` bytes.
     private func answer(_ body: [UInt8], step: Int) -> ([UInt8], Bool) {
-        let a = around()
+        var a = around()
         var out: [UInt8] = []
         let collect: (CompletionAround.Output) -> Void = { output in
             switch output {
