@@ -117,3 +117,28 @@ public enum PurgeTags {
         return String(s)
     }
 }
+
+/// Scopes purged so far, matched in constant time per key and tag (a
+/// start-up rebuild asks for every file it finds).
+struct PurgedScopes {
+    private var keys: Set<String> = []
+    private var tags: Set<String> = []
+    private var prefixes: [String] = []
+    private var all = false
+
+    var isEmpty: Bool { !all && keys.isEmpty && tags.isEmpty && prefixes.isEmpty }
+
+    mutating func add(_ scope: PurgeScope) {
+        switch scope {
+        case .key(let key): keys.insert(key)
+        case .tag(let tag): tags.insert(tag)
+        case .prefix(let prefix): prefixes.append(prefix)
+        case .all: all = true
+        }
+    }
+
+    func matches(key: String, tags: [String]) -> Bool {
+        guard !isEmpty else { return false }
+        return all || keys.contains(key) || tags.contains(where: self.tags.contains) || prefixes.contains(where: key.hasPrefix)
+    }
+}

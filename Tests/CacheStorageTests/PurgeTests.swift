@@ -195,4 +195,21 @@ final class PurgeTests: XCTestCase {
         XCTAssertTrue(disk.lookup("/old").isEmpty)
         XCTAssertEqual(disk.lookup("/new").count, 1)
     }
+
+    /// The scopes a start-up rebuild checks each file against: by key,
+    /// tag, prefix or all, nothing when none was purged.
+    func testPurgedScopesMatchWhatTheyPurged() {
+        var scopes = PurgedScopes()
+        XCTAssertFalse(scopes.matches(key: "/a", tags: ["t"]))
+        scopes.add(.key("/a"))
+        scopes.add(.tag("queries"))
+        scopes.add(.prefix("/img/"))
+        XCTAssertTrue(scopes.matches(key: "/a", tags: []))
+        XCTAssertFalse(scopes.matches(key: "/ab", tags: []), "a key is not a prefix")
+        XCTAssertTrue(scopes.matches(key: "/q", tags: ["other", "queries"]))
+        XCTAssertTrue(scopes.matches(key: "/img/1.png", tags: []))
+        XCTAssertFalse(scopes.matches(key: "/b", tags: ["other"]))
+        scopes.add(.all)
+        XCTAssertTrue(scopes.matches(key: "/b", tags: []))
+    }
 }

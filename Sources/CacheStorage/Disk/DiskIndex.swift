@@ -275,6 +275,10 @@ struct DiskIndex: ~Copyable {
     /// Purges, numbered from `sequence`: a write queued before one of them
     /// is dropped (or, soft, marked stale).
     var purges = PurgeLog()
+    /// Hard purges made without waiting while the start-up rebuild runs
+    /// (`purgeNow`): what it, or a lookup before it is done, finds that
+    /// they match is dropped. Emptied once rebuilt.
+    var purgedWhileRebuilding = PurgedScopes()
     /// tag → keys with a file carrying it.
     var tagged: [String: Set<String>] = [:]
 
@@ -316,12 +320,11 @@ struct DiskIndex: ~Copyable {
     }
 
     /// Whether a file found on disk before the rebuild indexed it (so
-    /// stored before any purge of this run) is one a purge of this run
+    /// stored before any purge of this run) is one a purge made meanwhile
     /// removed: a purge asked for on a worker's loop does not wait for the
-    /// rebuild, which then drops what it matches. Where the log forgot
-    /// purges, every such file counts as purged (it cannot be proved not).
+    /// rebuild, which then drops what it matches.
     func purgedSinceStart(key: String, tags: [String]) -> Bool {
-        purges.verdict(key: key, tags: tags, since: 0) == .refuse
+        purgedWhileRebuilding.matches(key: key, tags: tags)
     }
 
     mutating func insertIfAbsent(key: String, name: FileName, bytes: Int, storedAt: Int64, tags: [String]) {

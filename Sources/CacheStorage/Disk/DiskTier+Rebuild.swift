@@ -69,6 +69,7 @@ extension DiskTier {
         }
         deleteFiles(state.withLock { index -> [(String, FileName)] in
             index.rebuilt = true
+            index.purgedWhileRebuilding = PurgedScopes()
             return index.evict(limit: limitBytes)
         })
         checkSpace()

@@ -317,6 +317,8 @@ public final class DiskTier: CacheTier, StreamingTier, BlockingTier, LifetimeTie
         return state.withLock { index -> [(key: String, name: FileName)] in
             index.sequence += 1
             index.purges.record(scope, soft: soft, number: index.sequence)
+            // (A purge that waited comes after the rebuild, unless its wait ran out: then dropped too, even a soft one.)
+            if !index.rebuilt { index.purgedWhileRebuilding.add(scope) }
             let files = index.files(matching: scope)
             for file in files {
                 if soft { self.files.dropKept(file.key, file.name) } else { index.remove(key: file.key, name: file.name) }
