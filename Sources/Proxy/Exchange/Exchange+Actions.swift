@@ -49,7 +49,7 @@ extension Exchange {
                 return false
             case .claimInFleet:
                 holdWhileWaiting()
-                guard cache.store.claim(key, milliseconds: UInt64(upstream.configuration.upstream.responseTimeoutMilliseconds), outcome: {
+                guard cache.lock.claimAcrossFleet(key, milliseconds: UInt64(upstream.configuration.upstream.responseTimeoutMilliseconds), outcome: {
                           [self] claim in perform(machine.claimed(claim == .claimed))
                       }) else {
                     action = machine.fleetUnavailable()
@@ -95,8 +95,7 @@ extension Exchange {
                 upstream.revalidateInBackground(entry, among: variants, request: request, peer: sink.peer)
                 return false
             case .releaseClaims(let fleet):
-                if fleet { cache.store.release(key) }
-                cache.collapser.release(key)
+                cache.lock.release(key, acrossFleet: fleet)
                 return false
             }
         }
@@ -105,7 +104,7 @@ extension Exchange {
     /// Offers a stored response; a whole one queued completes the exchange.
     @inline(__always)  // into `perform`: the offer's fields are not copied
     private func serve(_ offered: StoredServing) -> ExchangeAction {
-        if offered.releasesClaim { cache.collapser.release(key) }
+        if offered.releasesClaim { cache.lock.release(key) }
         return served(offered, serveStored(offered.entry, age: offered.age, now: offered.now, cacheStatus: offered.cacheStatus,
                                            count: offered.count))
     }
@@ -131,7 +130,7 @@ extension Exchange {
     /// Joins the key's collapser: leads its fetch, follows or waits for
     /// the one already under way, or fetches alone.
     private func join() -> ExchangeMachine.Joined {
-        switch LeaderWait.join(key, for: request, asGet: fetchesHeadAsGet, collapser: cache.collapser, loop: loop,
+        switch cache.lock.join(key, for: request, asGet: fetchesHeadAsGet, loop: loop,
                                timeoutMilliseconds: UInt64(upstream.configuration.upstream.responseTimeoutMilliseconds),
                                ended: { [weak self] ended in
                                    guard let self else { return }

@@ -63,10 +63,10 @@ final class UpstreamAccess {
     private func fetchInBackground(_ key: String, validating entry: CachedResponse?, among variants: Variants,
                                    request: RequestHead, peer: String) {
         // One background fetch per key across all workers.
-        guard refreshing[key] == nil, !draining, cache.collapser.beginRefresh(key) else { return }
+        guard refreshing[key] == nil, !draining, cache.lock.beginRefresh(key) else { return }
         let refresh = BackgroundRefresh(upstream: self, key: key, validating: entry, variants: variants, request: request) {
             [weak self] in
-            self?.cache.collapser.endRefresh(key)
+            self?.cache.lock.endRefresh(key)
             // Deferred: the refresh is still on the stack when it finishes.
             self?.loop.execute { self?.refreshing[key] = nil }
         }

@@ -395,11 +395,9 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     }
 
     private func releaseClaim() {
-        if case .releaseClaim = machine.endLeadership() { cache.collapser.release(key) }
-        if claimedInFleet {
-            claimedInFleet = false
-            cache.store.release(key)
-        }
+        let here = machine.endLeadership() == .releaseClaim
+        cache.lock.release(key, here: here, acrossFleet: claimedInFleet)
+        claimedInFleet = false
     }
 
     // MARK: sharing with collapsed requests
@@ -408,7 +406,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     /// (published at once when some already wait).
     private func offerToShare() {
         guard canShare, request.method == "GET" || request.method == "POST" && isCacheLookup else { return }
-        if cache.collapser.offer(key, loop: upstream.loop, share: { [weak self] in self?.shareRequested() }) { share() }
+        if cache.lock.offer(key, loop: upstream.loop, share: { [weak self] in self?.shareRequested() }) { share() }
     }
 
     /// Still leading, not yet shared, and the body so far is in memory.
@@ -431,6 +429,6 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         let soFar = pending.collected
         if soFar.count > 0 { fetch.append(Bytes(soFar)) }
         guard case .publish = machine.publish(fetch) else { return }
-        cache.collapser.publish(key, fetch)
+        cache.lock.publish(key, fetch)
     }
 }

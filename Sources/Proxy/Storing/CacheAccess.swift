@@ -5,14 +5,16 @@ import Routing
 import Telemetry
 
 /// The cache as one worker's requests use it: the store (its tiers, its
-/// copies of hits, the fleet's shared stage), the collapser shared by every
-/// worker, the clock, the stored bodies known not to decode, and the rules
-/// that turn an upstream response into a stored one. Exchanges, fetches
+/// copies of hits, the fleet's shared stage), the cache lock (the
+/// collapser every worker shares, and the fleet's claim), the clock, the
+/// stored bodies known not to decode, and the rules that turn an upstream
+/// response into a stored one. Exchanges, fetches
 /// and background refreshes are given this, not the worker; what an
 /// upstream response does to it is `ResponseStoring`'s extension.
 final class CacheAccess {
     let store: WorkerStore
-    let collapser: Collapser
+    /// A key's one fetch, here and across the fleet.
+    let lock: CacheLock
     let clock: WallClock
     /// Stored gzip bodies found not decodable (`Exchange+Decoding`).
     let undecodable = UndecodableBodies.shared
@@ -33,7 +35,7 @@ final class CacheAccess {
          loop: EventLoop) {
         self.loop = loop
         self.store = WorkerStore(tiers: store)
-        self.collapser = collapser
+        lock = CacheLock(collapser: collapser, store: self.store)
         self.clock = clock
         self.counters = counters
         builder = StoredResponseBuilder(configuration)

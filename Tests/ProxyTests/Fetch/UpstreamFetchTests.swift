@@ -271,7 +271,7 @@ final class UpstreamFetchTests: XCTestCase {
 
     /// The role a new request for the key gets.
     private func lead(wake: @escaping (SharedFetch?) -> Void = { _ in }) -> Role {
-        switch worker.cache.collapser.lead(key, loop: worker.loop, wake: wake) {
+        switch worker.cache.lock.local.lead(key, loop: worker.loop, wake: wake) {
         case .leader: return .leader
         case .waiting: return .waiting
         case .following: return .following

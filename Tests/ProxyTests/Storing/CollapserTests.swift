@@ -114,6 +114,27 @@ final class CollapserTests: XCTestCase {
         XCTAssertEqual(state, .failed)
     }
 
+    /// The cache lock over the collapser (no fleet here): a leader's
+    /// release lets the next request lead; a release of a claim not held
+    /// here (`here: false`) leaves the leader's.
+    func testTheCacheLockReleasesHereAndAcrossTheFleetTogether() throws {
+        let lock = CacheLock(collapser: Collapser(), store: WorkerStore(tiers: TieredStore(tiers: [MemoryTier(limitBytes: 1 << 20)])))
+        let get = try request("")
+        func join() -> LeaderWait.Joined {
+            lock.join("/k", for: get, asGet: false, loop: loop, timeoutMilliseconds: 10_000, ended: { _ in })
+        }
+        guard case .leading = join() else { return XCTFail("the first leads") }
+        guard case .waiting(let wait) = join() else { return XCTFail("the next waits") }
+        wait.stop()
+        XCTAssertFalse(lock.claimAcrossFleet("/k", milliseconds: 1000, outcome: { _ in XCTFail("no fleet to answer") }),
+                       "without a fleet nothing is claimed there")
+        lock.release("/k", here: false, acrossFleet: true)
+        guard case .waiting(let still) = join() else { return XCTFail("the leader's claim here is kept") }
+        still.stop()
+        lock.release("/k")
+        guard case .leading = join() else { return XCTFail("released: the next leads") }
+    }
+
     private func request(_ lines: String) throws -> RequestHead {
         var parser = RequestParser()
         guard case .complete(let head, _) = Array("GET /a HTTP/1.1\r\nHost: x\r\n\(lines)\r\n".utf8).withUnsafeBytes({ parser.parse($0) })
