@@ -169,17 +169,16 @@ final class DecodingBody: BodySource {
     private func nextInput() -> UnsafeRawBufferPointer? {
         if let inPlace = reader.inPlace(from: position) { return inPlace }
         guard let buffer = fileBuffer else { return nil }
-        let file = reader
         if fileFilled.isEmpty && position < compressedLength {
             guard !readFailed else { return nil }
             guard let offload else {
                 // Not yet pulled (`prime`): from the page cache only when asked so, else `cold`.
                 guard primingCachedOnly else {
-                    guard let n = file.read(from: position, into: buffer), n > 0 else { return nil }
+                    guard let n = reader.read(from: position, into: buffer), n > 0 else { return nil }
                     fileFilled = 0..<n
                     return UnsafeRawBufferPointer(rebasing: buffer[fileFilled])
                 }
-                switch file.readCached(from: position, into: buffer) {
+                switch reader.readCached(from: position, into: buffer) {
                 case .read(let n) where n > 0:
                     fileFilled = 0..<n
                     return UnsafeRawBufferPointer(rebasing: buffer[fileFilled])
@@ -187,7 +186,7 @@ final class DecodingBody: BodySource {
                 default: return nil
                 }
             }
-            switch file.readCached(from: position, into: buffer) {
+            switch reader.readCached(from: position, into: buffer) {
             case .read(let n):
                 fileFilled = 0..<n
             case .failed:
@@ -198,7 +197,7 @@ final class DecodingBody: BodySource {
                 reading = true
                 WorkerStats.bump(offload.counters.offloadedReads)
                 let at = position
-                BlockingWork.shared.run({ [self] in withExtendedLifetime(self) { file.read(from: at, into: buffer) } }, on: offload.loop) { [self] n in
+                BlockingWork.shared.run({ [self] in withExtendedLifetime(self) { reader.read(from: at, into: buffer) } }, on: offload.loop) { [self] n in
                     reading = false
                     if let n, n > 0 { fileFilled = 0..<n } else { readFailed = true }
                     self.offload?.ready()

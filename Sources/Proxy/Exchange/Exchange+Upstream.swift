@@ -56,23 +56,23 @@ extension Exchange: FetchClient {
     var isCongested: Bool { sink.isBodyCongested }
 
     func deliver(_ chunk: Bytes) {
-        if machine.assembles { return withExtendedLifetime(chunk) { deliverAround(chunk.buffer) } }
+        if let completion = machine.assembledCompletion { return withExtendedLifetime(chunk) { deliverAround(chunk.buffer, completion) } }
         sink.sendBody(chunk)
     }
     func deliver(copying bytes: UnsafeRawBufferPointer) {
-        if machine.assembles { return deliverAround(bytes) }
+        if let completion = machine.assembledCompletion { return deliverAround(bytes, completion) }
         sink.sendBody(copying: bytes)
     }
     /// `whole`: as long as it said (else the connection is cut, as when the
     /// response broke off).
     func endsBody() -> Bool {
-        guard machine.assembles, let completion = machine.upstreamPlan?.around?.completion else { return true }
+        guard let completion = machine.assembledCompletion else { return true }
         return machine.finishAssembly { send($0, completion) } ?? true
     }
 
     func responseEnded(whole: Bool) {
         if let trailing = machine.bodyEnded(whole: whole) { sendStored(trailing.sent, of: trailing) }
-        if machine.assembles, let completion = machine.upstreamPlan?.around?.completion {
+        if let completion = machine.assembledCompletion {
             // A body that did not hold every byte wanted is cut, as one that
             // broke off, and the piece goes: the next request asks plainly
             // rather than making the same request up again.
@@ -85,8 +85,7 @@ extension Exchange: FetchClient {
 
     /// Upstream bytes of a completion around a stored piece: its parts'
     /// data and the piece's bytes, in order, as the machine assembles them.
-    private func deliverAround(_ bytes: UnsafeRawBufferPointer) {
-        guard let completion = machine.upstreamPlan?.around?.completion else { return }
+    private func deliverAround(_ bytes: UnsafeRawBufferPointer, _ completion: Completion) {
         machine.assemble(bytes) { send($0, completion) }
     }
 

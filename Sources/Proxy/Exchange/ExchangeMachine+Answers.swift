@@ -156,9 +156,9 @@ extension ExchangeMachine {
         return head
     }
 
-    /// Whether the upstream's body completes a stored piece around: its
-    /// bytes then go through `assemble`.
-    var assembles: Bool { upstreamPlan?.around != nil }
+    /// The stored piece the upstream's body completes around, if it does:
+    /// its bytes then go through `assemble`.
+    var assembledCompletion: Completion? { upstreamPlan?.around?.completion }
 
     /// Upstream body bytes of a completion around a stored piece, put in
     /// the client's order (`CompletionAround`); `send` must not use the

@@ -56,7 +56,8 @@ struct FetchMachine: Equatable {
     /// left: whether it goes into the store, its length (said, and
     /// received so far), and finish_store_limit (0: never).
     private(set) var storing = false
-    private var expectedLength: Int?
+    /// The length the response's head said, once it streams.
+    private(set) var expectedLength: Int?
     private var received = 0
     private let finishStoreLimit: Int
 

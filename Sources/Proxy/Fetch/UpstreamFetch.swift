@@ -32,7 +32,6 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     /// Also the request body's way upstream (the client streams it).
     private(set) var transfer: (any UpstreamTransferControl)?
     private var store: PendingStore?
-    private var expectedLength: Int?
     private var receivedBody = 0
     private var requestTime: Int64 = 0
     /// Monotonic microseconds when the request went out (the upstream's latency).
@@ -222,17 +221,16 @@ final class UpstreamFetch: UpstreamTransferDelegate {
             return cancel()
         }
         guard let client else { return cancel() }
-        expectedLength = response.length
         store = missHandler.flatMap { cache.applyCacheEffect(of: response, to: request, key: key, isCacheLookup: isCacheLookup,
                                                              variants: variants, through: $0) }
-        if case .pass = machine.storeChosen(store != nil, expectedLength: expectedLength) { releaseClaim() }
+        if case .pass = machine.storeChosen(store != nil, expectedLength: response.length) { releaseClaim() }
         if store != nil, response.status == 206, let piece = PartialContent.piece(contentRange: response.fields["content-range"]) {
             fillAfterRange(piece)
         }
         offerToShare()
         let stored = store != nil
         // Nothing more will come (204, Content-Length: 0): stored before the client has it all.
-        if stored && (response.hasNoBody(answering: request.method) || expectedLength == 0) { settle(whole: true) }
+        if stored && (response.hasNoBody(answering: request.method) || machine.expectedLength == 0) { settle(whole: true) }
         client.streams(response, stored: stored)
     }
 
@@ -258,7 +256,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
             client?.deliver(copying: bytes)
         }
         if store != nil, !store!.append(bytes) { store = nil }
-        if let expectedLength, receivedBody == expectedLength { settle(whole: true) }
+        if let expectedLength = machine.expectedLength, receivedBody == expectedLength { settle(whole: true) }
         // Orphaned, and nobody wants the rest any more (or more than finish_store_limit: a length it never said).
         if case .stop = machine.took(received: receivedBody, storing: store != nil) { cancel() }
         return true
@@ -297,7 +295,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
             client?.responseCut()
         case .end:
             // Incomplete: never stored (RFC 9111 section 3.3).
-            let whole = BodyEnd.isWhole(expected: expectedLength, received: receivedBody) && (client?.endsBody() ?? true)
+            let whole = BodyEnd.isWhole(expected: machine.expectedLength, received: receivedBody) && (client?.endsBody() ?? true)
             settle(whole: whole)
             end()
             client?.responseEnded(whole: whole)
