@@ -56,16 +56,18 @@ public final class WorkerStore {
     /// The largest body the shared stage takes (0: none).
     public var sharedMaxObjectBytes: Int { shared?.maxObjectBytes ?? 0 }
 
-    /// Asks the shared stage for `key` once the local tiers missed; true
-    /// when asked: `found` then runs once, on the worker's loop, with what
-    /// it had, stored in the local tiers (`toDisk`: the disk too) unless a
+    /// Asks the shared stage for `key` once the local tiers had nothing
+    /// usable (`local`: what they had); true when asked: `found` then runs
+    /// once, on the worker's loop, with `local` and what the shared stage
+    /// had, stored in the local tiers (`toDisk`: the disk too) unless a
     /// purge applied here since the lookup began. False (no fleet, or Redis
     /// unreachable): nothing runs, and the caller goes on at once.
-    public func lookupShared(_ key: String, toDisk: Bool, found: @escaping (Variants) -> Void) -> Bool {
+    public func lookupShared(_ key: String, after local: Variants, toDisk: Bool, found: @escaping (Variants) -> Void) -> Bool {
         guard let shared else { return false }
         let since = tiers.fetchToken
         return shared.lookup(key) { [tiers] variants in
-            found(Variants(variants.filter { tiers.insert($0, firstTierOnly: !toDisk, fetchedSince: since) }))
+            let stored = variants.filter { tiers.insert($0, firstTierOnly: !toDisk, fetchedSince: since) }
+            found(stored.isEmpty ? local : Variants(Array(local) + stored))
         }
     }
 

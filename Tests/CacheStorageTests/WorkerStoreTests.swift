@@ -37,7 +37,7 @@ final class WorkerStoreTests: XCTestCase {
     func testWithoutAFleetTheSharedStageIsNeverAsked() {
         let store = WorkerStore(tiers: TieredStore(tiers: [MemoryTier(limitBytes: 1 << 20)]))
         XCTAssertFalse(store.hasSharedStage)
-        XCTAssertFalse(store.lookupShared("/k", toDisk: true) { _ in XCTFail("never called") })
+        XCTAssertFalse(store.lookupShared("/k", after: Variants(), toDisk: true) { _ in XCTFail("never called") })
         XCTAssertFalse(store.claim("/k", milliseconds: 10) { _ in XCTFail("never called") })
         XCTAssertEqual(store.sharedMaxObjectBytes, 0)
     }
@@ -56,7 +56,7 @@ final class WorkerStoreTests: XCTestCase {
         let (memory, store, shared) = fleetHolding()
         XCTAssertEqual(store.lookupWithoutBlocking("/k")?.count, 0, "the local tiers miss")
         var answered: Variants?
-        XCTAssertTrue(store.lookupShared("/k", toDisk: true) { answered = $0 })
+        XCTAssertTrue(store.lookupShared("/k", after: Variants(), toDisk: true) { answered = $0 })
         XCTAssertNil(answered, "asynchronous: later, on the loop")
         shared.answer()
         XCTAssertEqual(answered?.count, 1)
@@ -66,7 +66,7 @@ final class WorkerStoreTests: XCTestCase {
     func testAPurgeHereWhileTheFleetWasAskedKeepsItsAnswerOut() {
         let (memory, store, shared) = fleetHolding()
         var answered: Variants?
-        XCTAssertTrue(store.lookupShared("/k", toDisk: true) { answered = $0 })
+        XCTAssertTrue(store.lookupShared("/k", after: Variants(), toDisk: true) { answered = $0 })
         _ = store.tiers.purge(.key("/k"), soft: false)
         shared.answer()
         XCTAssertEqual(answered?.count, 0, "from before the purge: neither served nor stored")
@@ -78,7 +78,7 @@ final class WorkerStoreTests: XCTestCase {
         let shared = StandInShared()
         shared.reachable = false
         store.shared = shared
-        XCTAssertFalse(store.lookupShared("/k", toDisk: true) { _ in XCTFail("never called") })
+        XCTAssertFalse(store.lookupShared("/k", after: Variants(), toDisk: true) { _ in XCTFail("never called") })
         XCTAssertFalse(store.claim("/k", milliseconds: 10) { _ in XCTFail("never called") })
     }
 

@@ -24,11 +24,8 @@ extension Exchange {
                 return false
             case .takeHead:
                 return true
-            case .lookUp(let forgetting):
-                if forgetting {
-                    cache.store.remove(key)
-                    action = lookedUp(Variants())
-                } else if let found = cache.store.lookupWithoutBlocking(key) {
+            case .lookUp(.local):
+                if let found = cache.store.lookupWithoutBlocking(key) {
                     action = lookedUp(found)
                 } else {
                     // The disk would be waited for: read on an I/O thread; the loop serves others meanwhile.
@@ -36,23 +33,15 @@ extension Exchange {
                     cache.store.lookupOffLoop(key, on: loop) { [self] found in perform(lookedUp(found)) }
                     return false
                 }
-            case .askFleet:
+            case .lookUp(.forgetting):
+                cache.store.remove(key)
+                action = lookedUp(Variants())
+            case .lookUp(.shared):
                 holdWhileWaiting()
-                // What the fleet had is added to the store, and to what was found here.
-                guard cache.store.lookupShared(key, toDisk: toDisk, found: { [self] shared in
-                          let all = shared.isEmpty ? variants : Variants(Array(variants) + shared)
-                          perform(lookedUp(all))
+                guard cache.store.lookupShared(key, after: variants, toDisk: toDisk, found: { [self] all in
+                          perform(lookedUp(all, from: .shared))
                       }) else {
-                    action = machine.fleetUnavailable()
-                    continue
-                }
-                return false
-            case .claimInFleet:
-                holdWhileWaiting()
-                guard cache.lock.claimAcrossFleet(key, milliseconds: UInt64(upstream.configuration.upstream.responseTimeoutMilliseconds), outcome: {
-                          [self] claim in perform(machine.claimed(claim == .claimed))
-                      }) else {
-                    action = machine.fleetUnavailable()
+                    action = lookedUp(variants, from: .sharedUnavailable)
                     continue
                 }
                 return false
@@ -61,12 +50,12 @@ extension Exchange {
             case .answer(let made):
                 sendMadeHere(made.status, made.message, cacheStatus: made.cacheStatus)
                 return false
-            case .collapse(let count):
+            case .collapse(let count, let acrossFleet):
                 bump(count)
-                action = machine.joined(join())
-            case .awaitLeader:
+                action = machine.joined(join(acrossFleet: acrossFleet))
+            case .awaitLock(let count):
                 holdWhileWaiting()
-                bump(.collapsed)
+                bump(count)
                 return false
             case .follow(let fetch, let count):
                 holdWhileWaiting()
@@ -87,15 +76,17 @@ extension Exchange {
                     self.perform(self.machine.nextTurn())
                 }
                 return false
-            case .refresh(let validated, let response):
-                let refreshed = cache.applyNotModified(response.value, validated: validated, among: variants,
-                                                        through: fetch?.missHandler ?? cache.store.missHandler(toDisk: toDisk))
+            case .refresh(let validated):
+                let refreshed = machine.notModified.flatMap {
+                    cache.applyNotModified($0, validated: validated, among: variants,
+                                           through: fetch?.missHandler ?? cache.store.missHandler(toDisk: toDisk))
+                }
                 action = machine.refreshed(refreshed, now: cache.clock.now())
             case .revalidate(let entry):
                 upstream.revalidateInBackground(entry, among: variants, request: request, peer: sink.peer)
                 return false
-            case .releaseClaims(let fleet):
-                cache.lock.release(key, acrossFleet: fleet)
+            case .releaseClaim:
+                cache.lock.release(key)
                 return false
             }
         }
@@ -127,10 +118,11 @@ extension Exchange {
         return next
     }
 
-    /// Joins the key's collapser: leads its fetch, follows or waits for
-    /// the one already under way, or fetches alone.
-    private func join() -> ExchangeMachine.Joined {
-        switch cache.lock.join(key, for: request, asGet: fetchesHeadAsGet, loop: loop,
+    /// Joins the key's cache lock: leads its fetch (claiming it across the
+    /// fleet too, `acrossFleet`), follows or waits for the one already
+    /// under way, or fetches alone.
+    private func join(acrossFleet: Bool) -> ExchangeMachine.Joined {
+        switch cache.lock.join(key, for: request, asGet: fetchesHeadAsGet, acrossFleet: acrossFleet, loop: loop,
                                timeoutMilliseconds: UInt64(upstream.configuration.upstream.responseTimeoutMilliseconds),
                                ended: { [weak self] ended in
                                    guard let self else { return }
@@ -138,6 +130,9 @@ extension Exchange {
                                    self.perform(self.machine.leaderDone(ended))
                                }) {
         case .leading: return .leading
+        case .claiming(let wait):
+            self.wait = wait
+            return .claiming
         case .fetchAlone: return .fetchAlone
         case .following(let fetch): return .following(fetch)
         case .waiting(let wait):

@@ -134,7 +134,7 @@ final class Exchange {
     /// answered): `variants` judged for this request, for the machine to
     /// decide on. Stored pieces that cannot answer it are left out (kept
     /// aside: one may be completed); the usual lookup has none: no copy.
-    func lookedUp(_ looked: Variants) -> ExchangeAction {
+    func lookedUp(_ looked: Variants, from stages: ExchangeMachine.LookedIn = .local) -> ExchangeAction {
         variants = looked
         var completable: Completion?
         let directives = requestDirectives
@@ -146,7 +146,7 @@ final class Exchange {
         let found = LookupFound(outcome: Lookup.decide(lookupFacts(directives), variants, now: now, shared: shared),
                                 completable: completable, now: now, onlyIfCached: directives.onlyIfCached,
                                 staleIfError: directives.staleIfError)
-        return machine.lookedUp(found, in: variants)
+        return machine.lookedUp(found, in: variants, from: stages)
     }
 
     /// A HEAD that missed, fetched as a GET (`Forwarding.fetchesAsGet`):
@@ -236,7 +236,7 @@ final class Exchange {
     /// finish without it.
     func cancel() {
         answer.log(request)
-        _ = machine.clientGone()  // (.ended)
+        perform(machine.clientGone())  // (.ended, or a claim let go)
         body?.stop()
         body = nil
         wait?.stop()

@@ -11,23 +11,18 @@ enum ExchangeAction: Equatable {
     /// The event came when it meant nothing any more (the machine was past
     /// it: the client left, the answer was decided): nothing to do, said so.
     case ignored(Ignored)
-    /// Look the key up in the store and report `lookedUp`. `forgetting`:
-    /// remove what is stored for it first (a stored body went away).
-    case lookUp(forgetting: Bool)
-    /// Ask the fleet's shared tier for the key and report `lookedUp` with
-    /// what it had added to what is stored here, or `fleetUnavailable`.
-    case askFleet
-    /// Claim the key's fetch across the fleet; report `claimed`, or
-    /// `fleetUnavailable` when Redis cannot be asked.
-    case claimInFleet
+    /// Look the key up in the store's `stage` and report `lookedUp`.
+    case lookUp(LookupStage)
     /// Offer a stored response to the client; report `served`.
     case serve(StoredServing)
     /// An answer made here (400, 502, 504), queued whole: the exchange is done.
     case answer(MadeHere)
-    /// Join the key's collapser (`LeaderWait.join`) and report `joined`.
-    case collapse(count: ExchangeCount)
-    /// Keep the wait for the leader (a collapsed request).
-    case awaitLeader
+    /// Join the key's cache lock (`CacheLock.join`; `acrossFleet`: the
+    /// fleet's claim too) and report `joined`.
+    case collapse(count: ExchangeCount, acrossFleet: Bool = false)
+    /// Wait for the cache lock: the leader here (`leaderDone` comes) or
+    /// the fleet's claim (`joined` comes again).
+    case awaitLock(count: ExchangeCount)
     /// Stream the leader's response (its Cache-Status: `followedCacheStatus`).
     case follow(SharedFetch, count: ExchangeCount)
     /// Go upstream with the machine's `forwarding`.
@@ -42,15 +37,14 @@ enum ExchangeAction: Equatable {
     case passInterim
     /// A 304 answered the conditional request for this stored response:
     /// refresh it with the 304 and report `refreshed`.
-    case refresh(CachedResponse, by: Box<UpstreamResponse>)
+    /// (The 304 is the machine's `notModified`.)
+    case refresh(CachedResponse)
     /// Revalidate this served response in the background.
     case revalidate(CachedResponse)
-    /// The client left while the key's claims were this exchange's: let
-    /// them go (the fleet's too, when `fleet`).
-    case releaseClaims(fleet: Bool)
+    /// The client left while the key's claim here was this exchange's: let it go.
+    case releaseClaim
     /// The exchange is over (its answer queued, or its client gone):
-    /// nothing more is done for it; a claim answered later lets go
-    /// (`releaseClaims`).
+    /// nothing more is done for it.
     case ended
 
     /// Which event was ignored, and the state it found.
@@ -68,25 +62,36 @@ enum ExchangeAction: Equatable {
     }
 }
 
+/// Which of the store's stages a lookup asks.
+enum LookupStage: Equatable {
+    /// The local tiers (memory, disk).
+    case local
+    /// The local tiers, once what is stored for the key is removed (a
+    /// stored body went away).
+    case forgetting
+    /// The stage past them (a fleet's shared tier), its variants added to
+    /// those found here; reported `from: .shared`, or `.sharedUnavailable`.
+    case shared
+}
+
 /// Equal actions ask the same of the driver: stored responses and fetches
 /// compared by identity, the rest by value.
 extension ExchangeAction {
     static func == (a: ExchangeAction, b: ExchangeAction) -> Bool {
         switch (a, b) {
-        case (.none, .none), (.askFleet, .askFleet), (.claimInFleet, .claimInFleet), (.awaitLeader, .awaitLeader),
-             (.takeHead, .takeHead), (.ended, .ended), (.passInterim, .passInterim):
+        case (.none, .none), (.releaseClaim, .releaseClaim), (.takeHead, .takeHead), (.ended, .ended), (.passInterim, .passInterim):
             return true
         case let (.ignored(x), .ignored(y)): return x == y
         case let (.lookUp(x), .lookUp(y)): return x == y
         case let (.serve(x), .serve(y)): return x == y
         case let (.answer(x), .answer(y)): return x == y
-        case let (.collapse(x), .collapse(y)): return x == y
+        case let (.collapse(x, f), .collapse(y, g)): return x == y && f == g
+        case let (.awaitLock(x), .awaitLock(y)): return x == y
         case let (.follow(f, x), .follow(g, y)): return f === g && x == y
         case let (.forward(x), .forward(y)): return x == y
         case let (.forwardAgain(x), .forwardAgain(y)): return x == y
-        case let (.refresh(e, r), .refresh(f, s)): return e.isSame(f) && r === s
+        case let (.refresh(e), .refresh(f)): return e.isSame(f)
         case let (.revalidate(e), .revalidate(f)): return e.isSame(f)
-        case let (.releaseClaims(x), .releaseClaims(y)): return x == y
         default: return false
         }
     }
@@ -94,8 +99,7 @@ extension ExchangeAction {
 
 /// The machine's events that return an action (the names of its methods).
 enum ExchangeEvent: UInt8, Equatable {
-    case start, lookedUp, fleetUnavailable, joined, leaderDone, claimed, served, upstreamHead, upstreamFailed, refreshed, nextTurn,
-         interim
+    case start, lookedUp, joined, leaderDone, served, upstreamHead, upstreamFailed, refreshed, nextTurn, interim
 }
 
 // Every payload is a few words at most: an action is returned and

@@ -50,7 +50,7 @@ extension ExchangeMachine {
             // Its body file went away (evicted or removed meanwhile): forget it and look again.
             forgot = true
             state = .lookingUp
-            return .lookUp(forgetting: true)
+            return .lookUp(.forgetting)
         }
         // Kept for the clients that take its gzip (or gone twice): this one
         // gets what the upstream sends it (identity), which takes its place when stored.
@@ -62,7 +62,7 @@ extension ExchangeMachine {
             upstreamPlan = Forwarding(how, variants: Variants(), isGet: request.isGet, requestStaleIfError: staleIfError,
                                     disconnectedGrace: request.disconnectedGrace)
             state = .joining
-            return .collapse(count: .miss)
+            return .collapse(count: .miss, acrossFleet: fleet == .answered)
         case .serve:
             return .none
         }
@@ -88,14 +88,14 @@ extension ExchangeMachine {
             return forwardAgain(dropStored: gone)
         }
         if status >= 500 {
-            failure = Box((.status(status), "upstream answered \(status)"))
+            if upstreamPlan == nil { upstreamPlan = Forwarding() }
+            upstreamPlan?.failure = (.status(status), "upstream answered \(status)")
             let standIn = nextStandIn(now: now)
             if case .takeHead = standIn {} else { return standIn }
         }
         if status == 304, let validating = upstreamPlan?.validating {
-            let notModified = Box(response)
-            offer = .refreshed(by: notModified)
-            return .refresh(validating, by: notModified)
+            offer = .refreshed(by: response)
+            return .refresh(validating)
         }
         return .takeHead
     }
@@ -185,15 +185,15 @@ extension ExchangeMachine {
     /// The upstream failed before any response.
     mutating func upstreamFailed(_ kind: UpstreamFailure.Kind, detail: String, now: Int64) -> ExchangeAction {
         guard state == .forwarding else { return ignored(.upstreamFailed) }
-        failure = Box((kind, detail))
+        if upstreamPlan == nil { upstreamPlan = Forwarding() }  // (nothing to stand in: a 502/504)
+        upstreamPlan?.failure = (kind, detail)
         return nextStandIn(now: now)
     }
 
     /// The next answer in the failed upstream's place (`StandIns`): a
     /// stored response, a 502/504, or (`.takeHead`) the upstream's own.
     private mutating func nextStandIn(now: Int64) -> ExchangeAction {
-        guard let failure = failure?.value else { return .none }
-        if upstreamPlan == nil { upstreamPlan = Forwarding() }  // (nothing to stand in: a 502/504, or the upstream's own)
+        guard let failure = upstreamPlan?.failure else { return ignored(.served) }  // (only after a failure)
         switch upstreamPlan!.standIn(failure.kind, detail: failure.detail, now: now, shared: request.shared) {
         case .serve(let entry, let detail):
             let age = entry.currentAge(now: now)
@@ -205,7 +205,7 @@ extension ExchangeMachine {
             state = .done
             return .answer(MadeHere(status: status, message: message, cacheStatus: gatewayCacheStatus))
         case .passThrough:
-            self.failure = nil
+            upstreamPlan?.failure = nil
             guard case .status = failure.kind else {
                 // No response to pass on: the failure is the answer.
                 state = .done
@@ -217,6 +217,12 @@ extension ExchangeMachine {
 
     private var gatewayCacheStatus: String? {
         request.isCacheLookup ? forwardCacheStatus(stored: false, detail: "upstream-error") : nil
+    }
+
+    /// The 304 kept for `.refresh`.
+    var notModified: UpstreamResponse? {
+        if case .refreshed(let response) = offer { return response }
+        return nil
     }
 
     /// The 304's refresh of the validated response: nil when it names
@@ -252,11 +258,12 @@ extension ExchangeMachine {
         return .ended
     }
 
-    /// The client connection went away: an answer still pending about the
-    /// key's claims lets them go when it comes.
+    /// The client connection went away. Looking for another node's answer
+    /// in the shared stage, this exchange leads the key here: it lets go
+    /// (a claim still being asked across the fleet is the lock's to let go).
     mutating func clientGone() -> ExchangeAction {
-        if state == .claimingInFleet || state == .lookingAgainInFleet { releaseOnAnswer = true }
+        let leadsHere = state == .lookingUp && waited == .fleetLeader
         state = .done
-        return .ended
+        return leadsHere ? .releaseClaim : .ended
     }
 }

@@ -13,26 +13,21 @@ import CacheStorage
 /// (`FetchMachine`). A value with no sockets, store or curl, driven whole
 /// lives at a time in ProxyTests.
 ///
-///     lookingUp ─► askingFleet ─► lookingUp ─► joining ─► claimingInFleet
-///       │ ▲ again                    │            │  ▲        │
-///       │ └─ waitingForLeader ◄──────┼────────────┘  │        ▼
-///       │          │                 │    lookingAgainInFleet
-///       ▼          ▼                 ▼               │
-///     (served) following  forwarding ─► streaming ─► done
-///     decoding ───────────────────────────────────────┘
+///     lookingUp ─► joining ─► forwarding ─► streaming ─► done
+///       │ ▲ again      │ ▲ (the fleet's claim)              ▲
+///       │ └─ waitingForLeader ─► following ─────────────────┤
+///       ▼                                                   │
+///     serving ─► (served) / decoding ───────────────────────┘
+///
+/// A fleet's shared tier is a stage of the lookup (`.lookUp(.shared)`)
+/// and its claim part of the cache lock's join, not states of their own.
 struct ExchangeMachine {
     enum State: Equatable {
         case starting
         /// Waiting for the store's variants (`lookedUp`).
         case lookingUp
-        /// The local tiers had nothing usable: the fleet's shared tier is asked.
-        case askingFleet
-        /// Joining the key's collapser.
+        /// Joining the key's cache lock (here, and across the fleet).
         case joining
-        /// Leading here, and claiming the key's fetch across the fleet.
-        case claimingInFleet
-        /// Another node fetches the key: its answer is looked for in the shared tier.
-        case lookingAgainInFleet
         /// Collapsed onto the request already fetching this key.
         case waitingForLeader
         /// Streaming that leader's response as it arrives.
@@ -59,8 +54,9 @@ struct ExchangeMachine {
         case fleetLeader
     }
 
-    enum FleetStage: Equatable {
-        case none, notAsked, answered, unavailable
+    /// The store's stage past the local tiers (a fleet's shared tier).
+    enum SharedStage: Equatable {
+        case none, notAsked, asking, answered, unavailable
     }
 
     /// The request's facts the decisions read (a few words: the machine
@@ -79,7 +75,7 @@ struct ExchangeMachine {
 
     var state = State.starting
     private(set) var waited = Waited.nothing
-    private(set) var fleet = FleetStage.none
+    private(set) var fleet = SharedStage.none
     /// Of the request's Cache-Control as the lookup read it (`LookupFound`).
     var onlyIfCached = false
     var staleIfError: Int?
@@ -100,19 +96,10 @@ struct ExchangeMachine {
     private var chosenByClient = false
     /// An unknown policy's 400.
     private var refused: MadeHere?
-    /// What the lookup found while the fleet is asked (decided on if it
-    /// cannot be); boxed, as it is seldom there.
-    private var beforeFleet: Box<(LookupFound, Variants)>?
     /// The stored response being offered, and why.
     var offer = Offer.none
     /// A stored body went away once already: no second lookup for it.
     var forgot = false
-    /// The client left while this exchange held the key's claim here:
-    /// the pending answer lets it go.
-    var releaseOnAnswer = false
-    /// The upstream failure being stood in for (boxed: seldom there, and
-    /// the machine is copied whole in places).
-    var failure: Box<(kind: UpstreamFailure.Kind, detail: String)>?
 
     enum Offer {
         case none
@@ -120,8 +107,9 @@ struct ExchangeMachine {
         /// a plain hit holds no reference).
         case hit(refreshing: CachedResponse?)
         case standIn(now: Int64)
-        /// A 304 answered the validation: its refresh is served.
-        case refreshed(by: Box<UpstreamResponse>)
+        /// A 304 answered the validation: its refresh is served (indirect:
+        /// a seldom case kept out of the machine's inline size).
+        indirect case refreshed(by: UpstreamResponse)
     }
 
     init(_ request: Request, choice: PolicyChoice) {
@@ -151,8 +139,7 @@ struct ExchangeMachine {
 
     var responseStarted: Bool {
         switch state {
-        case .starting, .lookingUp, .askingFleet, .joining, .claimingInFleet, .lookingAgainInFleet, .waitingForLeader,
-             .forwarding, .serving:
+        case .starting, .lookingUp, .joining, .waitingForLeader, .forwarding, .serving:
             return false
         case .following, .streaming, .decoding, .done: return true
         }
@@ -182,25 +169,24 @@ struct ExchangeMachine {
             return .forward(.init())
         }
         state = .lookingUp
-        return .lookUp(forgetting: false)
+        return .lookUp(.local)
     }
 
-    /// The store's variants, or the fleet's added to them: decided on
+    /// Which stages of the store a lookup's variants come from.
+    enum LookedIn: Equatable {
+        /// The local tiers.
+        case local
+        /// The local tiers and the shared stage asked after them.
+        case shared
+        /// The local tiers alone: the shared stage could not be asked.
+        case sharedUnavailable
+    }
+
+    /// The store's variants (with the shared stage's, `from`): decided on
     /// through the request's policy.
-    mutating func lookedUp(_ found: LookupFound, in variants: Variants) -> ExchangeAction {
-        switch state {
-        case .lookingUp: break
-        case .askingFleet:
-            fleet = .answered
-            beforeFleet = nil
-        case .lookingAgainInFleet:
-            waited = .fleetLeader
-        case .done where releaseOnAnswer:
-            releaseOnAnswer = false
-            return .releaseClaims(fleet: false)
-        default:
-            return ignored(.lookedUp)
-        }
+    mutating func lookedUp(_ found: LookupFound, in variants: Variants, from stages: LookedIn = .local) -> ExchangeAction {
+        guard state == .lookingUp, (stages == .local) == (fleet != .asking) else { return ignored(.lookedUp) }
+        if stages != .local { fleet = stages == .shared ? .answered : .unavailable }
         return decide(found, in: variants)
     }
 
@@ -234,9 +220,8 @@ struct ExchangeMachine {
             }
         }
         if waited == .nothing, fleet == .notAsked, plan.mayAskFleet {
-            beforeFleet = Box((found, variants.owned()))  // kept until the fleet answers
-            state = .askingFleet
-            return .askFleet
+            fleet = .asking
+            return .lookUp(.shared)
         }
         switch plan {
         case .serve:
@@ -262,27 +247,7 @@ struct ExchangeMachine {
             }
             guard how.collapse else { return .forward(.init(count: count)) }
             state = .joining
-            return .collapse(count: count)
-        }
-    }
-
-    /// The fleet's shared tier (or its claim) could not be asked.
-    mutating func fleetUnavailable() -> ExchangeAction {
-        switch state {
-        case .askingFleet:
-            fleet = .unavailable
-            state = .lookingUp
-            guard let (found, variants) = beforeFleet?.value else { return .none }
-            beforeFleet = nil
-            return decide(found, in: variants)
-        case .claimingInFleet, .lookingAgainInFleet:
-            state = .forwarding
-            return .forward(.init(leading: true))
-        case .done where releaseOnAnswer:
-            releaseOnAnswer = false
-            return .releaseClaims(fleet: false)
-        default:
-            return ignored(.fleetUnavailable)
+            return .collapse(count: count, acrossFleet: fleet == .answered)
         }
     }
 
@@ -292,8 +257,14 @@ struct ExchangeMachine {
     // MARK: collapsing
 
     enum Joined {
-        /// This request's fetch is the one others wait for.
+        /// This request's fetch is the one others wait for (here).
         case leading
+        /// Leading here, and this node holds the key's claim across the fleet.
+        case claimed
+        /// Leading here, the fleet's claim asked: `joined` comes again.
+        case claiming
+        /// Another node fetched the key: its answer is looked for in the shared stage.
+        case fetchedElsewhere
         /// The leader's response streams and suits this request.
         case following(SharedFetch)
         /// Queued behind the leader (`leaderDone` comes).
@@ -306,12 +277,18 @@ struct ExchangeMachine {
         guard state == .joining else { return ignored(.joined) }
         switch joined {
         case .leading:
-            guard fleet == .answered else {
-                state = .forwarding
-                return .forward(.init(leading: true))
-            }
-            state = .claimingInFleet
-            return .claimInFleet
+            state = .forwarding
+            return .forward(.init(leading: true))
+        case .claimed:
+            state = .forwarding
+            return .forward(.init(leading: true, claimedInFleet: true))
+        case .claiming:
+            return .awaitLock(count: .none)
+        case .fetchedElsewhere:
+            waited = .fleetLeader
+            fleet = .asking
+            state = .lookingUp
+            return .lookUp(.shared)
         case .following(let fetch):
             // Another's fetch of the whole: nothing of the stored piece is sent.
             upstreamPlan?.completing = nil
@@ -321,18 +298,22 @@ struct ExchangeMachine {
             // (What the leader stores is looked up again: a piece to complete is found again then.)
             upstreamPlan?.completing = nil
             state = .waitingForLeader
-            return .awaitLeader
+            return .awaitLock(count: .collapsed)
         case .fetchAlone:
             state = .forwarding
             return .forward(.init())
         }
     }
 
-    /// The leader published its response, finished without one to share,
-    /// or the wait timed out.
+    /// The cache lock's later answer: the leader published its response,
+    /// finished without one to share, or the wait timed out; or the
+    /// fleet's claim was answered (as `joined`).
     mutating func leaderDone(_ ended: LeaderWait.Ended) -> ExchangeAction {
+        if case .claimedAcrossFleet(let claimed) = ended { return joined(claimed ? .claimed : .fetchedElsewhere) }
         guard state == .waitingForLeader else { return ignored(.leaderDone) }
         switch ended {
+        case .claimedAcrossFleet:
+            return ignored(.leaderDone)  // (answered above)
         case .follow(let fetch):
             state = .following
             return .follow(fetch, count: .none)
@@ -342,29 +323,7 @@ struct ExchangeMachine {
         case .lookUpAgain:
             waited = .leader
             state = .lookingUp
-            return .lookUp(forgetting: false)
+            return .lookUp(.local)
         }
     }
-
-    /// The fleet's claim on the key: this node fetches, or another does
-    /// (its response is then looked for in the shared tier).
-    mutating func claimed(_ claimed: Bool) -> ExchangeAction {
-        if state == .done && releaseOnAnswer {
-            releaseOnAnswer = false
-            return .releaseClaims(fleet: claimed)
-        }
-        guard state == .claimingInFleet else { return ignored(.claimed) }
-        guard claimed else {
-            state = .lookingAgainInFleet
-            return .askFleet
-        }
-        state = .forwarding
-        return .forward(.init(leading: true, claimedInFleet: true))
-    }
-}
-
-/// A value kept out of line (a seldom-used part of a value that is copied often).
-final class Box<Value> {
-    let value: Value
-    init(_ value: Value) { self.value = value }
 }

@@ -28,6 +28,8 @@ struct Forwarding {
     /// That completion, when the piece lies inside what the client wants:
     /// the upstream's parts and the piece's bytes, put in order as they come.
     var around: CompletionAround?
+    /// The upstream failure being stood in for.
+    var failure: (kind: UpstreamFailure.Kind, detail: String)?
 
     init() {}
 

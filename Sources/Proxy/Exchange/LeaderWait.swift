@@ -12,6 +12,9 @@ final class LeaderWait {
     enum Joined {
         /// This request's fetch is the one others wait for.
         case leading
+        /// Leading here, the fleet's claim asked (`CacheLock.join`): its
+        /// answer runs once, on this loop, unless stopped first.
+        case claiming(LeaderWait)
         /// The leader's response streams and suits this request.
         case following(SharedFetch)
         /// Queued: `ended` runs once, on this loop, unless stopped first.
@@ -24,6 +27,9 @@ final class LeaderWait {
         case follow(SharedFetch)
         case fetchAlone
         case lookUpAgain
+        /// The fleet's claim (`claiming`): true when this node holds it,
+        /// false when another node fetched.
+        case claimedAcrossFleet(Bool)
 
         var follows: Bool {
             if case .follow = self { return true }
@@ -36,7 +42,7 @@ final class LeaderWait {
     private var ended: ((Ended) -> Void)?
     private var timer: TimerID = .none
 
-    private init(loop: EventLoop, request: RequestHead, ended: @escaping (Ended) -> Void) {
+    init(loop: EventLoop, request: RequestHead, ended: @escaping (Ended) -> Void) {
         self.loop = loop
         self.request = request
         self.ended = ended
@@ -72,6 +78,18 @@ final class LeaderWait {
             ended(.lookUpAgain)
         }
     }
+
+    /// The fleet's claim of a `claiming` wait was answered: false when the
+    /// wait was stopped (its claims are then the caller's to let go).
+    func claimAnswered(_ claimed: Bool) -> Bool {
+        guard let ended else { return false }
+        stop()
+        ended(.claimedAcrossFleet(claimed))
+        return true
+    }
+
+    /// Still waiting: neither ended nor stopped.
+    var isWaiting: Bool { ended != nil }
 
     /// No longer waiting (the client left): nothing more is told.
     func stop() {

@@ -6,7 +6,7 @@ import HTTP1
 /// the fleet. Here (`Collapser`, shared by the workers) the first request
 /// leads and the others wait or follow its published response; across a
 /// fleet the leader claims the key in the shared tier too, so one node
-/// fetches. A leader lets go of both together.
+/// fetches. A leader lets go of both together; the exchange sees one join.
 struct CacheLock {
     private let collapser: Collapser
     private unowned(unsafe) let store: WorkerStore  // (the worker's CacheAccess holds both)
@@ -18,18 +18,22 @@ struct CacheLock {
 
     // MARK: leading
 
-    /// On this node: lead, follow a published fetch, or wait for the
-    /// leader (`ended` then runs once, on `loop`), bounded by `timeoutMilliseconds`.
-    func join(_ key: String, for request: RequestHead, asGet: Bool, loop: EventLoop, timeoutMilliseconds: UInt64,
-              ended: @escaping (LeaderWait.Ended) -> Void) -> LeaderWait.Joined {
-        LeaderWait.join(key, for: request, asGet: asGet, collapser: collapser, loop: loop, timeoutMilliseconds: timeoutMilliseconds,
-                        ended: ended)
-    }
-
-    /// Across the fleet, once leading here: `outcome` says whether this
-    /// node fetches. False (no fleet, or it cannot be asked): nothing runs.
-    func claimAcrossFleet(_ key: String, milliseconds: UInt64, outcome: @escaping (FleetClaim) -> Void) -> Bool {
-        store.claim(key, milliseconds: milliseconds, outcome: outcome)
+    /// Leads the key's fetch, follows a published one or waits for the
+    /// leader (`ended` then runs once, on `loop`), bounded by
+    /// `timeoutMilliseconds`. `acrossFleet`: a leader here claims the key
+    /// across the fleet too: `.claiming`, its answer to `ended`
+    /// (`claimedAcrossFleet`), or `.leading` alone when the fleet cannot
+    /// be asked. A claiming wait stopped before its answer lets both go.
+    func join(_ key: String, for request: RequestHead, asGet: Bool, acrossFleet: Bool = false, loop: EventLoop,
+              timeoutMilliseconds: UInt64, ended: @escaping (LeaderWait.Ended) -> Void) -> LeaderWait.Joined {
+        let joined = LeaderWait.join(key, for: request, asGet: asGet, collapser: collapser, loop: loop,
+                                     timeoutMilliseconds: timeoutMilliseconds, ended: ended)
+        guard acrossFleet, case .leading = joined else { return joined }
+        let wait = LeaderWait(loop: loop, request: request, ended: ended)
+        let asked = store.claim(key, milliseconds: timeoutMilliseconds) { [weak wait, self] claim in
+            if wait?.claimAnswered(claim == .claimed) != true { release(key, acrossFleet: claim == .claimed) }
+        }
+        return asked ? .claiming(wait) : .leading
     }
 
     /// Gives the claim up: here (`here`: when it is held here) and across

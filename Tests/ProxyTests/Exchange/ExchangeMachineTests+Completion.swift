@@ -11,7 +11,7 @@ extension ExchangeMachineTests {
     func testARestWithAnotherValidatorIsNeverJoinedToTheStoredPiece() {
         var m = machine()
         let piece = entry("max-age=60", status: 206, ["etag": "\"v1\"", "content-range": "bytes 0-9/100"], body: "0123456789")
-        XCTAssertEqual(m.start(), .lookUp(forgetting: false))
+        XCTAssertEqual(m.start(), .lookUp(.local))
         XCTAssertEqual(m.lookedUp(found(miss, completable: piece), in: Variants()), .collapse(count: .miss), "one completion per key at a time")
         guard case .forward(let how) = m.joined(.leading) else { return XCTFail() }
         XCTAssertEqual(how, .init(leading: true))

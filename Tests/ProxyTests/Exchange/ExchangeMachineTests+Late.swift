@@ -15,10 +15,8 @@ extension ExchangeMachineTests {
             if !skipping.contains(event) { out.append((event, action(&m))) }
         }
         send(.lookedUp) { $0.lookedUp(found(miss), in: Variants()) }
-        send(.fleetUnavailable) { $0.fleetUnavailable() }
         send(.joined) { $0.joined(.leading) }
         send(.leaderDone) { $0.leaderDone(.lookUpAgain) }
-        send(.claimed) { $0.claimed(true) }
         send(.served) { $0.served(.served) }
         send(.upstreamHead) { $0.upstreamHead(response(200), now: now) }
         send(.upstreamFailed) { $0.upstreamFailed(.unreachable, detail: "late", now: now) }
@@ -30,7 +28,7 @@ extension ExchangeMachineTests {
 
     func testEveryEventAfterTheAnswerIsIgnoredAndSaysSo() {
         var m = machine()
-        XCTAssertEqual(m.start(), .lookUp(forgetting: false))
+        XCTAssertEqual(m.start(), .lookUp(.local))
         let stored = entry("max-age=60")
         guard case .serve = m.lookedUp(found(.fresh(index: 0, age: 5, ttl: 55)), in: Variants([stored])) else { return XCTFail() }
         XCTAssertEqual(m.served(.served), .none, "served: nothing more to do")
@@ -42,7 +40,7 @@ extension ExchangeMachineTests {
 
     func testEventsOfLaterStatesAreIgnoredWhileLookingUpAndTheLookupGoesOn() {
         var m = machine()
-        XCTAssertEqual(m.start(), .lookUp(forgetting: false))
+        XCTAssertEqual(m.start(), .lookUp(.local))
         for (event, action) in everyEvent(&m, skipping: [.lookedUp]) {
             XCTAssertEqual(action, .ignored(.init(event: event, state: .lookingUp)), "\(event)")
         }
@@ -57,7 +55,7 @@ extension ExchangeMachineTests {
     func testTheUpstreamHeadsAnswerIsDecidedByTheMachine() throws {
         func forwardingMachine(_ method: String = "GET") -> ExchangeMachine {
             var m = machine(method: method)
-            XCTAssertEqual(m.start(), .lookUp(forgetting: false))
+            XCTAssertEqual(m.start(), .lookUp(.local))
             _ = m.lookedUp(found(miss), in: Variants())
             _ = m.joined(.leading)
             return m

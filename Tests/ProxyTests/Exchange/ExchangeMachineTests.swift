@@ -50,7 +50,7 @@ final class ExchangeMachineTests: XCTestCase {
     /// A started machine that looked up and found `outcome`.
     private func lookedUp(_ m: inout ExchangeMachine, _ outcome: LookupOutcome, _ variants: [CachedResponse] = [])
         -> ExchangeAction {
-        XCTAssertEqual(m.start(), .lookUp(forgetting: false))
+        XCTAssertEqual(m.start(), .lookUp(.local))
         return m.lookedUp(found(outcome), in: Variants(variants))
     }
 
@@ -71,7 +71,7 @@ final class ExchangeMachineTests: XCTestCase {
 
     func testAMissLeadsTheFetchAndStreamsItsResponse() {
         var m = machine()
-        guard case .collapse(let count) = lookedUp(&m, miss) else { return XCTFail() }
+        guard case .collapse(let count, _) = lookedUp(&m, miss) else { return XCTFail() }
         XCTAssertEqual(count, .miss)
         guard case .forward(let how) = m.joined(.leading) else { return XCTFail() }
         XCTAssertEqual(how, .init(leading: true))
@@ -92,15 +92,14 @@ final class ExchangeMachineTests: XCTestCase {
     func testAStaleResponseIsValidatedAndA304RefreshesIt() {
         var m = machine()
         let stored = entry("max-age=10", ["etag": "\"v1\""], storedAt: now - 100)
-        guard case .collapse(let count) = lookedUp(&m, .stale(index: 0, age: 100, ttl: -90, requestForced: false), [stored])
+        guard case .collapse(let count, _) = lookedUp(&m, .stale(index: 0, age: 100, ttl: -90, requestForced: false), [stored])
         else { return XCTFail() }
         XCTAssertEqual(count, .staleForward)
         XCTAssertTrue(m.forwarding.validating?.isSame(stored) ?? false)
         _ = m.joined(.leading)
         let notModified = response(304, ["etag": "\"v1\""])
-        guard case .refresh(let validated, let by) = m.upstreamHead(notModified, now: now) else { return XCTFail() }
-        XCTAssertTrue(validated.isSame(stored))
-        XCTAssertEqual(by.value.status, 304)
+        XCTAssertEqual(m.upstreamHead(notModified, now: now), .refresh(stored))
+        XCTAssertEqual(m.notModified?.status, 304, "the 304 the refresh is made with")
         let refreshed = entry("max-age=10", ["etag": "\"v1\""])
         guard case .serve(let offered) = m.refreshed((refreshed, true), now: now) else { return XCTFail() }
         XCTAssertTrue(offered.entry.isSame(refreshed))
@@ -181,10 +180,10 @@ final class ExchangeMachineTests: XCTestCase {
         // The leader stored a fresh response: served, counted as collapsed already.
         var m = machine()
         _ = lookedUp(&m, miss)
-        XCTAssertEqual(m.joined(.waiting), .awaitLeader)
+        XCTAssertEqual(m.joined(.waiting), .awaitLock(count: .collapsed))
         XCTAssertEqual(m.state, .waitingForLeader)
         XCTAssertFalse(m.responseStarted)
-        XCTAssertEqual(m.leaderDone(.lookUpAgain), .lookUp(forgetting: false))
+        XCTAssertEqual(m.leaderDone(.lookUpAgain), .lookUp(.local))
         let stored = entry("max-age=60")
         guard case .serve(let offered) = m.lookedUp(found(.fresh(index: 0, age: 0, ttl: 60)), in: Variants([stored])) else { return XCTFail() }
         XCTAssertEqual(offered.count, .none)
@@ -263,55 +262,70 @@ final class ExchangeMachineTests: XCTestCase {
         var m = machine()
         let stored = entry("max-age=60")
         _ = lookedUp(&m, .fresh(index: 0, age: 0, ttl: 60), [stored])
-        guard case .lookUp(let forgetting) = m.served(.bodyGone) else { return XCTFail() }
-        XCTAssertTrue(forgetting)
+        XCTAssertEqual(m.served(.bodyGone), .lookUp(.forgetting))
         _ = m.lookedUp(found(.fresh(index: 0, age: 0, ttl: 60)), in: Variants([stored]))
         XCTAssertEqual(m.served(.bodyGone), .collapse(count: .miss), "gone twice: fetched, not looked up again")
 
         var undecodable = machine(fleet: true)
         _ = lookedUp(&undecodable, .fresh(index: 0, age: 0, ttl: 60), [stored])
-        guard case .collapse(let count) = undecodable.served(.undecodable) else { return XCTFail() }
+        guard case .collapse(let count, _) = undecodable.served(.undecodable) else { return XCTFail() }
         XCTAssertEqual(count, .miss, "kept for clients that take gzip; this one's identity copy is fetched")
     }
 
+    /// The fleet's shared tier is the lookup's last stage, asked once the
+    /// local tiers had nothing usable; its claim is part of the cache
+    /// lock's join. No state of the exchange is the fleet's.
     func testTheFleetIsAskedOnAMissAndItsClaimDecidesWhoFetches() {
         let shared = entry("max-age=60")
         var hit = machine(fleet: true)
-        XCTAssertEqual(lookedUp(&hit, miss), .askFleet)
-        guard case .serve(let offered) = hit.lookedUp(found(.fresh(index: 0, age: 1, ttl: 59)), in: Variants([shared])) else { return XCTFail() }
+        XCTAssertEqual(lookedUp(&hit, miss), .lookUp(.shared))
+        XCTAssertEqual(hit.state, .lookingUp, "still the lookup, one stage further")
+        XCTAssertEqual(hit.lookedUp(found(miss), in: Variants()), .ignored(.init(event: .lookedUp, state: .lookingUp)),
+                       "the shared stage's answer is the one awaited")
+        guard case .serve(let offered) = hit.lookedUp(found(.fresh(index: 0, age: 1, ttl: 59)), in: Variants([shared]), from: .shared)
+        else { return XCTFail() }
         XCTAssertEqual(offered.cacheStatus.value, "larder; hit; ttl=59; detail=fleet")
         XCTAssertEqual(offered.count, .hit)
 
         var unreachable = machine(fleet: true)
         _ = lookedUp(&unreachable, miss)
-        XCTAssertEqual(unreachable.fleetUnavailable(), .collapse(count: .miss), "decided on what was found here")
-        guard case .forward(let how) = unreachable.joined(.leading) else { return XCTFail() }
-        XCTAssertEqual(how, .init(leading: true), "no claim asked of a Redis that cannot be reached")
+        XCTAssertEqual(unreachable.lookedUp(found(miss), in: Variants(), from: .sharedUnavailable),
+                       .collapse(count: .miss, acrossFleet: false), "decided on what was found here; no claim asked of it")
 
         var other = machine(fleet: true)
         _ = lookedUp(&other, miss)
-        _ = other.lookedUp(found(miss), in: Variants())
-        XCTAssertEqual(other.joined(.leading), .claimInFleet)
-        XCTAssertEqual(other.claimed(false), .askFleet, "another node fetches: its answer is looked for")
-        guard case .serve(let fromOther) = other.lookedUp(found(.fresh(index: 0, age: 0, ttl: 60)), in: Variants([shared])) else { return XCTFail() }
+        XCTAssertEqual(other.lookedUp(found(miss), in: Variants(), from: .shared), .collapse(count: .miss, acrossFleet: true))
+        XCTAssertEqual(other.joined(.claiming), .awaitLock(count: .none), "the fleet's claim is asked: nothing counted twice")
+        XCTAssertEqual(other.state, .joining)
+        XCTAssertEqual(other.joined(.fetchedElsewhere), .lookUp(.shared), "another node fetches: its answer is looked for")
+        guard case .serve(let fromOther) = other.lookedUp(found(.fresh(index: 0, age: 0, ttl: 60)), in: Variants([shared]), from: .shared)
+        else { return XCTFail() }
         XCTAssertTrue(fromOther.releasesClaim, "this node's waiters find it stored now")
         XCTAssertEqual(fromOther.count, .collapsed)
 
+        var notThere = machine(fleet: true)
+        _ = lookedUp(&notThere, miss)
+        _ = notThere.lookedUp(found(miss), in: Variants(), from: .shared)
+        _ = notThere.joined(.fetchedElsewhere)
+        XCTAssertEqual(notThere.lookedUp(found(miss), in: Variants(), from: .sharedUnavailable), .forward(.init(leading: true)),
+                       "not shared after all: fetched here, leading here")
+
         var claimed = machine(fleet: true)
         _ = lookedUp(&claimed, miss)
-        _ = claimed.lookedUp(found(miss), in: Variants())
-        _ = claimed.joined(.leading)
-        guard case .forward(let leads) = claimed.claimed(true) else { return XCTFail() }
-        XCTAssertEqual(leads, .init(leading: true, claimedInFleet: true))
+        _ = claimed.lookedUp(found(miss), in: Variants(), from: .shared)
+        _ = claimed.joined(.claiming)
+        XCTAssertEqual(claimed.leaderDone(.claimedAcrossFleet(true)), .forward(.init(leading: true, claimedInFleet: true)),
+                       "the lock's later answer: this node holds the fleet's claim")
 
         var left = machine(fleet: true)
         _ = lookedUp(&left, miss)
-        _ = left.lookedUp(found(miss), in: Variants())
-        _ = left.joined(.leading)
-        XCTAssertEqual(left.clientGone(), .ended)
-        guard case .releaseClaims(let fleet) = left.claimed(true) else { return XCTFail() }
-        XCTAssertTrue(fleet, "the client left: both claims go")
-        XCTAssertEqual(left.claimed(true), .ignored(.init(event: .claimed, state: .done)), "once")
+        _ = left.lookedUp(found(miss), in: Variants(), from: .shared)
+        _ = left.joined(.fetchedElsewhere)
+        XCTAssertEqual(left.clientGone(), .releaseClaim, "the client left while this exchange led here: it lets go")
+        XCTAssertEqual(left.lookedUp(found(miss), in: Variants(), from: .shared), .ignored(.init(event: .lookedUp, state: .done)))
+        var gone = machine(fleet: true)
+        _ = lookedUp(&gone, miss)
+        XCTAssertEqual(gone.clientGone(), .ended, "no claim held")
     }
 
     func testEachPolicyDecides() {

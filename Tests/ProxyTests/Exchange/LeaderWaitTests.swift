@@ -45,6 +45,7 @@ final class LeaderWaitTests: XCTestCase {
             case .follow: ended.append("follow")
             case .fetchAlone: ended.append("fetch alone")
             case .lookUpAgain: ended.append("look up again")
+            case .claimedAcrossFleet(let claimed): ended.append("claimed \(claimed)")
             }
         }
     }

@@ -114,25 +114,88 @@ final class CollapserTests: XCTestCase {
         XCTAssertEqual(state, .failed)
     }
 
-    /// The cache lock over the collapser (no fleet here): a leader's
-    /// release lets the next request lead; a release of a claim not held
-    /// here (`here: false`) leaves the leader's.
-    func testTheCacheLockReleasesHereAndAcrossTheFleetTogether() throws {
-        let lock = CacheLock(collapser: Collapser(), store: WorkerStore(tiers: TieredStore(tiers: [MemoryTier(limitBytes: 1 << 20)])))
-        let get = try request("")
-        func join() -> LeaderWait.Joined {
-            lock.join("/k", for: get, asGet: false, loop: loop, timeoutMilliseconds: 10_000, ended: { _ in })
+    /// The fleet's claim as the cache lock sees it: answered when told.
+    private final class ClaimingFleet: SharedTier {
+        var reachable = true
+        var answers: [(FleetClaim) -> Void] = []
+        var released: [String] = []
+        var maxObjectBytes: Int { 0 }
+        func fetchMark() -> SharedMark { .zero }
+        func lookup(_ key: String, found: @escaping (Variants) -> Void) -> Bool { false }
+        func store(_ entry: CachedResponse, fetchedAt mark: SharedMark) {}
+        func claim(_ key: String, milliseconds: UInt64, outcome: @escaping (FleetClaim) -> Void) -> Bool {
+            if reachable { answers.append(outcome) }
+            return reachable
         }
-        guard case .leading = join() else { return XCTFail("the first leads") }
-        guard case .waiting(let wait) = join() else { return XCTFail("the next waits") }
-        wait.stop()
-        XCTAssertFalse(lock.claimAcrossFleet("/k", milliseconds: 1000, outcome: { _ in XCTFail("no fleet to answer") }),
-                       "without a fleet nothing is claimed there")
-        lock.release("/k", here: false, acrossFleet: true)
-        guard case .waiting(let still) = join() else { return XCTFail("the leader's claim here is kept") }
-        still.stop()
+        func release(_ key: String) { released.append(key) }
+        func answer(_ claim: FleetClaim) { answers.removeFirst()(claim) }
+    }
+
+    private func lock(fleet: ClaimingFleet? = nil) -> CacheLock {
+        let store = WorkerStore(tiers: TieredStore(tiers: [MemoryTier(limitBytes: 1 << 20)]))
+        store.shared = fleet
+        retained.append(store)  // (the lock holds its store unowned, as a worker's CacheAccess does)
+        return CacheLock(collapser: Collapser(), store: store)
+    }
+    private var retained: [WorkerStore] = []
+
+    /// The cache lock over the collapser: a leader's release lets the next
+    /// request lead; a release of a claim not held here (`here: false`)
+    /// leaves the leader's; without a fleet, or with one that cannot be
+    /// asked, a join across the fleet leads here alone.
+    func testTheCacheLockReleasesHereAndAcrossTheFleetTogether() throws {
+        let get = try request("")
+        for lock in [lock(), lock(fleet: { let f = ClaimingFleet(); f.reachable = false; return f }())] {
+            func join() -> LeaderWait.Joined {
+                lock.join("/k", for: get, asGet: false, acrossFleet: true, loop: loop, timeoutMilliseconds: 10_000, ended: { _ in })
+            }
+            guard case .leading = join() else { return XCTFail("the first leads, here alone") }
+            guard case .waiting(let wait) = join() else { return XCTFail("the next waits") }
+            wait.stop()
+            lock.release("/k", here: false, acrossFleet: true)
+            guard case .waiting(let still) = join() else { return XCTFail("the leader's claim here is kept") }
+            still.stop()
+            lock.release("/k")
+            guard case .leading = join() else { return XCTFail("released: the next leads") }
+        }
+    }
+
+    /// Across a fleet a join is one step for the exchange: the leader here
+    /// waits for the fleet's claim, told once whether this node fetches;
+    /// a claiming wait given up (the client left) lets both claims go when
+    /// the answer comes.
+    func testAJoinAcrossTheFleetClaimsTheKeyThereTooAndLetsBothGoWhenAbandoned() throws {
+        let get = try request("")
+        let fleet = ClaimingFleet()
+        let lock = lock(fleet: fleet)
+        var told: [LeaderWait.Ended] = []
+        func join() -> LeaderWait.Joined {
+            lock.join("/k", for: get, asGet: false, acrossFleet: true, loop: loop, timeoutMilliseconds: 10_000, ended: { told.append($0) })
+        }
+        guard case .claiming(let claiming) = join() else { return XCTFail("leading here, the fleet is asked") }
+        XCTAssertTrue(claiming.isWaiting)
+        fleet.answer(.claimed)
+        guard case .claimedAcrossFleet(true)? = told.first else { return XCTFail("this node fetches: \(told)") }
+        XCTAssertFalse(claiming.isWaiting, "told once")
+        guard case .waiting(let behind) = join() else { return XCTFail("the claim here is the leader's") }
+        behind.stop()
+        lock.release("/k", acrossFleet: true)
+        XCTAssertEqual(fleet.released, ["/k"])
+
+        told = []
+        guard case .claiming(let asking) = join() else { return XCTFail() }
+        withExtendedLifetime(asking) { fleet.answer(.waited) }  // (the exchange holds its wait)
+        guard case .claimedAcrossFleet(false)? = told.first else { return XCTFail("another node fetched: \(told)") }
+        XCTAssertEqual(fleet.released, ["/k"], "nothing claimed there: nothing let go there")
         lock.release("/k")
-        guard case .leading = join() else { return XCTFail("released: the next leads") }
+
+        told = []
+        guard case .claiming(let abandoned) = join() else { return XCTFail() }
+        abandoned.stop()
+        fleet.answer(.claimed)
+        XCTAssertTrue(told.isEmpty, "a stopped wait is told nothing")
+        XCTAssertEqual(fleet.released, ["/k", "/k"], "the claim it brought is let go there")
+        guard case .claiming = join() else { return XCTFail("and here: the next request leads") }
     }
 
     private func request(_ lines: String) throws -> RequestHead {
