@@ -1,14 +1,10 @@
 import CacheSemantics
 
-/// Single-threaded index over keys with SIEVE eviction (Zhang et al., NSDI
-/// 2024): keys sit in insertion order; a hit only sets the key's visited
-/// bit (no list splice); the eviction hand walks from the oldest end,
-/// clearing visited bits and evicting the first unvisited key. Each key is a
-/// `SieveNode` (its variants, list links and bits); an open-addressing table
-/// of unmanaged references to them finds keys. Admission: an entry offered
-/// from a slower tier that would evict must be asked for more often than the
-/// key it would evict (`FrequencySketch`, counted on this tier's misses), so
-/// a working set larger than memory does not churn it.
+/// Single-threaded index over a memory shard's keys: each key is a
+/// `SieveNode` (its variants, list links and bits); an open-addressing
+/// table of unmanaged references to them finds keys, tags find their keys.
+/// Which keys go when it needs room, and which entries from a slower tier
+/// it takes, is its `EvictionPolicy`'s (`SieveEviction`).
 struct SieveIndex: ~Copyable {
     /// Variants kept per key; beyond this the oldest not served since the
     /// last such choice goes (a second chance, as SIEVE gives keys), so a
@@ -22,11 +18,7 @@ struct SieveIndex: ~Copyable {
     private var table = KeyTable<NodeRef>()
     /// tag → keys whose variants carry it; only tagged entries cost anything.
     private var tagged: [String: Set<String>] = [:]
-    private var newest: NodeRef?
-    private var oldest: NodeRef?
-    /// SIEVE's hand: the next key it looks at (nil: the oldest).
-    private var hand: NodeRef?
-    private var sketch = FrequencySketch()
+    private var eviction = SieveEviction()
     private(set) var bytes = 0
     private(set) var evictions = 0
     private(set) var objectCount = 0
@@ -46,7 +38,7 @@ struct SieveIndex: ~Copyable {
     /// The reference is valid under the lock this is called under.
     mutating func get(_ key: String, hash: Int) -> NodeRef? {
         guard let found = table.find(key, hash: hash) else {
-            sketch.record(hash)
+            eviction.missed(hash: hash)
             return nil
         }
         found.with { $0.visited = true }
@@ -66,30 +58,7 @@ struct SieveIndex: ~Copyable {
     /// A key's node, not marked (nil: absent).
     func node(forKeyBytes key: UnsafeRawBufferPointer, hash: Int) -> NodeRef? { table.find(keyBytes: key, hash: hash) }
 
-    mutating func recordMiss(_ hash: Int) { sketch.record(hash) }
-
-    /// The key SIEVE evicts next (the hand moves past it); nil when empty.
-    private mutating func nextVictim() -> NodeRef? {
-        guard var candidate = hand ?? oldest else { return nil }
-        while candidate.with({ $0.visited }) {
-            candidate.with { $0.visited = false }
-            candidate = candidate.with { $0.newer } ?? oldest!
-        }
-        hand = candidate.with { $0.newer }
-        return candidate
-    }
-
-    /// Admission for an entry from a slower tier that needs room: it must be
-    /// wanted more often than the key the hand would evict (looked at
-    /// without moving the hand, a few keys at most). `hash`: the entry's key's.
-    private func admits(hash: Int) -> Bool {
-        guard let oldest else { return true }
-        var candidate = hand ?? oldest
-        for _ in 0..<8 where candidate.with({ $0.visited }) {
-            candidate = candidate.with { $0.newer } ?? oldest
-        }
-        return sketch.frequency(hash) > sketch.frequency(candidate.with { $0.hash })
-    }
+    mutating func recordMiss(_ hash: Int) { eviction.missed(hash: hash) }
 
     private static func cost(_ variants: [CachedResponse]) -> Int { variants.reduce(0) { $0 + $1.costBytes } }
 
@@ -97,7 +66,7 @@ struct SieveIndex: ~Copyable {
     /// decides first for one). `hash`: `KeyTable.hash` of its key.
     func wouldAdmit(_ entry: CachedResponse, hash: Int) -> Bool {
         let cost = entry.costBytes
-        return cost <= limitBytes && (bytes + cost <= limitBytes || admits(hash: hash))
+        return cost <= limitBytes && (bytes + cost <= limitBytes || eviction.admits(hash: hash))
     }
 
     /// `promoted`: offered by a slower tier (admission applies; `hash`, of
@@ -109,7 +78,7 @@ struct SieveIndex: ~Copyable {
         if promoted && !wouldAdmit(entry, hash: hash) { return false }
         guard let found = node(forKeyBytes: entry.keyBytes, hash: hash) else {
             // A new key (every miss): no variant arrays to build.
-            while bytes + cost > limitBytes, let victim = nextVictim() {
+            while bytes + cost > limitBytes, let victim = eviction.nextVictim() {
                 remove(victim)
                 evictions += 1
             }
@@ -145,7 +114,7 @@ struct SieveIndex: ~Copyable {
         // Evict other keys first; if this key's own variants still do not
         // fit, drop its oldest variants.
         var total = variants.reduce(0) { $0 + $1.0.costBytes }
-        while bytes + total > limitBytes, let victim = nextVictim() {
+        while bytes + total > limitBytes, let victim = eviction.nextVictim() {
             remove(victim)
             evictions += 1
         }
@@ -195,7 +164,7 @@ struct SieveIndex: ~Copyable {
         let hash = hash ?? KeyHash.of(entry.keyBytes)
         let node = NodeRef(retaining: SieveNode.make(newest: entry, older: older, hash: hash, served: served))
         table.insert(node, hash: hash)
-        pushNewest(node)
+        eviction.entered(node)
         bytes += cost
         objectCount += older.count + 1
         if !entry.tags.isEmpty || older.contains(where: { !$0.tags.isEmpty }) {
@@ -218,7 +187,7 @@ struct SieveIndex: ~Copyable {
     /// and the counts, and lets the node go.
     private mutating func detach(_ found: NodeRef) {
         let variants = found.with { $0.variants }
-        unlink(found)
+        eviction.left(found)
         found.with { $0.retire() }  // workers' copies of the key stop answering
         Reclamation.retire(found.unmanaged)  // freed once no worker may be reading it
         bytes -= Self.cost(variants)
@@ -249,9 +218,7 @@ struct SieveIndex: ~Copyable {
             nodes.append(found.unmanaged)
         }
         Reclamation.retire(nodes)
-        newest = nil
-        oldest = nil
-        hand = nil
+        eviction.removeAll()
         table = KeyTable<NodeRef>()
         tagged.removeAll()
         bytes = 0
@@ -306,80 +273,6 @@ struct SieveIndex: ~Copyable {
         let hash = found.with { $0.hash }
         remove(found)
         guard !variants.isEmpty else { return }
-        let new = add(variants, hash: hash)
-        // Back to where it was in the list order, not the newest end.
-        unlink(new)
-        let newer = older.map { o in o.with { $0.newer } } ?? oldest
-        new.with { node in
-            node.olderKey = older
-            node.newer = newer
-        }
-        if let newer { newer.with { $0.olderKey = new } } else { newest = new }
-        if let older { older.with { $0.newer = new } } else { oldest = new }
-    }
-
-    private mutating func unlink(_ found: NodeRef) {
-        let (newer, older) = found.with { ($0.newer, $0.olderKey) }
-        if hand?.isSame(found) == true { hand = newer }
-        if let newer { newer.with { $0.olderKey = older } } else if newest?.isSame(found) == true { newest = older }
-        if let older { older.with { $0.newer = newer } } else if oldest?.isSame(found) == true { oldest = newer }
-        found.with { node in
-            node.newer = nil
-            node.olderKey = nil
-            node.visited = false
-        }
-    }
-
-    private mutating func pushNewest(_ found: NodeRef) {
-        let previous = newest
-        found.with { node in
-            node.olderKey = previous
-            node.newer = nil
-        }
-        if let previous { previous.with { $0.newer = found } } else { oldest = found }
-        newest = found
-    }
-}
-
-
-/// How often keys were asked for, approximately (a count-min sketch of four
-/// rows of 8-bit counters, saturating at 15, halved every 40,960 records
-/// so that old popularity fades: TinyLFU's reset). Fixed size, no
-/// allocation per record.
-struct FrequencySketch {
-    private static let width = 4096
-    private var counters = [UInt8](repeating: 0, count: 4 * width)
-    private var records = 0
-
-    /// A key's counter in each row (a multiplicative hash per row; the top
-    /// 12 bits index the row's 4,096 counters).
-    @inline(__always)
-    private static func slots(_ hash: Int) -> (Int, Int, Int, Int) {
-        let h = UInt64(bitPattern: Int64(hash))
-        return (Int(truncatingIfNeeded: (h &* 0x9E37_79B9_7F4A_7C15) >> 52),
-                width + Int(truncatingIfNeeded: (h &* 0xC2B2_AE3D_27D4_EB4F) >> 52),
-                2 * width + Int(truncatingIfNeeded: (h &* 0x1656_67B1_9E37_79F9) >> 52),
-                3 * width + Int(truncatingIfNeeded: (h &* 0x85EB_CA77_C2B2_AE63) >> 52))
-    }
-
-    mutating func record(_ hash: Int) {
-        let s = Self.slots(hash)
-        counters.withUnsafeMutableBufferPointer { c in
-            func bump(_ i: Int) { if c[i] < 15 { c[i] += 1 } }
-            bump(s.0)
-            bump(s.1)
-            bump(s.2)
-            bump(s.3)
-        }
-        records += 1
-        if records >= 10 * Self.width {
-            records = 0
-            for i in counters.indices { counters[i] >>= 1 }
-        }
-    }
-
-    func frequency(_ hash: Int) -> Int {
-        let s = Self.slots(hash)
-        return counters.withUnsafeBufferPointer { c in Int(min(min(c[s.0], c[s.1]), min(c[s.2], c[s.3]))) }
+        eviction.place(add(variants, hash: hash), after: older)
     }
 }

@@ -423,16 +423,19 @@ struct DiskIndex: ~Copyable {
         return expired
     }
 
-    /// Approximate LRU: past the limit, drop the least recently used (then
-    /// oldest stored) until 95 % of the limit. Returns the files to delete.
+    /// Past the limit, files go as the `EvictionPolicy` (`RecencyEviction`:
+    /// least recently used, then oldest stored) says, until 95 % of the
+    /// limit. Returns the files to delete.
     mutating func evict(limit: Int) -> [(String, FileName)] {
         guard totalBytes > limit else { return [] }
-        var all = all()
-        all.sort { ($0.item.lastUse, $0.item.storedAt) < ($1.item.lastUse, $1.item.storedAt) }
+        var eviction = RecencyEviction(all().map {
+            RecencyEviction.File(key: $0.key, name: $0.name, lastUse: $0.item.lastUse, storedAt: $0.item.storedAt)
+        })
         var victims: [(String, FileName)] = []
         let target = limit / 100 * 95
-        for victim in all where totalBytes > target {
+        while totalBytes > target, let victim = eviction.nextVictim() {
             remove(key: victim.key, name: victim.name)
+            eviction.left(victim)
             victims.append((victim.key, victim.name))
             evictions += 1
         }
