@@ -83,7 +83,7 @@ let package = Package(
             name: "Proxy",
             dependencies: [
                 "EventLoop", "Clocks", "HTTP1", "HTTPHeaders", "CacheSemantics", "CacheStorage", "Upstream", "Compression", "TLS", "HTTP2",
-                "Threads", "Telemetry", "Bytes", "Routing", "Transport", .product(name: "Logging", package: "swift-log"),
+                "Threads", "Telemetry", "Bytes", "Routing", "Transport", "Admin", .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swift5
         ),

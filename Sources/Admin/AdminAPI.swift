@@ -66,10 +66,12 @@ public final class AdminAPI {
     /// the loops (`POST /debug/clock?advance=SECONDS`), for tests that pass
     /// a lifetime or a timeout without waiting for it.
     public var moveClock: ((Int64) -> Void)?
+    /// Cross-site and rebinding requests refused (`AdminRequestGuard`).
+    public var requestGuard = AdminRequestGuard()
 
     /// Out of descriptors: the store gives back files it keeps open for
     /// disk hits (as for the proxy's accepts); how many.
-    func releaseDescriptors() -> Int { store.releaseDescriptors() }
+    public func releaseDescriptors() -> Int { store.releaseDescriptors() }
 
     public init(store: TieredStore, stats: ProxyStats, token: String?, startedAt: Int64,
                 clock: @escaping () -> Int64, purgeScopes: @escaping (String) -> [PurgeScope], fanOut: PurgeFanOut? = nil,

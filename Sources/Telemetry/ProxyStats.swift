@@ -122,6 +122,10 @@ public final class WorkerStats: Sendable {
 
     fileprivate init() {}
 
+    /// Counters no figure reads (the admin listener's connections: their
+    /// bytes and errors are not the proxy's).
+    public static func unreported() -> WorkerStats { WorkerStats() }
+
     /// Adds one; called only on the owning worker's thread.
     @inline(__always)
     public static func bump(_ counter: borrowing Atomic<Int>) {

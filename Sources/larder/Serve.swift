@@ -173,11 +173,9 @@ struct Serve: ParsableCommand {
                         for loop in loops { loop.execute {} }
                     }
                 }
-                let admin = try AdminServer(listener: fd, api: api, maxConnections: settings.adminMaxConnections, feed: logFeed,
-                                            followerSendTimeoutMilliseconds: settings.proxy.sendTimeoutMilliseconds,
-                                            requestGuard: AdminRequestGuard(allowedHosts: settings.adminHosts)) {
-                    adminLogger.warning("\($0)")
-                }
+                api.requestGuard = AdminRequestGuard(allowedHosts: settings.adminHosts)
+                let admin = try AdminListener(listener: fd, api: api, maxConnections: settings.adminMaxConnections, feed: logFeed,
+                                              sendTimeoutMilliseconds: settings.proxy.sendTimeoutMilliseconds, logger: adminLogger)
                 try startThread(name: "larder-admin") { admin.run() }
                 adminNote = ", admin API on \(shown)"
             } catch {

@@ -24,6 +24,7 @@ extension ClientConnection: DeadlineKeeper {
             // dropped (its queued answers would otherwise be held for ever).
             guard !output.isEmpty else { return }
             WorkerStats.bump(counters.sendTimeouts)
+            exchange?.sendTimedOut(after: settings.sendTimeoutMilliseconds)
             abort()
         case .linger:
             close()

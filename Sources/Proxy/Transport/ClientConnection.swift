@@ -22,8 +22,8 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
     unowned(unsafe) let loop: EventLoop
     unowned(unsafe) let counters: WorkerStats
     let settings: ConnectionSettings
-    /// What its exchanges are made with.
-    private let parts: ExchangeParts
+    /// Who answers its requests (the proxy's exchanges, or the admin API).
+    private let responder: Responder
     /// The socket's bytes, plain or through TLS; a TLS handshake comes
     /// first (ClientConnection+TLS).
     var stream: ByteStream
@@ -37,7 +37,7 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
     var inputStart = 0
     private var parser: RequestParser
     @exclusivity(unchecked) private(set) var output = OutputQueue()
-    private(set) var exchange: Exchange?
+    private(set) var exchange: (any ConnectionRequest)?
     /// The answer being passed on: its body's framing for this client and
     /// how much of the body was queued (ClientConnection+Answers).
     var answerFraming = ClientFraming.none
@@ -72,7 +72,7 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
         loop = services.loop
         counters = services.counters
         self.settings = settings
-        parts = services.exchangeParts
+        responder = services.responder
         parser = RequestParser(limits: settings.limits)
         flow = ConnectionFlow(outputBound: settings.outputBoundBytes, pipelineBound: settings.pipelineBufferBytes)
     }
@@ -202,9 +202,16 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
             output.append(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
         }
         (answerFraming, answerBodyBytes, answerLimit) = (.none, 0, .max)
-        let exchange = Exchange(head: consume head, sink: self, parts: parts)
-        self.exchange = exchange
-        exchange.start()
+        switch responder {
+        case .proxy(let parts):
+            let exchange = Exchange(head: consume head, sink: self, parts: parts)
+            self.exchange = exchange
+            exchange.start()
+        case .handler(let make):
+            let request = make(head, self)
+            self.exchange = request
+            request.start()
+        }
         // What the exchange queued and did not write itself (a 100
         // Continue, a head while its body is awaited); every caller sets
         // the interest afterwards.
@@ -397,6 +404,9 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
 
     /// What a lingering close read and dropped (ClientConnection+Linger).
     var lingering = Lingering.afterAnswer
+
+    /// Answered, and closing once the client has read it (`Lingering`).
+    var isLingering: Bool { flow.lingering }
 
     /// Whether nothing is in progress (used when draining on shutdown).
     var isIdle: Bool { flow.lingering || exchange == nil && body == nil && output.isEmpty && unparsedCount == 0 }

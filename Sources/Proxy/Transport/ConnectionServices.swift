@@ -14,8 +14,15 @@ final class ConnectionServices {
     unowned(unsafe) let loop: EventLoop
     unowned(unsafe) let counters: WorkerStats
     let logger: Logger
-    /// What exchanges are made with.
-    let exchangeParts: ExchangeParts
+    /// Who answers the connections' requests (the proxy's exchanges, or
+    /// the admin API).
+    let responder: Responder
+    /// What exchanges are made with (HTTP/2 and stored answers are the
+    /// proxy's alone).
+    var exchangeParts: ExchangeParts {
+        guard case .proxy(let parts) = responder else { preconditionFailure("only the proxy's connections make exchanges") }
+        return parts
+    }
     /// Set by the owner once it is made (it owns these services).
     unowned(unsafe) var owner: (any ConnectionOwner)?
     /// Read buffer shared by the worker's connections (one thread, one at a
@@ -35,11 +42,11 @@ final class ConnectionServices {
     /// The worker stops: answers end their connections.
     var draining = false
 
-    init(loop: EventLoop, counters: WorkerStats, logger: Logger, exchangeParts: ExchangeParts) {
+    init(loop: EventLoop, counters: WorkerStats, logger: Logger, responder: Responder) {
         self.loop = loop
         self.counters = counters
         self.logger = logger
-        self.exchangeParts = exchangeParts
+        self.responder = responder
     }
 
     /// The stored-response rules in force (a reload replaces them).

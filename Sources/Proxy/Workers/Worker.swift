@@ -98,7 +98,7 @@ public final class Worker: ConnectionOwner, AcceptorOwner {
             latency.record(.loopTurn, microseconds: Int(clamping: $0))
         }
         services = ConnectionServices(loop: loop, counters: counters, logger: logger,
-                                      exchangeParts: ExchangeParts(cache: cache, upstream: self.upstream, log: log))
+                                      responder: .proxy(ExchangeParts(cache: cache, upstream: self.upstream, log: log)))
         acceptors = listeners.map { Acceptor($0, worker: self) }
         services.owner = self
     }

@@ -263,6 +263,31 @@ final class AdminEndToEndTests: ConfiguredTestCase {
         XCTAssertEqual(try admin(l, "GET", "/stats", token: "file-token-123").status, 200)
     }
 
+    /// The admin API is served by the proxy's HTTP/1.1 transport: requests
+    /// pipelined on one connection are answered in order, a HEAD without
+    /// its body; an unauthorized answer ends the connection, so a client
+    /// without the token holds no descriptor.
+    func testAdminRequestsArePipelinedAndAnUnauthorizedAnswerCloses() throws {
+        let l = try start(["--admin-token-file", try tokenFile("pipe-token-1")])
+        let c = try l.adminClient()
+        let auth = "Authorization: Bearer pipe-token-1\r\n"
+        try c.send("GET /healthz HTTP/1.1\r\nHost: a\r\n\r\nHEAD /stats HTTP/1.1\r\nHost: a\r\n\(auth)\r\n"
+                   + "GET /stats HTTP/1.1\r\nHost: a\r\n\(auth)\r\n")
+        XCTAssertEqual(try c.readResponse().text, "ok\n")
+        let head = try c.readResponse(method: "HEAD")
+        XCTAssertEqual(head.status, 200)
+        XCTAssertTrue(head.body.isEmpty, "a HEAD's answer has no body")
+        let stats = try c.readResponse()
+        XCTAssertEqual(stats.status, 200)
+        XCTAssertNotNil(head.header("content-length"), "a HEAD's length is said")
+        XCTAssertNotNil(try JSONSerialization.jsonObject(with: Data(stats.body)) as? [String: Any], "the third answer is /stats'")
+        try c.send("GET /stats HTTP/1.1\r\nHost: a\r\n\r\n")
+        let refused = try c.readResponse()
+        XCTAssertEqual(refused.status, 401)
+        XCTAssertEqual(refused.header("connection"), "close")
+        XCTAssertTrue(c.isClosedByPeer())
+    }
+
     func testTheTokenFromTheEnvironment() throws {
         let l = try start([], environment: ["LARDER_ADMIN_TOKEN": "env-token-456"])
         XCTAssertEqual(try admin(l, "GET", "/stats").status, 401)
