@@ -43,7 +43,11 @@ struct el_loop {
     uint32_t *heap;       // slots ordered by deadline
     uint32_t heap_len;
     uint64_t wake_us;     // when the last poll returned (monotonic microseconds)
+    int64_t clock_ms;     // this loop's clock moved on by a test, over the process's
 };
+
+uint64_t el_loop_now_ms(const el_loop *l) { return el_now_ms() + (uint64_t)l->clock_ms; }
+void el_loop_clock_advance(el_loop *l, int64_t ms) { l->clock_ms += ms; }
 
 #define EL_REGISTERED 0x80000000u
 #define EL_WAKE_TOKEN UINT64_MAX
@@ -185,7 +189,7 @@ uint64_t el_timer_start(el_loop *l, uint64_t delay_ms, uint64_t token) {
     if (l->free_count == 0 && grow_timers(l) < 0) return 0;
     uint32_t slot = l->free_slots[--l->free_count];
     el_timer *t = &l->timers[slot];
-    t->deadline_ms = el_now_ms() + delay_ms;
+    t->deadline_ms = el_loop_now_ms(l) + delay_ms;
     t->token = token;
     t->heap_pos = (int32_t)l->heap_len;
     l->heap[l->heap_len++] = slot;
@@ -220,7 +224,7 @@ int el_poll(el_loop *l, el_event *out, int cap, int max_wait_ms) {
     if (cap <= 0) return -EINVAL;
     int timeout = max_wait_ms;
     if (l->heap_len > 0) {
-        uint64_t now = el_now_ms();
+        uint64_t now = el_loop_now_ms(l);
         uint64_t deadline = l->timers[l->heap[0]].deadline_ms;
         int until = deadline <= now ? 0 : (deadline - now > INT32_MAX ? INT32_MAX : (int)(deadline - now));
         if (timeout < 0 || until < timeout) timeout = until;
@@ -248,8 +252,9 @@ int el_poll(el_loop *l, el_event *out, int cap, int max_wait_ms) {
         out[count++] = (el_event){ .token = evs[i].data.u64, .kind = EL_KIND_FD, .events = e };
     }
     // One clock read per wake serves the timers and the requests it brings.
+    // (Latencies are measured on the process's clock; timers on the loop's.)
     l->wake_us = el_now_us();
-    uint64_t now = l->wake_us / 1000u;
+    uint64_t now = l->wake_us / 1000u + (uint64_t)l->clock_ms;
     while (count < cap && l->heap_len > 0) {
         el_timer *t = &l->timers[l->heap[0]];
         if (t->deadline_ms > now) break;

@@ -194,8 +194,22 @@ public final class EventLoop {
         for item in work { item() }
     }
 
-    /// Monotonic milliseconds.
+    /// Monotonic milliseconds (the process's clock: what has no loop reads).
     public static func nowMilliseconds() -> UInt64 { el_now_ms() }
+
+    /// This loop's monotonic milliseconds, under its timers and the
+    /// deadlines of what runs on it: the process's clock, or, in a test,
+    /// one moved on by hand (`advanceClock`), so that a timeout passes
+    /// without being waited for. Each part is given its loop, and so its clock.
+    @inline(__always)
+    public func now() -> UInt64 { el_loop_now_ms(raw) }
+
+    /// Moves this loop's clock on (tests; on the loop's thread): timers
+    /// then due fire at its next turn.
+    public func advanceClock(milliseconds: Int64) {
+        precondition(milliseconds >= 0, "clocks only move on")
+        el_loop_clock_advance(raw, milliseconds)
+    }
     /// Monotonic microseconds.
     public static func nowMicroseconds() -> UInt64 { el_now_us() }
     /// When this loop's last poll returned (monotonic microseconds): when

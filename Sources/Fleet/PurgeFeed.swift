@@ -366,7 +366,7 @@ public final class PurgeFeed {
                 return delivered(Delivery(nodes: 0, acknowledged: 0, queued: true, error: why))
             }
             self.sent += 1
-            self.awaitAcknowledgements(of: id, until: EventLoop.nowMilliseconds() + self.settings.acknowledgeMilliseconds, delivered)
+            self.awaitAcknowledgements(of: id, until: self.loop.now() + self.settings.acknowledgeMilliseconds, delivered)
         }
     }
 
@@ -409,7 +409,7 @@ public final class PurgeFeed {
             let at = Self.pairs(positions)
             let acknowledged = live.filter { $0 == self.settings.node || (at[$0].flatMap(Self.place)?.id ?? .zero) >= id }
             let delivery = Delivery(nodes: live.count, acknowledged: acknowledged.count)
-            if delivery.acknowledged >= delivery.nodes || EventLoop.nowMilliseconds() >= deadline { return delivered(delivery) }
+            if delivery.acknowledged >= delivery.nodes || self.loop.now() >= deadline { return delivered(delivery) }
             self.loop.schedule(after: 2) { [weak self] in self?.awaitAcknowledgements(of: id, until: deadline, delivered) }
         }
     }

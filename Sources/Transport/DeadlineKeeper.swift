@@ -22,7 +22,7 @@ extension DeadlineKeeper {
     /// Sets a deadline `milliseconds` from now.
     @inlinable
     public func setDeadline(_ kind: ConnectionDeadlines.Kind, after milliseconds: UInt64) {
-        deadlines[kind] = EventLoop.nowMilliseconds() + milliseconds
+        deadlines[kind] = loop.now() + milliseconds
         armTimer()
     }
 
@@ -33,14 +33,14 @@ extension DeadlineKeeper {
         loop.cancel(timer)
         (timer, timerAt) = (.none, 0)
         guard let next = deadlines.next else { return }
-        let now = EventLoop.nowMilliseconds()
+        let now = loop.now()
         timerAt = max(next, now)
         timer = loop.schedule(after: timerAt - now) { [unowned self] in
             // Held for the turn: a deadline may close the connection, and
             // its owner let go of it.
             let connection = self
             (connection.timer, connection.timerAt) = (.none, 0)
-            while !connection.closed, let due = connection.deadlines.expired(now: EventLoop.nowMilliseconds()) {
+            while !connection.closed, let due = connection.deadlines.expired(now: loop.now()) {
                 connection.passed(due)
             }
             if !connection.closed { connection.armTimer() }

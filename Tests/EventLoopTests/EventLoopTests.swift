@@ -19,6 +19,26 @@ final class EventLoopTests: XCTestCase {
         XCTAssertEqual(fired, [1, 2, 3])
     }
 
+    /// A loop's clock is its own to move: a timer a minute away fires at
+    /// the next turn once the loop's clock is moved a minute on, with no
+    /// wait; another loop's timers keep the process's time.
+    func testALoopsClockMovedOnFiresItsTimersWithoutWaiting() throws {
+        let loop = try EventLoop(), other = try EventLoop()
+        var fired: [String] = []
+        loop.schedule(after: 60_000) { fired.append("minute") }
+        loop.schedule(after: 120_000) { fired.append("two minutes") }
+        other.schedule(after: 60_000) { fired.append("other loop") }
+        let before = loop.now()
+        loop.runOnce(maxWaitMilliseconds: 0)
+        XCTAssertEqual(fired, [], "not yet")
+        loop.advanceClock(milliseconds: 60_000)
+        XCTAssertGreaterThanOrEqual(loop.now(), before + 60_000)
+        XCTAssertLessThan(other.now(), before + 60_000, "the other loop's clock did not move")
+        loop.runOnce(maxWaitMilliseconds: 0)
+        other.runOnce(maxWaitMilliseconds: 0)
+        XCTAssertEqual(fired, ["minute"])
+    }
+
     func testExecuteFromAnotherThreadWakesTheLoop() throws {
         let loop = try EventLoop()
         final class Flag: @unchecked Sendable { var ran = false }  // set and read on the loop's thread

@@ -65,6 +65,10 @@ int el_poll(el_loop *loop, el_event *out, int cap, int max_wait_ms);
 uint64_t el_now_ms(void);
 /* Monotonic microseconds (request latencies). */
 uint64_t el_now_us(void);
+/* A loop's own clock, under its timers and its connections' deadlines:
+   the process's, plus what a test moved this loop on by (on its thread). */
+uint64_t el_loop_now_ms(const el_loop *l);
+void el_loop_clock_advance(el_loop *l, int64_t ms);
 /* When the loop's last poll returned, in monotonic microseconds: the
    arrival time of what that wake brought, without a clock read each. */
 uint64_t el_wake_us(const el_loop *l);

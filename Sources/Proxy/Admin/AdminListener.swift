@@ -86,7 +86,7 @@ public final class AdminListener: AcceptorOwner, ConnectionOwner {
     private func refuse(_ fd: Int32) {
         api.refusedConnection()
         Socket.refuse(fd, with: AdminAPI.busy)
-        let now = EventLoop.nowMilliseconds()
+        let now = loop.now()
         if now - lastRefusalLog > 10_000 {
             lastRefusalLog = now
             logger.warning("admin_max_connections (\(maxConnections)) reached: refusing new admin connections with 503")

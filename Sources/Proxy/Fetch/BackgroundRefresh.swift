@@ -57,7 +57,7 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
         handler = cache.store.missHandler(toDisk: upstream.configuration.routes.match(key)?.disk ?? true)
         // The route's upstream pool, as the client's own fetch would take.
         let configuration = upstream.configuration
-        let server = configuration.pool(named: configuration.routes.match(key)?.upstream).pick(key: key, now: EventLoop.nowMilliseconds())
+        let server = configuration.pool(named: configuration.routes.match(key)?.upstream).pick(key: key, now: upstream.loop.now())
         server.started()
         transfer = upstream.requester.start(
             UpstreamRequest(method: "GET", url: server.base + request.pathAndQuery, headers: headers, body: .none),

@@ -121,7 +121,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     private func attempt() {
         guard var upstreamRequest else { return }
         // Each attempt (a retry too) goes to the pool's server of the moment.
-        let server = pool.pick(key: key, now: EventLoop.nowMilliseconds())
+        let server = pool.pick(key: key, now: upstream.loop.now())
         self.server = server
         server.started()
         upstreamRequest.url = server.base + target
@@ -270,7 +270,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         // A server that cannot be reached, or does not answer in time, is
         // counted against (and, after max_fails, left out for a while).
         switch action {
-        case .retry(true), .fail(_, true): if let server { pool.failed(server, now: EventLoop.nowMilliseconds()) }
+        case .retry(true), .fail(_, true): if let server { pool.failed(server, now: upstream.loop.now()) }
         default: break
         }
         switch action {

@@ -223,7 +223,7 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
     private func feedBody() {
         guard var reader = body, unparsedCount > 0 || reader.isEmpty else { return }
         // Progress: the deadline moves (the armed timer stays, and finds it later).
-        deadlines[.body] = EventLoop.nowMilliseconds() + settings.bodyTimeoutMilliseconds
+        deadlines[.body] = loop.now() + settings.bodyTimeoutMilliseconds
         let outcome = input.withUnsafeBytes { raw in
             reader.feed(UnsafeRawBufferPointer(rebasing: raw[inputStart...])) { exchange?.requestBody($0) }
         }

@@ -42,7 +42,7 @@ extension HTTP2Connection: DeadlineKeeper {
         case .window:
             // Each stream whose client kept its window shut for send_timeout
             // is reset; the deadline moves to the next one's.
-            let now = EventLoop.nowMilliseconds(), send = settings.sendTimeoutMilliseconds
+            let now = loop.now(), send = settings.sendTimeoutMilliseconds
             var next = UInt64.max
             for stream in streams.values where stream.isWaitingForClient {
                 if now - stream.lastProgress >= send {

@@ -59,7 +59,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
         loop = services.loop
         self.settings = settings
         parts = services.exchangeParts
-        limits = HTTP2Limits(now: EventLoop.nowMilliseconds())
+        limits = HTTP2Limits(now: services.loop.now())
     }
 
     /// Starts serving; `initial`: bytes already read (the preface, and what followed it).
@@ -209,7 +209,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
         // counted as a reset so that a client cannot refuse streams forever.
         guard streams.count < settings.http2MaxConcurrentStreams else {
             WorkerStats.bump(services.counters.http2Resets)
-            if limits.countReset(now: EventLoop.nowMilliseconds()) { enhanceYourCalm("refused streams") }
+            if limits.countReset(now: loop.now()) { enhanceYourCalm("refused streams") }
             return false
         }
         servedAny = true
@@ -253,7 +253,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
         stream.unacknowledged = 0
         if errorCode != 0 {
             WorkerStats.bump(services.counters.http2Resets)
-            if limits.countReset(now: EventLoop.nowMilliseconds()) { enhanceYourCalm("streams reset") }
+            if limits.countReset(now: loop.now()) { enhanceYourCalm("streams reset") }
         }
     }
 
@@ -266,7 +266,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
         }
         // A window opened a few bytes at a time counts as much as a PING.
         if isWindowUpdate && increment >= HTTP2Limits.smallWindowIncrement { return }
-        if limits.countControl(now: EventLoop.nowMilliseconds()) { enhanceYourCalm("control frames") }
+        if limits.countControl(now: loop.now()) { enhanceYourCalm("control frames") }
     }
 
     func body(_ id: Int32, into buffer: UnsafeMutableRawBufferPointer) -> (count: Int, end: Bool)? {

@@ -267,7 +267,7 @@ final class HTTP2Stream: AnswerQueue {
             guard let head else { return }
             submitted = true
             self.head = nil
-            lastProgress = EventLoop.nowMilliseconds()
+            lastProgress = services.loop.now()
             let hasBody = !(ended && body.isEmpty)
             session.respond(id, head: head, body: hasBody)
             if !hasBody { answered() }
@@ -317,7 +317,7 @@ final class HTTP2Stream: AnswerQueue {
         }
         switch taken {
         case .bytes(let n):
-            lastProgress = EventLoop.nowMilliseconds()
+            lastProgress = services.loop.now()
             if wasCongested && !isCongested { exchange?.outputDrained() }
             let end = ended && body.isEmpty
             if end { answered() }

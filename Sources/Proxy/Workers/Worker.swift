@@ -152,7 +152,7 @@ public final class Worker: ConnectionOwner, AcceptorOwner {
         WorkerStats.bump(counters.refusedConnections)
         // A TLS client could not read a plain 503: it is closed without one.
         if tls { Socket.close(fd) } else { Socket.refuse(fd, with: Self.busy) }
-        let now = EventLoop.nowMilliseconds()
+        let now = loop.now()
         if now - lastRefusalLog > 10_000 {
             lastRefusalLog = now
             logger.warning("max_connections (\(configuration.maxConnections)) reached: refusing new connections with 503")
