@@ -282,13 +282,15 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
     func exchangeFinished(keepAlive: Bool) {
         exchange = nil
         let ending = flow.answered(keepAlive: keepAlive, draining: services.draining, held(upload: false))
+        // Idle from the answer's end, before the client can have it (it
+        // may ask again at once; a clock moved meanwhile counts).
+        if !ending && body == nil { setDeadline(.idle, after: settings.keepAliveTimeoutMilliseconds) }
         // Pipelined requests answered in this batch leave in one writev; a
         // lone response goes at once (waiting for the batch adds latency).
         // The interest is set once, below.
         if unparsedCount > 0 { flushSoon() } else { write() }
         if closed { return }
         if !ending {
-            if body == nil { setDeadline(.idle, after: settings.keepAliveTimeoutMilliseconds) }
             processInput()
             if flow.endIfInputOver(held(upload: false)) { flush() }
         }
