@@ -111,13 +111,11 @@ struct UpstreamResponse {
     }
 
     /// What a response does to the cache (RFC 9111): stored, with the
-    /// directives that decided it; the stored response it supersedes
-    /// removed; a HEAD's update of the stored GET response (section
+    /// directives that decided it; a HEAD's update of the stored GET response (section
     /// 4.3.5); the targets of a successful unsafe request invalidated
     /// (section 4.4); or nothing.
     enum CacheEffect {
         case store(StoredResponseBuilder.Directives)
-        case removeSuperseded
         case updateStored
         case invalidate
         /// A POST response that is a representation of its own target:
@@ -148,9 +146,9 @@ struct UpstreamResponse {
         }
         if request.method == "GET" {
             let (decision, directives) = builder.decision(request: request, status: status, headers: fields, timing: timing)
-            if decision == .store, (length ?? 0) <= largestBody() { return .store(directives) }
-            // A current answer that cannot be stored: what it supersedes goes.
-            return status < 400 && status != 206 && status != 304 ? .removeSuperseded : .none
+            // A response not stored leaves what is stored alone: an error, or
+            // one that may not be kept, never takes good content away.
+            return decision == .store && (length ?? 0) <= largestBody() ? .store(directives) : .none
         }
         return request.method == "HEAD" && status == 200 ? .updateStored : .none
     }

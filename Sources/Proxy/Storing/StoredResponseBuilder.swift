@@ -17,7 +17,7 @@ struct StoredResponseBuilder: Sendable {
     /// Per-route storage rules.
     let routes: RouteTable
     /// false: a response with Set-Cookie is not stored.
-    var storeSetCookie = true
+    var storeSetCookie = false
     /// The client's Host goes upstream (forward_host): it selects responses.
     var hostIsKeyed = false
     /// pass_request_headers: they reach the upstream, so they select responses.
@@ -68,13 +68,26 @@ struct StoredResponseBuilder: Sendable {
     /// The directives Larder obeys for `key`: a route that ignores the
     /// upstream's Cache-Control gets `max-age=default_ttl` (keeping no-store
     /// unless the route ignores that too); otherwise as `cacheControl(_:)`.
-    func cacheControl(_ headers: HeaderFields, key: String) -> (CacheControl, targeted: Bool) {
+    /// `status`: the response's (a route's TTLs stand only for some).
+    func cacheControl(_ headers: HeaderFields, key: String, status: Int) -> (CacheControl, targeted: Bool) {
         let (upstream, targeted) = cacheControl(headers)
         guard let route = routes.match(key), route.ignoreUpstreamCacheControl else { return (upstream, targeted) }
         var cc = CacheControl()
-        cc.maxAge = route.defaultTTL ?? 0
+        cc.maxAge = Self.routeTTL(status: status, negative: route.negativeTTL, default: route.defaultTTL) ?? 0
         cc.noStore = upstream.noStore && !route.ignoreNoStore
         return (cc, true)
+    }
+
+    /// What a route's TTLs give a response without explicit freshness (or
+    /// whose freshness the route ignores): a 5xx `negative_ttl` alone; a
+    /// 404 or 410 `negative_ttl`, else `default_ttl`; the other statuses
+    /// RFC 9110 section 15.1 makes heuristically cacheable `default_ttl`;
+    /// the rest nothing. An error is never kept as content for
+    /// `default_ttl` (an upstream's one 503 served for an hour).
+    static func routeTTL(status: Int, negative: Int?, default defaultTTL: Int?) -> Int? {
+        if status >= 500 { return negative }
+        if status == 404 || status == 410 { return negative ?? defaultTTL }
+        return heuristicallyCacheableStatusCodes.contains(status) ? defaultTTL : nil
     }
 
     /// The directives Larder obeys: a targeted field's when one is present
@@ -91,7 +104,7 @@ struct StoredResponseBuilder: Sendable {
     /// A route's negative_ttl, then default_ttl, stand in for missing
     /// explicit freshness before any heuristic.
     func lifetime(status: Int, headers: HeaderFields, timing: ResponseTiming, key: String) -> Int? {
-        let (cc, targeted) = cacheControl(headers, key: key)
+        let (cc, targeted) = cacheControl(headers, key: key, status: status)
         return lifetime(status: status, headers: headers, timing: timing, key: key, cc: cc, targeted: targeted)
     }
 
@@ -106,9 +119,8 @@ struct StoredResponseBuilder: Sendable {
             return explicit
         }
         if cc.noCache { return nil }
-        if let route = routes.match(key) {
-            if let negative = route.negativeTTL, status == 404 || status == 410 || status >= 500 { return negative }
-            if let ttl = route.defaultTTL { return ttl }
+        if let route = routes.match(key), let ttl = Self.routeTTL(status: status, negative: route.negativeTTL, default: route.defaultTTL) {
+            return ttl
         }
         if targeted { return nil }
         return Freshness.heuristicLifetime(status: status, cc, lastModified: headers["last-modified"],
@@ -129,7 +141,7 @@ struct StoredResponseBuilder: Sendable {
     /// which the cache key shares with the request target).
     func decision(request: RequestHead, status: Int, headers: HeaderFields,
                   timing: ResponseTiming) -> (decision: StoreDecision, directives: Directives) {
-        let directives = cacheControl(headers, key: routeKey(request))
+        let directives = cacheControl(headers, key: routeKey(request), status: status)
         return (decide(request: request, status: status, headers: headers, timing: timing, directives: directives), directives)
     }
 
@@ -216,7 +228,7 @@ struct StoredResponseBuilder: Sendable {
     func storedHead(key: String, status: Int, reason: String?, headers: HeaderFields, timing: ResponseTiming,
                     tags: [String], directives: Directives? = nil, varyNames: [String]? = nil,
                     varyFrom request: (String) -> String?) -> StoredHead {
-        let (cc, targeted) = directives ?? cacheControl(headers, key: key)
+        let (cc, targeted) = directives ?? cacheControl(headers, key: key, status: status)
         // Fields named by no-cache="..." are not stored (RFC 9111 section
         // 5.2.2.4: they may not be reused unvalidated), nor, in a shared
         // cache, those named by private="..." (5.2.2.7). Set-Cookie is stored like any field, as RFC 9111

@@ -16,7 +16,7 @@ public struct ProxyConfiguration: Sendable {
     /// Whether responses carrying Set-Cookie may be stored (RFC 9111 allows
     /// it; nginx and Varnish refuse by default). When false they are
     /// neither stored nor shared with collapsed requests.
-    public var storeSetCookie = true
+    public var storeSetCookie = false
     /// Send the client's Host upstream as X-Forwarded-Host. A response may
     /// then depend on it, so the Host becomes part of the cache key.
     public var forwardHost = false

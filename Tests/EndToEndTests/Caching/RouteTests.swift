@@ -64,6 +64,39 @@ final class RouteTests: ConfiguredTestCase {
         XCTAssertEqual(try origin.count(noStore), 2, "no-store is still honoured")
     }
 
+    /// A route's default_ttl stands in for missing freshness of content,
+    /// never of an upstream's error: a 503 without Cache-Control is not
+    /// stored (every request asks again), unless
+    /// negative_ttl says how long errors are kept.
+    func testAnUpstreamErrorIsNeverKeptForTheDefaultTTL() throws {
+        let larder = try start("""
+            [[route]]
+            prefix = "/pin/"
+            default_ttl = "1h"
+
+            [[route]]
+            prefix = "/neg/"
+            default_ttl = "1h"
+            negative_ttl = "30s"
+            """)
+        let c = try larder.client()
+        let error = "/pin/a?cc=none&status=503"
+        XCTAssertEqual(try c.get(error).status, 503)
+        let again = try c.get(error)
+        XCTAssertEqual(again.status, 503)
+        XCTAssertEqual(again.header("cache-status"), "larder; fwd=uri-miss", "asked again: it was not stored")
+        XCTAssertEqual(try origin.count(error), 2)
+        let content = "/pin/b?cc=none&size=5"
+        _ = try c.get(content)
+        XCTAssertTrue(try c.get(content).header("cache-status")?.hasPrefix("larder; hit; ttl=3") ?? false, "content: default_ttl")
+        let kept = "/neg/a?cc=none&status=503"
+        _ = try c.get(kept)
+        let hit = try c.get(kept)
+        XCTAssertEqual(hit.status, 503)
+        XCTAssertTrue(hit.header("cache-status")?.hasPrefix("larder; hit; ttl=") ?? false, "negative_ttl keeps it: \(hit.headers)")
+        XCTAssertEqual(try origin.count(kept), 1)
+    }
+
     func testRouteCanForbidClientPolicies() throws {
         let larder = try start("""
             [[route]]

@@ -138,10 +138,12 @@ final class ValidationEndToEndTests: ProxyTestCase {
         }
     }
 
-    /// Set-Cookie is stored and replayed (RFC 9111 section 7.3) and updated by
-    /// a 304; private="Set-Cookie" keeps it out of the stored copy.
-    func testSetCookieIsStoredUnlessPrivate() throws {
-        let c = try larder.client()
+    /// With store_set_cookie = true, Set-Cookie is stored and replayed (RFC
+    /// 9111 section 7.3) and updated by a 304; private="Set-Cookie" keeps it
+    /// out of the stored copy.
+    func testSetCookieIsStoredUnlessPrivateWhenAllowed() throws {
+        let l = try startLarder(upstream: origin.url, ["--config", try writeConfig("store_set_cookie = true\n")])
+        let c = try l.client()
         _ = try c.get("/cookie?cookie=1")
         let hit = try c.get("/cookie?cookie=1")
         XCTAssertTrue(hit.header("cache-status")?.contains("hit") ?? false)

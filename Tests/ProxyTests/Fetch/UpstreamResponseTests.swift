@@ -107,7 +107,6 @@ final class UpstreamResponseTests: XCTestCase {
                                                      builder: builder, largestBody: largest, contentLocationKey: contentLocationKey) {
         case .store: return "store"
         case .invalidateAndStore: return "invalidate+store"
-        case .removeSuperseded: return "remove"
         case .updateStored: return "update"
         case .invalidate: return "invalidate"
         case .none: return "none"
@@ -116,9 +115,10 @@ final class UpstreamResponseTests: XCTestCase {
 
     func testWhatAResponseDoesToTheCache() throws {
         XCTAssertEqual(try effect("GET", 200), "store")
-        XCTAssertEqual(try effect("GET", 200, ["cache-control": "no-store"]), "remove", "a current answer supersedes the stored one")
-        XCTAssertEqual(try effect("GET", 200, ["cache-control": "max-age=60", "content-length": "2000"], largest: 1000), "remove",
-                       "too large for every tier")
+        XCTAssertEqual(try effect("GET", 200, ["cache-control": "no-store"]), "none", "not stored: what is stored stays")
+        XCTAssertEqual(try effect("GET", 200, ["cache-control": "max-age=60", "content-length": "2000"], largest: 1000), "none",
+                       "too large for every tier: what is stored stays")
+        XCTAssertEqual(try effect("GET", 503, [:]), "none", "an error without freshness: not stored, and what is stored stays")
         XCTAssertEqual(try effect("GET", 404, ["cache-control": "no-store"]), "none", "an error leaves what is stored")
         XCTAssertEqual(try effect("GET", 206, ["cache-control": "no-store"]), "none")
         XCTAssertEqual(try effect("HEAD", 200), "update", "section 4.3.5")
