@@ -14,7 +14,8 @@ fi
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 .ci/install-deps
 swift build -c release --static-swift-stdlib --product larder >&2
-LARDER=.build/release/larder
+# LARDER_BIN: another build of Larder to measure (an older commit's, for an A/B in one session).
+LARDER=${LARDER_BIN:-.build/release/larder}
 
 WORK=$(mktemp -d /tmp/larder-bench.XXXXXX)
 # nginx workers run as an unprivileged user when started as root.
