@@ -1,5 +1,6 @@
 import HTTP1
 import HTTPHeaders
+import Telemetry
 
 /// The admin API as a handler of HTTP/1.1 requests (served by the proxy's
 /// HTTP/1.1 transport on the admin thread's loop): a request head in, a
@@ -13,9 +14,25 @@ extension AdminAPI {
     public static let firstRequestTimeoutMilliseconds: UInt64 = 5_000
     public static let idleTimeoutMilliseconds: UInt64 = 30_000
 
-    /// The answer to `head`: refused when it is cross-site or rebinding
-    /// (`requestGuard`), or when it sends a chunked body; else `handle`'s.
-    public func answer(_ head: RequestHead) -> Response {
+    /// The answer to `head` (from `peer`): refused when it is cross-site or
+    /// rebinding (`requestGuard`), or when it sends a chunked body; else
+    /// `handle`'s. A refusal for a missing or wrong token is counted
+    /// (`admin_failed_sign_ins`) and logged, at most once every 10 s with
+    /// how many there were (`FaultSummary`).
+    public func answer(_ head: RequestHead, peer: String = "") -> Response {
+        let response = answering(head)
+        if response.status == 401 {
+            stats.adminFailedSignIns.wrappingAdd(1, ordering: .relaxed)
+            let path = head.target.prefix { $0 != "?" }
+            if let line = FaultSummary.shared.note("admin: refused a request with a missing or wrong token (401)",
+                                                   example: "\(head.method) \(path) from \(peer)") {
+                (warn ?? log)(line)
+            }
+        }
+        return response
+    }
+
+    private func answering(_ head: RequestHead) -> Response {
         if case .chunked = head.framing {
             return .error(411, "admin requests take no body; send Content-Length or none")
         }

@@ -50,7 +50,7 @@ public final class AdminAPI {
     private let startedAt: Int64
     let clock: () -> Int64
     private let metrics: Metrics
-    private let log: (String) -> Void
+    let log: (String) -> Void
     /// The other nodes of a fleet, told of every purge applied here.
     private let fanOut: PurgeFanOut?
     /// The answers the workers sample, and what the admin thread keeps of
@@ -68,6 +68,8 @@ public final class AdminAPI {
     public var moveClock: ((Int64) -> Void)?
     /// Cross-site and rebinding requests refused (`AdminRequestGuard`).
     public var requestGuard = AdminRequestGuard()
+    /// Where warnings go (failed sign-ins); nil: with the other lines (`log`).
+    public var warn: ((String) -> Void)?
 
     /// Out of descriptors: the store gives back files it keeps open for
     /// disk hits (as for the proxy's accepts); how many.
@@ -308,6 +310,7 @@ public final class AdminAPI {
             receivedBytes: stats.total(.receivedBytes), sentBytes: stats.total(.sentBytes),
             latency: LatencyHistograms.Series.allCases.map { stats.latency($0) }, responses: stats.responses,
             adminRefusedConnections: stats.adminRefusedConnections.load(ordering: .relaxed),
+            adminFailedSignIns: stats.adminFailedSignIns.load(ordering: .relaxed),
             accessLogDroppedBytes: stats.accessLogDroppedBytes.load(ordering: .relaxed),
             openConnections: stats.openConnections.load(ordering: .relaxed), ioJobs: stats.ioJobs, ioThreads: stats.ioThreads, purged: metrics.purged,
             tiers: store.stats, uptimeSeconds: max(0, clock() - startedAt), fleet: fanOut?.status)

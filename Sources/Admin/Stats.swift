@@ -14,7 +14,7 @@ public struct UpstreamPoolFigures: Equatable, Sendable {
     public init(_ pool: UpstreamPool, now: UInt64) {
         name = pool.name
         balance = pool.balance.rawValue
-        servers = pool.servers.map { $0.figures(now: now) }
+        servers = pool.servers.map { $0.figures(now: now, checked: pool.healthCheck != nil) }
     }
 
     /// A non-negative number to one decimal ("12.5").
@@ -75,6 +75,8 @@ public struct StatsSnapshot: Equatable, Sendable {
     public var upstreams: [UpstreamPoolFigures] = []
     /// Admin connections refused over admin_max_connections.
     public var adminRefusedConnections = 0
+    /// Admin requests refused for a missing or wrong token.
+    public var adminFailedSignIns = 0
     /// Access log bytes dropped because its writer was too far behind.
     public var accessLogDroppedBytes = 0
     public var openConnections = 0
@@ -111,7 +113,7 @@ public struct StatsSnapshot: Equatable, Sendable {
             "{\"name\": \(JSON.string(pool.name)), \"balance\": \(JSON.string(pool.balance)), \"servers\": ["
                 + pool.servers.map { s in
                     "{\"url\": \(JSON.string(s.base)), \"up\": \(s.up), \"requests\": \(s.requests), \"errors\": \(s.errors), "
-                        + "\"marked_down\": \(s.markedDown), \"healthy\": \(s.healthy), "
+                        + "\"marked_down\": \(s.markedDown), " + (s.healthy.map { "\"healthy\": \($0), " } ?? "")
                         + "\"average_ms\": \(UpstreamPoolFigures.tenths(s.averageMilliseconds))}"
                 }.joined(separator: ", ") + "]}"
         }.joined(separator: ", ") + "]"
@@ -146,7 +148,8 @@ public struct StatsSnapshot: Equatable, Sendable {
             "plain_http_on_tls": \(plainOnTLS), "http2_connections": \(http2Connections), \
             "http2_requests": \(http2Requests), "http2_stream_resets": \(http2Resets), \
             "http2_connections_refused": \(http2Refusals), \
-            "admin_refused_connections": \(adminRefusedConnections), "access_log_dropped_bytes": \(accessLogDroppedBytes), \
+            "admin_refused_connections": \(adminRefusedConnections), "admin_failed_sign_ins": \(adminFailedSignIns), \
+            "access_log_dropped_bytes": \(accessLogDroppedBytes), \
             "open_connections": \(openConnections), "io_jobs": \(ioJobs), "io_threads": \(ioThreads), "purged": \(purged), \
             "responses": \(responsesJSON), "errors": \(errors), "upstreams": \(upstreamsJSON), \
             "hit_ratio": \(ratio), \(sections.joined(separator: ", ")), "fleet": \(fleet?.json ?? "null"), \
@@ -202,6 +205,7 @@ final class Metrics {
             ("http2_stream_resets", "HTTP/2 streams that ended in a reset", \.http2Resets),
             ("http2_connections_refused", "HTTP/2 connections ended for a protocol error or a flood", \.http2Refusals),
             ("admin_refused_connections", "Admin connections refused over admin_max_connections", \.adminRefusedConnections),
+            ("admin_failed_sign_ins", "Admin requests refused for a missing or wrong token (401)", \.adminFailedSignIns),
             ("access_log_dropped_bytes", "Access log bytes dropped because its writer was too far behind", \.accessLogDroppedBytes),
             ("purged_objects", "Stored responses removed or marked stale by purges", \.purged),
             ("client_received_bytes", "Bytes read from clients", \.receivedBytes),

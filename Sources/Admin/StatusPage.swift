@@ -215,7 +215,7 @@ enum StatusPage {
             const servers = [];
             for (const pool of stats.upstreams || []) for (const s of pool.servers) servers.push(Object.assign({pool: pool.name}, s));
             rows("servers", ["server", "state", "requests", "errors", "avg ms"], servers,
-                 s => [s.pool + " " + s.url, s.up ? "up" : s.healthy ? "left out" : "unhealthy", s.requests, s.errors, s.average_ms]);
+                 s => [s.pool + " " + s.url, s.up ? "up" : s.healthy === false ? "unhealthy" : "left out", s.requests, s.errors, s.average_ms]);
             rows("top-requests", ["URL", "requests", "misses", "errors"], top.by_requests, t => [t.target, t.requests, t.misses, t.errors]);
             rows("top-misses", ["URL", "misses", "requests"], top.by_misses, t => [t.target, t.misses, t.requests]);
             rows("top-prefixes", ["prefix", "requests", "misses"], top.prefixes, t => [t.prefix, t.requests, t.misses]);

@@ -12,6 +12,9 @@ public final class FaultSummary: Sendable {
     private struct Kind {
         var loggedAt: UInt64
         var unlogged: Int
+        /// The latest unlogged fault's words and example (for `due`).
+        var latest = ""
+        var example = ""
     }
     private let kinds = Mutex<[String: Kind]>([:])
 
@@ -23,6 +26,8 @@ public final class FaultSummary: Sendable {
         let count = kinds.withLock { kinds -> Int? in
             if var known = kinds[key], now &- known.loggedAt < Self.intervalMilliseconds {
                 known.unlogged += 1
+                known.latest = kind
+                known.example = example()
                 kinds[key] = known
                 return nil
             }
@@ -33,10 +38,29 @@ public final class FaultSummary: Sendable {
             return unlogged
         }
         guard let count else { return nil }
+        return Self.line(kind, count: count, example: example())
+    }
+
+    /// The lines of the kinds whose faults since their last line have not
+    /// been told and whose interval is over (the next such fault may never
+    /// come): called by a timer, every second, so that an outage's count is
+    /// logged within `intervalMilliseconds` of its first unlogged fault.
+    public func due(now: UInt64 = EventLoop.nowMilliseconds()) -> [String] {
+        kinds.withLock { kinds in
+            var lines: [String] = []
+            for (key, known) in kinds where known.unlogged > 0 && now &- known.loggedAt >= Self.intervalMilliseconds {
+                lines.append(Self.line(known.latest, count: known.unlogged, example: known.example))
+                kinds[key] = Kind(loggedAt: now, unlogged: 0)
+            }
+            return lines
+        }
+    }
+
+    /// The latest fault's own words (its address, port, status), not the
+    /// kind's key with every number made N, and how many there were.
+    private static func line(_ kind: String, count: Int, example: String) -> String {
         let times = count == 1 ? "once" : "\(count) times"
-        // The latest fault's own words (its address, port, status), not the
-        // kind's key with every number made N.
-        return "\(kind) (\(times) since the last such line, at most one each \(Self.intervalMilliseconds / 1000) s; latest: \(example()))"
+        return "\(kind) (\(times) since the last such line, at most one each \(intervalMilliseconds / 1000) s; latest: \(example))"
     }
 
     /// Digit runs become `N` (ports, times, counts vary within one kind).

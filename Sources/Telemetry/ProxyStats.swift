@@ -14,6 +14,8 @@ public final class ProxyStats: Sendable {
     public let heldBodyBytes = Atomic<Int>(0)
     /// Admin connections refused over admin_max_connections (the admin thread's).
     public let adminRefusedConnections = Atomic<Int>(0)
+    /// Admin requests refused for a missing or wrong token (401).
+    public let adminFailedSignIns = Atomic<Int>(0)
     /// Access log bytes dropped because its writer was too far behind (`AccessLog.queueLimit`).
     public let accessLogDroppedBytes = Atomic<Int>(0)
     private let workers = Locked<[WorkerStats]>([])

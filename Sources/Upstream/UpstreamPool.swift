@@ -87,13 +87,17 @@ public final class UpstreamPool: Sendable {
         return h
     }
 
-    /// A request to `server` failed to connect or timed out.
+    /// A request to `server` failed to connect or timed out. Past
+    /// max_fails in a row it is left out for fail_timeout; `markedDown`
+    /// counts the times it went from taking requests to left out (a
+    /// failure while it is left out already moves the end, and counts no
+    /// second time).
     public func failed(_ server: UpstreamServer, now: UInt64) {
         server.errors.wrappingAdd(1, ordering: .relaxed)
         if server.consecutiveFails.wrappingAdd(1, ordering: .relaxed).newValue >= maxFails {
             server.consecutiveFails.store(0, ordering: .relaxed)
-            server.downUntil.store(now + failTimeoutMilliseconds, ordering: .relaxed)
-            server.markedDown.wrappingAdd(1, ordering: .relaxed)
+            let wasTaking = server.downUntil.exchange(now + failTimeoutMilliseconds, ordering: .relaxed) <= now
+            if wasTaking { server.markedDown.wrappingAdd(1, ordering: .relaxed) }
         }
     }
 }
@@ -170,8 +174,9 @@ public final class UpstreamServer: Sendable {
         public var requests: Int
         public var errors: Int
         public var markedDown: Int
-        /// Whether the last health check passed (true without checks).
-        public var healthy: Bool
+        /// Whether the last health check passed (nil: its pool has no
+        /// health check, so only its passive state, `up`, is known).
+        public var healthy: Bool?
         /// Mean time to the response head, in milliseconds (0 before any).
         public var averageMilliseconds: Double
         /// Response heads received and the microseconds they took, summed.
@@ -179,11 +184,12 @@ public final class UpstreamServer: Sendable {
         public var headMicroseconds: Int
     }
 
-    public func figures(now: UInt64) -> Figures {
+    /// `checked`: its pool has a health check.
+    public func figures(now: UInt64, checked: Bool = true) -> Figures {
         let heads = heads.load(ordering: .relaxed)
         return Figures(base: base, up: isUp(now: now), requests: requests.load(ordering: .relaxed),
                        errors: errors.load(ordering: .relaxed), markedDown: markedDown.load(ordering: .relaxed),
-                       healthy: healthy.load(ordering: .relaxed),
+                       healthy: checked ? healthy.load(ordering: .relaxed) : nil,
                        averageMilliseconds: heads == 0 ? 0 : Double(headMicroseconds.load(ordering: .relaxed)) / Double(heads) / 1000,
                        heads: heads, headMicroseconds: headMicroseconds.load(ordering: .relaxed))
     }

@@ -174,6 +174,7 @@ struct Serve: ParsableCommand {
                     }
                 }
                 api.requestGuard = AdminRequestGuard(allowedHosts: settings.adminHosts)
+                api.warn = { adminLogger.warning("\($0)") }
                 let admin = try AdminListener(listener: fd, api: api, maxConnections: settings.adminMaxConnections, feed: logFeed,
                                               sendTimeoutMilliseconds: settings.proxy.sendTimeoutMilliseconds, logger: adminLogger)
                 try startThread(name: "larder-admin") { admin.run() }
@@ -409,6 +410,13 @@ struct Serve: ParsableCommand {
             loop.schedule(after: drainTimeoutMilliseconds + 2000) { loop.stop() }
         }
         try loop.watch(signals.fd, .read, handler)
+        // Upstream faults summed since their last line are told within the
+        // summary's interval, even when no further fault comes to tell them.
+        func flushFaults() {
+            for line in FaultSummary.shared.due() { logger.warning("\(line)") }
+            loop.schedule(after: 1_000) { flushFaults() }
+        }
+        flushFaults()
         loop.run()
         logger.notice("stopped")
     }

@@ -16,4 +16,22 @@ final class FaultSummaryTests: XCTestCase {
                                                now: 1_000 + FaultSummary.intervalMilliseconds))
         XCTAssertTrue(later.hasPrefix("upstream error: cannot connect to 10.0.0.9 port 9002 (2 times since the last such line"), later)
     }
+
+    /// Faults counted after a line are told by the timer once the interval
+    /// is over, though no further fault comes (an outage that ends): with
+    /// their count and the latest one's words, and once.
+    func testCountedFaultsAreToldWhenTheirIntervalEndsWithoutAnotherFault() {
+        let summary = FaultSummary()
+        XCTAssertNotNil(summary.note("upstream error: timed out after 30000 ms", example: "GET /a", now: 1_000))
+        for (i, at) in [2_000, 3_000, 4_000].enumerated() {
+            XCTAssertNil(summary.note("upstream error: timed out after 30000 ms", example: "GET /b\(i)", now: UInt64(at)))
+        }
+        XCTAssertEqual(summary.due(now: 5_000), [], "the interval is not over")
+        let due = summary.due(now: 1_000 + FaultSummary.intervalMilliseconds)
+        XCTAssertEqual(due, ["upstream error: timed out after 30000 ms (3 times since the last such line, at most one each 10 s; "
+                             + "latest: GET /b2)"])
+        XCTAssertEqual(summary.due(now: 30_000), [], "told once")
+        XCTAssertNotNil(summary.note("upstream error: timed out after 30000 ms", example: "GET /c", now: 30_000),
+                        "quiet since: the next one is logged at once")
+    }
 }

@@ -22,6 +22,22 @@ final class UpstreamPoolTests: XCTestCase {
         XCTAssertFalse(figures.up)
     }
 
+    /// marked_down counts a server going from taking requests to left
+    /// out, not every failure (requests still sent to it while every
+    /// server is out fail too); a server of a pool without a health check
+    /// has no health to show, only whether it takes requests.
+    func testMarkedDownCountsTransitionsAndHealthIsShownOnlyWhenChecked() {
+        let pool = UpstreamPool(name: "p", servers: Array(servers.prefix(1)), maxFails: 1, failTimeoutMilliseconds: 5_000)
+        let a = pool.servers[0]
+        for at in [1_000, 2_000, 3_000] as [UInt64] { pool.failed(a, now: at) }
+        XCTAssertEqual(a.figures(now: 3_000).markedDown, 1, "left out once, its end moved on by the later failures")
+        XCTAssertEqual(a.figures(now: 3_000).errors, 3)
+        pool.failed(a, now: 9_000)
+        XCTAssertEqual(a.figures(now: 9_000).markedDown, 2, "back after fail_timeout, then left out again")
+        XCTAssertNil(a.figures(now: 9_000, checked: false).healthy, "no health check: nothing to say")
+        XCTAssertEqual(a.figures(now: 9_000, checked: true).healthy, true)
+    }
+
     func testMaxFailsCountsFailuresInARowAndAnAnswerResetsThem() {
         let pool = UpstreamPool(name: "p", servers: Array(servers.prefix(2)), maxFails: 2, failTimeoutMilliseconds: 5_000)
         let b = pool.servers[1]

@@ -35,7 +35,7 @@ final class AdminExchange: ConnectionRequest, LogFollower {
     }
 
     func start() {
-        let response = api.answer(head)
+        let response = api.answer(head, peer: connection.peer)
         if let filter = response.follow {
             if let refusal = following.refusal() { return finish(refusal) }
             self.filter = filter

@@ -46,6 +46,23 @@ final class UpstreamOutageLogTests: ConfiguredTestCase {
     }
 }
 
+/// The faults counted after an outage's first line were told only when
+/// the next fault came (10,004 failures reported 11 s late, when one more
+/// request arrived): a timer now tells them once their interval is over.
+final class UpstreamOutageFlushTests: ConfiguredTestCase {
+    func testFaultsCountedAfterTheFirstLineAreToldWithoutAnotherFault() throws {
+        let dead = unusedPort()
+        let larder = try startLarder(upstream: "http://127.0.0.1:\(dead)", environment: LarderProcess.testClock)
+        let c = try larder.client()
+        for i in 0..<5 { XCTAssertEqual(try c.get("/gone/\(i)").status, 502) }
+        XCTAssertNotNil(larder.child.waitFor("upstream error from http://127.0.0.1:\(dead): .*once since the last such line"),
+                        larder.child.stderr)
+        try larder.advanceClock(11)  // the interval is over; no request comes
+        XCTAssertNotNil(larder.child.waitFor("upstream error from http://127.0.0.1:\(dead): .*4 times since the last such line"),
+                        "told by the timer: \(larder.child.stderr)")
+    }
+}
+
 /// A pool's health checks asked one server after another: one that hangs
 /// held up every other server's check (a 1 s interval ran once in 8 s).
 /// Each server is now checked on its own schedule.

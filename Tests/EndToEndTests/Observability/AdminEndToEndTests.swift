@@ -260,7 +260,11 @@ final class AdminEndToEndTests: ConfiguredTestCase {
         let l = try start(["--admin-token-file", try tokenFile("file-token-123")])
         XCTAssertEqual(try admin(l, "GET", "/stats").status, 401)
         XCTAssertEqual(try admin(l, "POST", "/purge?all=true", token: "wrong-token").status, 401)
-        XCTAssertEqual(try admin(l, "GET", "/stats", token: "file-token-123").status, 200)
+        let stats = try admin(l, "GET", "/stats", token: "file-token-123")
+        XCTAssertEqual(stats.status, 200)
+        XCTAssertEqual(count("admin_failed_sign_ins", stats), 2, "both refusals counted")
+        XCTAssertNotNil(l.child.waitFor("refused a request with a missing or wrong token \\(401\\).*GET /stats from 127.0.0.1"),
+                        "a failed sign-in is logged, with who and what: \(l.child.stderr)")
     }
 
     /// The admin API is served by the proxy's HTTP/1.1 transport: requests
