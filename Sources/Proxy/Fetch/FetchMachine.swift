@@ -172,16 +172,18 @@ struct FetchMachine: Equatable {
     }
 
     /// The transfer ended (`error`: how it failed). Before any response: a
-    /// connection failure goes again while `Retry` allows, else the client
-    /// is answered; a server that could not be reached or did not answer
-    /// in time is marked. After the head: ended, or cut.
+    /// connection failure or a response head that did not come in time goes
+    /// again (to the pool's next server) while `Retry` allows, as nginx's
+    /// `proxy_next_upstream error timeout`, else the client is answered; a
+    /// server that could not be reached or did not answer in time is
+    /// marked. After the head: ended, or cut.
     mutating func complete(_ error: UpstreamError?) -> FetchAction {
         switch state {
         case .requesting:
             var markServer = false
             if case .unreachable? = error { markServer = true }
             if case .timedOut? = error { markServer = true }
-            if case .unreachable? = error,
+            if markServer,
                Retry.mayRetry(method: method, hasBody: hasBody, failedAttempts: failedAttempts, limit: retryLimit) {
                 failedAttempts += 1
                 return .retry(markServer: markServer)

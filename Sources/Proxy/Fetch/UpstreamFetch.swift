@@ -275,9 +275,10 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         }
         switch action {
         case .retry:
-            // The connection failed before any response byte: an idempotent
-            // request without a body can safely go again (on a later loop
-            // turn: libcurl must not be re-entered from its callback).
+            // The connection failed, or no head came in time, before any
+            // response byte: an idempotent request without a body can safely
+            // go again, to the pool's next server (on a later loop turn:
+            // libcurl must not be re-entered from its callback).
             // Not logged: the failure, if the retries fail too, is (`FaultSummary`).
             upstream.loop.schedule(after: 0) { [weak self] in
                 guard let self, self.machine.state == .requesting else { return }

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import XCTest
 
 /// Named upstreams against several origin processes: requests spread over
@@ -16,6 +17,34 @@ final class UpstreamPoolEndToEndTests: ConfiguredTestCase {
             }
         }
         return out
+    }
+
+    /// A pool with a server that accepts and never answers: a request sent
+    /// to it waits upstream_timeout, then goes to the pool's next server
+    /// (a third of them were 504s); the hung server is left out after it.
+    func testARequestToAHungServerIsRetriedOnTheNextServer() throws {
+        let hung = try SilentServer(), healthy = try startOrigin()
+        let config = try writeConfig("""
+            upstream = "api"
+            upstream_timeout = "1s"
+
+            [upstreams.api]
+            servers = ["\(hung.url)", "\(healthy.url)"]
+            fail_timeout = "60s"
+            """)
+        let larder = try startLarder(upstream: "api", ["--config", config, "--workers", "1"])
+        let client = try larder.client()
+        for i in 0..<4 {
+            let r = try client.get("/hung/\(i)")
+            XCTAssertEqual(r.status, 200, "request \(i): \(r.headers)")
+        }
+        XCTAssertEqual(try (0..<4).reduce(0) { $0 + (try healthy.count("/hung/\($1)")) }, 4, "every one answered by the healthy server")
+        let figures = try XCTUnwrap(try servers(larder)["api|\(hung.url)"])
+        XCTAssertEqual(figures["errors"] as? Int, 1, "one timeout, then left out")
+        XCTAssertEqual(figures["marked_down"] as? Int, 1)
+        XCTAssertEqual(figures["up"] as? Bool, false)
+        XCTAssertNil(figures["healthy"], "no health check: no health to show")
+        hung.stop()
     }
 
     func testRequestsSpreadOverAPoolAndAStoppedServerIsLeftOut() throws {

@@ -53,7 +53,7 @@ final class FetchMachineTests: XCTestCase {
         XCTAssertEqual(answered.body(clientCongested: never, storeBacklogged: never), ignored(.body, .done))
     }
 
-    func testAConnectionFailureIsRetriedWhileRetryAllowsThenAnswered() {
+    func testAConnectionFailureOrATimeoutIsRetriedWhileRetryAllowsThenAnswered() {
         var m = FetchMachine(leading: false, method: "GET", hasBody: false, retryLimit: 1)
         XCTAssertEqual(m.complete(unreachable), .retry(markServer: true))
         XCTAssertEqual(m.failedAttempts, 1)
@@ -64,8 +64,11 @@ final class FetchMachineTests: XCTestCase {
 
         var post = FetchMachine(leading: false, method: "POST", hasBody: true, retryLimit: 3)
         XCTAssertEqual(post.complete(unreachable), .fail(.unreachable, markServer: true), "a body cannot be replayed")
-        var late = FetchMachine(leading: false, retryLimit: 3)
-        XCTAssertEqual(late.complete(.timedOut("30 s")), .fail(.timedOut, markServer: true), "a timeout is not retried")
+        var late = FetchMachine(leading: false, retryLimit: 1)
+        XCTAssertEqual(late.complete(.timedOut("30 s")), .retry(markServer: true), "a head that did not come in time: the next server")
+        XCTAssertEqual(late.complete(.timedOut("30 s")), .fail(.timedOut, markServer: true), "the retries are spent")
+        var slowPost = FetchMachine(leading: false, method: "POST", hasBody: true, retryLimit: 3)
+        XCTAssertEqual(slowPost.complete(.timedOut("30 s")), .fail(.timedOut, markServer: true), "not idempotent, with a body")
         var closed = FetchMachine(leading: false, retryLimit: 3)
         XCTAssertEqual(closed.complete(nil), .fail(.unreachable, markServer: false), "closed before any response")
     }
