@@ -111,11 +111,13 @@ struct UpstreamResponse {
     }
 
     /// What a response does to the cache (RFC 9111): stored, with the
-    /// directives that decided it; a HEAD's update of the stored GET response (section
+    /// directives that decided it; the stored response a success that
+    /// forbids storing supersedes removed; a HEAD's update of the stored GET response (section
     /// 4.3.5); the targets of a successful unsafe request invalidated
     /// (section 4.4); or nothing.
     enum CacheEffect {
         case store(StoredResponseBuilder.Directives)
+        case removeSuperseded
         case updateStored
         case invalidate
         /// A POST response that is a representation of its own target:
@@ -146,9 +148,13 @@ struct UpstreamResponse {
         }
         if request.method == "GET" {
             let (decision, directives) = builder.decision(request: request, status: status, headers: fields, timing: timing)
-            // A response not stored leaves what is stored alone: an error, or
-            // one that may not be kept, never takes good content away.
-            return decision == .store && (length ?? 0) <= largestBody() ? .store(directives) : .none
+            if decision == .store, (length ?? 0) <= largestBody() { return .store(directives) }
+            // A response not stored leaves what is stored alone (an error, one
+            // too large or without freshness never takes good content away),
+            // but for a success whose origin forbids keeping it (no-store, or
+            // private in a shared cache): what it supersedes goes.
+            let forbids = directives.cc.noStore || (builder.shared && directives.cc.isPrivate)
+            return (200..<300).contains(status) && status != 206 && forbids ? .removeSuperseded : .none
         }
         return request.method == "HEAD" && status == 200 ? .updateStored : .none
     }

@@ -219,6 +219,8 @@ extension CacheAccess {
             return pendingStore(response, to: request, key: key, directives: directives, through: handler)
         case .store(let directives):
             return pendingStore(response, to: request, key: key, directives: directives, through: handler)
+        case .removeSuperseded:
+            store.remove(key)
         case .updateStored:
             switch response.headUpdate(of: variants, builder: builder) {
             case .none: break

@@ -107,6 +107,7 @@ final class UpstreamResponseTests: XCTestCase {
                                                      builder: builder, largestBody: largest, contentLocationKey: contentLocationKey) {
         case .store: return "store"
         case .invalidateAndStore: return "invalidate+store"
+        case .removeSuperseded: return "remove"
         case .updateStored: return "update"
         case .invalidate: return "invalidate"
         case .none: return "none"
@@ -115,7 +116,11 @@ final class UpstreamResponseTests: XCTestCase {
 
     func testWhatAResponseDoesToTheCache() throws {
         XCTAssertEqual(try effect("GET", 200), "store")
-        XCTAssertEqual(try effect("GET", 200, ["cache-control": "no-store"]), "none", "not stored: what is stored stays")
+        XCTAssertEqual(try effect("GET", 200, ["cache-control": "no-store"]), "remove",
+                       "the origin forbids keeping its current answer: what it supersedes goes")
+        XCTAssertEqual(try effect("GET", 200, ["cache-control": "max-age=60, private"]), "remove", "private, in a shared cache")
+        XCTAssertEqual(try effect("GET", 200, ["cache-control": "no-cache"]), "store", "(kept, validated before each use)")
+        XCTAssertEqual(try effect("GET", 200, [:]), "none", "no freshness, nothing forbidden: what is stored stays")
         XCTAssertEqual(try effect("GET", 200, ["cache-control": "max-age=60", "content-length": "2000"], largest: 1000), "none",
                        "too large for every tier: what is stored stays")
         XCTAssertEqual(try effect("GET", 503, [:]), "none", "an error without freshness: not stored, and what is stored stays")
