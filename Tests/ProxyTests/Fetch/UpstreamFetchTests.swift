@@ -150,11 +150,19 @@ final class UpstreamFetchTests: XCTestCase {
         XCTAssertEqual(client.events, ["failed unreachable"])
     }
 
-    func testATimeoutIsNotRetried() throws {
+    /// A head that did not come within upstream_timeout goes to the next
+    /// server as a connection failure does, within upstream_retries.
+    func testATimeoutBeforeTheHeadIsRetriedLikeAConnectionFailure() throws {
         let (fetch, client) = try startFetch()
         fetch.upstreamDidComplete(.timedOut("no response"))
         runQueued()
-        XCTAssertEqual(upstream.started.count, 1)
+        XCTAssertEqual(upstream.started.count, 2, "asked again")
+        XCTAssertEqual(client.events, [], "the client hears nothing of a retried timeout")
+        fetch.upstreamDidComplete(.timedOut("no response"))
+        runQueued()
+        fetch.upstreamDidComplete(.timedOut("no response"))
+        runQueued()
+        XCTAssertEqual(upstream.started.count, 3, "upstream_retries (2) bounds the attempts")
         XCTAssertEqual(client.events, ["failed timedOut"])
     }
 
