@@ -22,7 +22,7 @@ final class AdminExchange: ConnectionRequest, LogFollower {
     /// (its client read too slowly) since it was last told.
     private var filter: LogFilter?
     private var dropped = 0
-    private let lines = ByteBuffer(capacity: 64)
+    private lazy var lines = ByteBuffer(capacity: 64)  // (a follower's only)
     private(set) var responseStarted = false
     private var over = false
 

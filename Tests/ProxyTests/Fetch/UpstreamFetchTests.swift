@@ -135,35 +135,31 @@ final class UpstreamFetchTests: XCTestCase {
         XCTAssertEqual(storedCount, 0, "incomplete: never stored (RFC 9111 section 3.3)")
     }
 
-    func testAConnectionFailureBeforeAnyResponseIsRetriedOnALaterTurn() throws {
+    /// `error` before any response: asked again on a later turn, the
+    /// client told nothing, until upstream_retries (2) is spent.
+    private func checkRetriedThenFailed(_ error: UpstreamError, answered: String) throws {
         let (fetch, client) = try startFetch()
-        fetch.upstreamDidComplete(.unreachable("refused"))
+        fetch.upstreamDidComplete(error)
         XCTAssertEqual(upstream.started.count, 1, "not from inside the failed transfer's callback")
         runQueued()
         XCTAssertEqual(upstream.started.count, 2)
         XCTAssertEqual(client.events, [], "the client hears nothing of a retried failure")
-        fetch.upstreamDidComplete(.unreachable("refused"))
-        runQueued()
-        fetch.upstreamDidComplete(.unreachable("refused"))
-        runQueued()
+        for _ in 0..<2 {
+            fetch.upstreamDidComplete(error)
+            runQueued()
+        }
         XCTAssertEqual(upstream.started.count, 3, "upstream_retries (2) bounds the attempts")
-        XCTAssertEqual(client.events, ["failed unreachable"])
+        XCTAssertEqual(client.events, [answered])
+    }
+
+    func testAConnectionFailureBeforeAnyResponseIsRetriedOnALaterTurn() throws {
+        try checkRetriedThenFailed(.unreachable("refused"), answered: "failed unreachable")
     }
 
     /// A head that did not come within upstream_timeout goes to the next
     /// server as a connection failure does, within upstream_retries.
     func testATimeoutBeforeTheHeadIsRetriedLikeAConnectionFailure() throws {
-        let (fetch, client) = try startFetch()
-        fetch.upstreamDidComplete(.timedOut("no response"))
-        runQueued()
-        XCTAssertEqual(upstream.started.count, 2, "asked again")
-        XCTAssertEqual(client.events, [], "the client hears nothing of a retried timeout")
-        fetch.upstreamDidComplete(.timedOut("no response"))
-        runQueued()
-        fetch.upstreamDidComplete(.timedOut("no response"))
-        runQueued()
-        XCTAssertEqual(upstream.started.count, 3, "upstream_retries (2) bounds the attempts")
-        XCTAssertEqual(client.events, ["failed timedOut"])
+        try checkRetriedThenFailed(.timedOut("no response"), answered: "failed timedOut")
     }
 
     func testAnInvalidResponseFailsTheFetchAndStopsTheTransfer() throws {
