@@ -16,6 +16,8 @@ DOCDIR := $(PREFIX)/share/doc/larder
 MANDIR := $(PREFIX)/share/man/man1
 COMPLETIONS := $(PREFIX)/share
 UNITS := larder.service larder.socket larder-admin.socket
+# The example configuration as installed: its disk tier in the unit's CacheDirectory=.
+INSTALLED_CONFIG = sed -e 's|^cache_dir = "none"|cache_dir = "/var/cache/larder"|' config/larder.toml
 
 ifeq ($(origin BIN), undefined)
 BIN := .build/release/larder
@@ -41,11 +43,12 @@ man:
 install: $(INSTALL_NEEDS)
 	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/larder
 	install -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/larder
-	@# An existing configuration is never overwritten.
+	@# An existing configuration is never overwritten. The installed one keeps
+	@# its disk tier where the unit's CacheDirectory= is.
 	@if [ -e $(DESTDIR)$(SYSCONFDIR)/larder/larder.toml ]; then \
 		echo "keeping existing $(DESTDIR)$(SYSCONFDIR)/larder/larder.toml"; \
 	else \
-		install -m 0644 config/larder.toml $(DESTDIR)$(SYSCONFDIR)/larder/larder.toml; \
+		$(INSTALLED_CONFIG) > $(DESTDIR)$(SYSCONFDIR)/larder/larder.toml && chmod 0644 $(DESTDIR)$(SYSCONFDIR)/larder/larder.toml; \
 	fi
 	install -d -m 0755 $(DESTDIR)$(UNITDIR)
 	@for unit in $(UNITS); do \
@@ -75,7 +78,7 @@ uninstall:
 	@for unit in $(UNITS); do rm -f $(DESTDIR)$(UNITDIR)/$$unit; done
 	rm -rf $(DESTDIR)$(DOCDIR)
 	@# The configuration goes only if it is still the installed example.
-	@if cmp -s config/larder.toml $(DESTDIR)$(SYSCONFDIR)/larder/larder.toml; then \
+	@if $(INSTALLED_CONFIG) | cmp -s - $(DESTDIR)$(SYSCONFDIR)/larder/larder.toml; then \
 		rm -f $(DESTDIR)$(SYSCONFDIR)/larder/larder.toml; rmdir $(DESTDIR)$(SYSCONFDIR)/larder 2>/dev/null || true; \
 	elif [ -e $(DESTDIR)$(SYSCONFDIR)/larder/larder.toml ]; then \
 		echo "kept $(DESTDIR)$(SYSCONFDIR)/larder/larder.toml (changed since install; remove it by hand)"; \

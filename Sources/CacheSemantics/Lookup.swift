@@ -46,16 +46,22 @@ public enum LookupOutcome: Equatable, Sendable {
     /// Stale, but within stale-while-revalidate: serve it now and revalidate
     /// in the background (RFC 5861 section 3).
     case staleWhileRevalidate(index: Int, age: Int, ttl: Int)
+    /// Stale, but within the configured grace (Varnish's grace, nginx's
+    /// `proxy_cache_use_stale updating`): served at once, revalidated in
+    /// the background, as for stale-while-revalidate.
+    case staleWithinGrace(index: Int, age: Int, ttl: Int)
 }
 
 public enum Lookup {
     /// Section 4: select the most recent variant whose Vary fields match
     /// (4.1), then judge its freshness for this request (4.2, 5.2.1).
+    /// `grace`: seconds past expiry a response is served while it is
+    /// revalidated, beyond its own stale-while-revalidate (0: none).
     /// Inlinable: on every hit, and specialized for the caller's
     /// collection it reads the variants directly, not through witnesses.
     @inlinable
     public static func decide<C: RandomAccessCollection>(_ request: RequestFacts, _ variants: C, now: Int64,
-                                                      shared: Bool = true) -> LookupOutcome
+                                                      shared: Bool = true, grace: Int = 0) -> LookupOutcome
     where C.Element: StoredResponseFacts, C.Index == Int {
         if variants.isEmpty { return .miss(varyMiss: false) }
         var found: Int?
@@ -83,6 +89,10 @@ public enum Lookup {
             if !forced, Stale.mayServeWhileRevalidating(lifetime: entry.lifetime, currentAge: age,
                                                         response: entry.cacheControl, shared: shared) {
                 return .staleWhileRevalidate(index: index, age: age, ttl: ttl)
+            }
+            if !forced, grace > 0, Stale.withinGrace(lifetime: entry.lifetime, currentAge: age, response: entry.cacheControl,
+                                                     shared: shared, grace: grace) {
+                return .staleWithinGrace(index: index, age: age, ttl: ttl)
             }
             return .stale(index: index, age: age, ttl: ttl, requestForced: forced && ttl > 0)
         }

@@ -55,7 +55,8 @@ extension RequestPolicy {
         let stored: (index: Int, age: Int, ttl: Int)?
         switch outcome {
         case .miss: stored = nil
-        case .fresh(let i, let a, let t), .stale(let i, let a, let t, _), .staleWhileRevalidate(let i, let a, let t):
+        case .fresh(let i, let a, let t), .stale(let i, let a, let t, _), .staleWhileRevalidate(let i, let a, let t),
+             .staleWithinGrace(let i, let a, let t):
             stored = (i, a, t)
         }
         switch self {

@@ -41,6 +41,12 @@ public enum Stale {
     /// its directives forbid serving it stale (0: never).
     public static func mayServeDisconnected(lifetime: Int, currentAge: Int, response: CacheControl, shared: Bool,
                                             grace: Int) -> Bool {
+        withinGrace(lifetime: lifetime, currentAge: currentAge, response: response, shared: shared, grace: grace)
+    }
+
+    /// Stale by at most `grace` seconds (0: never), and nothing in its
+    /// directives forbids serving it stale.
+    public static func withinGrace(lifetime: Int, currentAge: Int, response: CacheControl, shared: Bool, grace: Int) -> Bool {
         grace > 0 && !forbidden(response, shared: shared) && currentAge.minusSaturating(lifetime) <= grace
     }
 

@@ -104,7 +104,7 @@ public enum ConfigFile {
     /// The keys a `[[route]]` table may have.
     public static let routeKeys = ["prefix", "policy", "allow_client_policy", "default_ttl", "ignore_upstream_cache_control",
                             "ignore_no_store", "negative_ttl", "disk", "ignore_query", "ignore_query_params", "sort_query",
-                            "memory_ttl", "disk_ttl", "methods", "glob", "key_headers", "tags", "stale_on_disconnect",
+                            "memory_ttl", "disk_ttl", "methods", "glob", "key_headers", "tags", "stale_on_disconnect", "stale_timeout", "grace",
                             "compress", "upstream", "hosts", "cache_post", "max_post_body", "normalize_json",
                             "uncached_rpc_methods", "cache_persisted_queries"]
 
@@ -232,11 +232,16 @@ public enum ConfigFile {
                     case .success(let patterns): route.compress = patterns
                     case .failure(let problem): throw fail(key, problem.message)
                     }
-                case "stale_on_disconnect":
+                case "stale_on_disconnect", "grace":
                     guard let text = item.string ?? item.int.map({ String($0) }), let seconds = Units.parseGraceSeconds(text) else {
                         throw fail(key, Units.graceExpectation)
                     }
-                    route.staleOnDisconnect = seconds
+                    if key == "grace" { route.grace = seconds } else { route.staleOnDisconnect = seconds }
+                case "stale_timeout":
+                    guard let text = item.string, let ms = Units.parseStaleTimeoutMilliseconds(text) else {
+                        throw fail(key, Units.staleTimeoutExpectation)
+                    }
+                    route.staleTimeoutMilliseconds = ms
                 case "default_ttl", "negative_ttl":
                     guard let text = item.string, let seconds = Units.parseLifetimeSeconds(text, presets: presets) else {
                         throw fail(key, "expected a duration string such as \"5m\" or short, medium, long, max, never")

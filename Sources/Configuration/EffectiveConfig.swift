@@ -112,6 +112,8 @@ public enum EffectiveConfig {
         case .request_buffer_total: value = quoted(size(p.requestBufferTotalBytes))
         case .pass_request_headers: value = list(p.passRequestHeaders)
         case .stale_on_disconnect: value = quoted(p.staleOnDisconnectSeconds == 0 ? "off" : duration(p.staleOnDisconnectSeconds * 1000))
+        case .stale_timeout: value = quoted(p.staleTimeoutMilliseconds == 0 ? "off" : duration(p.staleTimeoutMilliseconds))
+        case .grace: value = quoted(p.graceSeconds == 0 ? "0s" : duration(p.graceSeconds * 1000))
         case .compress: value = list(p.compressTypes.spelled)
         case .range_fill: value = String(p.rangeFill)
         case .disk_open_files:
@@ -160,6 +162,8 @@ public enum EffectiveConfig {
         if r.ignoreNoStore { out += "ignore_no_store = true\n" }
         if let ttl = r.negativeTTL { out += "negative_ttl = \(quoted(ttl >= Int(Int32.max) ? "never" : duration(ttl * 1000)))\n" }
         if let grace = r.staleOnDisconnect { out += "stale_on_disconnect = \(quoted(grace == 0 ? "off" : duration(grace * 1000)))\n" }
+        if let ms = r.staleTimeoutMilliseconds { out += "stale_timeout = \(quoted(ms == 0 ? "off" : duration(ms)))\n" }
+        if let grace = r.grace { out += "grace = \(quoted(grace == 0 ? "0s" : duration(grace * 1000)))\n" }
         if let compress = r.compress { out += "compress = \(list(compress.spelled))\n" }
         if !r.tags.isEmpty { out += "tags = \(list(r.tags))\n" }
         if !r.disk { out += "disk = false\n" }

@@ -108,7 +108,7 @@ public enum ConfigKey: String, CaseIterable {
     case send_timeout, admin_max_connections, request_buffer_size, pass_request_headers, stale_on_disconnect
     case compress, range_fill, access_log_format, disk_open_files, admin_hosts, request_buffer_total, io_threads
     case handshake_timeout, http2_max_concurrent_streams, admin_read_token, admin_read_token_file, admin_healthz_public
-    case preserve_host
+    case preserve_host, stale_timeout, grace
 
     public enum Kind { case string, size, duration, integer, bool, lifetime, list }
 
@@ -122,7 +122,7 @@ public enum ConfigKey: String, CaseIterable {
              .finish_store_limit, .max_pipeline_buffer, .request_buffer_size, .request_buffer_total: return .size
         case .upstream_connect_timeout, .upstream_timeout, .upstream_idle_timeout, .keepalive_timeout,
              .header_timeout, .drain_timeout, .upstream_total_timeout, .body_timeout, .send_timeout, .stale_on_disconnect,
-             .handshake_timeout:
+             .handshake_timeout, .stale_timeout, .grace:
             return .duration
         case .workers, .upstream_retries, .upstream_max_connections, .max_connections, .max_header_count, .admin_max_connections,
              .disk_open_files, .io_threads, .http2_max_concurrent_streams:
@@ -220,9 +220,14 @@ extension Settings {
             default: break
             }
         case .duration:
-            if key == .stale_on_disconnect {
+            if key == .stale_on_disconnect || key == .grace {
                 guard let t = text(), let seconds = Units.parseGraceSeconds(t) else { return Units.graceExpectation }
-                proxy.staleOnDisconnectSeconds = seconds
+                if key == .grace { proxy.graceSeconds = seconds } else { proxy.staleOnDisconnectSeconds = seconds }
+                return nil
+            }
+            if key == .stale_timeout {
+                guard let t = text(), let ms = Units.parseStaleTimeoutMilliseconds(t) else { return Units.staleTimeoutExpectation }
+                proxy.staleTimeoutMilliseconds = ms
                 return nil
             }
             if key == .upstream_total_timeout, let t = text(), ["none", "off", "0"].contains(t.lowercased()) {

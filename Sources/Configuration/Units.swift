@@ -49,6 +49,14 @@ public enum Units {
         return ms / 1000
     }
 
+    public static let staleTimeoutExpectation = "expected a duration such as \"3s\" or \"500ms\", or \"off\""
+
+    /// `stale_timeout`: milliseconds, or `0`/`off` for none.
+    public static func parseStaleTimeoutMilliseconds(_ text: String) -> Int? {
+        if text.trimmingCharacters().lowercased() == "off" { return 0 }
+        return parseDurationMilliseconds(text)
+    }
+
     /// The preset lifetimes, in seconds; a `[presets]` table changes them.
     public static let defaultPresets: [String: Int] = ["short": 300, "medium": 3_600, "long": 86_400, "max": 30 * 86_400]
 

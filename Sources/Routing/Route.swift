@@ -35,6 +35,10 @@ public struct Route: Sendable, Equatable {
     public var negativeTTL: Int?
     /// `stale_on_disconnect` for this route (seconds; nil: the global one).
     public var staleOnDisconnect: Int?
+    /// `stale_timeout` for this route (milliseconds, 0 off; nil: the global one).
+    public var staleTimeoutMilliseconds: Int?
+    /// `grace` for this route (seconds; nil: the global one).
+    public var grace: Int?
     /// `compress` for this route (nil: the global list; empty: off here).
     public var compress: MediaTypePatterns?
     /// Purge tags given to every response stored under this route.
@@ -112,6 +116,8 @@ public struct RouteFacts {
     public var policy: RequestPolicy?
     public var allowClientPolicy: Bool?
     public var staleOnDisconnect: Int?
+    public var staleTimeoutMilliseconds: Int?
+    public var grace: Int?
     public var disk: Bool
 
     public init(_ route: Route) {
@@ -119,6 +125,8 @@ public struct RouteFacts {
         policy = route.policy
         allowClientPolicy = route.allowClientPolicy
         staleOnDisconnect = route.staleOnDisconnect
+        staleTimeoutMilliseconds = route.staleTimeoutMilliseconds
+        grace = route.grace
         disk = route.disk
     }
 }

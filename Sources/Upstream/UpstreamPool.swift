@@ -78,6 +78,10 @@ public final class UpstreamPool: Sendable {
         return soonest
     }
 
+    /// Whether no server takes requests at `now`: each is left out after
+    /// failures, or failed its health check.
+    public func allDown(now: UInt64) -> Bool { !servers.contains { $0.isUp(now: now) } }
+
     private static func index(_ n: Int, _ count: Int) -> Int { ((n % count) + count) % count }
 
     /// FNV-1a over the key's bytes: stable across runs and nodes.

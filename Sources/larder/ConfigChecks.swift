@@ -30,6 +30,9 @@ enum ConfigChecks {
     static func run(_ settings: Settings, adminTokenFlag: String?) throws -> [String] {
         var warnings: [String] = []
         if let refusal = StartupChecks.refusal(settings) { throw Refusal(message: refusal) }
+        // serve's binds, without taking the configured ports (a Larder may hold them).
+        if let refusal = StartupChecks.addressRefusal(settings) { throw Refusal(message: refusal) }
+        warnings += StartupChecks.privilegedPortWarnings(settings)
         if let refusal = StartupChecks.tokenRefusal(admin: try Serve.adminToken(settings, flagFile: adminTokenFlag),
                                                     read: try Serve.adminReadToken(settings)) {
             throw Refusal(message: refusal)

@@ -96,6 +96,10 @@ extension Serve {
                     sockets.append(socket.fd)
                 }
             } catch {
+                if let refusal = StartupChecks.bindRefusal(error, key: "listen", shown: listener.shown) {
+                    complain(refusal)
+                    throw Exit.config
+                }
                 complain("cannot \(error); choose another address with --listen or the listen key")
                 throw Exit.failure
             }
@@ -113,6 +117,11 @@ extension Serve {
                 let listener = try Socket.listen(host: host, port: settings.adminPort, reusePort: false, backlog: 64)
                 admin = (listener.fd, (host.contains(":") ? "[\(host)]" : host) + ":\(listener.port)")
             } catch {
+                if let refusal = StartupChecks.bindRefusal(error, key: "admin_listen",
+                                                           shown: ListenerConfig(host: host, port: settings.adminPort).shown) {
+                    complain(refusal)
+                    throw Exit.config
+                }
                 complain("cannot start the admin API: \(error); choose another address with --admin-listen or admin_listen (or none)")
                 throw Exit.failure
             }

@@ -138,6 +138,21 @@ final class LookupTests: XCTestCase {
         let mr = Stored(lifetime: 10, cacheControl: CacheControl("max-age=10, stale-while-revalidate=30, must-revalidate"))
         XCTAssertEqual(Lookup.decide(request(), [mr], now: 1020), .stale(index: 0, age: 20, ttl: -10, requestForced: false))
     }
+
+    /// The configured grace: like stale-while-revalidate, past the response's own window, within what serving stale allows.
+    func testConfiguredGrace() {
+        let plain = Stored(lifetime: 10, cacheControl: CacheControl("max-age=10"))
+        XCTAssertEqual(Lookup.decide(request(), [plain], now: 1050, grace: 60), .staleWithinGrace(index: 0, age: 50, ttl: -40))
+        XCTAssertEqual(Lookup.decide(request(), [plain], now: 1080, grace: 60), .stale(index: 0, age: 80, ttl: -70, requestForced: false))
+        XCTAssertEqual(Lookup.decide(request(), [plain], now: 1050), .stale(index: 0, age: 50, ttl: -40, requestForced: false), "0: off")
+        XCTAssertEqual(Lookup.decide(request("no-cache"), [plain], now: 1050, grace: 60), .stale(index: 0, age: 50, ttl: -40, requestForced: false))
+        let swr = Stored(lifetime: 10, cacheControl: CacheControl("max-age=10, stale-while-revalidate=30"))
+        XCTAssertEqual(Lookup.decide(request(), [swr], now: 1020, grace: 60), .staleWhileRevalidate(index: 0, age: 20, ttl: -10), "its own first")
+        for forbidding in ["max-age=10, must-revalidate", "max-age=10, no-cache", "s-maxage=10"] {
+            let stored = Stored(lifetime: 10, cacheControl: CacheControl(forbidding))
+            XCTAssertEqual(Lookup.decide(request(), [stored], now: 1050, grace: 60), .stale(index: 0, age: 50, ttl: -40, requestForced: false), forbidding)
+        }
+    }
 }
 
 /// RFC 9111 section 4.2.4 and RFC 5861 section 4.

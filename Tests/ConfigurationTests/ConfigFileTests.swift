@@ -79,6 +79,26 @@ final class ConfigFileTests: XCTestCase {
         XCTAssertTrue(route.description.contains("ignore_query"), "\(route)")
     }
 
+    /// stale_timeout and grace, global and per route; what they refuse.
+    func testStaleTimeoutAndGrace() throws {
+        let defaults = try load("")
+        XCTAssertEqual(defaults.proxy.staleTimeoutMilliseconds, 3000)
+        XCTAssertEqual(defaults.proxy.graceSeconds, 0)
+        let set = try load("stale_timeout = \"500ms\"\ngrace = \"2m\"\n[[route]]\nprefix = \"/a\"\nstale_timeout = \"off\"\ngrace = \"30s\"\n")
+        XCTAssertEqual(set.proxy.staleTimeoutMilliseconds, 500)
+        XCTAssertEqual(set.proxy.graceSeconds, 120)
+        XCTAssertEqual(set.routes.first?.staleTimeoutMilliseconds, 0)
+        XCTAssertEqual(set.routes.first?.grace, 30)
+        XCTAssertEqual(try load("stale_timeout = \"off\"\n").proxy.staleTimeoutMilliseconds, 0)
+        for (text, key) in [("stale_timeout = \"soon\"\n", "stale_timeout"), ("grace = \"500ms\"\n", "grace"),
+                            ("grace = true\n", "grace"), ("[[route]]\nprefix = \"/a\"\nstale_timeout = \"-1s\"\n", "route.stale_timeout"),
+                            ("[[route]]\nprefix = \"/a\"\ngrace = \"forever\"\n", "route.grace")] {
+            let problem = try error(text)
+            XCTAssertEqual(problem.key, key, text)
+            XCTAssertFalse(problem.message.isEmpty, text)
+        }
+    }
+
     func testAFileThatCannotBeReadIsAnErrorNamingIt() {
         var settings = Settings()
         XCTAssertThrowsError(try ConfigFile.load("/nonexistent/larder.toml", into: &settings)) { error in
@@ -91,7 +111,8 @@ final class ConfigFileTests: XCTestCase {
     func testTheEffectiveConfigurationReadsBackAsItself() throws {
         for text in ["", "memory_limit = \"32MiB\"\nkeepalive_timeout = \"7s\"\n",
                      "[presets]\nshort = \"30s\"\n\n[[route]]\nprefix = \"/p\"\ndefault_ttl = \"short\"\nhosts = [\"a.test\"]\n",
-                     "[upstreams.api]\nservers = [\"http://127.0.0.1:9001\", \"http://127.0.0.1:9002\"]\n"] {
+                     "[upstreams.api]\nservers = [\"http://127.0.0.1:9001\", \"http://127.0.0.1:9002\"]\n",
+                     "stale_timeout = \"off\"\ngrace = \"90s\"\n[[route]]\nprefix = \"/g\"\nstale_timeout = \"250ms\"\ngrace = \"0s\"\n"] {
             let first = EffectiveConfig.render(try load(text))
             let second = EffectiveConfig.render(try load(first))
             XCTAssertEqual(first, second, "from:\n\(text)")

@@ -58,15 +58,33 @@ final class Origin {
     }
 
     /// Waits (bounded) until `n` requests for `pathAndQuery` came; returns how many did.
-    func waitForCount(_ pathAndQuery: String, atLeast n: Int) throws -> Int {
+    func waitForCount(_ pathAndQuery: String, atLeast n: Int) throws -> Int { try waitFor(n) { try count(pathAndQuery) } }
+
+    /// Asks `figure` (bounded, 10 s) until it is at least `n`; its last answer.
+    private func waitFor(_ n: Int, _ figure: () throws -> Int) throws -> Int {
         let deadline = Date().addingTimeInterval(10)
-        var seen = try count(pathAndQuery)
+        var seen = try figure()
         while seen < n && Date() < deadline {
             usleep(20_000)
-            seen = try count(pathAndQuery)
+            seen = try figure()
         }
         return seen
     }
+
+    /// How many requests for this path-and-query the origin holds now (`hold_after`).
+    func held(_ pathAndQuery: String) throws -> Int {
+        let key = pathAndQuery.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? pathAndQuery
+        return Int(try HTTPClient(port: port).get("/__held?key=\(key)").text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+    }
+
+    /// Lets the requests held for this path-and-query (and later ones) answer.
+    func release(_ pathAndQuery: String) throws {
+        let key = pathAndQuery.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? pathAndQuery
+        _ = try HTTPClient(port: port).get("/__release?key=\(key)")
+    }
+
+    /// Waits (bounded) until `n` requests for `pathAndQuery` are held; returns how many are.
+    func waitForHeld(_ pathAndQuery: String, _ n: Int) throws -> Int { try waitFor(n) { try held(pathAndQuery) } }
 
     /// The last request the origin saw for this path-and-query.
     func lastRequest(_ pathAndQuery: String) throws -> [String: Any] {

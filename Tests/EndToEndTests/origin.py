@@ -24,6 +24,9 @@ Query parameters on any path:
   type=T        Content-Type: T (default: none)
   vary=Name     add "Vary: Name"; the body then includes that header's value
   delay=S       sleep S seconds (float) before answering
+  hold_after=N  after N requests to this path, each one waits (at most 30 s)
+                until /__release?key=PATH is asked, then answers as usual;
+                never released, it is an origin that accepts and hangs
   interim=C,... send these 1xx responses first (103 carries Link and
                 X-Interim fields, 102 none)
   status=N      status code (default 200); reason=TEXT its reason phrase
@@ -62,6 +65,8 @@ Special paths:
   /__count?key=PATH   how many requests PATH received (text)
   /__last?key=PATH    JSON of the last request's method, headers, body length,
                       and max_concurrent: the most requests for PATH answered at once
+  /__held?key=PATH    how many requests for PATH are held now (hold_after)
+  /__release?key=PATH lets every held request for PATH (and later ones) answer
   /echo               answers with the request body (any method)
 """
 import gzip
@@ -80,6 +85,8 @@ counts = {}
 last = {}
 inflight = {}
 peak = {}
+held = {}
+released = {}
 lock = threading.Lock()
 
 
@@ -133,6 +140,15 @@ class Handler(BaseHTTPRequestHandler):
                 info = dict(last.get(q.get("key", ""), {}))
                 info["max_concurrent"] = peak.get(q.get("key", ""), 0)
             return self.send(200, json.dumps(info).encode(), {"Cache-Control": "no-store"})
+        if url.path == "/__held":
+            with lock:
+                n = held.get(q.get("key", ""), 0)
+            return self.send(200, str(n).encode(), {"Cache-Control": "no-store"})
+        if url.path == "/__release":
+            with lock:
+                release = released.setdefault(q.get("key", ""), threading.Event())
+            release.set()
+            return self.send(200, b"released\n", {"Cache-Control": "no-store"})
         with lock:
             counts[self.path] = counts.get(self.path, 0) + 1
             last[self.path] = {
@@ -169,6 +185,13 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write((text + "\r\n").encode())
                 self.wfile.flush()
                 time.sleep(0.05)
+        if "hold_after" in q and counts[self.path] > int(q["hold_after"]):
+            with lock:
+                release = released.setdefault(self.path, threading.Event())
+                held[self.path] = held.get(self.path, 0) + 1
+            release.wait(30)
+            with lock:
+                held[self.path] -= 1
         if "delay" in q:
             time.sleep(float(q["delay"]))
         status = int(q.get("status", "200"))

@@ -47,6 +47,15 @@ extension Exchange {
                 return false
             case .serve(let offered):
                 action = serve(offered)
+            case .serveInstead(let offered):
+                // The fetch goes on alone and stores what comes; a wait for the leader stops.
+                wait?.stop()
+                wait = nil
+                if let fetch {
+                    self.fetch = nil
+                    fetch.continueWithoutClient(validating: machine.forwarding.validating)
+                }
+                action = serve(offered)
             case .answer(let made):
                 sendMadeHere(made.status, made.message, cacheStatus: made.cacheStatus)
                 return false
@@ -56,6 +65,7 @@ extension Exchange {
             case .awaitLock(let count):
                 holdWhileWaiting()
                 bump(count)
+                armStaleTimeout()
                 return false
             case .follow(let fetch, let count):
                 holdWhileWaiting()
@@ -65,6 +75,13 @@ extension Exchange {
             case .forward(let how):
                 holdWhileWaiting()
                 bump(how.count)
+                if poolIsDown {
+                    // Nobody to ask: a stored response that may stand in is served at once.
+                    cache.lock.release(key, here: how.leading, acrossFleet: how.claimedInFleet)
+                    action = machine.standInAtOnce(.down, now: cache.clock.now())
+                    continue
+                }
+                armStaleTimeout()
                 forward(leading: how.leading, claimedInFleet: how.claimedInFleet)
                 return false
             case .forwardAgain(let dropStored):
@@ -162,6 +179,28 @@ extension Exchange {
 }
 
 extension Exchange {
+    /// stale_timeout: a request that a stored response may stand in for
+    /// waits at most this long for the upstream's head (or the leader it
+    /// follows), from when it first waits.
+    private func armStaleTimeout() {
+        guard staleTimer == .none else { return }
+        let ms = route?.staleTimeoutMilliseconds ?? upstream.configuration.staleTimeoutMilliseconds
+        guard ms > 0, ms < upstream.configuration.upstream.responseTimeoutMilliseconds,
+              machine.mayStandInAtOnce(now: cache.clock.now()) else { return }
+        staleTimer = loop.schedule(after: UInt64(ms)) { [weak self] in
+            guard let self else { return }
+            self.staleTimer = .none
+            self.perform(self.machine.standInAtOnce(.slow, now: self.cache.clock.now()))
+        }
+    }
+
+    /// Every server of the request's pool is marked failed, and a stored
+    /// response may stand in for it.
+    private var poolIsDown: Bool {
+        machine.mayStandInAtOnce(now: cache.clock.now())
+            && upstream.configuration.pool(named: route?.upstream).allDown(now: loop.now())
+    }
+
     /// The exchange waits (the fleet, the upstream, a leader): the stored
     /// responses it keeps hold their own blocks from now on, not the
     /// worker's period token (see `CachedResponse.owned`).

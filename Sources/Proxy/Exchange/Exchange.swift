@@ -37,6 +37,8 @@ final class Exchange {
     /// body decoded for this client, or the leader's response followed.
     var body: (any BodySource)?
     var pullScheduled = false
+    /// stale_timeout's timer, while armed (`Exchange+Actions`).
+    var staleTimer = TimerID.none
 
     private(set) var isCacheLookup: Bool
     /// (A cached POST's changes once its body is read: `PostQuery`.)
@@ -143,7 +145,8 @@ final class Exchange {
             completable = Forwarding.completable(among: looked, for: request, facts: lookupFacts(directives))
         }
         let now = cache.clock.now()
-        let found = LookupFound(outcome: Lookup.decide(lookupFacts(directives), variants, now: now, shared: shared),
+        let found = LookupFound(outcome: Lookup.decide(lookupFacts(directives), variants, now: now, shared: shared,
+                                                       grace: route?.grace ?? upstream.configuration.graceSeconds),
                                 completable: completable, now: now, onlyIfCached: directives.onlyIfCached,
                                 staleIfError: directives.staleIfError)
         return machine.lookedUp(found, in: variants, from: stages)
@@ -218,6 +221,7 @@ final class Exchange {
     /// close-delimited body or cut one short after its head was sent.
     func complete(closing: Bool = false) {
         _ = machine.finish()  // (.ended: nothing to perform; a second `perform` cost a hit about 1 %)
+        stopStaleTimer()
         body?.stop()
         body = nil
         fetch?.cancel()
@@ -237,11 +241,20 @@ final class Exchange {
     func cancel() {
         answer.log(request)
         perform(machine.clientGone())  // (.ended, or a claim let go)
+        stopStaleTimer()
         body?.stop()
         body = nil
         wait?.stop()
         fetch?.clientLeft()
         fetch = nil
+    }
+}
+
+extension Exchange {
+    func stopStaleTimer() {
+        guard staleTimer != .none else { return }
+        loop.cancel(staleTimer)
+        staleTimer = .none
     }
 }
 

@@ -15,6 +15,11 @@ enum ExchangeAction: Equatable {
     case lookUp(LookupStage)
     /// Offer a stored response to the client; report `served`.
     case serve(StoredServing)
+    /// The upstream is slow (stale_timeout) or its pool is down: stop
+    /// waiting for it (a fetch goes on without the client and stores what
+    /// comes; a wait for the leader stops), then offer this stored
+    /// response; report `served`.
+    case serveInstead(StoredServing)
     /// An answer made here (400, 502, 504), queued whole: the exchange is done.
     case answer(MadeHere)
     /// Join the key's cache lock (`CacheLock.join`; `acrossFleet`: the
@@ -83,7 +88,7 @@ extension ExchangeAction {
             return true
         case let (.ignored(x), .ignored(y)): return x == y
         case let (.lookUp(x), .lookUp(y)): return x == y
-        case let (.serve(x), .serve(y)): return x == y
+        case let (.serve(x), .serve(y)), let (.serveInstead(x), .serveInstead(y)): return x == y
         case let (.answer(x), .answer(y)): return x == y
         case let (.collapse(x, f), .collapse(y, g)): return x == y && f == g
         case let (.awaitLock(x), .awaitLock(y)): return x == y
@@ -99,7 +104,7 @@ extension ExchangeAction {
 
 /// The machine's events that return an action (the names of its methods).
 enum ExchangeEvent: UInt8, Equatable {
-    case start, lookedUp, joined, leaderDone, served, upstreamHead, upstreamFailed, refreshed, nextTurn, interim
+    case start, lookedUp, joined, leaderDone, served, upstreamHead, upstreamFailed, refreshed, nextTurn, interim, upstreamSlow
 }
 
 // Every payload is a few words at most: an action is returned and
@@ -178,4 +183,10 @@ struct LookupFound {
     var now: Int64
     var onlyIfCached = false
     var staleIfError: Int? = nil
+
+    /// Served stale only for the configured grace (not its own stale-while-revalidate).
+    func withinGrace(_ policy: RequestPolicy) -> Bool {
+        if policy == .useProtocolCachePolicy, case .staleWithinGrace = outcome { return true }
+        return false
+    }
 }

@@ -190,6 +190,45 @@ extension ExchangeMachine {
         return nextStandIn(now: now)
     }
 
+    /// Why a stored response stands in while the upstream is still being
+    /// waited for (`standInAtOnce`).
+    enum WithoutUpstream {
+        /// No head came within stale_timeout (`detail=upstream-slow`).
+        case slow
+        /// Every server of the request's pool is marked failed (`detail=upstream-unreachable`).
+        case down
+
+        var detail: String { self == .slow ? "upstream-slow" : "upstream-unreachable" }
+        var failure: String {
+            self == .slow ? "the upstream sent no response head within stale_timeout" : "every server of the pool is marked failed"
+        }
+    }
+
+    /// Whether a stored response would stand in for the upstream if no head
+    /// came in time (a stale copy within stale-if-error or
+    /// stale_on_disconnect, or the policy's fallback): only then is the
+    /// upstream not waited for past stale_timeout.
+    func mayStandInAtOnce(now: Int64) -> Bool {
+        guard state == .forwarding || state == .waitingForLeader || state == .joining, let plan = upstreamPlan else { return false }
+        return plan.standIns.wouldServe(.timedOut, validating: plan.validating?.cacheControl, now: now, shared: request.shared)
+    }
+
+    /// The upstream is not waited for any longer (`why`): a stored response
+    /// that may stand in for it is served now, as for a timeout, and the
+    /// fetch (or the leader this request waits for) goes on without it.
+    mutating func standInAtOnce(_ why: WithoutUpstream, now: Int64) -> ExchangeAction {
+        guard mayStandInAtOnce(now: now), state != .joining else { return ignored(.upstreamSlow) }
+        upstreamPlan!.failure = (.timedOut, why.failure)
+        state = .forwarding
+        guard case .serve(let entry, _) = upstreamPlan!.standIn(.timedOut, detail: why.failure, now: now, shared: request.shared)
+        else { return ignored(.upstreamSlow) }  // (`mayStandInAtOnce` said it would)
+        let age = entry.currentAge(now: now)
+        offer = .standIn(now: now)
+        return .serveInstead(StoredServing(entry: entry, age: age, now: now,
+                                           cacheStatus: CacheStatus.hit(ttl: entry.lifetime.minusSaturating(age), detail: why.detail),
+                                           count: .staleHit))
+    }
+
     /// The next answer in the failed upstream's place (`StandIns`): a
     /// stored response, a 502/504, or (`.takeHead`) the upstream's own.
     private mutating func nextStandIn(now: Int64) -> ExchangeAction {

@@ -206,7 +206,8 @@ struct ExchangeMachine {
             switch waited {
             case .nothing:
                 return .serve(StoredServing(entry: entry, age: age, now: found.now,
-                                            cacheStatus: CacheStatus.hit(ttl: ttl, detail: fleet == .answered ? "fleet" : nil),
+                                            cacheStatus: CacheStatus.hit(ttl: ttl, detail: fleet == .answered ? "fleet"
+                                                                         : stale && found.withinGrace(policy) ? "grace" : nil),
                                             count: stale ? .staleHit : .hit))
             case .leader:
                 // Counted as a miss already, and collapsed.

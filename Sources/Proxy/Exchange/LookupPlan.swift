@@ -58,7 +58,8 @@ enum LookupPlan: Equatable {
                                     noCacheUpstream: noCacheUpstream, collapse: false))
         case .followProtocol(.fresh(let index, let age, let ttl)):
             return .serve(index: index, age: age, ttl: ttl, stale: false, refresh: false)
-        case .followProtocol(.staleWhileRevalidate(let index, let age, let ttl)):
+        case .followProtocol(.staleWhileRevalidate(let index, let age, let ttl)),
+             .followProtocol(.staleWithinGrace(let index, let age, let ttl)):
             return .serve(index: index, age: age, ttl: ttl, stale: true, refresh: true)
         case .followProtocol(.stale(let index, _, _, let forced)):
             return miss(Forward(reason: forced ? .request : .stale, validate: index, staleCandidate: index),

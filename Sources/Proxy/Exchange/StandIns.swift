@@ -26,6 +26,14 @@ struct StandIns {
         case passThrough
     }
 
+    /// Whether a stored response would answer `kind` (nothing is taken).
+    func wouldServe(_ kind: UpstreamFailure.Kind, validating: CacheControl?, now: Int64, shared: Bool) -> Bool {
+        guard fallback != nil || stale != nil else { return false }
+        var copy = self
+        if case .serve = copy.answer(kind, detail: "", validating: validating, now: now, shared: shared) { return true }
+        return false
+    }
+
     /// `validating`: the directives of the stored response the request
     /// was revalidating, if any.
     mutating func answer(_ kind: UpstreamFailure.Kind, detail: String, validating: CacheControl?, now: Int64,

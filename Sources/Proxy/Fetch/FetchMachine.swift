@@ -42,6 +42,9 @@ struct FetchMachine: Equatable {
     }
 
     private(set) var state = State.requesting
+    /// The client was answered otherwise before the head came (a stale
+    /// copy, stale_timeout): the response, when it comes, is the store's alone.
+    private(set) var unattended = false
     private(set) var leadership: Leadership
     /// The transfer is held (a slow client, or a store behind with writing).
     private(set) var paused = false
@@ -106,7 +109,7 @@ struct FetchMachine: Equatable {
         guard state == .requesting else { return ignored(.head) }
         if let invalid { return .refuse(invalid) }
         guard clientTakes else { return .drop }
-        state = .streaming
+        state = unattended ? .orphaned : .streaming
         return .stream
     }
 
@@ -132,7 +135,7 @@ struct FetchMachine: Equatable {
     /// length its head said: `.store`, or `.pass` (not stored: the claim
     /// is given up at once, so requests waiting for it fetch on their own).
     mutating func storeChosen(_ storing: Bool, expectedLength: Int?) -> FetchAction {
-        guard state == .streaming else { return ignored(.storeChosen) }
+        guard state == .streaming || state == .orphaned else { return ignored(.storeChosen) }
         (self.storing, self.expectedLength) = (storing, expectedLength)
         return storing ? .store : .pass
     }
@@ -228,6 +231,16 @@ struct FetchMachine: Equatable {
             finish()
             return .stop
         }
+    }
+
+    /// The client was answered with a stored response while the head was
+    /// still awaited (the upstream is slow): the fetch goes on without it,
+    /// retried as before, and what comes goes into the store (or is
+    /// dropped, when not worth finishing). Past the head, as `clientGone`.
+    mutating func clientAnsweredElsewhere() -> FetchAction {
+        guard state == .requesting else { return clientGone() }
+        unattended = true
+        return .keepFetching(resume: false)
     }
 }
 

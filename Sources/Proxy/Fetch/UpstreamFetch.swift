@@ -13,25 +13,25 @@ import HTTPHeaders
 /// framing); this keeps the response's. It goes on without its client
 /// when the response is worth finishing: orphaned, held by `UpstreamAccess`.
 final class UpstreamFetch: UpstreamTransferDelegate {
-    private unowned let upstream: UpstreamAccess
-    private unowned let cache: CacheAccess
+    unowned let upstream: UpstreamAccess
+    unowned let cache: CacheAccess
     /// Nil once the client left or the fetch is over. (Unowned: the
     /// exchange lets go of it, by `clientLeft` or `cancel`, before it
     /// goes; a weak reference would cost every miss a side table.)
     private unowned var client: (any FetchClient)?
-    private let request: RequestHead
-    private let key: String
-    private let isCacheLookup: Bool
+    let request: RequestHead
+    let key: String
+    let isCacheLookup: Bool
     private let variants: Variants
     private let toDisk: Bool
     /// The upstream request's fields; it goes out once its body allows.
     private let fields: HeaderFields
     private var requestBody: HeldRequestBody
     private var upstreamRequest: UpstreamRequest?
-    private var machine: FetchMachine
+    var machine: FetchMachine
     /// Also the request body's way upstream (the client streams it).
     private(set) var transfer: (any UpstreamTransferControl)?
-    private var store: PendingStore?
+    private(set) var store: PendingStore?
     private var receivedBody = 0
     private var requestTime: Int64 = 0
     /// Monotonic microseconds when the request went out (the upstream's latency).
@@ -63,7 +63,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
 
     /// Whether the response may be shared with requests collapsed onto it
     /// (not a completion's rest: they wait, then look up again).
-    private let sharing: Bool
+    let sharing: Bool
 
     /// `asGet`: the client's HEAD goes as a GET, so what comes is stored
     /// (`Exchange.forward`); the fetch is a GET's in every way.
@@ -205,7 +205,8 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         response.upstreamMicroseconds = upstreamMicroseconds
         var invalid: String?
         if case .invalid(let why) = response.framing { invalid = why }
-        switch machine.head(invalid: invalid, clientTakes: invalid == nil && (client?.takes(response) ?? false)) {
+        let takes = invalid == nil && (client.map { $0.takes(response) } ?? takenUnattended(response))
+        switch machine.head(invalid: invalid, clientTakes: takes) {
         case .refuse(let why):
             // RFC 9112 section 6.3: discard the response, close the upstream
             // connection, 502 (the body's end cannot be known).
@@ -220,7 +221,6 @@ final class UpstreamFetch: UpstreamTransferDelegate {
             // Answered otherwise (a 5xx's stand-in, a 304 refresh): the rest is not wanted.
             return cancel()
         }
-        guard let client else { return cancel() }
         store = missHandler.flatMap { cache.applyCacheEffect(of: response, to: request, key: key, isCacheLookup: isCacheLookup,
                                                              variants: variants, through: $0) }
         if case .pass = machine.storeChosen(store != nil, expectedLength: response.length) { releaseClaim() }
@@ -231,7 +231,30 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         let stored = store != nil
         // Nothing more will come (204, Content-Length: 0): stored before the client has it all.
         if stored && (response.hasNoBody(answering: request.method) || machine.expectedLength == 0) { settle(whole: true) }
+        guard let client else {
+            // Unattended: on into the store (and to followers), if worth finishing.
+            if !machine.mayFinishUnattended { cancel() }
+            return
+        }
         client.streams(response, stored: stored)
+    }
+
+    /// The stored response validated, when the client was answered with a
+    /// stale copy before the head came (`continueWithoutClient`).
+    private var validated: CachedResponse?
+
+    /// A head with no client to take it (it had a stale copy meanwhile):
+    /// a 304 refreshes what was validated, a 5xx leaves the stored copy be
+    /// (it may serve on), anything else goes on into the store.
+    private func takenUnattended(_ response: UpstreamResponse) -> Bool {
+        guard machine.unattended else { return false }
+        if response.status == 304 {
+            if let validated, let missHandler {
+                _ = cache.applyNotModified(response, validated: validated, among: variants, through: missHandler)
+            }
+            return false
+        }
+        return response.status < 500
     }
 
     func upstreamDidReceiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
@@ -360,7 +383,20 @@ final class UpstreamFetch: UpstreamTransferDelegate {
     /// followers stream), else the fetch stops.
     func clientLeft() {
         client = nil
-        switch machine.clientGone() {
+        goOnAlone(machine.clientGone())
+    }
+
+    /// The client was answered with a stored response before the head came
+    /// (stale_timeout): the fetch goes on alone and stores what comes; a
+    /// 304 refreshes `validating`. Its failures still count against the server.
+    func continueWithoutClient(validating: CachedResponse?) {
+        client = nil
+        validated = validating
+        goOnAlone(machine.clientAnsweredElsewhere())
+    }
+
+    private func goOnAlone(_ action: FetchAction) {
+        switch action {
         case .keepFetching(let resume):
             upstream.adopt(self)  // held until it ends
             if resume { transfer?.resume() }
@@ -397,37 +433,5 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         let here = machine.endLeadership() == .releaseClaim
         cache.lock.release(key, here: here, acrossFleet: claimedInFleet)
         claimedInFleet = false
-    }
-
-    // MARK: sharing with collapsed requests
-
-    /// Offers the response to collapsed requests once it is known storable
-    /// (published at once when some already wait).
-    private func offerToShare() {
-        guard canShare, request.method == "GET" || request.method == "POST" && isCacheLookup else { return }
-        if cache.lock.offer(key, loop: upstream.loop, share: { [weak self] in self?.shareRequested() }) { share() }
-    }
-
-    /// Still leading, not yet shared, and the body so far is in memory.
-    private var canShare: Bool {
-        guard sharing, machine.mayPublish, let pending = store else { return false }
-        return !pending.isStreaming
-    }
-
-    /// A request now waits for this key (on this loop): share if still possible.
-    private func shareRequested() {
-        if canShare { share() }
-    }
-
-    /// Publishes the response with the body received so far.
-    private func share() {
-        guard let pending = store else { return }
-        let head = SharedFetch.head(of: pending.response, varyNames: cache.builder.variantFields(pending.response.fields, key: key),
-                                    leader: request)
-        let fetch = SharedFetch(head: head, limitBytes: 2 * max(upstream.configuration.maxObjectBytes, 1 << 20))
-        let soFar = pending.collected
-        if soFar.count > 0 { fetch.append(Bytes(soFar)) }
-        guard case .publish = machine.publish(fetch) else { return }
-        cache.lock.publish(key, fetch)
     }
 }

@@ -44,6 +44,13 @@ public struct ProxyConfiguration: Sendable {
     /// (seconds) a stored response may be served when the upstream cannot
     /// be reached at all, unless its directives forbid it (0: off).
     public var staleOnDisconnectSeconds = 3600
+    /// How long a request with a stale copy that may stand in for a failed
+    /// upstream waits for the upstream's head before it is served that copy
+    /// (`detail=upstream-slow`; the fetch goes on and stores). 0: off.
+    public var staleTimeoutMilliseconds = 3000
+    /// Varnish's grace: for this long past expiry (seconds) a stored
+    /// response is served at once while one background revalidation runs.
+    public var graceSeconds = 0
     /// `compress`: uncompressed responses of these media types are stored
     /// gzip encoded (empty: off, the default). Routes may override it.
     public var compressTypes = MediaTypePatterns()

@@ -69,6 +69,23 @@ final class ConfigCheckTests: ConfiguredTestCase {
             XCTAssertEqual(r.status, 78, "\(command): \(r.stderr)")
             XCTAssertTrue(r.stderr.contains("listen: 127.0.0.1:\(port) is named by two [[listen]] tables"), r.stderr)
         }
+        // Addresses that are not this machine's (192.0.2.0/24 is for documentation, never assigned).
+        for (text, message) in [("[[listen]]\naddress = \"192.0.2.1:8080\"\n", "listen: cannot listen on 192.0.2.1:8080: not an address of this machine"),
+                                ("listen = \"127.0.0.1:0\"\nadmin_listen = \"192.0.2.1:8081\"\nadmin_token = \"a-long-enough-token\"\n",
+                                 "admin_listen: cannot listen on 192.0.2.1:8081: not an address of this machine")] {
+            let path = try writeConfig("upstream = \"http://127.0.0.1:9\"\n" + text)
+            for command in ["check-config", "serve"] {
+                let r = try larder([command, "--config", path])
+                XCTAssertEqual(r.status, 78, "\(command): \(r.stderr)")
+                XCTAssertTrue(r.stderr.contains(message), "\(command): \(r.stderr)")
+            }
+        }
+        // A port in use is no mistake of the file: check-config passes (a running Larder holds its port), serve exits 1.
+        let holder = try SilentServer()
+        let taken = try writeConfig("upstream = \"http://127.0.0.1:9\"\nlisten = \"127.0.0.1:\(holder.port)\"\n")
+        XCTAssertEqual(try larder(["check-config", "--config", taken]).status, 0)
+        XCTAssertEqual(try larder(["serve", "--config", taken]).status, 1)
+        holder.stop()
         let withToken = try writeConfig("admin_listen = \"0.0.0.0:0\"\nadmin_token = \"a-long-enough-token\"\n")
         XCTAssertEqual(try larder(["check-config", "--config", withToken]).status, 0)
     }

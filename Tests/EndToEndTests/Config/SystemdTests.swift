@@ -122,9 +122,12 @@ final class SystemdTests: ConfiguredTestCase {
         for line in ["Type=notify", "WatchdogSec=", "DynamicUser=yes", "CacheDirectory=larder", "ProtectSystem=strict",
                      "ProtectHome=yes", "PrivateTmp=yes", "NoNewPrivileges=yes", "RestrictAddressFamilies=",
                      "SystemCallFilter=@system-service", "CapabilityBoundingSet=\n", "LimitNOFILE=", "Restart=on-failure",
-                     "ExecReload=/bin/kill -HUP $MAINPID"] {
+                     "ExecReload=/bin/kill -HUP $MAINPID", "RestartPreventExitStatus=78\n",
+                     "ExecStartPre=\(Paths.larder) check-config --config /etc/larder/larder.toml\n",
+                     "ExecStart=\(Paths.larder) serve --config /etc/larder/larder.toml\n"] {
             XCTAssertTrue(service.contains(line), line)
         }
+        XCTAssertFalse(service.contains("--cache-dir"), "the config file says where the disk tier is")
     }
 
     // MARK: sd_notify
@@ -340,6 +343,13 @@ final class SystemdTests: ConfiguredTestCase {
         XCTAssertTrue(FileManager.default.isExecutableFile(atPath: stage + "/usr/local/bin/larder"))
         let unit = try String(contentsOfFile: stage + "/etc/systemd/system/larder.service", encoding: .utf8)
         XCTAssertTrue(unit.contains("ExecStart=/usr/local/bin/larder serve --config /etc/larder/larder.toml"), unit)
+        // The installed configuration keeps its disk tier in the unit's CacheDirectory=, and passes the unit's check.
+        let installed = try String(contentsOfFile: stage + "/etc/larder/larder.toml", encoding: .utf8)
+        XCTAssertTrue(installed.contains("\ncache_dir = \"/var/cache/larder\"\n"), installed)
+        let check = try ChildProcess(Paths.larder, ["check-config", "--config", stage + "/etc/larder/larder.toml"])
+        XCTAssertEqual(check.waitForExit(timeout: 20), 0)
+        check.drainOutput()
+        XCTAssertTrue(check.stdout.contains(": ok"), check.stdout + check.stderr)
         // The manual page and the completions say what the binary takes: every
         // command, and every option its help lists (docs/man/larder.1 is regenerated
         // by `make man` when the command line changes).

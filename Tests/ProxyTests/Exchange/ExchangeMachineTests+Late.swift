@@ -23,6 +23,7 @@ extension ExchangeMachineTests {
         send(.refreshed) { $0.refreshed(nil, now: now) }
         send(.nextTurn) { $0.nextTurn() }
         send(.interim) { $0.interim() }
+        send(.upstreamSlow) { $0.standInAtOnce(.slow, now: now) }
         return out
     }
 

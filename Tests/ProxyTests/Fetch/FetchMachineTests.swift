@@ -176,4 +176,32 @@ final class FetchMachineTests: XCTestCase {
         XCTAssertEqual(noLimit.storeChosen(true, expectedLength: 1), .store)
         XCTAssertEqual(noLimit.clientGone(), .stop, "finish_store_limit = 0: never without the client")
     }
+
+    func testAFetchWhoseClientHadAStaleCopyGoesOnAloneIntoTheStore() {
+        var m = FetchMachine(leading: true, retryLimit: 1, finishStoreLimit: 1000)
+        XCTAssertEqual(m.clientAnsweredElsewhere(), .keepFetching(resume: false), "no head yet: it goes on")
+        XCTAssertEqual(m.state, .requesting)
+        XCTAssertEqual(m.complete(.timedOut("30 s")), .retry(markServer: true), "retried and counted, as with a client")
+        XCTAssertEqual(m.head(invalid: nil, clientTakes: true), .stream)
+        XCTAssertEqual(m.state, .orphaned, "the response is the store's alone")
+        XCTAssertEqual(m.storeChosen(true, expectedLength: 100), .store)
+        XCTAssertTrue(m.mayFinishUnattended)
+        XCTAssertEqual(m.body(clientCongested: never, storeBacklogged: { false }), .take, "no client to ask")
+        XCTAssertEqual(m.took(received: 100, storing: true), .take)
+        XCTAssertEqual(m.complete(nil), .end)
+
+        var notStored = FetchMachine(leading: true, finishStoreLimit: 1000)
+        _ = notStored.clientAnsweredElsewhere()
+        _ = notStored.head(invalid: nil, clientTakes: true)
+        XCTAssertEqual(notStored.storeChosen(false, expectedLength: 100), .pass)
+        XCTAssertFalse(notStored.mayFinishUnattended, "nothing to finish it for: the driver stops it")
+
+        var failing = FetchMachine(leading: false)
+        _ = failing.clientAnsweredElsewhere()
+        XCTAssertEqual(failing.complete(.timedOut("30 s")), .fail(.timedOut, markServer: true), "the server is still counted against")
+
+        var streaming = self.streaming()
+        XCTAssertEqual(streaming.clientAnsweredElsewhere(), .keepFetching(resume: false), "past the head: as a client that left")
+        XCTAssertEqual(streaming.state, .orphaned)
+    }
 }
