@@ -31,3 +31,9 @@ int64_t el_wall_seconds(void) {
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec + offset() / 1000;
 }
+
+int64_t el_wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + offset();
+}

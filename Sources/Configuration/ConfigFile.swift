@@ -93,6 +93,9 @@ public enum ConfigFile {
                 throw ConfigError(file: path, line: lines[key], key: key, message: problem)
             }
         }
+        if let problem = settings.accessLogFormatProblem() {
+            throw ConfigError(file: path, line: lines[problem.key] ?? nil, key: problem.key, message: problem.message)
+        }
         // Upstream names are known once every table is read.
         if let problem = settings.unknownPool() {
             let line = problem.route.map { lines["route.\($0).upstream"] } ?? lines["upstream"]

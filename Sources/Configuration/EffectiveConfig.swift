@@ -93,7 +93,10 @@ public enum EffectiveConfig {
         case .strip_tag_headers: value = String(p.stripTagHeaders)
         case .strip_targeted_fields: value = String(p.stripTargetedFields)
         case .access_log: value = quoted(s.accessLog ?? "off")
-        case .access_log_format: value = quoted(s.accessLogJSON ? "json" : "text")
+        case .access_log_format: value = quoted(s.accessLogFormatName)
+        case .access_log_template:
+            guard let template = s.accessLogTemplate else { return "# access_log_template: not set" }
+            value = quoted(template)
         case .upstream_retries: value = String(p.upstreamRetries)
         case .upstream_max_connections: value = String(s.upstreamMaxConnections)
         case .finish_store_limit: value = quoted(size(p.finishStoreLimitBytes))

@@ -6,6 +6,7 @@ import HTTP1
 import Logging
 import Proxy
 import Routing
+import Telemetry
 import Threads
 import Upstream
 
@@ -75,8 +76,38 @@ public struct Settings {
     public var upstreamMaxConnections = 512
     /// nil: off; "stdout", "stderr" or a file path.
     public var accessLog: String?
-    /// access_log_format = "json": one JSON object per line.
-    public var accessLogJSON = false
+    /// access_log_format: "text", "json" (one JSON object per line) or
+    /// "custom" (access_log_template's fields).
+    public var accessLogFormatName = "text"
+    public var accessLogTemplate: String?
+
+    /// The access log's format (the template checked when the file was read).
+    public var accessLogFormat: AccessLogFormat {
+        switch accessLogFormatName {
+        case "json": return .json
+        case "custom": return (try? AccessTemplate(accessLogTemplate ?? "")).map { .custom($0) } ?? .text
+        default: return .text
+        }
+    }
+
+    /// What is wrong with access_log_format and access_log_template together.
+    public func accessLogFormatProblem() -> (key: String, message: String)? {
+        guard accessLogFormatName == "custom" else {
+            guard accessLogTemplate == nil else {
+                return ("access_log_template", "is read only with access_log_format = \"custom\"")
+            }
+            return nil
+        }
+        guard let template = accessLogTemplate else {
+            return ("access_log_format", "\"custom\" needs access_log_template, e.g. \"$time $client $method $target $status\"")
+        }
+        do {
+            _ = try AccessTemplate(template)
+            return nil
+        } catch {
+            return ("access_log_template", error.description)
+        }
+    }
 }
 
 /// A configuration problem: which file, line and key, and what is wrong.
@@ -108,14 +139,14 @@ public enum ConfigKey: String, CaseIterable {
     case send_timeout, admin_max_connections, request_buffer_size, pass_request_headers, stale_on_disconnect
     case compress, range_fill, access_log_format, disk_open_files, admin_hosts, request_buffer_total, io_threads
     case handshake_timeout, http2_max_concurrent_streams, admin_read_token, admin_read_token_file, admin_healthz_public
-    case preserve_host, stale_timeout, grace
+    case preserve_host, stale_timeout, grace, access_log_template
 
     public enum Kind { case string, size, duration, integer, bool, lifetime, list }
 
     public var kind: Kind {
         switch self {
         case .listen, .upstream, .log_level, .cache_mode, .upstream_ca_file, .targeted_cache_control, .cache_dir, .policy,
-             .admin_listen, .admin_token, .admin_token_file, .access_log, .access_log_format, .admin_read_token,
+             .admin_listen, .admin_token, .admin_token_file, .access_log, .access_log_format, .access_log_template, .admin_read_token,
              .admin_read_token_file:
             return .string
         case .memory_limit, .disk_limit, .max_object_size, .max_header_size, .max_target_size, .max_body_size,
@@ -364,8 +395,10 @@ extension Settings {
             case .access_log:
                 accessLog = ["off", "none", ""].contains(s.lowercased()) ? nil : s
             case .access_log_format:
-                guard ["text", "json"].contains(s.lowercased()) else { return "expected \"text\" or \"json\"" }
-                accessLogJSON = s.lowercased() == "json"
+                guard ["text", "json", "custom"].contains(s.lowercased()) else { return "expected \"text\", \"json\" or \"custom\"" }
+                accessLogFormatName = s.lowercased()
+            case .access_log_template:
+                accessLogTemplate = s
             default: break
             }
         }

@@ -217,6 +217,8 @@ public final class EventLoop {
     public var wakeMicroseconds: UInt64 { el_wake_us(raw) }
     /// Wall-clock seconds since the epoch.
     public static func wallSeconds() -> Int64 { el_wall_seconds() }
+    /// Wall-clock milliseconds since the epoch.
+    public static func wallMilliseconds() -> Int64 { el_wall_ms() }
 }
 
 /// A pthread mutex; small enough that the whole process can use one type.

@@ -12,21 +12,25 @@ public struct AccessLine {
     /// -1 or 0 for "none", narrow where the value is (a status, a worker's
     /// number), so a line is one short copy.
     public struct Figures {
-        /// Wall seconds when it ended (first: `PackedLines.time` reads it alone).
+        /// Wall milliseconds when it ended (first: `PackedLines.time` reads it alone).
         public var time: Int64
         public var bodyBytes: Int
         private var firstByte: Int, total: Int, upstreamTime: Int
         private var statusCode: UInt16, upstreamCode: UInt16, workerNumber: UInt16
-        /// 10, 11 or 20: HTTP/1.0, HTTP/1.1, HTTP/2.
+        /// 10, 11, 20 or 30: HTTP/1.0, HTTP/1.1, HTTP/2, HTTP/3.
         private var version: UInt8
+        /// The client spoke TLS.
+        public private(set) var tls: Bool
         public var result: LatencyHistograms.Result
         /// The texts' lengths, set when packed.
         fileprivate var lengths: (client: UInt16, method: UInt16, target: UInt32, cache: UInt16) = (0, 0, 0, 0)
+        fileprivate var more: (host: UInt16, upstream: UInt16, sni: UInt16) = (0, 0, 0)
 
         public init(time: Int64, worker: Int, status: Int, bodyBytes: Int, firstByteMicroseconds: Int?,
                     totalMicroseconds: Int?, result: LatencyHistograms.Result, upstreamStatus: Int? = nil,
-                    upstreamMicroseconds: Int? = nil, httpVersion: Int = 11) {
+                    upstreamMicroseconds: Int? = nil, httpVersion: Int = 11, tls: Bool = false) {
             version = UInt8(clamping: httpVersion)
+            self.tls = tls
             (self.time, self.bodyBytes, self.result) = (time, bodyBytes, result)
             (firstByte, total, upstreamTime) = (firstByteMicroseconds ?? -1, totalMicroseconds ?? -1, upstreamMicroseconds ?? -1)
             statusCode = UInt16(clamping: status)
@@ -40,6 +44,7 @@ public struct AccessLine {
         public var protocolName: StaticString {
             switch version {
             case 20: return "HTTP/2"
+            case 30: return "HTTP/3"
             case 10: return "HTTP/1.0"
             default: return "HTTP/1.1"
             }
@@ -60,6 +65,27 @@ public struct AccessLine {
     /// The Cache-Status as sent, a whole field line or its value (empty:
     /// none sent); `cacheColumn` cuts it as the log shows it.
     public var cache: UnsafeBufferPointer<UInt8>
+    /// The request's Host (HTTP/2: its authority), the upstream server that
+    /// answered (host:port; empty for an answer from the cache), the TLS
+    /// server name the client sent (empty: none, or no TLS).
+    public var host = UnsafeBufferPointer<UInt8>(start: nil, count: 0)
+    public var upstream = UnsafeBufferPointer<UInt8>(start: nil, count: 0)
+    public var sni = UnsafeBufferPointer<UInt8>(start: nil, count: 0)
+
+    public init(figures: Figures, client: UnsafeBufferPointer<UInt8>, method: UnsafeBufferPointer<UInt8>,
+                target: UnsafeBufferPointer<UInt8>, cache: UnsafeBufferPointer<UInt8>) {
+        (self.figures, self.client, self.method, self.target, self.cache) = (figures, client, method, target, cache)
+    }
+
+    /// The texts a line carries besides the request line's (`with`).
+    public struct Where {
+        public var host: String?
+        public var upstream: String?
+        public var sni: String?
+        public init(host: String? = nil, upstream: String? = nil, sni: String? = nil) {
+            (self.host, self.upstream, self.sni) = (host, upstream, sni)
+        }
+    }
 
     /// The Cache-Status value without field name, cache name or line end
     /// ("hit; ttl=55"; empty when none was sent). Cut where the line is
@@ -80,12 +106,20 @@ public struct AccessLine {
     /// `body` with the line whose texts are these strings' bytes.
     @inline(__always)
     public static func with<R>(_ figures: Figures, client: String, method: String, target: String,
-                               cache: [UInt8], _ body: (AccessLine) -> R) -> R {
+                               cache: [UInt8], at place: Where = Where(), _ body: (AccessLine) -> R) -> R {
         withBytes(client) { client in
             withBytes(method) { method in
                 withBytes(target) { target in
                     cache.withUnsafeBufferPointer { cache in
-                        body(AccessLine(figures: figures, client: client, method: method, target: target, cache: cache))
+                        withBytes(place.host ?? "") { host in
+                            withBytes(place.upstream ?? "") { upstream in
+                                withBytes(place.sni ?? "") { sni in
+                                    var line = AccessLine(figures: figures, client: client, method: method, target: target, cache: cache)
+                                    (line.host, line.upstream, line.sni) = (host, upstream, sni)
+                                    return body(line)
+                                }
+                            }
+                        }
                     }
                 }
             }
@@ -109,6 +143,7 @@ public enum PackedLines {
     @inline(__always)
     public static func size(_ line: AccessLine) -> Int {
         figuresSize + line.client.count + line.method.count + line.target.count + line.cache.count
+            + line.host.count + line.upstream.count + line.sni.count
     }
 
     /// Packs `line` at the buffer's end (texts cut to what their lengths hold).
@@ -119,7 +154,11 @@ public enum PackedLines {
         let method = UnsafeBufferPointer(rebasing: line.method.prefix(Int(UInt16.max)))
         let target = UnsafeBufferPointer(rebasing: line.target.prefix(Int(UInt32.max)))
         let cache = UnsafeBufferPointer(rebasing: line.cache.prefix(Int(UInt16.max)))
+        let host = UnsafeBufferPointer(rebasing: line.host.prefix(Int(UInt16.max)))
+        let upstream = UnsafeBufferPointer(rebasing: line.upstream.prefix(Int(UInt16.max)))
+        let sni = UnsafeBufferPointer(rebasing: line.sni.prefix(Int(UInt16.max)))
         figures.lengths = (UInt16(client.count), UInt16(method.count), UInt32(target.count), UInt16(cache.count))
+        figures.more = (UInt16(host.count), UInt16(upstream.count), UInt16(sni.count))
         var p = buffer.end(reserving: size(line))
         UnsafeMutableRawPointer(p).storeBytes(of: figures, as: AccessLine.Figures.self)
         p += figuresSize
@@ -127,6 +166,9 @@ public enum PackedLines {
         ByteWriting.put(method, at: &p)
         ByteWriting.put(target, at: &p)
         ByteWriting.put(cache, at: &p)
+        ByteWriting.put(host, at: &p)
+        ByteWriting.put(upstream, at: &p)
+        ByteWriting.put(sni, at: &p)
         buffer.commit(upTo: p)
     }
 
@@ -140,12 +182,13 @@ public enum PackedLines {
             defer { p += count }
             return UnsafeBufferPointer(start: p, count: count)
         }
-        let line = AccessLine(figures: figures, client: text(Int(figures.lengths.client)), method: text(Int(figures.lengths.method)),
+        var line = AccessLine(figures: figures, client: text(Int(figures.lengths.client)), method: text(Int(figures.lengths.method)),
                               target: text(Int(figures.lengths.target)), cache: text(Int(figures.lengths.cache)))
+        (line.host, line.upstream, line.sni) = (text(Int(figures.more.host)), text(Int(figures.more.upstream)), text(Int(figures.more.sni)))
         return (line, p - bytes.baseAddress!)
     }
 
-    /// Wall seconds of the line packed at `offset` (the figures' first field).
+    /// Wall milliseconds of the line packed at `offset` (the figures' first field).
     @inline(__always)
     public static func time(at offset: Int, in bytes: UnsafeBufferPointer<UInt8>) -> Int64 {
         UnsafeRawPointer(bytes.baseAddress! + offset).loadUnaligned(as: Int64.self)

@@ -15,8 +15,11 @@ import Glibc
 public final class AccessLog: @unchecked Sendable {
     /// nil for stdout or stderr.
     public let path: String?
-    /// One JSON object per line (`access_log_format = "json"`), else text.
-    public let json: Bool
+    /// Text, JSON objects or a template (`access_log_format`).
+    public let format: AccessLogFormat
+    /// How long lines are held to be written in time order across workers
+    /// (`LineMerge`; 0 with one worker: as they come).
+    private let holdMilliseconds: Int64
     /// One number for the log's whole life: a reopen puts the new file
     /// behind it (`dup2`), so a worker writing as it happens writes to the
     /// old file or the new one, never to a number closed (or reused by a
@@ -31,8 +34,11 @@ public final class AccessLog: @unchecked Sendable {
     private let stats: ProxyStats?
 
     /// `destination`: "stdout", "stderr" or a file path.
-    public init(destination: String, json: Bool = false, stats: ProxyStats? = nil) throws(OpenError) {
-        self.json = json
+    /// `workers`: how many hand lines over (with more than one, lines are
+    /// held a little longer than a worker's batch to be put in order).
+    public init(destination: String, format: AccessLogFormat = .text, workers: Int = 1, stats: ProxyStats? = nil) throws(OpenError) {
+        self.format = format
+        holdMilliseconds = workers > 1 ? Self.batchMilliseconds + 100 : 0
         self.stats = stats
         switch destination {
         case "stdout":
@@ -76,11 +82,16 @@ public final class AccessLog: @unchecked Sendable {
 
     /// Lines a worker holds before it writes them (or a second at most).
     public static let flushBytes = 32 * 1024
+    public static let batchMilliseconds: Int64 = 1000
 
     /// Bytes of lines that may wait for the writer thread.
     public static let queueLimit = 16 << 20
     private let pending = Condition()
-    private var batches: [[UInt8]] = []
+    private var batches: [LineMerge.Batch] = []
+    /// The writer's: lines held for their order.
+    private var merge = LineMerge()
+    /// `waitUntilWritten` asks for every held line now.
+    private var flushing = false
     private var queued = 0
     private var writing = false
     private var dropped = 0
@@ -88,19 +99,20 @@ public final class AccessLog: @unchecked Sendable {
     private var writerStarted = false
 
     /// Hands whole lines to the writer thread (any thread; it never waits
-    /// for the file). Until a thread could start, they wait within the bound.
-    public func write(_ bytes: UnsafeBufferPointer<UInt8>) {
-        guard !bytes.isEmpty else { return }
-        let batch = Array(bytes)
+    /// for the file), each line's time (wall milliseconds) and end offset
+    /// given. Until a thread could start, they wait within the bound.
+    public func write(_ bytes: UnsafeBufferPointer<UInt8>, times: [Int64], ends: [Int]) {
+        guard !bytes.isEmpty, times.count == ends.count, ends.last == bytes.count else { return }
+        let batch = LineMerge.Batch(bytes: Array(bytes), times: times, ends: ends)
         pending.lock()
-        guard queued + batch.count <= Self.queueLimit else {
-            dropped += batch.count
+        guard queued + bytes.count <= Self.queueLimit else {
+            dropped += bytes.count
             pending.unlock()
-            stats?.accessLogDroppedBytes.wrappingAdd(batch.count, ordering: .relaxed)
+            stats?.accessLogDroppedBytes.wrappingAdd(bytes.count, ordering: .relaxed)
             return
         }
         batches.append(batch)
-        queued += batch.count
+        queued += bytes.count
         let start = !writerStarted
         writerStarted = true
         pending.broadcast()  // (the writer; waiters in waitUntilWritten look again)
@@ -122,8 +134,10 @@ public final class AccessLog: @unchecked Sendable {
         let deadline = Condition.deadline(afterMilliseconds: UInt64(max(0, milliseconds)))
         pending.lock()
         defer { pending.unlock() }
-        while !batches.isEmpty || writing {
-            if !pending.wait(until: deadline) { return batches.isEmpty && !writing }
+        flushing = true
+        pending.broadcast()
+        while !batches.isEmpty || writing || !merge.isEmpty {
+            if !pending.wait(until: deadline) { return batches.isEmpty && !writing && merge.isEmpty }
         }
         return true
     }
@@ -133,15 +147,22 @@ public final class AccessLog: @unchecked Sendable {
             try startThread(name: "larder-log") { [self] in
                 while true {
                     pending.lock()
-                    while batches.isEmpty { pending.wait() }
-                    let taken = batches
+                    while batches.isEmpty && !(flushing && !merge.isEmpty) {
+                        guard holdMilliseconds > 0, let earliest = merge.earliest else { pending.wait(); continue }
+                        let due = earliest + holdMilliseconds - EventLoop.wallMilliseconds()
+                        if due <= 0 || !pending.wait(until: Condition.deadline(afterMilliseconds: UInt64(due))) { break }
+                    }
+                    let taken = batches, all = flushing
                     batches.removeAll(keepingCapacity: true)
                     queued = 0
                     writing = true
                     pending.unlock()
-                    for batch in taken { batch.withUnsafeBufferPointer(writeNow) }
+                    for batch in taken { merge.add(batch) }
+                    let lines = merge.take(upTo: all ? .max : EventLoop.wallMilliseconds() - holdMilliseconds)
+                    lines.withUnsafeBufferPointer(writeNow)
                     pending.lock()
                     writing = false
+                    if merge.isEmpty { flushing = false }
                     pending.broadcast()  // (waitUntilWritten)
                     pending.unlock()
                 }
@@ -186,13 +207,11 @@ public struct AccessRecord {
     /// The Cache-Status sent: a whole "Cache-Status: ...\r\n" line (hits)
     /// or the value (forwards).
     private(set) var cacheStatus: [UInt8] = []
-    /// The upstream's status and time to its head, when its head was the answer.
-    public var upstream: (status: Int, microseconds: Int?)?
+    /// The upstream's status, time to its head and server (host:port), when its head was the answer.
+    public var upstream: (status: Int, microseconds: Int?, server: String?)?
     /// Body bytes of an answer made here; nil for a forwarded body (the
     /// bytes received count then).
     private(set) var bodyBytes: Int?
-    /// Wall seconds when a whole answer was queued (0: not known).
-    private var answeredAt: Int64 = 0
     private var written = false
 
     /// `start`: when the request arrived (its loop's wake, monotonic
@@ -204,7 +223,7 @@ public struct AccessRecord {
 
     @inline(__always)
     public mutating func note(status: Int, result: LatencyHistograms.Result, queuedWhole: Bool,
-                       cacheStatus: @autoclosure () -> [UInt8], bodyBytes: Int?, now: Int64 = 0) {
+                       cacheStatus: @autoclosure () -> [UInt8], bodyBytes: Int?) {
         self.status = status
         self.result = result
         self.queuedWhole = queuedWhole
@@ -213,12 +232,7 @@ public struct AccessRecord {
         guard logging || status >= 500 else { return }
         self.cacheStatus = cacheStatus()
         self.bodyBytes = bodyBytes
-        answeredAt = queuedWhole ? now : 0
     }
-
-    /// When the line ends: the second its whole answer was queued, when
-    /// the caller knew it (a hit: no clock read), else now.
-    public var endSeconds: Int64 { answeredAt != 0 ? answeredAt : EventLoop.wallSeconds() }
 
     /// True the first time only: an exchange that ends twice (cancelled,
     /// then completed) is counted and logged once.

@@ -10,8 +10,10 @@ public protocol AnswerCarrier: AnyObject {
     var peer: String { get }
     /// The body bytes passed on so far (a streamed answer's line).
     var answerBodyBytes: Int { get }
-    /// The HTTP version the line names for `request`: 10, 11 or 20.
+    /// The HTTP version the line names for `request`: 10, 11, 20 or 30.
     func loggedVersion(of request: RequestHead) -> Int
+    /// The server name the client's TLS handshake sent ("" for none); nil without TLS.
+    var tlsServerName: String? { get }
 }
 
 /// What is recorded of each answer on one worker: its latencies, a sample
@@ -30,6 +32,8 @@ public final class RequestLog {
     private let accessLog: AccessLog?
     /// Lines for the access log, written in batches (32 KiB, or a second).
     private let accessBuffer = ByteBuffer(capacity: AccessLog.flushBytes + 4096)
+    /// Each line's time and end in `accessBuffer` (the log puts workers' lines in order).
+    private var accessTimes: [Int64] = [], accessEnds: [Int] = []
     private var accessFormat = AccessLineFormatter()
     private var accessFlushPending = false
     /// Followers of the log (`attach`, before the worker runs).
@@ -73,14 +77,16 @@ public final class RequestLog {
         if access.status > 0 { responses.record(status: access.status, result: access.result) }  // (0: nothing was answered)
         sample(request, access)
         guard access.logging else { return }
-        let figures = AccessLine.Figures(time: access.endSeconds, worker: worker, status: access.status,
+        let sni = sink.tlsServerName
+        let figures = AccessLine.Figures(time: EventLoop.wallMilliseconds(), worker: worker, status: access.status,
                                          bodyBytes: access.bodyBytes ?? sink.answerBodyBytes,
                                          firstByteMicroseconds: latencies?.firstByte,
                                          totalMicroseconds: latencies?.total ?? access.microseconds, result: access.result,
                                          upstreamStatus: access.upstream?.status, upstreamMicroseconds: access.upstream?.microseconds,
-                                         httpVersion: sink.loggedVersion(of: request))
+                                         httpVersion: sink.loggedVersion(of: request), tls: sni != nil)
         line(figures, client: sink.peer, method: request.method, target: request.target,
-             cache: access.cacheStatus)  // cut to the log's column where it is formatted
+             cache: access.cacheStatus,  // cut to the log's column where it is formatted
+             at: AccessLine.Where(host: request.header("host"), upstream: access.upstream?.server, sni: sni))
     }
 
     /// Queues one answer for the admin thread's counts when it is sampled
@@ -95,21 +101,23 @@ public final class RequestLog {
 
     /// Hands one request's line to the log's followers and the access log
     /// (in batches). Its texts are copied as bytes, never made Strings.
-    private func line(_ figures: AccessLine.Figures, client: String, method: String, target: String, cache: [UInt8]) {
+    private func line(_ figures: AccessLine.Figures, client: String, method: String, target: String, cache: [UInt8],
+                      at place: AccessLine.Where) {
         let followed = isFollowed
         guard followed || accessLog != nil else { return }
-        AccessLine.with(figures, client: client, method: method, target: target, cache: cache) { line in
+        AccessLine.with(figures, client: client, method: method, target: target, cache: cache, at: place) { line in
             if followed, let logQueue, logQueue.push(line) { loop.atBatchEnd(logQueue) }
             guard let accessLog else { return }
-            if accessLog.json { accessFormat.appendJSON(line, to: accessBuffer) } else { accessFormat.appendText(line, to: accessBuffer) }
+            accessFormat.append(line, as: accessLog.format, to: accessBuffer)
+            accessTimes.append(figures.time)
+            accessEnds.append(accessBuffer.count)
         }
-        guard let accessLog else { return }
+        guard accessLog != nil else { return }
         if accessBuffer.count >= AccessLog.flushBytes {
-            accessLog.write(accessBuffer.bytes)
-            accessBuffer.removeAll()
+            flush()
         } else if !accessFlushPending {
             accessFlushPending = true
-            loop.schedule(after: 1000) { [weak self] in self?.flush() }
+            loop.schedule(after: UInt64(AccessLog.batchMilliseconds)) { [weak self] in self?.flush() }
         }
     }
 
@@ -117,7 +125,9 @@ public final class RequestLog {
     public func flush() {
         accessFlushPending = false
         guard let accessLog, !accessBuffer.isEmpty else { return }
-        accessLog.write(accessBuffer.bytes)
+        accessLog.write(accessBuffer.bytes, times: accessTimes, ends: accessEnds)
         accessBuffer.removeAll()
+        accessTimes.removeAll(keepingCapacity: true)
+        accessEnds.removeAll(keepingCapacity: true)
     }
 }

@@ -151,7 +151,19 @@ public final class UpstreamServer: Sendable {
     public let headMicroseconds = Atomic<Int>(0)
     public let heads = Atomic<Int>(0)
 
-    public init(base: String) { self.base = base }
+    /// `host[:port]` of `base`, as the access log names the server (nginx's `$upstream_addr`).
+    public let address: String
+
+    public init(base: String) {
+        self.base = base
+        let utf8 = Array(base.utf8)
+        var start = 0
+        for i in 0..<max(0, utf8.count - 2) where utf8[i] == 0x3A && utf8[i + 1] == 0x2F && utf8[i + 2] == 0x2F {  // "://"
+            start = i + 3
+            break
+        }
+        address = String(decoding: utf8[start...].prefix { $0 != 0x2F }, as: UTF8.self)
+    }
 
     /// Not left out after failures, and passing its health check (if any).
     public func isUp(now: UInt64) -> Bool { downUntil.load(ordering: .relaxed) <= now && healthy.load(ordering: .relaxed) }

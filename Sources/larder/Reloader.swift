@@ -73,7 +73,7 @@ final class Reloader {
             ("admin_token", next.adminToken != running.adminToken || next.adminTokenFile != running.adminTokenFile),
             ("admin_read_token", next.adminReadToken != running.adminReadToken || next.adminReadTokenFile != running.adminReadTokenFile),
             ("admin_healthz_public", next.adminHealthzPublic != running.adminHealthzPublic),
-            ("access_log", next.accessLog != running.accessLog || next.accessLogJSON != running.accessLogJSON),
+            ("access_log", next.accessLog != running.accessLog || next.accessLogFormat != running.accessLogFormat),
             ("upstream_max_connections", next.upstreamMaxConnections != running.upstreamMaxConnections),
             ("admin_max_connections", next.adminMaxConnections != running.adminMaxConnections),
             ("admin_hosts", next.adminHosts != running.adminHosts),

@@ -116,7 +116,7 @@ struct Serve: ParsableCommand {
         var accessLog: AccessLog?
         if let destination = settings.accessLog {
             do {
-                accessLog = try AccessLog(destination: destination, json: settings.accessLogJSON, stats: stats)
+                accessLog = try AccessLog(destination: destination, format: settings.accessLogFormat, workers: workerCount, stats: stats)
             } catch {
                 complain("\(error); fix access_log in the config file (stdout, stderr, a file path, or off)")
                 throw Exit.config

@@ -2,6 +2,7 @@ import Foundation
 import XCTest
 @testable import Configuration
 import Routing
+import Telemetry
 
 /// The config file read into `Settings` without the binary: values reach
 /// their settings, mistakes are errors naming file, line and key, and the
@@ -99,6 +100,18 @@ final class ConfigFileTests: XCTestCase {
         }
     }
 
+    func testACustomAccessLogFormatNeedsAValidTemplate() throws {
+        let custom = try load("access_log_format = \"custom\"\naccess_log_template = \"$time $host $status\"\n")
+        XCTAssertEqual(custom.accessLogFormat, .custom(try AccessTemplate("$time $host $status")))
+        for (text, key, message) in [("access_log_format = \"custom\"\n", "access_log_format", "needs access_log_template"),
+                                     ("access_log_format = \"custom\"\naccess_log_template = \"$nope\"\n", "access_log_template", "unknown field $nope"),
+                                     ("access_log_template = \"$time\"\n", "access_log_template", "only with access_log_format = \"custom\"")] {
+            let problem = try error(text)
+            XCTAssertEqual(problem.key, key, text)
+            XCTAssertTrue(problem.message.contains(message), "\(text): \(problem.message)")
+        }
+    }
+
     func testAFileThatCannotBeReadIsAnErrorNamingIt() {
         var settings = Settings()
         XCTAssertThrowsError(try ConfigFile.load("/nonexistent/larder.toml", into: &settings)) { error in
@@ -112,7 +125,8 @@ final class ConfigFileTests: XCTestCase {
         for text in ["", "memory_limit = \"32MiB\"\nkeepalive_timeout = \"7s\"\n",
                      "[presets]\nshort = \"30s\"\n\n[[route]]\nprefix = \"/p\"\ndefault_ttl = \"short\"\nhosts = [\"a.test\"]\n",
                      "[upstreams.api]\nservers = [\"http://127.0.0.1:9001\", \"http://127.0.0.1:9002\"]\n",
-                     "stale_timeout = \"off\"\ngrace = \"90s\"\n[[route]]\nprefix = \"/g\"\nstale_timeout = \"250ms\"\ngrace = \"0s\"\n"] {
+                     "stale_timeout = \"off\"\ngrace = \"90s\"\n[[route]]\nprefix = \"/g\"\nstale_timeout = \"250ms\"\ngrace = \"0s\"\n",
+                     "access_log_format = \"custom\"\naccess_log_template = \"$time \\\"$method $target\\\" $status\"\n"] {
             let first = EffectiveConfig.render(try load(text))
             let second = EffectiveConfig.render(try load(first))
             XCTAssertEqual(first, second, "from:\n\(text)")

@@ -74,6 +74,8 @@ void el_loop_clock_advance(el_loop *l, int64_t ms);
 uint64_t el_wake_us(const el_loop *l);
 /// Seconds since the epoch (CLOCK_REALTIME), for Date headers.
 int64_t el_wall_seconds(void);
+/* Wall-clock milliseconds since the epoch (the test offset included). */
+int64_t el_wall_ms(void);
 /* Moves every clock above on by ms (tests only: LARDER_TEST_CLOCK). */
 void el_clock_advance(int64_t ms);
 

@@ -51,8 +51,7 @@ struct ClientAnswer {
         guard let sent = sink.sendStored(answer, of: entry, for: request, age: age, now: now, cacheStatus: cacheStatus) else {
             return false
         }
-        access.note(status: sent.status, result: .hit, queuedWhole: true, cacheStatus: cacheStatus.bytes, bodyBytes: sent.bodyBytes,
-                    now: now)
+        access.note(status: sent.status, result: .hit, queuedWhole: true, cacheStatus: cacheStatus.bytes, bodyBytes: sent.bodyBytes)
         return true
     }
 
@@ -65,7 +64,7 @@ struct ClientAnswer {
         let (sent, body) = sink.sendDecodedHead(answer, entry: entry, fields: fields, length: length, for: request, age: age,
                                                 now: now, cacheStatus: cacheStatus)
         access.note(status: sent.status, result: .hit, queuedWhole: body == nil, cacheStatus: cacheStatus.bytes,
-                    bodyBytes: body == nil ? sent.bodyBytes : nil, now: now)
+                    bodyBytes: body == nil ? sent.bodyBytes : nil)
         sink.flushSoon()
         return body
     }
@@ -95,7 +94,7 @@ struct ClientAnswer {
         }
         access.note(status: response.status, result: age == nil ? .pass : .miss, queuedWhole: false,
                     cacheStatus: Array(cacheStatus.utf8), bodyBytes: nil)
-        if access.logging { access.upstream = (response.status, response.upstreamMicroseconds) }
+        if access.logging { access.upstream = (response.status, response.upstreamMicroseconds, response.server) }
         sink.sendHead(status: response.status, reason: response.reason, fields: fields, length: response.length,
                       noBody: response.hasNoBody(answering: request.method), age: age, cacheStatus: cacheStatus, now: now,
                       for: request)

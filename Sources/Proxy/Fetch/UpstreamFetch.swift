@@ -203,6 +203,7 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         var response = UpstreamResponse(status: status, reason: reason, headers: headers, requestTime: requestTime,
                                         responseTime: cache.clock.now(), stripTagHeaders: upstream.configuration.stripTagHeaders)
         response.upstreamMicroseconds = upstreamMicroseconds
+        response.server = server?.address
         var invalid: String?
         if case .invalid(let why) = response.framing { invalid = why }
         let takes = invalid == nil && (client.map { $0.takes(response) } ?? takenUnattended(response))

@@ -20,6 +20,8 @@ struct UpstreamResponse {
     let timing: ResponseTiming
     /// Microseconds from the request to this head (the access log's upstream_ms).
     var upstreamMicroseconds: Int?
+    /// The server that answered (host:port), for the access log.
+    var server: String?
 
     init(status: Int, reason: String?, headers: HeaderFields, requestTime: Int64, responseTime: Int64,
          stripTagHeaders: Bool) {

@@ -36,6 +36,7 @@ protocol AnswerQueue: ResponseSink {
 extension ClientConnection: AnswerQueue {
     var framesItsOwnBodies: Bool { false }
     func loggedVersion(of request: RequestHead) -> Int { request.minorVersion == 0 ? 10 : 11 }
+    var tlsServerName: String? { stream.tls?.serverName }
 
     func sendInterim(status: Int, fields: HeaderFields, for request: RequestHead) {
         // RFC 9110 section 15.2: never to an HTTP/1.0 client.

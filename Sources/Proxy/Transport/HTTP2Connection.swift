@@ -22,6 +22,8 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     private let parts: ExchangeParts
     /// The socket's bytes, plain (h2c) or through TLS (h2).
     private let stream: ByteStream
+    /// The TLS server name of the connection (nil: plain), for the access log.
+    var tlsServerName: String? { stream.tls?.serverName }
     private(set) var session: HTTP2Session!
     private(set) var streams: [Int32: HTTP2Stream] = [:]
     /// Bytes the session produced that the socket has not taken yet (the session is asked for more once they are gone).

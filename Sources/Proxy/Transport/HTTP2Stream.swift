@@ -16,6 +16,7 @@ final class HTTP2Stream: AnswerQueue {
     unowned(unsafe) let connection: HTTP2Connection
     var services: ConnectionServices { connection.services }
     var peer: String { connection.peer }
+    var tlsServerName: String? { connection.tlsServerName }
     let framesItsOwnBodies = true
     func loggedVersion(of request: RequestHead) -> Int { 20 }
     var answerFraming = ClientFraming.none

@@ -6,7 +6,7 @@ final class AccessLogFormatTests: ConfiguredTestCase {
     func testEachRequestIsOneJSONObjectWithTimesResultAndUpstream() throws {
         let log = temporaryPath("larder-access-json") + ".log"
         addTeardownBlock { try? FileManager.default.removeItem(atPath: log) }
-        let l = try start(config: "access_log = \"\(log)\"\naccess_log_format = \"json\"\n").larder
+        let (origin, l) = try start(config: "access_log = \"\(log)\"\naccess_log_format = \"json\"\n")
         let c = try l.client()
         _ = try c.get("/j?size=100&delay=0.05")
         _ = try c.get("/j?size=100&delay=0.05")
@@ -21,7 +21,9 @@ final class AccessLogFormatTests: ConfiguredTestCase {
         let objects = written.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
         XCTAssertEqual(objects.count, 5, "every line is valid JSON: \(written)")
         guard objects.count == 5 else { return }
-        // (Workers write their own lines: requests on other connections may come in another order.)
+        // Lines of both workers in time order (RFC 3339 with milliseconds sorts as text).
+        let times = objects.compactMap { $0["time"] as? String }
+        XCTAssertEqual(times, times.sorted(), "in time order across workers")
         let protocols = objects.map { "\($0["target"] as? String ?? "-") \($0["protocol"] as? String ?? "-")" }
         XCTAssertEqual(Set(protocols), ["/j?size=100&delay=0.05 HTTP/1.1", "/odd%22%5C?size=3 HTTP/1.1", "/h2?size=3 HTTP/2",
                                         "/h10?size=3 HTTP/1.0"])
@@ -38,7 +40,11 @@ final class AccessLogFormatTests: ConfiguredTestCase {
         XCTAssertGreaterThanOrEqual(miss["first_byte_ms"] as? Double ?? 0, 50)
         XCTAssertGreaterThanOrEqual(miss["total_ms"] as? Double ?? 0, miss["first_byte_ms"] as? Double ?? .infinity)
         XCTAssertNotNil(miss["worker"] as? Int)
-        XCTAssertNotNil((miss["time"] as? String)?.wholeMatch(of: #/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ/#))
+        XCTAssertNotNil((miss["time"] as? String)?.wholeMatch(of: #/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/#), "\(miss)")
+        XCTAssertEqual(miss["host"] as? String, "127.0.0.1", "the request's Host, as sent")
+        XCTAssertEqual(miss["upstream_addr"] as? String, String(origin.url.dropFirst("http://".count)), "the server that answered")
+        XCTAssertNil(miss["tls_sni"], "no TLS")
+        XCTAssertEqual(hit["upstream_addr"] as? String, "", "a hit: none")
         XCTAssertEqual(hit["result"] as? String, "hit")
         XCTAssertTrue((hit["cache"] as? String)?.hasPrefix("hit; ttl=") ?? false)
         XCTAssertNil(hit["upstream_status"], "a hit asked no upstream")
@@ -50,6 +56,6 @@ final class AccessLogFormatTests: ConfiguredTestCase {
         let config = try writeConfig("access_log_format = \"xml\"\n")
         let child = try startChild(Paths.larder, ["check-config", "--config", config])
         XCTAssertEqual(child.waitForExit(timeout: 15), 78)
-        XCTAssertNotNil(child.waitFor("access_log_format: expected \"text\" or \"json\"", timeout: 2), child.stderr)
+        XCTAssertNotNil(child.waitFor("access_log_format: expected \"text\", \"json\" or \"custom\"", timeout: 2), child.stderr)
     }
 }

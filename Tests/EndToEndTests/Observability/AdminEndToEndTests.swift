@@ -390,8 +390,8 @@ final class AccessLogTests: ConfiguredTestCase {
 
         let written = lines(atLeast: 3, in: log)
         XCTAssertEqual(written.count, 3, written.joined(separator: "\n"))
-        // TIME CLIENT METHOD TARGET STATUS BYTES MILLISECONDS "CACHE"
-        let pattern = #/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ 127\.0\.0\.1 (GET|HEAD) /logged\?size=100 200 (\d+) \d+ "(.*)"/#
+        // TIME CLIENT METHOD TARGET STATUS BYTES MILLISECONDS "CACHE" HOST PROTOCOL UPSTREAM SNI
+        let pattern = #/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z 127\.0\.0\.1 (GET|HEAD) /logged\?size=100 200 (\d+) \d+ "(.*)" \S+ HTTP/1\.1 \S+ -/#
         let parsed = written.compactMap { try? pattern.wholeMatch(in: $0) }
         XCTAssertEqual(parsed.count, 3, written.joined(separator: "\n"))
         guard parsed.count == 3 else { return }

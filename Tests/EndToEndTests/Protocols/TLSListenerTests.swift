@@ -266,4 +266,32 @@ final class TLSListenerTests: ConfiguredTestCase {
         XCTAssertNotNil(larder.child.waitFor("SIGHUP: configuration not reloaded.*a.pem"), larder.child.stderr)
         XCTAssertTrue(try handshake(port, name: "a.test").text.contains("O = renewed"), "the running certificate stays")
     }
+
+    /// The access log names the TLS server name the client sent, the host
+    /// and the upstream server, in a custom template and in JSON.
+    func testTheAccessLogSaysWhoAndWhereOverTLS() throws {
+        let origin = try startOrigin()
+        let a = try certificate("a", names: ["a.test"])
+        let server = String(origin.url.dropFirst("http://".count))
+        for format in ["custom", "json"] {
+            let log = temporaryPath("larder-tls-log") + ".log"
+            addTeardownBlock { try? FileManager.default.removeItem(atPath: log) }
+            let top = "access_log = \"\(log)\"\naccess_log_format = \"\(format)\"\n"
+                + (format == "custom" ? "access_log_template = \"$protocol $host $tls_sni $upstream_addr $status\"\n" : "")
+            let (larder, port) = try startTLSLarder(upstream: origin.url, tls: "certificate = \"\(a.pem)\"\nkey = \"\(a.key)\"", top: top)
+            let target = "/tls/log-\(format)?size=10"
+            XCTAssertEqual(try curl(port, target, ca: a.pem, ["--http1.1"]).status, 0)
+            XCTAssertEqual(try curl(port, target, ca: a.pem, ["--http2"]).status, 0)
+            XCTAssertEqual(try larder.client().get(target).status, 200)
+            let written = lines(atLeast: 3, in: log)
+            if format == "custom" {
+                XCTAssertEqual(written, ["HTTP/1.1 a.test:\(port) a.test \(server) 200", "HTTP/2 a.test:\(port) a.test - 200",
+                                         "HTTP/1.1 127.0.0.1 - - 200"], "a miss, then hits over h2 and plain (the Host as sent)")
+                continue
+            }
+            let objects = written.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            XCTAssertEqual(objects.map { $0["tls_sni"] as? String }, ["a.test", "a.test", nil], written.joined(separator: "\n"))
+            XCTAssertEqual(objects.map { $0["upstream_addr"] as? String }, [server, "", ""])
+        }
+    }
 }

@@ -72,6 +72,7 @@ final class RecordingSink: ResponseSink {
     private(set) var events: [String] = []
     private(set) var answerBodyBytes = 0
     func loggedVersion(of request: RequestHead) -> Int { 11 }
+    var tlsServerName: String? { nil }
 
     func sendStored(_ answer: StoredAnswer, of entry: CachedResponse, for request: RequestHead, age: Int, now: Int64,
                     cacheStatus: CacheStatusLine) -> SentAnswer? {
