@@ -298,7 +298,7 @@ public final class AdminAPI {
             staleHits: stats.total(.staleHits), revalidations: stats.total(.revalidations),
             collapsed: stats.total(.collapsed), upstreamErrors: stats.total(.upstreamErrors),
             stored: stats.total(.stored), backgroundRefreshes: stats.total(.backgroundRefreshes),
-            rangeFills: stats.total(.rangeFills),
+            rangeFills: stats.total(.rangeFills), upgrades: stats.total(.upgrades), upgradedBytes: stats.total(.upgradedBytes),
             clientErrors: stats.total(.clientErrors), refusedConnections: stats.total(.refusedConnections),
             outputPauses: stats.total(.outputPauses), sendTimeouts: stats.total(.sendTimeouts),
             streamedBodies: stats.total(.streamedBodies), offloadedLookups: stats.total(.offloadedLookups),

@@ -41,6 +41,7 @@ public struct StatsSnapshot: Equatable, Sendable {
     public var backgroundRefreshes: Int
     /// Whole responses fetched in the background after a range miss.
     public var rangeFills = 0
+    public var upgrades = 0, upgradedBytes = 0
     public var clientErrors: Int
     public var refusedConnections: Int
     /// Times a connection held back answers for a client leaving them unread.
@@ -140,7 +141,7 @@ public struct StatsSnapshot: Equatable, Sendable {
         return """
             {"hits": \(hits), "misses": \(misses), "stale_hits": \(staleHits), "revalidations": \(revalidations), \
             "collapsed": \(collapsed), "upstream_errors": \(upstreamErrors), "stored": \(stored), \
-            "background_refreshes": \(backgroundRefreshes), "range_fills": \(rangeFills), "client_errors": \(clientErrors), \
+            "background_refreshes": \(backgroundRefreshes), "range_fills": \(rangeFills), "upgrades": \(upgrades), "upgraded_bytes": \(upgradedBytes), "client_errors": \(clientErrors), \
             "refused_connections": \(refusedConnections), "output_pauses": \(outputPauses), \
             "send_timeouts": \(sendTimeouts), "streamed_request_bodies": \(streamedBodies), \
             "offloaded_lookups": \(offloadedLookups), "offloaded_reads": \(offloadedReads), \
@@ -189,6 +190,8 @@ final class Metrics {
             ("stored", "Responses stored", \.stored),
             ("background_refreshes", "Background refreshes started", \.backgroundRefreshes),
             ("range_fills", "Whole responses fetched in the background after a range miss", \.rangeFills),
+            ("upgrades", "Upgraded connections (WebSocket) tunnelled after the upstream's 101", \.upgrades),
+            ("upgraded_bytes", "Bytes tunnelled through upgraded connections, both ways", \.upgradedBytes),
             ("client_errors", "Malformed or refused client requests", \.clientErrors),
             ("refused_connections", "Connections answered 503 over max_connections", \.refusedConnections),
             ("output_pauses", "Times a connection held back answers while its client left 1 MiB unread", \.outputPauses),

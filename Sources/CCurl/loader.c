@@ -65,6 +65,8 @@ static int load(void) {
         {"curl_multi_strerror", (void **)&larder_curl.multi_strerror},
         {"curl_slist_append", (void **)&larder_curl.slist_append},
         {"curl_slist_free_all", (void **)&larder_curl.slist_free_all},
+        {"curl_easy_send", (void **)&larder_curl.easy_send},
+        {"curl_easy_recv", (void **)&larder_curl.easy_recv},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         *table[i].slot = dlsym(lib, table[i].symbol);

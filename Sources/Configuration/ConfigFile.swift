@@ -107,7 +107,7 @@ public enum ConfigFile {
     /// The keys a `[[route]]` table may have.
     public static let routeKeys = ["prefix", "policy", "allow_client_policy", "default_ttl", "ignore_upstream_cache_control",
                             "ignore_no_store", "negative_ttl", "disk", "ignore_query", "ignore_query_params", "sort_query",
-                            "memory_ttl", "disk_ttl", "methods", "glob", "key_headers", "tags", "stale_on_disconnect", "stale_timeout", "grace",
+                            "memory_ttl", "disk_ttl", "methods", "glob", "key_headers", "tags", "stale_on_disconnect", "stale_timeout", "grace", "websocket",
                             "compress", "upstream", "hosts", "cache_post", "max_post_body", "normalize_json",
                             "uncached_rpc_methods", "cache_persisted_queries"]
 
@@ -262,6 +262,7 @@ public enum ConfigFile {
                     case "cache_post": route.cachePost = flag
                     case "normalize_json": route.normalizeJSON = flag
                     case "cache_persisted_queries": route.cachePersistedQueries = flag
+                    case "websocket": route.websocket = flag
                     default: route.disk = flag
                     }
                 }

@@ -108,6 +108,7 @@ public enum EffectiveConfig {
         case .max_header_count: value = String(p.limits.maxHeaderCount)
         case .forward_host: value = String(p.forwardHost)
         case .preserve_host: value = String(p.preserveHost)
+        case .websocket: value = String(p.websocket)
         case .max_pipeline_buffer: value = quoted(size(p.pipelineBufferBytes))
         case .send_timeout: value = quoted(duration(Int(p.sendTimeoutMilliseconds)))
         case .admin_max_connections: value = String(s.adminMaxConnections)
@@ -170,6 +171,7 @@ public enum EffectiveConfig {
         if let compress = r.compress { out += "compress = \(list(compress.spelled))\n" }
         if !r.tags.isEmpty { out += "tags = \(list(r.tags))\n" }
         if !r.disk { out += "disk = false\n" }
+        if let websocket = r.websocket { out += "websocket = \(websocket)\n" }
         if let ttl = r.memoryTTL { out += "memory_ttl = \(quoted(lifetime(ttl)))\n" }
         if r.diskMirrorsMemory { out += "disk_ttl = \"mirror\"\n" } else if let ttl = r.diskTTL { out += "disk_ttl = \(quoted(lifetime(ttl)))\n" }
         if r.ignoreQuery { out += "ignore_query = true\n" }

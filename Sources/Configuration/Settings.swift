@@ -139,7 +139,7 @@ public enum ConfigKey: String, CaseIterable {
     case send_timeout, admin_max_connections, request_buffer_size, pass_request_headers, stale_on_disconnect
     case compress, range_fill, access_log_format, disk_open_files, admin_hosts, request_buffer_total, io_threads
     case handshake_timeout, http2_max_concurrent_streams, admin_read_token, admin_read_token_file, admin_healthz_public
-    case preserve_host, stale_timeout, grace, access_log_template
+    case preserve_host, stale_timeout, grace, access_log_template, websocket
 
     public enum Kind { case string, size, duration, integer, bool, lifetime, list }
 
@@ -159,7 +159,7 @@ public enum ConfigKey: String, CaseIterable {
              .disk_open_files, .io_threads, .http2_max_concurrent_streams:
             return .integer
         case .upstream_tls_verify, .allow_client_policy, .strip_tag_headers, .strip_targeted_fields, .store_set_cookie, .forward_host,
-             .range_fill, .admin_healthz_public, .preserve_host:
+             .range_fill, .admin_healthz_public, .preserve_host, .websocket:
             return .bool
         case .memory_ttl, .disk_ttl: return .lifetime
         case .pass_request_headers, .compress, .admin_hosts: return .list
@@ -304,6 +304,7 @@ extension Settings {
             case .range_fill: proxy.rangeFill = b
             case .admin_healthz_public: adminHealthzPublic = b
             case .preserve_host: proxy.preserveHost = b
+            case .websocket: proxy.websocket = b
             default: proxy.upstream.verifyTLS = b
             }
         case .list where key == .compress:

@@ -39,6 +39,8 @@ public struct Route: Sendable, Equatable {
     public var staleTimeoutMilliseconds: Int?
     /// `grace` for this route (seconds; nil: the global one).
     public var grace: Int?
+    /// `websocket` for this route (nil: the global one).
+    public var websocket: Bool?
     /// `compress` for this route (nil: the global list; empty: off here).
     public var compress: MediaTypePatterns?
     /// Purge tags given to every response stored under this route.

@@ -65,7 +65,7 @@ public final class WorkerStats: Sendable {
         case upstreamErrors, clientErrors, refusedConnections, outputPauses, sendTimeouts, streamedBodies, offloadedLookups
         case offloadedReads, tlsHandshakes, tlsResumed, tlsFailures, plainOnTLS
         case http2Connections, http2Streams, http2Resets, http2Refusals
-        case receivedBytes, sentBytes
+        case receivedBytes, sentBytes, upgrades, upgradedBytes
     }
 
     // Padding on both sides: workers' counters are allocated one after
@@ -81,6 +81,9 @@ public final class WorkerStats: Sendable {
     /// Whole responses fetched in the background after a range of them was asked.
     public let rangeFills = Atomic<Int>(0)
     public let collapsed = Atomic<Int>(0)
+    /// Upgraded connections (the upstream's 101 passed on), and their bytes both ways.
+    public let upgrades = Atomic<Int>(0)
+    public let upgradedBytes = Atomic<Int>(0)
     public let upstreamErrors = Atomic<Int>(0)
     public let clientErrors = Atomic<Int>(0)
     /// Connections answered 503 because of max_connections.
@@ -169,6 +172,8 @@ public final class WorkerStats: Sendable {
         case .http2Refusals: http2Refusals.load(ordering: .relaxed)
         case .receivedBytes: receivedBytes.load(ordering: .relaxed)
         case .sentBytes: sentBytes.load(ordering: .relaxed)
+        case .upgrades: upgrades.load(ordering: .relaxed)
+        case .upgradedBytes: upgradedBytes.load(ordering: .relaxed)
         }
     }
 }

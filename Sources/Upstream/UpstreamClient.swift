@@ -77,6 +77,22 @@ public final class UpstreamClient {
         if let multiHandle { larder_curl_multi_cleanup(multiHandle) }
     }
 
+    /// The one tunnel this client connects (a client of its own per tunnel):
+    /// its connect-only transfer's end is the tunnel's, and its handle stays.
+    unowned(unsafe) var tunnel: UpstreamTunnel?
+
+    /// Adds a tunnel's connect-only handle; why it could not be, if not.
+    func addTunnelHandle(_ easy: UnsafeMutableRawPointer) -> String? {
+        guard let multi = readyMulti() else { return "out of descriptors or memory" }
+        let added = larder_curl_multi_add_handle(multi, easy)
+        return added == CURLM_OK ? nil : String(cString: larder_curl_multi_strerror(added))
+    }
+
+    func removeTunnelHandle(_ easy: UnsafeMutableRawPointer) {
+        guard let multiHandle else { return }
+        _ = larder_curl_multi_remove_handle(multiHandle, easy)
+    }
+
     /// Set while the multi handle is cleaned up: sockets are only closed then.
     private var shuttingDown = false
     /// Sockets curl made for connections (CURLOPT_SOCKOPTFUNCTION); curl
@@ -159,6 +175,10 @@ public final class UpstreamClient {
             guard larder_msg_done(message) != 0 else { continue }
             let easy = larder_msg_easy(message)!
             let result = larder_msg_result(message)  // copy before removing the handle
+            if let tunnel {
+                tunnel.connectDone(result)  // (its handle stays: send and recv find the connection through it)
+                continue
+            }
             var raw: UnsafeMutableRawPointer?
             _ = larder_easy_getinfo_ptr(easy, CURLINFO_PRIVATE, &raw)
             guard let raw else { continue }

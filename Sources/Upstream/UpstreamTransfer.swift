@@ -176,7 +176,7 @@ public final class UpstreamTransfer {
     }
 
     /// The options every transfer on a client's handles shares.
-    private static func configureHandle(_ easy: UnsafeMutableRawPointer, client: UpstreamClient) -> CURLcode {
+    static func configureHandle(_ easy: UnsafeMutableRawPointer, client: UpstreamClient) -> CURLcode {
         let s = client.settings
         var result = CURLE_OK
         func set(_ code: CURLcode) { if result == CURLE_OK && code != CURLE_OK { result = code } }

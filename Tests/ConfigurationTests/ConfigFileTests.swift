@@ -125,7 +125,7 @@ final class ConfigFileTests: XCTestCase {
         for text in ["", "memory_limit = \"32MiB\"\nkeepalive_timeout = \"7s\"\n",
                      "[presets]\nshort = \"30s\"\n\n[[route]]\nprefix = \"/p\"\ndefault_ttl = \"short\"\nhosts = [\"a.test\"]\n",
                      "[upstreams.api]\nservers = [\"http://127.0.0.1:9001\", \"http://127.0.0.1:9002\"]\n",
-                     "stale_timeout = \"off\"\ngrace = \"90s\"\n[[route]]\nprefix = \"/g\"\nstale_timeout = \"250ms\"\ngrace = \"0s\"\n",
+                     "stale_timeout = \"off\"\ngrace = \"90s\"\nwebsocket = false\n[[route]]\nprefix = \"/g\"\nstale_timeout = \"250ms\"\ngrace = \"0s\"\nwebsocket = true\n",
                      "access_log_format = \"custom\"\naccess_log_template = \"$time \\\"$method $target\\\" $status\"\n"] {
             let first = EffectiveConfig.render(try load(text))
             let second = EffectiveConfig.render(try load(first))

@@ -68,7 +68,11 @@ Special paths:
   /__held?key=PATH    how many requests for PATH are held now (hold_after)
   /__release?key=PATH lets every held request for PATH (and later ones) answer
   /echo               answers with the request body (any method)
+A GET with "Upgrade: websocket" gets the RFC 6455 handshake (101) and its
+frames echoed (text and binary; a ping gets its pong, a close its close);
+refuse=N answers such a request N (no upgrade) instead.
 """
+import base64
 import gzip
 import re
 import hashlib
@@ -158,6 +162,8 @@ class Handler(BaseHTTPRequestHandler):
                 "body_sha256": hashlib.sha256(body_in).hexdigest(),
                 "peer_port": self.client_address[1],
             }
+        if self.headers.get("Upgrade", "").lower() == "websocket":
+            return self.websocket(q)
         if ("reset" in q and counts[self.path] <= int(q["reset"])) or \
                 ("drop_after" in q and counts[self.path] > int(q["drop_after"])):
             self.close_connection = True
@@ -387,6 +393,38 @@ class Handler(BaseHTTPRequestHandler):
             return
         with lock:
             last[self.path]["done"] = True
+
+    def websocket(self, q):
+        if "refuse" in q:
+            return self.send(int(q["refuse"]), b"no upgrade here\n", {"Cache-Control": "max-age=60"})
+        key = self.headers.get("Sec-WebSocket-Key", "")
+        accept = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+        self.wfile.write(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                          "Sec-WebSocket-Accept: %s\r\nX-Origin-Count: %d\r\n\r\n" % (accept, counts[self.path])).encode())
+        self.wfile.flush()
+        self.close_connection = True
+        while True:
+            head = self.rfile.read(2)
+            if len(head) < 2:
+                return
+            opcode, length = head[0] & 0x0F, head[1] & 0x7F
+            if length == 126:
+                length = int.from_bytes(self.rfile.read(2), "big")
+            elif length == 127:
+                length = int.from_bytes(self.rfile.read(8), "big")
+            mask = self.rfile.read(4) if head[1] & 0x80 else b"\0\0\0\0"
+            data = bytes(b ^ mask[i % 4] for i, b in enumerate(self.rfile.read(length)))
+            reply = {1: 1, 2: 2, 9: 10, 8: 8}.get(opcode)
+            if reply is None:
+                continue
+            size = len(data)
+            frame = bytes([0x80 | reply]) + (bytes([size]) if size < 126 else
+                                             bytes([126]) + size.to_bytes(2, "big") if size < 65536 else
+                                             bytes([127]) + size.to_bytes(8, "big"))
+            self.wfile.write(frame + data)
+            self.wfile.flush()
+            if opcode == 8:
+                return
 
     def handle_counted(self):
         # How many requests for one path were being answered at once, at most.

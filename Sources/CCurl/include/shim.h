@@ -36,6 +36,8 @@ struct larder_curl_api {
     const char *(*multi_strerror)(CURLMcode);
     struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
     void (*slist_free_all)(struct curl_slist *);
+    CURLcode (*easy_send)(CURL *, const void *, size_t, size_t *);
+    CURLcode (*easy_recv)(CURL *, void *, size_t, size_t *);
 };
 
 /// Filled by a successful `larder_curl_load`; read only after it returned 0.
@@ -99,6 +101,11 @@ static inline CURLcode larder_easy_setopt_opensocket(CURL *h) {
     return larder_curl.easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, larder_open_socket);
 }
 
+/* A CURLOPT_CONNECT_ONLY connection's raw bytes (an upgraded connection). */
+static inline CURLcode larder_curl_easy_send(CURL *h, const void *b, size_t n, size_t *sent) { return larder_curl.easy_send(h, b, n, sent); }
+static inline CURLcode larder_curl_easy_recv(CURL *h, void *b, size_t n, size_t *got) { return larder_curl.easy_recv(h, b, n, got); }
+static inline CURLcode larder_easy_getinfo_socket(CURL *h, curl_socket_t *s) { return larder_curl.easy_getinfo(h, CURLINFO_ACTIVESOCKET, s); }
+
 static inline CURLcode larder_easy_getinfo_long(CURL *h, CURLINFO i, long *v) { return larder_curl.easy_getinfo(h, i, v); }
 static inline CURLcode larder_easy_getinfo_off(CURL *h, CURLINFO i, curl_off_t *v) { return larder_curl.easy_getinfo(h, i, v); }
 static inline CURLcode larder_easy_getinfo_ptr(CURL *h, CURLINFO i, void **v) { return larder_curl.easy_getinfo(h, i, v); }
@@ -120,6 +127,7 @@ static const size_t LARDER_CURL_READFUNC_PAUSE = CURL_READFUNC_PAUSE;
 static const size_t LARDER_CURL_READFUNC_ABORT = CURL_READFUNC_ABORT;
 static const int LARDER_CURLPAUSE_CONT = CURLPAUSE_CONT;
 static const long LARDER_CURL_HTTP_VERSION_2TLS = CURL_HTTP_VERSION_2TLS;
+static const long LARDER_CURL_HTTP_VERSION_1_1 = CURL_HTTP_VERSION_1_1;
 static const int LARDER_CURLSOCKTYPE_IPCXN = CURLSOCKTYPE_IPCXN;
 
 #endif

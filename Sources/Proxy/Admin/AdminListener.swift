@@ -99,6 +99,12 @@ public final class AdminListener: AcceptorOwner, ConnectionOwner {
     }
 
     func connectionClosed(_ connection: any ClientTransport) { connections[ObjectIdentifier(connection)] = nil }
+
+    /// (Admin connections never upgrade: their requests are the API's.)
+    func replace(_ connection: any ClientTransport, with next: any ClientTransport) {
+        connections[ObjectIdentifier(connection)] = nil
+        next.abort()
+    }
 }
 
 extension ConnectionSettings {

@@ -1,4 +1,5 @@
 import EventLoop
+import HTTP1
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -47,6 +48,30 @@ extension ClientConnection {
         cancelTimer()
         loop.unwatch(fd)
         services.switchToHTTP2(replacing: self, stream: stream, input: rest, peer: peer, settings: settings)
+    }
+
+    /// An Upgrade request (WebSocket): tunnelled (`UpgradeTunnel`) where
+    /// `websocket` allows, the socket going on with the tunnel; else 501.
+    /// Answers still being written to this client (pipelined before it)
+    /// must be out first.
+    func beginUpgrade(_ head: RequestHead, _ upgrade: String, _ parts: ExchangeParts) {
+        let configuration = parts.upstream.configuration
+        let route = configuration.routes.match(head.pathAndQuery)
+        guard route?.websocket ?? configuration.websocket else {
+            return sendError(501, "upgrades (\(upgrade)) are not tunnelled here (websocket = false)", close: true)
+        }
+        if !output.isEmpty { flush() }
+        guard !closed, output.isEmpty else {
+            return sendError(400, "an upgrade must wait for the answers before it", close: true)
+        }
+        let rest = Array(input[inputStart...])
+        flow.close()
+        cancelTimer()
+        loop.unwatch(fd)
+        let tunnel = UpgradeTunnel(fd: fd, peer: peer, stream: stream, request: head, upgrade: upgrade, input: rest,
+                                   services: services)
+        services.replace(self, with: tunnel)
+        tunnel.start()
     }
 
     private func setInterest(_ wanted: IOEvents) {

@@ -204,6 +204,7 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
         (answerFraming, answerBodyBytes, answerLimit) = (.none, 0, .max)
         switch responder {
         case .proxy(let parts):
+            if let upgrade = Upgrade.requested(head) { return beginUpgrade(head, upgrade, parts) }
             let exchange = Exchange(head: consume head, sink: self, parts: parts)
             self.exchange = exchange
             exchange.start()

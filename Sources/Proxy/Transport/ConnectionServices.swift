@@ -58,6 +58,9 @@ final class ConnectionServices {
     }
 
     func connectionClosed(_ connection: any ClientTransport) { owner?.connectionClosed(connection) }
+
+    /// `connection` goes on as `next` (an upgraded connection's tunnel).
+    func replace(_ connection: any ClientTransport, with next: any ClientTransport) { owner?.replace(connection, with: next) }
 }
 
 /// Where a connection reports what changes the worker's set of connections.
@@ -67,4 +70,6 @@ protocol ConnectionOwner: AnyObject {
     func switchToHTTP2(replacing connection: any ClientTransport, stream: ByteStream, input: [UInt8], peer: String,
                        settings: ConnectionSettings)
     func connectionClosed(_ connection: any ClientTransport)
+    /// The same connection, now handled by `next`.
+    func replace(_ connection: any ClientTransport, with next: any ClientTransport)
 }

@@ -51,6 +51,8 @@ public struct ProxyConfiguration: Sendable {
     /// Varnish's grace: for this long past expiry (seconds) a stored
     /// response is served at once while one background revalidation runs.
     public var graceSeconds = 0
+    /// Upgrade requests (WebSocket) are tunnelled to the upstream; false: 501.
+    public var websocket = true
     /// `compress`: uncompressed responses of these media types are stored
     /// gzip encoded (empty: off, the default). Routes may override it.
     public var compressTypes = MediaTypePatterns()

@@ -193,6 +193,11 @@ public final class Worker: ConnectionOwner, AcceptorOwner {
         http2.start(initial: input)
     }
 
+    func replace(_ connection: any ClientTransport, with next: any ClientTransport) {
+        connections[ObjectIdentifier(connection)] = nil
+        connections[ObjectIdentifier(next)] = next
+    }
+
     func connectionClosed(_ connection: any ClientTransport) {
         connections[ObjectIdentifier(connection)] = nil
         stats.openConnections.wrappingSubtract(1, ordering: .relaxed)
