@@ -56,7 +56,7 @@ extension ClientConnection {
     /// must be out first.
     func beginUpgrade(_ head: RequestHead, _ upgrade: String, _ parts: ExchangeParts) {
         let configuration = parts.upstream.configuration
-        let route = configuration.routes.match(head.pathAndQuery)
+        let route = Upgrade.route(of: head, in: configuration.routes)
         guard route?.websocket ?? configuration.websocket else {
             return sendError(501, "upgrades (\(upgrade)) are not tunnelled here (websocket = false)", close: true)
         }

@@ -1,5 +1,6 @@
 import HTTP1
 import HTTPHeaders
+import Routing
 
 /// An HTTP/1.1 protocol upgrade (RFC 9110 section 7.8; WebSocket, RFC
 /// 6455) as Larder tunnels it: which requests ask for one, the request the
@@ -15,6 +16,11 @@ enum Upgrade {
         let protocols = upgrade.split(separator: ",").map { $0.trimmingCharacters() }.filter { !$0.isEmpty }
         guard !protocols.isEmpty, !protocols.contains(where: { $0.lowercased().hasPrefix("h2c") }) else { return nil }
         return protocols.joined(separator: ", ")
+    }
+
+    /// The request's route, its virtual hosts counted (its `websocket`, its pool).
+    static func route(of head: RequestHead, in routes: RouteTable) -> Route? {
+        routes.match(routes.cacheKey(head.pathAndQuery, host: head.header("host")), method: head.method)
     }
 
     /// The upstream request as bytes: the client's request line, its

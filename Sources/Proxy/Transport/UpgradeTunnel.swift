@@ -50,7 +50,7 @@ final class UpgradeTunnel: IOHandler, ClientTransport, UpstreamTunnelDelegate, A
         parts = services.exchangeParts
         let upstream = parts.upstream
         let configuration = upstream.configuration
-        let pool = configuration.pool(named: configuration.routes.match(request.pathAndQuery)?.upstream)
+        let pool = configuration.pool(named: Upgrade.route(of: request, in: configuration.routes)?.upstream)
         let chosen = pool.pick(key: request.pathAndQuery, now: upstream.loop.now())
         chosen.started()
         server = chosen.address

@@ -10,8 +10,8 @@ final class WebSocketEndToEndTests: ConfiguredTestCase {
     /// RFC 6455 section 1.3's example key, and the accept value it must get.
     private let key = "dGhlIHNhbXBsZSBub25jZQ==", accept = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
 
-    private func handshake(_ c: HTTPClient, _ target: String) throws -> (status: Int, fields: [String: String]) {
-        try c.send("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: keep-alive, Upgrade\r\n"
+    private func handshake(_ c: HTTPClient, _ target: String, host: String = "127.0.0.1") throws -> (status: Int, fields: [String: String]) {
+        try c.send("GET \(target) HTTP/1.1\r\nHost: \(host)\r\nUpgrade: websocket\r\nConnection: keep-alive, Upgrade\r\n"
                    + "Sec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n\r\n")
         let statusLine = try XCTUnwrap(try c.readLine())
         let status = Int(statusLine.split(separator: " ").dropFirst().first ?? "") ?? 0
@@ -82,10 +82,13 @@ final class WebSocketEndToEndTests: ConfiguredTestCase {
     }
 
     func testUpgradesRefusedHereOrUpstreamAndUpstreamsThatCannotBeReached() throws {
-        let (origin, larder) = try start(config: "[[route]]\nprefix = \"/nows/\"\nwebsocket = false\n")
+        let (origin, larder) = try start(config: "[[route]]\nprefix = \"/nows/\"\nwebsocket = false\n"
+                                         + "[[route]]\nprefix = \"/\"\nhosts = [\"quiet.test\"]\nwebsocket = false\n")
         let off = try larder.client()
         XCTAssertEqual(try handshake(off, "/nows/x").status, 501, "websocket = false")
         XCTAssertEqual(try origin.count("/nows/x"), 0)
+        XCTAssertEqual(try handshake(try larder.client(), "/ws/x", host: "quiet.test").status, 501, "off for that virtual host")
+        XCTAssertEqual(try handshake(try larder.client(), "/ws/x", host: "loud.test").status, 101, "on for the others")
         // The upstream refuses the upgrade: its answer is passed on, and the connection closed after it.
         let refused = try larder.client()
         XCTAssertEqual(try handshake(refused, "/ws/refused?refuse=426").status, 426)
