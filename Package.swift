@@ -159,7 +159,7 @@ let package = Package(
             // CZlib: the status page's screenshot (a PNG) is decoded to check its pixels. CacheStorage: hostile
             // records in the disk format are planted in Redis.
             dependencies: ["larder", "Configuration", "TestSupport", "CZlib", "CacheStorage", "CacheSemantics", "Threads"],
-            exclude: ["origin.py", "h2client.py", "h2attacks.py"],
+            exclude: ["origin.py", "websocket_echo.py", "h2client.py", "h2attacks.py"],
             swiftSettings: swift5
         ),
     ]

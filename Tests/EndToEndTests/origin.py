@@ -80,6 +80,7 @@ import json
 import sys
 import threading
 import time
+import websocket_echo  # (beside this file)
 from email.utils import formatdate, parsedate_to_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
@@ -403,28 +404,7 @@ class Handler(BaseHTTPRequestHandler):
                           "Sec-WebSocket-Accept: %s\r\nX-Origin-Count: %d\r\n\r\n" % (accept, counts[self.path])).encode())
         self.wfile.flush()
         self.close_connection = True
-        while True:
-            head = self.rfile.read(2)
-            if len(head) < 2:
-                return
-            opcode, length = head[0] & 0x0F, head[1] & 0x7F
-            if length == 126:
-                length = int.from_bytes(self.rfile.read(2), "big")
-            elif length == 127:
-                length = int.from_bytes(self.rfile.read(8), "big")
-            mask = self.rfile.read(4) if head[1] & 0x80 else b"\0\0\0\0"
-            data = bytes(b ^ mask[i % 4] for i, b in enumerate(self.rfile.read(length)))
-            reply = {1: 1, 2: 2, 9: 10, 8: 8}.get(opcode)
-            if reply is None:
-                continue
-            size = len(data)
-            frame = bytes([0x80 | reply]) + (bytes([size]) if size < 126 else
-                                             bytes([126]) + size.to_bytes(2, "big") if size < 65536 else
-                                             bytes([127]) + size.to_bytes(8, "big"))
-            self.wfile.write(frame + data)
-            self.wfile.flush()
-            if opcode == 8:
-                return
+        websocket_echo.echo(self.rfile, self.wfile)
 
     def handle_counted(self):
         # How many requests for one path were being answered at once, at most.
