@@ -65,7 +65,7 @@ extension Exchange {
             case .awaitLock(let count):
                 holdWhileWaiting()
                 bump(count)
-                armStaleTimeout()
+                if machine.mayStandInAtOnce(now: cache.clock.now()) { armStaleTimeout() }
                 return false
             case .follow(let fetch, let count):
                 holdWhileWaiting()
@@ -75,13 +75,16 @@ extension Exchange {
             case .forward(let how):
                 holdWhileWaiting()
                 bump(how.count)
-                if poolIsDown {
-                    // Nobody to ask: a stored response that may stand in is served at once.
-                    cache.lock.release(key, here: how.leading, acrossFleet: how.claimedInFleet)
-                    action = machine.standInAtOnce(.down, now: cache.clock.now())
-                    continue
+                // (Asked once: only a request with a stored response that may stand in need look at the pool.)
+                if machine.mayStandInAtOnce(now: cache.clock.now()) {
+                    if upstream.configuration.pool(named: route?.upstream).allDown(now: loop.now()) {
+                        // Nobody to ask: the stored response is served at once.
+                        cache.lock.release(key, here: how.leading, acrossFleet: how.claimedInFleet)
+                        action = machine.standInAtOnce(.down, now: cache.clock.now())
+                        continue
+                    }
+                    armStaleTimeout()
                 }
-                armStaleTimeout()
                 forward(leading: how.leading, claimedInFleet: how.claimedInFleet)
                 return false
             case .forwardAgain(let dropStored):
@@ -180,25 +183,17 @@ extension Exchange {
 
 extension Exchange {
     /// stale_timeout: a request that a stored response may stand in for
-    /// waits at most this long for the upstream's head (or the leader it
-    /// follows), from when it first waits.
+    /// (the caller asked) waits at most this long for the upstream's head
+    /// (or the leader it follows), from when it first waits.
     private func armStaleTimeout() {
         guard staleTimer == .none else { return }
         let ms = route?.staleTimeoutMilliseconds ?? upstream.configuration.staleTimeoutMilliseconds
-        guard ms > 0, ms < upstream.configuration.upstream.responseTimeoutMilliseconds,
-              machine.mayStandInAtOnce(now: cache.clock.now()) else { return }
+        guard ms > 0, ms < upstream.configuration.upstream.responseTimeoutMilliseconds else { return }
         staleTimer = loop.schedule(after: UInt64(ms)) { [weak self] in
             guard let self else { return }
             self.staleTimer = .none
             self.perform(self.machine.standInAtOnce(.slow, now: self.cache.clock.now()))
         }
-    }
-
-    /// Every server of the request's pool is marked failed, and a stored
-    /// response may stand in for it.
-    private var poolIsDown: Bool {
-        machine.mayStandInAtOnce(now: cache.clock.now())
-            && upstream.configuration.pool(named: route?.upstream).allDown(now: loop.now())
     }
 
     /// The exchange waits (the fleet, the upstream, a leader): the stored

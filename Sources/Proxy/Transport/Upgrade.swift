@@ -1,3 +1,4 @@
+import CacheSemantics
 import HTTP1
 import HTTPHeaders
 import Routing
@@ -13,7 +14,7 @@ enum Upgrade {
     static func requested(_ head: RequestHead) -> String? {
         guard head.minorVersion == 1, head.framing == .none, let upgrade = head.combinedHeader("upgrade"),
               HopByHop.nominated(by: head.headers).contains("upgrade") else { return nil }
-        let protocols = upgrade.split(separator: ",").map { $0.trimmingCharacters() }.filter { !$0.isEmpty }
+        let protocols = upgrade.split(separator: ",").map { $0.trimmingWhitespace() }.filter { !$0.isEmpty }
         guard !protocols.isEmpty, !protocols.contains(where: { $0.lowercased().hasPrefix("h2c") }) else { return nil }
         return protocols.joined(separator: ", ")
     }
@@ -64,7 +65,7 @@ enum Upgrade {
         if status != 101 {
             for line in lines.dropFirst() {
                 guard let colon = line.firstIndex(of: ":"), line[..<colon].lowercased() == "content-length" else { continue }
-                let value = line[line.index(after: colon)...].trimmingCharacters()
+                let value = line[line.index(after: colon)...].trimmingWhitespace()
                 guard let n = Int(value), n >= 0, length == nil || length == n else { return .invalid("a bad Content-Length") }
                 length = n
             }
@@ -81,11 +82,5 @@ enum Upgrade {
             i += 1
         }
         return nil
-    }
-}
-
-extension Substring {
-    fileprivate func trimmingCharacters() -> String {
-        String(drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
     }
 }
