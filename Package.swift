@@ -44,11 +44,17 @@ let package = Package(
         .systemLibrary(name: "CHiredis", providers: [.apt(["libhiredis-dev"])]),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
+        // QUIC and HTTP/3 to clients: libngtcp2 (0.12), its GnuTLS crypto and GnuTLS
+        // (QUIC's TLS 1.3), libnghttp3 (0.8), all from Debian.
+        .systemLibrary(name: "CQUIC", providers: [.apt(["libngtcp2-dev", "libngtcp2-crypto-gnutls-dev", "libnghttp3-dev",
+                                                        "libgnutls28-dev"])]),
         // The bytes of a client connection, plain or through TLS, under every
         // protocol; its deadlines and lingering close. Knows no HTTP.
         .target(name: "Transport", dependencies: ["EventLoop", "TLS"], swiftSettings: swift5),
         // HTTP/2 to clients: one server session per connection over libnghttp2.
         .target(name: "HTTP2", dependencies: ["CNGHTTP2"], swiftSettings: swift5),
+        // HTTP/3 to clients: one QUIC connection (ngtcp2, GnuTLS) carrying HTTP/3 (nghttp3).
+        .target(name: "HTTP3", dependencies: ["CQUIC", "EventLoop", "HTTP2"], swiftSettings: swift5),
         // gzip through zlib: stored gzip bodies decoded for clients that do not accept gzip.
         .target(name: "Compression", dependencies: ["CZlib", "EventLoop"], swiftSettings: swift5),
         .target(name: "EventLoop", dependencies: ["CEventLoop"], swiftSettings: swift5),
@@ -82,7 +88,7 @@ let package = Package(
         .target(
             name: "Proxy",
             dependencies: [
-                "EventLoop", "Clocks", "HTTP1", "HTTPHeaders", "CacheSemantics", "CacheStorage", "Upstream", "Compression", "TLS", "HTTP2",
+                "EventLoop", "Clocks", "HTTP1", "HTTPHeaders", "CacheSemantics", "CacheStorage", "Upstream", "Compression", "TLS", "HTTP2", "HTTP3",
                 "Threads", "Telemetry", "Bytes", "Routing", "Transport", "Admin", .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swift5
@@ -101,7 +107,7 @@ let package = Package(
         .target(
             name: "Configuration",
             dependencies: [
-                "Proxy", "Routing", "Telemetry", "Upstream", "Redis", "TLS", "HTTP1", "CacheSemantics", "CacheStorage", "Threads", "Bytes",
+                "Proxy", "Routing", "Telemetry", "Upstream", "Redis", "TLS", "HTTP1", "HTTP3", "CacheSemantics", "CacheStorage", "Threads", "Bytes",
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -117,7 +123,7 @@ let package = Package(
         .executableTarget(
             name: "larder",
             dependencies: [
-                "Configuration", "AdminClient", "Proxy", "Admin", "Telemetry", "Routing", "EventLoop", "Clocks", "Upstream", "CacheStorage", "CacheSemantics", "CCurl", "Fleet", "Redis", "Threads", "TLS",
+                "Configuration", "AdminClient", "Proxy", "Admin", "Telemetry", "Routing", "EventLoop", "Clocks", "Upstream", "CacheStorage", "CacheSemantics", "CCurl", "Fleet", "Redis", "Threads", "TLS", "HTTP3",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),

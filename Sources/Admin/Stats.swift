@@ -65,6 +65,12 @@ public struct StatsSnapshot: Equatable, Sendable {
     public var http2Requests = 0
     public var http2Resets = 0
     public var http2Refusals = 0
+    public var http3Connections = 0
+    public var http3Requests = 0
+    public var http3Resets = 0
+    public var quicRetries = 0
+    public var quicStatelessResets = 0
+    public var quicDropped = 0
     /// Bytes read from clients and written to them.
     public var receivedBytes = 0
     public var sentBytes = 0
@@ -149,6 +155,9 @@ public struct StatsSnapshot: Equatable, Sendable {
             "plain_http_on_tls": \(plainOnTLS), "http2_connections": \(http2Connections), \
             "http2_requests": \(http2Requests), "http2_stream_resets": \(http2Resets), \
             "http2_connections_refused": \(http2Refusals), \
+            "http3_connections": \(http3Connections), "http3_requests": \(http3Requests), \
+            "http3_stream_resets": \(http3Resets), "quic_retries": \(quicRetries), \
+            "quic_stateless_resets": \(quicStatelessResets), "quic_datagrams_dropped": \(quicDropped), \
             "admin_refused_connections": \(adminRefusedConnections), "admin_failed_sign_ins": \(adminFailedSignIns), \
             "access_log_dropped_bytes": \(accessLogDroppedBytes), \
             "open_connections": \(openConnections), "io_jobs": \(ioJobs), "io_threads": \(ioThreads), "purged": \(purged), \
@@ -207,6 +216,12 @@ final class Metrics {
             ("http2_requests", "Requests on HTTP/2 connections", \.http2Requests),
             ("http2_stream_resets", "HTTP/2 streams that ended in a reset", \.http2Resets),
             ("http2_connections_refused", "HTTP/2 connections ended for a protocol error or a flood", \.http2Refusals),
+            ("http3_connections", "HTTP/3 (QUIC) connections taken", \.http3Connections),
+            ("http3_requests", "HTTP/3 request streams", \.http3Requests),
+            ("http3_stream_resets", "HTTP/3 streams that ended in a reset", \.http3Resets),
+            ("quic_retries", "QUIC Retry packets sent (address validation under load)", \.quicRetries),
+            ("quic_stateless_resets", "QUIC Stateless Resets sent for unknown connections", \.quicStatelessResets),
+            ("quic_datagrams_dropped", "UDP datagrams on QUIC listeners dropped unread (not QUIC, refused Initials)", \.quicDropped),
             ("admin_refused_connections", "Admin connections refused over admin_max_connections", \.adminRefusedConnections),
             ("admin_failed_sign_ins", "Admin requests refused for a missing or wrong token (401)", \.adminFailedSignIns),
             ("access_log_dropped_bytes", "Access log bytes dropped because its writer was too far behind", \.accessLogDroppedBytes),

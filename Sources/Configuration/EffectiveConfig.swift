@@ -127,6 +127,7 @@ public enum EffectiveConfig {
         case .io_threads: value = String(s.ioThreads)
         case .handshake_timeout: value = quoted(duration(Int(p.handshakeTimeoutMilliseconds)))
         case .http2_max_concurrent_streams: value = String(p.http2MaxConcurrentStreams)
+        case .http3_retry_threshold: value = String(p.quicRetryAbove)
         }
         return "\(key.rawValue) = \(value)"
     }
@@ -135,6 +136,7 @@ public enum EffectiveConfig {
         var out = ""
         for listener in listeners {
             out += "\n[[listen]]\naddress = \(quoted(listener.shown))\nhttp2 = \(listener.http2)\n"
+            if listener.http3 { out += "http3 = true\n" }
             guard let tls = listener.tls else { continue }
             out += "tls = true\nstrict_sni = \(tls.strictSNI)\n"
             out += certificate(tls.certificates[0])

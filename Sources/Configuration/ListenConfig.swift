@@ -2,6 +2,7 @@ import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
 #endif
+import HTTP3
 import TLS
 import TOMLKit
 
@@ -13,9 +14,11 @@ public struct ListenerConfig: Equatable {
     public var tls: TLSListenerConfig?
     /// HTTP/2: by ALPN (h2) on a TLS listener, by prior knowledge (h2c) on a plain one.
     public var http2 = true
+    /// HTTP/3 (QUIC on UDP, the same port and certificates) beside a TLS listener.
+    public var http3 = false
 
-    public init(host: String, port: UInt16, tls: TLSListenerConfig? = nil, http2: Bool = true) {
-        (self.host, self.port, self.tls, self.http2) = (host, port, tls, http2)
+    public init(host: String, port: UInt16, tls: TLSListenerConfig? = nil, http2: Bool = true, http3: Bool = false) {
+        (self.host, self.port, self.tls, self.http2, self.http3) = (host, port, tls, http2, http3)
     }
 
     /// HOST:PORT as the log and check-config show it.
@@ -35,7 +38,7 @@ public struct TLSListenerConfig: Equatable {
 }
 
 extension ListenerConfig {
-    public static let keys = ["address", "tls", "http2", "certificate", "key", "ocsp", "strict_sni", "certificates"]
+    public static let keys = ["address", "tls", "http2", "http3", "certificate", "key", "ocsp", "strict_sni", "certificates"]
     public static let certificateKeys = ["certificate", "key", "ocsp"]
 
     /// `[[listen]]` tables; `fail(index, key, message)` makes the error for a key.
@@ -60,6 +63,10 @@ extension ListenerConfig {
                 guard let flag = item.bool else { throw fail(index, "http2", "expected true or false") }
                 listener.http2 = flag
             }
+            if let item = table["http3"] {
+                guard let flag = item.bool else { throw fail(index, "http3", "expected true or false") }
+                listener.http3 = flag
+            }
             let tls: Bool
             if let item = table["tls"] {
                 guard let flag = item.bool else { throw fail(index, "tls", "expected true or false") }
@@ -70,6 +77,9 @@ extension ListenerConfig {
             let tlsKeys = ["certificate", "key", "ocsp", "strict_sni", "certificates"].filter { table[$0] != nil }
             guard tls else {
                 if let key = tlsKeys.first { throw fail(index, key, "only a TLS listener has it: add tls = true") }
+                if listener.http3 {
+                    throw fail(index, "http3", "HTTP/3 runs over QUIC, which is always TLS: add tls = true with certificate and key")
+                }
                 listeners.append(listener)
                 continue
             }
@@ -124,6 +134,18 @@ extension ListenerConfig {
                                   alpn: http2 ? ["h2", "http/1.1"] : ["http/1.1"])
         } catch {
             throw TLSError("TLS listener \(shown): \(error)")
+        }
+    }
+
+    /// This listener's certificates for QUIC (GnuTLS: QUIC's TLS), nil
+    /// unless it serves HTTP/3; `secret`: the running set's, kept across a
+    /// reload. The error names the listener and the file.
+    public func loadQUIC(secret: [UInt8]? = nil) throws(TLSError) -> QUICCredentials? {
+        guard http3, let tls else { return nil }
+        do {
+            return try QUICCredentials(certificates: tls.certificates.map { ($0.chain, $0.key) }, secret: secret)
+        } catch {
+            throw TLSError("HTTP/3 on \(shown): \(error)")
         }
     }
 

@@ -139,7 +139,7 @@ public enum ConfigKey: String, CaseIterable {
     case send_timeout, admin_max_connections, request_buffer_size, pass_request_headers, stale_on_disconnect
     case compress, range_fill, access_log_format, disk_open_files, admin_hosts, request_buffer_total, io_threads
     case handshake_timeout, http2_max_concurrent_streams, admin_read_token, admin_read_token_file, admin_healthz_public
-    case preserve_host, stale_timeout, grace, access_log_template, websocket
+    case preserve_host, stale_timeout, grace, access_log_template, websocket, http3_retry_threshold
 
     public enum Kind { case string, size, duration, integer, bool, lifetime, list }
 
@@ -156,7 +156,7 @@ public enum ConfigKey: String, CaseIterable {
              .handshake_timeout, .stale_timeout, .grace:
             return .duration
         case .workers, .upstream_retries, .upstream_max_connections, .max_connections, .max_header_count, .admin_max_connections,
-             .disk_open_files, .io_threads, .http2_max_concurrent_streams:
+             .disk_open_files, .io_threads, .http2_max_concurrent_streams, .http3_retry_threshold:
             return .integer
         case .upstream_tls_verify, .allow_client_policy, .strip_tag_headers, .strip_targeted_fields, .store_set_cookie, .forward_host,
              .range_fill, .admin_healthz_public, .preserve_host, .websocket:
@@ -198,6 +198,7 @@ extension Settings {
         case .disk_open_files: (0...1_000_000, \.diskOpenFiles)
         case .io_threads: (1...256, \.ioThreads)
         case .http2_max_concurrent_streams: (1...10_000, \.proxy.http2MaxConcurrentStreams)
+        case .http3_retry_threshold: (0...1_000_000, \.proxy.quicRetryAbove)
         default: nil
         }
     }

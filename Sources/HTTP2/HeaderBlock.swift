@@ -41,7 +41,7 @@ public struct HeaderBlock {
     public var fields: [(name: String, value: String)] { (0..<count).map(field) }
 
     /// Calls `body` with each field's name and value bytes, valid during the call.
-    func withFields(_ body: (UnsafeRawBufferPointer, [(name: Int, nameLength: Int, value: Int, valueLength: Int)]) -> Void) {
+    public func withFields(_ body: (UnsafeRawBufferPointer, [(name: Int, nameLength: Int, value: Int, valueLength: Int)]) -> Void) {
         bytes.withUnsafeBytes { body($0, spans) }
     }
 }

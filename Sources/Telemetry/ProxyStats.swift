@@ -65,6 +65,7 @@ public final class WorkerStats: Sendable {
         case upstreamErrors, clientErrors, refusedConnections, outputPauses, sendTimeouts, streamedBodies, offloadedLookups
         case offloadedReads, tlsHandshakes, tlsResumed, tlsFailures, plainOnTLS
         case http2Connections, http2Streams, http2Resets, http2Refusals
+        case http3Connections, http3Streams, http3Resets, quicRetries, quicStatelessResets, quicDropped
         case receivedBytes, sentBytes, upgrades, upgradedBytes
     }
 
@@ -116,6 +117,14 @@ public final class WorkerStats: Sendable {
     public let http2Streams = Atomic<Int>(0)
     public let http2Resets = Atomic<Int>(0)
     public let http2Refusals = Atomic<Int>(0)
+    public let http3Connections = Atomic<Int>(0)
+    public let http3Streams = Atomic<Int>(0)
+    public let http3Resets = Atomic<Int>(0)
+    /// Retry packets sent (address validation under load), Stateless
+    /// Resets sent, datagrams dropped unread (garbage, or refused Initials).
+    public let quicRetries = Atomic<Int>(0)
+    public let quicStatelessResets = Atomic<Int>(0)
+    public let quicDropped = Atomic<Int>(0)
     /// Bytes read from clients and written to them.
     public let receivedBytes = Atomic<Int>(0)
     public let sentBytes = Atomic<Int>(0)
@@ -170,6 +179,12 @@ public final class WorkerStats: Sendable {
         case .http2Streams: http2Streams.load(ordering: .relaxed)
         case .http2Resets: http2Resets.load(ordering: .relaxed)
         case .http2Refusals: http2Refusals.load(ordering: .relaxed)
+        case .http3Connections: http3Connections.load(ordering: .relaxed)
+        case .http3Streams: http3Streams.load(ordering: .relaxed)
+        case .http3Resets: http3Resets.load(ordering: .relaxed)
+        case .quicRetries: quicRetries.load(ordering: .relaxed)
+        case .quicStatelessResets: quicStatelessResets.load(ordering: .relaxed)
+        case .quicDropped: quicDropped.load(ordering: .relaxed)
         case .receivedBytes: receivedBytes.load(ordering: .relaxed)
         case .sentBytes: sentBytes.load(ordering: .relaxed)
         case .upgrades: upgrades.load(ordering: .relaxed)

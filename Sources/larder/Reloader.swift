@@ -5,6 +5,7 @@ import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
 #endif
+import HTTP3
 import Logging
 import Proxy
 import TLS
@@ -21,19 +22,22 @@ final class Reloader {
     private let store: TieredStore
     /// Each listener's certificates (nil: plain), replaced on reload.
     private let tlsSlots: [TLSContextSlot?]
+    /// Each HTTP/3 listener's QUIC certificates, replaced on reload.
+    private let quicSlots: [QUICCredentialsSlot?]
     private let logger: Logger
     private let routesChanged: (ProxyConfiguration) -> Void
     /// The running pools: a reload keeps the figures of their servers.
     private var runningPools: UpstreamPools
 
     init(flags: ServeFlags, running: Settings, pools: UpstreamPools, workers: [Worker], store: TieredStore,
-         tlsSlots: [TLSContextSlot?], logger: Logger, routesChanged: @escaping (ProxyConfiguration) -> Void) {
+         tlsSlots: [TLSContextSlot?], quicSlots: [QUICCredentialsSlot?], logger: Logger, routesChanged: @escaping (ProxyConfiguration) -> Void) {
         self.flags = flags
         runningPools = pools
         self.running = running
         self.workers = workers
         self.store = store
         self.tlsSlots = tlsSlots
+        self.quicSlots = quicSlots
         self.logger = logger
         self.routesChanged = routesChanged
     }
@@ -56,8 +60,8 @@ final class Reloader {
         }
         // What lives in sockets, threads and tiers needs a restart.
         let restartOnly: [(String, Bool)] = [
-            ("listen", next.listeners.map { [$0.host, "\($0.port)", "\($0.tls != nil)", "\($0.http2)"] }
-                != running.listeners.map { [$0.host, "\($0.port)", "\($0.tls != nil)", "\($0.http2)"] }),
+            ("listen", next.listeners.map { [$0.host, "\($0.port)", "\($0.tls != nil)", "\($0.http2)", "\($0.http3)"] }
+                != running.listeners.map { [$0.host, "\($0.port)", "\($0.tls != nil)", "\($0.http2)", "\($0.http3)"] }),
             ("workers", next.workers != running.workers),
             ("memory_limit", next.memoryLimitBytes != running.memoryLimitBytes),
             // It sizes the memory tier's shards, fixed when the tier is made.
@@ -96,7 +100,21 @@ final class Reloader {
                 return
             }
         }
+        // QUIC's certificates the same way (GnuTLS reads them again); the
+        // secret stays, so Retry tokens and resets stay valid.
+        var quic: [(QUICCredentialsSlot, QUICCredentials)] = []
+        for (slot, listener) in zip(quicSlots, next.listeners) {
+            guard let slot else { continue }
+            do {
+                guard let credentials = try listener.loadQUIC(secret: slot.credentials.secret) else { continue }
+                quic.append((slot, credentials))
+            } catch {
+                logger.error("SIGHUP: configuration not reloaded, keeping the running one and its certificates: \(error)")
+                return
+            }
+        }
         for (slot, context) in contexts { slot.replace(with: context) }
+        for (slot, credentials) in quic { slot.replace(with: credentials) }
         var configuration = Serve.proxyConfiguration(next, upstream: upstream)
         configuration.upstreams = configuration.upstreams.keepingServers(of: runningPools)
         runningPools = configuration.upstreams

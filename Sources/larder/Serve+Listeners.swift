@@ -2,6 +2,7 @@ import Configuration
 import EventLoop
 import FoundationEssentials
 import Glibc
+import HTTP3
 import Logging
 import TLS
 
@@ -18,6 +19,39 @@ extension Serve {
                 complain("\(error); fix the certificate, key or ocsp file of that [[listen]] table")
                 throw Exit.config
             }
+        }
+    }
+
+    /// Each listener's QUIC certificates (nil unless it serves HTTP/3);
+    /// one GnuTLS cannot use is a configuration error (78).
+    static func quicSlots(_ listeners: [ListenerConfig]) throws -> [QUICCredentialsSlot?] {
+        try listeners.map { listener in
+            do {
+                return try listener.loadQUIC().map(QUICCredentialsSlot.init)
+            } catch {
+                complain("\(error); fix the certificate or key file of that [[listen]] table")
+                throw Exit.config
+            }
+        }
+    }
+
+    /// The UDP sockets of an HTTP/3 listener, one per worker (SO_REUSEPORT),
+    /// on the port its TCP sockets are bound to.
+    static func openQUIC(_ listener: ListenerConfig, port: UInt16, workers: Int) throws -> [Int32] {
+        do throws(SystemError) {
+            // Alone first, as for TCP: another process's socket on the port is refused.
+            Socket.close(try UDPSocket.bind(host: listener.host, port: port, reusePort: false).fd)
+            var fds: [Int32] = []
+            for _ in 0..<workers { fds.append(try UDPSocket.bind(host: listener.host, port: port, reusePort: true).fd) }
+            return fds
+        } catch {
+            let shown = ListenerConfig(host: listener.host, port: port).shown
+            if let refusal = StartupChecks.bindRefusal(error, key: "listen", shown: shown + " (UDP, HTTP/3)") {
+                complain(refusal)
+                throw Exit.config
+            }
+            complain("cannot \(error) for HTTP/3; free UDP port \(port) or set http3 = false on that [[listen]]")
+            throw Exit.failure
         }
     }
 
@@ -55,7 +89,7 @@ extension Serve {
     }
 
     static func openListeners(_ settings: Settings, workers: Int) throws
-        -> (proxy: [[Int32]], shown: String, admin: (fd: Int32, shown: String)?)
+        -> (proxy: [[Int32]], quic: [(fds: [Int32], port: UInt16)?], shown: String, admin: (fd: Int32, shown: String)?)
     {
         let passed = Systemd.takeListenFDs()
         for (name, fd) in passed where !Systemd.isListeningSocket(fd) {
@@ -72,14 +106,17 @@ extension Serve {
         }
 
         var proxy: [[Int32]] = []
+        var quic: [(fds: [Int32], port: UInt16)?] = []
         var shown: [String] = []
         for (index, listener) in settings.listeners.enumerated() {
-            let note = listener.tls == nil ? "" : " (TLS)"
+            let note = listener.tls == nil ? "" : listener.http3 ? " (TLS, HTTP/3)" : " (TLS)"
             if let proxyFD = passedFor[index] {
                 // Every worker watches the same socket through its own descriptor,
                 // so each can close its own when draining.
                 proxy.append([proxyFD] + (1..<max(1, workers)).map { _ in fcntl(proxyFD, F_DUPFD_CLOEXEC, 3) })
                 shown.append((Systemd.localAddress(proxyFD) ?? "the socket systemd passed") + note)
+                let port = UInt16(Systemd.localAddress(proxyFD)?.split(separator: ":").last ?? "") ?? listener.port
+                quic.append(listener.http3 ? (try openQUIC(listener, port: port, workers: workers), port) : nil)
                 continue
             }
             var port = listener.port
@@ -104,6 +141,7 @@ extension Serve {
                 throw Exit.failure
             }
             proxy.append(sockets)
+            quic.append(listener.http3 ? (try openQUIC(listener, port: port, workers: workers), port) : nil)
             shown.append(ListenerConfig(host: listener.host, port: port).shown + note)
         }
 
@@ -126,6 +164,6 @@ extension Serve {
                 throw Exit.failure
             }
         }
-        return (proxy, shown.joined(separator: ", "), admin)
+        return (proxy, quic, shown.joined(separator: ", "), admin)
     }
 }

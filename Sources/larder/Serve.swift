@@ -125,6 +125,7 @@ struct Serve: ParsableCommand {
 
         // Certificates load before any socket opens: a bad one stops the start (78).
         let tlsSlots = try Self.tlsSlots(settings.listeners, logger: logger)
+        let quicSlots = try Self.quicSlots(settings.listeners)
         let listeners = try Self.openListeners(settings, workers: workerCount)
         // Checked on the address actually in use: admin_listen, or a socket
         // systemd passed. Nothing serves yet, so refusing here is clean.
@@ -138,8 +139,9 @@ struct Serve: ParsableCommand {
         let logFeed = LogFeed(), samples = listeners.admin == nil ? nil : RequestSamples()
         do {
             for index in 0..<workerCount {
-                let own = listeners.proxy.indices.map {
-                    ProxyListener(fd: listeners.proxy[$0][index], tls: tlsSlots[$0], http2: settings.listeners[$0].http2)
+                let own = listeners.proxy.indices.map { n in
+                    let quic = listeners.quic[n].flatMap { udp in quicSlots[n].map { (udp.fds[index], $0, udp.port) } }
+                    return ProxyListener(fd: listeners.proxy[n][index], tls: tlsSlots[n], http2: settings.listeners[n].http2, quic: quic)
                 }
                 let worker = try Worker(listeners: own, configuration: proxyConfig, store: store, collapser: collapser,
                                         stats: stats, logger: logger, accessLog: accessLog, clock: clock)
@@ -242,7 +244,7 @@ struct Serve: ParsableCommand {
         complain("listening on \(listeners.shown) with \(workerCount) workers, upstream \(upstream), memory limit \(settings.memoryLimitBytes) bytes\(diskNote)\(adminNote)\(fleetNote)", priority: 5)
 
         let reload = Reloader(flags: flags, running: settings, pools: proxyConfig.upstreams, workers: workers, store: store,
-                              tlsSlots: tlsSlots,
+                              tlsSlots: tlsSlots, quicSlots: quicSlots,
                               logger: logger) { configuration in
             routesForAdmin.withLock { $0 = configuration.routes }
             poolsForAdmin.withLock { $0 = configuration.allPools }

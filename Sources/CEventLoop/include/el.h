@@ -151,4 +151,5 @@ static inline uintptr_t el_load_word_seq(const void *word) {
     return __atomic_load_n((const uintptr_t *)word, __ATOMIC_SEQ_CST);
 }
 
+#include "el_udp.h"
 #endif

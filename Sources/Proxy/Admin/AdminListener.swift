@@ -72,7 +72,7 @@ public final class AdminListener: AcceptorOwner, ConnectionOwner {
 
     func releaseDescriptors() -> Int { api.releaseDescriptors() }
 
-    func admit(_ fd: Int32, peer: String, tls: TLSContext?, http2: Bool) {
+    func admit(_ fd: Int32, peer: String, tls: TLSContext?, http2: Bool, altService: String?) {
         if connections.count >= maxConnections {
             // Connections answered and closing (lingering) give their places first.
             for connection in connections.values where connection.isLingering { connection.close() }

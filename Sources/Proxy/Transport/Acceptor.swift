@@ -1,4 +1,5 @@
 import EventLoop
+import HTTP3
 import Logging
 import TLS
 #if canImport(Glibc)
@@ -13,12 +14,21 @@ public struct ProxyListener {
     /// Whether HTTP/2 is spoken: h2c by prior knowledge on a plain
     /// listener (a TLS listener offers h2 by ALPN when its context does).
     public let http2: Bool
+    /// HTTP/3 beside a TLS listener: this worker's UDP socket on the same
+    /// port and the listener's QUIC certificates; its TLS answers then say
+    /// so (Alt-Svc).
+    public let quic: (fd: Int32, credentials: QUICCredentialsSlot, port: UInt16)?
 
-    public init(fd: Int32, tls: TLSContextSlot? = nil, http2: Bool = true) {
+    public init(fd: Int32, tls: TLSContextSlot? = nil, http2: Bool = true,
+                quic: (fd: Int32, credentials: QUICCredentialsSlot, port: UInt16)? = nil) {
         self.fd = fd
         self.tls = tls
         self.http2 = http2
+        self.quic = quic
     }
+
+    /// Alt-Svc's value on this listener's answers (RFC 7838; a day, as Caddy and nginx advertise).
+    var altService: String? { quic.map { "h3=\":\($0.port)\"; ma=86400" } }
 }
 
 /// What an acceptor is given by its worker.
@@ -29,7 +39,7 @@ protocol AcceptorOwner: AnyObject {
     /// hits (it keeps fewer from then on); how many.
     func releaseDescriptors() -> Int
     /// Takes an accepted connection on.
-    func admit(_ fd: Int32, peer: String, tls: TLSContext?, http2: Bool)
+    func admit(_ fd: Int32, peer: String, tls: TLSContext?, http2: Bool, altService: String?)
 }
 
 /// Accepts one listener's connections for its worker (each worker has its
@@ -67,7 +77,8 @@ final class Acceptor: IOHandler {
                 return
             }
             guard let accepted else { return }
-            worker.admit(accepted.fd, peer: accepted.peer, tls: listener.tls?.context, http2: listener.http2)
+            worker.admit(accepted.fd, peer: accepted.peer, tls: listener.tls?.context, http2: listener.http2,
+                         altService: listener.altService)
         }
     }
 

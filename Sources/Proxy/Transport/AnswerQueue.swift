@@ -23,6 +23,9 @@ protocol AnswerQueue: ResponseSink {
     var isCongested: Bool { get }
     /// HTTP/2: the transport marks a body's end, and a connection's persistence is its own.
     var framesItsOwnBodies: Bool { get }
+    /// Alt-Svc's value on this connection's answers (a TLS listener that
+    /// also serves HTTP/3), or nil.
+    var altService: String? { get }
     /// The head of an answer; its body follows.
     func enqueue(head: Head)
     /// Body bytes.
@@ -35,6 +38,7 @@ protocol AnswerQueue: ResponseSink {
 
 extension ClientConnection: AnswerQueue {
     var framesItsOwnBodies: Bool { false }
+    var altService: String? { settings.altService }
     func loggedVersion(of request: RequestHead) -> Int { request.minorVersion == 0 ? 10 : 11 }
     var tlsServerName: String? { stream.tls?.serverName }
 
@@ -50,8 +54,9 @@ extension AnswerQueue {
     /// The Connection field of an answer to `request`: kept alive unless
     /// it or a drain says otherwise.
     private func connectionField(_ request: RequestHead) -> ConnectionField {
-        if framesItsOwnBodies { return .implicit }
-        return ConnectionField(keepAlive: request.keepAlive && !services.draining, minorVersion: request.minorVersion)
+        if framesItsOwnBodies { return ConnectionField(persistence: .implicit, altService: altService) }
+        return ConnectionField(keepAlive: request.keepAlive && !services.draining, minorVersion: request.minorVersion,
+                               altService: altService)
     }
 
     /// Queues a stored response for `request`, as `answer` says. Nil,

@@ -39,16 +39,34 @@ enum BodyEnd: Equatable {
 
 /// What a head says about the connection: nothing for an HTTP/1.1 client
 /// that stays (persistence is its default), keep-alive for an HTTP/1.0 one,
-/// close when Larder will close it.
-enum ConnectionField: Equatable {
-    case implicit, keepAlive, close
+/// close when Larder will close it; and, on the TLS responses of a listener
+/// that also serves HTTP/3, Alt-Svc naming it (RFC 7838).
+struct ConnectionField: Equatable {
+    enum Persistence: Equatable { case implicit, keepAlive, close }
+    var persistence: Persistence
+    /// Alt-Svc's value (`h3=":PORT"; ma=86400`), or nil.
+    var altService: String?
 
-    init(keepAlive: Bool, minorVersion: Int) {
-        self = !keepAlive ? .close : minorVersion == 0 ? .keepAlive : .implicit
+    static let implicit = ConnectionField(persistence: .implicit)
+    static let keepAlive = ConnectionField(persistence: .keepAlive)
+    static let close = ConnectionField(persistence: .close)
+
+    init(persistence: Persistence, altService: String? = nil) {
+        self.persistence = persistence
+        self.altService = altService
     }
 
+    init(keepAlive: Bool, minorVersion: Int, altService: String? = nil) {
+        persistence = !keepAlive ? .close : minorVersion == 0 ? .keepAlive : .implicit
+        self.altService = altService
+    }
+
+    /// The same, closing.
+    var closing: ConnectionField { ConnectionField(persistence: .close, altService: altService) }
+
     func append(to head: inout [UInt8]) {
-        switch self {
+        if let altService { ResponseSerializer.appendField("Alt-Svc", altService, to: &head) }
+        switch persistence {
         case .implicit: break
         case .keepAlive: head.append(contentsOf: "Connection: keep-alive\r\n".utf8)
         case .close: head.append(contentsOf: "Connection: close\r\n".utf8)
@@ -167,14 +185,19 @@ enum ClientHead {
     static func appendHitTail(age: Int, cacheStatus: CacheStatusLine, connection: ConnectionField, to out: inout [UInt8]) {
         // Written at a cursor on the stack, then one append: the pieces
         // appended one by one cost a uniqueness and capacity check each.
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 80 + cacheStatus.capacity) { buffer in
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 96 + cacheStatus.capacity + (connection.altService?.utf8.count ?? 0)) { buffer in
             let start = buffer.baseAddress!
             var p = start
             ByteWriting.put("Age: ", at: &p)
             ByteWriting.putDecimal(age, at: &p)
             ByteWriting.put("\r\n", at: &p)
             cacheStatus.write(at: &p)
-            switch connection {
+            if var alt = connection.altService {
+                ByteWriting.put("Alt-Svc: ", at: &p)
+                alt.withUTF8 { ByteWriting.put($0, at: &p) }
+                ByteWriting.put("\r\n", at: &p)
+            }
+            switch connection.persistence {
             case .implicit: break
             case .keepAlive: ByteWriting.put("Connection: keep-alive\r\n", at: &p)
             case .close: ByteWriting.put("Connection: close\r\n", at: &p)

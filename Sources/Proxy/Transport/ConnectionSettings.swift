@@ -20,6 +20,9 @@ struct ConnectionSettings {
     var handshakeTimeoutMilliseconds: UInt64
     /// SETTINGS_MAX_CONCURRENT_STREAMS of an HTTP/2 connection.
     var http2MaxConcurrentStreams: Int
+    /// Alt-Svc's value on the answers of a TLS listener that also serves
+    /// HTTP/3 (`h3=":PORT"; ma=86400`), set per listener; nil elsewhere.
+    var altService: String?
 
     init(_ configuration: ProxyConfiguration) {
         limits = configuration.limits

@@ -25,7 +25,7 @@ extension HTTP2Connection: DeadlineKeeper {
 
     /// A stream's body waits for its client to open the window:
     /// send_timeout from the stream's last progress.
-    func watchWindow(_ stream: HTTP2Stream) {
+    func watchWindow(_ stream: RequestStream) {
         guard deadlines[.window] == nil else { return }
         deadlines[.window] = stream.lastProgress + settings.sendTimeoutMilliseconds
         armTimer()

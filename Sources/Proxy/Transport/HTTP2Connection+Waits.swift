@@ -6,14 +6,14 @@ import Threads
 /// Streams that wait: for the client's window, or for a body file's pages
 /// read into the page cache off the loop.
 extension HTTP2Connection {
-    func waitsForWindow(_ stream: HTTP2Stream) {
-        if !windowWaiters.contains(stream.id) { windowWaiters.append(stream.id) }
+    func waitsForWindow(_ stream: RequestStream) {
+        if !windowWaiters.contains(Self.id(stream)) { windowWaiters.append(Self.id(stream)) }
     }
 
     /// A body file's next bytes are read into the page cache off the loop.
-    func load(_ file: OpenFile, offset: Int, count: Int, for stream: HTTP2Stream) {
+    func load(_ file: OpenFile, offset: Int, count: Int, for stream: RequestStream) {
         WorkerStats.bump(services.counters.offloadedReads)
-        let id = stream.id
+        let id = Self.id(stream)
         BlockingWork.shared.run({ FilePages.load(file.fd, offset: offset, count: count) }, on: loop) { [weak self] _ in
             file.cachedUntil = max(file.cachedUntil, offset + count)
             guard let self, !self.closed, let stream = self.streams[id] else { return }
@@ -22,8 +22,8 @@ extension HTTP2Connection {
     }
 
     /// A stream that waited (for a window, a file's pages) sends again.
-    func resume(_ stream: HTTP2Stream) {
-        session.resume(stream.id)
+    func resume(_ stream: RequestStream) {
+        session.resume(Self.id(stream))
         streamHasOutput(stream)
     }
 }

@@ -11,9 +11,9 @@ import Transport
 
 /// One client's HTTP/2 connection (h2 by ALPN over TLS, or h2c by prior knowledge),
 /// taken over from the `ClientConnection` that saw it begin: bytes between the socket
-/// (or TLS) and the `HTTP2Session`, one `HTTP2Stream` per request, and the limits
+/// (or TLS) and the `HTTP2Session`, one `RequestStream` per request, and the limits
 /// that keep one client from holding a worker (`HTTP2Limits`).
-final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, ClientTransport {
+final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, ClientTransport, StreamCarrier {
     let fd: Int32
     let peer: String
     unowned(unsafe) let services: ConnectionServices
@@ -24,8 +24,9 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     private let stream: ByteStream
     /// The TLS server name of the connection (nil: plain), for the access log.
     var tlsServerName: String? { stream.tls?.serverName }
+    var altService: String? { settings.altService }
     private(set) var session: HTTP2Session!
-    private(set) var streams: [Int32: HTTP2Stream] = [:]
+    private(set) var streams: [Int32: RequestStream] = [:]
     /// Bytes the session produced that the socket has not taken yet (the session is asked for more once they are gone).
     private var pending: [UInt8] = []
     private var pendingStart = 0
@@ -35,7 +36,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
     private(set) var closed = false
     private var flushQueued = false
     /// Streams with output to submit at the batch's end.
-    private var ready: [HTTP2Stream] = []
+    private var ready: [RequestStream] = []
     /// Streams answered whole while their request still comes: reset (NO_ERROR) once the answer's last frame is queued.
     private var answeredEarly: [Int32] = []
     /// Streams that wait for the client to open its window.
@@ -134,13 +135,17 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
         let streams = ready
         ready.removeAll(keepingCapacity: true)
         for stream in streams where !closed {
-            stream.submitIfReady(session)
+            switch stream.takeSubmission() {
+            case .respond(let head, let body)?: session.respond(Self.id(stream), head: head, body: body)
+            case .resume?: session.resume(Self.id(stream))
+            case nil: break
+            }
             if stream.isWaitingForClient { watchWindow(stream) }
         }
         write()
     }
 
-    func streamHasOutput(_ stream: HTTP2Stream) {
+    func streamHasOutput(_ stream: RequestStream) {
         ready.append(stream)
         guard !flushQueued, !closed else { return }
         flushQueued = true
@@ -216,7 +221,7 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
         }
         servedAny = true
         deadlines[.idle] = nil
-        let stream = HTTP2Stream(id: id, connection: self, maxBodyBytes: settings.limits.maxBodyBytes,
+        let stream = RequestStream(id: Int64(id), connection: self, maxBodyBytes: settings.limits.maxBodyBytes,
                                  outputBound: settings.outputBoundBytes)
         streams[id] = stream
         WorkerStats.bump(services.counters.http2Streams)
@@ -279,30 +284,33 @@ final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, C
 
     // MARK: what streams ask
 
-    func resetStream(_ stream: HTTP2Stream, code: HTTP2Error.Code) {
-        session.reset(stream.id, code: code)
+    /// A stream's id as nghttp2 has it (every id it made fits).
+    static func id(_ stream: RequestStream) -> Int32 { Int32(truncatingIfNeeded: stream.id) }
+
+    func resetStream(_ stream: RequestStream, code: HTTP2Error.Code) {
+        session.reset(Self.id(stream), code: code)
         streamHasOutput(stream)
     }
 
     /// The client may send as many more body bytes as the upstream took.
-    func acknowledge(_ stream: HTTP2Stream) {
-        session.consume(stream.id, stream.unacknowledged)
+    func acknowledge(_ stream: RequestStream) {
+        session.consume(Self.id(stream), stream.unacknowledged)
         stream.unacknowledged = 0
         streamHasOutput(stream)
     }
 
-    func sendInterim(_ stream: HTTP2Stream, status: Int, fields: HeaderFields) {
-        session.informational(stream.id, head: ClientHead.interim(status: status, fields: fields, as: HTTP2Head.self).block)
+    func sendInterim(_ stream: RequestStream, status: Int, fields: HeaderFields) {
+        session.informational(Self.id(stream), head: ClientHead.interim(status: status, fields: fields, as: HTTP2Head.self).block)
         streamHasOutput(stream)
     }
 
-    func sendContinue(_ stream: HTTP2Stream) {
-        session.informational(stream.id, head: HeaderBlock(status: 100))
+    func sendContinue(_ stream: RequestStream) {
+        session.informational(Self.id(stream), head: HeaderBlock(status: 100))
         streamHasOutput(stream)
     }
 
-    func resetAfterAnswer(_ stream: HTTP2Stream) {
-        if !answeredEarly.contains(stream.id) { answeredEarly.append(stream.id) }
+    func resetAfterAnswer(_ stream: RequestStream) {
+        if !answeredEarly.contains(Self.id(stream)) { answeredEarly.append(Self.id(stream)) }
     }
 
     /// A flood or abuse: GOAWAY (ENHANCE_YOUR_CALM), then the connection ends.

@@ -51,7 +51,7 @@ struct HTTP1Head: HeadWriter {
 
     mutating func end(framing: ClientFraming, connection: ConnectionField) {
         if framing == .chunked { bytes += "Transfer-Encoding: chunked\r\n".utf8 }
-        (framing == .untilClose ? .close : connection).append(to: &bytes)
+        (framing == .untilClose ? connection.closing : connection).append(to: &bytes)
         bytes += [0x0D, 0x0A]
     }
 }
@@ -85,10 +85,13 @@ struct HTTP2Head: HeadWriter {
     mutating func hitTail(age: Int, cacheStatus: CacheStatusLine, connection: ConnectionField) {
         block.append(name: "age") { ResponseSerializer.appendDecimal(age, to: &$0) }
         block.append(name: "cache-status") { cacheStatus.appendValue(to: &$0) }
+        if let alt = connection.altService { field("alt-svc", alt) }
     }
 
     /// (The stream's END_STREAM frames the body; its persistence is the connection's.)
-    mutating func end(framing: ClientFraming, connection: ConnectionField) {}
+    mutating func end(framing: ClientFraming, connection: ConnectionField) {
+        if let alt = connection.altService { field("alt-svc", alt) }
+    }
 
     /// The stored fields of `entry`, `:status` first (its stored head is
     /// the storage's form; its fields are read from there as bytes).

@@ -78,6 +78,9 @@ public struct ProxyConfiguration: Sendable {
     public var handshakeTimeoutMilliseconds: UInt64 = 10_000
     /// Requests an HTTP/2 client may have open at once on a connection.
     public var http2MaxConcurrentStreams = 100
+    /// HTTP/3: past this many QUIC handshakes pending on a worker, a new
+    /// client is sent a Retry first (its address proved before any state is kept).
+    public var quicRetryAbove = 64
     /// A request body that makes no progress for this long gets 408 (or,
     /// once the answer has started, the connection closed).
     public var bodyTimeoutMilliseconds: UInt64 = 30_000

@@ -16,7 +16,7 @@ import Transport
 /// One event loop on one thread: its own socket per listener
 /// (SO_REUSEPORT), its own curl multi handle, its connections. Workers
 /// share only the memory tier and the statistics.
-public final class Worker: ConnectionOwner, AcceptorOwner {
+public final class Worker: ConnectionOwner, AcceptorOwner, QUICListenerOwner {
     public let loop: EventLoop
     /// Read on the loop's thread only; `reconfigure` replaces it there.
     public private(set) var configuration: ProxyConfiguration
@@ -52,6 +52,7 @@ public final class Worker: ConnectionOwner, AcceptorOwner {
     /// What its connections use of it.
     let services: ConnectionServices
     private var acceptors: [Acceptor] = []
+    private var quicListeners: [QUICListener] = []
     private var connections: [ObjectIdentifier: any ClientTransport] = [:]
     /// Stopping: no connection is taken, answers end theirs (`services` tells them).
     var draining: Bool { services.draining }
@@ -101,6 +102,9 @@ public final class Worker: ConnectionOwner, AcceptorOwner {
                                       responder: .proxy(ExchangeParts(cache: cache, upstream: self.upstream, log: log)))
         acceptors = listeners.map { Acceptor($0, worker: self) }
         services.owner = self
+        quicListeners = listeners.compactMap { listener in
+            listener.quic.map { QUICListener(fd: $0.fd, slot: $0.credentials, retryAbove: configuration.quicRetryAbove, owner: self) }
+        }
     }
 
     convenience init(listener: Int32, configuration: ProxyConfiguration, store: TieredStore, collapser: Collapser,
@@ -115,6 +119,7 @@ public final class Worker: ConnectionOwner, AcceptorOwner {
     public func run() {
         do {
             for acceptor in acceptors { try acceptor.start() }
+            for listener in quicListeners { try listener.start() }
         } catch {
             logger.error("cannot watch listener: \(error)")
             return
@@ -125,7 +130,7 @@ public final class Worker: ConnectionOwner, AcceptorOwner {
     /// A connection an acceptor took: served, or refused over max_connections.
     func releaseDescriptors() -> Int { cache.store.releaseDescriptors() }
 
-    func admit(_ fd: Int32, peer: String, tls: TLSContext?, http2: Bool) {
+    func admit(_ fd: Int32, peer: String, tls: TLSContext?, http2: Bool, altService: String?) {
         guard !draining else { Socket.close(fd); return }
         if stats.openConnections.wrappingAdd(1, ordering: .relaxed).newValue > configuration.maxConnections {
             stats.openConnections.wrappingSubtract(1, ordering: .relaxed)
@@ -141,10 +146,30 @@ public final class Worker: ConnectionOwner, AcceptorOwner {
                 return
             }
         }
-        let connection = ClientConnection(fd: fd, peer: peer, services: services, settings: connectionSettings, tls: session, http2: http2)
+        var settings = connectionSettings
+        settings.altService = tls == nil ? nil : altService
+        let connection = ClientConnection(fd: fd, peer: peer, services: services, settings: settings, tls: session, http2: http2)
         connections[ObjectIdentifier(connection)] = connection
         connection.start()
     }
+
+    // MARK: QUICListenerOwner
+
+    var quicConnectionSettings: ConnectionSettings { connectionSettings }
+
+    func admitQUIC() -> Bool {
+        guard !draining else { return false }
+        if stats.openConnections.wrappingAdd(1, ordering: .relaxed).newValue > configuration.maxConnections {
+            stats.openConnections.wrappingSubtract(1, ordering: .relaxed)
+            WorkerStats.bump(counters.refusedConnections)
+            return false
+        }
+        return true
+    }
+
+    func notStarted() { stats.openConnections.wrappingSubtract(1, ordering: .relaxed) }
+
+    func adopt(_ connection: any ClientTransport) { connections[ObjectIdentifier(connection)] = connection }
 
     /// Over max_connections: a short 503 (best effort, the socket buffer of
     /// a new connection takes it) and close; existing connections go on.
@@ -214,6 +239,7 @@ public final class Worker: ConnectionOwner, AcceptorOwner {
             upstream.draining = true
             onDrained = completion
             for acceptor in acceptors { acceptor.close() }
+            for listener in quicListeners { listener.stopAccepting() }
             for connection in connections.values { connection.drain() }
             if connections.isEmpty { finishDrain(); return }
             loop.schedule(after: timeoutMilliseconds) { [weak self] in
@@ -225,6 +251,7 @@ public final class Worker: ConnectionOwner, AcceptorOwner {
     }
 
     private func finishDrain() {
+        for listener in quicListeners { listener.close() }
         log.flush()
         guard let done = onDrained else { return }
         onDrained = nil

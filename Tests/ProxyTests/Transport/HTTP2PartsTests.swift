@@ -7,10 +7,10 @@ final class HTTP2PartsTests: XCTestCase {
     /// Host beside :authority: the same host in another case or with its
     /// default port is the same; another host or port is not.
     func testHostsAreComparedWithoutCaseOrDefaultPort() {
-        XCTAssertEqual(HTTP2Stream.sameHost("A.Example:443"), HTTP2Stream.sameHost("a.example"))
-        XCTAssertEqual(HTTP2Stream.sameHost("a.example:80"), HTTP2Stream.sameHost("a.example"))
-        XCTAssertNotEqual(HTTP2Stream.sameHost("a.example:8443"), HTTP2Stream.sameHost("a.example"))
-        XCTAssertNotEqual(HTTP2Stream.sameHost("b.example"), HTTP2Stream.sameHost("a.example"))
+        XCTAssertEqual(RequestStream.sameHost("A.Example:443"), RequestStream.sameHost("a.example"))
+        XCTAssertEqual(RequestStream.sameHost("a.example:80"), RequestStream.sameHost("a.example"))
+        XCTAssertNotEqual(RequestStream.sameHost("a.example:8443"), RequestStream.sameHost("a.example"))
+        XCTAssertNotEqual(RequestStream.sameHost("b.example"), RequestStream.sameHost("a.example"))
     }
 
     func testResetsAndIdleFramesHaveABudgetPerWindow() {

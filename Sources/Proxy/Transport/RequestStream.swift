@@ -4,21 +4,51 @@ import HTTP1
 import HTTP2
 import HTTPHeaders
 
-/// One HTTP/2 stream: its request, and the exchange's `ResponseSink`. The
-/// request's fields become a `RequestHead` directly, held to the same
-/// rules as a parsed HTTP/1.1 head (`RequestRules`: one set of checks and
-/// limits for both protocols); the answer's head is written as HTTP/2
-/// fields (`AnswerQueue` with `HTTP2Head`), its body queued and taken by
-/// the session as DATA, as the client's window allows.
-final class HTTP2Stream: AnswerQueue {
-    let id: Int32
+/// What a request stream asks of the connection that carries it: an
+/// HTTP/2 connection (`HTTP2Connection`) or an HTTP/3 one (`HTTP3Connection`).
+protocol StreamCarrier: AnyObject {
+    var services: ConnectionServices { get }
+    var peer: String { get }
+    var tlsServerName: String? { get }
+    /// Alt-Svc's value on its answers, or nil.
+    var altService: String? { get }
+    /// The stream is reset with `code` (HTTP/2's codes; HTTP/3 sends its own for each).
+    func resetStream(_ stream: RequestStream, code: HTTP2Error.Code)
+    /// The client may send as many more body bytes as the upstream took.
+    func acknowledge(_ stream: RequestStream)
+    func sendInterim(_ stream: RequestStream, status: Int, fields: HeaderFields)
+    func sendContinue(_ stream: RequestStream)
+    /// Once the answer is out, the rest of the request is refused without error.
+    func resetAfterAnswer(_ stream: RequestStream)
+    /// The stream has output to submit (at the batch's end).
+    func streamHasOutput(_ stream: RequestStream)
+    func waitsForWindow(_ stream: RequestStream)
+    /// A stream that waited (for a window, a file's pages) sends again.
+    func resume(_ stream: RequestStream)
+    /// A body file's next bytes are read into the page cache off the loop.
+    func load(_ file: OpenFile, offset: Int, count: Int, for stream: RequestStream)
+}
+
+/// One request stream of an HTTP/2 or HTTP/3 connection: its request, and
+/// the exchange's `ResponseSink`. The request's fields become a
+/// `RequestHead` directly, held to the same rules as a parsed HTTP/1.1
+/// head (`RequestRules`: one set of checks and limits for every
+/// protocol); the answer's head is written as fields (`AnswerQueue` with
+/// `HTTP2Head`: HTTP/3's rules for fields are HTTP/2's, RFC 9114 section
+/// 4.2), its body queued and taken by the session as DATA, as the
+/// client's window allows.
+final class RequestStream: AnswerQueue {
+    let id: Int64
     /// The connection owns its streams and outlives them.
-    unowned(unsafe) let connection: HTTP2Connection
+    unowned(unsafe) let connection: any StreamCarrier
     var services: ConnectionServices { connection.services }
     var peer: String { connection.peer }
     var tlsServerName: String? { connection.tlsServerName }
+    var altService: String? { connection.altService }
     let framesItsOwnBodies = true
-    func loggedVersion(of request: RequestHead) -> Int { 20 }
+    /// 20 (HTTP/2) or 30 (HTTP/3), as the access log writes it.
+    let version: Int
+    func loggedVersion(of request: RequestHead) -> Int { version }
     var answerFraming = ClientFraming.none
     var answerBodyBytes = 0, answerLimit = Int.max
 
@@ -63,9 +93,10 @@ final class HTTP2Stream: AnswerQueue {
     var lastProgress: UInt64 = 0
     private var outputBound: Int
 
-    init(id: Int32, connection: HTTP2Connection, maxBodyBytes: Int, outputBound: Int) {
+    init(id: Int64, connection: any StreamCarrier, version: Int = 20, maxBodyBytes: Int, outputBound: Int) {
         self.id = id
         self.connection = connection
+        self.version = version
         self.maxBodyBytes = maxBodyBytes
         self.outputBound = outputBound
         headers.reserveCapacity(16)
@@ -261,21 +292,29 @@ final class HTTP2Stream: AnswerQueue {
 
     func uploadDrained() { connection.acknowledge(self) }
 
-    /// What the connection does with queued output at the batch's end:
-    /// the head submitted once complete, a waiting body resumed.
-    func submitIfReady(_ session: HTTP2Session) {
+    /// What the connection does with queued output at the batch's end.
+    enum Submission {
+        /// The head, complete (`body`: DATA follows).
+        case respond(HeaderBlock, body: Bool)
+        /// A body that waited has bytes (or its end).
+        case resume
+    }
+
+    /// The head submitted once complete, a waiting body resumed.
+    func takeSubmission() -> Submission? {
         if !submitted {
-            guard let head else { return }
+            guard let head else { return nil }
             submitted = true
             self.head = nil
             lastProgress = services.loop.now()
             let hasBody = !(ended && body.isEmpty)
-            session.respond(id, head: head, body: hasBody)
             if !hasBody { answered() }
+            return .respond(head, body: hasBody)
         } else if deferred && (!body.isEmpty || ended) {
             deferred = false
-            session.resume(id)
+            return .resume
         }
+        return nil
     }
 
     /// DATA for the session: up to `buffer.count` bytes, whether they end

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""An HTTP/3 client for Larder's end-to-end tests (aioquic, from PyPI, in the
+virtual environment `.ci/install-deps --test` makes; no code shared with
+Larder).
+
+    h3client.py PORT MODE [ARG...]
+
+It speaks HTTP/3 over QUIC to 127.0.0.1:PORT (certificates not verified:
+the tests' own), prints one line per finding, then "RESULT ok" or
+"RESULT error <what>".
+
+Modes:
+  get PATH N [NAME=VALUE ...]   N concurrent GETs of PATH on one connection;
+        prints "STREAM <id> <status> <body bytes> <sha256> <cache-status>"
+  head PATH                     a HEAD; prints "STREAM ..." and "FIELD name value" for each field
+  fields PATH                   a GET; prints "FIELD name value" for each response field
+  post PATH SIZE                a POST of SIZE bytes (0x61...); prints "STREAM ..."
+  sequence PATH N               N GETs one after another on one connection
+  hold PATH                     one GET, then keeps the connection open until the server
+        closes it (20 s at most); prints "CLOSED <error code>" and the GET's STREAM line
+  retry PATH                    a GET; prints "RETRIED <0|1>": whether the server sent a Retry
+"""
+import asyncio
+import hashlib
+import ssl
+import sys
+
+from aioquic.asyncio.client import connect
+from aioquic.asyncio.protocol import QuicConnectionProtocol
+from aioquic.h3.connection import H3_ALPN, H3Connection
+from aioquic.h3.events import DataReceived, HeadersReceived
+from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.events import ConnectionTerminated
+
+
+class Client(QuicConnectionProtocol):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.h3 = H3Connection(self._quic)
+        self.waiting = {}
+        self.closed = asyncio.get_event_loop().create_future()
+
+    def request(self, method, path, fields=(), body=b""):
+        sid = self._quic.get_next_available_stream_id()
+        headers = [(b":method", method.encode()), (b":scheme", b"https"), (b":authority", b"127.0.0.1"),
+                   (b":path", path.encode())] + [(n.encode(), v.encode()) for n, v in fields]
+        if body:
+            headers.append((b"content-length", str(len(body)).encode()))
+        self.h3.send_headers(sid, headers, end_stream=not body)
+        if body:
+            self.h3.send_data(sid, body, end_stream=True)
+        done = asyncio.get_event_loop().create_future()
+        self.waiting[sid] = {"done": done, "headers": [], "body": bytearray()}
+        self.transmit()
+        return sid, done
+
+    def quic_event_received(self, event):
+        if isinstance(event, ConnectionTerminated):
+            if not self.closed.done():
+                self.closed.set_result(event.error_code)
+            for state in self.waiting.values():
+                if not state["done"].done():
+                    state["done"].set_exception(ConnectionError("connection closed: %s" % event.error_code))
+        for h3event in self.h3.handle_event(event):
+            state = self.waiting.get(getattr(h3event, "stream_id", None))
+            if state is None:
+                continue
+            if isinstance(h3event, HeadersReceived):
+                state["headers"] += [(n.decode(), v.decode()) for n, v in h3event.headers]
+            elif isinstance(h3event, DataReceived):
+                state["body"] += h3event.data
+            if getattr(h3event, "stream_ended", False) and not state["done"].done():
+                state["done"].set_result(state)
+
+
+def line(sid, state):
+    fields = dict(state["headers"])
+    body = bytes(state["body"])
+    return "STREAM %d %s %d %s %s" % (sid, fields.get(":status", "?"), len(body), hashlib.sha256(body).hexdigest(),
+                                       fields.get("cache-status", "-").replace(" ", ""))
+
+
+async def main(port, mode, args):
+    config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, verify_mode=ssl.CERT_NONE,
+                               server_name="localhost", max_stream_data=1 << 20, max_data=16 << 20)
+    async with connect("127.0.0.1", port, configuration=config, create_protocol=Client) as client:
+        if mode == "get":
+            path, n = args[0], int(args[1])
+            fields = [a.split("=", 1) for a in args[2:]]
+            pending = [client.request("GET", path, fields) for _ in range(n)]
+            for sid, done in pending:
+                print(line(sid, await asyncio.wait_for(done, 30)))
+        elif mode in ("head", "fields"):
+            sid, done = client.request("HEAD" if mode == "head" else "GET", args[0])
+            state = await asyncio.wait_for(done, 30)
+            print(line(sid, state))
+            for name, value in state["headers"]:
+                print("FIELD %s %s" % (name, value))
+        elif mode == "post":
+            sid, done = client.request("POST", args[0], [("content-type", "application/octet-stream")],
+                                       b"a" * int(args[1]))
+            print(line(sid, await asyncio.wait_for(done, 30)))
+        elif mode == "sequence":
+            for _ in range(int(args[1])):
+                sid, done = client.request("GET", args[0])
+                print(line(sid, await asyncio.wait_for(done, 30)))
+        elif mode == "hold":
+            sid, done = client.request("GET", args[0])
+            print(line(sid, await asyncio.wait_for(done, 30)))
+            print("CLOSED %s" % await asyncio.wait_for(client.closed, 20))
+        elif mode == "retry":
+            sid, done = client.request("GET", args[0])
+            print(line(sid, await asyncio.wait_for(done, 30)))
+            print("RETRIED %d" % (1 if client._quic._retry_source_connection_id is not None else 0))
+    print("RESULT ok")
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(main(int(sys.argv[1]), sys.argv[2], sys.argv[3:]))
+    except Exception as e:  # noqa: BLE001 - the test reads what went wrong
+        print("RESULT error %s: %s" % (type(e).__name__, e))
+        sys.exit(1)
