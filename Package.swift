@@ -142,6 +142,7 @@ let package = Package(
         .testTarget(name: "CacheStorageTests", dependencies: ["CacheStorage", "CChecksum", "Clocks", "Threads", "HTTP1", "HTTPHeaders", "TestSupport"], swiftSettings: swift5),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"], swiftSettings: swift5),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2"], swiftSettings: swift5),
+        .testTarget(name: "HTTP3Tests", dependencies: ["HTTP3", "CQUIC", "EventLoop"], swiftSettings: swift5),
         .testTarget(name: "TransportTests", dependencies: ["Transport", "TLS", "EventLoop", "TestSupport"], swiftSettings: swift5),
         .testTarget(name: "ThreadsTests", dependencies: ["Threads", "EventLoop"], swiftSettings: swift5),
         .testTarget(name: "TelemetryTests", dependencies: ["Telemetry", "Bytes", "EventLoop", "HTTP1"], swiftSettings: swift5),
@@ -165,7 +166,7 @@ let package = Package(
             // CZlib: the status page's screenshot (a PNG) is decoded to check its pixels. CacheStorage: hostile
             // records in the disk format are planted in Redis.
             dependencies: ["larder", "Configuration", "TestSupport", "CZlib", "CacheStorage", "CacheSemantics", "Threads"],
-            exclude: ["origin.py", "websocket_echo.py", "h2client.py", "h2attacks.py"],
+            exclude: ["origin.py", "websocket_echo.py", "h2client.py", "h2attacks.py", "h3client.py", "h3attacks.py"],
             swiftSettings: swift5
         ),
     ]

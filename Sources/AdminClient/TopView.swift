@@ -119,7 +119,19 @@ public struct TopView {
         }
         out.append("connections  \(Self.count(current["larder_open_connections"])) open   "
                    + "in \(Self.bytes(rate("larder_client_received_bytes_total")))/s  out \(Self.bytes(rate("larder_client_sent_bytes_total")))/s")
-        return out + serverLines + (urls?.lines ?? [])
+        return out + protocolLines + serverLines + (urls?.lines ?? [])
+    }
+
+    /// HTTP/2 and HTTP/3 connections and streams per second, for those that
+    /// carried any since the start.
+    public var protocolLines: [String] {
+        [("http2", "larder_http2_connections_total", "larder_http2_requests_total"),
+         ("http3", "larder_http3_connections_total", "larder_http3_requests_total")].compactMap { name, connections, streams in
+            let total = current[connections]
+            guard total > 0 else { return nil }
+            return "\(name)        connections/s \(Self.number(rate(connections)))  streams/s \(Self.number(rate(streams)))  "
+                + "(\(Self.count(total)) connections, \(Self.count(current[streams])) streams since start)"
+        }
     }
 
     /// One line per upstream server, when there is more than one:

@@ -69,6 +69,10 @@ extension HTTP3ServerConnection {
                 if r != 0 && r != NGHTTP3_ERR_STREAM_NOT_FOUND { return NGTCP2_ERR_CALLBACK_FAILURE }
             }
             connection.outputs.removeValue(forKey: stream)?.release()
+            // A client's request stream closed: it may open another (MAX_STREAMS).
+            if let conn = connection.conn, ngtcp2_is_bidi_stream(stream) != 0, ngtcp2_conn_is_local_stream(conn, stream) == 0 {
+                ngtcp2_conn_extend_max_streams_bidi(conn, 1)
+            }
             return 0
         }
         c.stream_reset = { _, stream, _, _, user, _ in

@@ -77,21 +77,31 @@ public enum QUICPackets {
     /// the token, proving its address, before any state is kept for it.
     public static func retry(for header: ngtcp2_pkt_hd, from peer: DatagramPeer, secret: [UInt8], now: UInt64,
                              into out: UnsafeMutableRawBufferPointer) -> Int {
-        var header = header, peer = peer
-        var retryID = ConnectionID.random(length: idLength).cid
+        var header = header
+        let retryID = ConnectionID.random(length: idLength)
+        var retryCID = retryID.cid
+        let token = retryToken(for: header, retryID: retryID, from: peer, secret: secret, now: now)
+        guard !token.isEmpty else { return 0 }
+        let n = ngtcp2_crypto_write_retry(out.baseAddress!.assumingMemoryBound(to: UInt8.self), out.count, header.version,
+                                          &header.scid, &retryCID, &header.dcid, token, token.count)
+        return max(0, Int(n))
+    }
+
+    /// The token a Retry carries: the client's original destination ID,
+    /// sealed with the secret for its address and the time (empty: failed).
+    public static func retryToken(for header: ngtcp2_pkt_hd, retryID: ConnectionID, from peer: DatagramPeer, secret: [UInt8],
+                                  now: UInt64) -> [UInt8] {
+        var header = header, peer = peer, retryCID = retryID.cid
         var token = [UInt8](repeating: 0, count: 256)
-        let tokenLength = withUnsafePointer(to: &peer.addr) { a in
+        let length = withUnsafePointer(to: &peer.addr) { a in
             a.withMemoryRebound(to: sockaddr.self, capacity: 1) { a in
                 secret.withUnsafeBytes { s in
                     ngtcp2_crypto_generate_retry_token(&token, s.baseAddress!.assumingMemoryBound(to: UInt8.self), s.count,
-                                                       header.version, a, peer.len, &retryID, &header.dcid, now)
+                                                       header.version, a, peer.len, &retryCID, &header.dcid, now)
                 }
             }
         }
-        guard tokenLength > 0 else { return 0 }
-        let n = ngtcp2_crypto_write_retry(out.baseAddress!.assumingMemoryBound(to: UInt8.self), out.count, header.version,
-                                          &header.scid, &retryID, &header.dcid, token, Int(tokenLength))
-        return max(0, Int(n))
+        return length > 0 ? Array(token.prefix(Int(length))) : []
     }
 
     /// The original destination ID a Retry token carried, when the token
@@ -111,6 +121,18 @@ public enum QUICPackets {
             }
         }
         return r == 0 ? ConnectionID(original) : nil
+    }
+
+    /// A CONNECTION_CLOSE (CONNECTION_REFUSED) in an Initial packet, for
+    /// a client that cannot be taken now (max_connections, draining): it
+    /// learns at once instead of waiting out its timeout.
+    public static func refusal(for header: ngtcp2_pkt_hd, into out: UnsafeMutableRawBufferPointer) -> Int {
+        var header = header
+        // (Its destination is the client's source ID; its keys come from the client's destination ID.)
+        let n = ngtcp2_crypto_write_connection_close(out.baseAddress!.assumingMemoryBound(to: UInt8.self), min(out.count, 1200),
+                                                     header.version, &header.scid, &header.dcid,
+                                                     UInt64(NGTCP2_CONNECTION_REFUSED), nil, 0)
+        return max(0, Int(n))
     }
 
     /// Whether an Initial carries a token (a Retry's, or one we cannot read).

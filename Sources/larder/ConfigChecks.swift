@@ -41,6 +41,8 @@ enum ConfigChecks {
         for listener in settings.listeners where listener.tls != nil {
             do {
                 if let context = try listener.loadTLS() { warnings += listener.validityWarnings(context) }
+                // HTTP/3's TLS is GnuTLS's: it reads the same files itself.
+                _ = try listener.loadQUIC()
             } catch {
                 throw Refusal(message: "\(error); fix the certificate, key or ocsp file of that [[listen]] table")
             }

@@ -56,6 +56,10 @@ final class TopViewTests: XCTestCase {
         XCTAssertEqual(view.quantile(0.5, of: "larder_upstream_response_seconds") ?? 0, 0.0055, accuracy: 1e-9)
         XCTAssertNil(TopView(previous: after, current: after).quantile(0.5, of: "larder_upstream_response_seconds"))
         XCTAssertNil(TopView(previous: nil, current: after).hitRatioNow, "no interval yet")
+        XCTAssertEqual(view.protocolLines, [], "no HTTP/2 or HTTP/3 connection yet")
+        let h3 = TopView(previous: TopSample(time: 0, metrics: "larder_http3_connections_total 2\nlarder_http3_requests_total 10"),
+                         current: TopSample(time: 2, metrics: "larder_http3_connections_total 6\nlarder_http3_requests_total 50"))
+        XCTAssertEqual(h3.protocolLines, ["http3        connections/s 2.0  streams/s 20.0  (6 connections, 50 streams since start)"])
         XCTAssertEqual(TopView.bytes(3 * 1_048_576), "3.0 MiB")
         XCTAssertEqual(TopView.duration(3725), "1h02m")
     }

@@ -81,6 +81,27 @@ final class ConfigFileTests: XCTestCase {
     }
 
     /// stale_timeout and grace, global and per route; what they refuse.
+    func testHTTP3IsATLSListenersAndItsRetryThresholdIsBounded() throws {
+        let set = try load("""
+            http3_retry_threshold = 0
+            [[listen]]
+            address = "127.0.0.1:8443"
+            tls = true
+            http3 = true
+            certificate = "/c.pem"
+            key = "/c.key"
+            """)
+        XCTAssertEqual(set.listeners.first?.http3, true)
+        XCTAssertEqual(set.proxy.quicRetryAbove, 0)
+        XCTAssertEqual(try load("").proxy.quicRetryAbove, 64)
+        XCTAssertFalse(try load("[[listen]]\naddress = \"127.0.0.1:1\"\n").listeners[0].http3, "off unless asked")
+        let plain = try error("[[listen]]\naddress = \"127.0.0.1:1\"\nhttp3 = true\n")
+        XCTAssertEqual(plain.key, "listen.http3")
+        XCTAssertTrue(plain.message.contains("tls = true"), plain.message)
+        XCTAssertEqual(try error("[[listen]]\naddress = \"127.0.0.1:1\"\nhttp3 = \"yes\"\n").key, "listen.http3")
+        XCTAssertEqual(try error("http3_retry_threshold = -1\n").key, "http3_retry_threshold")
+    }
+
     func testStaleTimeoutAndGrace() throws {
         let defaults = try load("")
         XCTAssertEqual(defaults.proxy.staleTimeoutMilliseconds, 3000)

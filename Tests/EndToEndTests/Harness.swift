@@ -13,6 +13,10 @@ enum Paths {
     static let originScript = packageRoot.appendingPathComponent("Tests/EndToEndTests/origin.py").path
     static let h2client = packageRoot.appendingPathComponent("Tests/EndToEndTests/h2client.py").path
     static let h2attacks = packageRoot.appendingPathComponent("Tests/EndToEndTests/h2attacks.py").path
+    static let h3client = packageRoot.appendingPathComponent("Tests/EndToEndTests/h3client.py").path
+    static let h3attacks = packageRoot.appendingPathComponent("Tests/EndToEndTests/h3attacks.py").path
+    /// The Python with aioquic (PyPI) that `.ci/install-deps --test` puts in .venv.
+    static let aioquicPython = packageRoot.appendingPathComponent(".venv/bin/python").path
 
     /// `swift test` builds the executable next to the test bundle.
     static var larder: String {

@@ -18,3 +18,14 @@ func waitForStats(_ larder: LarderProcess, _ name: String, atLeast value: Int, t
     }
     return figure
 }
+
+/// Waits (bounded) until a /stats figure falls to `value`; returns the last reading.
+func waitForStats(_ larder: LarderProcess, _ name: String, atMost value: Int, timeout: TimeInterval = 10) throws -> Int {
+    let deadline = Date().addingTimeInterval(timeout)
+    var figure = try statsFigure(larder, name)
+    while figure > value && Date() < deadline {
+        usleep(20_000)
+        figure = try statsFigure(larder, name)
+    }
+    return figure
+}

@@ -61,7 +61,14 @@ final class HTTP3Connection: BatchEndHandler, HTTP3ConnectionDelegate, ClientTra
             handshakeCounted = true
             listener.handshakeCompleted(self)
         }
-        write()
+        // What the datagrams of this batch call for leaves once, at its end.
+        writeSoon()
+    }
+
+    private func writeSoon() {
+        guard !flushQueued, !closed else { return }
+        flushQueued = true
+        loop.atBatchEnd(self)
     }
 
     /// Packets out as far as the connection may send now; the timer set for its next moment.
@@ -112,9 +119,7 @@ final class HTTP3Connection: BatchEndHandler, HTTP3ConnectionDelegate, ClientTra
 
     func streamHasOutput(_ stream: RequestStream) {
         ready.append(stream)
-        guard !flushQueued, !closed else { return }
-        flushQueued = true
-        loop.atBatchEnd(self)
+        writeSoon()
     }
 
     // MARK: HTTP3ConnectionDelegate

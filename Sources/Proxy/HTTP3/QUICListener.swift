@@ -103,7 +103,8 @@ final class QUICListener: IOHandler {
 
     /// A client's first Initial: a connection, a Retry first, or nothing.
     private func begin(_ datagram: UnsafeRawBufferPointer, from peer: DatagramPeer) {
-        guard accepting, let header = QUICPackets.accept(datagram) else { return dropped() }
+        guard let header = QUICPackets.accept(datagram) else { return dropped() }
+        guard accepting else { return refuse(header, to: peer) }
         let secret = slot.credentials.secret
         let now = HTTP3Connection.now()
         // A token that is not a valid Retry token of ours counts as none
@@ -115,7 +116,7 @@ final class QUICListener: IOHandler {
             if n > 0 { _ = send(UnsafeRawBufferPointer(rebasing: sendBuffer[..<n]), segment: n, to: peer) }
             return
         }
-        guard owner.admitQUIC() else { return }
+        guard owner.admitQUIC() else { return refuse(header, to: peer) }
         let connection: HTTP3Connection
         do {
             connection = try HTTP3Connection(listener: self, header: header, from: peer, retried: retried, services: services,
@@ -131,6 +132,11 @@ final class QUICListener: IOHandler {
         routes[connection.quic.originalID] = connection
         for id in connection.quic.connectionIDs { routes[id] = connection }
         connection.receive(datagram, from: peer)
+    }
+
+    private func refuse(_ header: InitialPacket, to peer: DatagramPeer) {
+        let n = QUICPackets.refusal(for: header, into: sendBuffer)
+        if n > 0 { _ = send(UnsafeRawBufferPointer(rebasing: sendBuffer[..<n]), segment: n, to: peer) }
     }
 
     private func statelessReset(_ dcid: ConnectionID, received: Int, to peer: DatagramPeer) {

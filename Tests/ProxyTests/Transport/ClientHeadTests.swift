@@ -98,6 +98,21 @@ final class ClientHeadTests: XCTestCase {
         }
     }
 
+    /// A listener that also serves HTTP/3 says so on every head it ends (RFC 7838).
+    func testHeadsOfAnHTTP3ListenerAdvertiseIt() {
+        let field = ConnectionField(keepAlive: true, minorVersion: 1, altService: "h3=\":8443\"; ma=86400")
+        var out: [UInt8] = []
+        ClientHead.appendHitTail(age: 1, cacheStatus: .bytes(Array("Cache-Status: larder; hit\r\n".utf8)), connection: field, to: &out)
+        XCTAssertEqual(text(out), "Age: 1\r\nCache-Status: larder; hit\r\nAlt-Svc: h3=\":8443\"; ma=86400\r\n\r\n")
+        var made = HTTP1Head(status: 200, reason: nil)
+        made.end(framing: .untilClose, connection: field)
+        XCTAssertEqual(text(made.bytes), "HTTP/1.1 200 OK\r\nAlt-Svc: h3=\":8443\"; ma=86400\r\nConnection: close\r\n\r\n")
+        var h2 = HTTP2Head(status: 200, reason: nil)
+        h2.end(framing: .length, connection: ConnectionField(persistence: .implicit, altService: "h3=\":8443\"; ma=86400"))
+        XCTAssertEqual(h2.block.fields.last?.name, "alt-svc")
+        XCTAssertEqual(h2.block.fields.last?.value, "h3=\":8443\"; ma=86400")
+    }
+
     func testTheEndOfAForwardedBody() {
         XCTAssertEqual(BodyEnd.decide(framing: .length, whole: true), .end(terminator: false, close: false))
         XCTAssertEqual(BodyEnd.decide(framing: .length, whole: false), .cut, "short of its length: the client must see it cut")
