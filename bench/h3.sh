@@ -72,9 +72,13 @@ cat > "$WORK/Caddyfile" <<CADDY
     admin off
     auto_https disable_redirects
     skip_install_trust
-    log { level ERROR }
+    log {
+        level ERROR
+    }
 }
-https://127.0.0.1:$CADDY_PORT {
+# (By name: Caddy's internal CA refuses a handshake whose SNI is an IP address.)
+https://localhost:$CADDY_PORT {
+    bind 127.0.0.1
     tls internal
     root * $WORK/www
     header Cache-Control "max-age=3600"
@@ -85,7 +89,9 @@ XDG_DATA_HOME="$WORK/caddy-data" XDG_CONFIG_HOME="$WORK/caddy-config" HOME="$WOR
     $SERVER_CPU caddy run --config "$WORK/Caddyfile" --adapter caddyfile > "$WORK/caddy.log" 2>&1 &
 CADDY_PID=$!
 PIDS="$PIDS $CADDY_PID"
-i=0; while ! curl -sk "https://127.0.0.1:$CADDY_PORT/1k/x" -o /dev/null && [ $i -lt 500 ]; do sleep 0.02; i=$((i+1)); done
+i=0; while ! curl -sk --resolve "localhost:$CADDY_PORT:127.0.0.1" "https://localhost:$CADDY_PORT/1k/x" -o /dev/null && [ $i -lt 500 ]; do
+    sleep 0.02; i=$((i+1))
+done
 curl -sk "https://127.0.0.1:$LARDER_TLS/1k/x" -o /dev/null  # stored before measuring
 
 CLK_TCK=$(getconf CLK_TCK)
@@ -96,11 +102,11 @@ cpu_ticks() {  # user+system clock ticks of a server's processes
 
 now_ms() { date +%s%3N; }
 
-h3_run() {  # port: CLIENTS gtlsclients of REQUESTS streams each; prints requests per second
+h3_run() {  # host port: CLIENTS gtlsclients of REQUESTS streams each; prints requests per second
     start=$(now_ms)
     for _ in $(seq 1 "$CLIENTS"); do
         $CLIENT_CPU gtlsclient -q --exit-on-all-streams-close --max-streams-bidi 100 -n "$REQUESTS" \
-            127.0.0.1 "$1" "https://127.0.0.1:$1/1k/x" > /dev/null 2>&1 &
+            "$1" "$2" "https://$1:$2/1k/x" > /dev/null 2>&1 &
     done
     wait
     awk -v n=$((CLIENTS * REQUESTS)) -v ms=$(($(now_ms) - start)) 'BEGIN {printf "%.1f\n", n / (ms / 1000)}'
@@ -109,7 +115,8 @@ h3_run() {  # port: CLIENTS gtlsclients of REQUESTS streams each; prints request
 measure() {  # server protocol: prints "per_second cpu_us_per_request"
     before=$(cpu_ticks "$1")
     case $2 in
-        h3) port=$([ "$1" = larder ] && echo "$LARDER_TLS" || echo "$CADDY_PORT"); rate=$(h3_run "$port"); n=$((CLIENTS * REQUESTS)) ;;
+        h3) if [ "$1" = larder ]; then rate=$(h3_run 127.0.0.1 "$LARDER_TLS"); else rate=$(h3_run localhost "$CADDY_PORT"); fi
+            n=$((CLIENTS * REQUESTS)) ;;
         h2) rate=$($CLIENT_CPU h2load -n $((CLIENTS * REQUESTS)) -c "$CLIENTS" -m 100 "https://127.0.0.1:$LARDER_TLS/1k/x" \
                    | awk '/finished in/ {for (i = 1; i <= NF; i++) if ($i == "req/s,") {print $(i-1); exit}}')
             n=$((CLIENTS * REQUESTS)) ;;

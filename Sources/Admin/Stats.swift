@@ -218,7 +218,7 @@ final class Metrics {
             ("http2_connections_refused", "HTTP/2 connections ended for a protocol error or a flood", \.http2Refusals),
             ("http3_connections", "HTTP/3 (QUIC) connections taken", \.http3Connections),
             ("http3_requests", "HTTP/3 request streams", \.http3Requests),
-            ("http3_stream_resets", "HTTP/3 streams that ended in a reset", \.http3Resets),
+            ("http3_stream_resets", "HTTP/3 streams the client reset or asked to stop", \.http3Resets),
             ("quic_retries", "QUIC Retry packets sent (address validation under load)", \.quicRetries),
             ("quic_stateless_resets", "QUIC Stateless Resets sent for unknown connections", \.quicStatelessResets),
             ("quic_datagrams_dropped", "UDP datagrams on QUIC listeners dropped unread (not QUIC, refused Initials)", \.quicDropped),

@@ -133,12 +133,12 @@ extension HTTP3ServerConnection {
         _ = nghttp3_conn_shutdown(h3)
     }
 
-    /// The connection ends now without error (H3_NO_ERROR): its
+    /// The connection ends now, without error (H3_NO_ERROR) or with `code`: its
     /// CONNECTION_CLOSE goes with the next `write`.
-    public func shutDown() {
+    public func shutDown(code: UInt64 = UInt64(NGHTTP3_H3_NO_ERROR)) {
         guard ending == nil else { return }
         var error = ngtcp2_connection_close_error()
-        ngtcp2_connection_close_error_set_application_error(&error, UInt64(NGHTTP3_H3_NO_ERROR), nil, 0)
+        ngtcp2_connection_close_error_set_application_error(&error, code, nil, 0)
         pendingClose = error
         ending = .closed("shut down")
     }

@@ -76,10 +76,16 @@ extension HTTP3ServerConnection {
             return 0
         }
         c.stream_reset = { _, stream, _, _, user, _ in
-            guard let h3 = HTTP3ServerConnection.of(user).h3 else { return 0 }
+            // The client abandoned its request: its answer is cancelled too,
+            // so the stream closes (and counts against the reset budget).
+            let connection = HTTP3ServerConnection.of(user)
+            connection.delegate.streamReset(stream)
+            guard let h3 = connection.h3 else { return 0 }
+            connection.reset(stream, code: UInt64(NGHTTP3_H3_REQUEST_CANCELLED))
             return nghttp3_conn_shutdown_stream_read(h3, stream) == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE
         }
         c.stream_stop_sending = { _, stream, _, user, _ in
+            HTTP3ServerConnection.of(user).delegate.streamReset(stream)
             guard let h3 = HTTP3ServerConnection.of(user).h3 else { return 0 }
             return nghttp3_conn_shutdown_stream_read(h3, stream) == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE
         }

@@ -19,6 +19,9 @@ public protocol HTTP3ConnectionDelegate: AnyObject {
     func bodyEnded(_ stream: Int64)
     /// The stream is gone (`errorCode` H3_NO_ERROR: finished).
     func streamClosed(_ stream: Int64, errorCode: UInt64)
+    /// The client reset a stream or asked it to stop (RESET_STREAM,
+    /// STOP_SENDING), whether or not its request had begun: for budgets.
+    func streamReset(_ stream: Int64)
     /// Up to `buffer.count` bytes of a response body, and whether they end
     /// it; nil: none yet (the stream waits until `resume`).
     func body(_ stream: Int64, into buffer: UnsafeMutableRawBufferPointer) -> (count: Int, end: Bool)?

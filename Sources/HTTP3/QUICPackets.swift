@@ -148,4 +148,5 @@ public enum HTTP3Code {
     public static let internalError = UInt64(NGHTTP3_H3_INTERNAL_ERROR)
     public static let requestRejected = UInt64(NGHTTP3_H3_REQUEST_REJECTED)
     public static let requestCancelled = UInt64(NGHTTP3_H3_REQUEST_CANCELLED)
+    public static let excessiveLoad = UInt64(NGHTTP3_H3_EXCESSIVE_LOAD)
 }

@@ -19,6 +19,8 @@ Modes:
   hold PATH                     one GET, then keeps the connection open until the server
         closes it (20 s at most); prints "CLOSED <error code>" and the GET's STREAM line
   retry PATH                    a GET; prints "RETRIED <0|1>": whether the server sent a Retry
+  rapid-reset PATH N            up to N streams each reset as soon as opened; prints "CLOSED <error code>"
+        once the server ends the connection (20 s at most)
   cert PATH                     a GET; prints "CERT <serial>" of the server's certificate
   limits PATH                   a GET; prints "MAXSTREAMS <n>" (bidirectional streams the
         server allows) and "QPACK <n>" (the dynamic table capacity its SETTINGS allow)
@@ -124,6 +126,20 @@ async def main(port, mode, args):
             print("MAXSTREAMS %d" % client._quic._remote_max_streams_bidi)
             settings = client.h3.received_settings or {}
             print("QPACK %d" % settings.get(0x1, 0))
+        elif mode == "rapid-reset":
+            # Streams opened and reset at once (as HTTP/2's CVE-2023-44487), until the server closes.
+            for _ in range(int(args[1])):
+                sid = client._quic.get_next_available_stream_id()
+                client.h3.send_headers(sid, [(b":method", b"GET"), (b":scheme", b"https"), (b":authority", b"127.0.0.1"),
+                                             (b":path", args[0].encode())], end_stream=False)
+                if sid % 8 == 0:
+                    client.transmit()  # (every other one reset before its head left: both kinds count)
+                client._quic.reset_stream(sid, 0x10C)
+                client.transmit()
+                if client.closed.done():
+                    break
+                await asyncio.sleep(0.001)
+            print("CLOSED %s" % await asyncio.wait_for(client.closed, 20))
         elif mode == "retry":
             sid, done = client.request("GET", args[0])
             print(line(sid, await asyncio.wait_for(done, 30)))

@@ -31,6 +31,8 @@ final class HTTP3Connection: BatchEndHandler, HTTP3ConnectionDelegate, ClientTra
     private(set) var closed = false
     private var draining = false
     private var handshakeCounted = false
+    /// Streams reset per 10 s (rapid reset, as on HTTP/2): beyond the budget the connection ends.
+    private var limits: HTTP2Limits
 
     init(listener: QUICListener, header: InitialPacket, from remote: DatagramPeer, retried: ConnectionID?,
          services: ConnectionServices, settings: ConnectionSettings, credentials: QUICCredentials) throws(HTTP3Error) {
@@ -39,6 +41,7 @@ final class HTTP3Connection: BatchEndHandler, HTTP3ConnectionDelegate, ClientTra
         self.settings = settings
         parts = services.exchangeParts
         peer = remote.text
+        limits = HTTP2Limits(now: services.loop.now())
         var quicSettings = HTTP3ServerConnection.Settings()
         quicSettings.maxConcurrentStreams = settings.http2MaxConcurrentStreams
         quicSettings.maxHeaderListSize = settings.limits.maxHeaderBytes
@@ -125,7 +128,11 @@ final class HTTP3Connection: BatchEndHandler, HTTP3ConnectionDelegate, ClientTra
     // MARK: HTTP3ConnectionDelegate
 
     func streamOpened(_ id: Int64) -> Bool {
-        guard !draining else { return false }
+        // Draining: a stream the client opened after GOAWAY is rejected alone (the others finish).
+        guard !draining else {
+            quic.reset(id, code: HTTP3Code.requestRejected)
+            return true
+        }
         let stream = RequestStream(id: id, connection: self, version: 30, maxBodyBytes: settings.limits.maxBodyBytes,
                                    outputBound: settings.outputBoundBytes)
         streams[id] = stream
@@ -156,8 +163,19 @@ final class HTTP3Connection: BatchEndHandler, HTTP3ConnectionDelegate, ClientTra
     func streamClosed(_ id: Int64, errorCode: UInt64) {
         guard let stream = streams.removeValue(forKey: id) else { return }
         stream.closed()
-        if errorCode != HTTP3Code.noError { WorkerStats.bump(services.counters.http3Resets) }
+
         if draining && streams.isEmpty { quic.shutDown() }
+    }
+
+    /// Streams the client resets, as in rapid reset: past the budget
+    /// (HTTP/2's, 200 per 10 s) the connection ends with H3_EXCESSIVE_LOAD.
+    func streamReset(_ id: Int64) {
+        WorkerStats.bump(services.counters.http3Resets)
+        if limits.countReset(now: loop.now()) {
+            services.logger.debug("HTTP/3 connection from \(peer): too many streams reset; closing")
+            quic.shutDown(code: HTTP3Code.excessiveLoad)
+            writeSoon()
+        }
     }
 
     func body(_ id: Int64, into buffer: UnsafeMutableRawBufferPointer) -> (count: Int, end: Bool)? {

@@ -151,6 +151,11 @@ final class HTTP3EndToEndTests: ConfiguredTestCase {
         XCTAssertEqual(sequence.count, 150)
         XCTAssertEqual(Set(sequence.map(\.status)), [200])
 
+        // A range of a stored response, as on the other transports.
+        let range = try XCTUnwrap(streams(try h3(port, ["get", "/h3/a?size=5000", "1", "range=bytes=100-199"])).first)
+        XCTAssertEqual(range.status, 206)
+        XCTAssertEqual(range.bytes, 100)
+
         // HEAD, a POST body (echoed by the origin), a purge.
         let head = try h3(port, ["head", "/h3/a?size=5000"])
         XCTAssertEqual(stream(head[0]).bytes, 0)
@@ -163,7 +168,7 @@ final class HTTP3EndToEndTests: ConfiguredTestCase {
         XCTAssertEqual(try origin.count("/h3/a?size=5000"), 2)
 
         XCTAssertGreaterThanOrEqual(try statsFigure(larder, "http3_connections"), 10)
-        XCTAssertGreaterThanOrEqual(try statsFigure(larder, "http3_requests"), 209)
+        XCTAssertGreaterThanOrEqual(try statsFigure(larder, "http3_requests"), 210)
         let metrics = try larder.adminClient().get("/metrics").text
         XCTAssertTrue(metrics.contains("larder_http3_requests_total "), metrics)
         // The access log says which protocol carried each request.
@@ -205,6 +210,11 @@ final class HTTP3EndToEndTests: ConfiguredTestCase {
         XCTAssertEqual(served.status, 200)
         XCTAssertEqual(try waitForStats(larder, "open_connections", atMost: 0, timeout: 20), 0)
         XCTAssertLessThanOrEqual(try statsFigure(larder, "http3_connections"), 8 + 3, "only pending handshakes under the bound began")
+
+        // Streams reset as soon as opened (rapid reset): past 200 in 10 s the connection ends, H3_EXCESSIVE_LOAD.
+        let reset = try h3(port, ["rapid-reset", "/h3/reset", "2000"], timeout: 60)
+        XCTAssertTrue(reset.contains("CLOSED 263"), "\(reset.suffix(2))")
+        XCTAssertGreaterThan(try statsFigure(larder, "http3_stream_resets"), 200)
 
         // The limits the client is told: streams at once, QPACK's dynamic table.
         let limits = try h3(port, ["limits", "/h3/limits"])
