@@ -17,7 +17,10 @@ Modes:
   post PATH SIZE                a POST of SIZE bytes (0x61...); prints "STREAM ..."
   sequence PATH N               N GETs one after another on one connection
   hold PATH                     one GET, then keeps the connection open until the server
-        closes it (20 s at most); prints "CLOSED <error code>" and the GET's STREAM line
+        closes it (20 s at most); prints the GET's STREAM line, "CLOSED <error code>" and
+        "GOAWAY <its payload in hex, or None>"
+  pause PATH                    a GET ("STREAM ...", "CERT <serial>"), then, once a line comes
+        on stdin, another GET on the same connection
   retry PATH                    a GET; prints "RETRIED <0|1>": whether the server sent a Retry
   rapid-reset PATH N            up to N streams each reset as soon as opened; prints "CLOSED <error code>"
         once the server ends the connection (20 s at most)
@@ -35,7 +38,7 @@ from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
-from aioquic.quic.events import ConnectionTerminated
+from aioquic.quic.events import ConnectionTerminated, StreamDataReceived
 
 
 class Client(QuicConnectionProtocol):
@@ -44,6 +47,10 @@ class Client(QuicConnectionProtocol):
         self.h3 = H3Connection(self._quic)
         self.waiting = {}
         self.closed = asyncio.get_event_loop().create_future()
+        # aioquic drops GOAWAY unread: the server's control stream (its first
+        # unidirectional one, id 3) is read here too, for "hold" to print it.
+        self.goaway = None
+        self.control = b""
 
     def request(self, method, path, fields=(), body=b""):
         sid = self._quic.get_next_available_stream_id()
@@ -59,7 +66,32 @@ class Client(QuicConnectionProtocol):
         self.transmit()
         return sid, done
 
+    def note_control(self, data):
+        self.control += data
+        buf, frames = self.control, []
+
+        def varint(at):
+            length = 1 << (buf[at] >> 6)
+            value = buf[at] & 0x3F
+            for i in range(1, length):
+                value = (value << 8) | buf[at + i]
+            return value, at + length
+        try:
+            _, at = varint(0)  # the stream type (0: control)
+            while at < len(buf):
+                kind, at = varint(at)
+                size, at = varint(at)
+                if at + size > len(buf):
+                    break
+                if kind == 0x7:
+                    self.goaway = buf[at:at + size].hex()
+                at += size
+        except IndexError:
+            pass
+
     def quic_event_received(self, event):
+        if isinstance(event, StreamDataReceived) and event.stream_id == 3:
+            self.note_control(event.data)
         if isinstance(event, ConnectionTerminated):
             if not self.closed.done():
                 self.closed.set_result(event.error_code)
@@ -114,8 +146,17 @@ async def main(port, mode, args):
                 print(line(sid, await asyncio.wait_for(done, 30)))
         elif mode == "hold":
             sid, done = client.request("GET", args[0])
-            print(line(sid, await asyncio.wait_for(done, 30)))
+            print(line(sid, await asyncio.wait_for(done, 30)), flush=True)
             print("CLOSED %s" % await asyncio.wait_for(client.closed, 20))
+            print("GOAWAY %s" % client.goaway)
+        elif mode == "pause":
+            # A GET, then (after a line on stdin) another on the same connection.
+            sid, done = client.request("GET", args[0])
+            print(line(sid, await asyncio.wait_for(done, 30)))
+            print("CERT %x" % client._quic.tls._peer_certificate.serial_number, flush=True)
+            await asyncio.get_event_loop().run_in_executor(None, sys.stdin.readline)
+            sid, done = client.request("GET", args[0])
+            print(line(sid, await asyncio.wait_for(done, 30)))
         elif mode == "cert":
             sid, done = client.request("GET", args[0])
             print(line(sid, await asyncio.wait_for(done, 30)))

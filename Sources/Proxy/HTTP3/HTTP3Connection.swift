@@ -245,8 +245,12 @@ final class HTTP3Connection: BatchEndHandler, HTTP3ConnectionDelegate, ClientTra
         guard !closed, !draining else { return }
         draining = true
         quic.goAway()
-        if streams.isEmpty { quic.shutDown() }
         write()
+        // An idle one closes now, its GOAWAY first (the close is the next packet).
+        if streams.isEmpty {
+            quic.shutDown()
+            write()
+        }
     }
 
     func abort() { close() }

@@ -241,6 +241,9 @@ final class HTTP3EndToEndTests: ConfiguredTestCase {
         let origin = try startOrigin()
         let (larder, port) = try startH3Larder(upstream: origin.url, top: "drain_timeout = \"20s\"")
         let first = try XCTUnwrap(try h3(port, ["cert", "/h3/cert"]).first { $0.hasPrefix("CERT ") })
+        // A connection open across the reload goes on with the certificate it began with.
+        let kept = try startChild(Paths.aioquicPython, [Paths.h3client, String(port), "pause", "/h3/cert"], withInput: true)
+        XCTAssertNotNil(kept.waitFor("(CERT [0-9a-f]+)", timeout: 20), kept.stdout + kept.stderr)
         try certificate()  // renewed in place
         kill(larder.child.process.processIdentifier, SIGHUP)
         let deadline = Date().addingTimeInterval(15)
@@ -249,6 +252,12 @@ final class HTTP3EndToEndTests: ConfiguredTestCase {
             now = try XCTUnwrap(try h3(port, ["cert", "/h3/cert"]).first { $0.hasPrefix("CERT ") })
         }
         XCTAssertNotEqual(now, first, "new connections get the renewed certificate")
+        kept.send("again\n")
+        XCTAssertEqual(kept.waitForExit(timeout: 20), 0, kept.stdout + kept.stderr)
+        kept.drainOutput()
+        XCTAssertEqual(kept.stdout.split(separator: "\n").filter { $0.hasPrefix("STREAM ") && $0.contains(" 200 ") }.count, 2,
+                       kept.stdout)
+        XCTAssertTrue(kept.stdout.contains(first), "the old connection kept its certificate: \(kept.stdout)")
 
         // SIGTERM while a stream waits for its upstream: it is answered, then the connection ends.
         let child = try startChild(Paths.aioquicPython, [Paths.h3client, String(port), "get", "/h3/slow?delay=1.5&size=64", "1"])
@@ -256,6 +265,19 @@ final class HTTP3EndToEndTests: ConfiguredTestCase {
         kill(larder.child.process.processIdentifier, SIGTERM)
         XCTAssertEqual(child.waitForExit(timeout: 20), 0, child.stdout + child.stderr)
         XCTAssertTrue(child.stdout.contains(" 200 64 "), child.stdout)
+        XCTAssertEqual(larder.child.waitForExit(timeout: 20), 0, larder.child.stderr)
+    }
+
+    func testADrainSendsGoAwayToIdleConnections() throws {
+        let origin = try startOrigin()
+        let (larder, port) = try startH3Larder(upstream: origin.url)
+        let child = try startChild(Paths.aioquicPython, [Paths.h3client, String(port), "hold", "/h3/held"])
+        XCTAssertNotNil(child.waitFor("(STREAM \\d+ 200)", timeout: 20), child.stdout + child.stderr)
+        kill(larder.child.process.processIdentifier, SIGTERM)
+        XCTAssertEqual(child.waitForExit(timeout: 20), 0, child.stdout + child.stderr)
+        child.drainOutput()
+        XCTAssertTrue(child.stdout.contains("CLOSED 256"), "closed with H3_NO_ERROR: \(child.stdout)")
+        XCTAssertFalse(child.stdout.contains("GOAWAY None"), "a GOAWAY came first: \(child.stdout)")
         XCTAssertEqual(larder.child.waitForExit(timeout: 20), 0, larder.child.stderr)
     }
 
