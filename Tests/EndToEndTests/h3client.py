@@ -19,6 +19,8 @@ Modes:
   hold PATH                     one GET, then keeps the connection open until the server
         closes it (20 s at most); prints the GET's STREAM line, "CLOSED <error code>" and
         "GOAWAY <its payload in hex, or None>"
+  stall PATH                    a GET whose answer never gets room (flow control held shut) on a
+        connection kept alive; prints "RESET <code>" when the server resets the stream
   pause PATH                    a GET ("STREAM ...", "CERT <serial>"), then, once a line comes
         on stdin, another GET on the same connection
   retry PATH                    a GET; prints "RETRIED <0|1>": whether the server sent a Retry
@@ -38,7 +40,7 @@ from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
-from aioquic.quic.events import ConnectionTerminated, StreamDataReceived
+from aioquic.quic.events import ConnectionTerminated, StreamDataReceived, StreamReset
 
 
 class Client(QuicConnectionProtocol):
@@ -92,6 +94,8 @@ class Client(QuicConnectionProtocol):
     def quic_event_received(self, event):
         if isinstance(event, StreamDataReceived) and event.stream_id == 3:
             self.note_control(event.data)
+        if isinstance(event, StreamReset) and getattr(self, "stalled", None) and not self.stalled.done():
+            self.stalled.set_result(event.error_code)
         if isinstance(event, ConnectionTerminated):
             if not self.closed.done():
                 self.closed.set_result(event.error_code)
@@ -181,6 +185,20 @@ async def main(port, mode, args):
                     break
                 await asyncio.sleep(0.001)
             print("CLOSED %s" % await asyncio.wait_for(client.closed, 20))
+        elif mode == "stall":
+            # A GET whose answer the client never makes room for (no MAX_DATA or MAX_STREAM_DATA
+            # sent), the connection kept alive by PINGs; waits (30 s at most) for the server to reset it.
+            client._quic._write_connection_limits = lambda *a, **k: None
+            client._quic._write_stream_limits = lambda *a, **k: None
+            sid, done = client.request("GET", args[0])
+            client.stalled = asyncio.get_event_loop().create_future()
+            for n in range(150):
+                if client.stalled.done():
+                    break
+                client._quic.send_ping(n)
+                client.transmit()
+                await asyncio.sleep(0.2)
+            print("RESET %s" % (client.stalled.result() if client.stalled.done() else "none"))
         elif mode == "retry":
             sid, done = client.request("GET", args[0])
             print(line(sid, await asyncio.wait_for(done, 30)))

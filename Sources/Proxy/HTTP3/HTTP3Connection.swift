@@ -27,6 +27,7 @@ final class HTTP3Connection: BatchEndHandler, HTTP3ConnectionDelegate, ClientTra
     private var ready: [RequestStream] = []
     private var flushQueued = false
     private var timer: TimerID = .none
+    private var windowTimer: TimerID = .none
     private var timerAt: UInt64 = .max
     private(set) var closed = false
     private var draining = false
@@ -118,6 +119,24 @@ final class HTTP3Connection: BatchEndHandler, HTTP3ConnectionDelegate, ClientTra
             }
         }
         write()
+        watchWindows()
+    }
+
+    /// send_timeout per stream: a body the client's flow control holds
+    /// back (its window never reopened) is cancelled once no byte of it
+    /// left for that long, as HTTP/2's; the others go on.
+    private func watchWindows() {
+        guard windowTimer == .none, !closed, streams.values.contains(where: \.isWaitingForClient) else { return }
+        windowTimer = loop.schedule(after: settings.sendTimeoutMilliseconds) { [weak self] in
+            guard let self, !self.closed else { return }
+            self.windowTimer = .none
+            let now = self.loop.now(), limit = self.settings.sendTimeoutMilliseconds
+            for stream in self.streams.values where stream.isWaitingForClient && now - stream.lastProgress >= limit {
+                WorkerStats.bump(self.services.counters.sendTimeouts)
+                self.resetStream(stream, code: .cancel)
+            }
+            self.watchWindows()
+        }
     }
 
     func streamHasOutput(_ stream: RequestStream) {
@@ -259,7 +278,8 @@ final class HTTP3Connection: BatchEndHandler, HTTP3ConnectionDelegate, ClientTra
         guard !closed else { return }
         closed = true
         if timer != .none { loop.cancel(timer) }
-        timer = .none
+        if windowTimer != .none { loop.cancel(windowTimer) }
+        (timer, windowTimer) = (.none, .none)
         for stream in streams.values { stream.closed() }
         streams.removeAll()
         ready.removeAll()

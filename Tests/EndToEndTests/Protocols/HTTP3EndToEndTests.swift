@@ -281,12 +281,17 @@ final class HTTP3EndToEndTests: ConfiguredTestCase {
         XCTAssertEqual(larder.child.waitForExit(timeout: 20), 0, larder.child.stderr)
     }
 
-    func testAnIdleConnectionEndsAfterKeepaliveTimeout() throws {
+    func testAnIdleConnectionEndsAfterKeepaliveTimeoutAndAStalledStreamAfterSendTimeout() throws {
         let origin = try startOrigin()
-        let (_, port) = try startH3Larder(upstream: origin.url, top: "keepalive_timeout = \"1s\"")
+        let (larder, port) = try startH3Larder(upstream: origin.url, top: "keepalive_timeout = \"1s\"\nsend_timeout = \"1s\"")
         let lines = try h3(port, ["hold", "/h3/idle"], timeout: 30)
         XCTAssertEqual(stream(lines[0]).status, 200)
         XCTAssertTrue(lines.contains { $0.hasPrefix("CLOSED ") }, "\(lines)")
+        // A client that keeps its connection alive but never makes room for the answer: the stream is
+        // cancelled (H3_REQUEST_CANCELLED), not held.
+        let stalled = try h3(port, ["stall", "/h3/stall?size=4000000"], timeout: 60)
+        XCTAssertTrue(stalled.contains("RESET 268"), "\(stalled)")
+        XCTAssertGreaterThan(try statsFigure(larder, "send_timeouts"), 0)
     }
 
     func testHTTP3ConfigurationMistakesAreRefused() throws {
