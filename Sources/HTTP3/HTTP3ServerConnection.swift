@@ -140,21 +140,13 @@ public final class HTTP3ServerConnection {
         var connection: OpaquePointer?
         let made = cq_conn_server_new(&connection, &clientSCID, &scidValue, &addresses.pointee.path, header.version,
                                       &callbacks, &quic, &params, Unmanaged.passUnretained(self).toOpaque())
-        guard made == 0, let connection else {
-            connRef.deallocate()
-            addresses.deallocate()
-            throw HTTP3Error("ngtcp2: \(String(cString: ngtcp2_strerror(made)))")
-        }
+        // (Every stored property is set by now: a throw from here runs deinit, which frees what was made.)
+        guard made == 0, let connection else { throw HTTP3Error("ngtcp2: \(String(cString: ngtcp2_strerror(made)))") }
         conn = connection
         connRef.pointee = ngtcp2_crypto_conn_ref(get_conn: { ref in OpaquePointer(ref!.pointee.user_data) },
                                                  user_data: UnsafeMutableRawPointer(connection))
-        do {
-            try startTLS()
-        } catch {
-            free()
-            throw error
-        }
         connectionIDs.append(scid)
+        try startTLS()
     }
 
     private func startTLS() throws(HTTP3Error) {
