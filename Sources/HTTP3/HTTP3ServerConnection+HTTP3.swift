@@ -30,6 +30,11 @@ extension HTTP3ServerConnection {
 
     static func http3Callbacks() -> nghttp3_callbacks {
         var c = nghttp3_callbacks()
+        c.acked_stream_data = { _, stream, count, user, _ in
+            // Body bytes the client acknowledged: their pieces are freed (never sent again).
+            HTTP3ServerConnection.of(user).outputs[stream]?.acknowledge(Int(count))
+            return 0
+        }
         c.begin_headers = { _, stream, user, _ in
             HTTP3ServerConnection.of(user).delegate.streamOpened(stream) ? 0 : NGHTTP3_ERR_CALLBACK_FAILURE
         }

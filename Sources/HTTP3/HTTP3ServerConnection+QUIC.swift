@@ -58,7 +58,7 @@ extension HTTP3ServerConnection {
         c.acked_stream_data_offset = { _, stream, _, count, user, _ in
             let connection = HTTP3ServerConnection.of(user)
             guard let h3 = connection.h3 else { return 0 }
-            connection.outputs[stream]?.acknowledge(Int(count))
+            // (Every byte of the stream, frame headers too: libnghttp3 says which were body bytes.)
             return nghttp3_conn_add_ack_offset(h3, stream, count) == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE
         }
         c.stream_close = { _, flags, stream, code, user, _ in

@@ -16,6 +16,9 @@ Modes (each prints its findings, then "RESULT ok"):
                     that were Retry packets)
   half N            N handshakes begun and left (the server's first flight read,
                     never acknowledged); prints "LEFT <n>"
+  relay LOSS        a lossy path: a UDP relay to PORT that drops each datagram, either
+                    way, with probability LOSS (0..1, a fixed seed); prints "PORT <n>" (where
+                    clients send) and runs until killed (120 s at most); one client at a time
 """
 import os
 import socket
@@ -105,7 +108,31 @@ def main(port, mode, args):
             if drain(s, 0.3):
                 left += 1
         print("LEFT %d" % left)
+    elif mode == "relay":
+        relay(server, float(args[0]))
     print("RESULT ok")
+
+
+def relay(server, loss):
+    import random
+    import select
+    chance = random.Random(62)
+    front, back = udp(), udp()
+    print("PORT %d" % front.getsockname()[1], flush=True)
+    client = None
+    end = time.time() + 120
+    while time.time() < end:
+        ready, _, _ = select.select([front, back], [], [], 0.5)
+        for sock in ready:
+            data, source = sock.recvfrom(65536)
+            if sock is front:
+                client = source
+            if chance.random() < loss:
+                continue
+            if sock is front:
+                back.sendto(data, server)
+            elif client is not None:
+                front.sendto(data, client)
 
 
 if __name__ == "__main__":

@@ -222,6 +222,19 @@ final class HTTP3EndToEndTests: ConfiguredTestCase {
         XCTAssertTrue(limits.contains("QPACK 4096"), "\(limits)")
     }
 
+    func testALossyPathStillDeliversEveryByte() throws {
+        let origin = try startOrigin()
+        let (_, port) = try startH3Larder(upstream: origin.url)
+        let relay = try startChild(Paths.aioquicPython, [Paths.h3attacks, String(port), "relay", "0.05"])
+        let front = try XCTUnwrap(relay.waitFor("PORT (\\d+)").flatMap { Int($0) }, relay.stderr)
+        // 5 % of datagrams lost each way: retransmissions (of the pieces kept until acknowledged) fill the gaps.
+        let got = streams(try h3(front, ["get", "/h3/lossy?size=3000000", "3"], timeout: 120))
+        XCTAssertEqual(got.count, 3)
+        XCTAssertEqual(Set(got.map(\.bytes)), [3_000_000])
+        XCTAssertEqual(Set(got.map(\.sha)).count, 1)
+        XCTAssertEqual(got.first?.sha, try curl(port, "/h3/lossy?size=3000000").sha)
+    }
+
     func testRetryEveryClientAndMaxConnectionsCountsQUIC() throws {
         let origin = try startOrigin()
         let (larder, port) = try startH3Larder(upstream: origin.url, top: "http3_retry_threshold = 0\nmax_connections = 3",
