@@ -304,15 +304,22 @@ long el_raise_nofile_limit(void) {
 
 // ---- sockets ----------------------------------------------------------
 
-int el_listen_tcp(const char *host, uint16_t port, int backlog, int reuse_port,
-                  uint16_t *bound_port) {
-    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+int el_passive_addresses(const char *host, uint16_t port, int socktype, struct addrinfo **res) {
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = socktype,
                               .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
     char service[8];
     snprintf(service, sizeof(service), "%u", (unsigned)port);
-    struct addrinfo *res = NULL;
-    int gai = getaddrinfo(host, service, &hints, &res);
+    *res = NULL;
+    int gai = getaddrinfo(host, service, &hints, res);
     if (gai != 0) return gai == EAI_SYSTEM ? -errno : -EADDRNOTAVAIL;
+    return 0;
+}
+
+int el_listen_tcp(const char *host, uint16_t port, int backlog, int reuse_port,
+                  uint16_t *bound_port) {
+    struct addrinfo *res = NULL;
+    int resolved = el_passive_addresses(host, port, SOCK_STREAM, &res);
+    if (resolved != 0) return resolved;
     int result = -EADDRNOTAVAIL;
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
         int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

@@ -1,6 +1,7 @@
 // UDP for QUIC listeners (see el_udp.h).
 #define _GNU_SOURCE
 #include "el_udp.h"
+#include "el.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -17,13 +18,9 @@
 #endif
 
 int el_udp_bind(const char *host, uint16_t port, int reuse_port, uint16_t *bound_port) {
-    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM,
-                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
-    char service[8];
-    snprintf(service, sizeof(service), "%u", (unsigned)port);
     struct addrinfo *res = NULL;
-    int gai = getaddrinfo(host, service, &hints, &res);
-    if (gai != 0) return gai == EAI_SYSTEM ? -errno : -EADDRNOTAVAIL;
+    int resolved = el_passive_addresses(host, port, SOCK_DGRAM, &res);
+    if (resolved != 0) return resolved;
     int result = -EADDRNOTAVAIL;
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
         int fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

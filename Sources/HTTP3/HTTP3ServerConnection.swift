@@ -189,14 +189,19 @@ public final class HTTP3ServerConnection {
         Unmanaged<HTTP3ServerConnection>.fromOpaque(user!).takeUnretainedValue()
     }
 
-    /// The TLS server name the client asked for (SNI), once known.
+    /// The TLS server name the client asked for (SNI), read once the
+    /// handshake is done (each access-log line asks for it).
     public var serverName: String? {
-        guard let tls else { return nil }
+        if let knownName { return knownName }
+        guard handshakeCompleted, let tls else { return nil }
         var name = [UInt8](repeating: 0, count: 256)
         var length = 256, type: UInt32 = 0
-        guard gnutls_server_name_get(tls, &name, &length, &type, 0) == 0 else { return nil }
-        return String(decoding: name.prefix(length), as: UTF8.self)
+        let read = gnutls_server_name_get(tls, &name, &length, &type, 0) == 0
+        knownName = .some(read ? String(decoding: name.prefix(length), as: UTF8.self) : nil)
+        return knownName!
     }
+    /// (Outer nil: not read yet; inner nil: the client sent none.)
+    private var knownName: String??
 
     // MARK: datagrams in
 

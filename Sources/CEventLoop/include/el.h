@@ -98,6 +98,11 @@ void el_name_thread(const char *name);
 /// descriptors per proxied request). Returns the new soft limit.
 long el_raise_nofile_limit(void);
 
+struct addrinfo;
+/// The addresses to bind for host:port (passive, numeric port) of `socktype`;
+/// 0, or -errno (-EADDRNOTAVAIL when the name does not resolve).
+int el_passive_addresses(const char *host, uint16_t port, int socktype, struct addrinfo **res);
+
 /// A nonblocking, close-on-exec TCP listener on host:port (numeric IPv4 or
 /// IPv6 literal, or a name). reuse_port sets SO_REUSEPORT so that each worker
 /// can have its own. The bound port is written to *bound_port.

@@ -182,7 +182,9 @@ final class HTTP3Connection: BatchEndHandler, HTTP3ConnectionDelegate, ClientTra
     func streamClosed(_ id: Int64, errorCode: UInt64) {
         guard let stream = streams.removeValue(forKey: id) else { return }
         stream.closed()
-
+        // Body bytes received and not yet given back still count against the connection's window.
+        quic.consume(id, stream.unacknowledged)
+        stream.unacknowledged = 0
         if draining && streams.isEmpty { quic.shutDown() }
     }
 
@@ -245,15 +247,7 @@ final class HTTP3Connection: BatchEndHandler, HTTP3ConnectionDelegate, ClientTra
         streamHasOutput(stream)
     }
 
-    func load(_ file: OpenFile, offset: Int, count: Int, for stream: RequestStream) {
-        WorkerStats.bump(services.counters.offloadedReads)
-        let id = stream.id
-        BlockingWork.shared.run({ FilePages.load(file.fd, offset: offset, count: count) }, on: loop) { [weak self] _ in
-            file.cachedUntil = max(file.cachedUntil, offset + count)
-            guard let self, !self.closed, let stream = self.streams[id] else { return }
-            self.resume(stream)
-        }
-    }
+    func openStream(_ id: Int64) -> RequestStream? { closed ? nil : streams[id] }
 
     // MARK: ClientTransport
 

@@ -97,7 +97,7 @@ final class QUICListener: IOHandler {
             // Only for a datagram as large as an Initial: never an amplifier.
             guard datagram.count >= 1200 else { return dropped() }
             let n = QUICPackets.versionNegotiation(dcid: dcid, scid: scid, into: sendBuffer)
-            if n > 0 { _ = send(UnsafeRawBufferPointer(rebasing: sendBuffer[..<n]), segment: n, to: peer) }
+            sendAnswer(n, to: peer)
         }
     }
 
@@ -113,7 +113,7 @@ final class QUICListener: IOHandler {
         if retried == nil && handshaking.count >= retryAbove {
             WorkerStats.bump(services.counters.quicRetries)
             let n = QUICPackets.retry(for: header, from: peer, secret: secret, now: now, into: sendBuffer)
-            if n > 0 { _ = send(UnsafeRawBufferPointer(rebasing: sendBuffer[..<n]), segment: n, to: peer) }
+            sendAnswer(n, to: peer)
             return
         }
         guard owner.admitQUIC() else { return refuse(header, to: peer) }
@@ -136,7 +136,7 @@ final class QUICListener: IOHandler {
 
     private func refuse(_ header: InitialPacket, to peer: DatagramPeer) {
         let n = QUICPackets.refusal(for: header, into: sendBuffer)
-        if n > 0 { _ = send(UnsafeRawBufferPointer(rebasing: sendBuffer[..<n]), segment: n, to: peer) }
+        sendAnswer(n, to: peer)
     }
 
     private func statelessReset(_ dcid: ConnectionID, received: Int, to peer: DatagramPeer) {
@@ -147,7 +147,7 @@ final class QUICListener: IOHandler {
         let n = QUICPackets.statelessReset(for: dcid, received: received, secret: slot.credentials.secret, into: sendBuffer)
         guard n > 0 else { return }
         WorkerStats.bump(services.counters.quicStatelessResets)
-        _ = send(UnsafeRawBufferPointer(rebasing: sendBuffer[..<n]), segment: n, to: peer)
+        sendAnswer(n, to: peer)
     }
 
     private func dropped() { WorkerStats.bump(services.counters.quicDropped) }
@@ -163,6 +163,12 @@ final class QUICListener: IOHandler {
             services.logger.debug("QUIC send: \(error)")
             return false
         }
+    }
+
+    /// One datagram of `count` bytes written in `sendBuffer` (an answer that needs no connection).
+    private func sendAnswer(_ count: Int, to peer: DatagramPeer) {
+        guard count > 0 else { return }
+        _ = send(UnsafeRawBufferPointer(rebasing: sendBuffer[..<count]), segment: count, to: peer)
     }
 
     func route(_ id: ConnectionID, to connection: HTTP3Connection) { routes[id] = connection }

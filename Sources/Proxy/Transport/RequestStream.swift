@@ -3,6 +3,8 @@ import EventLoop
 import HTTP1
 import HTTP2
 import HTTPHeaders
+import Telemetry
+import Threads
 
 /// What a request stream asks of the connection that carries it: an
 /// HTTP/2 connection (`HTTP2Connection`) or an HTTP/3 one (`HTTP3Connection`).
@@ -25,8 +27,23 @@ protocol StreamCarrier: AnyObject {
     func waitsForWindow(_ stream: RequestStream)
     /// A stream that waited (for a window, a file's pages) sends again.
     func resume(_ stream: RequestStream)
-    /// A body file's next bytes are read into the page cache off the loop.
+    /// A body file's next bytes are read into the page cache off the loop
+    /// (`load` below; then `resume`).
     func load(_ file: OpenFile, offset: Int, count: Int, for stream: RequestStream)
+    /// The open stream of this id, if the connection is not closed.
+    func openStream(_ id: Int64) -> RequestStream?
+}
+
+extension StreamCarrier {
+    func load(_ file: OpenFile, offset: Int, count: Int, for stream: RequestStream) {
+        WorkerStats.bump(services.counters.offloadedReads)
+        let id = stream.id
+        BlockingWork.shared.run({ FilePages.load(file.fd, offset: offset, count: count) }, on: services.loop) { [weak self] _ in
+            file.cachedUntil = max(file.cachedUntil, offset + count)
+            guard let self, let stream = self.openStream(id) else { return }
+            self.resume(stream)
+        }
+    }
 }
 
 /// One request stream of an HTTP/2 or HTTP/3 connection: its request, and
