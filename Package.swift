@@ -78,8 +78,10 @@ let package = Package(
         ),
         // libcurl's multi interface on a worker's loop; the upstream pools and their health checks.
         .target(name: "Upstream", dependencies: ["CCurl", "EventLoop", "HTTP1", "HTTPHeaders", "Threads"], swiftSettings: swift5),
+        // Edge controls: header rules, access lists, rate limits, cookie rules (pure, but the limiter's shared table).
+        .target(name: "EdgeControls", dependencies: ["HTTPHeaders"], swiftSettings: swift5),
         // Routes: which settings a request gets (prefixes, globs, virtual hosts).
-        .target(name: "Routing", dependencies: ["CacheSemantics", "CacheStorage", "TLS"], swiftSettings: swift5),
+        .target(name: "Routing", dependencies: ["CacheSemantics", "CacheStorage", "TLS", "EdgeControls"], swiftSettings: swift5),
         // Bytes and text written out: a growing buffer, pieces at a cursor, JSON strings.
         .target(name: "Bytes", swiftSettings: swift5),
         // What is told of the traffic: access log, request log, log feed,
@@ -89,7 +91,7 @@ let package = Package(
             name: "Proxy",
             dependencies: [
                 "EventLoop", "Clocks", "HTTP1", "HTTPHeaders", "CacheSemantics", "CacheStorage", "Upstream", "Compression", "TLS", "HTTP2", "HTTP3",
-                "Threads", "Telemetry", "Bytes", "Routing", "Transport", "Admin", .product(name: "Logging", package: "swift-log"),
+                "Threads", "Telemetry", "Bytes", "Routing", "Transport", "Admin", "EdgeControls", .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swift5
         ),
@@ -108,6 +110,7 @@ let package = Package(
             name: "Configuration",
             dependencies: [
                 "Proxy", "Routing", "Telemetry", "Upstream", "Redis", "TLS", "HTTP1", "HTTP3", "CacheSemantics", "CacheStorage", "Threads", "Bytes",
+                "EdgeControls",
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -146,8 +149,9 @@ let package = Package(
         .testTarget(name: "TransportTests", dependencies: ["Transport", "TLS", "EventLoop", "TestSupport"], swiftSettings: swift5),
         .testTarget(name: "ThreadsTests", dependencies: ["Threads", "EventLoop"], swiftSettings: swift5),
         .testTarget(name: "TelemetryTests", dependencies: ["Telemetry", "Bytes", "EventLoop", "HTTP1"], swiftSettings: swift5),
+        .testTarget(name: "EdgeControlsTests", dependencies: ["EdgeControls", "HTTPHeaders"], swiftSettings: swift5),
         .testTarget(name: "RoutingTests", dependencies: ["Routing", "CacheSemantics", "CacheStorage"], swiftSettings: swift5),
-        .testTarget(name: "ConfigurationTests", dependencies: ["Configuration", "Proxy", "Routing", "Upstream", "CacheSemantics", "CacheStorage", "Telemetry"],
+        .testTarget(name: "ConfigurationTests", dependencies: ["Configuration", "EdgeControls", "Proxy", "Routing", "Upstream", "CacheSemantics", "CacheStorage", "Telemetry"],
                     swiftSettings: swift5),
         .testTarget(name: "AdminClientTests", dependencies: ["AdminClient", "Telemetry"], swiftSettings: swift5),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream"], swiftSettings: swift5),
@@ -158,7 +162,7 @@ let package = Package(
         .testTarget(name: "FleetTests", dependencies: ["Fleet", "Redis", "EventLoop", "CacheStorage", "TestSupport"],
                     swiftSettings: swift5),
         .testTarget(name: "AdminTests", dependencies: ["Admin", "CacheStorage", "Telemetry", "Upstream", "Routing", "HTTPHeaders"], swiftSettings: swift5),
-        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "Telemetry", "Routing", "Clocks", "CacheSemantics", "CacheStorage", "HTTP1", "HTTPHeaders", "EventLoop",
+        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "EdgeControls", "Telemetry", "Routing", "Clocks", "CacheSemantics", "CacheStorage", "HTTP1", "HTTPHeaders", "EventLoop",
                                                   "Upstream", "TestSupport", .product(name: "Logging", package: "swift-log")],
                     swiftSettings: swift5),
         .testTarget(

@@ -26,7 +26,7 @@ public final class AdminAPI {
         static func json(_ status: Int, _ body: String) -> Response {
             Response(status: status, contentType: "application/json", body: body + "\n")
         }
-        static func error(_ status: Int, _ message: String) -> Response {
+        public static func error(_ status: Int, _ message: String) -> Response {
             json(status, "{\"error\": \(JSON.string(message))}")
         }
     }
@@ -206,9 +206,9 @@ public final class AdminAPI {
         case "true": soft = true
         default: return .error(400, "soft must be true or false")
         }
-        let scopes = query.filter { ["url", "prefix", "tag", "all"].contains($0.name) }
+        let scopes = query.filter { ["url", "prefix", "tag", "regex", "all"].contains($0.name) }
         guard scopes.count == 1, let scope = scopes.first else {
-            return .error(400, "give exactly one of url=, prefix=, tag= or all=true")
+            return .error(400, "give exactly one of url=, prefix=, tag=, regex= or all=true")
         }
         switch scope.name {
         case "url":
@@ -222,6 +222,11 @@ public final class AdminAPI {
         case "tag":
             guard !scope.value.isEmpty else { return .error(400, "tag must not be empty") }
             return purge(scope: .tag(scope.value), soft: soft)
+        case "regex":
+            switch PurgePattern.compile(scope.value) {
+            case .success(let pattern): return purge(scope: .regex(pattern), soft: soft)
+            case .failure(let problem): return .error(400, "regex does not compile: \(problem.message)")
+            }
         default:
             guard scope.value == "true" else { return .error(400, "all must be true") }
             return purge(scope: .all, soft: soft)
@@ -310,6 +315,7 @@ public final class AdminAPI {
             http3Connections: stats.total(.http3Connections), http3Requests: stats.total(.http3Streams),
             http3Resets: stats.total(.http3Resets), quicRetries: stats.total(.quicRetries),
             quicStatelessResets: stats.total(.quicStatelessResets), quicDropped: stats.total(.quicDropped),
+            accessDenied: stats.total(.accessDenied), rateLimited: stats.total(.rateLimited),
             receivedBytes: stats.total(.receivedBytes), sentBytes: stats.total(.sentBytes),
             latency: LatencyHistograms.Series.allCases.map { stats.latency($0) }, responses: stats.responses,
             adminRefusedConnections: stats.adminRefusedConnections.load(ordering: .relaxed),

@@ -71,6 +71,9 @@ public struct StatsSnapshot: Equatable, Sendable {
     public var quicRetries = 0
     public var quicStatelessResets = 0
     public var quicDropped = 0
+    /// Requests refused by an access list (403) and by a rate limit (429).
+    public var accessDenied = 0
+    public var rateLimited = 0
     /// Bytes read from clients and written to them.
     public var receivedBytes = 0
     public var sentBytes = 0
@@ -158,6 +161,7 @@ public struct StatsSnapshot: Equatable, Sendable {
             "http3_connections": \(http3Connections), "http3_requests": \(http3Requests), \
             "http3_stream_resets": \(http3Resets), "quic_retries": \(quicRetries), \
             "quic_stateless_resets": \(quicStatelessResets), "quic_datagrams_dropped": \(quicDropped), \
+            "access_denied": \(accessDenied), "rate_limited": \(rateLimited), \
             "admin_refused_connections": \(adminRefusedConnections), "admin_failed_sign_ins": \(adminFailedSignIns), \
             "access_log_dropped_bytes": \(accessLogDroppedBytes), \
             "open_connections": \(openConnections), "io_jobs": \(ioJobs), "io_threads": \(ioThreads), "purged": \(purged), \
@@ -222,6 +226,8 @@ final class Metrics {
             ("quic_retries", "QUIC Retry packets sent (address validation under load)", \.quicRetries),
             ("quic_stateless_resets", "QUIC Stateless Resets sent for unknown connections", \.quicStatelessResets),
             ("quic_datagrams_dropped", "UDP datagrams on QUIC listeners dropped unread (not QUIC, refused Initials)", \.quicDropped),
+            ("access_denied", "Requests refused by an access list (allow, deny: 403)", \.accessDenied),
+            ("rate_limited", "Requests refused by a rate limit (429)", \.rateLimited),
             ("admin_refused_connections", "Admin connections refused over admin_max_connections", \.adminRefusedConnections),
             ("admin_failed_sign_ins", "Admin requests refused for a missing or wrong token (401)", \.adminFailedSignIns),
             ("access_log_dropped_bytes", "Access log bytes dropped because its writer was too far behind", \.accessLogDroppedBytes),

@@ -4,6 +4,8 @@ public enum PurgeScope: Sendable, Equatable, CustomStringConvertible {
     case key(String)
     case prefix(String)
     case tag(String)
+    /// Every key whose target (path and query) matches.
+    case regex(PurgePattern)
     case all
 
     public func matches(key: String, tags: [String]) -> Bool {
@@ -11,6 +13,7 @@ public enum PurgeScope: Sendable, Equatable, CustomStringConvertible {
         case .key(let k): return key == k
         case .prefix(let p): return key.hasPrefix(p)
         case .tag(let t): return tags.contains(t)
+        case .regex(let pattern): return pattern.matches(key: key)
         case .all: return true
         }
     }
@@ -20,6 +23,7 @@ public enum PurgeScope: Sendable, Equatable, CustomStringConvertible {
         case .key(let k): return "url \(k)"
         case .prefix(let p): return "prefix \(p)"
         case .tag(let t): return "tag \(t)"
+        case .regex(let pattern): return "regex \(pattern)"
         case .all: return "everything"
         }
     }
@@ -124,15 +128,17 @@ struct PurgedScopes {
     private var keys: Set<String> = []
     private var tags: Set<String> = []
     private var prefixes: [String] = []
+    private var patterns: [PurgePattern] = []
     private var all = false
 
-    var isEmpty: Bool { !all && keys.isEmpty && tags.isEmpty && prefixes.isEmpty }
+    var isEmpty: Bool { !all && keys.isEmpty && tags.isEmpty && prefixes.isEmpty && patterns.isEmpty }
 
     mutating func add(_ scope: PurgeScope) {
         switch scope {
         case .key(let key): keys.insert(key)
         case .tag(let tag): tags.insert(tag)
         case .prefix(let prefix): prefixes.append(prefix)
+        case .regex(let pattern): patterns.append(pattern)
         case .all: all = true
         }
     }
@@ -140,5 +146,6 @@ struct PurgedScopes {
     func matches(key: String, tags: [String]) -> Bool {
         guard !isEmpty else { return false }
         return all || keys.contains(key) || tags.contains(where: self.tags.contains) || prefixes.contains(where: key.hasPrefix)
+            || patterns.contains { $0.matches(key: key) }
     }
 }

@@ -232,6 +232,7 @@ struct SieveIndex: ~Copyable {
         case .key(let key): return table.find(key) == nil ? [] : [key]
         case .tag(let tag): return tagged[tag].map(Array.init) ?? []
         case .prefix(let prefix): return table.keys.filter { $0.hasPrefix(prefix) }
+        case .regex(let pattern): return table.keys.filter { pattern.matches(key: $0) }
         case .all: return table.keys
         }
     }

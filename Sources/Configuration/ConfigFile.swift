@@ -1,6 +1,7 @@
 import CacheSemantics
 import FoundationEssentials
 import CacheStorage
+import EdgeControls
 import Proxy
 import Routing
 import TOMLKit
@@ -47,6 +48,17 @@ public enum ConfigFile {
                 }
                 continue
             }
+            if EdgeConfig.keys.contains(key) || EdgeConfig.globalKeys.contains(key) {
+                let fail: EdgeConfig.Fail = { key, message in
+                    ConfigError(file: path, line: lines[key] ?? lines[String(key.prefix { $0 != "." })], key: key, message: message)
+                }
+                switch key {
+                case "admin_allow": settings.adminAllow = try EdgeConfig.addresses(value, key: key, fail: fail)
+                case "trusted_proxies": settings.proxy.trustedProxies = try EdgeConfig.addresses(value, key: key, fail: fail)
+                default: try EdgeConfig.apply(key, value, to: &settings.edge, fail: fail)
+                }
+                continue
+            }
             if key == "fleet" {
                 guard value.type == .table, let table = value.table else {
                     throw ConfigError(file: path, line: lines["fleet"], key: "fleet", message: "expected a [fleet] table")
@@ -61,7 +73,8 @@ public enum ConfigFile {
                     throw ConfigError(file: path, line: lines[key], key: key, message: unknownTable(key, keys: table.keys))
                 }
                 throw ConfigError(file: path, line: lines[key], key: key,
-                                  message: UnknownKey.message("key", key, known: ConfigKey.allCases.map(\.rawValue) + tables))
+                                  message: UnknownKey.message("key", key, known: ConfigKey.allCases.map(\.rawValue) + EdgeConfig.keys
+                                                                  + EdgeConfig.globalKeys + tables))
             }
             let raw: RawValue
             switch value.type {
@@ -109,7 +122,7 @@ public enum ConfigFile {
                             "ignore_no_store", "negative_ttl", "disk", "ignore_query", "ignore_query_params", "sort_query",
                             "memory_ttl", "disk_ttl", "methods", "glob", "key_headers", "tags", "stale_on_disconnect", "stale_timeout", "grace", "websocket",
                             "compress", "upstream", "hosts", "cache_post", "max_post_body", "normalize_json",
-                            "uncached_rpc_methods", "cache_persisted_queries"]
+                            "uncached_rpc_methods", "cache_persisted_queries"] + EdgeConfig.keys
 
     /// `[[route]]` tables: every key checked, errors with file, line and key.
     /// `[presets]`: short, medium, long and max as durations.
@@ -154,6 +167,13 @@ public enum ConfigFile {
             for key in table.keys where key != "prefix" {
                 guard routeKeys.contains(key), let item = table[key] else {
                     throw fail(key, UnknownKey.message("route key", key, known: routeKeys))
+                }
+                if EdgeConfig.keys.contains(key) {
+                    try EdgeConfig.apply(key, item, to: &route.edge) { key, message in
+                        ConfigError(file: path, line: lines["route.\(index).\(key.prefix { $0 != "." })"] ?? header, key: "route.\(key)",
+                                    message: message)
+                    }
+                    continue
                 }
                 switch key {
                 case "policy":

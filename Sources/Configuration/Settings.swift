@@ -1,4 +1,5 @@
 import CacheSemantics
+import EdgeControls
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -50,6 +51,10 @@ public struct Settings {
     public var logLevel: Logger.Level = .info
     /// `[[route]]` tables, in file order.
     public var routes: [Route] = []
+    /// The global edge controls (each route's are its own `edge`).
+    public var edge = EdgeSettings()
+    /// `admin_allow`: the addresses the admin API answers (nil: all).
+    public var adminAllow: AddressList?
     /// `[upstreams.NAME]` tables: named pools of servers.
     public var pools: [PoolConfig] = []
     /// Preset lifetimes by name (short, medium, long, max).

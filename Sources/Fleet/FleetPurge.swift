@@ -47,6 +47,7 @@ public struct FleetPurge: Equatable, Sendable {
         case .key(let key): (kind, target) = ("key", key)
         case .prefix(let prefix): (kind, target) = ("prefix", prefix)
         case .tag(let tag): (kind, target) = ("tag", tag)
+        case .regex(let pattern): (kind, target) = ("regex", pattern.source)
         case .all: (kind, target) = ("all", "")
         }
         return ["node", node, "scope", kind, "target", target, "soft", soft ? "1" : "0"]
@@ -63,6 +64,9 @@ public struct FleetPurge: Equatable, Sendable {
         case "key" where !target.isEmpty: scope = .key(target)
         case "prefix" where !target.isEmpty: scope = .prefix(target)
         case "tag" where !target.isEmpty: scope = .tag(target)
+        case "regex" where !target.isEmpty:
+            guard case .success(let pattern) = PurgePattern.compile(target) else { return nil }
+            scope = .regex(pattern)
         case "all": scope = .all
         default: return nil
         }

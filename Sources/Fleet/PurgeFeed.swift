@@ -379,6 +379,14 @@ public final class PurgeFeed {
             (kind, target) = ("prefix", Array(prefix.utf8))
             if let next = SharedKeys.successor(of: target) { upper = Array("(".utf8) + next }
         case .tag(let tag): (kind, target) = ("tag", Array(tag.utf8))
+        case .regex(let pattern):
+            // The shared tier cannot run the expression: it drops the
+            // literal prefix every match has (everything without one).
+            let prefix = pattern.literalPrefix
+            if !prefix.isEmpty {
+                (kind, target) = ("prefix", Array(prefix.utf8))
+                if let next = SharedKeys.successor(of: target) { upper = Array("(".utf8) + next }
+            }
         case .all: break
         }
         let prefixes = kind == "keys" ? outgoing.prefixes : [], tags = kind == "keys" ? outgoing.tags : []

@@ -1,5 +1,6 @@
 import CacheSemantics
 import CacheStorage
+import EdgeControls
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -104,6 +105,12 @@ public struct Route: Sendable, Equatable {
         return parameters.isEmpty ? path : path + "?" + parameters.joined(separator: "&")
     }
 
+    /// Edge controls this route sets itself (`EdgeSettings`), and the
+    /// rules its requests are under: those over the global ones, made
+    /// when the configuration is assembled (nil: none at all).
+    public var edge = EdgeSettings()
+    public var rules: EdgeRules?
+
     public init(prefix: String) {
         self.prefix = prefix
     }
@@ -121,8 +128,11 @@ public struct RouteFacts {
     public var staleTimeoutMilliseconds: Int?
     public var grace: Int?
     public var disk: Bool
+    /// Its edge controls (nil: none apply).
+    public var edge: EdgeRules?
 
     public init(_ route: Route) {
+        edge = route.rules
         upstream = route.upstream
         policy = route.policy
         allowClientPolicy = route.allowClientPolicy

@@ -66,7 +66,7 @@ public final class WorkerStats: Sendable {
         case offloadedReads, tlsHandshakes, tlsResumed, tlsFailures, plainOnTLS
         case http2Connections, http2Streams, http2Resets, http2Refusals
         case http3Connections, http3Streams, http3Resets, quicRetries, quicStatelessResets, quicDropped
-        case receivedBytes, sentBytes, upgrades, upgradedBytes
+        case receivedBytes, sentBytes, upgrades, upgradedBytes, accessDenied, rateLimited
     }
 
     // Padding on both sides: workers' counters are allocated one after
@@ -125,6 +125,9 @@ public final class WorkerStats: Sendable {
     public let quicRetries = Atomic<Int>(0)
     public let quicStatelessResets = Atomic<Int>(0)
     public let quicDropped = Atomic<Int>(0)
+    /// Requests refused by an access list (403) and by a rate limit (429).
+    public let accessDenied = Atomic<Int>(0)
+    public let rateLimited = Atomic<Int>(0)
     /// Bytes read from clients and written to them.
     public let receivedBytes = Atomic<Int>(0)
     public let sentBytes = Atomic<Int>(0)
@@ -189,6 +192,8 @@ public final class WorkerStats: Sendable {
         case .sentBytes: sentBytes.load(ordering: .relaxed)
         case .upgrades: upgrades.load(ordering: .relaxed)
         case .upgradedBytes: upgradedBytes.load(ordering: .relaxed)
+        case .accessDenied: accessDenied.load(ordering: .relaxed)
+        case .rateLimited: rateLimited.load(ordering: .relaxed)
         }
     }
 }

@@ -105,7 +105,8 @@ struct Purge: ParsableCommand {
         abstract: "Remove stored responses through the admin API.",
         discussion: """
             Give one of: a URL or path (every stored variant of it), --prefix PATH, \
-            --tag TAG, or --all. With --soft the matches are marked stale (revalidated \
+            --tag TAG, --regex RE (a POSIX extended regular expression on each stored \
+            path and query), or --all. With --soft the matches are marked stale (revalidated \
             before reuse) instead of removed.
             """
     )
@@ -119,6 +120,9 @@ struct Purge: ParsableCommand {
     @Option(help: "Purge every response carrying this tag (Surrogate-Key, Cache-Tag or a route's tags).")
     var tag: String?
 
+    @Option(help: "Purge every URL whose path and query match this POSIX extended regular expression.")
+    var regex: String?
+
     @Flag(help: "Purge everything.")
     var all = false
 
@@ -128,8 +132,8 @@ struct Purge: ParsableCommand {
     @OptionGroup var adminOptions: AdminOptions
 
     func validate() throws {
-        let chosen = [url != nil, prefix != nil, tag != nil, all].filter { $0 }.count
-        guard chosen == 1 else { throw ValidationError("give exactly one of URL, --prefix, --tag or --all") }
+        let chosen = [url != nil, prefix != nil, tag != nil, regex != nil, all].filter { $0 }.count
+        guard chosen == 1 else { throw ValidationError("give exactly one of URL, --prefix, --tag, --regex or --all") }
     }
 
     func run() throws {
@@ -137,6 +141,7 @@ struct Purge: ParsableCommand {
         if let url { query = "url=" + Self.encode(url) }
         else if let prefix { query = "prefix=" + Self.encode(prefix) }
         else if let tag { query = "tag=" + Self.encode(tag) }
+        else if let regex { query = "regex=" + Self.encode(regex) }
         else { query = "all=true" }
         if soft { query += "&soft=true" }
         let (status, body) = try adminOptions.send(method: "POST", pathAndQuery: "/purge?" + query)

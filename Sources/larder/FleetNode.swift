@@ -174,7 +174,7 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
                 case .key(let key): keys.append(key)
                 case .prefix(let prefix): prefixes.append(prefix)
                 case .tag(let tag): tags.append(tag)
-                case .all: break
+                case .regex, .all: break
                 }
             }
         }

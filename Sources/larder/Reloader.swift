@@ -81,6 +81,7 @@ final class Reloader {
             ("upstream_max_connections", next.upstreamMaxConnections != running.upstreamMaxConnections),
             ("admin_max_connections", next.adminMaxConnections != running.adminMaxConnections),
             ("admin_hosts", next.adminHosts != running.adminHosts),
+            ("admin_allow", next.adminAllow != running.adminAllow),
             ("fleet", next.fleet != running.fleet),
         ]
         for (key, changed) in restartOnly where changed {

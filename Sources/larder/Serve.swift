@@ -178,7 +178,8 @@ struct Serve: ParsableCommand {
                 api.requestGuard = AdminRequestGuard(allowedHosts: settings.adminHosts)
                 api.warn = { adminLogger.warning("\($0)") }
                 let admin = try AdminListener(listener: fd, api: api, maxConnections: settings.adminMaxConnections, feed: logFeed,
-                                              sendTimeoutMilliseconds: settings.proxy.sendTimeoutMilliseconds, logger: adminLogger)
+                                              sendTimeoutMilliseconds: settings.proxy.sendTimeoutMilliseconds,
+                                              allow: settings.adminAllow, logger: adminLogger)
                 try startThread(name: "larder-admin") { admin.run() }
                 adminNote = ", admin API on \(shown)"
             } catch {
@@ -366,7 +367,9 @@ struct Serve: ParsableCommand {
         // `upstream` names a pool (then the default one), or is a URL.
         proxyConfig.setUpstreamBase(pools[upstream]?.servers[0].base ?? upstream)
         proxyConfig.upstreams = UpstreamPools(defaultPool: pools[upstream] ?? proxyConfig.upstreams.defaultPool, named: pools)
-        proxyConfig.routes = RouteTable(settings.routes)
+        let (edge, routes) = settings.routesWithRules()
+        proxyConfig.edge = edge
+        proxyConfig.routes = RouteTable(routes)
         // Connection limits are shared out over the workers.
         let workers = settings.effectiveWorkers
         proxyConfig.upstream.maxConnectionsPerHost = max(1, (settings.upstreamMaxConnections + workers - 1) / workers)

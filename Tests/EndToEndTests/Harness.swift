@@ -183,9 +183,19 @@ final class HTTPClient {
 
     /// `receiveBuffer`: a small kernel buffer (set before connecting, so
     /// the window stays small), for a client that reads slowly.
-    init(port: Int, receiveBuffer: Int32? = nil) throws {
+    /// `source`: the loopback address it connects from (127.0.0.2, ...), for access lists and rate limits.
+    init(port: Int, receiveBuffer: Int32? = nil, source: String? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         if var size = receiveBuffer { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            if bound != 0 { close(fd); throw HarnessError("bind to \(source) failed: errno \(errno)") }
+        }
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_port = in_port_t(UInt16(port).bigEndian)

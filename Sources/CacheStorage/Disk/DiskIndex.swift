@@ -391,6 +391,8 @@ struct DiskIndex: ~Copyable {
             for key in tagged[tag] ?? [] { if let variants = files.variants(of: key) { collect(key, variants) } }
         case .prefix(let prefix):
             files.forEach { key, variants in if key.hasPrefix(prefix) { collect(key, variants) } }
+        case .regex(let pattern):
+            files.forEach { key, variants in if pattern.matches(key: key) { collect(key, variants) } }
         case .all:
             files.forEach(collect)
         }

@@ -1,5 +1,6 @@
 import Admin
 import Bytes
+import EdgeControls
 import HTTP1
 import Logging
 import Telemetry
@@ -26,8 +27,13 @@ final class AdminExchange: ConnectionRequest, LogFollower {
     private(set) var responseStarted = false
     private var over = false
 
-    init(_ head: RequestHead, api: AdminAPI, following: LogFollowing, logger: Logger, connection: ClientConnection) {
+    /// `admin_allow`: the addresses answered (nil: all).
+    private let allow: AddressList?
+
+    init(_ head: RequestHead, api: AdminAPI, following: LogFollowing, logger: Logger, connection: ClientConnection,
+         allow: AddressList? = nil) {
         self.head = head
+        self.allow = allow
         self.logger = logger
         self.api = api
         self.following = following
@@ -35,6 +41,9 @@ final class AdminExchange: ConnectionRequest, LogFollower {
     }
 
     func start() {
+        if let allow, !allow.contains(connection.peerAddress) {
+            return finish(.error(403, "forbidden: \(connection.peerAddress) is not in admin_allow"))
+        }
         let response = api.answer(head, peer: connection.peer)
         if let filter = response.follow {
             if let refusal = following.refusal() { return finish(refusal) }
@@ -55,7 +64,7 @@ final class AdminExchange: ConnectionRequest, LogFollower {
     private func finish(_ response: AdminAPI.Response) {
         guard !over else { return }
         over = true
-        let close = !head.keepAlive || response.status == 401 || response.status == 411 || response.status == 503
+        let close = !head.keepAlive || response.status == 401 || response.status == 403 || response.status == 411 || response.status == 503
         connection.enqueue(response.serialized(close: close, head: head.method == "HEAD"))
         connection.exchangeFinished(keepAlive: !close)
     }

@@ -1,4 +1,5 @@
 import Admin
+import EdgeControls
 import EventLoop
 import HTTP1
 import Logging
@@ -31,7 +32,7 @@ public final class AdminListener: AcceptorOwner, ConnectionOwner {
     /// `sendTimeoutMilliseconds`: how long a log follower may read nothing
     /// before it is dropped (send_timeout).
     public init(listener: Int32, api: AdminAPI, maxConnections: Int = 64, feed: LogFeed? = nil,
-                sendTimeoutMilliseconds: UInt64 = 60_000, logger: Logger) throws(SystemError) {
+                sendTimeoutMilliseconds: UInt64 = 60_000, allow: AddressList? = nil, logger: Logger) throws(SystemError) {
         loop = try EventLoop()
         self.listener = listener
         self.api = api
@@ -42,7 +43,7 @@ public final class AdminListener: AcceptorOwner, ConnectionOwner {
         let services = ConnectionServices(loop: loop, counters: counters, logger: logger,
                                           responder: .handler { [api, following] head, connection in
                                               AdminExchange(head, api: api, following: following, logger: logger,
-                                                            connection: connection)
+                                                            connection: connection, allow: allow)
                                           })
         self.services = services
         services.owner = self

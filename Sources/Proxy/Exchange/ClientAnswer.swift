@@ -70,9 +70,10 @@ struct ClientAnswer {
     }
 
     /// A whole answer made here (400, 502, 504).
-    mutating func madeHere(_ status: Int, _ message: String, for request: RequestHead, cacheStatus: String?) {
+    mutating func madeHere(_ status: Int, _ message: String, for request: RequestHead, cacheStatus: String?, extra: HeaderFields = []) {
         let cacheStatus = cacheStatus.map(keyed)
-        let extra: HeaderFields = cacheStatus.map { [HeaderField(lowercasedName: "cache-status", value: $0)] } ?? []
+        var extra = extra
+        if let cacheStatus { extra.append(HeaderField(lowercasedName: "cache-status", value: cacheStatus)) }
         access.note(status: status, result: .other, queuedWhole: true, cacheStatus: Array((cacheStatus ?? "").utf8),
                     bodyBytes: message.utf8.count + 1)
         sink.sendMadeHere(status: status, message: message, extra: extra, for: request)

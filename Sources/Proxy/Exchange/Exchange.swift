@@ -1,7 +1,9 @@
 import CacheSemantics
 import CacheStorage
+import EdgeControls
 import EventLoop
 import HTTP1
+import HTTPHeaders
 import Routing
 import Telemetry
 
@@ -39,6 +41,8 @@ final class Exchange {
     var pullScheduled = false
     /// stale_timeout's timer, while armed (`Exchange+Actions`).
     var staleTimer = TimerID.none
+    /// `$request_id`, made once a rule asks for it (`Exchange+Edge`).
+    var requestID: String?
 
     private(set) var isCacheLookup: Bool
     /// (A cached POST's changes once its body is read: `PostQuery`.)
@@ -105,6 +109,9 @@ final class Exchange {
     /// destroyed through the generic Optional witness.)
     let route: RouteFacts?
     var toDisk: Bool { route?.disk ?? true }
+    /// The edge controls this request is under: its route's (over the
+    /// global ones), or the global ones when it has no route.
+    var edge: EdgeRules? { route != nil ? route!.edge : upstream.configuration.edge }
     var peer: String { sink.peer }
     var shared: Bool { upstream.configuration.sharedCache }
     /// Whether the client's own Cache-Control and Pragma count in the
@@ -127,6 +134,7 @@ final class Exchange {
     }
 
     func start() {
+        if let edge, !passesEdge(edge) { return }
         // A POST cached as a query starts once its body is read.
         guard post?.query == nil else { return }
         perform(machine.start())
@@ -167,6 +175,7 @@ final class Exchange {
                                                 forwardHost: upstream.configuration.forwardHost,
                                                 preserveHost: upstream.configuration.preserveHost,
                                                 passed: upstream.configuration.passRequestHeaders)
+        if let edge { applyRequestRules(edge, to: &forwarded) }
         if isCacheLookup {
             UpstreamHeaders.normalizeAcceptEncoding(&forwarded, for: request)
             // Several ranges go as asked only when modest; else the whole is fetched (and stored).
@@ -211,8 +220,8 @@ final class Exchange {
     }
 
     /// An answer made here (400, 502, 504): queued, done.
-    func sendMadeHere(_ status: Int, _ message: String, cacheStatus: String? = nil) {
-        answer.madeHere(status, message, for: request, cacheStatus: cacheStatus)
+    func sendMadeHere(_ status: Int, _ message: String, cacheStatus: String? = nil, extra: HeaderFields = []) {
+        answer.madeHere(status, message, for: request, cacheStatus: cacheStatus, extra: extra)
         complete()
     }
 
@@ -227,6 +236,7 @@ final class Exchange {
         fetch?.cancel()
         fetch = nil
         answer.log(request)
+        if edge != nil { sink.setAnswerEdits(nil) }
         if closing { sink.exchangeAborted() } else { sink.exchangeFinished(keepAlive: request.keepAlive) }
     }
 
@@ -240,6 +250,7 @@ final class Exchange {
     /// finish without it.
     func cancel() {
         answer.log(request)
+        if edge != nil { sink.setAnswerEdits(nil) }
         perform(machine.clientGone())  // (.ended, or a claim let go)
         stopStaleTimer()
         body?.stop()

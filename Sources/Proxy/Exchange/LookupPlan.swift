@@ -110,6 +110,6 @@ extension RequestFacts {
     /// parsed once by the caller), Pragma when honoured, its fields for Vary.
     init(_ request: RequestHead, _ directives: CacheControl, honouringPragma: Bool) {
         let pragma = honouringPragma && (request.combinedHeader("pragma")?.lowercased().contains("no-cache") ?? false)
-        self.init(cacheControl: directives, pragmaNoCache: pragma) { [headers = request.headers] in headers.combined($0) }
+        self.init(cacheControl: directives, pragmaNoCache: pragma) { [headers = request.headers] in VariantValue.of($0, in: headers) }
     }
 }

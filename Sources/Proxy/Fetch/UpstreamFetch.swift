@@ -197,6 +197,8 @@ final class UpstreamFetch: UpstreamTransferDelegate {
 
     func upstreamDidReceiveHead(status: Int, reason: String?, headers: HeaderFields) {
         guard machine.takesHead else { return }
+        var headers = headers
+        if cache.builder.stripsCookies(key) { headers.remove("set-cookie") }
         let upstreamMicroseconds = Int(EventLoop.nowMicroseconds() &- sentMicroseconds)
         upstream.counters.latency.record(.upstreamHead, microseconds: upstreamMicroseconds)
         server?.answered(microseconds: upstreamMicroseconds)

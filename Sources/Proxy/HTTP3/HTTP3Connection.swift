@@ -1,3 +1,4 @@
+import EdgeControls
 import CacheStorage
 import EventLoop
 import HTTP1
@@ -21,6 +22,7 @@ final class HTTP3Connection: BatchEndHandler, HTTP3ConnectionDelegate, ClientTra
     private(set) var quic: HTTP3ServerConnection!
     private(set) var streams: [Int64: RequestStream] = [:]
     let peer: String
+    private(set) lazy var peerAddress = IPAddress(peer) ?? IPAddress(high: 0, low: 0)
     var tlsServerName: String? { quic.serverName }
     /// (Alt-Svc advertises HTTP/3; an HTTP/3 answer needs none.)
     var altService: String? { nil }

@@ -145,7 +145,7 @@ final class SharedFetch: @unchecked Sendable, Equatable {
         /// fetches on its own).
         func suits(_ request: RequestHead) -> Bool {
             if let ranges, ranges != Head.ranges(of: request) { return false }
-            for (name, value) in zip(varyNames, varyValues) where Vary.normalize(request.combinedHeader(name), field: name) != value {
+            for (name, value) in zip(varyNames, varyValues) where Vary.normalize(VariantValue.of(name, in: request.headers), field: name) != value {
                 return false
             }
             // A gzip body streams as it comes: only to clients that take it.
@@ -164,7 +164,7 @@ final class SharedFetch: @unchecked Sendable, Equatable {
     static func head(of response: UpstreamResponse, varyNames: [String], leader request: RequestHead) -> Head {
         Head(status: response.status, reason: response.reason, headers: response.fields, timing: response.timing,
              contentLength: response.length, varyNames: varyNames,
-             varyValues: varyNames.map { Vary.normalize(request.combinedHeader($0), field: $0) },
+             varyValues: varyNames.map { Vary.normalize(VariantValue.of($0, in: request.headers), field: $0) },
              ranges: response.status == 206 ? Head.ranges(of: request) : nil)
     }
 

@@ -253,14 +253,14 @@ extension CacheAccess {
         }
         let head = builder.storedHead(key: key, status: status, reason: reason, headers: fields,
                                       timing: response.timing, tags: tags, directives: directives,
-                                      varyFrom: { request.combinedHeader($0) })
+                                      varyFrom: { VariantValue.of($0, in: request.headers) })
         var compressed: StoredHead?
         if request.method != "HEAD",
            StoredCompression.applies(status: status, headers: fields, cc: directives.cc, types: builder.compression(for: key)) {
             compressed = builder.storedHead(key: key, status: status, reason: reason,
                                             headers: StoredCompression.fields(fields), timing: response.timing,
                                             tags: tags, directives: directives, varyNames: head.varyNames,
-                                            varyFrom: { request.combinedHeader($0) })
+                                            varyFrom: { VariantValue.of($0, in: request.headers) })
         }
         return PendingStore(response, head: head, compressedHead: compressed, cache: self, through: handler)
     }

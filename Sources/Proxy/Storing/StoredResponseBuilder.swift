@@ -1,5 +1,6 @@
 import CacheSemantics
 import CacheStorage
+import EdgeControls
 import HTTP1
 import HTTPHeaders
 import Routing
@@ -24,6 +25,9 @@ struct StoredResponseBuilder: Sendable {
     var passedKeyed: [String] = []
     /// `compress`: the media types stored gzip encoded (routes override it).
     var compressTypes = MediaTypePatterns()
+    /// The edge controls of keys under no route; whether any scope strips cookies.
+    var edge: EdgeRules?
+    var anyStripsCookies = false
 
     init(_ configuration: ProxyConfiguration) {
         self.init(shared: configuration.sharedCache, targetedField: configuration.targetedCacheControl, routes: configuration.routes,
@@ -32,6 +36,15 @@ struct StoredResponseBuilder: Sendable {
         hostIsKeyed = configuration.forwardHost || configuration.preserveHost
         passedKeyed = configuration.passRequestHeaders
         compressTypes = configuration.compressTypes
+        edge = configuration.edge
+        anyStripsCookies = (edge?.stripCookies ?? false) || configuration.routes.routes.contains { $0.rules?.stripCookies ?? false }
+    }
+
+    /// `strip_cookies` for a key: its response's Set-Cookie reaches neither the store nor clients.
+    func stripsCookies(_ key: String) -> Bool {
+        guard anyStripsCookies else { return false }
+        let route = routes.match(key)
+        return (route != nil ? route!.rules : edge)?.stripCookies ?? false
     }
 
     /// The `compress` list that applies to `key`.
@@ -300,8 +313,15 @@ struct StoredResponseBuilder: Sendable {
     /// The request fields that select a variant: the response's Vary plus
     /// the route's key_headers (a route-made Vary that clients never see).
     func variantFields(_ headers: HeaderFields, key: String) -> [String] {
-        let vary = Vary.fieldNames(headers.combined("vary")) ?? []
-        let extra = routes.match(key)?.keyHeaders ?? []
+        var vary = Vary.fieldNames(headers.combined("vary")) ?? []
+        let route = routes.match(key)
+        var extra = route?.keyHeaders ?? []
+        if let rules = route != nil ? route!.rules : edge, rules.stripCookies || !rules.keyCookies.isEmpty {
+            // The upstream never sees a stripped Cookie; with key_cookies only
+            // the cookies named select (`VariantValue`), not the whole field.
+            vary.removeAll { $0 == "cookie" }
+            extra += rules.keyCookies.map(Cookies.variantField)
+        }
         guard hostIsKeyed || !extra.isEmpty || !passedKeyed.isEmpty else { return vary }
         var fields = Set(vary).union(extra).union(passedKeyed)
         // With forward_host the client's Host goes upstream as

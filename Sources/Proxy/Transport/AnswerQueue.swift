@@ -26,6 +26,8 @@ protocol AnswerQueue: ResponseSink {
     /// Alt-Svc's value on this connection's answers (a TLS listener that
     /// also serves HTTP/3), or nil.
     var altService: String? { get }
+    /// The response rules of the exchange being answered (`ResponseEdits`).
+    var answerEdits: ResponseEdits? { get set }
     /// The head of an answer; its body follows.
     func enqueue(head: Head)
     /// Body bytes.
@@ -51,6 +53,8 @@ extension ClientConnection: AnswerQueue {
 }
 
 extension AnswerQueue {
+    func setAnswerEdits(_ edits: ResponseEdits?) { answerEdits = edits }
+
     /// The Connection field of an answer to `request`: kept alive unless
     /// it or a drain says otherwise.
     private func connectionField(_ request: RequestHead) -> ConnectionField {
@@ -65,9 +69,14 @@ extension AnswerQueue {
     func sendStored(_ answer: StoredAnswer, of entry: CachedResponse, for request: RequestHead, age: Int, now: Int64,
                     cacheStatus: CacheStatusLine) -> SentAnswer? {
         let field = connectionField(request)
+        let edits = answerEdits
         var tail: ClientHead.Tail {
-            ClientHead.Tail(age: age, date: services.dateHeader.current(now: now), cacheStatus: cacheStatus, connection: field)
+            ClientHead.Tail(age: age, date: services.dateHeader.current(now: now), cacheStatus: cacheStatus, connection: field,
+                            extra: edits?.fields ?? [])
         }
+        // Response rules that drop fields: the stored head is copied without them.
+        let filtersHead = Head.sendsStoredHeadAsIs && !(edits?.headerRules.dropped.isEmpty ?? true)
+        func hidden(_ name: String) -> Bool { services.builder.isHidden(name) || (edits?.drops(name) ?? false) }
         // A body kept in a file (a disk hit served as stored): a small one
         // in one read into the output, from the page cache; a large one, or
         // one the page cache lacks, as the transport sends a file's bytes.
@@ -80,7 +89,7 @@ extension AnswerQueue {
                 // head goes as it is): one block for both.
                 services.headScratch.removeAll(keepingCapacity: true)
                 if Head.sendsStoredHeadAsIs {
-                    ClientHead.appendHitTail(age: age, cacheStatus: cacheStatus, connection: field, to: &services.headScratch)
+                    appendStoredHead(of: entry, edits: edits, filtered: filtersHead, age: age, cacheStatus: cacheStatus, connection: field)
                 }
                 var outcome = StoredBody.ReadInto.failed
                 tailAndBody = services.headScratch.withUnsafeBytes { tail in
@@ -97,25 +106,24 @@ extension AnswerQueue {
         }
         switch answer {
         case .notModified:
-            enqueue(head: ClientHead.notModified(fields: entry.headers, tail: tail))
+            enqueue(head: ClientHead.notModified(fields: entry.headers, tail: tail, isHidden: hidden))
             return SentAnswer(status: 304, bodyBytes: 0)
         case .partial(let range, let length, let stored):
-            enqueue(head: ClientHead.partial(fields: entry.headers, range: range, length: length, tail: tail,
-                                             isHidden: services.builder.isHidden))
+            enqueue(head: ClientHead.partial(fields: entry.headers, range: range, length: length, tail: tail, isHidden: hidden))
             if sendsBytes { enqueue(stored: body.slice((range.lowerBound - stored)..<(range.upperBound - stored + 1))) }
             return SentAnswer(status: 206, bodyBytes: range.count)
         case .unsatisfiable(let length):
-            enqueue(head: ClientHead.partial(fields: entry.headers, range: nil, length: length, tail: tail,
-                                             isHidden: services.builder.isHidden))
+            enqueue(head: ClientHead.partial(fields: entry.headers, range: nil, length: length, tail: tail, isHidden: hidden))
             return SentAnswer(status: 416, bodyBytes: 0)
         case .whole:
             // HTTP/1.1: the stored head as is, then the per-request tail from
             // a buffer the worker reuses (with a small body from a file read
             // behind it). HTTP/2: fields from the stored ones.
             if Head.sendsStoredHeadAsIs {
-                enqueue(stored: body.head)
+                if !filtersHead { enqueue(stored: body.head) }
             } else {
-                var head = Head(stored: entry)
+                var head = Head(stored: entry, dropping: edits)
+                if let edits { for extra in edits.fields { head.field(extra.name, extra.value) } }
                 head.hitTail(age: age, cacheStatus: cacheStatus, connection: field)
                 enqueue(head: head)
             }
@@ -125,7 +133,7 @@ extension AnswerQueue {
             }
             if Head.sendsStoredHeadAsIs {
                 services.headScratch.removeAll(keepingCapacity: true)
-                ClientHead.appendHitTail(age: age, cacheStatus: cacheStatus, connection: field, to: &services.headScratch)
+                appendStoredHead(of: entry, edits: edits, filtered: filtersHead, age: age, cacheStatus: cacheStatus, connection: field)
                 services.headScratch.withUnsafeBytes { tail in
                     if let copy = copied(count: tail.count, { $0.copyMemory(from: tail); return true }) {
                         enqueue(copy.bytes, from: 0, to: copy.count)
@@ -143,18 +151,19 @@ extension AnswerQueue {
     /// The bytes of the representation that follow (none: nil).
     func sendDecodedHead(_ answer: StoredAnswer, entry: CachedResponse, fields: HeaderFields, length: Int, for request: RequestHead,
                          age: Int, now: Int64, cacheStatus: CacheStatusLine) -> (sent: SentAnswer, body: Range<Int>?) {
-        let field = connectionField(request)
-        let tail = ClientHead.Tail(age: age, date: services.dateHeader.current(now: now), cacheStatus: cacheStatus, connection: field)
+        let field = connectionField(request), edits = answerEdits
+        let tail = ClientHead.Tail(age: age, date: services.dateHeader.current(now: now), cacheStatus: cacheStatus, connection: field,
+                                   extra: edits?.fields ?? [])
+        func hidden(_ name: String) -> Bool { services.builder.isHidden(name) || (edits?.drops(name) ?? false) }
         switch answer {
         case .notModified:
-            enqueue(head: ClientHead.notModified(fields: fields, tail: tail))
+            enqueue(head: ClientHead.notModified(fields: fields, tail: tail, isHidden: hidden))
             return (SentAnswer(status: 304, bodyBytes: 0), nil)
         case .unsatisfiable(let length):
-            enqueue(head: ClientHead.partial(fields: fields, range: nil, length: length, tail: tail, isHidden: services.builder.isHidden))
+            enqueue(head: ClientHead.partial(fields: fields, range: nil, length: length, tail: tail, isHidden: hidden))
             return (SentAnswer(status: 416, bodyBytes: 0), nil)
         case .partial(let range, let length, _):
-            enqueue(head: ClientHead.partial(fields: fields, range: range, length: length, tail: tail,
-                                             isHidden: services.builder.isHidden))
+            enqueue(head: ClientHead.partial(fields: fields, range: range, length: length, tail: tail, isHidden: hidden))
             (answerFraming, answerLimit) = (.length, range.count)
             return (SentAnswer(status: 206, bodyBytes: range.count), range.lowerBound..<(range.upperBound + 1))
         case .whole:
@@ -163,6 +172,18 @@ extension AnswerQueue {
                      cacheStatus: cacheStatus.value, now: now, for: request)
             return (SentAnswer(status: entry.status, bodyBytes: noBody ? 0 : length), noBody ? nil : 0..<length)
         }
+    }
+
+    /// HTTP/1.1's hit head in the worker's scratch buffer: the stored head
+    /// without the fields response rules drop (`filtered`; else it goes from
+    /// the block as it is), the fields they set and add, the per-request tail.
+    private func appendStoredHead(of entry: CachedResponse, edits: ResponseEdits?, filtered: Bool, age: Int,
+                                  cacheStatus: CacheStatusLine, connection: ConnectionField) {
+        if filtered, let rules = edits?.headerRules {
+            entry.appendHead(dropping: { rules.drops(bytes: $0) }, to: &services.headScratch)
+        }
+        if let edits { for extra in edits.fields { ResponseSerializer.appendField(extra.name, extra.value, to: &services.headScratch) } }
+        ClientHead.appendHitTail(age: age, cacheStatus: cacheStatus, connection: connection, to: &services.headScratch)
     }
 
     /// `count` bytes written by `fill` (false: nil) into the worker's output
@@ -193,20 +214,28 @@ extension AnswerQueue {
         answerFraming = framesItsOwnBodies ? (noBody ? .none : length != nil ? .length : .endOfStream)
             : ClientFraming.choose(noBody: noBody, length: length, minorVersion: request.minorVersion)
         answerLimit = answerFraming == .length ? length ?? .max : .max
+        let edits = answerEdits
         enqueue(head: ClientHead.forwarded(status: status, reason: reason, fields: fields, framing: answerFraming, length: length,
                                            noBody: noBody, age: age, cacheStatus: cacheStatus, date: services.dateHeader.current(now: now),
-                                           connection: connectionField(request), isHidden: services.builder.isHidden))
+                                           connection: connectionField(request), extra: edits?.fields ?? [],
+                                           isHidden: { services.builder.isHidden($0) || (edits?.drops($0) ?? false) }))
     }
 
     /// Queues a 304 for a conditional request that an upstream 200 satisfies.
     func sendNotModified(fields: HeaderFields, age: Int, cacheStatus: String, now: Int64, for request: RequestHead) {
+        let edits = answerEdits
         let tail = ClientHead.Tail(age: age, date: services.dateHeader.current(now: now),
-                                   cacheStatus: CacheStatusLine(cacheStatus), connection: connectionField(request))
-        enqueue(head: ClientHead.notModified(fields: fields, tail: tail))
+                                   cacheStatus: CacheStatusLine(cacheStatus), connection: connectionField(request), extra: edits?.fields ?? [])
+        enqueue(head: ClientHead.notModified(fields: fields, tail: tail, isHidden: { edits?.drops($0) ?? false }))
     }
 
     /// Queues an answer made here.
     func sendMadeHere(status: Int, message: String, extra: HeaderFields, for request: RequestHead) {
+        var extra = extra
+        if let edits = answerEdits {
+            extra.fields.removeAll { edits.drops($0.name) }
+            for field in edits.fields { extra.append(field) }
+        }
         let made = ClientHead.madeHere(status: status, message: message, extra: extra,
                                        close: !framesItsOwnBodies && (!request.keepAlive || services.draining), as: Head.self)
         enqueue(head: made.head)

@@ -57,6 +57,13 @@ extension ClientConnection {
     func beginUpgrade(_ head: RequestHead, _ upgrade: String, _ parts: ExchangeParts) {
         let configuration = parts.upstream.configuration
         let route = Upgrade.route(of: head, in: configuration.routes)
+        // The access list and the rate limit hold for tunnels too.
+        if let rules = route != nil ? route!.rules : configuration.edge, rules.gates,
+           let refusal = EdgeGate.refusal(rules, request: head,
+                                          client: EdgeGate.client(of: head, socket: peerAddress, trusted: configuration.trustedProxies),
+                                          now: loop.wakeMicroseconds, counters: counters) {
+            return sendError(refusal.status, refusal.message, close: true)
+        }
         guard route?.websocket ?? configuration.websocket else {
             return sendError(501, "upgrades (\(upgrade)) are not tunnelled here (websocket = false)", close: true)
         }

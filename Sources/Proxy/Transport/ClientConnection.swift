@@ -1,3 +1,4 @@
+import EdgeControls
 import CacheStorage
 import EventLoop
 import HTTP1
@@ -14,6 +15,10 @@ import Transport
 final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
     let fd: Int32
     let peer: String
+    /// The peer as an address (access lists, rate limits), read once.
+    private(set) lazy var peerAddress = IPAddress(peer) ?? IPAddress(high: 0, low: 0)
+    /// The response rules of the exchange answering now.
+    var answerEdits: ResponseEdits?
     /// What it uses of its worker (buffers, draining, what exchanges use),
     /// its loop and counters, held without reference counting (the worker
     /// owns its connections and outlives them): a checked reference cost

@@ -86,7 +86,8 @@ enum ClientHead {
     /// Transfer-Encoding or Connection.
     static func forwarded<W: HeadWriter>(status: Int, reason: String?, fields: HeaderFields, framing: ClientFraming, length: Int?,
                                          noBody: Bool, age: Int?, cacheStatus: String, date: DateHeader.Value,
-                                         connection: ConnectionField, isHidden: (String) -> Bool, as: W.Type = W.self) -> W {
+                                         connection: ConnectionField, extra: [HeaderField] = [], isHidden: (String) -> Bool,
+                                         as: W.Type = W.self) -> W {
         var head = W(status: status, reason: reason)
         var hasDate = false
         for field in fields {
@@ -99,6 +100,7 @@ enum ClientHead {
         }
         // (None on a 204: RFC 9110 section 8.6.)
         if let length, framing == .length || noBody && status != 204 { head.contentLength(length) }
+        for field in extra { head.field(field.name, field.value) }
         if let age { head.field("age", String(age)) }
         head.field("cache-status", cacheStatus)
         if !hasDate { head.date(date) }
@@ -126,10 +128,11 @@ enum ClientHead {
 
     /// A 304 for the client (RFC 9110 section 15.4.5): the fields a 200
     /// would have had that describe the representation, no body.
-    static func notModified<W: HeadWriter>(fields: HeaderFields, tail: Tail, as: W.Type = W.self) -> W {
+    static func notModified<W: HeadWriter>(fields: HeaderFields, tail: Tail, isHidden: (String) -> Bool = { _ in false },
+                                           as: W.Type = W.self) -> W {
         var head = W(status: 304, reason: "Not Modified")
         var hasDate = false
-        for field in fields {
+        for field in fields where !isHidden(field.name) {
             switch field.name {
             case "cache-control", "content-location", "date", "etag", "expires", "vary", "last-modified":
                 if field.name.isField("date") { hasDate = true }
@@ -215,9 +218,12 @@ enum ClientHead {
         /// The whole "Cache-Status: ...\r\n" line.
         var cacheStatus: CacheStatusLine
         var connection: ConnectionField
+        /// Fields response rules set and add.
+        var extra: [HeaderField] = []
 
         func write<W: HeadWriter>(to head: inout W, hasDate: Bool) {
             if !hasDate { head.date(date) }
+            for field in extra { head.field(field.name, field.value) }
             head.hitTail(age: age, cacheStatus: cacheStatus, connection: connection)
         }
     }

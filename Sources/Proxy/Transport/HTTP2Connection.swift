@@ -1,3 +1,4 @@
+import EdgeControls
 import EventLoop
 import HTTPHeaders
 #if canImport(Glibc)
@@ -16,6 +17,7 @@ import Transport
 final class HTTP2Connection: IOHandler, BatchEndHandler, HTTP2SessionDelegate, ClientTransport, StreamCarrier {
     let fd: Int32
     let peer: String
+    private(set) lazy var peerAddress = IPAddress(peer) ?? IPAddress(high: 0, low: 0)
     unowned(unsafe) let services: ConnectionServices
     unowned(unsafe) let loop: EventLoop
     let settings: ConnectionSettings

@@ -12,7 +12,7 @@ protocol HeadWriter {
     init(status: Int, reason: String?)
     /// The head of a whole answer from `entry`, its stored fields, before
     /// its `hitTail`.
-    init(stored entry: CachedResponse)
+    init(stored entry: CachedResponse, dropping edits: ResponseEdits?)
     /// Whether a stored head goes as it is stored (HTTP/1.1: its bytes
     /// straight from the entry's block, no copy, then the tail's bytes).
     static var sendsStoredHeadAsIs: Bool { get }
@@ -34,7 +34,13 @@ struct HTTP1Head: HeadWriter {
     static var sendsStoredHeadAsIs: Bool { true }
 
     /// (A copy of the stored head's bytes; the hit path queues them from the block instead.)
-    init(stored entry: CachedResponse) { bytes = Array(UnsafeRawBufferPointer(start: entry.blockStart, count: entry.headLength)) }
+    init(stored entry: CachedResponse, dropping edits: ResponseEdits?) {
+        guard let rules = edits?.headerRules, !rules.dropped.isEmpty else {
+            bytes = Array(UnsafeRawBufferPointer(start: entry.blockStart, count: entry.headLength))
+            return
+        }
+        entry.appendHead(dropping: { rules.drops(bytes: $0) }, to: &bytes)
+    }
 
     init(status: Int, reason: String?) {
         bytes.reserveCapacity(512)
@@ -95,9 +101,13 @@ struct HTTP2Head: HeadWriter {
 
     /// The stored fields of `entry`, `:status` first (its stored head is
     /// the storage's form; its fields are read from there as bytes).
-    init(stored entry: CachedResponse) {
+    init(stored entry: CachedResponse, dropping edits: ResponseEdits?) {
         self.init(status: entry.status, reason: nil)
-        entry.forEachStoredField { name, value in field(name: name, value: value) }
+        let rules = edits?.headerRules
+        entry.forEachStoredField { name, value in
+            if let rules, rules.drops(bytes: name) { return }
+            field(name: name, value: value)
+        }
     }
 
     private static let connectionSpecific: [[UInt8]] = ["connection", "keep-alive", "proxy-connection", "transfer-encoding",

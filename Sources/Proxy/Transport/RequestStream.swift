@@ -1,3 +1,4 @@
+import EdgeControls
 import CacheStorage
 import EventLoop
 import HTTP1
@@ -11,6 +12,7 @@ import Threads
 protocol StreamCarrier: AnyObject {
     var services: ConnectionServices { get }
     var peer: String { get }
+    var peerAddress: IPAddress { get }
     var tlsServerName: String? { get }
     /// Alt-Svc's value on its answers, or nil.
     var altService: String? { get }
@@ -60,6 +62,8 @@ final class RequestStream: AnswerQueue {
     unowned(unsafe) let connection: any StreamCarrier
     var services: ConnectionServices { connection.services }
     var peer: String { connection.peer }
+    var peerAddress: IPAddress { connection.peerAddress }
+    var answerEdits: ResponseEdits?
     var tlsServerName: String? { connection.tlsServerName }
     var altService: String? { connection.altService }
     let framesItsOwnBodies = true

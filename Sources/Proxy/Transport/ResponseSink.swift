@@ -1,4 +1,5 @@
 import CacheStorage
+import EdgeControls
 import HTTP1
 import HTTPHeaders
 import Telemetry
@@ -21,6 +22,11 @@ protocol ResponseSink: AnswerCarrier {
     /// longer be opened.
     func sendStored(_ answer: StoredAnswer, of entry: CachedResponse, for request: RequestHead, age: Int, now: Int64,
                     cacheStatus: CacheStatusLine) -> SentAnswer?
+
+    /// The exchange's response rules, for every head it is sent until it finishes.
+    func setAnswerEdits(_ edits: ResponseEdits?)
+    /// The client's address (the socket's).
+    var peerAddress: IPAddress { get }
 
     /// An answer made here (400, 502, 504), queued whole.
     func sendMadeHere(status: Int, message: String, extra: HeaderFields, for request: RequestHead)

@@ -1,5 +1,6 @@
 import CacheSemantics
 import CacheStorage
+import EdgeControls
 import HTTP1
 import Routing
 import Upstream
@@ -69,6 +70,10 @@ public struct ProxyConfiguration: Sendable {
     public var finishStoreLimitBytes = 8 << 20
     /// `[[route]]` rules by path prefix.
     public var routes = RouteTable()
+    /// The edge controls of requests under no route (a route's are in its `rules`).
+    public var edge: EdgeRules?
+    /// `trusted_proxies`: peers whose X-Forwarded-For / Forwarded name the client.
+    public var trustedProxies: AddressList?
     /// A connection waiting for its next request is closed after this long.
     public var keepAliveTimeoutMilliseconds: UInt64 = 60_000
     /// A client must send a complete request head within this long.

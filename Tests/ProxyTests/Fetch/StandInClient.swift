@@ -1,3 +1,4 @@
+import EdgeControls
 import CacheSemantics
 import CacheStorage
 import HTTP1
@@ -67,6 +68,8 @@ final class StandInTransfer: UpstreamTransferControl {
 /// A sink that writes down what it is told, as a transport would carry it.
 final class RecordingSink: ResponseSink {
     let peer = "127.0.0.1"
+    let peerAddress = IPAddress("127.0.0.1")!
+    func setAnswerEdits(_ edits: ResponseEdits?) {}
     var congested = false
     var exchange: Exchange?
     private(set) var events: [String] = []

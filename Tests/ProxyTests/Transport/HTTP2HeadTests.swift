@@ -48,7 +48,7 @@ final class HTTP2HeadTests: XCTestCase {
                                                   "larder-cache-control": "max-age=600", "date": "Tue, 24 Nov 2026 09:00:00 GMT"],
                                         timing: timing, tags: []) { _ in nil }
         let entry = Array("hello".utf8).withUnsafeBytes { CachedResponse.make(head: stored, body: $0) }
-        var head = HTTP2Head(stored: entry)
+        var head = HTTP2Head(stored: entry, dropping: nil)
         head.hitTail(age: 2, cacheStatus: CacheStatus.hit(ttl: 58), connection: .implicit)
         XCTAssertEqual(text(head), [":status: 200", "content-type: text/html", "cache-control: max-age=60",
                                     "date: Tue, 24 Nov 2026 09:00:00 GMT", "content-length: 5", "age: 2",

@@ -1,0 +1,54 @@
+import EdgeControls
+import HTTP1
+import HTTPHeaders
+import Telemetry
+
+/// The edge controls around an exchange, in their documented order: the
+/// access list and the rate limit before anything (`EdgeGate`), request
+/// rules on what goes upstream, response rules on every head its client
+/// is sent (`ResponseEdits`, applied by the sink; never stored).
+extension Exchange {
+    /// False when the request was answered here (403, 429). Otherwise the
+    /// sink is given the response rules for this exchange's answer.
+    func passesEdge(_ edge: EdgeRules) -> Bool {
+        if edge.gates, let refusal = EdgeGate.refusal(edge, request: request, client: clientAddress,
+                                                      now: loop.wakeMicroseconds, counters: upstream.counters) {
+            if !edge.responseHeaders.isEmpty { sink.setAnswerEdits(responseEdits(edge)) }
+            let extra: HeaderFields = refusal.retryAfter.map { [HeaderField(lowercasedName: "retry-after", value: String($0))] } ?? []
+            sendMadeHere(refusal.status, refusal.message, extra: extra)
+            return false
+        }
+        if !edge.responseHeaders.isEmpty { sink.setAnswerEdits(responseEdits(edge)) }
+        return true
+    }
+
+    /// The client's address as the rules see it.
+    var clientAddress: IPAddress {
+        EdgeGate.client(of: request, socket: sink.peerAddress, trusted: upstream.configuration.trustedProxies)
+    }
+
+    /// What the rules' variables stand for in this request.
+    func ruleValues(_ edge: EdgeRules) -> RequestValues {
+        if edge.usesRequestID && requestID == nil { requestID = RequestID.next() }
+        return RequestValues(host: Self.hostName(request.header("host")), clientAddress: clientAddress.description,
+                             requestID: requestID ?? "")
+    }
+
+    /// `$host`: the Host field's name, lowercased, without its port.
+    static func hostName(_ host: String?) -> String {
+        guard let host else { return "" }
+        let name = host.hasPrefix("[") ? String(host.prefix { $0 != "]" }) + "]" : String(host.prefix { $0 != ":" })
+        return name.lowercased()
+    }
+
+    func responseEdits(_ edge: EdgeRules) -> ResponseEdits {
+        ResponseEdits(rules: edge, fields: edge.responseHeaders.fields(ruleValues(edge)))
+    }
+
+    /// Request rules (and `strip_cookies`) on the fields going upstream.
+    func applyRequestRules(_ edge: EdgeRules, to fields: inout HeaderFields) {
+        if edge.stripCookies { fields.remove("cookie") }
+        guard !edge.requestHeaders.isEmpty else { return }
+        edge.requestHeaders.apply(to: &fields, ruleValues(edge))
+    }
+}
