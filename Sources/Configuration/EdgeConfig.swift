@@ -1,3 +1,4 @@
+import Proxy
 import Routing
 import EdgeControls
 import TOMLKit
@@ -148,5 +149,44 @@ extension Settings {
             route.rules = route.edge.isEmpty ? global : route.edge.rules(over: global)
             return route
         })
+    }
+}
+
+extension EdgeConfig {
+    /// The edge keys a scope sets, as `check-config --print` writes them.
+    public static func render(_ edge: EdgeSettings) -> String {
+        var out = ""
+        func entries(_ list: [HeaderRules.Entry]) -> String {
+            "{ " + list.map { "\(EffectiveConfig.quoted($0.name)) = \(EffectiveConfig.quoted($0.value.spelled))" }.joined(separator: ", ") + " }"
+        }
+        func rules(_ key: String, _ rules: HeaderRules?) {
+            guard let rules else { return }
+            var parts: [String] = []
+            if !rules.sets.isEmpty { parts.append("set = " + entries(rules.sets)) }
+            if !rules.adds.isEmpty { parts.append("add = " + entries(rules.adds)) }
+            if !rules.removes.isEmpty { parts.append("remove = " + EffectiveConfig.list(rules.removes)) }
+            out += "\(key) = { \(parts.joined(separator: ", ")) }\n"
+        }
+        rules("request_headers", edge.requestHeaders)
+        rules("response_headers", edge.responseHeaders)
+        if let allow = edge.allow { out += "allow = \(EffectiveConfig.list(allow.prefixes.map(\.description)))\n" }
+        if let deny = edge.deny { out += "deny = \(EffectiveConfig.list(deny.prefixes.map(\.description)))\n" }
+        if let limit = edge.rateLimit {
+            var key = "address"
+            if case .header(let name) = limit.key { key = "header:" + name }
+            out += "rate_limit = { requests = \(limit.requests), per = \(EffectiveConfig.quoted("\(limit.periodMilliseconds)ms")), "
+                + "burst = \(limit.burst), key = \(EffectiveConfig.quoted(key)) }\n"
+        }
+        if let strip = edge.stripCookies { out += "strip_cookies = \(strip)\n" }
+        if let names = edge.keyCookies { out += "key_cookies = \(EffectiveConfig.list(names))\n" }
+        return out
+    }
+
+    /// The global-only keys, as `check-config --print` writes them.
+    public static func renderGlobal(_ settings: Settings) -> String {
+        var out = render(settings.edge)
+        if let list = settings.proxy.trustedProxies { out += "trusted_proxies = \(EffectiveConfig.list(list.prefixes.map(\.description)))\n" }
+        if let list = settings.adminAllow { out += "admin_allow = \(EffectiveConfig.list(list.prefixes.map(\.description)))\n" }
+        return out
     }
 }

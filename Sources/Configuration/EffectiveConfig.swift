@@ -19,6 +19,7 @@ public enum EffectiveConfig {
         for key in ConfigKey.allCases {
             out += line(key, settings) + "\n"
         }
+        out += EdgeConfig.renderGlobal(settings)
         if settings.presets != Units.defaultPresets {
             out += "\n[presets]\n"
             for name in ["short", "medium", "long", "max"] { out += "\(name) = \(quoted(duration(settings.presets[name]! * 1000)))\n" }
@@ -180,6 +181,7 @@ public enum EffectiveConfig {
         if !r.ignoredQueryParameters.isEmpty { out += "ignore_query_params = \(list(r.ignoredQueryParameters.sorted()))\n" }
         if r.sortQuery { out += "sort_query = true\n" }
         if !r.keyHeaders.isEmpty { out += "key_headers = \(list(r.keyHeaders))\n" }
+        out += EdgeConfig.render(r.edge)
         return out
     }
 

@@ -48,6 +48,18 @@ public struct FieldValue: Hashable, Sendable {
     }
 
     public var usesRequestID: Bool { pieces.contains(.requestID) }
+
+    /// The value as a config file writes it (`$$` for a `$`).
+    public var spelled: String {
+        pieces.map { piece in
+            switch piece {
+            case .literal(let text): return text.replacingDollars()
+            case .host: return "$host"
+            case .clientAddress: return "$client_addr"
+            case .requestID: return "$request_id"
+            }
+        }.joined()
+    }
     public var usesVariables: Bool { pieces.contains { if case .literal = $0 { return false } else { return true } } }
 
     public func render(_ values: RequestValues) -> String {
@@ -166,4 +178,8 @@ public struct HeaderRules: Hashable, Sendable {
             (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || "!#$%&'*+-.^_`|~".utf8.contains(b)
         }
     }
+}
+
+extension String {
+    func replacingDollars() -> String { split(separator: "$", omittingEmptySubsequences: false).joined(separator: "$$") }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import EdgeControls
 import XCTest
 @testable import Configuration
 import Routing
@@ -147,10 +148,49 @@ final class ConfigFileTests: XCTestCase {
                      "[presets]\nshort = \"30s\"\n\n[[route]]\nprefix = \"/p\"\ndefault_ttl = \"short\"\nhosts = [\"a.test\"]\n",
                      "[upstreams.api]\nservers = [\"http://127.0.0.1:9001\", \"http://127.0.0.1:9002\"]\n",
                      "stale_timeout = \"off\"\ngrace = \"90s\"\nwebsocket = false\n[[route]]\nprefix = \"/g\"\nstale_timeout = \"250ms\"\ngrace = \"0s\"\nwebsocket = true\n",
-                     "access_log_format = \"custom\"\naccess_log_template = \"$time \\\"$method $target\\\" $status\"\n"] {
+                     "access_log_format = \"custom\"\naccess_log_template = \"$time \\\"$method $target\\\" $status\"\n",
+                     Self.edgeText] {
             let first = EffectiveConfig.render(try load(text))
             let second = EffectiveConfig.render(try load(first))
             XCTAssertEqual(first, second, "from:\n\(text)")
         }
+    }
+
+    static let edgeText = """
+        request_headers = { set = { "X-Env" = "prod", "X-Cost" = "$$5 for $client_addr" }, remove = ["X-Debug"] }
+        response_headers = { add = { "X-Request-Id" = "$request_id" }, remove = ["Server"] }
+        allow = ["127.0.0.0/8", "::1"]
+        deny = ["127.0.0.2"]
+        rate_limit = { requests = 20, per = "1s", burst = 10 }
+        trusted_proxies = ["10.0.0.0/8"]
+        admin_allow = ["127.0.0.1"]
+        [[route]]
+        prefix = "/api/"
+        rate_limit = { requests = 5, per = "1m", key = "header:X-Api-Key" }
+        key_cookies = ["lang"]
+        [[route]]
+        prefix = "/s/"
+        strip_cookies = true
+        deny = ["2001:db8::/32"]
+
+        """
+
+    /// The edge keys read into their settings, each scope's own, and the
+    /// rules a route's requests are under.
+    func testEdgeKeysAndWhatARouteInherits() throws {
+        let settings = try load(Self.edgeText)
+        XCTAssertEqual(settings.edge.requestHeaders?.sets.map(\.name), ["X-Cost", "X-Env"])
+        XCTAssertEqual(settings.edge.requestHeaders?.sets.first?.value.spelled, "$$5 for $client_addr")
+        XCTAssertEqual(settings.edge.rateLimit, RateLimit(requests: 20, periodMilliseconds: 1000, burst: 10))
+        XCTAssertEqual(settings.proxy.trustedProxies?.prefixes.map(\.description), ["10.0.0.0/8"])
+        XCTAssertEqual(settings.adminAllow?.prefixes.map(\.description), ["127.0.0.1/32"])
+        let (global, routes) = settings.routesWithRules()
+        XCTAssertEqual(routes[0].rules?.rateLimit?.limit.key, .header("x-api-key"))
+        XCTAssertTrue(routes[1].rules?.rateLimit === global?.rateLimit, "the global limiter, shared")
+        XCTAssertFalse(routes[1].rules!.access.admits(IPAddress("2001:db8::1")!))
+        XCTAssertTrue(routes[1].rules!.access.admits(IPAddress("127.0.0.2")!), "the route's deny replaced the global lists")
+        XCTAssertFalse(routes[0].rules!.access.admits(IPAddress("127.0.0.2")!))
+        XCTAssertEqual(routes[0].rules?.keyCookies, ["lang"])
+        XCTAssertEqual(routes[0].rules?.responseHeaders.removes, ["server"])
     }
 }

@@ -26,6 +26,7 @@ final class AdminExchange: ConnectionRequest, LogFollower {
     private lazy var lines = ByteBuffer(capacity: 64)  // (a follower's only)
     private(set) var responseStarted = false
     private var over = false
+    private var refusedAddress = false
 
     /// `admin_allow`: the addresses answered (nil: all).
     private let allow: AddressList?
@@ -42,6 +43,8 @@ final class AdminExchange: ConnectionRequest, LogFollower {
 
     func start() {
         if let allow, !allow.contains(connection.peerAddress) {
+            // Closed after it, as an unauthorized answer is: a refused address holds no descriptor.
+            refusedAddress = true
             return finish(.error(403, "forbidden: \(connection.peerAddress) is not in admin_allow"))
         }
         let response = api.answer(head, peer: connection.peer)
@@ -64,7 +67,7 @@ final class AdminExchange: ConnectionRequest, LogFollower {
     private func finish(_ response: AdminAPI.Response) {
         guard !over else { return }
         over = true
-        let close = !head.keepAlive || response.status == 401 || response.status == 403 || response.status == 411 || response.status == 503
+        let close = !head.keepAlive || refusedAddress || response.status == 401 || response.status == 411 || response.status == 503
         connection.enqueue(response.serialized(close: close, head: head.method == "HEAD"))
         connection.exchangeFinished(keepAlive: !close)
     }

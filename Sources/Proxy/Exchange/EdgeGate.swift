@@ -35,6 +35,14 @@ enum EdgeGate {
         WorkerStats.bump(counters.rateLimited)
         return Refusal(status: 429, message: "too many requests: over this client's rate limit", retryAfter: CellRate.retryAfterSeconds(wait))
     }
+
+    /// Request rules (and `strip_cookies`) on fields going upstream: a
+    /// client's request's, or a background refresh's in its name.
+    static func applyRequestRules(_ edge: EdgeRules, to fields: inout HeaderFields, _ values: @autoclosure () -> RequestValues) {
+        if edge.stripCookies { fields.remove("cookie") }
+        guard !edge.requestHeaders.isEmpty else { return }
+        edge.requestHeaders.apply(to: &fields, values())
+    }
 }
 
 /// What a request's response rules do to the head its client is sent:

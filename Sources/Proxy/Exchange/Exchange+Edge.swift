@@ -47,8 +47,6 @@ extension Exchange {
 
     /// Request rules (and `strip_cookies`) on the fields going upstream.
     func applyRequestRules(_ edge: EdgeRules, to fields: inout HeaderFields) {
-        if edge.stripCookies { fields.remove("cookie") }
-        guard !edge.requestHeaders.isEmpty else { return }
-        edge.requestHeaders.apply(to: &fields, ruleValues(edge))
+        EdgeGate.applyRequestRules(edge, to: &fields, ruleValues(edge))
     }
 }

@@ -1,5 +1,6 @@
 import CacheSemantics
 import CacheStorage
+import EdgeControls
 import EventLoop
 import HTTP1
 import Telemetry
@@ -52,6 +53,11 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
         headers.remove("if-range")
         UpstreamHeaders.normalizeAcceptEncoding(&headers, for: request)
         if let entry { UpstreamHeaders.addValidators(for: entry, among: variants, to: &headers) }
+        let route = upstream.configuration.routes.match(key)
+        if let edge = route != nil ? route!.rules : upstream.configuration.edge {
+            EdgeGate.applyRequestRules(edge, to: &headers, RequestValues(host: Exchange.hostName(request.header("host")),
+                                                                         clientAddress: peer, requestID: RequestID.next()))
+        }
         requestTime = cache.clock.now()
         sentMicroseconds = EventLoop.nowMicroseconds()
         handler = cache.store.missHandler(toDisk: upstream.configuration.routes.match(key)?.disk ?? true)
@@ -66,6 +72,8 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
 
     func upstreamDidReceiveHead(status: Int, reason: String?, headers: HeaderFields) {
         upstream.counters.latency.record(.upstreamHead, microseconds: Int(EventLoop.nowMicroseconds() &- sentMicroseconds))
+        var headers = headers
+        if cache.builder.stripsCookies(key) { headers.remove("set-cookie") }
         let response = UpstreamResponse(status: status, reason: reason, headers: headers, requestTime: requestTime,
                                         responseTime: cache.clock.now(), stripTagHeaders: upstream.configuration.stripTagHeaders)
         if case .invalid = response.framing { return }  // the stored response stays as it was

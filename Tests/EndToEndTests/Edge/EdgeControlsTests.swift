@@ -110,6 +110,43 @@ final class EdgeControlsTests: ConfiguredTestCase {
         XCTAssertEqual(notFound.header("strict-transport-security"), "max-age=63072000")
     }
 
+    func testResponseRulesHoldOverHTTP2HitsAndMisses() throws {
+        let (_, larder) = try start(config: """
+            response_headers = { set = { "X-Frame-Options" = "DENY" }, remove = ["Server", "Content-Type"] }
+            """)
+        for round in ["miss", "hit"] {
+            let r = try runProgram(["curl", "-s", "-D", "-", "-o", "/dev/null", "--http2-prior-knowledge",
+                                    "http://127.0.0.1:\(larder.port)/h2?type=text/plain"])
+            XCTAssertEqual(r.status, 0, r.stderr)
+            let head = r.stdout.lowercased()
+            XCTAssertTrue(head.hasPrefix("http/2 200"), head)
+            XCTAssertTrue(head.contains("x-frame-options: deny"), "\(round): \(head)")
+            XCTAssertFalse(head.contains("server:"), "\(round): \(head)")
+            XCTAssertFalse(head.contains("content-type:"), "\(round): \(head)")
+            XCTAssertEqual(head.contains("; hit"), round == "hit", head)
+        }
+    }
+
+    /// Response rules are applied when answering, never stored: a reload
+    /// that drops one gives the next hit the field back.
+    func testAReloadChangesTheRulesOfStoredResponses() throws {
+        let origin = try startOrigin()
+        let config = try writeConfig("response_headers = { remove = [\"Server\"] }\n")
+        let larder = try startLarder(upstream: origin.url, ["--config", config])
+        XCTAssertNil(try get(larder, "/kept").header("server"))
+        XCTAssertNil(try get(larder, "/kept").header("server"))
+        try "deny = [\"127.0.0.2\"]\n".write(toFile: config, atomically: true, encoding: .utf8)
+        kill(larder.child.process.processIdentifier, SIGHUP)
+        // The new rules hold once 127.0.0.2 is refused (bounded wait).
+        let deadline = Date().addingTimeInterval(10)
+        while try get(larder, "/other", from: "127.0.0.2").status != 403 && Date() < deadline { usleep(20_000) }
+        XCTAssertEqual(try get(larder, "/kept", from: "127.0.0.2").status, 403)
+        let hit = try get(larder, "/kept")
+        XCTAssertTrue(hit.header("cache-status")?.contains("hit") ?? false, "\(hit.headers)")
+        XCTAssertNotNil(hit.header("server"), "the stored response kept the origin's field")
+        XCTAssertEqual(try origin.count("/kept"), 1)
+    }
+
     func testCookieRules() throws {
         let (origin, larder) = try start(config: """
             [[route]]

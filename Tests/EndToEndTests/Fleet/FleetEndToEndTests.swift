@@ -14,6 +14,9 @@ final class FleetEndToEndTests: FleetTestCase {
         let nodes = try ["a", "b", "c"].map { try node($0) }
         let kinds: [(query: String, target: String)] = [
             ("url=%2Fk%2Furl", "/k/url"), ("prefix=%2Fk%2Fpre", "/k/prefix-1"), ("tag=blue", "/k/tagged?tags=blue"), ("all=true", "/k/all"),
+            // Regular expressions: the shared tier drops the anchored one's literal prefix, or everything.
+            ("regex=" + "^/k/re[0-9]$".addingPercentEncoding(withAllowedCharacters: .alphanumerics)!, "/k/re1"),
+            ("regex=" + "q=[a-z]+$".addingPercentEncoding(withAllowedCharacters: .alphanumerics)!, "/k/anywhere?q=abc"),
         ]
         for (query, target) in kinds {
             for l in nodes {
