@@ -16,8 +16,9 @@
 # runtime), not the kernel, thread by thread: the worker's thread (the
 # request path) and the others (the admin thread's work for a follower,
 # the disk writer). ROUTE=1 configures one [[route]] that matches nothing;
-# EDGE=none, all or limited one over the hot key (edge controls: none, one
-# rule of each kind, or a rate limit that refuses all but the first request).
+# EDGE=none, all, keyed or limited one over the hot key (edge controls: none,
+# one rule of each kind, key_cookies alone, or a rate limit that refuses all
+# but the first request).
 # Larder runs one worker under callgrind (about 50x
 # slower); wrk offers 8 connections. TOP=n prints each busy thread's n
 # costliest functions (self). FOLLOW=1 attaches one `larder log --follow` reader
@@ -48,9 +49,10 @@ case $WORKLOAD in
         echo 'compress = ["application/json"]' > "$WORK/compress.toml"
         TIERS="$TIERS --config $WORK/compress.toml" ;;
     *)
-        # EDGE=none|all|limited: one [[route]] over the hot key, without
-        # edge rules, with one rule of each kind, or with a rate limit every
-        # request but the first is over (what a flood of 429s costs).
+        # EDGE=none|all|keyed|limited: one [[route]] over the hot key, without
+        # edge rules, with one rule of each kind, with key_cookies (a variant
+        # field, as a Vary is), or with a rate limit every request but the
+        # first is over (what a flood of 429s costs).
         if [ -n "${EDGE:-}" ]; then
             printf '[[route]]\nprefix = "/1k/"\n' > "$WORK/edge.toml"
             case $EDGE in
@@ -60,8 +62,9 @@ response_headers = { set = { "Strict-Transport-Security" = "max-age=63072000" },
 allow = ["127.0.0.0/8"]
 deny = ["127.0.0.2/32"]
 rate_limit = { requests = 1000000, per = "1s", burst = 1000000 }
-key_cookies = ["lang"]
+strip_cookies = true
 RULES
+                keyed) printf 'key_cookies = ["lang"]\n' >> "$WORK/edge.toml" ;;
                 limited) printf 'rate_limit = { requests = 1, per = "1d" }\n' >> "$WORK/edge.toml" ;;
             esac
             TIERS="$TIERS --config $WORK/edge.toml"

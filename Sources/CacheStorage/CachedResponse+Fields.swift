@@ -9,21 +9,4 @@ extension CachedResponse {
             return true
         }
     }
-
-    /// The head a whole answer sends (status line, fields, Content-Length)
-    /// but the fields `drops` names (the bytes of a name as stored), as
-    /// HTTP/1.1 lines appended to `out`; the per-request tail follows it.
-    public func appendHead(dropping drops: (UnsafeRawBufferPointer) -> Bool, to out: inout [UInt8]) {
-        let head = UnsafeRawBufferPointer(start: blockStart, count: headLength)
-        var statusEnd = 0
-        while statusEnd + 1 < head.count, !(head[statusEnd] == 0x0D && head[statusEnd + 1] == 0x0A) { statusEnd += 1 }
-        out.append(contentsOf: head[..<min(head.count, statusEnd + 2)])
-        HeadFields.forEach(in: head) { name, value in
-            guard !drops(name) else { return true }
-            let start = name.baseAddress! - head.baseAddress!, end = value.baseAddress! - head.baseAddress! + value.count
-            out.append(contentsOf: head[start..<end])
-            out.append(contentsOf: [0x0D, 0x0A])
-            return true
-        }
-    }
 }

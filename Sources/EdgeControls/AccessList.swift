@@ -16,6 +16,38 @@ public struct AccessList: Hashable, Sendable {
     }
 }
 
+/// An access list as the hit path reads it: each prefix as its address
+/// and mask words, in buffers its `EdgeRules` owns (a plain value: no
+/// reference counted, no array bounds checked per request).
+public struct PrefixTable {
+    private let words: UnsafeMutablePointer<UInt64>?
+    public let count: Int
+
+    init(_ list: AddressList?) {
+        let prefixes = list?.prefixes ?? []
+        count = prefixes.count
+        words = count > 0 ? .allocate(capacity: count * 4) : nil
+        for (i, prefix) in prefixes.enumerated() {
+            let mask = AddressPrefix.masked(IPAddress(high: .max, low: .max), bits: prefix.bits)
+            (words! + i * 4).initialize(to: prefix.address.high)
+            (words! + i * 4 + 1).initialize(to: prefix.address.low)
+            (words! + i * 4 + 2).initialize(to: mask.high)
+            (words! + i * 4 + 3).initialize(to: mask.low)
+        }
+    }
+
+    func deallocate() { words?.deallocate() }
+
+    @inline(__always)
+    public func contains(_ address: IPAddress) -> Bool {
+        for i in 0..<count {
+            let w = words! + i * 4
+            if address.high & w[2] == w[0] && address.low & w[3] == w[1] { return true }
+        }
+        return false
+    }
+}
+
 /// Which address a request comes from: the socket's, unless that is a
 /// trusted proxy, whose X-Forwarded-For (or Forwarded) then names it. The
 /// list is read from its right end, skipping trusted proxies, so the

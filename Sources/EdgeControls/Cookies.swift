@@ -22,7 +22,8 @@ public enum Cookies {
 
     /// The cookie a variant field names, if it is one.
     public static func keyedCookie(_ field: String) -> Substring? {
-        field.hasPrefix(variantPrefix) ? field.dropFirst(variantPrefix.count) : nil
+        guard field.utf8.starts(with: variantPrefix.utf8) else { return nil }
+        return Substring(field.utf8.dropFirst(variantPrefix.utf8.count))
     }
 
     /// A cookie name (a token, RFC 6265 section 4.1.1).

@@ -1,3 +1,4 @@
+import Synchronization
 import HTTPHeaders
 
 /// The edge controls one request is under: its route's, over the global
@@ -5,7 +6,7 @@ import HTTPHeaders
 /// worker; requests reach it without reference counting (`RouteFacts`).
 /// The order is fixed: access list, rate limit, request rules, the
 /// cache, response rules.
-public final class EdgeRules: Sendable, Equatable {
+public final class EdgeRules: @unchecked Sendable, Equatable {
     public let access: AccessList
     public let rateLimit: RateLimiter?
     public let requestHeaders: HeaderRules
@@ -15,6 +16,18 @@ public final class EdgeRules: Sendable, Equatable {
     public let keyCookies: [String]
     /// Whether a rule needs a request id (generated only then).
     public let usesRequestID: Bool
+    /// What the hit path reads of the response rules: the names dropped,
+    /// the fields set and added when they hold no variable (nil: rendered
+    /// per request), whether there are any.
+    public let responseDrops: FieldNames
+    public let responseLiteralFields: [HeaderField]?
+    /// Those fields as HTTP/1.1 lines ("name: value\r\n"), written with one copy.
+    public let responseLiteralLines: UnsafeRawBufferPointer
+    public let editsResponses: Bool
+    /// Unique to this object in the process (a cache of its results is
+    /// keyed by it; an address could be a freed one's).
+    public let generation: UInt64
+    private static let generations = Atomic<UInt64>(0)
 
     public init(access: AccessList = AccessList(), rateLimit: RateLimiter? = nil, requestHeaders: HeaderRules = HeaderRules(),
                 responseHeaders: HeaderRules = HeaderRules(), stripCookies: Bool = false, keyCookies: [String] = []) {
@@ -25,6 +38,27 @@ public final class EdgeRules: Sendable, Equatable {
         self.stripCookies = stripCookies
         self.keyCookies = keyCookies
         usesRequestID = requestHeaders.usesRequestID || responseHeaders.usesRequestID
+        responseDrops = FieldNames(responseHeaders.dropped)
+        responseLiteralFields = responseHeaders.literalFields
+        let lines = (responseHeaders.literalFields ?? []).flatMap { Array("\($0.name): \($0.value)\r\n".utf8) }
+        let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: lines.count, alignment: 1)
+        copy.copyBytes(from: lines)
+        responseLiteralLines = UnsafeRawBufferPointer(copy)
+        editsResponses = !responseHeaders.isEmpty
+        hasAccessList = !access.isEmpty
+        denied = PrefixTable(access.deny)
+        allowed = PrefixTable(access.allow)
+        hasAllowList = access.allow != nil
+        limiter = rateLimit.map { Unmanaged.passUnretained($0) }
+        gates = !access.isEmpty || rateLimit != nil
+        generation = Self.generations.wrappingAdd(1, ordering: .relaxed).newValue
+    }
+
+    deinit {
+        responseDrops.deallocate()
+        denied.deallocate()
+        allowed.deallocate()
+        responseLiteralLines.deallocate()
     }
 
     /// Whether these rules do anything at all.
@@ -32,8 +66,24 @@ public final class EdgeRules: Sendable, Equatable {
         access.isEmpty && rateLimit == nil && requestHeaders.isEmpty && responseHeaders.isEmpty && !stripCookies && keyCookies.isEmpty
     }
 
-    /// Whether the request is stopped before any lookup (403, 429).
-    public var gates: Bool { !access.isEmpty || rateLimit != nil }
+    /// Whether the request may be stopped before any lookup (403, 429);
+    /// whether it has an access list.
+    public let gates: Bool
+    public let hasAccessList: Bool
+
+    /// The access list as tables, whether it has an allow list, and the
+    /// limiter, for the request path (no reference counted there).
+    private let denied: PrefixTable, allowed: PrefixTable
+    private let hasAllowList: Bool
+    public let limiter: Unmanaged<RateLimiter>?
+
+    /// The access list's verdict: deny first, then allow.
+    @inline(__always)
+    public func admits(_ address: IPAddress) -> Bool {
+        guard hasAccessList else { return true }
+        if denied.contains(address) { return false }
+        return !hasAllowList || allowed.contains(address)
+    }
 
     public static func == (a: EdgeRules, b: EdgeRules) -> Bool {
         a.access == b.access && a.rateLimit?.limit == b.rateLimit?.limit && a.requestHeaders == b.requestHeaders

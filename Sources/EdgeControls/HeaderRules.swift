@@ -127,13 +127,6 @@ public struct HeaderRules: Hashable, Sendable {
             : nil
     }
 
-    /// Whether a field whose name is these bytes (any case) is dropped.
-    public func drops(bytes name: UnsafeRawBufferPointer) -> Bool {
-        dropped.contains { candidate in
-            candidate.utf8.count == name.count && zip(candidate.utf8, name).allSatisfy { $0 == ($1 | (($1 >= 0x41 && $1 <= 0x5A) ? 0x20 : 0)) }
-        }
-    }
-
     public var isEmpty: Bool { sets.isEmpty && adds.isEmpty && removes.isEmpty }
     public var usesRequestID: Bool { (sets + adds).contains { $0.value.usesRequestID } }
 

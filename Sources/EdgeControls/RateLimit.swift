@@ -60,8 +60,12 @@ public final class RateLimiter: @unchecked Sendable {
     private static let ways = 8
     private static let timeMask: UInt64 = (1 << 48) - 1
 
+    /// The request field counted by (nil: the address).
+    public let keyField: String?
+
     public init(_ limit: RateLimit, slots: Int = RateLimiter.defaultSlots) {
         self.limit = limit
+        if case .header(let name) = limit.key { keyField = name } else { keyField = nil }
         let count = max(Self.ways, slots) / Self.ways * Self.ways
         precondition(count / Self.ways & (count / Self.ways - 1) == 0, "a power of two lines")
         self.slots = count

@@ -128,8 +128,10 @@ public struct RouteFacts {
     public var staleTimeoutMilliseconds: Int?
     public var grace: Int?
     public var disk: Bool
-    /// Its edge controls (nil: none apply).
-    public var edge: EdgeRules?
+    /// Its edge controls (nil: none apply). Unsafe, and safe: the table
+    /// holds them while a request reads this, and the request holds what
+    /// it keeps of them (a counted copy here cost every request a retain).
+    public unowned(unsafe) var edge: EdgeRules?
 
     public init(_ route: Route) {
         edge = route.rules

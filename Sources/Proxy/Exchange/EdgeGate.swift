@@ -24,14 +24,17 @@ enum EdgeGate {
 
     /// Nil when the request may go on; `now`: monotonic microseconds.
     static func refusal(_ rules: EdgeRules, request: RequestHead, client: IPAddress, now: UInt64, counters: WorkerStats) -> Refusal? {
-        if !rules.access.isEmpty, !rules.access.admits(client) {
+        if !rules.admits(client) {
             WorkerStats.bump(counters.accessDenied)
             return Refusal(status: 403, message: "forbidden: \(client) may not use this", retryAfter: nil)
         }
-        guard let limiter = rules.rateLimit else { return nil }
-        var hash = RateLimiter.hash(client)
-        if case .header(let name) = limiter.limit.key, let value = request.combinedHeader(name) { hash = RateLimiter.hash(value) }
-        guard case .refuse(let wait) = limiter.take(hash, now: now) else { return nil }
+        guard let limiter = rules.limiter else { return nil }
+        let decision = limiter._withUnsafeGuaranteedRef { limiter in
+            var hash = RateLimiter.hash(client)
+            if let name = limiter.keyField, let value = request.combinedHeader(name) { hash = RateLimiter.hash(value) }
+            return limiter.take(hash, now: now)
+        }
+        guard case .refuse(let wait) = decision else { return nil }
         WorkerStats.bump(counters.rateLimited)
         return Refusal(status: 429, message: "too many requests: over this client's rate limit", retryAfter: CellRate.retryAfterSeconds(wait))
     }
@@ -46,15 +49,39 @@ enum EdgeGate {
 }
 
 /// What a request's response rules do to the head its client is sent:
-/// fields dropped, fields set and added (rendered for this request).
-/// Unsafe, and safe: the exchange holds the rules while it answers.
+/// fields dropped, fields set and added (the rules' own when they hold
+/// no variable, else rendered for this request). Unsafe, and safe: the
+/// exchange holds the rules while it answers; the hit path reads them
+/// without reference counting (`FieldNames` and the lines are plain values).
 struct ResponseEdits {
-    unowned(unsafe) let rules: EdgeRules
-    let fields: [HeaderField]
+    let drops: FieldNames
+    /// The rules' `EdgeRules.generation`.
+    let generation: UInt64
+    private let literalLines: UnsafeRawBufferPointer
+    private unowned(unsafe) let rules: EdgeRules
+    /// Held by the exchange (a plain value here: copies count nothing).
+    private unowned(unsafe) let renderedFields: RenderedFields?
 
-    var headerRules: HeaderRules { rules.responseHeaders }
+    init(rules: EdgeRules, rendered: RenderedFields?) {
+        (drops, literalLines, self.rules, renderedFields) = (rules.responseDrops, rules.responseLiteralLines, rules, rendered)
+        generation = rules.generation
+    }
+
+    var fields: [HeaderField] { renderedFields?.fields ?? rules.responseLiteralFields ?? [] }
 
     /// Whether a stored or forwarded field of this (lowercased) name is left out.
     @inline(__always)
-    func drops(_ name: String) -> Bool { !rules.responseHeaders.dropped.isEmpty && rules.responseHeaders.drops(name) }
+    func drops(_ name: String) -> Bool { !drops.isEmpty && drops.contains(name) }
+
+    /// The fields as HTTP/1.1 lines.
+    func appendLines(to out: inout [UInt8]) {
+        guard let renderedFields else { return out.append(contentsOf: literalLines) }
+        for field in renderedFields.fields { ResponseSerializer.appendField(field.name, field.value, to: &out) }
+    }
+}
+
+/// Response fields rendered for one request (a value held a variable).
+final class RenderedFields {
+    let fields: [HeaderField]
+    init(_ fields: [HeaderField]) { self.fields = fields }
 }

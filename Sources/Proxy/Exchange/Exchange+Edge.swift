@@ -13,12 +13,12 @@ extension Exchange {
     func passesEdge(_ edge: EdgeRules) -> Bool {
         if edge.gates, let refusal = EdgeGate.refusal(edge, request: request, client: clientAddress,
                                                       now: loop.wakeMicroseconds, counters: upstream.counters) {
-            if !edge.responseHeaders.isEmpty { sink.setAnswerEdits(responseEdits(edge)) }
+            if edge.editsResponses { sink.setAnswerEdits(responseEdits(edge)) }
             let extra: HeaderFields = refusal.retryAfter.map { [HeaderField(lowercasedName: "retry-after", value: String($0))] } ?? []
             sendMadeHere(refusal.status, refusal.message, extra: extra)
             return false
         }
-        if !edge.responseHeaders.isEmpty { sink.setAnswerEdits(responseEdits(edge)) }
+        if edge.editsResponses { sink.setAnswerEdits(responseEdits(edge)) }
         return true
     }
 
@@ -42,7 +42,8 @@ extension Exchange {
     }
 
     func responseEdits(_ edge: EdgeRules) -> ResponseEdits {
-        ResponseEdits(rules: edge, fields: edge.responseHeaders.fields(ruleValues(edge)))
+        if edge.responseLiteralFields == nil { renderedFields = RenderedFields(edge.responseHeaders.fields(ruleValues(edge))) }
+        return ResponseEdits(rules: edge, rendered: renderedFields)
     }
 
     /// Request rules (and `strip_cookies`) on the fields going upstream.

@@ -7,7 +7,19 @@ import HTTPHeaders
 enum VariantValue {
     @inline(__always)
     static func of(_ name: String, in headers: HeaderFields) -> String? {
-        guard let cookie = Cookies.keyedCookie(name) else { return headers.combined(name) }
-        return headers.values("cookie").lazy.compactMap { Cookies.value(of: String(cookie), in: $0) }.first.map(String.init)
+        // A field name has no ':': only a keyed cookie's ("cookie:NAME") has one, at 6.
+        let utf8 = name.utf8
+        guard utf8.count > 7, utf8[utf8.index(utf8.startIndex, offsetBy: 6)] == UInt8(ascii: ":") else { return headers.combined(name) }
+        return cookie(name, in: headers)
+    }
+
+    /// (The name is read only once there is a Cookie field: most requests to a keyed route have none.)
+    private static func cookie(_ variantName: String, in headers: HeaderFields) -> String? {
+        var name: String?
+        for field in headers where field.name.isField("cookie") {
+            if name == nil { name = String(variantName.utf8.dropFirst(7))! }
+            if let value = Cookies.value(of: name!, in: field.value) { return String(value) }
+        }
+        return nil
     }
 }

@@ -74,8 +74,8 @@ extension AnswerQueue {
             ClientHead.Tail(age: age, date: services.dateHeader.current(now: now), cacheStatus: cacheStatus, connection: field,
                             extra: edits?.fields ?? [])
         }
-        // Response rules that drop fields: the stored head is copied without them.
-        let filtersHead = Head.sendsStoredHeadAsIs && !(edits?.headerRules.dropped.isEmpty ?? true)
+        // Response rules that drop fields: the stored head is copied without them (`EditedHeads`).
+        let filtersHead = Head.sendsStoredHeadAsIs && !(edits?.drops.isEmpty ?? true)
         func hidden(_ name: String) -> Bool { services.builder.isHidden(name) || (edits?.drops(name) ?? false) }
         // A body kept in a file (a disk hit served as stored): a small one
         // in one read into the output, from the page cache; a large one, or
@@ -179,10 +179,10 @@ extension AnswerQueue {
     /// the block as it is), the fields they set and add, the per-request tail.
     private func appendStoredHead(of entry: CachedResponse, edits: ResponseEdits?, filtered: Bool, age: Int,
                                   cacheStatus: CacheStatusLine, connection: ConnectionField) {
-        if filtered, let rules = edits?.headerRules {
-            entry.appendHead(dropping: { rules.drops(bytes: $0) }, to: &services.headScratch)
+        if filtered, let edits {
+            services.editedHeads.append(entry.headPrefix, drops: edits.drops, generation: edits.generation, to: &services.headScratch)
         }
-        if let edits { for extra in edits.fields { ResponseSerializer.appendField(extra.name, extra.value, to: &services.headScratch) } }
+        if let edits { edits.appendLines(to: &services.headScratch) }
         ClientHead.appendHitTail(age: age, cacheStatus: cacheStatus, connection: connection, to: &services.headScratch)
     }
 

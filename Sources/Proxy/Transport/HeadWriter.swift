@@ -35,11 +35,11 @@ struct HTTP1Head: HeadWriter {
 
     /// (A copy of the stored head's bytes; the hit path queues them from the block instead.)
     init(stored entry: CachedResponse, dropping edits: ResponseEdits?) {
-        guard let rules = edits?.headerRules, !rules.dropped.isEmpty else {
+        guard let edits, !edits.drops.isEmpty else {
             bytes = Array(UnsafeRawBufferPointer(start: entry.blockStart, count: entry.headLength))
             return
         }
-        entry.appendHead(dropping: { rules.drops(bytes: $0) }, to: &bytes)
+        edits.drops.appendHead(entry.headPrefix, to: &bytes)
     }
 
     init(status: Int, reason: String?) {
@@ -103,9 +103,9 @@ struct HTTP2Head: HeadWriter {
     /// the storage's form; its fields are read from there as bytes).
     init(stored entry: CachedResponse, dropping edits: ResponseEdits?) {
         self.init(status: entry.status, reason: nil)
-        let rules = edits?.headerRules
+        let drops = edits?.drops
         entry.forEachStoredField { name, value in
-            if let rules, rules.drops(bytes: name) { return }
+            if let drops, drops.contains(bytes: name) { return }
             field(name: name, value: value)
         }
     }
