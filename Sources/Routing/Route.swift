@@ -124,9 +124,21 @@ public struct RouteFacts {
     public var upstream: String?
     public var policy: RequestPolicy?
     public var allowClientPolicy: Bool?
-    public var staleOnDisconnect: Int?
-    public var staleTimeoutMilliseconds: Int?
-    public var grace: Int?
+    /// (Kept as 32 bits: an exchange holds these, and its allocation must
+    /// stay within malloc's per-thread cache's sizes.)
+    private var staleOnDisconnect32: Int32?, staleTimeout32: Int32?, grace32: Int32?
+    public var staleOnDisconnect: Int? {
+        get { staleOnDisconnect32.map(Int.init) }
+        set { staleOnDisconnect32 = newValue.map { Int32(clamping: $0) } }
+    }
+    public var staleTimeoutMilliseconds: Int? {
+        get { staleTimeout32.map(Int.init) }
+        set { staleTimeout32 = newValue.map { Int32(clamping: $0) } }
+    }
+    public var grace: Int? {
+        get { grace32.map(Int.init) }
+        set { grace32 = newValue.map { Int32(clamping: $0) } }
+    }
     public var disk: Bool
     /// Its edge controls (nil: none apply). Unsafe, and safe: the table
     /// holds them while a request reads this, and the request holds what
@@ -135,13 +147,13 @@ public struct RouteFacts {
 
     public init(_ route: Route) {
         edge = route.rules
+        disk = route.disk
         upstream = route.upstream
         policy = route.policy
         allowClientPolicy = route.allowClientPolicy
         staleOnDisconnect = route.staleOnDisconnect
         staleTimeoutMilliseconds = route.staleTimeoutMilliseconds
         grace = route.grace
-        disk = route.disk
     }
 }
 

@@ -82,6 +82,6 @@ struct ResponseEdits {
 
 /// Response fields rendered for one request (a value held a variable).
 final class RenderedFields {
-    let fields: [HeaderField]
-    init(_ fields: [HeaderField]) { self.fields = fields }
+    var fields: [HeaderField] = []
+    var requestID: String?
 }

@@ -29,9 +29,13 @@ extension Exchange {
 
     /// What the rules' variables stand for in this request.
     func ruleValues(_ edge: EdgeRules) -> RequestValues {
-        if edge.usesRequestID && requestID == nil { requestID = RequestID.next() }
-        return RequestValues(host: Self.hostName(request.header("host")), clientAddress: clientAddress.description,
-                             requestID: requestID ?? "")
+        var id = ""
+        if edge.usesRequestID {
+            if rendered == nil { rendered = RenderedFields() }
+            if rendered!.requestID == nil { rendered!.requestID = RequestID.next() }
+            id = rendered!.requestID!
+        }
+        return RequestValues(host: Self.hostName(request.header("host")), clientAddress: clientAddress.description, requestID: id)
     }
 
     /// `$host`: the Host field's name, lowercased, without its port.
@@ -42,8 +46,11 @@ extension Exchange {
     }
 
     func responseEdits(_ edge: EdgeRules) -> ResponseEdits {
-        if edge.responseLiteralFields == nil { renderedFields = RenderedFields(edge.responseHeaders.fields(ruleValues(edge))) }
-        return ResponseEdits(rules: edge, rendered: renderedFields)
+        guard edge.responseLiteralFields == nil else { return ResponseEdits(rules: edge, rendered: nil) }
+        let fields = edge.responseHeaders.fields(ruleValues(edge))
+        if rendered == nil { rendered = RenderedFields() }
+        rendered!.fields = fields
+        return ResponseEdits(rules: edge, rendered: rendered)
     }
 
     /// Request rules (and `strip_cookies`) on the fields going upstream.

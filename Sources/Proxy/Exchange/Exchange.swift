@@ -41,10 +41,9 @@ final class Exchange {
     var pullScheduled = false
     /// stale_timeout's timer, while armed (`Exchange+Actions`).
     var staleTimer = TimerID.none
-    /// `$request_id`, made once a rule asks for it, and the response
-    /// fields rendered with variables, held while the sink reads them (`Exchange+Edge`).
-    var requestID: String?
-    var renderedFields: RenderedFields?
+    /// `$request_id` and the response fields rendered with variables,
+    /// made once a rule asks for them (`Exchange+Edge`; one word here).
+    var rendered: RenderedFields?
 
     private(set) var isCacheLookup: Bool
     /// (A cached POST's changes once its body is read: `PostQuery`.)
@@ -75,7 +74,6 @@ final class Exchange {
         (key, route) = routes.keyAndFacts(head.pathAndQuery, host: head.header("host"), method: head.method)
         self.route = route
         edge = route != nil ? route!.edge : upstream.configuration.edge
-        edgeRef = edge.map { Unmanaged.passUnretained($0) }
         let honours = route?.allowClientPolicy ?? upstream.configuration.allowClientPolicy
         honoursClientDirectives = honours
         let isGet = head.method == "GET"
@@ -117,8 +115,6 @@ final class Exchange {
     /// global ones), or the global ones when it has no route. Held here
     /// (a reload may replace the configuration meanwhile).
     let edge: EdgeRules?
-    /// The same, read without reference counting (`edge` keeps it).
-    let edgeRef: Unmanaged<EdgeRules>?
     var peer: String { sink.peer }
     var shared: Bool { upstream.configuration.sharedCache }
     /// Whether the client's own Cache-Control and Pragma count in the
@@ -141,7 +137,7 @@ final class Exchange {
     }
 
     func start() {
-        if let edgeRef, !edgeRef._withUnsafeGuaranteedRef({ passesEdge($0) }) { return }
+        if let edge, !passesEdge(edge) { return }
         // A POST cached as a query starts once its body is read.
         guard post?.query == nil else { return }
         perform(machine.start())
@@ -243,7 +239,7 @@ final class Exchange {
         fetch?.cancel()
         fetch = nil
         answer.log(request)
-        if edgeRef?._withUnsafeGuaranteedRef({ $0.editsResponses }) == true { sink.setAnswerEdits(nil) }
+        if edge?.editsResponses == true { sink.setAnswerEdits(nil) }
         if closing { sink.exchangeAborted() } else { sink.exchangeFinished(keepAlive: request.keepAlive) }
     }
 
@@ -257,7 +253,7 @@ final class Exchange {
     /// finish without it.
     func cancel() {
         answer.log(request)
-        if edgeRef?._withUnsafeGuaranteedRef({ $0.editsResponses }) == true { sink.setAnswerEdits(nil) }
+        if edge?.editsResponses == true { sink.setAnswerEdits(nil) }
         perform(machine.clientGone())  // (.ended, or a claim let go)
         stopStaleTimer()
         body?.stop()
