@@ -7,9 +7,11 @@ import HTTPHeaders
 enum VariantValue {
     @inline(__always)
     static func of(_ name: String, in headers: HeaderFields) -> String? {
-        // A field name has no ':': only a keyed cookie's ("cookie:NAME") has one, at 6.
-        let utf8 = name.utf8
-        guard utf8.count > 7, utf8[utf8.index(utf8.startIndex, offsetBy: 6)] == UInt8(ascii: ":") else { return headers.combined(name) }
+        // A field name has no ':': only a keyed cookie's (`Cookies.variantField`) has one, at its prefix's end.
+        let utf8 = name.utf8, colon = Cookies.variantPrefix.utf8.count - 1
+        guard utf8.count > colon + 1, utf8[utf8.index(utf8.startIndex, offsetBy: colon)] == UInt8(ascii: ":") else {
+            return headers.combined(name)
+        }
         return cookie(name, in: headers)
     }
 
@@ -17,7 +19,7 @@ enum VariantValue {
     private static func cookie(_ variantName: String, in headers: HeaderFields) -> String? {
         var name: String?
         for field in headers where field.name.isField("cookie") {
-            if name == nil { name = String(variantName.utf8.dropFirst(7))! }
+            if name == nil { name = Cookies.keyedCookie(variantName).map(String.init) ?? "" }
             if let value = Cookies.value(of: name!, in: field.value) { return String(value) }
         }
         return nil
