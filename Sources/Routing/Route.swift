@@ -116,10 +116,12 @@ public struct Route: Sendable, Equatable {
     }
 }
 
-/// What one request reads of its route, copied out of the table once (a
+/// What one request reads of its route, made once per table (a
 /// `Route` copied whole would retain each of its strings and sets, shared
-/// by every worker, on every request).
-public struct RouteFacts {
+/// by every worker, on every request). Sendable as the table that makes
+/// them is: they are not changed once made, and the rules they point at
+/// live as long as the table.
+public struct RouteFacts: @unchecked Sendable {
     /// The named upstream (nil: the default); a short name is held inline.
     public var upstream: String?
     public var policy: RequestPolicy?

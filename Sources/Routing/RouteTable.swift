@@ -19,6 +19,10 @@ public struct RouteTable: Sendable, Equatable, TierLifetimes {
     /// reaches its cached queries too.
     public let cachesPost: Bool
     private let matcher: RouteMatcher
+    /// What a request reads of each route, made once: `RouteFacts(routes[i])`
+    /// on each request copied the whole route (a retain and a release for
+    /// each of its strings, lists and rules).
+    private let facts: [RouteFacts]
 
     public init(_ routes: [Route] = []) {
         self.routes = routes.sorted {
@@ -28,6 +32,7 @@ public struct RouteTable: Sendable, Equatable, TierLifetimes {
         setsLifetimes = routes.contains { $0.memoryTTL != nil || $0.diskTTL != nil || $0.diskMirrorsMemory }
         cachesPost = routes.contains { $0.cachePost }
         matcher = RouteMatcher(self.routes)
+        facts = self.routes.map(RouteFacts.init)
     }
 
     public static func == (a: RouteTable, b: RouteTable) -> Bool { a.routes == b.routes }
@@ -103,10 +108,10 @@ public struct RouteTable: Sendable, Equatable, TierLifetimes {
         guard !routes.isEmpty else { return (target, nil) }
         guard !keysHost, method == "GET" || method == "HEAD" else {
             let key = cacheKey(target, host: keysHost ? host() : nil)
-            return (key, index(key, method: method == "HEAD" ? "GET" : method).map { RouteFacts(routes[$0]) })
+            return (key, index(key, method: method == "HEAD" ? "GET" : method).map { facts[$0] })
         }
         guard let i = index(target) else { return (target, nil) }
-        return (routes[i].changesKeys ? routes[i].cacheKey(target) : target, RouteFacts(routes[i]))
+        return (routes[i].changesKeys ? routes[i].cacheKey(target) : target, facts[i])
     }
 
     /// How a POST with this key is cached, when its route caches POSTs.

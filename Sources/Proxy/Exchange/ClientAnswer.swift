@@ -79,6 +79,12 @@ struct ClientAnswer {
         sink.sendMadeHere(status: status, message: message, extra: extra, for: request)
     }
 
+    /// A rate limit's 429.
+    mutating func tooManyRequests(retryAfter: Int, for request: RequestHead) {
+        access.note(status: 429, result: .other, queuedWhole: true, cacheStatus: [], bodyBytes: TooManyRequests.bodyBytes)
+        sink.sendTooManyRequests(retryAfter: retryAfter, for: request)
+    }
+
     /// The upstream's head, passed on; or a 304 (`notModified`, as the
     /// machine decided: a 200 the client's conditional request already
     /// has; the body still goes to the store, not to the client). `age`:

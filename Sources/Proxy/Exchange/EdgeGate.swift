@@ -23,9 +23,10 @@ enum EdgeGate {
     }
 
     /// Nil when the request may go on; `now`: monotonic microseconds.
-    static func refusal(_ rules: EdgeRules, request: RequestHead, client: IPAddress, now: UInt64, counters: WorkerStats) -> Refusal? {
+    /// (The caller counts a refusal, `count`: reading the counters on
+    /// every request cost a retain.)
+    static func refusal(_ rules: EdgeRules, request: RequestHead, client: IPAddress, now: UInt64) -> Refusal? {
         if !rules.admits(client) {
-            WorkerStats.bump(counters.accessDenied)
             return Refusal(status: 403, message: "forbidden: \(client) may not use this", retryAfter: nil)
         }
         guard let limiter = rules.limiter else { return nil }
@@ -35,8 +36,12 @@ enum EdgeGate {
             return limiter.take(hash, now: now)
         }
         guard case .refuse(let wait) = decision else { return nil }
-        WorkerStats.bump(counters.rateLimited)
-        return Refusal(status: 429, message: "too many requests: over this client's rate limit", retryAfter: CellRate.retryAfterSeconds(wait))
+        return Refusal(status: 429, message: TooManyRequests.message, retryAfter: CellRate.retryAfterSeconds(wait))
+    }
+
+    /// A refusal in /metrics.
+    static func count(_ refusal: Refusal, in counters: WorkerStats) {
+        if refusal.retryAfter == nil { WorkerStats.bump(counters.accessDenied) } else { WorkerStats.bump(counters.rateLimited) }
     }
 
     /// Request rules (and `strip_cookies`) on fields going upstream: a
@@ -57,7 +62,11 @@ struct ResponseEdits {
     let drops: FieldNames
     /// The rules' `EdgeRules.generation`.
     let generation: UInt64
-    private let literalLines: UnsafeRawBufferPointer
+    /// Whether fields were rendered for this request (read without a retain).
+    let rendersFields: Bool
+    /// The fields set and added as HTTP/1.1 lines, when they hold no
+    /// variable (else none: they are rendered per request).
+    let literalLines: UnsafeRawBufferPointer
     private unowned(unsafe) let rules: EdgeRules
     /// Held by the exchange (a plain value here: copies count nothing).
     private unowned(unsafe) let renderedFields: RenderedFields?
@@ -65,6 +74,7 @@ struct ResponseEdits {
     init(rules: EdgeRules, rendered: RenderedFields?) {
         (drops, literalLines, self.rules, renderedFields) = (rules.responseDrops, rules.responseLiteralLines, rules, rendered)
         generation = rules.generation
+        rendersFields = rendered != nil
     }
 
     var fields: [HeaderField] { renderedFields?.fields ?? rules.responseLiteralFields ?? [] }
@@ -73,9 +83,9 @@ struct ResponseEdits {
     @inline(__always)
     func drops(_ name: String) -> Bool { !drops.isEmpty && drops.contains(name) }
 
-    /// The fields as HTTP/1.1 lines.
-    func appendLines(to out: inout [UInt8]) {
-        guard let renderedFields else { return out.append(contentsOf: literalLines) }
+    /// The fields as HTTP/1.1 lines (`literal`: the literal ones too).
+    func appendLines(to out: inout [UInt8], literal: Bool = true) {
+        guard let renderedFields else { return literal ? out.append(contentsOf: literalLines) : () }
         for field in renderedFields.fields { ResponseSerializer.appendField(field.name, field.value, to: &out) }
     }
 }

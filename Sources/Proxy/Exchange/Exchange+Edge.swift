@@ -11,11 +11,18 @@ extension Exchange {
     /// False when the request was answered here (403, 429). Otherwise the
     /// sink is given the response rules for this exchange's answer.
     func passesEdge(_ edge: EdgeRules) -> Bool {
-        if edge.gates, let refusal = EdgeGate.refusal(edge, request: request, client: clientAddress,
-                                                      now: loop.wakeMicroseconds, counters: upstream.counters) {
+        // (The loop is read unretained: a retain and a release on every request.)
+        if edge.gates, let refusal = Unmanaged.passUnretained(loop)._withUnsafeGuaranteedRef({ loop in
+            EdgeGate.refusal(edge, request: request, client: clientAddress, now: loop.wakeMicroseconds)
+        }) {
+            EdgeGate.count(refusal, in: upstream.counters)
             if edge.editsResponses { sink.setAnswerEdits(responseEdits(edge)) }
-            let extra: HeaderFields = refusal.retryAfter.map { [HeaderField(lowercasedName: "retry-after", value: String($0))] } ?? []
-            sendMadeHere(refusal.status, refusal.message, extra: extra)
+            if let wait = refusal.retryAfter {
+                answer.tooManyRequests(retryAfter: wait, for: request)
+                complete()
+            } else {
+                sendMadeHere(refusal.status, refusal.message)
+            }
             return false
         }
         if edge.editsResponses { sink.setAnswerEdits(responseEdits(edge)) }

@@ -137,7 +137,8 @@ final class Exchange {
     }
 
     func start() {
-        if let edge, !passesEdge(edge) { return }
+        // (The rules read unretained, as the exchange holds them: a retain a request.)
+        if let edge = edge.map(Unmanaged.passUnretained), !edge._withUnsafeGuaranteedRef(passesEdge) { return }
         // A POST cached as a query starts once its body is read.
         guard post?.query == nil else { return }
         perform(machine.start())
@@ -239,7 +240,7 @@ final class Exchange {
         fetch?.cancel()
         fetch = nil
         answer.log(request)
-        if edge?.editsResponses == true { sink.setAnswerEdits(nil) }
+        // (The sink forgets the response rules as the exchange finishes.)
         if closing { sink.exchangeAborted() } else { sink.exchangeFinished(keepAlive: request.keepAlive) }
     }
 

@@ -88,16 +88,13 @@ extension AnswerQueue {
                 // Read in behind the per-request tail (HTTP/1.1, whose stored
                 // head goes as it is): one block for both.
                 services.headScratch.removeAll(keepingCapacity: true)
-                if Head.sendsStoredHeadAsIs {
-                    appendStoredHead(of: entry, edits: edits, filtered: filtersHead, age: age, cacheStatus: cacheStatus, connection: field)
-                }
+                let edited = Head.sendsStoredHeadAsIs
+                    ? appendStoredHead(of: entry, edits: edits, filtered: filtersHead, age: age, cacheStatus: cacheStatus, connection: field)
+                    : UnsafeRawBufferPointer(start: nil, count: 0)
                 var outcome = StoredBody.ReadInto.failed
-                tailAndBody = services.headScratch.withUnsafeBytes { tail in
-                    copied(count: tail.count + body.count) { block in
-                        block.copyMemory(from: tail)
-                        outcome = body.read(into: UnsafeMutableRawBufferPointer(rebasing: block[tail.count...]), cachedOnly: true)
-                        return outcome == .read
-                    }
+                tailAndBody = copiedHead(edited, extra: body.count) { rest in
+                    outcome = body.read(into: rest, cachedOnly: true)
+                    return outcome == .read
                 }
                 if outcome == .failed { return bodyGone(body, of: entry) }
             } else if !body.isReadable {
@@ -133,12 +130,9 @@ extension AnswerQueue {
             }
             if Head.sendsStoredHeadAsIs {
                 services.headScratch.removeAll(keepingCapacity: true)
-                appendStoredHead(of: entry, edits: edits, filtered: filtersHead, age: age, cacheStatus: cacheStatus, connection: field)
-                services.headScratch.withUnsafeBytes { tail in
-                    if let copy = copied(count: tail.count, { $0.copyMemory(from: tail); return true }) {
-                        enqueue(copy.bytes, from: 0, to: copy.count)
-                    }
-                }
+                let edited = appendStoredHead(of: entry, edits: edits, filtered: filtersHead, age: age, cacheStatus: cacheStatus,
+                                              connection: field)
+                if let copy = copiedHead(edited, extra: 0, { _ in true }) { enqueue(copy.bytes, from: 0, to: copy.count) }
             }
             if sendsBytes { enqueue(stored: body.whole) }
             return SentAnswer(status: entry.status, bodyBytes: sendsBytes ? body.count : 0)
@@ -174,21 +168,50 @@ extension AnswerQueue {
         }
     }
 
-    /// HTTP/1.1's hit head in the worker's scratch buffer: the stored head
-    /// without the fields response rules drop (`filtered`; else it goes from
-    /// the block as it is), the fields they set and add, the per-request tail.
+    /// HTTP/1.1's hit head: the stored head without the fields response
+    /// rules drop (`filtered`; else it goes from the block as it is) and the
+    /// literal fields they set and add, returned as `EditedHeads` keeps it
+    /// (valid until its next call; none: empty); in the worker's scratch
+    /// buffer, what else goes in the head: fields rendered for this
+    /// request, the per-request tail.
     private func appendStoredHead(of entry: CachedResponse, edits: ResponseEdits?, filtered: Bool, age: Int,
-                                  cacheStatus: CacheStatusLine, connection: ConnectionField) {
-        if filtered, let edits {
-            services.editedHeads.append(entry.headPrefix, drops: edits.drops, generation: edits.generation, to: &services.headScratch)
+                                  cacheStatus: CacheStatusLine, connection: ConnectionField) -> UnsafeRawBufferPointer {
+        // (The services read unretained: each call through them cost a retain and a release.)
+        Unmanaged.passUnretained(services)._withUnsafeGuaranteedRef { services in
+            var edited = UnsafeRawBufferPointer(start: nil, count: 0)
+            if filtered, let edits {
+                let head = entry.headPrefix
+                if let kept = services.editedHeads.edited(head, drops: edits.drops, lines: edits.literalLines, generation: edits.generation) {
+                    edited = kept
+                } else {
+                    EditedHeads.append(head, drops: edits.drops, lines: edits.literalLines, to: &services.headScratch)
+                }
+                if edits.rendersFields { edits.appendLines(to: &services.headScratch, literal: false) }
+            } else if let edits {
+                edits.appendLines(to: &services.headScratch)
+            }
+            ClientHead.appendHitTail(age: age, cacheStatus: cacheStatus, connection: connection, to: &services.headScratch)
+            return edited
         }
-        if let edits { edits.appendLines(to: &services.headScratch) }
-        ClientHead.appendHitTail(age: age, cacheStatus: cacheStatus, connection: connection, to: &services.headScratch)
+    }
+
+    /// A hit's head (`edited`, then the worker's scratch buffer) and `extra`
+    /// bytes that `fill` writes behind it, in one output block (one copy each).
+    @inline(__always)
+    private func copiedHead(_ edited: UnsafeRawBufferPointer, extra: Int,
+                            _ fill: (UnsafeMutableRawBufferPointer) -> Bool) -> (bytes: Bytes, count: Int)? {
+        services.headScratch.withUnsafeBytes { tail in
+            copied(count: edited.count + tail.count + extra) { block in
+                if !edited.isEmpty { block.copyMemory(from: edited) }
+                UnsafeMutableRawBufferPointer(rebasing: block[edited.count...]).copyMemory(from: tail)
+                return fill(UnsafeMutableRawBufferPointer(rebasing: block[(edited.count + tail.count)...]))
+            }
+        }
     }
 
     /// `count` bytes written by `fill` (false: nil) into the worker's output
     /// block when no output holds it any more, else into a new one.
-    private func copied(count: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Bool) -> (bytes: Bytes, count: Int)? {
+    func copied(count: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Bool) -> (bytes: Bytes, count: Int)? {
         if count <= ConnectionServices.outputBlockBytes, let block = services.outputBlock.reusableBuffer() {
             return fill(UnsafeMutableRawBufferPointer(rebasing: block[..<count])) ? (services.outputBlock, count) : nil
         }

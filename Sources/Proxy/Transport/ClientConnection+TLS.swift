@@ -61,7 +61,8 @@ extension ClientConnection {
         if let rules = route != nil ? route!.rules : configuration.edge, rules.gates,
            let refusal = EdgeGate.refusal(rules, request: head,
                                           client: EdgeGate.client(of: head, socket: peerAddress, trusted: configuration.trustedProxies),
-                                          now: loop.wakeMicroseconds, counters: counters) {
+                                          now: loop.wakeMicroseconds) {
+            EdgeGate.count(refusal, in: counters)
             return sendError(refusal.status, refusal.message, close: true)
         }
         guard route?.websocket ?? configuration.websocket else {

@@ -286,7 +286,7 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
 
     /// The exchange has queued its whole response.
     func exchangeFinished(keepAlive: Bool) {
-        exchange = nil
+        (exchange, answerEdits) = (nil, nil)
         let ending = flow.answered(keepAlive: keepAlive, draining: services.draining, held(upload: false))
         // Idle from the answer's end, before the client can have it (it
         // may ask again at once; a clock moved meanwhile counts).
@@ -313,7 +313,7 @@ final class ClientConnection: IOHandler, BatchEndHandler, ClientTransport {
     /// The response broke after its head was sent: the client cannot be told
     /// in-band, so the connection is closed.
     func exchangeAborted() {
-        exchange = nil
+        (exchange, answerEdits) = (nil, nil)
         flow.end()
         flush()
     }

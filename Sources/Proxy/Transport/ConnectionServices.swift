@@ -33,8 +33,9 @@ final class ConnectionServices {
     /// Where a hit's last head fields are assembled before being copied to
     /// the connection's queue (no array allocated per hit).
     @exclusivity(unchecked) var headScratch: [UInt8] = { var a: [UInt8] = []; a.reserveCapacity(256); return a }()
-    /// Stored heads as response rules leave them (`EditedHeads`), made on first use.
-    lazy var editedHeads = EditedHeads()
+    /// Stored heads as response rules leave them (`EditedHeads`; a few
+    /// hundred bytes a worker: made lazily, each read cost a retain).
+    let editedHeads = EditedHeads()
     /// What a hit copies into a client's output (its per-request tail, a
     /// small body read from a file) is written here when no output still
     /// holds it from an earlier hit (most are written out at once).

@@ -295,13 +295,13 @@ final class RequestStream: AnswerQueue {
     func flush() { connection.streamHasOutput(self) }
 
     func exchangeFinished(keepAlive: Bool) {
-        exchange = nil
+        (exchange, answerEdits) = (nil, nil)
         ended = true
         flushSoon()
     }
 
     func exchangeAborted() {
-        exchange = nil
+        (exchange, answerEdits) = (nil, nil)
         ended = true
         connection.resetStream(self, code: .internalError)
     }

@@ -23,13 +23,16 @@ protocol ResponseSink: AnswerCarrier {
     func sendStored(_ answer: StoredAnswer, of entry: CachedResponse, for request: RequestHead, age: Int, now: Int64,
                     cacheStatus: CacheStatusLine) -> SentAnswer?
 
-    /// The exchange's response rules, for every head it is sent until it finishes.
+    /// The exchange's response rules, for every head it is sent until it
+    /// finishes: the sink forgets them as it finishes or aborts.
     func setAnswerEdits(_ edits: ResponseEdits?)
     /// The client's address (the socket's).
     var peerAddress: IPAddress { get }
 
     /// An answer made here (400, 502, 504), queued whole.
     func sendMadeHere(status: Int, message: String, extra: HeaderFields, for request: RequestHead)
+    /// A rate limit's 429 (`TooManyRequests`), queued whole.
+    func sendTooManyRequests(retryAfter: Int, for request: RequestHead)
 
     /// An interim response (103 Early Hints, 102) passed on before the
     /// answer: its status and the fields to send (hop-by-hop ones dropped

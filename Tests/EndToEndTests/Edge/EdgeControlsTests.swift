@@ -77,6 +77,54 @@ final class EdgeControlsTests: ConfiguredTestCase {
         XCTAssertEqual(lines.filter { $0.contains(" 429 ") }.count, 2, lines.joined(separator: "\n"))
     }
 
+    /// A 429 is a whole answer on a connection that goes on (HTTP/1.1, and
+    /// HTTP/1.0 that asked for keep-alive), and the response rules hold on it.
+    func testA429KeepsTheConnectionAndCarriesTheResponseRules() throws {
+        let (origin, larder) = try start(config: """
+            rate_limit = { requests = 1, per = "1d" }
+            response_headers = { set = { "X-Frame-Options" = "DENY" } }
+            [[route]]
+            prefix = "/id/"
+            rate_limit = { requests = 1, per = "1d" }
+            response_headers = { add = { "X-Request-Id" = "$request_id" } }
+            [[route]]
+            prefix = "/quiet/"
+            rate_limit = { requests = 1, per = "1d" }
+            response_headers = { remove = ["Retry-After"] }
+            """)
+        let client = try HTTPClient(port: larder.port, source: "127.0.0.2")
+        XCTAssertEqual(try client.get("/k").status, 200)
+        for _ in 0..<3 {
+            let limited = try client.get("/k")
+            XCTAssertEqual(limited.status, 429)
+            XCTAssertEqual(limited.header("x-frame-options"), "DENY", "\(limited.headers)")
+            XCTAssertNotNil(Int(limited.header("retry-after") ?? ""), "\(limited.headers)")
+            XCTAssertEqual(limited.header("content-length"), String(limited.body.count))
+            XCTAssertTrue(limited.text.contains("too many requests"), limited.text)
+        }
+        XCTAssertEqual(try origin.count("/k"), 1)
+        let old = try HTTPClient(port: larder.port, source: "127.0.0.2")
+        for _ in 0..<2 {
+            try old.send("GET /k HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n")
+            let limited = try old.readResponse()
+            XCTAssertEqual(limited.status, 429)
+            XCTAssertEqual(limited.header("connection")?.lowercased(), "keep-alive", "\(limited.headers)")
+        }
+        try old.send("GET /k HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        XCTAssertEqual(try old.readResponse().status, 429)
+        XCTAssertTrue(old.readUntilClosed().isEmpty, "HTTP/1.0 without keep-alive: closed after its answer")
+        // Variables rendered for a 429 too.
+        XCTAssertEqual(try get(larder, "/id/x", from: "127.0.0.3").status, 200)
+        let rendered = try get(larder, "/id/x", from: "127.0.0.3")
+        XCTAssertEqual(rendered.status, 429)
+        XCTAssertFalse((rendered.header("x-request-id") ?? "").isEmpty, "\(rendered.headers)")
+        // A rule that removes Retry-After is obeyed.
+        XCTAssertEqual(try get(larder, "/quiet/x", from: "127.0.0.3").status, 200)
+        let quiet = try get(larder, "/quiet/x", from: "127.0.0.3")
+        XCTAssertEqual(quiet.status, 429)
+        XCTAssertNil(quiet.header("retry-after"), "\(quiet.headers)")
+    }
+
     func testHeaderRulesGoUpstreamAndToClientsOnHitsAndMisses() throws {
         let (origin, larder) = try start(config: """
             request_headers = { set = { "X-Env" = "prod" }, add = { "X-Client" = "$client_addr" }, remove = ["X-Debug"] }

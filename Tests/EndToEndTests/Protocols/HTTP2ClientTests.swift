@@ -62,8 +62,11 @@ final class HTTP2ClientTests: ConfiguredTestCase {
         XCTAssertTrue(waiting.stderr.contains("< HTTP/2 200"), waiting.stderr)
 
         // A large body streamed on a miss, then sent from its disk file.
+        let storedBefore = try statsFigure(larder, "stored")
         let big = try h2c(larder.port, "/h2/big?size=3000000")
         XCTAssertEqual(big.body.count, 3_000_000, big.out + big.stderr)
+        // Its disk file is completed after the client has the last byte.
+        XCTAssertGreaterThan(try waitForStats(larder, "stored", atLeast: storedBefore + 1), storedBefore)
         let bigHit = try h2c(larder.port, "/h2/big?size=3000000")
         XCTAssertTrue(bigHit.out.contains("hit"), bigHit.out)
         XCTAssertEqual(bigHit.body, big.body)

@@ -89,6 +89,8 @@ final class RecordingSink: ResponseSink {
         events.append("made \(status) \(message)")
     }
 
+    func sendTooManyRequests(retryAfter: Int, for request: RequestHead) { events.append("made 429 retry \(retryAfter)") }
+
     func sendNotModified(fields: HeaderFields, age: Int, cacheStatus: String, now: Int64, for request: RequestHead) {
         events.append("304 \(cacheStatus)")
     }
