@@ -344,28 +344,7 @@ public final class AdminAPI {
     /// %XX decoding ('+' stays '+': paths may hold it literally). Invalid
     /// escapes are kept as they are.
     static func percentDecode(_ s: Substring) -> String {
-        var out: [UInt8] = []
-        let bytes = Array(s.utf8)
-        var i = 0
-        while i < bytes.count {
-            if bytes[i] == UInt8(ascii: "%"), i + 2 < bytes.count, let h = hex(bytes[i + 1]), let l = hex(bytes[i + 2]) {
-                out.append(h << 4 | l)
-                i += 3
-            } else {
-                out.append(bytes[i])
-                i += 1
-            }
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    private static func hex(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
-        default: return nil
-        }
+        String(decoding: PercentDecoding.decode(s.utf8, plusIsSpace: false), as: UTF8.self)
     }
 
     /// "/a?b" stays; "https://host:port/a?b" becomes "/a?b host:port": the

@@ -29,11 +29,11 @@ extension CacheControl {
 }
 
 /// The subset of RFC 8941 needed here: a dictionary whose member values are
-/// bare items (parameters are parsed and dropped; inner lists are accepted
-/// and carry no value Larder uses).
+/// bare items or inner lists of them (parameters are parsed and dropped;
+/// only integers, booleans and strings keep their values).
 enum StructuredDictionary {
-    enum Item: Equatable {
-        case integer(Int64), decimal, string, token, bytes, boolean(Bool), innerList
+    indirect enum Item: Equatable {
+        case integer(Int64), decimal, string(String), token, bytes, boolean(Bool), innerList([Item])
     }
 
     static func parse(_ text: String) -> [(String, Item)]? {
@@ -47,8 +47,8 @@ enum StructuredDictionary {
             if p.peek == UInt8(ascii: "=") {
                 p.advance()
                 if p.peek == UInt8(ascii: "(") {
-                    guard p.innerList() else { return nil }
-                    item = .innerList
+                    guard let items = p.innerList() else { return nil }
+                    item = .innerList(items)
                 } else {
                     guard let bare = p.bareItem() else { return nil }
                     item = bare
@@ -57,12 +57,8 @@ enum StructuredDictionary {
             guard p.parameters() else { return nil }
             members.removeAll { $0.0 == key }  // the last duplicate wins (RFC 8941 section 4.2.2)
             members.append((key, item))
-            p.skip(space: false)
-            if p.atEnd { return members }
-            guard p.peek == UInt8(ascii: ",") else { return nil }
-            p.advance()
-            p.skip(space: false)
-            if p.atEnd { return nil }  // trailing comma
+            guard let end = p.afterMember() else { return nil }
+            if end { return members }
         }
     }
 
@@ -76,6 +72,17 @@ enum StructuredDictionary {
 
         mutating func skip(space onlySpace: Bool) {
             while let c = peek, c == 0x20 || (!onlySpace && c == 0x09) { i += 1 }
+        }
+
+        /// After a member of a dictionary or list: true at the end, false
+        /// before the next member, nil for neither (a missing or trailing comma).
+        mutating func afterMember() -> Bool? {
+            skip(space: false)
+            if atEnd { return true }
+            guard peek == UInt8(ascii: ",") else { return nil }
+            advance()
+            skip(space: false)
+            return atEnd ? nil : false
         }
 
         mutating func key() -> String? {
@@ -93,15 +100,19 @@ enum StructuredDictionary {
             case UInt8(ascii: "-"), 0x30...0x39: return number()
             case UInt8(ascii: "\""):
                 i += 1
+                var text: [UInt8] = []
                 while let d = peek {
                     i += 1
                     if d == UInt8(ascii: "\\") {
                         guard let e = peek, e == UInt8(ascii: "\"") || e == UInt8(ascii: "\\") else { return nil }
+                        text.append(e)
                         i += 1
                     } else if d == UInt8(ascii: "\"") {
-                        return .string
+                        return .string(String(decoding: text, as: UTF8.self))
                     } else if d < 0x20 || d > 0x7E {
                         return nil
+                    } else {
+                        text.append(d)
                     }
                 }
                 return nil
@@ -164,17 +175,43 @@ enum StructuredDictionary {
             return true
         }
 
-        mutating func innerList() -> Bool {
+        mutating func innerList() -> [Item]? {
             i += 1  // "("
+            var items: [Item] = []
             while true {
                 skip(space: true)
                 if peek == UInt8(ascii: ")") {
                     i += 1
-                    return parameters()
+                    return parameters() ? items : nil
                 }
-                guard bareItem() != nil, parameters() else { return false }
-                guard let c = peek, c == 0x20 || c == UInt8(ascii: ")") else { return false }
+                guard let item = bareItem(), parameters() else { return nil }
+                items.append(item)
+                guard let c = peek, c == 0x20 || c == UInt8(ascii: ")") else { return nil }
             }
+        }
+    }
+}
+
+extension StructuredDictionary {
+    /// A List (RFC 8941 section 4.2.1): its members (items, or inner lists
+    /// as `.innerList`), parameters dropped; nil when it does not parse. An
+    /// empty value is an empty list.
+    static func list(_ text: String) -> [Item]? {
+        var p = Parser(Array(text.utf8))
+        p.skip(space: true)
+        var members: [Item] = []
+        if p.atEnd { return members }
+        while true {
+            if p.peek == UInt8(ascii: "(") {
+                guard let items = p.innerList() else { return nil }
+                members.append(.innerList(items))
+            } else {
+                guard let item = p.bareItem() else { return nil }
+                members.append(item)
+            }
+            guard p.parameters() else { return nil }
+            guard let end = p.afterMember() else { return nil }
+            if end { return members }
         }
     }
 }

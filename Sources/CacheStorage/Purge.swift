@@ -98,8 +98,9 @@ public enum PurgeTags {
     public static let maxLength = 256
     public static let maxCount = 64
 
-    public static func from(surrogateKey: [String], cacheTag: [String], route: [String] = []) -> [String] {
+    public static func from(surrogateKey: [String], cacheTag: [String], groups: [String] = [], route: [String] = []) -> [String] {
         var tags = Set(route)
+        for group in groups where group.utf8.count <= maxLength { tags.insert(group) }
         for value in surrogateKey {
             for tag in value.split(whereSeparator: { $0 == " " || $0 == "\t" }) where tag.utf8.count <= maxLength {
                 tags.insert(String(tag))

@@ -27,7 +27,45 @@ public final class PurgePattern: @unchecked Sendable, Equatable, CustomStringCon
             pattern.isCompiled = false
             return .failure(PatternError(message: String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)))
         }
+        // What keeps a purge bounded in time: without back-references the
+        // engine matches a key in time polynomial in its length and the
+        // pattern's (both bounded); with one, exponential.
+        guard !hasBackReference(source) else {
+            return .failure(PatternError(message: "back-references (\\1 to \\9) are not accepted: matching them can take exponential time"))
+        }
         return .success(pattern)
+    }
+
+    /// Whether an extended expression holds a back-reference: `\1` to `\9`
+    /// outside a bracket expression (where a backslash is itself).
+    static func hasBackReference(_ source: String) -> Bool {
+        let b = Array(source.utf8)
+        var i = 0
+        while i < b.count {
+            if b[i] == UInt8(ascii: "\\") {
+                if i + 1 < b.count, (0x31...0x39).contains(b[i + 1]) { return true }
+                i += 2
+            } else if b[i] == UInt8(ascii: "[") {
+                i += 1
+                if i < b.count, b[i] == UInt8(ascii: "^") { i += 1 }
+                if i < b.count, b[i] == UInt8(ascii: "]") { i += 1 }  // a leading ] is a member
+                while i < b.count, b[i] != UInt8(ascii: "]") {
+                    // [:alpha:], [.x.], [=x=] end with a ] of their own.
+                    if b[i] == UInt8(ascii: "["), i + 1 < b.count, b[i + 1] == 0x3A || b[i + 1] == 0x2E || b[i + 1] == 0x3D {
+                        let close = b[i + 1]
+                        i += 2
+                        while i + 1 < b.count, !(b[i] == close && b[i + 1] == UInt8(ascii: "]")) { i += 1 }
+                        i += 2
+                    } else {
+                        i += 1
+                    }
+                }
+                i += 1
+            } else {
+                i += 1
+            }
+        }
+        return false
     }
 
     public struct PatternError: Error, Equatable { public let message: String }

@@ -10,6 +10,8 @@ import Threads
 /// see this and `CacheTier`, never a particular tier.
 public final class TieredStore: @unchecked Sendable {
     public let tiers: [any CacheTier]
+    /// The paths whose responses said No-Vary-Search (keys in canonical form).
+    public let searchVariances = SearchVariances()
 
     /// The first tier when it is the memory tier: its hits can come from a
     /// worker's `LocalHits` without a lock.

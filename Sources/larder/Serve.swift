@@ -155,14 +155,18 @@ struct Serve: ParsableCommand {
         }
 
         let routesForAdmin = Locked(proxyConfig.routes), poolsForAdmin = Locked(proxyConfig.allPools)
-        let fleet = try Self.startFleet(settings, store: store, logger: logger) { target in routesForAdmin.withLock { $0.purgeScopes(target) } }
+        // (With the canonical keys No-Vary-Search responses are stored under.)
+        let purgeScopes: @Sendable (String) -> [PurgeScope] = { target in
+            store.searchVariances.withCanonicalKeys(routesForAdmin.withLock { $0.purgeScopes(target) })
+        }
+        let fleet = try Self.startFleet(settings, store: store, logger: logger, purgeScopes: purgeScopes)
         var adminNote = ", admin API off"
         if let (fd, shown) = listeners.admin {
             do {
                 let adminLogger = logger
                 let api = AdminAPI(store: store, stats: stats, token: adminToken, startedAt: EventLoop.wallSeconds(),
                                    clock: { EventLoop.wallSeconds() },
-                                   purgeScopes: { target in routesForAdmin.withLock { $0.purgeScopes(target) } }, fanOut: fleet,
+                                   purgeScopes: purgeScopes, fanOut: fleet,
                                    samples: samples, version: Larder.version,
                                    node: settings.fleet?.node ?? FleetConfig.hostName, upstream: upstream, readToken: adminReadToken,
                                    healthzPublic: settings.adminHealthzPublic, pools: { poolsForAdmin.withLock { $0 } },

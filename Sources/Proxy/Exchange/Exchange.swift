@@ -72,6 +72,8 @@ final class Exchange {
         let routes = upstream.configuration.routes
         let route: RouteFacts?
         (key, route) = routes.keyAndFacts(head.pathAndQuery, host: head.header("host"), method: head.method)
+        // A path whose responses said No-Vary-Search: its query in canonical form.
+        if isCacheLookup, let canonical = parts.cache.searchVariances.lookupKey(key) { key = canonical }
         self.route = route
         edge = route != nil ? route!.edge : upstream.configuration.edge
         let honours = route?.allowClientPolicy ?? upstream.configuration.allowClientPolicy

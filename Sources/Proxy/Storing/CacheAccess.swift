@@ -13,6 +13,8 @@ import Telemetry
 /// upstream response does to it is `ResponseStoring`'s extension.
 final class CacheAccess {
     let store: WorkerStore
+    /// The store's No-Vary-Search paths (read by every lookup: one hop).
+    let searchVariances: SearchVariances
     /// A key's one fetch, here and across the fleet.
     let lock: CacheLock
     let clock: WallClock
@@ -35,6 +37,7 @@ final class CacheAccess {
          loop: EventLoop) {
         self.loop = loop
         self.store = WorkerStore(tiers: store)
+        searchVariances = store.searchVariances
         lock = CacheLock(collapser: collapser, store: self.store)
         self.clock = clock
         self.counters = counters

@@ -216,9 +216,11 @@ extension CacheAccess {
                                     contentLocationKey: response.fields["content-location"].flatMap { cacheKey(of: $0, after: request) }) {
         case .invalidateAndStore(let directives):
             invalidate(after: request, key: key, response.received)
-            return pendingStore(response, to: request, key: key, directives: directives, through: handler)
+            return pendingStore(response, to: request, key: storeKey(response, request, key: key, isCacheLookup: isCacheLookup),
+                                directives: directives, through: handler)
         case .store(let directives):
-            return pendingStore(response, to: request, key: key, directives: directives, through: handler)
+            return pendingStore(response, to: request, key: storeKey(response, request, key: key, isCacheLookup: isCacheLookup),
+                                directives: directives, through: handler)
         case .removeSuperseded:
             store.remove(key)
         case .updateStored:
@@ -233,6 +235,16 @@ extension CacheAccess {
             break
         }
         return nil
+    }
+
+    /// The key a response is stored under: with No-Vary-Search, its query
+    /// in canonical form, from the request's whole one (`SearchVariances`:
+    /// the path is recorded, or taken out when the field went away).
+    private func storeKey(_ response: UpstreamResponse, _ request: RequestHead, key: String, isCacheLookup: Bool) -> String {
+        let field = response.fields.combined("no-vary-search")
+        let variances = store.tiers.searchVariances
+        guard isCacheLookup, field != nil || !variances.isEmpty else { return key }
+        return variances.storeKey(routes.cacheKey(request.pathAndQuery, host: request.header("host")), field: field)
     }
 
     /// The response's way into the store (a copy of a `compress` type
@@ -269,8 +281,13 @@ extension CacheAccess {
     /// target and the same-origin Location and Content-Location.
     private func invalidate(after request: RequestHead, key: String, _ headers: HeaderFields) {
         store.remove(key)
+        if let canonical = store.tiers.searchVariances.lookupKey(key), canonical != key { store.remove(canonical) }
         // The target's cached queries (POSTs keyed by their bodies) with it.
         if routes.cachesPost, let tag = PostQuery.tag(urlKey: key) { store.purgeWithoutBlocking(.tag(tag), on: loop) }
+        // RFC 9875 section 3: the groups it names, every stored response of them.
+        for group in CacheGroups.parse(headers.combined("cache-group-invalidation")) {
+            store.purgeWithoutBlocking(.tag(group), on: loop)
+        }
         for name in ["location", "content-location"] {
             guard let reference = headers[name], let target = cacheKey(of: reference, after: request) else { continue }
             store.remove(target)

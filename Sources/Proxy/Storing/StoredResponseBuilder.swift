@@ -215,13 +215,15 @@ struct StoredResponseBuilder: Sendable {
     }
 
     /// The purge tags of a response stored under `key`: its Surrogate-Key
-    /// and Cache-Tag fields (`headers` as received) and the route's tags.
+    /// and Cache-Tag fields (`headers` as received), its Cache-Groups
+    /// (RFC 9875: a group is a tag) and the route's tags.
     func tags(_ headers: HeaderFields, key: String) -> [String] {
         let route = routes.match(key)?.tags ?? []
         guard route.isEmpty == false || headers.contains("surrogate-key") || headers.contains("cache-tag")
+            || headers.contains("cache-groups")
         else { return [] }
-        return PurgeTags.from(surrogateKey: headers.values("surrogate-key"),
-                              cacheTag: headers.values("cache-tag"), route: route)
+        return PurgeTags.from(surrogateKey: headers.values("surrogate-key"), cacheTag: headers.values("cache-tag"),
+                              groups: CacheGroups.parse(headers.combined("cache-groups")), route: route)
     }
 
     /// Builds the stored form. `varyFrom` supplies the request's values of

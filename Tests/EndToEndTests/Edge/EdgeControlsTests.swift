@@ -248,6 +248,10 @@ final class EdgeControlsTests: ConfiguredTestCase {
         let bad = try admin.request("POST", "/purge?regex=" + "(a".addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)
         XCTAssertEqual(bad.status, 400)
         XCTAssertTrue(bad.text.contains("regex does not compile"), bad.text)
+        // A back-reference (exponential matching): refused, the time a purge takes stays bounded.
+        let slow = try admin.request("POST", "/purge?regex=" + "^/(a+)+\\1$".addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)
+        XCTAssertEqual(slow.status, 400)
+        XCTAssertTrue(slow.text.contains("back-references"), slow.text)
     }
 
     func testAdminAllow() throws {
