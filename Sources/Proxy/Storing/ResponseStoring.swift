@@ -239,11 +239,12 @@ extension CacheAccess {
 
     /// The key a response is stored under: with No-Vary-Search, its query
     /// in canonical form, from the request's whole one (`SearchVariances`:
-    /// the path is recorded, or taken out when the field went away).
+    /// the path is recorded, or taken out when the field went away). Only
+    /// for GET and HEAD: a cached POST query is keyed by its body.
     private func storeKey(_ response: UpstreamResponse, _ request: RequestHead, key: String, isCacheLookup: Bool) -> String {
         let field = response.fields.combined("no-vary-search")
         let variances = store.tiers.searchVariances
-        guard isCacheLookup, field != nil || !variances.isEmpty else { return key }
+        guard isCacheLookup, request.method == "GET" || request.method == "HEAD", field != nil || !variances.isEmpty else { return key }
         return variances.storeKey(routes.cacheKey(request.pathAndQuery, host: request.header("host")), field: field)
     }
 

@@ -57,4 +57,23 @@ final class NoVarySearchTests: ProxyTestCase {
         XCTAssertEqual(try larder.adminClient().request("POST", "/purge?url=\(target)").status, 200)
         XCTAssertFalse(isHit(try larder.client().get("/nvs/e?b=2")))
     }
+
+    /// A cached POST query stays keyed by its body while paths have variances.
+    func testACachedQueryIsKeyedByItsBodyStill() throws {
+        let config = try writeConfig("upstream = \"\(origin.url)\"\n[[route]]\nprefix = \"/echo\"\ncache_post = true\n")
+        let larder = try startLarder(upstream: origin.url, ["--config", config])
+        _ = try larder.client().get("/nvs/f?\(field("params"))")
+        XCTAssertTrue(isHit(try larder.client().get("/nvs/f?x=1")), "a variance recorded")
+        func post(_ body: String) throws -> HTTPResponse {
+            let c = try larder.client()
+            try c.send("POST /echo?\(field("params")) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                       + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)")
+            return try c.readResponse(method: "POST")
+        }
+        let one = #"{"query":"{ a }"}"#, two = #"{"query":"{ b }"}"#
+        XCTAssertEqual(try post(one).text, one)
+        XCTAssertTrue(isHit(try post(one)))
+        XCTAssertEqual(try post(two).text, two, "another body: its own answer")
+        XCTAssertFalse(isHit(try larder.client().get("/echo?\(field("params"))")), "a query's answer is not the URL's")
+    }
 }
