@@ -18,6 +18,9 @@ public final class SearchVariances: Sendable {
     /// Read first by every lookup: no lock while no path has a variance
     /// (inlined into the request's path: a call there cost a hit 1 %).
     @usableFromInline let count = Atomic<Int>(0)
+    /// Bumped on every change: a worker's `SearchVarianceReader` copies the
+    /// table again then, and reads its copy without a lock otherwise.
+    let changes = Atomic<UInt64>(0)
     private let paths = Mutex<[String: SearchVariance]>([:])
 
     public init(limit: Int = SearchVariances.defaultLimit) { self.limit = limit }
@@ -26,18 +29,30 @@ public final class SearchVariances: Sendable {
     public var isEmpty: Bool { count.load(ordering: .relaxed) == 0 }
 
     /// The key to look `key` up under: its query in canonical form when its
-    /// path has a variance (nil: the key as it is).
-    @inlinable
+    /// path has a variance (nil: the key as it is). Takes the lock: a
+    /// worker's requests ask its `SearchVarianceReader`.
     public func lookupKey(_ key: String) -> String? {
         guard !isEmpty else { return nil }
-        return canonical(key)
+        return Self.canonical(key) { path in paths.withLock { $0[path] } }
     }
 
-    @usableFromInline
-    func canonical(_ key: String) -> String? {
-        let parts = Self.split(key)
-        guard let variance = paths.withLock({ $0[parts.path] }) else { return nil }
-        return Self.key(parts, variance)
+    /// The paths and the change they are as of.
+    func snapshot() -> (changes: UInt64, paths: [String: SearchVariance]) {
+        paths.withLock { (changes.load(ordering: .relaxed), $0) }
+    }
+
+    /// Under the lock: a path's variance set (nil: removed), counted as a
+    /// change only when it is one (a path's every response says it again).
+    private func change(_ paths: inout [String: SearchVariance], _ path: String, to variance: SearchVariance?) {
+        guard paths[path] != variance else { return }
+        paths[path] = variance
+        count.store(paths.count, ordering: .relaxed)
+        changes.add(1, ordering: .releasing)
+    }
+
+    static func canonical(_ key: String, variance: (String) -> SearchVariance?) -> String? {
+        let parts = split(key)
+        return variance(parts.path).map { Self.key(parts, $0) }
     }
 
     /// The key a response to a request for `key` (its whole query) is
@@ -47,17 +62,12 @@ public final class SearchVariances: Sendable {
         let variance = SearchVariance(field: field)
         let parts = Self.split(key)
         guard !variance.isStandard else {
-            if !isEmpty {
-                paths.withLock { paths in
-                    if paths.removeValue(forKey: parts.path) != nil { count.store(paths.count, ordering: .relaxed) }
-                }
-            }
+            if !isEmpty { paths.withLock { change(&$0, parts.path, to: nil) } }
             return key
         }
         let recorded = paths.withLock { paths -> Bool in
             guard paths[parts.path] != nil || paths.count < limit else { return false }
-            paths[parts.path] = variance
-            count.store(paths.count, ordering: .relaxed)
+            change(&paths, parts.path, to: variance)
             return true
         }
         return recorded ? Self.key(parts, variance) : key
@@ -69,7 +79,7 @@ public final class SearchVariances: Sendable {
         guard !isEmpty else { return scopes }
         var all = scopes
         for case .key(let key) in scopes {
-            if let canonical = canonical(key), !all.contains(.key(canonical)) { all.append(.key(canonical)) }
+            if let canonical = lookupKey(key), !all.contains(.key(canonical)) { all.append(.key(canonical)) }
         }
         return all
     }
@@ -90,5 +100,29 @@ public final class SearchVariances: Sendable {
         let query = variance.canonicalQuery(parts.query)
         let path = parts.path.dropLast(parts.host.count)
         return path + (query.isEmpty ? "" : "?" + query) + parts.host
+    }
+}
+
+/// A worker's copy of `SearchVariances`: its requests look their keys up
+/// without a lock (one atomic load while the table is empty or unchanged;
+/// a fresh copy after a change). Used on its worker's thread only.
+public final class SearchVarianceReader {
+    @usableFromInline let table: SearchVariances
+    private var seen: UInt64 = 0
+    private var paths: [String: SearchVariance] = [:]
+
+    public init(_ table: SearchVariances) { self.table = table }
+
+    /// As `SearchVariances.lookupKey`.
+    @inlinable
+    public func lookupKey(_ key: String) -> String? {
+        guard !table.isEmpty else { return nil }
+        return canonical(key)
+    }
+
+    @usableFromInline
+    func canonical(_ key: String) -> String? {
+        if table.changes.load(ordering: .acquiring) != seen { (seen, paths) = table.snapshot() }
+        return SearchVariances.canonical(key) { paths[$0] }
     }
 }

@@ -46,3 +46,21 @@ final class SearchVariancesTests: XCTestCase {
         XCTAssertEqual(table.withCanonicalKeys([.key("/a?utm=7"), .tag("t")]), [.key("/a?utm=7"), .tag("t"), .key("/a")])
     }
 }
+
+/// A worker's copy: it follows every change of the shared table.
+final class SearchVarianceReaderTests: XCTestCase {
+    func testAReaderFollowsTheTable() {
+        let table = SearchVariances()
+        let reader = SearchVarianceReader(table)
+        XCTAssertNil(reader.lookupKey("/a?utm=1"))
+        _ = table.storeKey("/a?utm=1", field: "params")
+        XCTAssertEqual(reader.lookupKey("/a?utm=2"), "/a")
+        _ = table.storeKey("/b?x=1&y=2", field: "key-order")
+        XCTAssertEqual(reader.lookupKey("/b?y=2&x=1"), "/b?x=1&y=2")
+        _ = table.storeKey("/a?utm=1", field: #"params=("utm")"#)
+        XCTAssertEqual(reader.lookupKey("/a?utm=2&q=1"), "/a?q=1", "a changed variance")
+        _ = table.storeKey("/a?utm=1", field: nil)
+        XCTAssertNil(reader.lookupKey("/a?utm=2"), "a path taken out")
+        XCTAssertEqual(reader.lookupKey("/b?y=2&x=1"), "/b?x=1&y=2")
+    }
+}

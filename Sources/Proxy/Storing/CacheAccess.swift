@@ -13,8 +13,9 @@ import Telemetry
 /// upstream response does to it is `ResponseStoring`'s extension.
 final class CacheAccess {
     let store: WorkerStore
-    /// The store's No-Vary-Search paths (read by every lookup: one hop).
-    let searchVariances: SearchVariances
+    /// The store's No-Vary-Search paths, this worker's copy (read by every
+    /// lookup: one hop, no lock).
+    let searchVariances: SearchVarianceReader
     /// A key's one fetch, here and across the fleet.
     let lock: CacheLock
     let clock: WallClock
@@ -37,7 +38,7 @@ final class CacheAccess {
          loop: EventLoop) {
         self.loop = loop
         self.store = WorkerStore(tiers: store)
-        searchVariances = store.searchVariances
+        searchVariances = SearchVarianceReader(store.searchVariances)
         lock = CacheLock(collapser: collapser, store: self.store)
         self.clock = clock
         self.counters = counters

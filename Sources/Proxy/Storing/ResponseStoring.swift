@@ -282,7 +282,7 @@ extension CacheAccess {
     /// target and the same-origin Location and Content-Location.
     private func invalidate(after request: RequestHead, key: String, _ headers: HeaderFields) {
         store.remove(key)
-        if let canonical = store.tiers.searchVariances.lookupKey(key), canonical != key { store.remove(canonical) }
+        if let canonical = searchVariances.lookupKey(key), canonical != key { store.remove(canonical) }
         // The target's cached queries (POSTs keyed by their bodies) with it.
         if routes.cachesPost, let tag = PostQuery.tag(urlKey: key) { store.purgeWithoutBlocking(.tag(tag), on: loop) }
         // RFC 9875 section 3: the groups it names, every stored response of them.

@@ -34,7 +34,7 @@ final class ConnectionServices {
     /// the connection's queue (no array allocated per hit).
     @exclusivity(unchecked) var headScratch: [UInt8] = { var a: [UInt8] = []; a.reserveCapacity(256); return a }()
     /// Stored heads as response rules leave them (`EditedHeads`; a few
-    /// hundred bytes a worker: made lazily, each read cost a retain).
+    /// hundred bytes a worker, made at once: made lazily, each read cost a retain).
     let editedHeads = EditedHeads()
     /// What a hit copies into a client's output (its per-request tail, a
     /// small body read from a file) is written here when no output still
