@@ -202,33 +202,43 @@ final class ExchangeSinkTests: XCTestCase {
             return UInt8(truncatingIfNeeded: state)
         }
         let compressed = plain.withUnsafeBytes { Gzip.compress($0) }
-        let path = FileManager.default.currentDirectoryPath + "/.build/larder-exchange-gz-\(UUID().uuidString)"
-        defer { try? FileManager.default.removeItem(atPath: path) }
-        try Data([0, 1, 2] + compressed).write(to: URL(fileURLWithPath: path))
-        // (Probed in its middle: a probe reads ahead where it looks, and its ends must stay cold.)
-        guard PageCache.drop(path, probe: compressed.count / 2) else {
-            throw XCTSkip("this file system keeps the file's pages in memory (tmpfs?)")
+        let directory = FileManager.default.currentDirectoryPath + "/.build"
+        // As with a plain file above: a try whose twin shows the dropped pages
+        // read straight back cannot tell, and another is made with a new key
+        // (up to five; none that can tell: skipped).
+        var cold: RecordingSink?, told = false
+        for attempt in 0..<5 where cold == nil {
+            let path = directory + "/larder-exchange-gz-\(UUID().uuidString)"
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            try Data([0, 1, 2] + compressed).write(to: URL(fileURLWithPath: path))
+            // (Probed in its middle: a probe reads ahead where it looks, and its ends must stay cold.)
+            guard PageCache.drop(path, probe: compressed.count / 2) else {
+                throw XCTSkip("this file system keeps the file's pages in memory (tmpfs?)")
+            }
+            let now = clock.now()
+            let key = "/gz-cold-\(attempt)"
+            let head = StoredResponseBuilder(shared: true, targetedField: "x").storedHead(
+                key: key, status: 200, reason: nil, headers: ["cache-control": "max-age=60", "content-encoding": "gzip"],
+                timing: ResponseTiming(requestTime: now, responseTime: now, dateValue: nil, ageValue: 0), tags: [], varyFrom: { _ in nil })
+            let entry = CachedResponse.make(head: head, body: UnsafeRawBufferPointer(start: nil, count: 0),
+                                            bodyFile: try XCTUnwrap(FileBody(opening: path, offset: 3, length: compressed.count)))
+            worker.cache.store.missHandler(toDisk: false).insert(entry)
+            guard PageCache.nowaitReadsFindDroppedPagesOut(in: directory) else { continue }
+            let (_, sink) = try exchange(key)
+            if sink.events.isEmpty { cold = sink } else if PageCache.nowaitReadsFindDroppedPagesOut(in: directory) { told = true }
         }
-        let now = clock.now()
-        let head = StoredResponseBuilder(shared: true, targetedField: "x").storedHead(
-            key: "/gz-cold", status: 200, reason: nil, headers: ["cache-control": "max-age=60", "content-encoding": "gzip"],
-            timing: ResponseTiming(requestTime: now, responseTime: now, dateValue: nil, ageValue: 0), tags: [], varyFrom: { _ in nil })
-        let entry = CachedResponse.make(head: head, body: UnsafeRawBufferPointer(start: nil, count: 0),
-                                        bodyFile: try XCTUnwrap(FileBody(opening: path, offset: 3, length: compressed.count)))
-        worker.cache.store.missHandler(toDisk: false).insert(entry)
-
-        let (_, cold) = try exchange("/gz-cold")
-        XCTAssertEqual(cold.events, [], "nothing yet: its trailer and first piece are read on an I/O thread")
+        if cold == nil && !told { throw XCTSkip("a dropped file is read back at once by a read that may not wait here: nothing stays cold") }
+        let waiting = try XCTUnwrap(cold, "nothing yet: its trailer and first piece are read on an I/O thread")
         XCTAssertGreaterThanOrEqual(worker.counters.offloadedReads.load(ordering: .relaxed), 1)
         let (_, other) = try exchange("/other")
         XCTAssertEqual(upstream.delegates.count, 1, "another request is handled meanwhile")
         _ = other
 
         let deadline = Date().addingTimeInterval(20)
-        while cold.events.last != "finished keep-alive" && Date() < deadline { worker.loop.runOnce(maxWaitMilliseconds: 20) }
-        XCTAssertEqual(cold.events.first, "decoded head \(plain.count)")
-        XCTAssertEqual(cold.events.last, "finished keep-alive")
-        XCTAssertEqual(cold.answerBodyBytes, plain.count, "decoded whole")
+        while waiting.events.last != "finished keep-alive" && Date() < deadline { worker.loop.runOnce(maxWaitMilliseconds: 20) }
+        XCTAssertEqual(waiting.events.first, "decoded head \(plain.count)")
+        XCTAssertEqual(waiting.events.last, "finished keep-alive")
+        XCTAssertEqual(waiting.answerBodyBytes, plain.count, "decoded whole")
     }
 
     /// Every cache file under `directory` written back and dropped from the page cache.
