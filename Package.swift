@@ -43,6 +43,8 @@ let package = Package(
         // not through pkg-config, whose -D_FILE_OFFSET_BITS SwiftPM refuses.
         .systemLibrary(name: "CHiredis", providers: [.apt(["libhiredis-dev"])]),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
+        .systemLibrary(name: "CBrotli", pkgConfig: "libbrotlidec", providers: [.apt(["libbrotli-dev"])]),
         .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         // QUIC and HTTP/3 to clients: libngtcp2 (0.12), its GnuTLS crypto and GnuTLS
         // (QUIC's TLS 1.3), libnghttp3 (0.8), all from Debian.
@@ -55,8 +57,9 @@ let package = Package(
         .target(name: "HTTP2", dependencies: ["CNGHTTP2"], swiftSettings: swift5),
         // HTTP/3 to clients: one QUIC connection (ngtcp2, GnuTLS) carrying HTTP/3 (nghttp3).
         .target(name: "HTTP3", dependencies: ["CQUIC", "EventLoop", "HTTP2"], swiftSettings: swift5),
-        // gzip through zlib: stored gzip bodies decoded for clients that do not accept gzip.
-        .target(name: "Compression", dependencies: ["CZlib", "EventLoop"], swiftSettings: swift5),
+        // gzip (zlib), zstd (libzstd) and brotli (libbrotli): stored bodies decoded
+        // for clients that do not accept their coding, and `compress`'s copies.
+        .target(name: "Compression", dependencies: ["CZlib", "CZstd", "CBrotli", "EventLoop"], swiftSettings: swift5),
         .target(name: "EventLoop", dependencies: ["CEventLoop"], swiftSettings: swift5),
         // The one wall clock tiers and workers read (tests move it by hand).
         .target(name: "Clocks", dependencies: ["CEventLoop"], swiftSettings: swift5),
@@ -110,6 +113,7 @@ let package = Package(
             name: "Configuration",
             dependencies: [
                 "Proxy", "Routing", "Telemetry", "Upstream", "Redis", "TLS", "HTTP1", "HTTP3", "CacheSemantics", "CacheStorage", "Threads", "Bytes",
+                "Compression",
                 "EdgeControls",
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),

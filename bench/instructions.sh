@@ -3,14 +3,19 @@
 # unlike timings on a shared VM (±20 % between runs) the count moves only
 # when the code does, so it shows what a small change bought.
 #
-#   bench/instructions.sh [misses|hot-1k|disk-hits|json-plain|json-gzip|json-decoded] [seconds]
+#   bench/instructions.sh [misses|hot-1k|disk-hits|json-plain|json-gzip|json-decoded|post-query|query-method] [seconds]
 #
 # disk-hits: 1,000 keys of 1 KiB, a memory tier of 64 KiB (about 40 of
 # them) and a disk tier: nearly every hit is read from its file.
 # json-*: hits on one 10 KiB JSON response: stored as it came (json-plain),
 # stored with compress = ["application/json"] and asked for by a client
 # that takes gzip (json-gzip) or by one that does not (json-decoded: the
-# stored gzip is decoded on every hit).
+# stored gzip is decoded on every hit). CODEC=zstd|br stores the copy in that
+# coding (compress_codec; json-gzip's client then asks for it), JSON_BYTES
+# sets the body's size (10240 by default; 1048576 for the 1 MiB figure).
+# post-query, query-method: hits on one 1,000-byte answer to a GraphQL
+# query sent as a POST under a `cache_post` route, or as a QUERY (RFC
+# 10008) under the same route: what keying by the body costs each.
 #
 # Counts everything in the Larder process (Larder, libcurl, libc, the Swift
 # runtime), not the kernel, thread by thread: the worker's thread (the
@@ -36,9 +41,10 @@ strip -g -o "$WORK/larder" "$LARDER"
 LARDER="$WORK/larder"
 mkdir -p "$WORK/www"
 head -c 1024 /dev/urandom > "$WORK/www/1k"
-python3 bench/json-body.py 10240 > "$WORK/www/api.json"
+python3 bench/json-body.py "${JSON_BYTES:-10240}" > "$WORK/www/api.json"
 start_static_origin "location ~ ^/1k/ { add_header Cache-Control \"max-age=3600\"; try_files /1k =404; }
-        location ~ ^/j/ { types { application/json json; } add_header Cache-Control \"max-age=3600\"; try_files /api.json =404; }"
+        location ~ ^/j/ { types { application/json json; } add_header Cache-Control \"max-age=3600\"; try_files /api.json =404; }
+        location ~ ^/q/ { add_header Cache-Control \"max-age=3600\"; return 200 \"$(printf '%01000d' 0 | tr 0 q)\"; }"
 if [ "$WORKLOAD" = disk-hits ]; then
     TIERS="--memory-limit 64KiB --cache-dir $WORK/cache"
 else
@@ -46,8 +52,11 @@ else
 fi
 case $WORKLOAD in
     json-gzip|json-decoded)
-        echo 'compress = ["application/json"]' > "$WORK/compress.toml"
+        printf 'compress = ["application/json"]\ncompress_codec = "%s"\n' "${CODEC:-gzip}" > "$WORK/compress.toml"
         TIERS="$TIERS --config $WORK/compress.toml" ;;
+    post-query|query-method)
+        printf '[[route]]\nprefix = "/q/"\ncache_post = true\n' > "$WORK/query.toml"
+        TIERS="$TIERS --config $WORK/query.toml" ;;
     *)
         # EDGE=none|all|keyed|limited: one [[route]] over the hot key, without
         # edge rules, with one rule of each kind, with key_cookies (a variant
@@ -75,7 +84,7 @@ RULES
         fi ;;
 esac
 ACCEPT=""
-[ "$WORKLOAD" = json-gzip ] && ACCEPT="Accept-Encoding: gzip"
+[ "$WORKLOAD" = json-gzip ] && ACCEPT="Accept-Encoding: ${CODEC:-gzip}"
 ADMIN="--admin-listen none"
 if [ -n "${FOLLOW:-}${ADMIN_ON:-}" ]; then ADMIN_PORT=$(free_port); ADMIN="--admin-listen 127.0.0.1:$ADMIN_PORT"; fi
 # shellcheck disable=SC2086
@@ -96,6 +105,13 @@ case $WORKLOAD in
     misses) target="/"; script="-s $WORK/misses.lua" ;;
     hot-1k) target="/1k/hot"; script=""; curl -s -o /dev/null "http://127.0.0.1:$LARDER_PORT$target" ;;
     json-*) target="/j/hot"; script=""; curl -s -o /dev/null "http://127.0.0.1:$LARDER_PORT$target" ;;
+    post-query|query-method)
+        method=POST; [ "$WORKLOAD" = query-method ] && method=QUERY
+        target="/q/hot"; script="-s $WORK/query.lua"
+        printf 'wrk.method = "%s"\nwrk.body = %s\nwrk.headers["Content-Type"] = "application/json"\n' \
+            "$method" "'{\"query\":\"{ user(id: 1) { name } }\"}'" > "$WORK/query.lua"
+        curl -s -o /dev/null -X "$method" -H "Content-Type: application/json" \
+            --data-binary '{"query":"{ user(id: 1) { name } }"}' "http://127.0.0.1:$LARDER_PORT$target" ;;
     disk-hits)
         target="/"; script="-s $WORK/keys.lua"
         # Every key stored first (in order, until all are), then random ones.

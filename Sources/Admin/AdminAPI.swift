@@ -270,7 +270,8 @@ public final class AdminAPI {
         for each in purgeScopes(target) {
             let done = store.purgeReportingFailures(each, soft: soft)
             count += done.purged
-            failures += done.failures
+            // (A file that could not go is retried by each scope's purge: reported once.)
+            for failure in done.failures where !failures.contains(failure) { failures.append(failure) }
         }
         return (count, failures)
     }

@@ -107,10 +107,14 @@ public struct AcceptEncoding: Sendable {
         return true
     }
 
-    /// Whether a body in `contentEncoding` is gzip alone (the one coding
-    /// Larder decodes).
-    public static func isGzip(_ contentEncoding: String?) -> Bool {
-        guard let coding = contentEncoding.map({ Substring($0).trimmingWhitespace().lowercased() }) else { return false }
-        return coding == "gzip" || coding == "x-gzip"
+    /// Whether a client with this field takes a body in `coding` (gzip
+    /// answered without a list built where it can be: `takesGzip`).
+    @inline(__always)
+    public static func takes(_ coding: StoredCoding, _ value: String?) -> Bool {
+        switch coding {
+        case .none: return true
+        case .gzip: return takesGzip(value)
+        case .zstd, .br: return AcceptEncoding(value).accepts(coding.token)
+        }
     }
 }

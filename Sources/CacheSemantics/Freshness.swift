@@ -102,7 +102,9 @@ public enum Storability {
     /// (`MultipartByteranges`), which Larder stores and combines.
     public static func decide(method: String, status: Int, request: CacheControl, response: CacheControl,
                               hasAuthorization: Bool, shared: Bool, reusable: Bool, storablePiece: Bool = false) -> StoreDecision {
-        guard method == "GET" else { return .doNotStore("method \(method)") }
+        // QUERY responses are cacheable as GET's are (RFC 10008 section 2.7),
+        // keyed by the request content too (the caller's key).
+        guard method == "GET" || method == "QUERY" else { return .doNotStore("method \(method)") }
         // Section 3: any final status may be stored; 206 and 304 only by a
         // cache that understands them (3.3: a 206 of one range, kept as a
         // piece, a multipart one split into pieces; a 304 is never stored on its own).

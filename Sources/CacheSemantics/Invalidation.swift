@@ -6,7 +6,7 @@ public enum Invalidation {
     public static func invalidates(method: String, status: Int) -> Bool {
         guard status >= 200 && status < 400 else { return false }
         switch method {
-        case "GET", "HEAD", "OPTIONS", "TRACE": return false
+        case "GET", "HEAD", "OPTIONS", "TRACE", "QUERY": return false
         default: return true
         }
     }

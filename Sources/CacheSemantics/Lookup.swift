@@ -108,9 +108,10 @@ public enum Lookup {
             let value = request.field(name)
             if Vary.normalize(value, field: name) == stored.varyValues[i] {
                 // The variant key groups clients by gzip and br alone: a body
-                // in another coding (zstd, deflate) answers only a client
-                // that takes it (gzip is decoded for those that do not).
-                if name == "accept-encoding", let coding = stored.contentEncoding, !AcceptEncoding.isGzip(coding),
+                // in a coding Larder does not decode (deflate, several) answers
+                // only a client that takes it (gzip, zstd and br are decoded
+                // for those that do not).
+                if name == "accept-encoding", let coding = stored.contentEncoding, StoredCoding.of(coding) == .none,
                    !AcceptEncoding(value).takes(contentEncoding: coding) { return false }
                 continue
             }

@@ -84,7 +84,7 @@ public enum Retry {
     public static func mayRetry(method: String, hasBody: Bool, failedAttempts: Int, limit: Int) -> Bool {
         guard !hasBody, failedAttempts < limit else { return false }
         switch method {
-        case "GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE": return true
+        case "GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE", "QUERY": return true
         default: return false
         }
     }

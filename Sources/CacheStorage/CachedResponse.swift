@@ -76,8 +76,8 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
         /// The Content-Length field at the end of the head prefix that
         /// `make(head:)` wrote (0: none), so `storedHead` can leave it out.
         let lengthFieldBytes: UInt8
-        /// Content-Encoding: gzip (a client that does not take it gets the body decoded).
-        let isGzip: Bool
+        /// Content-Encoding gzip, zstd or br (a client that does not take it gets the body decoded).
+        let coding: StoredCoding
         /// Its Vary names any field (read on every hit: most do not, and
         /// an entry with `rare` fields need not be asked for them).
         let varies: Bool
@@ -135,7 +135,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
                  contentLength: head.hasLengthField ? (bodyFile?.length ?? body.count) : nil, body: body, bodyFile: bodyFile,
                  otherFields: head.otherFields, timing: head.timing, lifetime: head.lifetime,
                  directives: head.directives, varyNames: head.varyNames, varyValues: head.varyValues, tags: head.tags,
-                 hasValidator: head.hasValidator, isGzip: head.isGzip)
+                 hasValidator: head.hasValidator, coding: head.coding)
         }
     }
 
@@ -145,7 +145,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
                              body: UnsafeRawBufferPointer, bodyFile: FileBody?, otherFields: HeaderFields,
                              timing: ResponseTiming, lifetime: Int, directives: PackedCacheControl,
                              varyNames: [String], varyValues: [String?], tags: [String], hasValidator known: Bool?,
-                             isGzip knownCoding: Bool? = nil) -> CachedResponse {
+                             coding knownCoding: StoredCoding? = nil) -> CachedResponse {
         // Callers that have the fields at hand say; otherwise the head is scanned.
         let hasValidator = known ?? (HeadFields.contains("etag", or: "last-modified", in: headPrefix)
             || otherFields.contains { $0.name == "etag" || $0.name == "last-modified" })
@@ -162,7 +162,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
                           correctedInitialAge: clamped(Freshness.correctedInitialAge(timing)),
                           headLength: UInt32(headLength), keyLength: UInt32(key.utf8.count), status: UInt16(clamping: status),
                           hasValidator: hasValidator, lengthFieldBytes: UInt8(lengthField),
-                          isGzip: knownCoding ?? AcceptEncoding.isGzip(HeadFields.first("content-encoding", in: headPrefix)),
+                          coding: knownCoding ?? StoredCoding.of(HeadFields.first("content-encoding", in: headPrefix)),
                           varies: !varyNames.isEmpty, directives: directives,
                           rare: plain ? nil : Rare(bodyFile: bodyFile, otherFields: otherFields, varyNames: varyNames,
                                                    varyValues: varyValues, tags: tags))
@@ -204,7 +204,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
         return StoredHead(key: key, status: status, headPrefix: Array(prefix),
                           otherFields: withStorage { $0.header.rare?.otherFields ?? [] },
                           timing: timing, lifetime: lifetime, directives: withStorage { $0.header.directives }, hasValidator: hasValidator,
-                          varyNames: varyNames, varyValues: varyValues, tags: tags, isGzip: isGzip)
+                          varyNames: varyNames, varyValues: varyValues, tags: tags, coding: coding)
     }
 
     /// The same with the head prefix and body given as arrays (tests, small responses).
@@ -273,7 +273,7 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
                          contentLength: lengthField > 0 ? bodyLength : nil, body: body, bodyFile: bodyFile,
                          otherFields: withStorage { $0.header.rare?.otherFields ?? [] }, timing: timing, lifetime: 0,
                          directives: withStorage { $0.header.directives }, varyNames: varyNames, varyValues: varyValues, tags: tags,
-                         hasValidator: hasValidator, isGzip: isGzip)
+                         hasValidator: hasValidator, coding: coding)
     }
 
     /// Bookkeeping bytes charged per entry beyond its head and body: the
@@ -321,8 +321,8 @@ public struct CachedResponse: StoredResponseFacts, @unchecked Sendable {
         else { return nil }
         return piece
     }
-    /// Whether the body is gzip-encoded (Content-Encoding: gzip alone).
-    public var isGzip: Bool { withStorage { $0.header.isGzip } }
+    /// The coding Larder can decode its body from (Content-Encoding gzip, zstd or br alone), or none.
+    public var coding: StoredCoding { withStorage { $0.header.coding } }
     public var lastModified: String? { header("last-modified") }
     public var contentLanguage: String? { header("content-language") }
     public var contentEncoding: String? { header("content-encoding") }

@@ -81,7 +81,7 @@ extension DiskFormat {
                                         body: body, bodyFile: bodyFile, otherFields: m.otherFields,
                                         timing: timing, lifetime: h.flags & staleFlag != 0 ? 0 : m.lifetime,
                                         directives: m.directives, varyNames: m.varyNames, varyValues: m.varyValues,
-                                        tags: m.tags, hasValidator: m.hasValidator, isGzip: m.isGzip)
+                                        tags: m.tags, hasValidator: m.hasValidator, coding: m.coding)
         return (m.storedAt.plusSaturating(shiftSeconds), entry)
     }
 
@@ -115,7 +115,7 @@ extension DiskFormat {
         var storedAt: Int64
         var lifetime: Int
         var hasValidator: Bool
-        var isGzip: Bool?
+        var coding: StoredCoding?
         var directives: PackedCacheControl
         var prefix: UnsafeRawBufferPointer
         var otherFields: HeaderFields
@@ -135,7 +135,7 @@ extension DiskFormat {
             let head = StoredHead(key: String(decoding: key, as: UTF8.self), status: status, headPrefix: Array(prefix),
                                   otherFields: otherFields, timing: timing, lifetime: lifetime, directives: directives,
                                   hasValidator: hasValidator, varyNames: varyNames, varyValues: varyValues, tags: tags,
-                                  isGzip: isGzip)
+                                  coding: coding)
             var record = DiskRecord(head: head, storedAt: storedAt, body: [])
             record.markedStale = flags & staleFlag != 0
             return record
@@ -151,7 +151,7 @@ extension DiskFormat {
         let storedAt = try r.i64()
         let lifetime = try r.i64()
         let facts = try r.u8()
-        let hasValidator = facts & 1 != 0, isGzip: Bool? = facts & 4 != 0 ? facts & 2 != 0 : nil
+        let hasValidator = facts & 1 != 0, coding = DiskFormat.coding(bits: facts)
         let flags = try r.u32()
         let values = (try r.u32(), try r.u32(), try r.u32(), try r.u32(), try r.u32(), try r.u32())
         let prefix = try r.take(Int(try r.u32()))
@@ -175,7 +175,7 @@ extension DiskFormat {
         let timing = ResponseTiming(requestTime: requestTime, responseTime: responseTime,
                                     dateValue: date == Int64.min ? nil : date, ageValue: Int(clamping: age))
         return Meta(key: key, status: status, timing: timing, storedAt: storedAt, lifetime: Int(lifetime), hasValidator: hasValidator,
-                    isGzip: isGzip, directives: PackedCacheControl(flags: UInt16(flags), values: values), prefix: prefix,
+                    coding: coding, directives: PackedCacheControl(flags: UInt16(flags), values: values), prefix: prefix,
                     otherFields: otherFields, varyNames: varyNames, varyValues: varyValues, tags: tags)
     }
 

@@ -106,6 +106,21 @@ public enum DiskFormat {
         return out.bytes
     }
 
+    /// The meta byte's coding bits (bit 2: known).
+    static func codingBits(_ coding: StoredCoding) -> UInt8 {
+        switch coding {
+        case .none: return 4
+        case .gzip: return 4 | 2
+        case .zstd: return 4 | 8
+        case .br: return 4 | 16
+        }
+    }
+
+    static func coding(bits facts: UInt8) -> StoredCoding? {
+        guard facts & 4 != 0 else { return nil }
+        return facts & 2 != 0 ? .gzip : facts & 8 != 0 ? .zstd : facts & 16 != 0 ? .br : StoredCoding.none
+    }
+
     /// The metadata section for `record` (its body is not included).
     public static func encodeMeta(_ record: DiskRecord) -> [UInt8] {
         let head = record.head
@@ -119,8 +134,9 @@ public enum DiskFormat {
         meta.i64(Int64(head.timing.ageValue))
         meta.i64(record.storedAt)
         meta.i64(Int64(head.lifetime))
-        // Bit 0: has a validator; bit 2: the coding is known, bit 1: gzip.
-        meta.u8((head.hasValidator ? 1 : 0) | (head.isGzip.map { $0 ? 6 : 4 } ?? 0))
+        // Bit 0: has a validator; bit 2: the coding is known, bit 1: gzip,
+        // bit 3: zstd, bit 4: br (files before zstd and br: bit 1 alone).
+        meta.u8((head.hasValidator ? 1 : 0) | (head.coding.map(Self.codingBits) ?? 0))
         let words = head.directives.words
         meta.u32(UInt32(words.flags))
         for value in words.values { meta.u32(value) }

@@ -20,9 +20,9 @@ public struct StoredHead: Equatable, Sendable {
     public var lifetime: Int
     public var directives: PackedCacheControl
     public var hasValidator: Bool
-    /// Content-Encoding: gzip; nil when not known (a file written before
-    /// this was recorded): the head is then read for it.
-    public var isGzip: Bool?
+    /// Content-Encoding gzip, zstd or br; nil when not known (a file
+    /// written before this was recorded): the head is then read for it.
+    public var coding: StoredCoding?
     /// Vary field names (sorted) and the request's normalized values for them.
     public var varyNames: [String]
     public var varyValues: [String?]
@@ -31,7 +31,7 @@ public struct StoredHead: Equatable, Sendable {
 
     public init(key: String, status: Int, headPrefix: [UInt8], otherFields: HeaderFields = [], timing: ResponseTiming,
                 lifetime: Int, directives: PackedCacheControl, hasValidator: Bool, varyNames: [String] = [],
-                varyValues: [String?] = [], tags: [String] = [], isGzip: Bool? = nil) {
+                varyValues: [String?] = [], tags: [String] = [], coding: StoredCoding? = nil) {
         self.key = key
         self.status = status
         self.headPrefix = headPrefix
@@ -43,7 +43,7 @@ public struct StoredHead: Equatable, Sendable {
         self.varyNames = varyNames
         self.varyValues = varyValues
         self.tags = tags
-        self.isGzip = isGzip
+        self.coding = coding
     }
 
     /// Whether a response with this status carries a Content-Length (RFC

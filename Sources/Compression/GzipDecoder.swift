@@ -6,7 +6,7 @@ import CZlib
 /// whole. Members one after another decode in turn; zero padding after
 /// the last is tolerated. zlib keeps a pointer to its stream, so the
 /// stream lives on the heap, never moved.
-public final class GzipDecoder {
+public final class GzipDecoder: ContentDecoder {
     private let stream: UnsafeMutablePointer<z_stream>
     /// The last member ended; another may follow.
     private var betweenMembers = false
@@ -35,7 +35,7 @@ public final class GzipDecoder {
     /// the body, so a member that does not end there is cut short.
     /// Throws for data that is not gzip, corrupt, or cut short.
     public func decode(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer,
-                       isLast: Bool) throws(Gzip.Failure) -> (consumed: Int, produced: Int) {
+                       isLast: Bool) throws(CodingFailure) -> (consumed: Int, produced: Int) {
         var consumed = 0, produced = 0
         while !finished && produced < output.count {
             if betweenMembers || !started {
@@ -43,12 +43,12 @@ public final class GzipDecoder {
                 if started { while consumed < input.count && input[consumed] == 0 { consumed += 1 } }
                 if consumed == input.count {
                     if isLast {
-                        guard started else { throw .invalid("empty body") }
+                        guard started else { throw CodingFailure("empty body") }
                         finished = true
                     }
                     break
                 }
-                if started { guard inflateReset(stream) == Z_OK else { throw .invalid("zlib could not go on") } }
+                if started { guard inflateReset(stream) == Z_OK else { throw CodingFailure("zlib could not go on") } }
                 (betweenMembers, started) = (false, true)
             }
             stream.pointee.next_in = UnsafeMutablePointer(mutating: input.baseAddress!.advanced(by: consumed)
@@ -66,12 +66,12 @@ public final class GzipDecoder {
                 continue
             case Z_BUF_ERROR where consumed == input.count:
                 // Wants more input.
-                if isLast { throw .invalid("the gzip data is cut short") }
+                if isLast { throw CodingFailure("the gzip data is cut short") }
                 return (consumed, produced)
             case Z_BUF_ERROR:
                 return (consumed, produced)  // wants more room
             default:
-                throw .invalid(stream.pointee.msg.map { String(cString: $0) } ?? "zlib error \(status)")
+                throw CodingFailure(stream.pointee.msg.map { String(cString: $0) } ?? "zlib error \(status)")
             }
         }
         return (consumed, produced)

@@ -290,7 +290,8 @@ public enum ConfigFile {
             if route.ignoreUpstreamCacheControl && route.defaultTTL == nil {
                 throw fail("ignore_upstream_cache_control", "needs default_ttl in the same route (how long to keep responses)")
             }
-            for postKey in ["max_post_body", "normalize_json", "uncached_rpc_methods", "cache_persisted_queries"] where table.contains(key: postKey) && !route.cachePost {
+            // (max_post_body also bounds the bodies of QUERY requests, cached without cache_post.)
+            for postKey in ["normalize_json", "uncached_rpc_methods", "cache_persisted_queries"] where table.contains(key: postKey) && !route.cachePost {
                 throw fail(postKey, "only applies with cache_post = true")
             }
             if route.ignoreNoStore && !route.ignoreUpstreamCacheControl {

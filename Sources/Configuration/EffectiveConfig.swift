@@ -1,4 +1,5 @@
 import Bytes
+import Compression
 import HTTP1
 import Logging
 import Proxy
@@ -120,6 +121,7 @@ public enum EffectiveConfig {
         case .stale_timeout: value = quoted(p.staleTimeoutMilliseconds == 0 ? "off" : duration(p.staleTimeoutMilliseconds))
         case .grace: value = quoted(p.graceSeconds == 0 ? "0s" : duration(p.graceSeconds * 1000))
         case .compress: value = list(p.compressTypes.spelled)
+        case .compress_codec: value = quoted(p.compressCodec.token)
         case .range_fill: value = String(p.rangeFill)
         case .disk_open_files:
             guard s.diskOpenFiles >= 0 else { return "# disk_open_files: automatic (half the open-file limit, at most 16384)" }
@@ -153,8 +155,10 @@ public enum EffectiveConfig {
     private static func route(_ r: Route) -> String {
         var out = "\n[[route]]\nprefix = \(quoted(r.prefix))\n"
         if !r.hosts.isEmpty { out += "hosts = \(list(r.hosts))\n" }
+        if r.cachePost { out += "cache_post = true\n" }
+        // (It bounds QUERY bodies too, with or without cache_post.)
+        if r.cachePost || r.maxPostBody != Route.defaultMaxPostBody { out += "max_post_body = \(quoted("\(r.maxPostBody)B"))\n" }
         if r.cachePost {
-            out += "cache_post = true\nmax_post_body = \(quoted("\(r.maxPostBody)B"))\n"
             if r.normalizeJSON { out += "normalize_json = true\n" }
             if !r.uncachedRPCMethods.isEmpty { out += "uncached_rpc_methods = \(list(r.uncachedRPCMethods))\n" }
             if r.cachePersistedQueries { out += "cache_persisted_queries = true\n" }

@@ -1,3 +1,4 @@
+import Compression
 import CacheSemantics
 import EdgeControls
 #if canImport(Glibc)
@@ -144,7 +145,7 @@ public enum ConfigKey: String, CaseIterable {
     case send_timeout, admin_max_connections, request_buffer_size, pass_request_headers, stale_on_disconnect
     case compress, range_fill, access_log_format, disk_open_files, admin_hosts, request_buffer_total, io_threads
     case handshake_timeout, http2_max_concurrent_streams, admin_read_token, admin_read_token_file, admin_healthz_public
-    case preserve_host, stale_timeout, grace, access_log_template, websocket, http3_retry_threshold
+    case preserve_host, stale_timeout, grace, access_log_template, websocket, http3_retry_threshold, compress_codec
 
     public enum Kind { case string, size, duration, integer, bool, lifetime, list }
 
@@ -152,7 +153,7 @@ public enum ConfigKey: String, CaseIterable {
         switch self {
         case .listen, .upstream, .log_level, .cache_mode, .upstream_ca_file, .targeted_cache_control, .cache_dir, .policy,
              .admin_listen, .admin_token, .admin_token_file, .access_log, .access_log_format, .access_log_template, .admin_read_token,
-             .admin_read_token_file:
+             .admin_read_token_file, .compress_codec:
             return .string
         case .memory_limit, .disk_limit, .max_object_size, .max_header_size, .max_target_size, .max_body_size,
              .finish_store_limit, .max_pipeline_buffer, .request_buffer_size, .request_buffer_total: return .size
@@ -366,6 +367,9 @@ extension Settings {
                 case "private": proxy.sharedCache = false
                 default: return "expected \"shared\" or \"private\""
                 }
+            case .compress_codec:
+                guard let codec = Codec(token: s) else { return "expected \"gzip\", \"zstd\" or \"br\"" }
+                proxy.compressCodec = codec
             case .upstream_ca_file: proxy.upstream.caFile = s
             case .policy:
                 guard let chosen = RequestPolicy(name: s) else {

@@ -38,10 +38,21 @@ public struct PostQuery {
 
     public func verdict() -> Verdict {
         guard let body else { return .notCached("body over max_post_body") }
-        if let why = JSONQuery.refusal(body, uncachedMethods: caching.uncachedMethods,
-                                         persistedQueries: caching.persistedQueries) { return .notCached(why) }
+        guard let type = caching.queryMethodType else {
+            if let why = JSONQuery.refusal(body, uncachedMethods: caching.uncachedMethods,
+                                             persistedQueries: caching.persistedQueries) { return .notCached(why) }
+            let canonical = caching.normalizeJSON ? JSONQuery.canonical(body) : nil
+            guard let digest = Self.sha256(canonical ?? body) else { return .notCached("no SHA-256 (OpenSSL did not load)") }
+            return .query(digest: digest, normalized: canonical != nil)
+        }
+        // A QUERY: its media type joins the digest (the same bytes as another
+        // type are another query), and so does the method (a cached POST of
+        // the same body is not its answer). JSON that does not parse is keyed
+        // by its bytes.
         let canonical = caching.normalizeJSON ? JSONQuery.canonical(body) : nil
-        guard let digest = Self.sha256(canonical ?? body) else { return .notCached("no SHA-256 (OpenSSL did not load)") }
+        guard let digest = Self.sha256(Array("QUERY \(type)\n".utf8) + (canonical ?? body)) else {
+            return .notCached("no SHA-256 (OpenSSL did not load)")
+        }
         return .query(digest: digest, normalized: canonical != nil)
     }
 

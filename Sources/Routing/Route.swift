@@ -53,7 +53,8 @@ public struct Route: Sendable, Equatable {
     public var cachePost = false
     /// `max_post_body`: the largest body a cached POST may have; a larger
     /// one goes through uncached.
-    public var maxPostBody = 64 << 10
+    public var maxPostBody = Route.defaultMaxPostBody
+    public static let defaultMaxPostBody = 64 << 10
     /// `normalize_json`: the key digests the body's JSON with object keys
     /// sorted and whitespace removed (the body as received otherwise).
     public var normalizeJSON = false
@@ -159,14 +160,27 @@ public struct RouteFacts: @unchecked Sendable {
     }
 }
 
-/// A route's `cache_post` settings, as a request under it reads them.
+/// A route's `cache_post` settings, as a request under it reads them; or
+/// how a QUERY request (RFC 10008) is keyed (`queryMethod`).
 public struct PostCaching {
     public var maxBody: Int
     public var normalizeJSON: Bool
     public var uncachedMethods: [String]
     public var persistedQueries = false
+    /// A QUERY's `Content-Type` (normalized, "" for none): it joins the key,
+    /// JSON media types are normalized, and no body is refused (the method
+    /// is safe, whatever its content says). Nil for a POST.
+    public var queryMethodType: String?
 
     public init(maxBody: Int, normalizeJSON: Bool, uncachedMethods: [String], persistedQueries: Bool = false) {
         (self.maxBody, self.normalizeJSON, self.uncachedMethods, self.persistedQueries) = (maxBody, normalizeJSON, uncachedMethods, persistedQueries)
+    }
+
+    /// How a QUERY with this `Content-Type` and body limit is keyed.
+    public static func queryMethod(contentType: String?, maxBody: Int) -> PostCaching {
+        let type = MediaType.normalized(contentType ?? "")
+        var caching = PostCaching(maxBody: maxBody, normalizeJSON: MediaType.isJSON(type), uncachedMethods: [])
+        caching.queryMethodType = type
+        return caching
     }
 }

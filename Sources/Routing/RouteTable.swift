@@ -15,8 +15,7 @@ public struct RouteTable: Sendable, Equatable, TierLifetimes {
     public let keysHost: Bool
     /// Whether any route sets a tier lifetime (else the tiers need not ask).
     public let setsLifetimes: Bool
-    /// Whether any route caches POSTs (`PostQuery`): a URL's purge then
-    /// reaches its cached queries too.
+    /// Whether any route caches POSTs (`PostQuery`).
     public let cachesPost: Bool
     private let matcher: RouteMatcher
     /// What a request reads of each route, made once: `RouteFacts(routes[i])`
@@ -80,8 +79,8 @@ public struct RouteTable: Sendable, Equatable, TierLifetimes {
             let key = cacheKey(target)
             let asGiven = keysHost ? String(path) + " " + VirtualHosts.name(host.map(String.init)) : String(path)
             let keys = key == asGiven ? [key] : [asGiven, key]
-            // The URL's cached queries (POSTs), by their tag.
-            let queries = cachesPost ? keys.compactMap { PostQuery.tag(urlKey: $0).map(PurgeScope.tag) } : []
+            // The URL's cached queries (QUERY requests, and POSTs), by their tag.
+            let queries = keys.compactMap { PostQuery.tag(urlKey: $0).map(PurgeScope.tag) }
             return keys.map(PurgeScope.key) + queries
         }
         let onPath = path.prefix { $0 != "?" }
@@ -90,8 +89,8 @@ public struct RouteTable: Sendable, Equatable, TierLifetimes {
             let key = route.cacheKey(target)
             if !targets.contains(key) { targets.append(key) }
         }
-        // Every host's key of the path, and with cached POSTs their queries ("path\n...").
-        return [.key(target)] + targets.map { .prefix($0 + " ") } + (cachesPost ? targets.map { .prefix($0 + "\n") } : [])
+        // Every host's key of the path, and their cached queries ("path\n...").
+        return [.key(target)] + targets.map { .prefix($0 + " ") } + targets.map { .prefix($0 + "\n") }
     }
 
     /// The route for a cache key (or a request target without virtual
@@ -120,6 +119,12 @@ public struct RouteTable: Sendable, Equatable, TierLifetimes {
         let route = routes[i]
         return PostCaching(maxBody: route.maxPostBody, normalizeJSON: route.normalizeJSON, uncachedMethods: route.uncachedRPCMethods,
                            persistedQueries: route.cachePersistedQueries)
+    }
+
+    /// How a QUERY (RFC 10008) with this key and Content-Type is keyed: its
+    /// body bounded by its route's `max_post_body` (64 KiB by default).
+    public func queryCaching(_ key: String, contentType: String?) -> PostCaching {
+        .queryMethod(contentType: contentType, maxBody: index(key, method: "QUERY").map { routes[$0].maxPostBody } ?? Route.defaultMaxPostBody)
     }
 
     /// The position in `routes` of the route for a key, if any.

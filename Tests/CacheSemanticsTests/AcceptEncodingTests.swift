@@ -44,9 +44,19 @@ final class AcceptEncodingTests: XCTestCase {
         XCTAssertTrue(AcceptEncoding("gzip").takes(contentEncoding: "x-gzip"))
         XCTAssertFalse(AcceptEncoding("gzip").takes(contentEncoding: "gzip, br"), "every coding applied must be taken")
         XCTAssertTrue(AcceptEncoding("gzip").takes(contentEncoding: "identity"))
-        XCTAssertTrue(AcceptEncoding.isGzip(" GZIP"))
-        XCTAssertFalse(AcceptEncoding.isGzip("gzip, br"))
-        XCTAssertFalse(AcceptEncoding.isGzip(nil))
+        XCTAssertEqual(StoredCoding.of(" GZIP"), .gzip)
+        XCTAssertEqual(StoredCoding.of("x-gzip"), .gzip)
+        XCTAssertEqual(StoredCoding.of("zstd"), .zstd)
+        XCTAssertEqual(StoredCoding.of("Br "), .br)
+        XCTAssertEqual(StoredCoding.of("gzip, br"), StoredCoding.none, "two codings: not decoded here")
+        XCTAssertEqual(StoredCoding.of("deflate"), StoredCoding.none)
+        XCTAssertEqual(StoredCoding.of(nil), StoredCoding.none)
+        XCTAssertTrue(AcceptEncoding.takes(.zstd, "gzip, zstd"))
+        XCTAssertFalse(AcceptEncoding.takes(.zstd, "gzip, br"))
+        XCTAssertFalse(AcceptEncoding.takes(.br, "br;q=0, *"))
+        XCTAssertTrue(AcceptEncoding.takes(.br, "*"))
+        XCTAssertFalse(AcceptEncoding.takes(.gzip, nil))
+        XCTAssertTrue(AcceptEncoding.takes(StoredCoding.none, nil))
     }
 }
 

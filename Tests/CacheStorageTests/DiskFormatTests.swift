@@ -10,23 +10,29 @@ final class DiskFormatTests: XCTestCase {
                             varyNames: ["accept-language"], varyValues: [nil])
         head.otherFields = ["cdn-cache-control": "max-age=5"]
         head.hasValidator = true
-        head.isGzip = false
+        head.coding = StoredCoding.none
         return DiskRecord(head: head, storedAt: 102, body: body)
     }
 
-    /// Whether the body is gzip travels in the record; a record written
-    /// before it did has its head read for it.
+    /// The body's coding travels in the record; a record written before it
+    /// did has its head read for it.
     func testTheBodysCodingIsKeptOrReadFromTheHead() throws {
-        var gzip = record()
-        gzip.head = testHead("/g", fields: ["content-encoding": "gzip", "cache-control": "max-age=60"],
-                             timing: ResponseTiming(requestTime: 100, responseTime: 101, dateValue: nil, ageValue: 0))
-        for known: Bool? in [true, nil] {
-            gzip.head.isGzip = known
-            let entry = try DiskFormat.decode(DiskFormat.encode(gzip)).response
-            XCTAssertTrue(entry.isGzip, "known: \(String(describing: known))")
-            XCTAssertEqual(try DiskFormat.decode(DiskFormat.encode(gzip)).head.isGzip, known)
+        for coding in [StoredCoding.gzip, .zstd, .br] {
+            var coded = record()
+            coded.head = testHead("/g", fields: ["content-encoding": coding.token, "cache-control": "max-age=60"],
+                                  timing: ResponseTiming(requestTime: 100, responseTime: 101, dateValue: nil, ageValue: 0))
+            for known: StoredCoding? in [coding, nil] {
+                coded.head.coding = known
+                let entry = try DiskFormat.decode(DiskFormat.encode(coded)).response
+                XCTAssertEqual(entry.coding, coding, "known: \(String(describing: known))")
+                XCTAssertEqual(try DiskFormat.decode(DiskFormat.encode(coded)).head.coding, known)
+            }
         }
-        XCTAssertFalse(try DiskFormat.decode(DiskFormat.encode(record())).response.isGzip)
+        XCTAssertEqual(try DiskFormat.decode(DiskFormat.encode(record())).response.coding, StoredCoding.none)
+        // A file of a Larder before zstd and br: bit 1 alone said gzip.
+        XCTAssertEqual(DiskFormat.coding(bits: 4 | 2), .gzip)
+        XCTAssertEqual(DiskFormat.coding(bits: 4), StoredCoding.none)
+        XCTAssertNil(DiskFormat.coding(bits: 1))
     }
 
     /// A record from Redis or a changed file is not trusted: times beyond

@@ -39,7 +39,7 @@ final class GzipTests: XCTestCase {
     func testBadInputIsAnErrorNotACrash() throws {
         let packed = Array(String(repeating: "x", count: 10_000).utf8).withUnsafeBytes { Gzip.compress($0) }
         XCTAssertThrowsError(try decompress(Array(packed.prefix(packed.count / 2)))) {
-            XCTAssertEqual($0 as? Gzip.Failure, .invalid("the gzip data is cut short"))
+            XCTAssertEqual($0 as? CodingFailure, CodingFailure("the gzip data is cut short"))
         }
         XCTAssertThrowsError(try decompress(Array("not gzip at all".utf8)))
         XCTAssertThrowsError(try decompress([]))

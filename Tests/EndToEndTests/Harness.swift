@@ -41,7 +41,9 @@ final class Origin {
 
     /// `tls`: certificate and key files; the origin then speaks https.
     init(tls: (cert: String, key: String)? = nil) throws {
-        var arguments = ["python3", Paths.originScript, "0"]
+        // Debian's Python (its python3-zstandard and python3-brotli), else the one on PATH.
+        let python = FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") ? "/usr/bin/python3" : "python3"
+        var arguments = [python, Paths.originScript, "0"]
         if let tls { arguments += ["--tls", tls.cert, tls.key] }
         scheme = tls == nil ? "http" : "https"
         child = try ChildProcess("/usr/bin/env", arguments)

@@ -11,6 +11,8 @@ goaway=<error code or none> closed=<0|1>.
 Modes:
   get PATH N [NAME=VALUE ...]  N concurrent GETs of PATH on one connection (with these fields); prints
                          "STREAM <id> <status> <body bytes> <cache-status>"
+  first PATH URL         a GET; at its first DATA prints "FIRST <bytes>" and GETs URL (the
+                         origin's /__release), then "STREAM ..." at its end
   settings               prints the server's SETTINGS ("SETTING name value")
   bigheader PATH SIZE    a GET with a field of SIZE bytes; prints its status
   idle PATH              one GET, then nothing: waits (20 s at most) for the
@@ -34,6 +36,7 @@ Modes:
 import socket
 import sys
 import time
+import urllib.request
 
 import h2.config
 import h2.connection
@@ -127,6 +130,37 @@ def get(port, path, n, extra=()):
         sock.sendall(conn.data_to_send())
     for sid, s in sorted(streams.items()):
         print("STREAM %d %s %d %s" % (sid, s["status"], s["bytes"], s["cache"]), flush=True)
+    result(None, False)
+
+
+def first(port, path, release):
+    """A GET; at its first DATA, "FIRST <bytes>" and a GET of `release` (the
+    origin's /__release over HTTP/1.1); at its end "STREAM <id> <status> <bytes> <cache-status>"."""
+    sock = connect(port)
+    conn = client(sock)
+    sid = conn.get_next_available_stream_id()
+    conn.send_headers(sid, request_headers(path), end_stream=True)
+    sock.sendall(conn.data_to_send())
+    status, received, cache, done, told = None, 0, "", False, False
+    while not done:
+        data = sock.recv(65536)
+        if not data:
+            break
+        for event in conn.receive_data(data):
+            if isinstance(event, h2.events.ResponseReceived):
+                fields = dict(event.headers)
+                status, cache = fields.get(":status"), fields.get("cache-status", "")
+            elif isinstance(event, h2.events.DataReceived):
+                received += len(event.data)
+                conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                if event.data and not told:
+                    told = True
+                    print("FIRST %d" % received, flush=True)
+                    urllib.request.urlopen(release, timeout=10).read()
+            elif isinstance(event, (h2.events.StreamEnded, h2.events.StreamReset)):
+                done = True
+        sock.sendall(conn.data_to_send())
+    print("STREAM %d %s %d %s" % (sid, status, received, cache), flush=True)
     result(None, False)
 
 
@@ -395,6 +429,8 @@ def main():
     port, mode, args = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
     if mode == "get":
         get(port, args[0], int(args[1]), [tuple(a.split("=", 1)) for a in args[2:]])
+    elif mode == "first":
+        first(port, sys.argv[3], sys.argv[4])
     elif mode == "settings":
         settings(port)
     elif mode == "bigheader":

@@ -15,7 +15,10 @@ Modes:
   head PATH                     a HEAD; prints "STREAM ..." and "FIELD name value" for each field
   fields PATH                   a GET; prints "FIELD name value" for each response field
   post PATH SIZE                a POST of SIZE bytes (0x61...); prints "STREAM ..."
+  query PATH SIZE N             N QUERYs of SIZE bytes (0x71..., text/plain) one after another
   sequence PATH N               N GETs one after another on one connection
+  first PATH URL                a GET; at its first body bytes prints "FIRST <bytes>" and GETs URL
+        (over HTTP/1.1: the origin's /__release), then "STREAM ..." at its end
   hold PATH                     one GET, then keeps the connection open until the server
         closes it (20 s at most); prints the GET's STREAM line, "CLOSED <error code>" and
         "GOAWAY <its payload in hex, or None>"
@@ -32,6 +35,7 @@ Modes:
 """
 import asyncio
 import hashlib
+import urllib.request
 import ssl
 import sys
 
@@ -110,6 +114,9 @@ class Client(QuicConnectionProtocol):
                 state["headers"] += [(n.decode(), v.decode()) for n, v in h3event.headers]
             elif isinstance(h3event, DataReceived):
                 state["body"] += h3event.data
+                if h3event.data and state.pop("on_first", None):
+                    print("FIRST %d" % len(state["body"]), flush=True)
+                    urllib.request.urlopen(state["release"], timeout=10).read()
             if getattr(h3event, "stream_ended", False) and not state["done"].done():
                 state["done"].set_result(state)
 
@@ -144,6 +151,14 @@ async def main(port, mode, args):
             sid, done = client.request("POST", args[0], [("content-type", "application/octet-stream")],
                                        b"a" * int(args[1]))
             print(line(sid, await asyncio.wait_for(done, 30)))
+        elif mode == "query":
+            for _ in range(int(args[2])):
+                sid, done = client.request("QUERY", args[0], [("content-type", "text/plain")], b"q" * int(args[1]))
+                print(line(sid, await asyncio.wait_for(done, 30)))
+        elif mode == "first":
+            sid, done = client.request("GET", args[0])
+            client.waiting[sid].update(on_first=True, release=args[1])
+            print(line(sid, await asyncio.wait_for(done, 60)))
         elif mode == "sequence":
             for _ in range(int(args[1])):
                 sid, done = client.request("GET", args[0])

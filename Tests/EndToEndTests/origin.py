@@ -38,6 +38,10 @@ Query parameters on any path:
   gzip=1        gzip the body when the request's Accept-Encoding names gzip
                 (with Vary: Accept-Encoding); gzip=always whatever it says
   gzip_corrupt=1  with gzip: one byte in the middle of the gzip data flipped
+  coding=zstd|br  the body in that coding whatever Accept-Encoding says (no Vary;
+                coding_if_asked=1: only when it names the coding); coding_stream=1:
+                a zstd frame without its size; coding_corrupt=1: one byte in
+                the middle flipped
   fill=zero     the body is zero bytes (compresses a thousandfold)
   drop_after=N  after N requests to this path, every one gets the connection
                 closed without any response (an origin gone away)
@@ -57,6 +61,9 @@ Query parameters on any path:
   cut=N         announce the whole body (Content-Length) but send only N
                 bytes of it, then close the connection
   garbage=1     answer with bytes that are not HTTP, then close
+  gate=1        with chunked=1: the first chunk, then the rest only once
+                /__release?key=PATH is asked (30 s at most; "gate" in /__last
+                says "released" or "timeout")
   trickle=S     send the body in 10 pieces, S seconds apart; a reader that
                 goes away is recorded ("aborted" in /__last, else "done");
                 "pieces" in /__last counts the pieces sent so far
@@ -67,7 +74,8 @@ Special paths:
                       and max_concurrent: the most requests for PATH answered at once
   /__held?key=PATH    how many requests for PATH are held now (hold_after)
   /__release?key=PATH lets every held request for PATH (and later ones) answer
-  /echo               answers with the request body (any method)
+  /echo               answers with the request body (any method, QUERY too;
+                      type= sets its Content-Type)
 A GET with "Upgrade: websocket" gets the RFC 6455 handshake (101) and its
 frames echoed (text and binary; a ping gets its pong, a close its close);
 refuse=N answers such a request N (no upgrade) instead.
@@ -231,10 +239,13 @@ class Handler(BaseHTTPRequestHandler):
             headers["ETag"] = '"%s"' % q["etag_then"]
         if "lm" in q:
             headers["Last-Modified"] = formatdate(START - int(q["lm"]), usegmt=True)
-        if self.command in ("GET", "HEAD") and self.not_modified(headers):
+        # (QUERY: safe, and validated as GET is; RFC 10008.)
+        if self.command in ("GET", "HEAD", "QUERY") and self.not_modified(headers):
             headers["X-Validated"] = str(counts[self.path])
             return self.send(304, b"", headers)
         if url.path == "/echo":
+            if "type" in q:
+                headers["Content-Type"] = q["type"]
             return self.send(status, body_in, headers)
         seed = url.path
         if q.get("body_then") == "1" and "etag_then" in q and counts[self.path] > 1:
@@ -267,6 +278,23 @@ class Handler(BaseHTTPRequestHandler):
                 if q.get("gzip_corrupt") == "1":
                     middle = len(body) // 2
                     body = body[:middle] + bytes([body[middle] ^ 0xFF]) + body[middle + 1:]
+        if "coding" in q and (q.get("coding_if_asked") != "1" or q["coding"] in self.headers.get("Accept-Encoding", "")):
+            # zstd or br whatever Accept-Encoding says (Debian's python3-zstandard,
+            # python3-brotli); coding_stream=1: a zstd frame that does not declare its size.
+            if q["coding"] == "zstd":
+                import zstandard
+                if q.get("coding_stream") == "1":
+                    packer = zstandard.ZstdCompressor().compressobj()
+                    body = packer.compress(body) + packer.flush()
+                else:
+                    body = zstandard.ZstdCompressor(write_checksum=True).compress(body)
+            else:
+                import brotli
+                body = brotli.compress(body)
+            headers["Content-Encoding"] = q["coding"]
+            if q.get("coding_corrupt") == "1":
+                middle = len(body) // 2
+                body = body[:middle] + bytes([body[middle] ^ 0xFF]) + body[middle + 1:]
         if "range_error" in q and "," in self.headers.get("Range", ""):
             # An error to a request of several ranges only (a plain GET, or one range, is served).
             return self.send(int(q["range_error"]), b"no multiple ranges here\n", headers)
@@ -315,6 +343,7 @@ class Handler(BaseHTTPRequestHandler):
             headers["X-Big"] = "b" * int(q["bighead"])
         headers["X-Origin-Count"] = str(counts[self.path])
         self.trickle = float(q["trickle"]) if "trickle" in q else None
+        self.gate = q.get("gate") == "1"
         if "cut" in q:
             self.close_connection = True
             self.send_response(status)
@@ -376,6 +405,13 @@ class Handler(BaseHTTPRequestHandler):
                     piece = body[i:i + step]
                     self.wfile.write(b"%x\r\n" % len(piece) + piece + b"\r\n")
                     self.wfile.flush()
+                    if self.gate and i == 0:
+                        # The rest waits for /__release?key=PATH (30 s at most).
+                        with lock:
+                            release = released.setdefault(self.path, threading.Event())
+                        opened = release.wait(30)
+                        with lock:
+                            last[self.path]["gate"] = "released" if opened else "timeout"
                     if trickle is not None:
                         time.sleep(trickle)
                 self.wfile.write(b"0\r\n\r\n")
@@ -417,7 +453,7 @@ class Handler(BaseHTTPRequestHandler):
             with lock:
                 inflight[self.path] -= 1
 
-    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = handle_counted
+    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_QUERY = handle_counted
 
 
 def main():

@@ -57,9 +57,13 @@ final class VirtualHostsTests: XCTestCase {
 
     func testAPurgeWithoutHostNamesThePathOnEveryHost() {
         let table = RouteTable([route("/s", hosts: ["a.test"]) { $0.ignoreQuery = true }])
-        XCTAssertEqual(table.purgeScopes("/s?q=1 A.test:8080"), [.key("/s?q=1 a.test"), .key("/s a.test")])
-        XCTAssertEqual(table.purgeScopes("/s?q=1"), [.key("/s?q=1"), .prefix("/s?q=1 "), .prefix("/s ")])
-        XCTAssertEqual(RouteTable().purgeScopes("/s x.test"), [.key("/s")])
+        // (With the URL's cached QUERY answers, by their tag or their keys' prefix.)
+        func queries(_ keys: String...) -> [PurgeScope] { keys.compactMap { PostQuery.tag(urlKey: $0).map(PurgeScope.tag) } }
+        XCTAssertEqual(table.purgeScopes("/s?q=1 A.test:8080"),
+                       [.key("/s?q=1 a.test"), .key("/s a.test")] + queries("/s?q=1 a.test", "/s a.test"))
+        XCTAssertEqual(table.purgeScopes("/s?q=1"),
+                       [.key("/s?q=1"), .prefix("/s?q=1 "), .prefix("/s "), .prefix("/s?q=1\n"), .prefix("/s\n")])
+        XCTAssertEqual(RouteTable().purgeScopes("/s x.test"), [.key("/s")] + queries("/s"))
         for scope in table.purgeScopes("/s") {
             XCTAssertFalse(scope.matches(key: "/sx a.test", tags: []), "\(scope)")
         }

@@ -64,6 +64,7 @@ extension DiskTier {
                     removed = true
                     continue
                 }
+                BodyKeyedEntries.note(record.key)
                 if size > Self.inlineReadLimit { large.append((record.key, name, path)) }
             }
         }

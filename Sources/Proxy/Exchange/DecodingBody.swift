@@ -4,7 +4,7 @@ import EventLoop
 import Telemetry
 import Threads
 
-/// A stored gzip body decoded for one client as the client drains
+/// A stored gzip, zstd or br body decoded for one client as the client drains
 /// (`ClientCoding`): compressed bytes are taken a piece at a time (in
 /// place, or read into a buffer, as its `StoredBodyReader` has them), decoded into a small
 /// buffer and handed on, and only the `wanted` bytes of the decoded
@@ -12,7 +12,7 @@ import Threads
 /// for at most a turn's worth at a time and none while its client is
 /// behind, so no client holds a body decoded whole, and a large one never
 /// makes other connections' hits wait. The decoded length must be the one
-/// the trailer declared (sent as Content-Length): any other is a failure.
+/// declared (sent as Content-Length): any other is a failure.
 final class DecodingBody: BodySource {
     /// Decoded bytes per piece handed on.
     static let pieceBytes = 16 << 10
@@ -45,7 +45,7 @@ final class DecodingBody: BodySource {
     /// The stored response (keeps a stored block's body alive).
     let entry: CachedResponse
     private let reader: StoredBodyReader
-    private let decoder: GzipDecoder
+    private let decoder: any ContentDecoder
     private let compressedLength: Int
     private let length: Int
     private var wanted: Range<Int>
@@ -66,9 +66,9 @@ final class DecodingBody: BodySource {
 
     /// `reader`: the entry's stored body; `length`: the decoded size
     /// declared (`ClientCoding.declaredLength`); `wanted`: the bytes of it
-    /// to deliver. Nil when zlib cannot start.
+    /// to deliver. Nil when its coding's library cannot start.
     init?(_ entry: CachedResponse, reader: StoredBodyReader, length: Int, wanted: Range<Int>) {
-        guard let decoder = try? GzipDecoder() else { return nil }
+        guard let codec = Codec(rawValue: entry.coding.rawValue), let decoder = codec.decoder() else { return nil }
         self.reader = reader
         compressedLength = reader.count
         // A body not in memory is read into a buffer of its own.
@@ -131,7 +131,7 @@ final class DecodingBody: BodySource {
             let start = produced
             produced += made
             done += made
-            if produced > length { return .failed("it decodes to more than the \(length) bytes its trailer declares") }
+            if produced > length { return .failed("it decodes to more than the \(length) bytes declared") }
             let from = max(start, wanted.lowerBound), to = min(produced, wanted.upperBound)
             let goOn = from < to ? deliver(UnsafeRawBufferPointer(rebasing: output[(from - start)..<(to - start)])) : true
             if let end = finish() { return end }
@@ -162,7 +162,7 @@ final class DecodingBody: BodySource {
     private func finish() -> Step? {
         if produced >= wanted.upperBound && wanted.upperBound < length { return .ended }
         guard decoder.finished else { return nil }
-        return produced == length ? .ended : .failed("it decodes to \(produced) bytes, not the \(length) its trailer declares")
+        return produced == length ? .ended : .failed("it decodes to \(produced) bytes, not the \(length) declared")
     }
 
     /// The compressed bytes not yet consumed that are at hand; nil when a read fails.
@@ -214,8 +214,8 @@ final class DecodingBody: BodySource {
     }
 }
 
-/// The stored gzip bodies found not decodable for clients that do not
-/// take gzip (corrupt, not the length declared): such a client goes
+/// The stored coded bodies found not decodable for clients that do not
+/// take their coding (corrupt, not the length declared): such a client goes
 /// upstream for an identity copy instead of being cut off at the same
 /// byte. One per process, so every worker learns from the first failure;
 /// bounded (forgotten when full). Asked only on the decoding path.
@@ -225,7 +225,7 @@ final class UndecodableBodies: Sendable {
     static let capacity = 1024
 
     /// The stored response it was: its key, when it arrived, its length.
-    private static func identity(_ entry: CachedResponse) -> String {
+    static func identity(_ entry: CachedResponse) -> String {
         "\(entry.key)\u{0}\(entry.timing.responseTime)\u{0}\(entry.bodyLength)"
     }
 

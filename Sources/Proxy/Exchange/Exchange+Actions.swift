@@ -103,7 +103,7 @@ extension Exchange {
                 }
                 action = machine.refreshed(refreshed, now: cache.clock.now())
             case .revalidate(let entry):
-                upstream.revalidateInBackground(entry, among: variants, request: request, peer: sink.peer)
+                upstream.revalidateInBackground(entry, among: variants, request: request, body: post?.body, peer: sink.peer)
                 return false
             case .releaseClaim:
                 cache.lock.release(key)

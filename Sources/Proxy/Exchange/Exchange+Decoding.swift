@@ -6,9 +6,10 @@ import HTTPHeaders
 import Telemetry
 import Threads
 
-/// A stored gzip body for a client that does not take gzip, decoded as the
-/// client drains (`ClientCoding`, `DecodingBody`): the head says what the
-/// decoded representation is (its length from the gzip trailer), then at
+/// A stored gzip, zstd or br body for a client that does not take its
+/// coding, decoded as the client drains (`ClientCoding`, `DecodingBody`):
+/// the head says what the decoded representation is (its length from the
+/// gzip trailer, the zstd frame, or measured once), then at
 /// most a turn's worth is decoded per loop turn, and nothing while the
 /// client is behind. A body found corrupt or not as long as declared
 /// before anything was sent is `undecodable` (the request goes upstream
@@ -44,7 +45,11 @@ extension Exchange {
         let (length, fields, choice, decoder): (Int, HeaderFields, StoredAnswer, DecodingBody?)
         switch start {
         case .gone: return .bodyGone
-        case .undecodable, .cold: return .undecodable  // (cold: never off the loop)
+        case .cold: return .undecodable  // (never off the loop)
+        case .undecodable:
+            // Once per stored body (then remembered: `UndecodableBodies`).
+            upstream.logger.warning("stored \(entry.coding.token) body of \(key) cannot be decoded for a client that does not take \(entry.coding.token) (not in its coding, corrupt, or larger than it may decode to); such clients get it from the upstream")
+            return .undecodable
         case .ready(let l, let f, let c, let d): (length, fields, choice, decoder) = (l, f, c, d)
         }
         let wanted = answer.decodedHead(choice, entry: entry, fields: fields, length: length, for: request, age: age, now: now,
@@ -53,7 +58,7 @@ extension Exchange {
         decoder.want(wanted)
         decoder.failed = { [undecodable = cache.undecodable, logger = upstream.logger, key] reason in
             undecodable.insert(entry)
-            logger.warning("stored gzip body of \(key) cannot be decoded for a client that does not take gzip (\(reason)); connection cut, such clients get it from the upstream")
+            logger.warning("stored \(entry.coding.token) body of \(key) cannot be decoded for a client that does not take \(entry.coding.token) (\(reason)); connection cut, such clients get it from the upstream")
         }
         // Compressed bytes not in the page cache are read on an I/O thread, then pulled on.
         decoder.offload = (loop, cache.counters, { [weak self] in self?.pullBody() })
@@ -64,9 +69,9 @@ extension Exchange {
     }
 }
 
-/// What decoding a stored gzip body for one client starts from: the
-/// decoded length (from the gzip trailer), the fields and the answer, and
-/// the decoder holding its first piece (a body that is not gzip at all
+/// What decoding a stored coded body for one client starts from: the
+/// decoded length (`ClientCoding.declaredLength`), the fields and the
+/// answer, and the decoder holding its first piece (a body not in its coding at all
 /// fails here, with nothing sent). On a worker's loop it reads the page
 /// cache only (`cachedOnly`): `cold` when what it needs is not there (it is
 /// made again on an I/O thread, where reading may wait for the disk).
@@ -78,7 +83,7 @@ enum DecodingStart {
     init(_ entry: CachedResponse, file: StoredBodyReader, for request: RequestHead, undecodable: UndecodableBodies,
          cachedOnly: Bool = false) {
         let length: Int
-        switch ClientCoding.declaredLength(reading: file, cachedOnly: cachedOnly) {
+        switch ClientCoding.declaredLength(of: entry, reading: file, cachedOnly: cachedOnly) {
         case .length(let declared): length = declared
         case .cold: self = .cold; return
         case .none:

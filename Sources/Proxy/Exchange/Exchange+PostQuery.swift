@@ -3,10 +3,10 @@ import HTTP1
 import Routing
 import Telemetry
 
-/// A POST cached as a query (`PostQuery`): its body is held until
-/// complete, then keys a lookup like a GET's; a body that outgrows the
-/// route's limit, a GraphQL write or a listed JSON-RPC method goes through
-/// uncached (and invalidates, as an unsafe request does).
+/// A POST cached as a query (`PostQuery`), or a QUERY: its body is held
+/// until complete, then keys a lookup like a GET's; a body that outgrows
+/// the route's limit, a GraphQL write or a listed JSON-RPC method goes
+/// through uncached (and a POST invalidates, as an unsafe request does).
 extension Exchange {
     func holdPostBody(_ bytes: UnsafeRawBufferPointer) {
         guard let post, post.query != nil else { return }
@@ -22,6 +22,23 @@ extension Exchange {
         perform(machine.start())
         overflow.withUnsafeBytes { fetch?.requestBody($0) }
         fetch?.requestBody(bytes)
+    }
+
+    /// A QUERY (RFC 10008) is always keyed by its body and Content-Type:
+    /// one without a body at once, one whose body may fit held until
+    /// complete; a larger one goes through uncached (and, being safe,
+    /// invalidates nothing).
+    func keyQueryMethod(_ routes: RouteTable) {
+        // One sent incrementally (`Incremental: ?1`) is not held: it goes through uncached.
+        if request.framing != .none && IncrementalStream.isIncremental(request.header("incremental")) { return }
+        let caching = routes.queryCaching(key, contentType: request.header("content-type"))
+        if request.framing == .none {
+            guard case .query(let digest, let normalized) = PostQuery(caching: caching).verdict() else { return }
+            return becomeQuery(key: PostQuery.key(urlKey: key, digest: digest, keysHost: routes.keysHost), digest: digest, normalized: normalized)
+        }
+        if case .contentLength(let n) = request.framing, n > caching.maxBody { return }
+        post = HeldPost(PostQuery(caching: caching),
+                        reservation: HeldBodyReservation(stats: upstream.stats, limit: upstream.configuration.requestBufferTotalBytes))
     }
 
     func postBodyComplete() {

@@ -48,8 +48,9 @@ final class Exchange {
     private(set) var isCacheLookup: Bool
     /// (A cached POST's changes once its body is read: `PostQuery`.)
     private(set) var key: String
-    /// A POST under a route that caches POSTs (`Exchange+PostQuery`); nil
-    /// for every other request (one word, nothing to destroy).
+    /// A POST under a route that caches POSTs, or a QUERY, its body held
+    /// to key it (`Exchange+PostQuery`); nil for every other request (one
+    /// word, nothing to destroy).
     var post: HeldPost?
     /// What the latest lookup found (the fetch reads validators and the
     /// variants a response replaces).
@@ -81,13 +82,15 @@ final class Exchange {
         let isGet = head.method == "GET"
         // Last: the head moves in (read above in place, not copied).
         request = consume head
-        if request.method == "POST", request.framing != .none, let caching = routes.postCaching(key) {
+        if request.method == "POST", request.framing != .none, let caching = routes.postCaching(key),
+           !IncrementalStream.isIncremental(request.header("incremental")) {
             if case .contentLength(let n) = request.framing, n > caching.maxBody {} else {
                 post = HeldPost(PostQuery(caching: caching),
                                 reservation: HeldBodyReservation(stats: upstream.stats, limit: upstream.configuration.requestBufferTotalBytes))
             }
         }
         configureMachine(isCacheLookup: isCacheLookup, isGet: isGet)
+        if request.method == "QUERY" { keyQueryMethod(routes) }
     }
 
     @inline(__always)
@@ -101,11 +104,12 @@ final class Exchange {
 
     /// A POST whose body makes it a query: looked up, collapsed and stored
     /// under `key` as a GET is; Cache-Status names the body's digest.
+    /// A QUERY is revalidated with its body and validators, as a GET is.
     func becomeQuery(key: String, digest: String, normalized: Bool) {
         self.key = key
         isCacheLookup = true
         answer.cacheStatusKey = (normalized ? "body-json-sha256:" : "body-sha256:") + digest
-        configureMachine(isCacheLookup: true, isGet: false)
+        configureMachine(isCacheLookup: true, isGet: request.method == "QUERY")
     }
 
     /// The `[[route]]` this request falls under, if any. (Not `lazy`: a

@@ -54,7 +54,7 @@ final class LeaderWait {
     static func join(_ key: String, for request: RequestHead, asGet: Bool = false, collapser: Collapser, loop: EventLoop,
                      timeoutMilliseconds: UInt64, ended: @escaping (Ended) -> Void) -> Joined {
         // GETs (and HEADs fetched as GETs), and POSTs cached as queries (their key holds their body's digest).
-        guard request.method == "GET" || request.method == "POST" || asGet else { return .fetchAlone }
+        guard request.method == "GET" || request.method == "POST" || request.method == "QUERY" || asGet else { return .fetchAlone }
         let wait = LeaderWait(loop: loop, request: request, ended: ended)
         switch collapser.lead(key, loop: loop, wake: { [weak wait] (fetch: SharedFetch?) in wait?.end(fetch) }) {
         case .leader:

@@ -10,7 +10,8 @@ import HTTPHeaders
 /// A GET with no client waiting: it revalidates a stored response
 /// (stale-while-revalidate: a conditional GET), or fetches the whole of a
 /// response of which a range was asked (`entry` nil: the range's client
-/// got its 206 meanwhile). Its answer does to the cache what it would do
+/// got its 206 meanwhile); for a query keyed by its body (a QUERY, a
+/// cached POST) the same method with that body. Its answer does to the cache what it would do
 /// to a client's (`Worker.applyCacheEffect`): a 304 refreshes the stored
 /// response, a storable 200 replaces it (streamed to disk when large), a
 /// current answer that cannot be stored removes it; an error leaves it as
@@ -22,6 +23,8 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
     private let entry: CachedResponse?
     private let variants: Variants
     private let request: RequestHead
+    /// A body-keyed query's body, sent again with its own method.
+    private let body: [UInt8]?
     private var transfer: (any UpstreamTransferControl)?
     private var requestTime: Int64 = 0
     private var sentMicroseconds: UInt64 = 0
@@ -33,13 +36,14 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
     private let onFinish: () -> Void
 
     init(upstream: UpstreamAccess, key: String, validating entry: CachedResponse?, variants: Variants, request: RequestHead,
-         onFinish: @escaping () -> Void) {
+         body: [UInt8]? = nil, onFinish: @escaping () -> Void) {
         self.upstream = upstream
         cache = upstream.cache
         self.key = key
         self.entry = entry
         self.variants = variants
         self.request = request
+        self.body = body
         self.onFinish = onFinish
     }
 
@@ -66,8 +70,13 @@ final class BackgroundRefresh: UpstreamTransferDelegate {
         let server = configuration.pool(named: configuration.routes.match(key)?.upstream).pick(key: key, now: upstream.loop.now())
         server.started()
         transfer = upstream.requester.start(
-            UpstreamRequest(method: "GET", url: server.base + request.pathAndQuery, headers: headers, body: .none),
+            UpstreamRequest(method: body == nil && request.method != "QUERY" ? "GET" : request.method, url: server.base + request.pathAndQuery, headers: headers,
+                            body: body.map { .streamed(length: $0.count) } ?? .none),
             delegate: self)
+        if let body {
+            body.withUnsafeBytes { transfer?.supply($0) }
+            transfer?.finishBody()
+        }
     }
 
     func upstreamDidReceiveHead(status: Int, reason: String?, headers: HeaderFields) {

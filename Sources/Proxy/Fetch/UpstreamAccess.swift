@@ -48,9 +48,10 @@ final class UpstreamAccess {
     private var refreshing: [String: BackgroundRefresh] = [:]
 
     /// Starts a background revalidation of `entry` unless one is running.
-    func revalidateInBackground(_ entry: CachedResponse, among variants: Variants, request: RequestHead, peer: String) {
+    /// `body`: a body-keyed query's, sent with it.
+    func revalidateInBackground(_ entry: CachedResponse, among variants: Variants, request: RequestHead, body: [UInt8]?, peer: String) {
         // Held until the upstream answers: their own blocks (see `CachedResponse.owned`).
-        fetchInBackground(entry.key, validating: entry.owned(), among: variants.owned(), request: request, peer: peer)
+        fetchInBackground(entry.key, validating: entry.owned(), among: variants.owned(), request: request, body: body, peer: peer)
     }
 
     /// A range of a response not stored whole was fetched for a client:
@@ -61,10 +62,11 @@ final class UpstreamAccess {
     }
 
     private func fetchInBackground(_ key: String, validating entry: CachedResponse?, among variants: Variants,
-                                   request: RequestHead, peer: String) {
+                                   request: RequestHead, body: [UInt8]? = nil, peer: String) {
         // One background fetch per key across all workers.
         guard refreshing[key] == nil, !draining, cache.lock.beginRefresh(key) else { return }
-        let refresh = BackgroundRefresh(upstream: self, key: key, validating: entry, variants: variants, request: request) {
+        let refresh = BackgroundRefresh(upstream: self, key: key, validating: entry, variants: variants, request: request,
+                                        body: body) {
             [weak self] in
             self?.cache.lock.endRefresh(key)
             // Deferred: the refresh is still on the stack when it finishes.

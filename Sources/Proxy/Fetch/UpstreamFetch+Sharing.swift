@@ -7,7 +7,7 @@ extension UpstreamFetch {
     /// Offers the response to collapsed requests once it is known storable
     /// (published at once when some already wait).
     func offerToShare() {
-        guard canShare, request.method == "GET" || request.method == "POST" && isCacheLookup else { return }
+        guard canShare, request.method == "GET" || (request.method == "POST" || request.method == "QUERY") && isCacheLookup else { return }
         if cache.lock.offer(key, loop: upstream.loop, share: { [weak self] in self?.shareRequested() }) { share() }
     }
 

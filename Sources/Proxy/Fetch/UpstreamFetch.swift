@@ -80,7 +80,9 @@ final class UpstreamFetch: UpstreamTransferDelegate {
         variants = client.variants
         toDisk = client.toDisk
         self.fields = fields
-        requestBody = HeldRequestBody(framing: request.framing, limit: upstream.configuration.requestBufferBytes,
+        // A body its client sends incrementally (`Incremental: ?1`) goes on as it comes.
+        let holds = request.framing == .none || !IncrementalStream.isIncremental(request.header("incremental"))
+        requestBody = HeldRequestBody(framing: request.framing, limit: holds ? upstream.configuration.requestBufferBytes : 0,
                                       reservation: request.framing == .none ? nil
                                           : HeldBodyReservation(stats: upstream.stats, limit: upstream.configuration.requestBufferTotalBytes))
         if requestBody.streamedForTotal { WorkerStats.bump(upstream.counters.streamedBodies) }

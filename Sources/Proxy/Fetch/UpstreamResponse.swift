@@ -148,7 +148,8 @@ struct UpstreamResponse {
                   (length ?? 0) <= largestBody() else { return .none }
             return .store(directives)
         }
-        if request.method == "GET" {
+        if request.method == "GET" || request.method == "QUERY" {
+            // (A QUERY is stored as a GET is: RFC 10008 section 2.7.)
             let (decision, directives) = builder.decision(request: request, status: status, headers: fields, timing: timing)
             if decision == .store, (length ?? 0) <= largestBody() { return .store(directives) }
             // A response not stored leaves what is stored alone (an error, one

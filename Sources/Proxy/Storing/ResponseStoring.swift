@@ -254,8 +254,9 @@ extension CacheAccess {
                               directives: StoredResponseBuilder.Directives, through handler: MissHandler) -> PendingStore? {
         var tags = builder.tags(response.received, key: key)
         // A cached query carries its URL's tag: a purge of the URL, or a write to it, reaches it.
-        if request.method == "POST", let tag = PostQuery.tag(urlKey: PostQuery.urlKey(of: key)), !tags.contains(tag) {
-            tags = (tags + [tag]).sorted()
+        if request.method == "POST" || request.method == "QUERY" {
+            BodyKeyedEntries.note(key)
+            if let tag = PostQuery.tag(urlKey: PostQuery.urlKey(of: key)), !tags.contains(tag) { tags = (tags + [tag]).sorted() }
         }
         var (status, reason, fields) = (response.status, response.reason, response.fields)
         if status == 206, let piece = PartialContent.piece(contentRange: fields["content-range"]), piece.isWhole {
@@ -271,7 +272,7 @@ extension CacheAccess {
         if request.method != "HEAD",
            StoredCompression.applies(status: status, headers: fields, cc: directives.cc, types: builder.compression(for: key)) {
             compressed = builder.storedHead(key: key, status: status, reason: reason,
-                                            headers: StoredCompression.fields(fields), timing: response.timing,
+                                            headers: StoredCompression.fields(fields, codec: builder.compressCodec), timing: response.timing,
                                             tags: tags, directives: directives, varyNames: head.varyNames,
                                             varyFrom: { VariantValue.of($0, in: request.headers) })
         }
@@ -283,8 +284,10 @@ extension CacheAccess {
     private func invalidate(after request: RequestHead, key: String, _ headers: HeaderFields) {
         store.remove(key)
         if let canonical = searchVariances.lookupKey(key), canonical != key { store.remove(canonical) }
-        // The target's cached queries (POSTs keyed by their bodies) with it.
-        if routes.cachesPost, let tag = PostQuery.tag(urlKey: key) { store.purgeWithoutBlocking(.tag(tag), on: loop) }
+        // The target's cached queries (QUERY requests and POSTs keyed by their bodies) with it.
+        if routes.cachesPost || BodyKeyedEntries.mayBeStored, let tag = PostQuery.tag(urlKey: key) {
+            store.purgeWithoutBlocking(.tag(tag), on: loop)
+        }
         // RFC 9875 section 3: the groups it names, every stored response of them.
         for group in CacheGroups.parse(headers.combined("cache-group-invalidation")) {
             store.purgeWithoutBlocking(.tag(group), on: loop)

@@ -4,12 +4,13 @@ import Compression
 import HTTPHeaders
 import Threads
 
-/// `compress`: an uncompressed response of a listed type is stored gzip
-/// encoded, so the tiers hold several times more text; clients that take
-/// gzip get the stored bytes, the others get them decoded (`ClientCoding`).
-/// Pure decisions, applied where a response is stored (`PendingStore`): it
-/// is stored as it came, and its gzip copy, made on an I/O thread, takes
-/// its place a moment later (`storeCompressed`).
+/// `compress`: an uncompressed response of a listed type is stored encoded
+/// (gzip, or zstd or br with `compress_codec`), so the tiers hold several
+/// times more text; clients that take the coding get the stored bytes, the
+/// others get them decoded (`ClientCoding`). Pure decisions, applied where
+/// a response is stored (`PendingStore`): it is stored as it came, and its
+/// encoded copy, made on an I/O thread, takes its place a moment later
+/// (`storeCompressed`).
 enum StoredCompression {
     /// Whether a response may be stored compressed: a listed type, no
     /// content coding already, a whole body (not a 206 or a body-less
@@ -23,12 +24,12 @@ enum StoredCompression {
         return types.matches(contentType: headers["content-type"])
     }
 
-    /// The fields of the compressed copy: Content-Encoding gzip, the ETag
+    /// The fields of the compressed copy: its Content-Encoding, the ETag
     /// made weak (the bytes differ from what a strong tag names, RFC 9110
     /// section 8.8.1; Varnish does the same) and Vary: Accept-Encoding
     /// added, for caches further down (Larder itself serves the one copy
     /// to every client, so it does not select on it).
-    static func fields(_ headers: HeaderFields) -> HeaderFields {
+    static func fields(_ headers: HeaderFields, codec: Codec = .gzip) -> HeaderFields {
         var result: HeaderFields = []
         var varies = false
         for field in headers where !field.name.isField("content-encoding") {
@@ -44,7 +45,7 @@ enum StoredCompression {
             }
             result.append(field)
         }
-        result.append(HeaderField(name: "content-encoding", value: "gzip"))
+        result.append(HeaderField(name: "content-encoding", value: codec.token))
         if !varies { result.append(HeaderField(name: "vary", value: "Accept-Encoding")) }
         return result
     }
@@ -59,13 +60,14 @@ enum StoredCompression {
 }
 
 extension CacheAccess {
-    /// The gzip copy of `stored` (a `compress` type, stored as it came a
+    /// The encoded copy of `stored` (a `compress` type, stored as it came a
     /// moment ago), made on an I/O thread, takes its place when smaller
     /// and when it is still the copy stored (not one stored since, nor
     /// purged: it is stored through the fetch's miss handler).
     func storeCompressed(_ stored: CachedResponse, as head: StoredHead, through handler: MissHandler) {
         let stored = stored.owned()  // (read on another thread)
-        BlockingWork.shared.run({ Gzip.compress(stored.body) }, on: loop) { [store] compressed in
+        let codec = builder.compressCodec
+        BlockingWork.shared.run({ codec.compress(stored.body) }, on: loop) { [store] compressed in
             guard compressed.count < stored.body.count,
                   store.lookupWithoutBlocking(stored.key)?.contains(where: { $0.isSame(stored) }) ?? false else { return }
             let entry = compressed.withUnsafeBytes { CachedResponse.make(head: head, body: $0) }

@@ -1,4 +1,5 @@
 import CacheSemantics
+import Compression
 import CacheStorage
 import EdgeControls
 import HTTP1
@@ -25,6 +26,8 @@ struct StoredResponseBuilder: Sendable {
     var passedKeyed: [String] = []
     /// `compress`: the media types stored gzip encoded (routes override it).
     var compressTypes = MediaTypePatterns()
+    /// `compress_codec`: the coding of those copies.
+    var compressCodec = Codec.gzip
     /// The edge controls of keys under no route; whether any scope strips cookies.
     var edge: EdgeRules?
     var anyStripsCookies = false
@@ -36,6 +39,7 @@ struct StoredResponseBuilder: Sendable {
         hostIsKeyed = configuration.forwardHost || configuration.preserveHost
         passedKeyed = configuration.passRequestHeaders
         compressTypes = configuration.compressTypes
+        compressCodec = configuration.compressCodec
         edge = configuration.edge
         anyStripsCookies = (edge?.stripCookies ?? false) || configuration.routes.routes.contains { $0.rules?.stripCookies ?? false }
     }
@@ -198,6 +202,9 @@ struct StoredResponseBuilder: Sendable {
             || lifetime(status: status, headers: headers, timing: timing, key: key, cc: cc, targeted: targeted) != nil
         if Vary.fieldNames(headers.combined("vary")) == nil { return .doNotStore("Vary: *") }
         if !storeSetCookie && headers.contains("set-cookie") { return .doNotStore("Set-Cookie") }
+        if IncrementalStream.applies(incremental: headers["incremental"], contentType: headers["content-type"]) {
+            return .doNotStore("an incremental stream")
+        }
         return Storability.decide(method: request.method, status: status,
                                   request: CacheControl(request.combinedHeader("cache-control")), response: cc,
                                   hasAuthorization: request.header("authorization") != nil, shared: shared,
@@ -259,9 +266,9 @@ struct StoredResponseBuilder: Sendable {
         // Fields kept for Larder only (targeted cache-control): stored beside
         // the head, never sent. Framing and per-request fields are rebuilt.
         var otherFields: HeaderFields = []
-        var hasDate = false, hasValidator = false, isGzip = false
+        var hasDate = false, hasValidator = false, coding = StoredCoding.none
         for field in kept where !Self.isPerRequest(field.name) {
-            if field.name.isField("content-encoding") { isGzip = AcceptEncoding.isGzip(field.value) }
+            if field.name.isField("content-encoding") { coding = StoredCoding.of(field.value) }
             if field.name.isField("date") { hasDate = true }
             if field.name.isField("etag") || field.name.isField("last-modified") { hasValidator = true }
             if isHidden(field.name) {
@@ -279,7 +286,7 @@ struct StoredResponseBuilder: Sendable {
         return StoredHead(key: key, status: status, headPrefix: prefix, otherFields: otherFields, timing: timing,
                           lifetime: lifetime ?? 0, directives: PackedCacheControl(cc), hasValidator: hasValidator,
                           varyNames: names, varyValues: names.map { Vary.normalize(request($0), field: $0) }, tags: tags,
-                          isGzip: isGzip)
+                          coding: coding)
     }
 
     /// The lifetime of the stored copy: computed from the kept fields, with
@@ -304,7 +311,7 @@ struct StoredResponseBuilder: Sendable {
     func refresh(_ entry: CachedResponse, with update: HeaderFields, timing: ResponseTiming) -> CachedResponse {
         let stored = entry.headers
         var merged = Validation.merge(stored: stored, update: update)
-        if entry.isGzip { merged = StoredCompression.keepWeak(stored: stored["etag"], merged: merged) }
+        if entry.coding != .none { merged = StoredCompression.keepWeak(stored: stored["etag"], merged: merged) }
         let names = entry.varyNames, values = entry.varyValues
         return entry.withHead(storedHead(key: entry.key, status: entry.status, reason: entry.reason, headers: merged, timing: timing,
                                          tags: entry.tags, varyNames: names) { name in

@@ -1,3 +1,4 @@
+import Compression
 import CacheSemantics
 import CacheStorage
 import EdgeControls
@@ -57,6 +58,9 @@ public struct ProxyConfiguration: Sendable {
     /// `compress`: uncompressed responses of these media types are stored
     /// gzip encoded (empty: off, the default). Routes may override it.
     public var compressTypes = MediaTypePatterns()
+    /// `compress_codec`: the coding those copies are stored in (`gzip`, the
+    /// default; `zstd`; `br`).
+    public var compressCodec = Codec.gzip
     /// A range of a response not stored whole: the whole is fetched in the
     /// background too (when it fits the tiers), so later ranges are hits.
     /// false: only the ranges clients ask for are fetched (and stored).

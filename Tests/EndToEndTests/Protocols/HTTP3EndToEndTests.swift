@@ -168,6 +168,12 @@ final class HTTP3EndToEndTests: ConfiguredTestCase {
         let posted = try XCTUnwrap(streams(try h3(port, ["post", "/echo", "300000"])).first)
         XCTAssertEqual(posted.status, 200)
         XCTAssertEqual(posted.sha, try sha256([UInt8](repeating: 0x61, count: 300_000)))
+        // A QUERY (RFC 10008) is cached by its body here too.
+        let queried = streams(try h3(port, ["query", "/echo?h3=1", "2000", "2"]))
+        XCTAssertEqual(queried.map(\.status), [200, 200])
+        XCTAssertEqual(queried.last?.sha, try sha256([UInt8](repeating: 0x71, count: 2000)))
+        XCTAssertTrue(queried.last?.cacheStatus.contains("hit") == true, "\(queried.map(\.cacheStatus))")
+        XCTAssertEqual(try origin.count("/echo?h3=1"), 1)
         XCTAssertEqual(try larder.adminClient().request("POST", "/purge?url=/h3/a%3Fsize%3D5000").status, 200)
         XCTAssertTrue(try XCTUnwrap(streams(try h3(port, ["get", "/h3/a?size=5000", "1"])).first).cacheStatus.contains("fwd=uri-miss"))
         XCTAssertEqual(try origin.count("/h3/a?size=5000"), 2)
@@ -339,5 +345,19 @@ final class HTTP3EndToEndTests: ConfiguredTestCase {
         XCTAssertTrue((checked.stdout + checked.stderr).contains("bad.key"), checked.stderr)
         let served = try runProgram([Paths.larder, "serve", "--config", bad, "--admin-listen", "none"], timeout: 30)
         XCTAssertEqual(served.status, 78, served.stderr)
+    }
+
+    /// An event stream over HTTP/3: its first piece reaches the client
+    /// while the origin waits to send the rest (IncrementalStreamTests for
+    /// HTTP/1.1 and HTTP/2).
+    func testAnEventStreamReachesAnHTTP3ClientPieceByPiece() throws {
+        let origin = try startOrigin()
+        let (_, port) = try startH3Larder(upstream: origin.url)
+        let target = "/stream/h3?chunked=1&gate=1&size=7000&type=text/event-stream"
+        let release = "\(origin.url)/__release?key=" + target.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let lines = try h3(port, ["first", target, release])
+        XCTAssertTrue(lines.contains { $0.hasPrefix("FIRST ") }, "\(lines)")
+        XCTAssertEqual(streams(lines).first?.status, 200)
+        XCTAssertEqual(try origin.lastRequest(target)["gate"] as? String, "released")
     }
 }

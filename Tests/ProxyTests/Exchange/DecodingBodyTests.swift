@@ -47,7 +47,7 @@ final class DecodingBodyTests: XCTestCase {
 
     func testTheWholeComesInBoundedTurns() throws {
         let stored = entry(gzipped(plain))
-        XCTAssertEqual(ClientCoding.declaredLength(reading: reader(stored)), .length(plain.count))
+        XCTAssertEqual(ClientCoding.declaredLength(of: stored, reading: reader(stored)), .length(plain.count))
         let body = try XCTUnwrap(DecodingBody(stored, reader: reader(stored), length: plain.count, wanted: 0..<plain.count))
         XCTAssertTrue(body.prime())
         let (bytes, step, turns) = drain(body)
@@ -90,7 +90,7 @@ final class DecodingBodyTests: XCTestCase {
         let garbage = try XCTUnwrap(DecodingBody(notGzip, reader: reader(notGzip), length: 5,
                                                  wanted: 0..<5))
         XCTAssertFalse(garbage.prime(), "not gzip at all fails before anything is sent")
-        XCTAssertEqual(ClientCoding.declaredLength(reading: reader(entry(Array("tiny".utf8)))), .none, "no trailer")
+        XCTAssertEqual(ClientCoding.declaredLength(of: entry(Array("tiny".utf8)), reading: reader(entry(Array("tiny".utf8)))), .none, "no trailer")
     }
 
     /// As a body source: pulled into a sink a budget at a time, then the

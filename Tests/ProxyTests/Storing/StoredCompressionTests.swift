@@ -68,7 +68,7 @@ final class StoredCompressionTests: XCTestCase {
         let head = builder.storedHead(key: "/j", status: 200, reason: nil, headers: StoredCompression.fields(upstream),
                                       timing: timing, tags: [], varyNames: plain.varyNames) { _ in "en" }
         XCTAssertEqual(head.varyNames, ["accept-language"])
-        XCTAssertEqual(head.isGzip, true)
+        XCTAssertEqual(head.coding, .gzip)
         XCTAssertEqual(head.lifetime, plain.lifetime)
         let text = String(decoding: head.headPrefix, as: UTF8.self).lowercased()
         XCTAssertTrue(text.contains("vary: accept-encoding"), text)
@@ -76,6 +76,6 @@ final class StoredCompressionTests: XCTestCase {
         let entry = [UInt8](repeating: 1, count: 10).withUnsafeBytes { CachedResponse.make(head: head, body: $0) }
         let refreshed = builder.refresh(entry, with: ["cache-control": "max-age=99"], timing: timing)
         XCTAssertEqual(refreshed.varyNames, ["accept-language"], "a refresh selects as before")
-        XCTAssertTrue(refreshed.isGzip)
+        XCTAssertEqual(refreshed.coding, .gzip)
     }
 }
