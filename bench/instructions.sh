@@ -107,9 +107,7 @@ case $WORKLOAD in
     json-*) target="/j/hot"; script=""; curl -s -o /dev/null "http://127.0.0.1:$LARDER_PORT$target" ;;
     post-query|query-method)
         method=POST; [ "$WORKLOAD" = query-method ] && method=QUERY
-        target="/q/hot"; script="-s $WORK/query.lua"
-        printf 'wrk.method = "%s"\nwrk.body = %s\nwrk.headers["Content-Type"] = "application/json"\n' \
-            "$method" "'{\"query\":\"{ user(id: 1) { name } }\"}'" > "$WORK/query.lua"
+        target="/q/hot"; script=""
         curl -s -o /dev/null -X "$method" -H "Content-Type: application/json" \
             --data-binary '{"query":"{ user(id: 1) { name } }"}' "http://127.0.0.1:$LARDER_PORT$target" ;;
     disk-hits)
@@ -120,12 +118,19 @@ case $WORKLOAD in
         wrk -t1 -c1 -d10s -s "$WORK/fill.lua" "http://127.0.0.1:$LARDER_PORT/" > /dev/null ;;
     *) echo "unknown workload $WORKLOAD" >&2; exit 64 ;;
 esac
+# wrk for all but the bodied queries: its request parser knows no QUERY
+# method, so both of those go through one small client of their own.
+load() {
+    # shellcheck disable=SC2086
+    case $WORKLOAD in
+        post-query|query-method) python3 bench/query-load.py "$method" "http://127.0.0.1:$LARDER_PORT$target" "${1%s}" ;;
+        *) wrk -t1 -c8 -d"$1" $script ${ACCEPT:+-H "$ACCEPT"} "http://127.0.0.1:$LARDER_PORT$target" ;;
+    esac
+}
 # Warm up uncounted (first-time paths, pools, table growth), then count.
-# shellcheck disable=SC2086
-wrk -t1 -c8 -d3s $script ${ACCEPT:+-H "$ACCEPT"} "http://127.0.0.1:$LARDER_PORT$target" > /dev/null
+load 3s > /dev/null
 callgrind_control -i on "$LARDER_PID" > /dev/null
-# shellcheck disable=SC2086
-wrk -t1 -c8 -d"${SECONDS_TO_RUN}s" $script ${ACCEPT:+-H "$ACCEPT"} "http://127.0.0.1:$LARDER_PORT$target" > "$WORK/wrk.txt"
+load "${SECONDS_TO_RUN}s" > "$WORK/wrk.txt"
 callgrind_control -i off "$LARDER_PID" > /dev/null
 callgrind_control -d "$LARDER_PID" > /dev/null
 requests=$(awk '/requests in/ {print $1}' "$WORK/wrk.txt")

@@ -5,6 +5,9 @@
 public enum MediaType {
     /// "Application/JSON ; Charset=UTF-8" -> "application/json;charset=utf-8".
     public static func normalized(_ value: String) -> String {
+        // The usual value ("application/json") is already normal: returned
+        // as it is, after one pass over its bytes.
+        if value.utf8.allSatisfy(isPlainByte) { return value }
         var parts = value.split(separator: ";").map { $0.trimmingWhitespace() }
         guard !parts.isEmpty else { return "" }
         var out = parts.removeFirst().lowercased()
@@ -21,7 +24,17 @@ public enum MediaType {
     /// Whether a normalized type is JSON: `application/json` or any `+json`
     /// structured syntax suffix (RFC 6839).
     public static func isJSON(_ normalized: String) -> Bool {
-        let type = normalized.prefix { $0 != ";" }
-        return type == "application/json" || (type.hasSuffix("+json") && type.contains("/"))
+        if normalized == "application/json" { return true }  // (the usual one, without a scan)
+        let type = normalized.utf8.prefix { $0 != UInt8(ascii: ";") }
+        if type.elementsEqual("application/json".utf8) { return true }
+        return type.count > 5 && type.suffix(5).elementsEqual("+json".utf8) && type.contains(UInt8(ascii: "/"))
+    }
+
+    /// A token byte (RFC 9110 section 5.6.2) that is not an upper-case
+    /// letter, or "/": a value of only these needs no normalizing.
+    @inline(__always)
+    private static func isPlainByte(_ b: UInt8) -> Bool {
+        (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) || b == UInt8(ascii: "/") || b == UInt8(ascii: "-")
+            || b == UInt8(ascii: "+") || b == UInt8(ascii: ".") || b == UInt8(ascii: "_")
     }
 }

@@ -50,7 +50,14 @@ public struct PostQuery {
         // the same body is not its answer). JSON that does not parse is keyed
         // by its bytes.
         let canonical = caching.normalizeJSON ? JSONQuery.canonical(body) : nil
-        guard let digest = Self.sha256(Array("QUERY \(type)\n".utf8) + (canonical ?? body)) else {
+        // ("Q", not "QUERY ": a short query and its type fit one SHA-256 block.)
+        var keyed = [UInt8]()
+        keyed.reserveCapacity(type.utf8.count + 2 + (canonical ?? body).count)
+        keyed.append(UInt8(ascii: "Q"))
+        keyed.append(contentsOf: type.utf8)
+        keyed.append(0x0A)
+        keyed.append(contentsOf: canonical ?? body)
+        guard let digest = Self.sha256(keyed) else {
             return .notCached("no SHA-256 (OpenSSL did not load)")
         }
         return .query(digest: digest, normalized: canonical != nil)
