@@ -22,7 +22,7 @@ public enum PurgeScope: Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .key(let k): return "url \(k)"
         case .prefix(let p): return "prefix \(p)"
-        case .tag(let t): return "tag \(t)"
+        case .tag(let t): return PurgeTags.groupDescription(t) ?? "tag \(t)"
         case .regex(let pattern): return "regex \(pattern)"
         case .all: return "everything"
         }
@@ -98,9 +98,15 @@ public enum PurgeTags {
     public static let maxLength = 256
     public static let maxCount = 64
 
-    public static func from(surrogateKey: [String], cacheTag: [String], groups: [String] = [], route: [String] = []) -> [String] {
+    /// `groupOrigin`: where `groups` come from (`group(_:origin:)`); each
+    /// group is then two tags, its name and its origin's form of it.
+    public static func from(surrogateKey: [String], cacheTag: [String], groups: [String] = [], groupOrigin: String = "",
+                            route: [String] = []) -> [String] {
         var tags = Set(route)
-        for group in groups where group.utf8.count <= maxLength { tags.insert(group) }
+        for group in groups where group.utf8.count <= maxLength {
+            tags.insert(group)
+            tags.insert(Self.group(group, origin: groupOrigin))
+        }
         for value in surrogateKey {
             for tag in value.split(whereSeparator: { $0 == " " || $0 == "\t" }) where tag.utf8.count <= maxLength {
                 tags.insert(String(tag))
@@ -113,6 +119,27 @@ public enum PurgeTags {
             }
         }
         return Array(tags.sorted().prefix(maxCount))
+    }
+
+    /// The tag a Cache-Groups group (RFC 9875) carries for one origin:
+    /// what Cache-Group-Invalidation purges, so that it reaches that
+    /// origin's responses alone (section 2.1), and no Surrogate-Key or
+    /// route tag of the same name. `origin`: the upstream's name and, with
+    /// virtual hosts, the host. Unit separators keep it apart from any tag
+    /// a field can name (field values hold no control characters).
+    public static func group(_ name: String, origin: String) -> String {
+        groupMark + origin + "\u{1F}" + name
+    }
+
+    private static let groupMark = "\u{1F}group\u{1F}"
+
+    /// How logs show a group's tag: `cache group "name" of origin`.
+    static func groupDescription(_ tag: String) -> String? {
+        guard tag.hasPrefix(groupMark) else { return nil }
+        let rest = tag.dropFirst(groupMark.count)
+        guard let separator = rest.firstIndex(of: "\u{1F}") else { return nil }
+        let origin = rest[..<separator].isEmpty ? "" : " of \(rest[..<separator])"
+        return "cache group \"\(rest[rest.index(after: separator)...])\"" + origin
     }
 
     private static func trim(_ s: Substring) -> String {

@@ -15,6 +15,10 @@ public final class WorkerStore {
     public let localHits = LocalHits()
     /// The fleet's shared tier (`[fleet]`); set before the worker runs.
     public var shared: (any SharedTier)?
+    /// Tells the fleet's other nodes and its shared tier of a purge this
+    /// node made on its own (a Cache-Group-Invalidation); set before the
+    /// worker runs, callable from any thread.
+    public var announce: (@Sendable (PurgeScope) -> Void)?
 
     public init(tiers: TieredStore) {
         self.tiers = tiers

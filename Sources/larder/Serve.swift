@@ -192,7 +192,10 @@ struct Serve: ParsableCommand {
             }
         }
 
-        for worker in workers { worker.sharedTier = fleet?.sharedTier(on: worker.loop) }
+        for worker in workers {
+            worker.sharedTier = fleet?.sharedTier(on: worker.loop)
+            if let fleet { worker.announcePurge = { scope in fleet.send(scope, soft: false) { _ in } } }
+        }
         for (index, worker) in workers.enumerated() {
             do {
                 try startThread(name: "larder-worker-\(index)") { worker.run() }

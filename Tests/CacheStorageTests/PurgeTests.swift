@@ -48,6 +48,18 @@ final class PurgeTests: XCTestCase {
         XCTAssertEqual(PurgeTags.from(surrogateKey: [many], cacheTag: []).count, PurgeTags.maxCount)
     }
 
+    func testAGroupsOriginTagIsApartFromEveryTagAFieldNames() {
+        let tag = PurgeTags.group("news", origin: "api a.test")
+        XCTAssertEqual(PurgeTags.from(surrogateKey: ["news"], cacheTag: [], groups: ["news"], groupOrigin: "api a.test"),
+                       [tag, "news"])
+        XCTAssertNotEqual(tag, PurgeTags.group("news", origin: "api b.test"))
+        XCTAssertNotEqual(PurgeTags.group("a b", origin: "o"), PurgeTags.group("b", origin: "o a"))
+        XCTAssertFalse(PurgeScope.tag("news").matches(key: "/k", tags: [tag]))
+        XCTAssertTrue(PurgeScope.tag(tag).matches(key: "/k", tags: [tag, "news"]))
+        XCTAssertEqual(PurgeScope.tag(tag).description, #"cache group "news" of api a.test"#)
+        XCTAssertEqual(PurgeScope.tag("news").description, "tag news")
+    }
+
     // MARK: purge log
 
     func testAFetchOlderThanAMatchingPurgeIsRefused() {

@@ -288,9 +288,16 @@ extension CacheAccess {
         if routes.cachesPost || BodyKeyedEntries.mayBeStored, let tag = PostQuery.tag(urlKey: key) {
             store.purgeWithoutBlocking(.tag(tag), on: loop)
         }
-        // RFC 9875 section 3: the groups it names, every stored response of them.
-        for group in CacheGroups.parse(headers.combined("cache-group-invalidation")) {
-            store.purgeWithoutBlocking(.tag(group), on: loop)
+        // RFC 9875 section 3: every stored response of the groups it names
+        // from this origin, here and across the fleet (its shared tier too).
+        let groups = CacheGroups.parse(headers.combined("cache-group-invalidation"))
+        if !groups.isEmpty {
+            let origin = builder.groupOrigin(key, method: request.method)
+            for group in groups {
+                let scope = PurgeScope.tag(PurgeTags.group(group, origin: origin))
+                store.purgeWithoutBlocking(scope, on: loop)
+                store.announce?(scope)
+            }
         }
         for name in ["location", "content-location"] {
             guard let reference = headers[name], let target = cacheKey(of: reference, after: request) else { continue }

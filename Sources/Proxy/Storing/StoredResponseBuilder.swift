@@ -30,6 +30,8 @@ struct StoredResponseBuilder: Sendable {
     var compressCodec = Codec.gzip
     /// The edge controls of keys under no route; whether any scope strips cookies.
     var edge: EdgeRules?
+    /// The default upstream's name (a route without `upstream` uses it).
+    var defaultUpstream = "default"
     var anyStripsCookies = false
 
     init(_ configuration: ProxyConfiguration) {
@@ -41,6 +43,7 @@ struct StoredResponseBuilder: Sendable {
         compressTypes = configuration.compressTypes
         compressCodec = configuration.compressCodec
         edge = configuration.edge
+        defaultUpstream = configuration.upstreams.defaultPool.name
         anyStripsCookies = (edge?.stripCookies ?? false) || configuration.routes.routes.contains { $0.rules?.stripCookies ?? false }
     }
 
@@ -229,8 +232,18 @@ struct StoredResponseBuilder: Sendable {
         guard route.isEmpty == false || headers.contains("surrogate-key") || headers.contains("cache-tag")
             || headers.contains("cache-groups")
         else { return [] }
+        let groups = CacheGroups.parse(headers.combined("cache-groups"))
         return PurgeTags.from(surrogateKey: headers.values("surrogate-key"), cacheTag: headers.values("cache-tag"),
-                              groups: CacheGroups.parse(headers.combined("cache-groups")), route: route)
+                              groups: groups, groupOrigin: groups.isEmpty ? "" : groupOrigin(key), route: route)
+    }
+
+    /// Where a request to `key` gets its answer, as RFC 9875 scopes groups
+    /// (section 2.1, one origin): the upstream its route sends it to and,
+    /// with virtual hosts, its host.
+    func groupOrigin(_ key: String, method: String = "GET") -> String {
+        let upstream = routes.match(key, method: method)?.upstream ?? defaultUpstream
+        guard routes.keysHost, let host = VirtualHosts.split(key).host else { return upstream }
+        return upstream + " " + host
     }
 
     /// Builds the stored form. `varyFrom` supplies the request's values of

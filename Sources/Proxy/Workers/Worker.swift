@@ -49,6 +49,12 @@ public final class Worker: ConnectionOwner, AcceptorOwner, QUICListenerOwner {
         get { cache.store.shared }
         set { cache.store.shared = newValue }
     }
+    /// Where purges this worker's responses make (Cache-Group-Invalidation)
+    /// go besides its own tiers: the fleet. Set before the worker runs.
+    public var announcePurge: (@Sendable (PurgeScope) -> Void)? {
+        get { cache.store.announce }
+        set { cache.store.announce = newValue }
+    }
     /// What its connections use of it.
     let services: ConnectionServices
     private var acceptors: [Acceptor] = []

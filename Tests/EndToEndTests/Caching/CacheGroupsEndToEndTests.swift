@@ -43,6 +43,44 @@ final class CacheGroupsEndToEndTests: ProxyTestCase {
         XCTAssertTrue(try isHit(alone))
     }
 
+    func testAGroupIsOneUpstreamsAndNotASurrogateKey() throws {
+        let config = try writeConfig("""
+            [upstreams.one]
+            servers = ["\(origin.url)"]
+
+            [upstreams.two]
+            servers = ["\(origin.url)"]
+
+            [[route]]
+            prefix = "/one/"
+            upstream = "one"
+
+            [[route]]
+            prefix = "/two/"
+            upstream = "two"
+            """)
+        let scoped = try startLarder(upstream: origin.url, ["--config", config])
+        func isHit(_ target: String) throws -> Bool { try scoped.client().get(target).header("cache-status")?.contains("hit") ?? false }
+        let one = "/one/a?" + field("Cache-Groups", #""g""#), two = "/two/b?" + field("Cache-Groups", #""g""#)
+        let keyed = "/other/c?" + field("Surrogate-Key", "g")
+        for target in [one, two, keyed] {
+            _ = try scoped.client().get(target)
+            XCTAssertTrue(try isHit(target), target)
+        }
+        // The upstream "one" invalidates its group "g": not "two"'s, nor a Surrogate-Key of that name.
+        XCTAssertEqual(try scoped.client().request("POST", "/one/save?" + field("Cache-Group-Invalidation", #""g""#)).status, 200)
+        XCTAssertFalse(try isHit(one), "one's group")
+        XCTAssertTrue(try isHit(two), "two's group of the same name")
+        XCTAssertTrue(try isHit(keyed), "a tag of the same name")
+        XCTAssertEqual(try scoped.client().request("PUT", "/two/save?" + field("Cache-Group-Invalidation", #""g""#)).status, 200)
+        XCTAssertFalse(try isHit(two))
+        XCTAssertTrue(try isHit(one), "stored again after its invalidation, and not two's")
+        // The admin's tag purge reaches every response the name tags.
+        XCTAssertEqual(try scoped.adminClient().request("POST", "/purge?tag=g").status, 200)
+        XCTAssertFalse(try isHit(one))
+        XCTAssertFalse(try isHit(keyed))
+    }
+
     func testAGroupIsAPurgeTag() throws {
         let target = "/cg/tagged?" + field("Cache-Groups", #""news""#)
         _ = try larder.client().get(target)

@@ -91,6 +91,25 @@ final class FleetSharedTierTests: FleetTestCase {
         XCTAssertEqual(try origin.count("/echo?q=1"), 2)
     }
 
+    func testACacheGroupInvalidationReachesEveryNodeAndTheSharedTier() throws {
+        let a = try node("a"), b = try node("b")
+        let groups = "extra=Cache-Groups:" + #""news""#.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let invalidation = "extra=Cache-Group-Invalidation:" + #""news""#.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let path = "/cg/story?" + groups
+        XCTAssertFalse(isHit(try a.client().get(path)))
+        XCTAssertTrue(waitForSharedStores(a, 1), "a offered it to the fleet")
+        XCTAssertTrue(isFleetHit(try b.client().get(path)))
+        XCTAssertTrue(isHit(try b.client().get(path)), "held by b now")
+        let received = try fleetStats(b)?["purges_received"] as? Int ?? -1
+
+        // A write on a names the group: b drops its copy, Redis its own.
+        XCTAssertEqual(try a.client().request("POST", "/cg/save?" + invalidation).status, 200)
+        XCTAssertTrue(waitUntil { (try? self.fleetStats(b))??["purges_received"] as? Int ?? 0 > received }, "b hears of it")
+        let after = try b.client().get(path)
+        XCTAssertFalse(isHit(after), "b fetches again: \(cacheStatus(after))")
+        XCTAssertEqual(try origin.count(path), 2, "b found it in neither its tiers nor Redis")
+    }
+
     func testOnlyWhatFitsTheSharedTierAndIsStillUsableIsShared() throws {
         let a = try node("a", extra: "max_object_size = \"1KiB\""), b = try node("b", extra: "max_object_size = \"1KiB\"")
         _ = try a.client().get("/big?size=4000")

@@ -115,6 +115,29 @@ final class StoredResponseBuilderTests: XCTestCase {
         XCTAssertEqual(builder.tags(["x": "1"], key: "/elsewhere"), [])
     }
 
+    func testAGroupIsATagAndItsOriginsTag() {
+        var api = Route(prefix: "/api/")
+        api.upstream = "api"
+        api.hosts = ["a.test"]
+        var hosted = Route(prefix: "/")
+        hosted.hosts = ["a.test"]
+        let builder = StoredResponseBuilder(shared: true, targetedField: "x", routes: RouteTable([api, hosted]))
+        let groups: HeaderFields = ["cache-groups": #""news", "x""#]
+        XCTAssertEqual(builder.groupOrigin("/api/1 a.test"), "api a.test")
+        XCTAssertEqual(builder.groupOrigin("/page a.test"), "default a.test")
+        XCTAssertEqual(Set(builder.tags(groups, key: "/api/1 a.test")),
+                       ["news", "x", PurgeTags.group("news", origin: "api a.test"), PurgeTags.group("x", origin: "api a.test")])
+        XCTAssertEqual(Set(builder.tags(groups, key: "/page b.test")),
+                       ["news", "x", PurgeTags.group("news", origin: "default b.test"), PurgeTags.group("x", origin: "default b.test")])
+        XCTAssertNotEqual(PurgeTags.group("news", origin: "api"), PurgeTags.group("news", origin: "default"))
+        XCTAssertEqual(builder.tags(["cache-groups": "not-a-string"], key: "/api/1 a.test"), [])
+        // Without virtual hosts the upstream alone.
+        api.hosts = []
+        let plain = StoredResponseBuilder(shared: true, targetedField: "x", routes: RouteTable([api]))
+        XCTAssertEqual(plain.groupOrigin("/api/1"), "api")
+        XCTAssertEqual(plain.groupOrigin("/other"), "default")
+    }
+
     func testA304RefreshMergesFieldsAndKeepsTheBody() {
         let builder = StoredResponseBuilder(shared: true, targetedField: "x")
         let body = Array("hello".utf8)
