@@ -38,6 +38,12 @@ public struct FleetStatus: Equatable, Sendable {
     /// Workers whose shared-tier connection to Redis is up.
     public var sharedConnections = 0
     public var lastError: String?
+    /// The Redis master in use (nil: none reached now), the failovers seen
+    /// (the master's address changed), and the time spent without one.
+    public var master: String?
+    public var followsSentinel = false
+    public var failovers = 0
+    public var withoutMasterMilliseconds: UInt64 = 0
 
     public init(name: String, node: String, connected: Bool, purgesSent: Int, purgesReceived: Int, purgesQueued: Int,
                 lastError: String?) {
@@ -52,7 +58,10 @@ public struct FleetStatus: Equatable, Sendable {
             + "\"purges_sent\": \(purgesSent), \"purges_received\": \(purgesReceived), \"purges_queued\": \(purgesQueued), "
             + "\"purges_replayed\": \(purgesReplayed), \"shared_lookups\": \(sharedLookups), \"shared_hits\": \(sharedHits), "
             + "\"shared_stores\": \(sharedStores), \"shared_stores_refused\": \(sharedStoresRefused), "
-            + "\"shared_errors\": \(sharedErrors), \"shared_connections\": \(sharedConnections), \"last_error\": \(lastError.map(JSON.string) ?? "null")}"
+            + "\"shared_errors\": \(sharedErrors), \"shared_connections\": \(sharedConnections), "
+            + "\"master\": \(master.map(JSON.string) ?? "null"), \"sentinel\": \(followsSentinel), \"failovers\": \(failovers), "
+            + "\"seconds_without_master\": \(String(Double(withoutMasterMilliseconds) / 1000)), "
+            + "\"last_error\": \(lastError.map(JSON.string) ?? "null")}"
     }
 }
 
@@ -65,17 +74,22 @@ public struct PurgeDelivery: Equatable, Sendable {
     /// Redis was unreachable: the purge goes out when it is back.
     public var queued: Bool
     public var error: String?
+    /// Replicas of the Redis master that held it before the answer (with
+    /// Sentinel: `WAIT 1`); nil when not asked.
+    public var replicas: Int?
 
-    public init(nodes: Int, acknowledged: Int, queued: Bool = false, error: String? = nil) {
+    public init(nodes: Int, acknowledged: Int, queued: Bool = false, error: String? = nil, replicas: Int? = nil) {
         self.nodes = nodes
         self.acknowledged = acknowledged
         self.queued = queued
         self.error = error
+        self.replicas = replicas
     }
 
     var json: String {
         var text = "{\"nodes\": \(nodes), \"acknowledged\": \(acknowledged)"
         if queued { text += ", \"queued\": true" }
+        if let replicas { text += ", \"replicas\": \(replicas)" }
         if let error { text += ", \"error\": \(JSON.string(error))" }
         return text + "}"
     }

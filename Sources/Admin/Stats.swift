@@ -298,6 +298,8 @@ private func metricName(_ subsystem: String?, _ metric: String, _ unit: String, 
 private final class FleetMetrics {
     private var counters: [(Counter, KeyPath<FleetStatus, Int>, last: Int)] = []
     private let connected: Gauge, nodes: Gauge, roundTrip: Gauge, queued: Gauge, sharedConnections: Gauge, clockOffset: Gauge
+    private let withoutMaster: Counter
+    private var withoutMasterLast: UInt64 = 0
 
     init(_ registry: PrometheusCollectorRegistry) {
         func describe(_ metric: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
@@ -312,6 +314,7 @@ private final class FleetMetrics {
             ("shared_stores", "Responses stored in the shared tier", \.sharedStores),
             ("shared_stores_refused", "Shared-tier stores refused: a purge came first", \.sharedStoresRefused),
             ("shared_errors", "Shared-tier faults (Redis errors, lost connections)", \.sharedErrors),
+            ("failovers", "Times the Redis master moved (Sentinel named another)", \.failovers),
         ]
         counters = specs.map { (registry.makeCounter(descriptor: describe($0.0, "total", $0.1)), $0.2, 0) }
         connected = registry.makeGauge(descriptor: describe("connected", "", "1 while this node reads the fleet's purges"))
@@ -320,6 +323,8 @@ private final class FleetMetrics {
         queued = registry.makeGauge(descriptor: describe("purges_queued", "", "Purges waiting for Redis"))
         sharedConnections = registry.makeGauge(descriptor: describe("shared_connections", "", "Workers connected to Redis"))
         clockOffset = registry.makeGauge(descriptor: describe("clock_offset", "seconds", "Redis's clock minus this node's"))
+        withoutMaster = registry.makeCounter(descriptor: describe("without_master", "seconds_total",
+                                                                  "Time this node's purge stream had no Redis master"))
     }
 
     func update(_ status: FleetStatus) {
@@ -334,5 +339,9 @@ private final class FleetMetrics {
         queued.set(Double(status.purgesQueued))
         sharedConnections.set(Double(status.sharedConnections))
         clockOffset.set(Double(status.clockOffsetMilliseconds ?? 0) / 1000)
+        if status.withoutMasterMilliseconds > withoutMasterLast {
+            withoutMaster.increment(by: Double(status.withoutMasterMilliseconds - withoutMasterLast) / 1000)
+        }
+        withoutMasterLast = status.withoutMasterMilliseconds
     }
 }

@@ -32,7 +32,7 @@ enum StatusPage {
         </style></head>
         <body data-updates="0" data-errors="0">
         <header><h1>Larder</h1><span id="who"></span><span id="rate">- req/s</span><span id="ratio">hit ratio -</span>
-        <span id="conns">- connections</span><span id="uptime">up -</span><span id="clock"></span><span id="problem"></span></header>
+        <span id="conns">- connections</span><span id="uptime">up -</span><span id="fleet"></span><span id="clock"></span><span id="problem"></span></header>
         <main>
         <section><h2>Requests per second (last 15 minutes at most)</h2>
         <svg id="requests-chart" viewBox="0 0 600 170" preserveAspectRatio="none"></svg>
@@ -206,6 +206,9 @@ enum StatusPage {
             $("uptime").textContent = "up " + duration(stats.uptime_seconds);
             $("who").textContent = stats.node + " · Larder " + stats.version + " · upstream " + stats.upstream;
             $("clock").textContent = utc(history.now) + " UTC";
+            const f = stats.fleet;
+            $("fleet").textContent = f ? "fleet " + f.name + ": " + (f.master ? "master " + f.master : "NO MASTER") +
+              (f.sentinel ? ", " + f.failovers + " failovers, " + duration(f.seconds_without_master) + " without a master" : "") : "";
             chart("requests-chart", [
               {name: "requests", color: "#2f6fdf", data: perSecond("requests")}, {name: "misses", color: "#e0861a", data: perSecond("misses")},
               {name: "errors", color: "#d92d20", data: perSecond("errors")}], undefined, "");

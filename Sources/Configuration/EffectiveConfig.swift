@@ -190,8 +190,15 @@ public enum EffectiveConfig {
     }
 
     private static func fleet(_ f: FleetConfig) -> String {
-        var out = "\n[fleet]\nredis = \(quoted(f.address.description))\nname = \(quoted(f.name))\nnode = \(quoted(f.node))\n"
+        var out = "\n[fleet]\n"
+        if f.followsSentinel {
+            out += "sentinels = \(list(f.sentinels.map(FleetConfig.sentinelText)))\nmaster = \(quoted(f.masterName ?? ""))\n"
+        } else {
+            out += "redis = \(quoted(f.address.description))\n"
+        }
+        out += "name = \(quoted(f.name))\nnode = \(quoted(f.node))\n"
         if let file = f.passwordFile { out += "password_file = \(quoted(file))\n" }
+        if let file = f.sentinelPasswordFile { out += "sentinel_password_file = \(quoted(file))\n" }
         out += "max_object_size = \(quoted(size(f.maxObjectBytes)))\n"
         out += "connect_timeout = \(quoted(duration(Int(f.connectTimeoutMilliseconds))))\n"
         out += "timeout = \(quoted(duration(Int(f.timeoutMilliseconds))))\n"

@@ -14,7 +14,8 @@ import Redis
 /// (bounded) and go out when it is back. Loop thread only.
 public final class PurgeFeed {
     public struct Settings: Sendable {
-        public var address: RedisAddress
+        /// Where the master is (fixed, or followed through Sentinel).
+        public var master: RedisMaster
         public var password: String?
         /// The fleet's name: the prefix of every key (two fleets may share a Redis).
         public var name: String
@@ -25,9 +26,16 @@ public final class PurgeFeed {
         public var acknowledgeMilliseconds: UInt64 = 500
         /// Purges the stream keeps (about): a node away for longer drops everything.
         public var streamLength = 100_000
+        /// Replicas that must hold a purge before it counts as delivered
+        /// (`WAIT`, within `acknowledgeMilliseconds`); 0: none asked.
+        public var replicas = 0
 
         public init(address: RedisAddress, password: String?, name: String, node: String) {
-            self.address = address
+            self.init(master: RedisMaster(fixed: address), password: password, name: name, node: node)
+        }
+
+        public init(master: RedisMaster, password: String?, name: String, node: String) {
+            self.master = master
             self.password = password
             self.name = name
             self.node = node
@@ -42,10 +50,12 @@ public final class PurgeFeed {
         public var acknowledged: Int
         public var queued = false
         public var error: String?
+        /// Replicas that held it when `WAIT` answered (nil: not asked).
+        public var replicas: Int?
     }
 
-    private let settings: Settings
-    private let loop: EventLoop
+    let settings: Settings
+    let loop: EventLoop
     /// This node's clock against Redis's, measured at each `record`.
     public let clock: FleetClock
     private let apply: (FleetPurge) -> Void
@@ -54,7 +64,7 @@ public final class PurgeFeed {
     /// Faults: each kind logged once every 10 s.
     private let faults: FaultLog
     private var reader: RedisConnection?
-    private var writer: RedisConnection?
+    var writer: RedisConnection?
     private var position: StreamID?
     /// Entries read since the stream began (FeedStart).
     private var consumed = 0
@@ -63,7 +73,15 @@ public final class PurgeFeed {
     private var caughtUp = false
     /// This node's live stamp is in Redis: other nodes count it.
     private var announced = false
-    private var waiting: [(Outgoing, (Delivery) -> Void)] = []
+    var waiting: [(Outgoing, (Delivery) -> Void)] = []
+    /// Purges no replica was shown to hold (`WAIT`): sent again to a new
+    /// master, which may never have had them.
+    var unreplicated: [Outgoing] = []
+    /// The master generation the connections were made to.
+    private var generation: UInt64?
+    /// The master changed since the position was read: the new one may
+    /// lack purges this node applied (a replica that lagged).
+    private var failedOver = false
     private var backoff = Backoff()
     private var stopped = false
     public private(set) var received = 0
@@ -73,7 +91,7 @@ public final class PurgeFeed {
     /// count's round trip.
     public private(set) var liveNodes = 0
     public private(set) var roundTripMicroseconds: Int?
-    public private(set) var sent = 0
+    public internal(set) var sent = 0
     /// Where this node stands in the stream, for the shared tier's stores.
     public var mark: FleetMark?
     /// Told when this node has caught up with the stream (true: what it
@@ -87,8 +105,8 @@ public final class PurgeFeed {
     public var rememberFleetID: ((String) -> Void)?
 
     private var streamKey: String { "larder:\(settings.name):purges" }
-    private var positionsKey: String { "larder:\(settings.name):positions" }
-    private var aliveKey: String { "larder:\(settings.name):alive" }
+    var positionsKey: String { "larder:\(settings.name):positions" }
+    var aliveKey: String { "larder:\(settings.name):alive" }
     private var fleetIDKey: String { "larder:\(settings.name):fleet-id" }
     /// A node heard from within this long counts as live.
     static let liveMilliseconds: UInt64 = 5_000
@@ -109,7 +127,18 @@ public final class PurgeFeed {
 
     public func start() {
         stopped = false
+        settings.master.watch(on: loop) { [weak self] in self?.masterChanged() }
         connect()
+    }
+
+    /// Sentinel named another master: the connections go to it at once.
+    private func masterChanged() {
+        guard !stopped, let current = settings.master.current, current.generation != generation else { return }
+        if position != nil { failedOver = true }
+        waiting += unreplicated.map { ($0, { _ in }) }
+        unreplicated = []
+        guard reader != nil || writer != nil else { return connect() }
+        drop(RedisError("the master moved to \(current.address)"), again: 0)
     }
 
     public func stop() {
@@ -141,20 +170,27 @@ public final class PurgeFeed {
 
     /// Connected once caught up and counted live, whichever comes last.
     private func reportConnected() {
-        if caughtUp && announced { onConnectionChange?(true) }
+        guard caughtUp && announced else { return }
+        settings.master.reached(true, now: EventLoop.nowMilliseconds())
+        onConnectionChange?(true)
     }
 
     private func connect() {
-        guard !stopped else { return }
-        settings.address.whenResolved(on: loop) { [weak self] in self?.connect(to: $0) }
+        guard !stopped, reader == nil, let current = settings.master.current else { return }  // (a master named brings it)
+        generation = current.generation
+        current.address.whenResolved(on: loop) { [weak self] in self?.connect(to: $0) }
     }
 
     private func connect(to address: RedisAddress) {
         guard !stopped else { return }
-        let make = { RedisConnection(address, password: self.settings.password, loop: self.loop,
-                                     connectTimeoutMilliseconds: self.settings.connectTimeoutMilliseconds,
-                                     commandTimeoutMilliseconds: self.settings.timeoutMilliseconds) }
-        let reader = make(), writer = make()
+        let master = settings.master.followsSentinel
+        let make = { (extra: UInt64) in
+            RedisConnection(address, password: self.settings.password, loop: self.loop,
+                            connectTimeoutMilliseconds: self.settings.connectTimeoutMilliseconds,
+                            commandTimeoutMilliseconds: self.settings.timeoutMilliseconds + extra, requireMaster: master)
+        }
+        // The writer's commands may queue behind a WAIT (its bound is theirs too).
+        let reader = make(0), writer = make(settings.replicas > 0 ? settings.acknowledgeMilliseconds : 0)
         (self.reader, self.writer) = (reader, writer)
         for connection in [reader, writer] {
             connection.onClosed = { [weak self, weak connection] error in
@@ -166,8 +202,16 @@ public final class PurgeFeed {
         writer.onReady = { [weak self] in self?.sendWaiting() }
     }
 
-    /// One connection failed: both go, and come back after a pause.
-    private func lost(_ error: RedisError) {
+    /// One connection failed: both go, and come back after a pause (the
+    /// master doubted first: Sentinel may name another).
+    func lost(_ error: RedisError) {
+        if let generation { settings.master.doubt(generation) }
+        drop(error, again: nil)
+    }
+
+    /// Closes both connections and connects again after `again` ms (nil: the backoff's pause).
+    private func drop(_ error: RedisError, again: UInt64?) {
+        settings.master.reached(false, now: EventLoop.nowMilliseconds())
         reading = false
         caughtUp = false
         announced = false
@@ -176,12 +220,13 @@ public final class PurgeFeed {
         (self.reader, self.writer) = (nil, nil)
         reader?.close()
         writer?.close()
-        note("fleet: Redis at \(settings.address): \(error.description); serving from this node alone, retrying")
+        note("fleet: Redis: \(error.description); serving from this node alone, retrying")
         guard !stopped else { return }
-        loop.schedule(after: backoff.take()) { [weak self] in self?.connect() }
+        if again != nil { backoff.reset() }
+        loop.schedule(after: again ?? backoff.take()) { [weak self] in self?.connect() }
     }
 
-    private func note(_ text: String) { faults.note(text) }
+    func note(_ text: String) { faults.note(text) }
 
     // MARK: reading
 
@@ -210,7 +255,13 @@ public final class PurgeFeed {
         let sameFleet = fleetID == nil || knownFleetID.map { $0 == fleetID } ?? true
         reader.send(["HGET", positionsKey, settings.node]) { [weak self] result in
             guard let self, case .success(let reply) = result else { return }
-            let recorded = reply.text.flatMap(Self.place)
+            var recorded = reply.text.flatMap(Self.place)
+            // After a failover this node's own place counts: the new master
+            // may have less of the stream than this node read.
+            if self.failedOver, let position = self.position, sameFleet, position > recorded?.id ?? .zero {
+                recorded = (position, self.consumed)
+            }
+            self.failedOver = false
             reader.send(["XINFO", "STREAM", self.streamKey]) { [weak self] result in
                 guard let self else { return }
                 let fields = Self.pairs(result)  // none when there is no stream yet
@@ -237,7 +288,8 @@ public final class PurgeFeed {
                 // Reading starts once the position is recorded: a node that
                 // stops at once still replays from here when it is back.
                 reader.send(["HSET", self.positionsKey, self.settings.node, self.placeText]) { [weak self] in
-                    guard let self, case .success = $0 else { return }
+                    guard let self, case .success(let reply) = $0 else { return }
+                    if reply.isReadOnlyError { return self.lost(RedisError("Redis is a replica now (READONLY)", notMaster: true)) }
                     self.backoff.reset()
                     self.reading = true
                     self.record()
@@ -321,117 +373,20 @@ public final class PurgeFeed {
 
     /// The nodes whose stamp (the fleet's milliseconds) is within
     /// `liveMilliseconds` of `now`.
-    private static func live(_ alive: [String: String], now: Int64) -> Set<String> {
+    static func live(_ alive: [String: String], now: Int64) -> Set<String> {
         Set(alive.filter { now.minusSaturating(Int64($0.value) ?? 0).magnitude <= liveMilliseconds }.map(\.key))
-    }
-
-    // MARK: publishing
-
-    /// A purge on its way out, with the stored keys a URL purge names.
-    private struct Outgoing {
-        var purge: FleetPurge
-        var keys: [String]
-        var prefixes: [String] = []
-        var tags: [String] = []
-    }
-
-    /// Sends a purge this node applied (`keys`: the stored keys a URL purge
-    /// names, its target's and its route's; `prefixes`: with virtual hosts,
-    /// the path's keys on every host; `tags`: the URL's cached POST
-    /// queries); it leaves the shared tier in the same step. `delivered` runs once on this loop.
-    public func publish(_ purge: FleetPurge, keys: [String] = [], prefixes: [String] = [], tags: [String] = [],
-                        delivered: @escaping (Delivery) -> Void) {
-        send(Outgoing(purge: purge, keys: keys, prefixes: prefixes, tags: tags), delivered: delivered)
-    }
-
-    private func send(_ outgoing: Outgoing, delivered: @escaping (Delivery) -> Void) {
-        guard let writer, writer.isReady else {
-            if waiting.count >= Self.maxWaiting { waiting.removeFirst() }
-            waiting.append((outgoing, { _ in }))
-            loop.execute { delivered(Delivery(nodes: 0, acknowledged: 0, queued: true, error: "Redis is unreachable")) }
-            return
-        }
-        writer.send(purgeCommand(outgoing)) { [weak self] result in
-            guard let self else { return }
-            guard case .success(let reply) = result, let id = reply.text.flatMap(StreamID.init) else {
-                // Not sent: it goes again when Redis is back, or (an error reply, such as
-                // LOADING while Redis starts) in a second.
-                self.waiting.append((outgoing, { _ in }))
-                let why: String
-                if case .success(let reply) = result { why = "\(reply)" } else if case .failure(let error) = result { why = error.description } else { why = "" }
-                if case .success = result {
-                    self.note("fleet: Redis refused a purge: \(why); trying again")
-                    self.loop.schedule(after: 1_000) { [weak self] in self?.sendWaiting() }
-                }
-                return delivered(Delivery(nodes: 0, acknowledged: 0, queued: true, error: why))
-            }
-            self.sent += 1
-            self.awaitAcknowledgements(of: id, until: self.loop.now() + self.settings.acknowledgeMilliseconds, delivered)
-        }
-    }
-
-    /// The purge script's command (SharedScripts.purge).
-    private func purgeCommand(_ outgoing: Outgoing) -> [[UInt8]] {
-        var kind = "all", target: [UInt8] = [], upper: [UInt8] = Array("+".utf8), keys: [String] = []
-        switch outgoing.purge.scope {
-        case .key(let key): (kind, keys) = ("keys", outgoing.keys.isEmpty ? [key] : outgoing.keys)
-        case .prefix(let prefix):
-            (kind, target) = ("prefix", Array(prefix.utf8))
-            if let next = SharedKeys.successor(of: target) { upper = Array("(".utf8) + next }
-        case .tag(let tag): (kind, target) = ("tag", Array(tag.utf8))
-        case .regex(let pattern):
-            // The shared tier cannot run the expression: it drops the
-            // literal prefix every match has (everything without one).
-            let prefix = pattern.literalPrefix
-            if !prefix.isEmpty {
-                (kind, target) = ("prefix", Array(prefix.utf8))
-                if let next = SharedKeys.successor(of: target) { upper = Array("(".utf8) + next }
-            }
-        case .all: break
-        }
-        let prefixes = kind == "keys" ? outgoing.prefixes : [], tags = kind == "keys" ? outgoing.tags : []
-        let head: [[UInt8]] = [Array("EVAL".utf8), Array(SharedScripts.purge.utf8), Array("0".utf8),
-                               Array(SharedKeys.prefix(settings.name).utf8), Array(kind.utf8), target, upper,
-                               Array(String(settings.streamLength).utf8), Array(String(keys.count).utf8)]
-        return head + keys.map { Array($0.utf8) } + [Array(String(prefixes.count).utf8)] + prefixes.map { Array($0.utf8) }
-            + [Array(String(tags.count).utf8)] + tags.map { Array($0.utf8) } + outgoing.purge.fields.map { Array($0.utf8) }
-    }
-
-    private func sendWaiting() {
-        let queued = waiting
-        waiting = []
-        for (outgoing, delivered) in queued { send(outgoing, delivered: delivered) }
-    }
-
-    /// Counts the live nodes whose position reached `id`, again every few
-    /// milliseconds until all have or the wait is over.
-    private func awaitAcknowledgements(of id: StreamID, until deadline: UInt64, _ delivered: @escaping (Delivery) -> Void) {
-        guard let writer else { return delivered(Delivery(nodes: 0, acknowledged: 0, error: "Redis connection lost")) }
-        // Both sent at once; replies come in order, so `alive` is in when `positions` arrives.
-        var alive: Result<RedisReply, RedisError> = .failure(RedisError("no reply"))
-        writer.send(["HGETALL", aliveKey]) { alive = $0 }
-        writer.send(["HGETALL", positionsKey]) { [weak self] positions in
-            guard let self else { return }
-            var live = Self.live(Self.pairs(alive), now: self.clock.fleetNow)
-            live.insert(self.settings.node)  // it applied the purge before sending it
-            let at = Self.pairs(positions)
-            let acknowledged = live.filter { $0 == self.settings.node || (at[$0].flatMap(Self.place)?.id ?? .zero) >= id }
-            let delivery = Delivery(nodes: live.count, acknowledged: acknowledged.count)
-            if delivery.acknowledged >= delivery.nodes || self.loop.now() >= deadline { return delivered(delivery) }
-            self.loop.schedule(after: 2) { [weak self] in self?.awaitAcknowledgements(of: id, until: deadline, delivered) }
-        }
     }
 
     /// A node's place as recorded: "ID CONSUMED".
     private var placeText: String { "\(position ?? .zero) \(consumed)" }
 
-    private static func place(_ text: String) -> (id: StreamID, consumed: Int)? {
+    static func place(_ text: String) -> (id: StreamID, consumed: Int)? {
         let parts = text.split(separator: " ")
         guard parts.count == 2, let id = StreamID(String(parts[0])), let consumed = Int(parts[1]) else { return nil }
         return (id, consumed)
     }
 
-    private static func pairs(_ result: Result<RedisReply, RedisError>) -> [String: String] {
+    static func pairs(_ result: Result<RedisReply, RedisError>) -> [String: String] {
         guard case .success(let reply) = result else { return [:] }
         let items = reply.elements
         var out: [String: String] = [:]

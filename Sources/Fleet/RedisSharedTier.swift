@@ -12,7 +12,8 @@ import Synchronization
 /// the connection comes back with backoff. Loop thread only.
 public final class RedisSharedTier: SharedTier {
     public struct Settings: Sendable {
-        public var address: RedisAddress
+        /// Where the master is (fixed, or followed through Sentinel).
+        public var master: RedisMaster
         public var password: String?
         public var name: String
         /// This node's name (its claims carry it).
@@ -22,7 +23,11 @@ public final class RedisSharedTier: SharedTier {
         public var maxObjectBytes = 1 << 20
 
         public init(address: RedisAddress, password: String?, name: String) {
-            self.address = address
+            self.init(master: RedisMaster(fixed: address), password: password, name: name)
+        }
+
+        public init(master: RedisMaster, password: String?, name: String) {
+            self.master = master
             self.password = password
             self.name = name
         }
@@ -51,6 +56,8 @@ public final class RedisSharedTier: SharedTier {
     private var backoff = Backoff()
     private var stopped = false
     private let counts: SharedTierCounts
+    /// The master generation the connections were made to.
+    private var generation: UInt64?
 
     /// `mark`: the fleet thread's place in the purge stream; `clock`: this
     /// node's clock against Redis's (the purge feed's); `counts` and
@@ -68,7 +75,15 @@ public final class RedisSharedTier: SharedTier {
 
     /// Connects from the worker's loop (call from any thread).
     public func start() {
+        settings.master.watch(on: loop) { [weak self] in self?.masterChanged() }
         loop.execute { [weak self] in self?.connect() }
+    }
+
+    /// Sentinel named another master: the connections go to it at once.
+    private func masterChanged() {
+        guard !stopped, let current = settings.master.current, current.generation != generation else { return }
+        guard connection != nil else { return connect() }
+        drop(RedisError("the master moved to \(current.address)"), again: 0)
     }
 
     public func stop() {
@@ -79,15 +94,17 @@ public final class RedisSharedTier: SharedTier {
     }
 
     private func connect() {
-        guard !stopped else { return }
-        settings.address.whenResolved(on: loop) { [weak self] in self?.connect(to: $0) }
+        guard !stopped, connection == nil, let current = settings.master.current else { return }  // (a master named brings it)
+        generation = current.generation
+        current.address.whenResolved(on: loop) { [weak self] in self?.connect(to: $0) }
     }
 
     private func connect(to address: RedisAddress) {
         guard !stopped else { return }
+        let master = settings.master.followsSentinel
         let make = { RedisConnection(address, password: self.settings.password, loop: self.loop,
                                      connectTimeoutMilliseconds: self.settings.connectTimeoutMilliseconds,
-                                     commandTimeoutMilliseconds: self.settings.timeoutMilliseconds) }
+                                     commandTimeoutMilliseconds: self.settings.timeoutMilliseconds, requireMaster: master) }
         let connection = make(), subscriber = make()
         (self.connection, self.subscriber) = (connection, subscriber)
         connection.onReady = { [weak self] in self?.readyChanged() }
@@ -115,8 +132,14 @@ public final class RedisSharedTier: SharedTier {
     }
 
     /// One connection failed: both go (waiting requests fetch alone), and
-    /// come back after a pause.
+    /// come back after a pause (the master doubted first: Sentinel may name another).
     private func lost(_ error: RedisError) {
+        if let generation { settings.master.doubt(generation) }
+        drop(error, again: nil)
+    }
+
+    /// Closes both connections and connects again after `again` ms (nil: the backoff's pause).
+    private func drop(_ error: RedisError, again: UInt64?) {
         if countedReady { counts.connected.wrappingSubtract(1, ordering: .relaxed) }
         countedReady = false
         let (connection, subscriber) = (self.connection, self.subscriber)
@@ -126,9 +149,10 @@ public final class RedisSharedTier: SharedTier {
         held = [:]
         for key in Array(waiting.keys) { wake(key) }
         counts.errors.wrappingAdd(1, ordering: .relaxed)
-        note("fleet: shared tier: Redis at \(settings.address): \(error.description); serving from this node alone, retrying")
+        note("fleet: shared tier: Redis: \(error.description); serving from this node alone, retrying")
         guard !stopped else { return }
-        loop.schedule(after: backoff.take()) { [weak self] in self?.connect() }
+        if again != nil { backoff.reset() }
+        loop.schedule(after: again ?? backoff.take()) { [weak self] in self?.connect() }
     }
 
     private func note(_ text: String) { faults.note(text) }
@@ -204,6 +228,7 @@ public final class RedisSharedTier: SharedTier {
             case .error(let message):
                 self.counts.errors.wrappingAdd(1, ordering: .relaxed)
                 self.note("fleet: shared tier: Redis refused a store: \(message)")
+                if reply.isReadOnlyError { self.lost(RedisError("Redis is a replica now (READONLY)", notMaster: true)) }
             default: break
             }
         }

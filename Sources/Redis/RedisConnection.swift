@@ -43,9 +43,11 @@ public final class RedisConnection: IOHandler {
     }
 
     /// `password`: sent with AUTH first; `commandTimeoutMilliseconds`: how
-    /// long a reply may take (a blocking command gives its own).
+    /// long a reply may take (a blocking command gives its own);
+    /// `requireMaster`: ready only once `ROLE` says it is a master (one
+    /// Sentinel named may have become a replica since).
     public init(_ address: RedisAddress, password: String?, loop: EventLoop, connectTimeoutMilliseconds: UInt64,
-                commandTimeoutMilliseconds: UInt64) {
+                commandTimeoutMilliseconds: UInt64, requireMaster: Bool = false) {
         self.loop = loop
         self.commandTimeoutMilliseconds = commandTimeoutMilliseconds
         // hiredis would ask the name server here, on the loop: owners resolve first (`needsLookup`).
@@ -98,6 +100,13 @@ public final class RedisConnection: IOHandler {
         }
         if let password { handshake(["AUTH", password], what: "AUTH") }
         if address.database != 0 { handshake(["SELECT", String(address.database)], what: "SELECT \(address.database)") }
+        if requireMaster {
+            send(["ROLE"]) { [weak self] result in
+                // (A ROLE an ACL refuses says nothing: the writes will tell.)
+                guard case .success(let reply) = result, let role = reply.elements.first?.text, role != "master" else { return }
+                self?.close(RedisError("Redis at \(address) is a \(role), not the master", notMaster: true))
+            }
+        }
         send(["PING"]) { [weak self] result in
             guard let self, self.failure == nil, case .success(let reply) = result else { return }
             if case .error(let message) = reply { return self.close(RedisError("Redis refused the connection: \(message)")) }

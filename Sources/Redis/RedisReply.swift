@@ -48,5 +48,19 @@ public enum RedisReply: Equatable, Sendable {
 /// out, was closed by the server): every command waiting on it gets this.
 public struct RedisError: Error, Equatable, CustomStringConvertible, Sendable {
     public let description: String
-    public init(_ description: String) { self.description = description }
+    /// The server is not (or no longer) the master: it says it is a
+    /// replica (`ROLE`) or refused a write with READONLY.
+    public let isNotMaster: Bool
+    public init(_ description: String, notMaster: Bool = false) {
+        self.description = description
+        isNotMaster = notMaster
+    }
+}
+
+extension RedisReply {
+    /// A write refused by a replica (`-READONLY ...`): the master moved.
+    public var isReadOnlyError: Bool {
+        if case .error(let message) = self { return message.hasPrefix("READONLY") }
+        return false
+    }
 }

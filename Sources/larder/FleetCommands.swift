@@ -48,6 +48,8 @@ struct FleetStatusCommand: ParsableCommand {
         return """
             fleet \(f["name"]?.string ?? "?"), node \(f["node"]?.string ?? "?"): \
             \(connected ? "connected" : "NOT connected") to Redis (round trip \(rtt)), \(n("nodes")) live nodes
+            master: \(f["master"]?.string ?? "none reached now")\
+            \(f["sentinel"]?.bool == true ? " (Sentinel), \(n("failovers")) failovers, \(f["seconds_without_master"]?.double.map { fixedPoint($0, digits: 1) } ?? "0") s without a master" : "")
             clock: \(clock)
             purges: sent \(n("purges_sent")), received \(n("purges_received")), replayed \(n("purges_replayed")), \
             queued \(n("purges_queued"))

@@ -22,6 +22,9 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
     /// What `/stats` shows, kept current from the fleet's loop.
     private let current: Locked<FleetStatus>
     private let password: String?
+    /// Where the Redis master is: `redis`, or what the sentinels name.
+    let master: RedisMaster
+    private var sentinels: SentinelWatcher?
     private let purgeScopes: (String) -> [PurgeScope]
     private let logger: Logger
     /// Where this node stands in the purge stream (for shared-tier stores).
@@ -31,19 +34,22 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
     private lazy var sharedFaults = FaultLog { [logger] in logger.warning("\($0)") }
 
     /// `cacheDirectory`: the disk tier's, where the fleet's identity is remembered.
-    init(_ config: FleetConfig, password: String?, store: TieredStore, purgeScopes: @escaping (String) -> [PurgeScope],
-         cacheDirectory: String?, logger: Logger) throws {
+    init(_ config: FleetConfig, password: String?, sentinelPassword: String? = nil, store: TieredStore,
+         purgeScopes: @escaping (String) -> [PurgeScope], cacheDirectory: String?, logger: Logger) throws {
         self.config = config
         self.password = password
         self.logger = logger
         loop = try EventLoop()
+        master = config.followsSentinel ? RedisMaster(followingSentinelAt: EventLoop.nowMilliseconds()) : RedisMaster(fixed: config.address)
         let current = Locked(FleetStatus(name: config.name, node: config.node, connected: false, purgesSent: 0, purgesReceived: 0,
                                          purgesQueued: 0, lastError: nil))
         self.current = current
         self.purgeScopes = purgeScopes
-        var settings = PurgeFeed.Settings(address: config.address, password: password, name: config.name, node: config.node)
+        var settings = PurgeFeed.Settings(master: master, password: password, name: config.name, node: config.node)
         settings.connectTimeoutMilliseconds = config.connectTimeoutMilliseconds
         settings.timeoutMilliseconds = config.timeoutMilliseconds
+        // A purge counts as delivered once a replica holds it too: a failover keeps it.
+        settings.replicas = config.followsSentinel ? 1 : 0
         feed = PurgeFeed(settings, loop: loop, apply: { purge in
             let (count, failures) = AdminAPI.apply(purge.scope, soft: purge.soft, to: store, purgeScopes: purgeScopes)
             current.withLock { $0.purgesReceived += 1 }
@@ -58,6 +64,16 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
         })
         let feed = self.feed!
         feed.mark = mark
+        if config.followsSentinel {
+            var watching = SentinelWatcher.Settings(sentinels: config.sentinels, masterName: config.masterName ?? "",
+                                                    password: sentinelPassword)
+            watching.connectTimeoutMilliseconds = config.connectTimeoutMilliseconds
+            watching.timeoutMilliseconds = config.timeoutMilliseconds
+            sentinels = SentinelWatcher(watching, master: master, loop: loop, log: { text in
+                current.withLock { $0.lastError = text }
+                logger.warning("\(text)")
+            })
+        }
         if let file = FleetIdentityFile(cacheDirectory: cacheDirectory, name: config.name) {
             feed.knownFleetID = file.read()
             feed.rememberFleetID = { identity in
@@ -97,6 +113,9 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
         status.sharedStoresRefused = counts.storesRefused.load(ordering: .relaxed)
         status.sharedErrors = counts.errors.load(ordering: .relaxed)
         status.sharedConnections = counts.connected.load(ordering: .relaxed)
+        status.followsSentinel = master.followsSentinel
+        status.master = status.connected ? master.current.map { "\($0.address)" } : nil
+        (status.failovers, status.withoutMasterMilliseconds) = master.figures(now: EventLoop.nowMilliseconds())
         return status
     }
 
@@ -123,7 +142,9 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
 
     func start() throws(ThreadStartError) {
         let (loop, feed) = (self.loop, self.feed!)
+        let sentinels = self.sentinels
         try startThread(name: "larder-fleet") { [self] in
+            sentinels?.start()
             feed.start()
             keepStatusCurrent()
             loop.run()
@@ -135,7 +156,9 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
         let (loop, feed) = (self.loop, self.feed!)
         let condition = Condition()
         var left = false  // guarded by `condition`
+        let sentinels = self.sentinels
         loop.execute {
+            sentinels?.stop()
             feed.leave {
                 loop.stop()
                 condition.lock()
@@ -153,7 +176,7 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
     /// The shared tier for a worker's loop (connected once that loop runs).
     func sharedTier(on loop: EventLoop) -> RedisSharedTier {
         // Resolved once here: a worker's loop must not wait on DNS when it reconnects.
-        var settings = RedisSharedTier.Settings(address: config.address, password: password, name: config.name)
+        var settings = RedisSharedTier.Settings(master: master, password: password, name: config.name)
         settings.connectTimeoutMilliseconds = config.connectTimeoutMilliseconds
         settings.timeoutMilliseconds = config.timeoutMilliseconds
         settings.maxObjectBytes = config.maxObjectBytes
@@ -182,7 +205,7 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
             feed.publish(FleetPurge(scope: scope, soft: soft, node: node), keys: keys, prefixes: prefixes, tags: tags) { [self] delivery in
                 refresh()
                 delivered(PurgeDelivery(nodes: delivery.nodes, acknowledged: delivery.acknowledged, queued: delivery.queued,
-                                        error: delivery.error))
+                                        error: delivery.error, replicas: delivery.replicas))
             }
         }
     }

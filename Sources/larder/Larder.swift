@@ -179,7 +179,7 @@ struct CheckConfig: ParsableCommand {
         print("disk_limit = \(settings.diskLimitBytes) bytes")
         print("workers = \(settings.workers == 0 ? "one per core" : String(settings.workers))")
         if let fleet = settings.fleet {
-            print("fleet = \(fleet.name), node \(fleet.node), redis \(fleet.address)"
+            print("fleet = \(fleet.name), node \(fleet.node), \(fleet.followsSentinel ? "" : "redis ")\(fleet.shown)"
                   + (fleet.passwordFile.map { ", password from \($0)" } ?? ""))
         }
     }

@@ -248,7 +248,7 @@ struct Serve: ParsableCommand {
         // Tests and scripts read this line to learn the port.
         let diskNote = tiers.compactMap { $0 as? DiskTier }.first.map { ", disk tier \($0.directory) limit \($0.limitBytes) bytes" }
             ?? ", memory only"
-        let fleetNote = fleet.map { ", fleet \($0.config.name) as node \($0.config.node) on \($0.config.address)" } ?? ""
+        let fleetNote = fleet.map { ", fleet \($0.config.name) as node \($0.config.node) on \($0.config.shown)" } ?? ""
         complain("listening on \(listeners.shown) with \(workerCount) workers, upstream \(upstream), memory limit \(settings.memoryLimitBytes) bytes\(diskNote)\(adminNote)\(fleetNote)", priority: 5)
 
         let reload = Reloader(flags: flags, running: settings, pools: proxyConfig.upstreams, workers: workers, store: store,
@@ -285,9 +285,10 @@ struct Serve: ParsableCommand {
     static func startFleet(_ settings: Settings, store: TieredStore, logger: Logger,
                            purgeScopes: @escaping (String) -> [PurgeScope]) throws -> FleetNode? {
         guard let config = settings.fleet else { return nil }
-        let password: String?
+        let password: String?, sentinelPassword: String?
         do {
             password = try config.password()
+            sentinelPassword = try config.sentinelPassword()
         } catch {
             complain("\(error)")
             throw Exit.config
@@ -298,13 +299,13 @@ struct Serve: ParsableCommand {
         }
         if let warning = config.passwordFileWarning() { logger.warning("\(warning)") }
         do {
-            let node = try FleetNode(config, password: password, store: store, purgeScopes: purgeScopes,
+            let node = try FleetNode(config, password: password, sentinelPassword: sentinelPassword, store: store, purgeScopes: purgeScopes,
                                      cacheDirectory: settings.cacheDirectory, logger: logger)
             try node.start()
             // Purges missed while this node was away apply before it serves (bounded: Redis may be down).
             let bound = config.connectTimeoutMilliseconds + config.timeoutMilliseconds
             if !node.waitUntilJoined(milliseconds: bound) {
-                logger.warning("fleet: Redis at \(config.address) did not answer within \(bound) ms; serving from this node alone until it does")
+                logger.warning("fleet: Redis (\(config.shown)) did not answer within \(bound) ms; serving from this node alone until it does")
             }
             return node
         } catch {

@@ -156,6 +156,30 @@ final class ConfigFileTests: XCTestCase {
         }
     }
 
+    func testSentinelsAndTheirMasterInsteadOfOneRedis() throws {
+        let text = "[fleet]\nsentinels = [\"10.0.0.5\", \"10.0.0.6:26380\", \"[::1]:26381\"]\nmaster = \"cache\"\n"
+            + "password_file = \"/etc/p\"\nsentinel_password_file = \"/etc/s\"\n"
+        let fleet = try XCTUnwrap(try load(text).fleet)
+        XCTAssertTrue(fleet.followsSentinel)
+        XCTAssertEqual(fleet.sentinels.map(FleetConfig.sentinelText), ["10.0.0.5:26379", "10.0.0.6:26380", "[::1]:26381"])
+        XCTAssertEqual(fleet.masterName, "cache")
+        XCTAssertEqual(fleet.sentinelPasswordFile, "/etc/s")
+        XCTAssertEqual(fleet.shown, "master cache via sentinels 10.0.0.5:26379, 10.0.0.6:26380, [::1]:26381")
+        XCTAssertNotNil(fleet.refusal(password: nil), "sentinels on other machines need a password")
+        XCTAssertNil(fleet.refusal(password: "secret"))
+        let printed = EffectiveConfig.render(try load(text))
+        XCTAssertEqual(EffectiveConfig.render(try load(printed)), printed)
+        XCTAssertFalse(printed.contains("redis = "), printed)
+        for (bad, key) in [("sentinels = \"10.0.0.5\"\nmaster = \"m\"", "fleet.sentinels"),
+                           ("sentinels = [\"10.0.0.5:0\"]\nmaster = \"m\"", "fleet.sentinels"),
+                           ("sentinels = [\"10.0.0.5/1\"]\nmaster = \"m\"", "fleet.sentinels"),
+                           ("sentinels = [1]\nmaster = \"m\"", "fleet.sentinels"),
+                           ("sentinels = [\"10.0.0.5\"]\nmaster = \"two words\"", "fleet.master"),
+                           ("sentinels = [\"10.0.0.5\"]\nmaster = \"m\"\nredis = \"redis://10.0.0.5\"", "fleet.sentinels")] {
+            XCTAssertEqual(try error("[fleet]\n" + bad + "\n").key, key, bad)
+        }
+    }
+
     static let edgeText = """
         request_headers = { set = { "X-Env" = "prod", "X-Cost" = "$$5 for $client_addr" }, remove = ["X-Debug"] }
         response_headers = { add = { "X-Request-Id" = "$request_id" }, remove = ["Server"] }

@@ -71,6 +71,37 @@ final class RedisConnectionTests: XCTestCase {
         XCTAssertEqual(try call(redis, ["PING"])?.get(), .status("PONG"))
     }
 
+    /// `requireMaster`: ready on a master; a replica is refused as one
+    /// (`isNotMaster`), and its READONLY to a write is told apart.
+    func testAConnectionThatNeedsAMasterRefusesAReplica() throws {
+        let master = try RedisServer()
+        let replica = try RedisServer(extra: ["--replicaof", "127.0.0.1", String(master.port)])
+        func open(_ port: Int) -> RedisConnection {
+            let connection = RedisConnection(RedisAddress(endpoint: .tcp(host: "127.0.0.1", port: port)), password: nil, loop: loop,
+                                             connectTimeoutMilliseconds: 1_000, commandTimeoutMilliseconds: 2_000, requireMaster: true)
+            connections.append(connection)
+            return connection
+        }
+        let toMaster = open(master.port)
+        var ready = false
+        toMaster.onReady = { ready = true }
+        run { ready }
+        XCTAssertTrue(ready)
+
+        let toReplica = open(replica.port)
+        var closed: RedisError?
+        toReplica.onReady = { XCTFail("a replica is not ready as a master") }
+        toReplica.onClosed = { closed = $0 }
+        run { closed != nil }
+        XCTAssertEqual(closed?.isNotMaster, true, "\(String(describing: closed))")
+        XCTAssertTrue(closed?.description.contains("is a slave, not the master") ?? false, "\(String(describing: closed))")
+
+        let plain = try connect("redis://127.0.0.1:\(replica.port)")
+        let write = try call(plain, ["SET", "k", "v"])?.get()
+        XCTAssertEqual(write?.isReadOnlyError, true, "\(String(describing: write))")
+        XCTAssertEqual(try call(plain, ["GET", "k"])?.get().isReadOnlyError, false)
+    }
+
     /// Out of descriptors (the limit just above those open), the relief the
     /// daemon installs is asked and the connection made in the one it gives back.
     func testOutOfDescriptorsTheReliefIsAskedAndTheConnectionIsMade() throws {

@@ -42,17 +42,20 @@ public final class RedisServer {
     }
 
     /// Stops it (SIGKILL: the test is about a server that vanishes) and waits.
-    public func stop() {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGKILL)
-        let deadline = Date().addingTimeInterval(10)
-        while process.isRunning && Date() < deadline { usleep(5_000) }
-    }
+    public func stop() { killAndWait(process) }
 
     deinit {
         stop()
         try? FileManager.default.removeItem(atPath: directory)
     }
+}
+
+/// SIGKILL, then waits (bounded: 10 s) until the process is gone.
+func killAndWait(_ process: Process) {
+    guard process.isRunning else { return }
+    kill(process.processIdentifier, SIGKILL)
+    let deadline = Date().addingTimeInterval(10)
+    while process.isRunning && Date() < deadline { usleep(5_000) }
 }
 
 public struct RedisTestError: Error, CustomStringConvertible {
