@@ -102,8 +102,11 @@ public enum FeedStart: Equatable, Sendable {
     /// `place`: where this node stopped (nil: none recorded); `stream`: nil
     /// when there is none; `sameFleet`: false when the fleet's identity in
     /// Redis is not the one this node remembers (Redis lost its data, or is
-    /// another Redis: its place and stream say nothing of what it missed).
-    public static func decide(place: (id: StreamID, consumed: Int)?, stream: Stream?, sameFleet: Bool = true) -> FeedStart {
+    /// another Redis: its place and stream say nothing of what it missed);
+    /// `placeShown`: false when, after a failover, the new master's stream
+    /// lacks the entry this node read last (the promoted replica lagged).
+    public static func decide(place: (id: StreamID, consumed: Int)?, stream: Stream?, sameFleet: Bool = true,
+                              placeShown: Bool = true) -> FeedStart {
         guard sameFleet else {
             return .dropEverythingThenFrom(stream?.lastGenerated ?? .zero, consumed: stream?.entriesAdded ?? 0,
                                            reason: "Redis no longer holds the fleet this node joined (it lost its data or is another Redis)")
@@ -118,6 +121,9 @@ public enum FeedStart: Equatable, Sendable {
             .dropEverythingThenFrom(stream.lastGenerated, consumed: stream.entriesAdded, reason: reason)
         }
         guard let place else { return drop("this node has no recorded place in the fleet's purge stream") }
+        guard placeShown else {
+            return drop("the new Redis master lacks purges this node read (the promoted replica lagged): others may be lost too")
+        }
         if place.id > stream.lastGenerated || place.consumed > stream.entriesAdded {
             // Redis went back to an older copy: later purges may be numbered below this node's place.
             return drop("the fleet's purge stream is older than this node's place in it")

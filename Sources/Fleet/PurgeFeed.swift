@@ -256,10 +256,14 @@ public final class PurgeFeed {
         reader.send(["HGET", positionsKey, settings.node]) { [weak self] result in
             guard let self, case .success(let reply) = result else { return }
             var recorded = reply.text.flatMap(Self.place)
-            // After a failover this node's own place counts: the new master
-            // may have less of the stream than this node read.
-            if self.failedOver, let position = self.position, sameFleet, position > recorded?.id ?? .zero {
-                recorded = (position, self.consumed)
+            // After a failover this node's own place counts, and must be in
+            // the new master's stream: a replica that lagged lacks it.
+            var shown = true
+            if self.failedOver, sameFleet, let position = self.position, position != .zero {
+                if position > recorded?.id ?? .zero { recorded = (position, self.consumed) }
+                reader.send(["XRANGE", self.streamKey, position.description, position.description]) { result in
+                    if case .success(let reply) = result, case .array(let entries) = reply { shown = !entries.isEmpty }
+                }
             }
             self.failedOver = false
             reader.send(["XINFO", "STREAM", self.streamKey]) { [weak self] result in
@@ -271,7 +275,7 @@ public final class PurgeFeed {
                     stream = FeedStart.Stream(lastGenerated: last, entriesAdded: added, length: length,
                                               maxDeleted: fields["max-deleted-entry-id"].flatMap(StreamID.init) ?? .zero)
                 }
-                switch FeedStart.decide(place: recorded, stream: stream, sameFleet: sameFleet) {
+                switch FeedStart.decide(place: recorded, stream: stream, sameFleet: sameFleet, placeShown: shown) {
                 case .from(let id, let consumed):
                     (self.position, self.consumed) = (id, consumed)
                     self.mark?.set(id)

@@ -55,6 +55,8 @@ final class FleetPurgeTests: XCTestCase {
         XCTAssertNotNil(dropped(FeedStart.decide(place: (StreamID("300-0")!, 3), stream: stream(added: 5, length: 5))),
                         "Redis went back to an older copy")
         XCTAssertNotNil(dropped(FeedStart.decide(place: (p, 9), stream: stream(added: 5, length: 5))), "fewer entries than it read")
+        XCTAssertTrue(dropped(FeedStart.decide(place: (p, 3), stream: stream(added: 5, length: 5), placeShown: false))?
+            .contains("lagged") ?? false, "after a failover, a new master whose stream lacks the entry it read last")
         XCTAssertEqual(FeedStart.decide(place: (.zero, 0), stream: nil), .from(.zero, consumed: 0),
                        "a place at the start and no stream: a fleet that never purged, not a lost Redis")
         XCTAssertEqual(FeedStart.decide(place: (.zero, 0), stream: stream(added: 5, length: 5)), .from(.zero, consumed: 0),

@@ -103,6 +103,8 @@ final class FleetSentinelTests: FleetTestCase {
         load.start()
         defer { load.stop() }
 
+        // A sentinel may be gone (the one the nodes follow first): the others still elect and tell.
+        sentinels[0].stop()
         master.stop()  // kill -9
         // A node stopped now comes back during the failover.
         kill(c.child.process.processIdentifier, SIGTERM)
@@ -137,6 +139,41 @@ final class FleetSentinelTests: FleetTestCase {
         load.stop()
         XCTAssertGreaterThan(load.answered, 20, "the load ran")
         XCTAssertEqual(load.failures, [], "no client request failed during the failover")
+    }
+
+    /// The promoted replica lacks a purge (its link was cut before it, so
+    /// WAIT found no replica): the node that sent it sends it again to the
+    /// new master, and a node that had read it (further than the new master
+    /// holds) drops what it cannot prove fresh.
+    func testANodeAheadOfThePromotedReplicaDropsWhatItHoldsAndTheSenderResends() throws {
+        let a = try node("a"), b = try node("b")
+        for target in ["/lag/gone", "/lag/kept"] {
+            for l in [a, b] { _ = try l.client().get(target) }
+            XCTAssertTrue(isHit(try b.client().get(target)))
+        }
+        // The replica is cut off and cannot come back (the old master now wants a password it lacks).
+        _ = cli(master.port, ["CONFIG", "SET", "requirepass", "cut"])
+        _ = cli(master.port, ["-a", "cut", "--no-auth-warning", "CLIENT", "KILL", "TYPE", "replica"])
+        let answer = (try purge(a, "url=%2Flag%2Fgone")["fleet"] as? [String: Any]) ?? [:]
+        XCTAssertEqual(answer["acknowledged"] as? Int, 2, "\(answer)")
+        XCTAssertEqual(answer["replicas"] as? Int, 0, "no replica holds it: \(answer)")
+        master.stop()
+
+        let promoted = "redis://127.0.0.1:\(replica.port)"
+        XCTAssertTrue(waitUntil(seconds: 30) { [a, b] in [a, b].allSatisfy { self.masterInUse($0) == promoted } },
+                      "both follow the promoted replica")
+        func count(_ l: LarderProcess, _ key: String) -> Int { (try? self.fleetStats(l))??[key] as? Int ?? 0 }
+        XCTAssertTrue(waitUntil(seconds: 10) { count(a, "purges_sent") >= 2 }, "a sent it again to the new master")
+        XCTAssertEqual(cli(replica.port, ["EXISTS", "larder:ha:obj:/lag/gone"]).trimmingCharacters(in: .whitespacesAndNewlines), "0",
+                       "the resent purge took the shared copy the replica still had")
+        XCTAssertEqual(cli(replica.port, ["EXISTS", "larder:ha:obj:/lag/kept"]).trimmingCharacters(in: .whitespacesAndNewlines), "1")
+        XCTAssertTrue(b.child.stderr.contains("dropping everything this node holds"), b.child.stderr.suffix(2000).description)
+        for (name, l) in [("a", a), ("b", b)] {
+            for target in ["/lag/gone", "/lag/kept"] {
+                let r = try l.client().get(target)
+                XCTAssertTrue(!isHit(r) || isFleetHit(r), "\(target) on \(name): nothing of its own kept, \(r.header("cache-status") ?? "")")
+            }
+        }
     }
 
     func testABadSentinelConfigurationIsRefused() throws {
