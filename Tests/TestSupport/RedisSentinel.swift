@@ -11,8 +11,10 @@ public final class RedisSentinel {
     public let directory: String
     private let process: Process
 
-    /// `quorum`: sentinels that must agree the master is down.
-    public init(monitoring master: String, at masterPort: Int, quorum: Int = 2, password: String? = nil) throws {
+    /// `quorum`: sentinels that must agree the master is down; `password`:
+    /// the sentinel's own (and the others'); `masterPassword`: Redis's.
+    public init(monitoring master: String, at masterPort: Int, quorum: Int = 2, password: String? = nil,
+                masterPassword: String? = nil) throws {
         let sentinel = "/usr/bin/redis-sentinel"
         let useSentinel = FileManager.default.isExecutableFile(atPath: sentinel)
         guard let binary = useSentinel ? sentinel : RedisServer.binary else {
@@ -28,8 +30,9 @@ public final class RedisSentinel {
             daemonize no
             dir \(directory)
             logfile \(directory)/sentinel.log
-            \(password.map { "requirepass \($0)" } ?? "")
+            \(password.map { "requirepass \($0)\nsentinel sentinel-pass \($0)" } ?? "")
             sentinel monitor \(master) 127.0.0.1 \(masterPort) \(quorum)
+            \(masterPassword.map { "sentinel auth-pass \(master) \($0)" } ?? "")
             sentinel down-after-milliseconds \(master) 1000
             sentinel failover-timeout \(master) 5000
             sentinel parallel-syncs \(master) 1

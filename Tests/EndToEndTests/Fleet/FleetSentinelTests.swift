@@ -15,17 +15,25 @@ final class FleetSentinelTests: FleetTestCase {
     private var replica: RedisServer!
     private var sentinels: [RedisSentinel] = []
 
-    override func setUpWithError() throws {
-        try super.setUpWithError()
-        master = try RedisServer()
-        replica = try RedisServer(extra: ["--replicaof", "127.0.0.1", String(master.port)])
+    /// The Redis password (master and replica) and the sentinels' own, when set.
+    private var password: String?
+    private var sentinelPassword: String?
+
+    /// A master, its replica and three sentinels that see each other.
+    private func startReplicatedRedis(password: String? = nil, sentinelPassword: String? = nil) throws {
+        (self.password, self.sentinelPassword) = (password, sentinelPassword)
+        let auth = password.map { ["--requirepass", $0, "--masterauth", $0] } ?? []
+        master = try RedisServer(extra: auth)
+        replica = try RedisServer(extra: auth + ["--replicaof", "127.0.0.1", String(master.port)])
         let (m, r) = (master!, replica!)
         addTeardownBlock { m.stop(); r.stop() }
         // Following, and acknowledging writes (WAIT counts it).
         XCTAssertTrue(waitUntil {
             self.info(m.port, "connected_slaves") == "1" && self.cli(m.port, ["WAIT", "1", "100"]).hasPrefix("1")
         }, "the replica follows the master")
-        for _ in 0..<3 { sentinels.append(try RedisSentinel(monitoring: "cache", at: master.port)) }
+        for _ in 0..<3 {
+            sentinels.append(try RedisSentinel(monitoring: "cache", at: master.port, password: sentinelPassword, masterPassword: password))
+        }
         let all = sentinels
         addTeardownBlock { all.forEach { $0.stop() } }
         // A failover needs each sentinel to know the replica and the two others (hello messages every 2 s).
@@ -49,7 +57,9 @@ final class FleetSentinelTests: FleetTestCase {
     }
 
     private func cli(_ port: Int, _ arguments: [String]) -> String {
-        guard let child = try? startChild("/usr/bin/redis-cli", ["-p", String(port)] + arguments), child.waitForExit(timeout: 10) == 0
+        let secret = sentinels.contains { $0.port == port } ? sentinelPassword : password
+        let auth = secret.map { ["-a", $0, "--no-auth-warning"] } ?? []
+        guard let child = try? startChild("/usr/bin/redis-cli", ["-p", String(port)] + auth + arguments), child.waitForExit(timeout: 10) == 0
         else { return "" }
         return child.stdout
     }
@@ -78,6 +88,7 @@ final class FleetSentinelTests: FleetTestCase {
     private func masterInUse(_ l: LarderProcess) -> String? { (try? fleetStats(l))??["master"] as? String }
 
     func testNodesFollowAFailoverAndLoseNoPurge() throws {
+        try startReplicatedRedis()
         let a = try node("a"), b = try node("b")
         let directory = temporaryPath("larder-sentinel-c")
         var c = try node("c", cacheDir: directory)
@@ -118,6 +129,11 @@ final class FleetSentinelTests: FleetTestCase {
                       "every node uses the promoted replica: \(sentinels[0].log.suffix(1500))")
         let after = (try purge(a, "url=%2Fha%2Fafter")["fleet"] as? [String: Any]) ?? [:]
         XCTAssertEqual(after["acknowledged"] as? Int, 3, "\(after)")
+        // Fleet hits again, through the new master.
+        XCTAssertFalse(isHit(try a.client().get("/ha/new")))
+        XCTAssertTrue(waitUntil(seconds: 10) { self.cli(self.replica.port, ["EXISTS", "larder:ha:obj:/ha/new"]).hasPrefix("1") },
+                      "a's fetch on the new master")
+        XCTAssertTrue(isFleetHit(try b.client().get("/ha/new")), "b finds a's fetch on the new master")
 
         // The purge sent during the failover reached every node (b's went out once the new master was there).
         func received(_ l: LarderProcess) -> Int { (try? self.fleetStats(l))??["purges_received"] as? Int ?? 0 }
@@ -146,6 +162,7 @@ final class FleetSentinelTests: FleetTestCase {
     /// new master, and a node that had read it (further than the new master
     /// holds) drops what it cannot prove fresh.
     func testANodeAheadOfThePromotedReplicaDropsWhatItHoldsAndTheSenderResends() throws {
+        try startReplicatedRedis()
         let a = try node("a"), b = try node("b")
         for target in ["/lag/gone", "/lag/kept"] {
             for l in [a, b] { _ = try l.client().get(target) }
@@ -174,6 +191,31 @@ final class FleetSentinelTests: FleetTestCase {
                 XCTAssertTrue(!isHit(r) || isFleetHit(r), "\(target) on \(name): nothing of its own kept, \(r.header("cache-status") ?? "")")
             }
         }
+    }
+
+    /// AUTH to the master and the replica (`password_file`) and to the
+    /// sentinels (`sentinel_password_file`); a wrong sentinel password is a
+    /// fault the node reports, not a crash.
+    func testPasswordsForRedisAndTheSentinels() throws {
+        try startReplicatedRedis(password: "redis-secret", sentinelPassword: "sentinel-secret")
+        func secret(_ text: String) throws -> String {
+            let path = temporaryPath("larder-secret")
+            try (text + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+            chmod(path, 0o600)
+            return path
+        }
+        let (redisFile, sentinelFile) = (try secret("redis-secret"), try secret("sentinel-secret"))
+        let a = try node("a", extra: "password_file = \"\(redisFile)\"\nsentinel_password_file = \"\(sentinelFile)\"")
+        XCTAssertEqual(masterInUse(a), "redis://127.0.0.1:\(master.port)")
+        let answer = (try purge(a, "url=%2Fauth")["fleet"] as? [String: Any]) ?? [:]
+        XCTAssertEqual(answer["replicas"] as? Int, 1, "\(answer)")
+
+        let wrong = try secret("not-it")
+        let b = try startLarder(upstream: origin.url, ["--config", try fleetConfig("b", extra: "password_file = \"\(redisFile)\"\nsentinel_password_file = \"\(wrong)\"")])
+        XCTAssertTrue(waitUntil(seconds: 10) { ((try? self.fleetStats(b))??["last_error"] as? String ?? "").contains("sentinel") },
+                      "\(String(describing: try? fleetStats(b)))")
+        XCTAssertEqual((try fleetStats(b))?["connected"] as? Bool, false)
+        XCTAssertEqual(try b.client().get("/auth").status, 200, "it serves alone")
     }
 
     func testABadSentinelConfigurationIsRefused() throws {
