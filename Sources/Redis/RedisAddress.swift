@@ -37,6 +37,9 @@ public struct RedisAddress: Equatable, Sendable, CustomStringConvertible {
             self.init(endpoint: .unix(path: String(path)))
             return
         }
+        guard !text.hasPrefix("rediss://") else {
+            throw fail("TLS to Redis (rediss://) is not supported yet; reach Redis over a private network or a tunnel")
+        }
         guard text.hasPrefix("redis://") else { throw fail("unknown scheme") }
         var rest = Substring(text.dropFirst(8))
         guard !rest.contains("@") else { throw fail("credentials do not go in the address; put the password in password_file") }

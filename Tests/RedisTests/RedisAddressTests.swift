@@ -28,6 +28,7 @@ final class RedisAddressTests: XCTestCase {
     func testEachKindOfBadAddressIsNamed() {
         XCTAssertTrue(error("http://127.0.0.1").contains("unknown scheme"))
         XCTAssertTrue(error("127.0.0.1:6379").contains("unknown scheme"))
+        XCTAssertTrue(error("rediss://10.0.0.5:6380").contains("TLS to Redis (rediss://) is not supported yet"))
         XCTAssertTrue(error("redis://:pw@127.0.0.1").contains("password_file"), "a password in the address would reach logs")
         XCTAssertTrue(error("redis://").contains("no host"))
         XCTAssertTrue(error("redis://127.0.0.1:0").contains("port"))
