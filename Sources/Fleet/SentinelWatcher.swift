@@ -35,6 +35,8 @@ public final class SentinelWatcher {
     private var askAgain = false
     private var subscriber: RedisConnection?
     private var subscribedTo = 0
+    /// Between subscription attempts (every sentinel may be down).
+    private var backoff = Backoff()
     private var stopped = false
 
     public init(_ settings: Settings, master: RedisMaster, loop: EventLoop, log: @escaping @Sendable (String) -> Void) {
@@ -151,6 +153,7 @@ public final class SentinelWatcher {
             connection.onReady = { [weak self, weak connection] in
                 guard let self, let connection else { return }
                 connection.subscribe(Sentinel.switchChannel, subscribed: { [weak self] in
+                    self?.backoff.reset()
                     self?.ask()  // a failover may have happened while not subscribed
                 }, message: { [weak self] payload in
                     guard let self, let address = Sentinel.switched(payload, master: self.settings.masterName) else { return }
@@ -161,7 +164,7 @@ public final class SentinelWatcher {
                 guard let self, !self.stopped else { return }
                 self.subscriber = nil
                 self.subscribedTo += 1
-                self.loop.schedule(after: 200) { [weak self] in self?.subscribe() }
+                self.loop.schedule(after: self.backoff.take()) { [weak self] in self?.subscribe() }
             }
         }
     }
