@@ -67,7 +67,7 @@ let package = Package(
         // and the I/O threads' pool (BlockingWork) that hands results back to a loop.
         .target(name: "Threads", dependencies: ["CEventLoop", "EventLoop"], swiftSettings: swift5),
         // An asynchronous Redis connection driven by a worker's loop.
-        .target(name: "Redis", dependencies: ["CHiredis", "EventLoop", "Threads"], swiftSettings: swift5),
+        .target(name: "Redis", dependencies: ["CHiredis", "EventLoop", "Threads", "TLS"], swiftSettings: swift5),
         // A fleet of nodes on one Redis: purges that reach every node.
         .target(name: "Fleet", dependencies: ["Redis", "EventLoop", "CacheStorage", "CacheSemantics"], swiftSettings: swift5),
         // The one header-field type every HTTP module shares.
@@ -162,7 +162,7 @@ let package = Package(
         .testTarget(name: "CompressionTests", dependencies: ["Compression", "EventLoop"], swiftSettings: swift5),
         // What several test targets start: free loopback ports, redis-server.
         .target(name: "TestSupport", dependencies: ["CEventLoop"], path: "Tests/TestSupport", swiftSettings: swift5),
-        .testTarget(name: "RedisTests", dependencies: ["Redis", "EventLoop", "TestSupport"], swiftSettings: swift5),
+        .testTarget(name: "RedisTests", dependencies: ["Redis", "EventLoop", "TestSupport", "TLS"], swiftSettings: swift5),
         .testTarget(name: "FleetTests", dependencies: ["Fleet", "Redis", "EventLoop", "CacheStorage", "TestSupport"],
                     swiftSettings: swift5),
         .testTarget(name: "AdminTests", dependencies: ["Admin", "CacheStorage", "Telemetry", "Upstream", "Routing", "HTTPHeaders"], swiftSettings: swift5),

@@ -58,11 +58,26 @@ struct larder_ssl_api {
     const ASN1_TIME *(*X509_get0_notAfter)(const X509 *);
     int (*ASN1_TIME_to_tm)(const ASN1_TIME *, struct tm *);
     int (*EVP_Digest)(const void *, size_t, unsigned char *, unsigned int *, const void *, void *);
+    // The client side (TLS to Redis).
+    const SSL_METHOD *(*TLS_client_method)(void);
+    int (*SSL_connect)(SSL *);
+    void (*SSL_CTX_set_verify)(SSL_CTX *, int, SSL_verify_cb);
+    int (*SSL_CTX_load_verify_locations)(SSL_CTX *, const char *, const char *);
+    int (*SSL_CTX_set_default_verify_paths)(SSL_CTX *);
+    X509_VERIFY_PARAM *(*SSL_get0_param)(SSL *);
+    int (*X509_VERIFY_PARAM_set1_host)(X509_VERIFY_PARAM *, const char *, size_t);
+    int (*X509_VERIFY_PARAM_set1_ip_asc)(X509_VERIFY_PARAM *, const char *);
+    long (*SSL_get_verify_result)(const SSL *);
+    const char *(*X509_verify_cert_error_string)(long);
 };
 
 extern struct larder_ssl_api api;
 
 // The oldest queued OpenSSL error as text (the queue is emptied).
 void larder_tls_take_error(char *out, size_t size);
+// A step's result through SSL_get_error (LARDER_TLS_*), its failure kept
+// for larder_tls_session_error; and setting that text.
+int larder_tls_step_outcome(SSL *ssl, int result);
+void larder_tls_set_error(const char *text);
 
 #endif

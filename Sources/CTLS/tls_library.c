@@ -41,7 +41,10 @@ static void load(void) {
         SYMBOL(GENERAL_NAMES_free), SYMBOL(ASN1_STRING_get0_data), SYMBOL(ASN1_STRING_length),
         SYMBOL(X509_get_subject_name), SYMBOL(X509_NAME_get_text_by_NID), SYMBOL(CRYPTO_malloc),
         SYMBOL(EVP_sha256), SYMBOL(EVP_Digest), SYMBOL(X509_get0_notBefore), SYMBOL(X509_get0_notAfter),
-        SYMBOL(ASN1_TIME_to_tm),
+        SYMBOL(ASN1_TIME_to_tm), SYMBOL(TLS_client_method), SYMBOL(SSL_connect), SYMBOL(SSL_CTX_set_verify),
+        SYMBOL(SSL_CTX_load_verify_locations), SYMBOL(SSL_CTX_set_default_verify_paths), SYMBOL(SSL_get0_param),
+        SYMBOL(X509_VERIFY_PARAM_set1_host), SYMBOL(X509_VERIFY_PARAM_set1_ip_asc), SYMBOL(SSL_get_verify_result),
+        SYMBOL(X509_verify_cert_error_string),
     };
 #undef SYMBOL
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {

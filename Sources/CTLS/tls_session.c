@@ -13,8 +13,10 @@ void larder_tls_session_free(larder_tls_session *session) {
     if (session) api.SSL_free(session);
 }
 
+void larder_tls_set_error(const char *text) { snprintf(session_error, sizeof session_error, "%s", text); }
+
 // Maps a call's result through SSL_get_error.
-static int outcome(SSL *ssl, int result) {
+int larder_tls_step_outcome(SSL *ssl, int result) {
     switch (api.SSL_get_error(ssl, result)) {
     case SSL_ERROR_WANT_READ: return LARDER_TLS_WANT_READ;
     case SSL_ERROR_WANT_WRITE: return LARDER_TLS_WANT_WRITE;
@@ -34,7 +36,7 @@ int larder_tls_handshake(larder_tls_session *session) {
     errno = 0;
     int result = api.SSL_accept(session);
     if (result == 1) return LARDER_TLS_DONE;
-    int why = outcome(session, result);
+    int why = larder_tls_step_outcome(session, result);
     return why == LARDER_TLS_CLOSED ? LARDER_TLS_FAILED : why;
 }
 
@@ -42,7 +44,7 @@ int larder_tls_read(larder_tls_session *session, void *buffer, int length) {
     api.ERR_clear_error();
     errno = 0;
     int result = api.SSL_read(session, buffer, length);
-    return result > 0 ? result : outcome(session, result);
+    return result > 0 ? result : larder_tls_step_outcome(session, result);
 }
 
 int larder_tls_write(larder_tls_session *session, const void *buffer, int length) {
@@ -50,7 +52,7 @@ int larder_tls_write(larder_tls_session *session, const void *buffer, int length
     errno = 0;
     int result = api.SSL_write(session, buffer, length);
     if (result > 0) return result;
-    int why = outcome(session, result);
+    int why = larder_tls_step_outcome(session, result);
     return why == LARDER_TLS_CLOSED ? LARDER_TLS_FAILED : why;
 }
 

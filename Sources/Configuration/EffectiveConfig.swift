@@ -199,6 +199,7 @@ public enum EffectiveConfig {
         out += "name = \(quoted(f.name))\nnode = \(quoted(f.node))\n"
         if let file = f.passwordFile { out += "password_file = \(quoted(file))\n" }
         if let file = f.sentinelPasswordFile { out += "sentinel_password_file = \(quoted(file))\n" }
+        if let file = f.tlsCAFile { out += "tls_ca_file = \(quoted(file))\n" }
         out += "max_object_size = \(quoted(size(f.maxObjectBytes)))\n"
         out += "connect_timeout = \(quoted(duration(Int(f.connectTimeoutMilliseconds))))\n"
         out += "timeout = \(quoted(duration(Int(f.timeoutMilliseconds))))\n"

@@ -14,6 +14,9 @@ public struct FleetConfig: Equatable {
     public var sentinels: [RedisAddress] = []
     public var masterName: String?
     public var sentinelPasswordFile: String?
+    /// `rediss://`: the certificate authorities (PEM) Redis's certificate
+    /// is checked against; nil: the system's.
+    public var tlsCAFile: String?
     /// The prefix of every Redis key: two fleets may share a Redis.
     public var name = "larder"
     /// This node's name in the fleet (default: the host name).
@@ -25,7 +28,7 @@ public struct FleetConfig: Equatable {
     public var maxObjectBytes = 1 << 20
 
     public static let keys = ["redis", "sentinels", "master", "name", "node", "password_file", "sentinel_password_file",
-                              "max_object_size", "connect_timeout", "timeout"]
+                              "tls_ca_file", "max_object_size", "connect_timeout", "timeout"]
 
     /// Whether the master is the one Redis Sentinel names.
     public var followsSentinel: Bool { !sentinels.isEmpty }
@@ -114,10 +117,17 @@ public struct FleetConfig: Equatable {
             }
             if key == "name" { config.name = value } else { config.node = value }
         }
-        for key in ["password_file", "sentinel_password_file"] {
+        for key in ["password_file", "sentinel_password_file", "tls_ca_file"] {
             guard let item = table[key] else { continue }
             guard let path = item.string, !path.isEmpty else { throw fail(key, "expected a file path string") }
-            if key == "password_file" { config.passwordFile = path } else { config.sentinelPasswordFile = path }
+            switch key {
+            case "password_file": config.passwordFile = path
+            case "sentinel_password_file": config.sentinelPasswordFile = path
+            default: config.tlsCAFile = path
+            }
+        }
+        if config.tlsCAFile != nil && (config.followsSentinel || !config.address.tls) {
+            throw fail("tls_ca_file", "the certificate authorities are for TLS to Redis: give redis = \"rediss://HOST[:PORT]\"")
         }
         if config.sentinelPasswordFile != nil && !config.followsSentinel {
             throw fail("sentinel_password_file", "the sentinels' password is for sentinels = [...]: give them too")

@@ -123,6 +123,10 @@ public struct ConfigError: Error, CustomStringConvertible {
     public let key: String?
     public let message: String
 
+    public init(file: String, line: Int?, key: String?, message: String) {
+        (self.file, self.line, self.key, self.message) = (file, line, key, message)
+    }
+
     public var description: String {
         var where_ = file
         if let line { where_ += ":\(line)" }

@@ -187,7 +187,8 @@ public final class PurgeFeed {
         let make = { (extra: UInt64) in
             RedisConnection(address, password: self.settings.password, loop: self.loop,
                             connectTimeoutMilliseconds: self.settings.connectTimeoutMilliseconds,
-                            commandTimeoutMilliseconds: self.settings.timeoutMilliseconds + extra, requireMaster: master)
+                            commandTimeoutMilliseconds: self.settings.timeoutMilliseconds + extra, requireMaster: master,
+                            tls: self.settings.master.tls)
         }
         // The writer's commands may queue behind a WAIT (its bound is theirs too).
         let reader = make(0), writer = make(settings.replicas > 0 ? settings.acknowledgeMilliseconds : 0)

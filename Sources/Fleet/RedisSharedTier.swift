@@ -104,7 +104,8 @@ public final class RedisSharedTier: SharedTier {
         let master = settings.master.followsSentinel
         let make = { RedisConnection(address, password: self.settings.password, loop: self.loop,
                                      connectTimeoutMilliseconds: self.settings.connectTimeoutMilliseconds,
-                                     commandTimeoutMilliseconds: self.settings.timeoutMilliseconds, requireMaster: master) }
+                                     commandTimeoutMilliseconds: self.settings.timeoutMilliseconds, requireMaster: master,
+                                     tls: self.settings.master.tls) }
         let connection = make(), subscriber = make()
         (self.connection, self.subscriber) = (connection, subscriber)
         connection.onReady = { [weak self] in self?.readyChanged() }

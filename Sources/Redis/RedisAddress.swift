@@ -5,8 +5,8 @@ import Glibc
 #endif
 
 /// Where Redis listens, from the `redis` setting: `redis://HOST[:PORT][/DB]`
-/// (IPv6 hosts in brackets; port 6379, database 0 by default) or
-/// `unix:/PATH`. A password never goes in the address (it would end up in
+/// (IPv6 hosts in brackets; port 6379, database 0 by default),
+/// `rediss://...` (the same over TLS), or `unix:/PATH`. A password never goes in the address (it would end up in
 /// logs and `ps`): it comes from `password_file`.
 public struct RedisAddress: Equatable, Sendable, CustomStringConvertible {
     public enum Endpoint: Equatable, Sendable {
@@ -16,10 +16,17 @@ public struct RedisAddress: Equatable, Sendable, CustomStringConvertible {
 
     public let endpoint: Endpoint
     public let database: Int
+    /// `rediss://`: TLS, the server's certificate checked against its host.
+    public let tls: Bool
+    /// The host as written (kept when the name is resolved): what the
+    /// certificate must name.
+    public let serverName: String
 
-    public init(endpoint: Endpoint, database: Int = 0) {
+    public init(endpoint: Endpoint, database: Int = 0, tls: Bool = false, serverName: String? = nil) {
         self.endpoint = endpoint
         self.database = database
+        self.tls = tls
+        if case .tcp(let host, _) = endpoint { self.serverName = serverName ?? host } else { self.serverName = serverName ?? "" }
     }
 
     public struct ParseError: Error, Equatable, CustomStringConvertible {
@@ -28,7 +35,7 @@ public struct RedisAddress: Equatable, Sendable, CustomStringConvertible {
 
     public init(parsing text: String) throws(ParseError) {
         func fail(_ why: String) -> ParseError {
-            ParseError(description: "redis address \"\(text)\": \(why) (expected redis://HOST[:PORT][/DB] or unix:/PATH)")
+            ParseError(description: "redis address \"\(text)\": \(why) (expected redis://HOST[:PORT][/DB], rediss://... or unix:/PATH)")
         }
         if text.hasPrefix("unix:") {
             var path = Substring(text.dropFirst(5))
@@ -37,11 +44,9 @@ public struct RedisAddress: Equatable, Sendable, CustomStringConvertible {
             self.init(endpoint: .unix(path: String(path)))
             return
         }
-        guard !text.hasPrefix("rediss://") else {
-            throw fail("TLS to Redis (rediss://) is not supported yet; reach Redis over a private network or a tunnel")
-        }
-        guard text.hasPrefix("redis://") else { throw fail("unknown scheme") }
-        var rest = Substring(text.dropFirst(8))
+        let tls = text.hasPrefix("rediss://")
+        guard tls || text.hasPrefix("redis://") else { throw fail("unknown scheme") }
+        var rest = Substring(text.dropFirst(tls ? 9 : 8))
         guard !rest.contains("@") else { throw fail("credentials do not go in the address; put the password in password_file") }
         var database = 0
         if let slash = rest.firstIndex(of: "/") {
@@ -71,7 +76,7 @@ public struct RedisAddress: Equatable, Sendable, CustomStringConvertible {
             guard let n = Int(portText), (1...65535).contains(n) else { throw fail("the port must be 1-65535") }
             port = n
         }
-        self.init(endpoint: .tcp(host: String(host), port: port), database: database)
+        self.init(endpoint: .tcp(host: String(host), port: port), database: database, tls: tls)
     }
 
     /// Whether only this machine can reach it (a unix socket, a loopback
@@ -91,7 +96,7 @@ public struct RedisAddress: Equatable, Sendable, CustomStringConvertible {
         case .unix(let path): return "unix:\(path)"
         case .tcp(let host, let port):
             let shown = host.contains(":") ? "[\(host)]" : host
-            return "redis://\(shown):\(port)" + (database == 0 ? "" : "/\(database)")
+            return (tls ? "rediss://" : "redis://") + "\(shown):\(port)" + (database == 0 ? "" : "/\(database)")
         }
     }
 }
@@ -120,7 +125,7 @@ extension RedisAddress {
         var text = [CChar](repeating: 0, count: Int(NI_MAXHOST))
         guard getnameinfo(first.pointee.ai_addr, first.pointee.ai_addrlen, &text, socklen_t(text.count), nil, 0, NI_NUMERICHOST) == 0
         else { return self }
-        return RedisAddress(endpoint: .tcp(host: String(cString: text), port: port), database: database)
+        return RedisAddress(endpoint: .tcp(host: String(cString: text), port: port), database: database, tls: tls, serverName: serverName)
     }
 }
 

@@ -1,34 +1,48 @@
 import CHiredis
 import EventLoop
 import Synchronization
+import TLS
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// One asynchronous connection to Redis on a Larder event loop: hiredis
-/// encodes commands and parses replies; this loop watches its socket (the
-/// `ev` hooks hiredis calls when it wants to read or write) and bounds
-/// every wait with its timers. Nothing here blocks. Loop thread only.
+/// encodes commands (`redisFormatCommandArgv`) and parses replies (its
+/// reader); the socket is this loop's, plain or through TLS (`rediss://`),
+/// and every wait is bounded by its timers. Nothing here blocks. Loop
+/// thread only.
 ///
-/// Commands may be sent as soon as it is made: hiredis queues them behind
-/// the connection's own AUTH and SELECT. When the connection fails (cannot
+/// Commands may be sent as soon as it is made: they queue behind the
+/// connection's own AUTH and SELECT. When the connection fails (cannot
 /// connect, AUTH refused, a reply overdue, closed by the server) every
 /// waiting command gets the `RedisError`, then `onClosed`; it never
 /// reconnects itself (its owner decides when to try again).
 public final class RedisConnection: IOHandler {
     public typealias Reply = (Result<RedisReply, RedisError>) -> Void
 
-    private let loop: EventLoop
-    private var context: UnsafeMutablePointer<redisAsyncContext>?
-    private var fd: Int32 = -1
-    private var interest: IOEvents = []
-    private var watched = false
-    private var waiting: [UInt64: Waiting] = [:]
-    /// Subscriptions: their handlers hear every message, not one reply.
-    private var subscriptions: [UInt64: (RedisReply) -> Void] = [:]
+    let loop: EventLoop
+    let address: RedisAddress
+    var fd: Int32 = -1
+    var interest: IOEvents = []
+    var watched = false
+    /// Connecting (the socket or the TLS handshake), then open.
+    var open = false
+    var tls: TLSSession?
+    let tlsContext: TLSClientContext?
+    /// Encoded commands not yet taken by the socket.
+    var output: [UInt8] = []
+    var outputSent = 0
+    /// What each read lands in (one per connection, not one per read).
+    var readBuffer = [UInt8](repeating: 0, count: 16 * 1024)
+    let reader: UnsafeMutablePointer<redisReader>
+    /// Replies come in the order commands went: their callers, in order.
+    private var waiting: [(token: UInt64, waiter: Waiting)] = []
+    private var waitingStart = 0
+    /// Once subscribed, every reply after those waiting is a message.
+    private var subscription: ((RedisReply) -> Void)?
     private var nextToken: UInt64 = 1
     private var connectTimer: TimerID = .none
-    private var failure: RedisError?
+    private(set) var failure: RedisError?
     private let commandTimeoutMilliseconds: UInt64
     /// Runs once, when the connection is gone (after every waiting command
     /// got its error).
@@ -45,54 +59,23 @@ public final class RedisConnection: IOHandler {
     /// `password`: sent with AUTH first; `commandTimeoutMilliseconds`: how
     /// long a reply may take (a blocking command gives its own);
     /// `requireMaster`: ready only once `ROLE` says it is a master (one
-    /// Sentinel named may have become a replica since).
+    /// Sentinel named may have become a replica since); `tls`: how a
+    /// `rediss://` server's certificate is verified (the system's
+    /// authorities when nil).
     public init(_ address: RedisAddress, password: String?, loop: EventLoop, connectTimeoutMilliseconds: UInt64,
-                commandTimeoutMilliseconds: UInt64, requireMaster: Bool = false) {
+                commandTimeoutMilliseconds: UInt64, requireMaster: Bool = false, tls: TLSClientContext? = nil) {
         self.loop = loop
+        self.address = address
         self.commandTimeoutMilliseconds = commandTimeoutMilliseconds
-        // hiredis would ask the name server here, on the loop: owners resolve first (`needsLookup`).
+        tlsContext = tls
+        reader = redisReaderCreate()
+        // Connecting asks no name server: owners resolve first (`needsLookup`).
         if address.needsLookup { EventLoop.assertOffLoop("a Redis host name lookup (\(address))") }
-        func connect() -> UnsafeMutablePointer<redisAsyncContext>? {
-            switch address.endpoint {
-            case .tcp(let host, let port): return redisAsyncConnect(host, Int32(port))
-            case .unix(let path): return redisAsyncConnectUnix(path)
-            }
-        }
-        var made = connect()
-        // Out of descriptors: the disk tier's kept files are given back
-        // (`descriptorRelief`) and the socket tried once more, as libcurl's are.
-        if let failed = made, failed.pointee.err != 0, Self.isOutOfDescriptors(Self.errorText(failed)),
-           Self.relieveDescriptors() > 0 {
-            redisAsyncFree(failed)
-            made = connect()
-        }
-        guard let made else {
-            failLater(RedisError("cannot connect to \(address): out of memory"))
+        do {
+            try connectSocket()
+        } catch {
+            failLater(RedisError("cannot connect to \(address): \(error.message)"))
             return
-        }
-        if made.pointee.err != 0 {
-            let message = Self.errorText(made)
-            redisAsyncFree(made)
-            failLater(RedisError("cannot connect to \(address): \(message)"))
-            return
-        }
-        context = made
-        fd = made.pointee.c.fd
-        let me = Unmanaged.passUnretained(self).toOpaque()
-        made.pointee.data = me
-        made.pointee.ev.data = me
-        made.pointee.ev.addRead = { RedisConnection.from($0).want(.read, true) }
-        made.pointee.ev.delRead = { RedisConnection.from($0).want(.read, false) }
-        made.pointee.ev.addWrite = { RedisConnection.from($0).want(.write, true) }
-        made.pointee.ev.delWrite = { RedisConnection.from($0).want(.write, false) }
-        made.pointee.ev.cleanup = { RedisConnection.from($0).cleanup() }
-        _ = redisAsyncSetConnectCallback(made) { ac, status in
-            guard let ac, let data = ac.pointee.data else { return }
-            Unmanaged<RedisConnection>.fromOpaque(data).takeUnretainedValue().connected(status == REDIS_OK)
-        }
-        _ = redisAsyncSetDisconnectCallback(made) { ac, _ in
-            guard let ac, let data = ac.pointee.data else { return }
-            Unmanaged<RedisConnection>.fromOpaque(data).takeUnretainedValue().disconnected()
         }
         connectTimer = loop.schedule(after: connectTimeoutMilliseconds) { [weak self] in
             guard let self, !self.isReady else { return }
@@ -122,10 +105,6 @@ public final class RedisConnection: IOHandler {
         }
     }
 
-    private static func from(_ privdata: UnsafeMutableRawPointer?) -> RedisConnection {
-        Unmanaged<RedisConnection>.fromOpaque(privdata!).takeUnretainedValue()
-    }
-
     /// What the daemon installs to give descriptors back when the process
     /// has none left (the disk tier's kept files); returns how many.
     private static let descriptorRelief = Mutex<(@Sendable () -> Int)?>(nil)
@@ -134,17 +113,7 @@ public final class RedisConnection: IOHandler {
         descriptorRelief.withLock { $0 = relief }
     }
 
-    private static func relieveDescriptors() -> Int { descriptorRelief.withLock { $0 }?() ?? 0 }
-
-    /// hiredis says why a socket failed in words ("Can't create socket: "
-    /// and strerror's), not errno.
-    private static func isOutOfDescriptors(_ message: String) -> Bool {
-        message.hasSuffix(String(cString: strerror(EMFILE))) || message.hasSuffix(String(cString: strerror(ENFILE)))
-    }
-
-    private static func errorText(_ ac: UnsafePointer<redisAsyncContext>) -> String {
-        ac.pointee.errstr.map { String(cString: $0) } ?? "error \(ac.pointee.err)"
-    }
+    static func relieveDescriptors() -> Int { descriptorRelief.withLock { $0 }?() ?? 0 }
 
     // MARK: commands
 
@@ -155,8 +124,8 @@ public final class RedisConnection: IOHandler {
     }
 
     public func send(_ arguments: [[UInt8]], timeoutMilliseconds: UInt64? = nil, reply: @escaping Reply) {
-        guard let context, failure == nil else {
-            let error = failure ?? RedisError("not connected")
+        guard failure == nil, let encoded = Self.encode(arguments) else {
+            let error = failure ?? RedisError("cannot encode a command of \(arguments.count) arguments")
             loop.execute { reply(.failure(error)) }
             return
         }
@@ -164,42 +133,32 @@ public final class RedisConnection: IOHandler {
         nextToken &+= 1
         let timeout = timeoutMilliseconds ?? commandTimeoutMilliseconds
         let timer = loop.schedule(after: timeout) { [weak self] in
-            guard let self, self.waiting[token] != nil else { return }
+            guard let self, self.waiting[self.waitingStart...].contains(where: { $0.token == token }) else { return }
             self.close(RedisError("Redis did not answer within \(timeout) ms"))
         }
-        waiting[token] = Waiting(reply: reply, timer: timer)
-        let status = withArgv(arguments) { argv, lengths in
-            redisAsyncCommandArgv(context, { ac, reply, privdata in
-                guard let ac, let data = ac.pointee.data else { return }
-                let me = Unmanaged<RedisConnection>.fromOpaque(data).takeUnretainedValue()
-                me.answered(UInt64(UInt(bitPattern: privdata)), reply?.assumingMemoryBound(to: redisReply.self), ac)
-            }, UnsafeMutableRawPointer(bitPattern: UInt(token)), Int32(arguments.count), argv, lengths)
-        }
-        if status != REDIS_OK {
-            // Its reply (the failure) comes on a later turn, as every reply does.
-            let error = RedisError("cannot send to Redis: \(Self.errorText(context))")
-            loop.execute { [weak self] in self?.close(error) }
-        }
+        waiting.append((token, Waiting(reply: reply, timer: timer)))
+        output += encoded
+        if open { flush() }
     }
 
     /// Subscribes to `channel` (the connection is then for subscriptions
     /// only): `subscribed` runs once Redis confirmed it, `message` with each
-    /// message's payload. A failure of the
-    /// connection ends it (`onClosed`).
+    /// message's payload. A failure of the connection ends it (`onClosed`).
     public func subscribe(_ channel: String, subscribed: @escaping () -> Void, message: @escaping ([UInt8]) -> Void) {
-        let token = nextToken
-        subscriptions[token] = { reply in
+        guard failure == nil, let encoded = Self.encode([Array("SUBSCRIBE".utf8), Array(channel.utf8)]) else { return }
+        subscription = { reply in
             // ["message", channel, payload]; the first reply confirms the subscription.
             let parts = reply.elements
             guard parts.count == 3 else { return }
             if parts[0].text == "message", case .string(let payload) = parts[2] { message(payload) }
             if parts[0].text == "subscribe" { subscribed() }
         }
-        send(["SUBSCRIBE", channel]) { _ in }
+        output += encoded
+        if open { flush() }
     }
 
-    private func withArgv<T>(_ arguments: [[UInt8]], _ body: (UnsafeMutablePointer<UnsafePointer<CChar>?>, UnsafePointer<Int>) -> T) -> T {
-        // hiredis copies the arguments into its output buffer before returning.
+    /// hiredis's encoding of one command (RESP: an array of bulk strings).
+    private static func encode(_ arguments: [[UInt8]]) -> [UInt8]? {
         let buffers = arguments.map { bytes -> UnsafeMutablePointer<CChar> in
             let copy = UnsafeMutablePointer<CChar>.allocate(capacity: max(bytes.count, 1))
             bytes.withUnsafeBytes { raw in
@@ -210,68 +169,41 @@ public final class RedisConnection: IOHandler {
         defer { buffers.forEach { $0.deallocate() } }
         var argv = buffers.map { UnsafePointer<CChar>?(UnsafePointer($0)) }
         let lengths = arguments.map(\.count)
-        return argv.withUnsafeMutableBufferPointer { argvBuffer in
-            lengths.withUnsafeBufferPointer { body(argvBuffer.baseAddress!, $0.baseAddress!) }
+        var target: UnsafeMutablePointer<CChar>?
+        let count = argv.withUnsafeMutableBufferPointer { argvBuffer in
+            lengths.withUnsafeBufferPointer { redisFormatCommandArgv(&target, Int32(arguments.count), argvBuffer.baseAddress!, $0.baseAddress!) }
         }
+        guard count > 0, let target else { return nil }
+        defer { redisFreeCommand(target) }
+        return Array(UnsafeRawBufferPointer(start: target, count: Int(count)))
     }
 
-    /// No reply: the connection is going (every waiting command hears why).
-    private func answered(_ token: UInt64, _ reply: UnsafeMutablePointer<redisReply>?, _ ac: UnsafePointer<redisAsyncContext>) {
-        guard let reply else { return failAll(failure ?? Self.lost(ac)) }
-        if let subscription = subscriptions[token] {
-            if let waiter = waiting.removeValue(forKey: token) { loop.cancel(waiter.timer) }
-            return subscription(RedisReply(reply))
+    /// Replies parsed from what was read, each to its waiting command (or,
+    /// subscribed, to the subscription); a reply that is not Redis's
+    /// protocol ends the connection.
+    func deliverReplies() {
+        while failure == nil {
+            var parsed: UnsafeMutableRawPointer?
+            guard redisReaderGetReply(reader, &parsed) == REDIS_OK else {
+                let why = withUnsafeBytes(of: reader.pointee.errstr) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                return close(RedisError("the connection to Redis closed: \(why)"))
+            }
+            guard let parsed else { return }
+            let reply = RedisReply(parsed.assumingMemoryBound(to: redisReply.self))
+            freeReplyObject(parsed)
+            if waitingStart < waiting.count {
+                let (_, waiter) = waiting[waitingStart]
+                waitingStart += 1
+                if waitingStart > 64 && waitingStart * 2 > waiting.count {
+                    waiting.removeFirst(waitingStart)
+                    waitingStart = 0
+                }
+                loop.cancel(waiter.timer)
+                waiter.reply(.success(reply))
+            } else {
+                subscription?(reply)
+            }
         }
-        guard let waiter = waiting.removeValue(forKey: token) else { return }
-        loop.cancel(waiter.timer)
-        waiter.reply(.success(RedisReply(reply)))
-    }
-
-    private static func lost(_ ac: UnsafePointer<redisAsyncContext>) -> RedisError {
-        RedisError("the connection to Redis closed" + (ac.pointee.err != 0 ? ": \(errorText(ac))" : ""))
-    }
-
-    // MARK: the socket
-
-    public func ready(_ events: IOEvents) {
-        if !events.isDisjoint(with: [.read, .error, .hangup]), let context { redisAsyncHandleRead(context) }
-        if events.contains(.write), let context { redisAsyncHandleWrite(context) }
-    }
-
-    private func want(_ event: IOEvents, _ on: Bool) {
-        if on { interest.insert(event) } else { interest.remove(event) }
-        guard fd >= 0 else { return }
-        if watched {
-            loop.setInterest(fd, interest)
-        } else {
-            watched = (try? loop.watch(fd, interest, self)) != nil
-        }
-    }
-
-    /// hiredis is about to close the socket (and may still call back:
-    /// this object outlives the current loop turn, though the loop's
-    /// reference to it goes now).
-    private func cleanup() {
-        if watched { loop.unwatch(fd) }
-        watched = false
-        fd = -1
-        loop.execute { withExtendedLifetime(self) {} }
-    }
-
-    private func connected(_ ok: Bool) {
-        // On failure hiredis frees the context itself right after this.
-        guard !ok, let context else { return }
-        let error = failure ?? RedisError("cannot connect to Redis: \(Self.errorText(context))")
-        self.context = nil
-        failAll(error)
-    }
-
-    /// The server closed the connection, or it broke (hiredis frees it).
-    private func disconnected() {
-        guard let context else { return }
-        let error = failure ?? Self.lost(context)
-        self.context = nil
-        failAll(error)
     }
 
     // MARK: closing
@@ -279,23 +211,19 @@ public final class RedisConnection: IOHandler {
     /// Closes it now: every waiting command gets `error`, then `onClosed` runs.
     public func close(_ error: RedisError = RedisError("closed")) {
         guard failure == nil else { return }
-        failure = error
-        loop.cancel(connectTimer)
-        if let context {
-            self.context = nil
-            redisAsyncFree(context)  // hands every waiting command a nil reply
-        }
         failAll(error)
     }
 
-    private func failAll(_ error: RedisError) {
+    func failAll(_ error: RedisError) {
         if failure == nil { failure = error }
         isReady = false
         loop.cancel(connectTimer)
-        let left = waiting
-        waiting = [:]
-        subscriptions = [:]
-        for (_, waiter) in left.sorted(by: { $0.key < $1.key }) {  // in the order sent
+        closeSocket()
+        let left = waiting[waitingStart...]
+        waiting = []
+        waitingStart = 0
+        subscription = nil
+        for (_, waiter) in left {  // in the order sent
             loop.cancel(waiter.timer)
             waiter.reply(.failure(error))
         }
@@ -308,15 +236,15 @@ public final class RedisConnection: IOHandler {
     /// From the initializer: the owner hears of it on a later loop turn.
     private func failLater(_ error: RedisError) {
         failure = error
-        loop.execute { [weak self] in self?.failAll(error) }
+        loop.execute { [weak self] in
+            guard let self else { return }
+            self.failure = nil
+            self.failAll(error)
+        }
     }
 
     deinit {
-        // Only reached when never watched (the loop holds a watched one):
-        // nothing may call back into this object any more.
-        guard let context else { return }
-        context.pointee.data = nil
-        context.pointee.ev = .init()
-        redisAsyncFree(context)
+        if fd >= 0 { Socket.close(fd) }
+        redisReaderFree(reader)
     }
 }

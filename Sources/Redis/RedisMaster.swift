@@ -1,5 +1,6 @@
 import EventLoop
 import Threads
+import TLS
 
 /// Where the fleet's Redis master is now, for every connection a node
 /// makes to it (the purge feed's, each worker's shared tier): one fixed
@@ -17,6 +18,8 @@ public final class RedisMaster: @unchecked Sendable {
     /// Named by Sentinel (connections check that it is a master, `ROLE`),
     /// or given.
     public let followsSentinel: Bool
+    /// With `rediss://`: how the master's certificate is verified.
+    public let tls: TLSClientContext?
     private let state: Locked<State>
 
     private struct State {
@@ -32,14 +35,16 @@ public final class RedisMaster: @unchecked Sendable {
     }
 
     /// A fixed address: nothing ever changes it.
-    public init(fixed address: RedisAddress) {
+    public init(fixed address: RedisAddress, tls: TLSClientContext? = nil) {
         followsSentinel = false
+        self.tls = tls
         state = Locked(State(current: Current(address: address, generation: 0)))
     }
 
     /// No master yet: `set` gives the first. `now`: monotonic milliseconds.
     public init(followingSentinelAt now: UInt64) {
         followsSentinel = true
+        tls = nil
         state = Locked(State(missingSince: now))
     }
 

@@ -4,7 +4,9 @@ import CTLS
 public final class TLSSession {
     private let session: OpaquePointer
     /// Held until the session ends: its callbacks read it during the handshake.
-    private let context: TLSContext
+    private let context: AnyObject
+    /// Towards a server (Redis): the handshake is the client's.
+    private let isClient: Bool
     public private(set) var established = false
 
     /// What a call came to.
@@ -15,17 +17,22 @@ public final class TLSSession {
         case failed(String)
     }
 
-    public init?(context: TLSContext, fd: Int32) {
+    public convenience init?(context: TLSContext, fd: Int32) {
         guard let session = larder_tls_session_new(context.pointer, fd) else { return nil }
+        self.init(session: session, holding: context, client: false)
+    }
+
+    init(session: OpaquePointer, holding context: AnyObject, client: Bool) {
         self.session = session
         self.context = context
+        isClient = client
     }
 
     deinit { larder_tls_session_free(session) }
 
-    /// One step of the server's handshake.
+    /// One step of the handshake (the server's, or the client's).
     public func handshake() -> Progress {
-        let result = larder_tls_handshake(session)
+        let result = isClient ? larder_tls_connect(session) : larder_tls_handshake(session)
         if Int(result) == LARDER_TLS_DONE { established = true }
         return Self.progress(result)
     }

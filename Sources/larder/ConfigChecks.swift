@@ -66,6 +66,8 @@ enum ConfigChecks {
             let password: String?
             do {
                 password = try fleet.password()
+                _ = try fleet.sentinelPassword()
+                _ = try fleet.tlsContext()
             } catch {
                 throw Refusal(message: "\(error)")
             }

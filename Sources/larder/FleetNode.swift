@@ -8,6 +8,7 @@ import Logging
 import Redis
 import Synchronization
 import Threads
+import TLS
 
 /// This node's part in a fleet: the purge stream on a thread and loop of
 /// its own (a worker never waits on Redis, and purges from other nodes
@@ -34,13 +35,14 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
     private lazy var sharedFaults = FaultLog { [logger] in logger.warning("\($0)") }
 
     /// `cacheDirectory`: the disk tier's, where the fleet's identity is remembered.
-    init(_ config: FleetConfig, password: String?, sentinelPassword: String? = nil, store: TieredStore,
+    init(_ config: FleetConfig, password: String?, sentinelPassword: String? = nil, tls: TLSClientContext? = nil, store: TieredStore,
          purgeScopes: @escaping (String) -> [PurgeScope], cacheDirectory: String?, logger: Logger) throws {
         self.config = config
         self.password = password
         self.logger = logger
         loop = try EventLoop()
-        master = config.followsSentinel ? RedisMaster(followingSentinelAt: EventLoop.nowMilliseconds()) : RedisMaster(fixed: config.address)
+        master = config.followsSentinel ? RedisMaster(followingSentinelAt: EventLoop.nowMilliseconds())
+            : RedisMaster(fixed: config.address, tls: tls)
         let current = Locked(FleetStatus(name: config.name, node: config.node, connected: false, purgesSent: 0, purgesReceived: 0,
                                          purgesQueued: 0, lastError: nil))
         self.current = current
@@ -207,6 +209,20 @@ final class FleetNode: PurgeFanOut, @unchecked Sendable {
                 delivered(PurgeDelivery(nodes: delivery.nodes, acknowledged: delivery.acknowledged, queued: delivery.queued,
                                         error: delivery.error, replicas: delivery.replicas))
             }
+        }
+    }
+}
+
+extension FleetConfig {
+    /// With `rediss://`: the certificate authorities Redis's certificate is
+    /// checked against (`tls_ca_file`, else the system's), loaded now so a
+    /// bad file is a configuration error (78), not a fault at each connect.
+    func tlsContext() throws(ConfigError) -> TLSClientContext? {
+        guard !followsSentinel, address.tls else { return nil }
+        do {
+            return try TLSClientContext.verifying(caFile: tlsCAFile)
+        } catch {
+            throw ConfigError(file: tlsCAFile ?? "(the system's certificate authorities)", line: nil, key: "fleet.tls_ca_file", message: error.description)
         }
     }
 }

@@ -285,10 +285,11 @@ struct Serve: ParsableCommand {
     static func startFleet(_ settings: Settings, store: TieredStore, logger: Logger,
                            purgeScopes: @escaping (String) -> [PurgeScope]) throws -> FleetNode? {
         guard let config = settings.fleet else { return nil }
-        let password: String?, sentinelPassword: String?
+        let password: String?, sentinelPassword: String?, tls: TLSClientContext?
         do {
             password = try config.password()
             sentinelPassword = try config.sentinelPassword()
+            tls = try config.tlsContext()
         } catch {
             complain("\(error)")
             throw Exit.config
@@ -299,7 +300,7 @@ struct Serve: ParsableCommand {
         }
         if let warning = config.passwordFileWarning() { logger.warning("\(warning)") }
         do {
-            let node = try FleetNode(config, password: password, sentinelPassword: sentinelPassword, store: store, purgeScopes: purgeScopes,
+            let node = try FleetNode(config, password: password, sentinelPassword: sentinelPassword, tls: tls, store: store, purgeScopes: purgeScopes,
                                      cacheDirectory: settings.cacheDirectory, logger: logger)
             try node.start()
             // Purges missed while this node was away apply before it serves (bounded: Redis may be down).

@@ -23,12 +23,16 @@ final class RedisAddressTests: XCTestCase {
         XCTAssertEqual(try parse("unix:/run/redis/redis.sock"), RedisAddress(endpoint: .unix(path: "/run/redis/redis.sock")))
         XCTAssertEqual(try parse("unix:///run/redis.sock"), RedisAddress(endpoint: .unix(path: "/run/redis.sock")))
         XCTAssertEqual(try parse("redis://[::1]:7000/3").description, "redis://[::1]:7000/3")
+        let tls = try parse("rediss://cache.internal:6380/1")
+        XCTAssertTrue(tls.tls)
+        XCTAssertEqual(tls.description, "rediss://cache.internal:6380/1")
+        XCTAssertEqual(tls.serverName, "cache.internal")
+        XCTAssertFalse(try parse("redis://cache.internal").tls)
     }
 
     func testEachKindOfBadAddressIsNamed() {
         XCTAssertTrue(error("http://127.0.0.1").contains("unknown scheme"))
         XCTAssertTrue(error("127.0.0.1:6379").contains("unknown scheme"))
-        XCTAssertTrue(error("rediss://10.0.0.5:6380").contains("TLS to Redis (rediss://) is not supported yet"))
         XCTAssertTrue(error("redis://:pw@127.0.0.1").contains("password_file"), "a password in the address would reach logs")
         XCTAssertTrue(error("redis://").contains("no host"))
         XCTAssertTrue(error("redis://127.0.0.1:0").contains("port"))
@@ -40,7 +44,7 @@ final class RedisAddressTests: XCTestCase {
         XCTAssertTrue(error("redis://[::1]x").contains("after the host"))
         XCTAssertTrue(error("unix:relative.sock").contains("absolute path"))
         XCTAssertTrue(error("unix:").contains("absolute path"))
-        XCTAssertTrue(error("ftp://x").contains("redis://HOST[:PORT][/DB] or unix:/PATH"), "the error shows the expected form")
+        XCTAssertTrue(error("ftp://x").contains("redis://HOST[:PORT][/DB], rediss://... or unix:/PATH"), "the error shows the expected form")
     }
 
     func testOnlyLoopbackAndUnixSocketsAreLocal() throws {

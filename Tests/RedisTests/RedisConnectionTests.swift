@@ -2,6 +2,7 @@ import EventLoop
 import Foundation
 import Redis
 import TestSupport
+import TLS
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -100,6 +101,45 @@ final class RedisConnectionTests: XCTestCase {
         let write = try call(plain, ["SET", "k", "v"])?.get()
         XCTAssertEqual(write?.isReadOnlyError, true, "\(String(describing: write))")
         XCTAssertEqual(try call(plain, ["GET", "k"])?.get().isReadOnlyError, false)
+    }
+
+    /// `rediss://`: the commands go through TLS to a server whose
+    /// certificate names the address; one no authority vouches for, or for
+    /// another address, is refused with the reason, never a hang.
+    func testTLSToAServerWhoseCertificateVerifies() throws {
+        let dir = NSTemporaryDirectory() + "larder-redis-tls-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let certificate = try selfSignedCertificate(in: dir, names: "IP:127.0.0.1,DNS:localhost")
+        let server = try RedisServer(tls: certificate)
+        let port = try XCTUnwrap(server.tlsPort)
+        func open(_ name: String, ca: String?) throws -> RedisConnection {
+            let address = RedisAddress(endpoint: .tcp(host: "127.0.0.1", port: port), tls: true, serverName: name)
+            let connection = RedisConnection(address, password: nil, loop: loop, connectTimeoutMilliseconds: 2_000,
+                                             commandTimeoutMilliseconds: 2_000, tls: try TLSClientContext.verifying(caFile: ca))
+            connections.append(connection)
+            return connection
+        }
+        let redis = try open("127.0.0.1", ca: certificate.cert)
+        var ready = false
+        redis.onReady = { ready = true }
+        let big = [UInt8](repeating: 0x61, count: 200_000)
+        XCTAssertEqual(try call(redis, ["SET", "k", String(decoding: big, as: UTF8.self)])?.get(), .status("OK"))
+        XCTAssertEqual(try call(redis, ["GET", "k"])?.get(), .string(big), "a large reply through TLS, whole")
+        XCTAssertTrue(ready)
+
+        XCTAssertEqual(try call(try open("localhost", ca: certificate.cert), ["PING"])?.get(), .status("PONG"), "a name it shows")
+        for (name, ca, why) in [("127.0.0.1", nil as String?, "self-signed certificate"),
+                                ("elsewhere.test", certificate.cert, "hostname mismatch")] {
+            let refused = try open(name, ca: ca)
+            var closed: RedisError?
+            refused.onClosed = { closed = $0 }
+            run { closed != nil }
+            XCTAssertTrue(closed?.description.contains(why) ?? false, "\(name): \(String(describing: closed))")
+        }
+        // A plain connection to the TLS port: an error, in bounded time.
+        let plain = try connect("redis://127.0.0.1:\(port)", commandTimeout: 500)
+        if case .success(let reply) = try XCTUnwrap(call(plain, ["PING"])) { XCTFail("a plain PING answered through TLS: \(reply)") }
     }
 
     /// Out of descriptors (the limit just above those open), the relief the

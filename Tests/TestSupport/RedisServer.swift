@@ -9,13 +9,16 @@ public final class RedisServer {
     public let port: Int
     public let socketPath: String
     public let directory: String
+    /// With `tls`: the port that speaks TLS (the plain one stays too).
+    public let tlsPort: Int?
     private let process: Process
 
     public static var binary: String? {
         ["/usr/bin/redis-server", "/usr/local/bin/redis-server"].first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
-    public init(extra: [String] = [], port: Int? = nil, directory: String? = nil) throws {
+    /// `tls`: a certificate and key to serve TLS with, on `tlsPort`.
+    public init(extra: [String] = [], port: Int? = nil, directory: String? = nil, tls: (cert: String, key: String)? = nil) throws {
         guard let binary = Self.binary else {
             throw RedisTestError("redis-server is not installed: run .ci/install-deps --test (the README's test command does)")
         }
@@ -23,10 +26,17 @@ public final class RedisServer {
         self.directory = directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("larder-redis-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: self.directory, withIntermediateDirectories: true)
         socketPath = self.directory + "/redis.sock"
+        let tlsPort = tls.map { _ in unusedPort() }
+        self.tlsPort = tlsPort
+        var tlsArguments: [String] = []
+        if let tls, let tlsPort {
+            tlsArguments = ["--tls-port", String(tlsPort), "--tls-cert-file", tls.cert, "--tls-key-file", tls.key,
+                            "--tls-ca-cert-file", tls.cert, "--tls-auth-clients", "no"]
+        }
         process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = ["--port", String(self.port), "--bind", "127.0.0.1", "--unixsocket", socketPath, "--dir", self.directory,
-                             "--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", self.directory + "/redis.log"] + extra
+                             "--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", self.directory + "/redis.log"] + tlsArguments + extra
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
@@ -48,6 +58,21 @@ public final class RedisServer {
         stop()
         try? FileManager.default.removeItem(atPath: directory)
     }
+}
+
+/// A self-signed certificate (its own authority) for `names` (such as
+/// "IP:127.0.0.1,DNS:localhost"), made by the openssl command in `directory`.
+public func selfSignedCertificate(in directory: String, names: String) throws -> (cert: String, key: String) {
+    let (cert, key) = (directory + "/cert.pem", directory + "/cert.key")
+    let openssl = Process()
+    openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+    openssl.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key,
+                         "-out", cert, "-days", "2", "-subj", "/CN=redis test", "-addext", "subjectAltName=" + names]
+    openssl.standardError = FileHandle.nullDevice
+    try openssl.run()
+    openssl.waitUntilExit()
+    guard openssl.terminationStatus == 0 else { throw RedisTestError("openssl req failed") }
+    return (cert, key)
 }
 
 /// SIGKILL, then waits (bounded: 10 s) until the process is gone.

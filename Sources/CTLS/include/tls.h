@@ -71,4 +71,17 @@ const char *larder_tls_version(const larder_tls_session *session);
 int larder_tls_resumed(const larder_tls_session *session);
 const char *larder_tls_server_name(const larder_tls_session *session);
 
+// The client side (TLS to Redis): a context that verifies servers against
+// `ca_file` (PEM), or the system's store when NULL; NULL on failure, with a
+// message in `error`.
+typedef struct ssl_ctx_st larder_tls_client_context;
+larder_tls_client_context *larder_tls_client_context_new(const char *ca_file, char *error, size_t error_size);
+void larder_tls_client_context_free(larder_tls_client_context *context);
+// A session towards `host` (a name, sent as SNI and checked against the
+// certificate, or an IP address, checked alone) on a connected socket.
+larder_tls_session *larder_tls_client_session_new(larder_tls_client_context *context, int fd, const char *host);
+// One step of the client's handshake: LARDER_TLS_DONE, WANT_*, or FAILED
+// (a certificate that does not verify says why).
+int larder_tls_connect(larder_tls_session *session);
+
 #endif

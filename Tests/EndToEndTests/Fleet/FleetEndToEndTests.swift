@@ -96,6 +96,43 @@ final class FleetEndToEndTests: FleetTestCase {
         XCTAssertTrue(applied.stdout.contains("fleet: applied by 2 of 2 nodes"), applied.stdout)
     }
 
+    /// `rediss://`: the fleet over TLS to a Redis whose certificate the
+    /// configured authority signed; purges and the shared tier go through it.
+    func testAFleetOverTLSToRedis() throws {
+        let dir = temporaryPath("larder-redis-tls")
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let certificate = try selfSignedCertificate(in: dir, names: "IP:127.0.0.1")
+        let secure = try RedisServer(tls: certificate)
+        addTeardownBlock { secure.stop() }
+        func tlsNode(_ name: String) throws -> LarderProcess {
+            let config = try writeConfig("""
+                [fleet]
+                redis = "rediss://127.0.0.1:\(secure.tlsPort!)"
+                tls_ca_file = "\(certificate.cert)"
+                name = "tls"
+                node = "\(name)"
+                """)
+            let l = try startLarder(upstream: origin.url, ["--config", config])
+            XCTAssertTrue(waitUntil { (try? self.fleetStats(l))??["connected"] as? Bool == true }, "\(name) joins over TLS")
+            return l
+        }
+        let a = try tlsNode("a"), b = try tlsNode("b")
+        XCTAssertEqual((try fleetStats(a))?["master"] as? String, "rediss://127.0.0.1:\(secure.tlsPort!)")
+        _ = try a.client().get("/tls/one")
+        XCTAssertTrue(waitForSharedStores(a, 1))
+        XCTAssertTrue(isFleetHit(try b.client().get("/tls/one")), "b finds a's fetch in Redis, over TLS")
+        let answer = (try purge(b, "url=%2Ftls%2Fone")["fleet"] as? [String: Any]) ?? [:]
+        XCTAssertEqual(answer["acknowledged"] as? Int, 2, "\(answer)")
+        XCTAssertFalse(isHit(try a.client().get("/tls/one")))
+
+        // The system's authorities do not vouch for this certificate: a fault the node reports while serving alone.
+        let untrusting = try startLarder(upstream: origin.url, ["--config", try writeConfig(
+            "[fleet]\nredis = \"rediss://127.0.0.1:\(secure.tlsPort!)\"\nname = \"tls\"\nnode = \"c\"\n")])
+        XCTAssertTrue(waitUntil { ((try? self.fleetStats(untrusting))??["last_error"] as? String ?? "").contains("certificate") },
+                      "\(String(describing: try? fleetStats(untrusting)))")
+        XCTAssertEqual(try untrusting.client().get("/tls/two").status, 200)
+    }
+
     func testABadFleetConfigurationIsRefused() throws {
         func refusal(_ config: String) throws -> String {
             let child = try startChild(Paths.larder, ["check-config", "--config", try writeConfig(config)])
@@ -109,6 +146,10 @@ final class FleetEndToEndTests: FleetTestCase {
         XCTAssertTrue(try refusal("[fleet]\nredis = \"redis://127.0.0.1\"\nreplicas = 3\n").contains("unknown fleet key"))
         XCTAssertTrue(try refusal("[fleet]\nredis = \"redis://127.0.0.1\"\nmax_object_size = \"huge\"\n").contains("fleet.max_object_size"))
         XCTAssertTrue(try refusal("[fleet]\nredis = \"redis://127.0.0.1\"\nmax_object_size = \"1GiB\"\n").contains("64MiB"))
+        XCTAssertTrue(try refusal("[fleet]\nredis = \"redis://127.0.0.1\"\ntls_ca_file = \"/etc/ca.pem\"\n").contains("fleet.tls_ca_file"),
+                      "authorities for a Redis without TLS")
+        XCTAssertTrue(try refusal("[fleet]\nredis = \"rediss://127.0.0.1\"\ntls_ca_file = \"/nonexistent/ca.pem\"\n")
+            .contains("fleet.tls_ca_file"), "authorities that cannot be read")
         XCTAssertTrue(try refusal("[fleet]\nredis = \"redis://10.1.2.3\"\n").contains("no password"),
                       "Redis other machines reach needs a password")
 
